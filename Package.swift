@@ -1,0 +1,48 @@
+// swift-tools-version:6.0
+// Baton: Handoff for Linux. No outside Swift packages; C libraries come from Debian.
+import PackageDescription
+
+let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
+
+let package = Package(
+    name: "Baton",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "batond", targets: ["batond"]),
+        .executable(name: "baton", targets: ["baton"]),
+        .executable(name: "bt-pair", targets: ["bt-pair"]),
+        .executable(name: "baton-bench", targets: ["baton-bench"]),
+        .library(name: "BatonClient", targets: ["BatonClient"]),
+    ],
+    targets: [
+        // C libraries from Debian packages.
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
+        .systemLibrary(name: "CBluetooth", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
+
+        // Pure layers: no I/O.
+        .target(name: "BatonCrypto", dependencies: ["COpenSSL"], swiftSettings: strict),
+        .target(name: "BatonCore", dependencies: ["BatonCrypto"], swiftSettings: strict),
+
+        // Adapters at the edges.
+        .target(name: "BatonDBus", dependencies: ["CDBus"], swiftSettings: strict),
+        .target(name: "BatonStore", dependencies: ["BatonCore"], swiftSettings: strict),
+        .target(name: "BatonTransport", dependencies: ["BatonCore", "BatonCrypto", "COpenSSL", "CBluetooth"], swiftSettings: strict),
+        .target(name: "BatonBlueZ", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: strict),
+        .target(name: "BatonService", dependencies: ["BatonCore", "BatonDBus", "BatonStore", "BatonBlueZ", "BatonTransport"], swiftSettings: strict),
+        .target(name: "BatonClient", dependencies: ["BatonDBus", "BatonCore"], swiftSettings: strict),
+
+        // Thin executables that only wire things together.
+        .executableTarget(name: "batond", dependencies: ["BatonService"], swiftSettings: strict),
+        .executableTarget(name: "baton", dependencies: ["BatonClient", "BatonCore", "BatonDBus"], swiftSettings: strict),
+        .executableTarget(name: "bt-pair", dependencies: ["BatonClient", "BatonCore", "BatonDBus"], swiftSettings: strict),
+        .executableTarget(name: "baton-bench", dependencies: ["BatonCore", "BatonCrypto"], swiftSettings: strict),
+
+        .testTarget(name: "BatonCryptoTests", dependencies: ["BatonCrypto"], swiftSettings: strict),
+        .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore", "BatonCrypto"], resources: [.copy("Vectors")], swiftSettings: strict),
+        .testTarget(name: "BatonDBusTests", dependencies: ["BatonDBus"], swiftSettings: strict),
+        .testTarget(name: "BatonServiceTests", dependencies: ["BatonService", "BatonClient", "BatonDBus", "BatonCore"], swiftSettings: strict),
+        .testTarget(name: "BatonLabTests", dependencies: ["BatonBlueZ", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
+    ],
+    swiftLanguageModes: [.v6]
+)

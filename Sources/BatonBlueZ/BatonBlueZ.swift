@@ -1,0 +1,1 @@
+// BatonBlueZ: see docs/architecture.md.

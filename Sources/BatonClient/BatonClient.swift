@@ -1,0 +1,1 @@
+// BatonClient: see docs/architecture.md.

@@ -1,0 +1,1 @@
+// BatonCore: see docs/architecture.md.

@@ -1,0 +1,1 @@
+// BatonCrypto: see docs/architecture.md.

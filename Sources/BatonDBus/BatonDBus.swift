@@ -1,0 +1,1 @@
+// BatonDBus: see docs/architecture.md.

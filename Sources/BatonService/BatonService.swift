@@ -1,0 +1,1 @@
+// BatonService: see docs/architecture.md.

@@ -1,0 +1,1 @@
+// BatonStore: see docs/architecture.md.

@@ -1,0 +1,1 @@
+// BatonTransport: see docs/architecture.md.
