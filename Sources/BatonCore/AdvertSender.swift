@@ -1,0 +1,136 @@
+import BatonCrypto
+
+/// What the device currently wants to advertise (before sealing).
+public struct AdvertContent: Hashable, Sendable {
+    public var activityType: String?
+    public var flags: AdvertFlags
+
+    public init(activityType: String?, hasWebpageURL: Bool = false, hasDocument: Bool = false, prefersBLE: Bool = false) {
+        self.activityType = activityType
+        var flags: AdvertFlags = activityType == nil ? [] : [.hasActivity]
+        if activityType != nil && hasWebpageURL { flags.insert(.hasWebpageURL) }
+        if activityType != nil && hasDocument { flags.insert(.hasDocument) }
+        if prefersBLE { flags.insert(.prefersBLE) }
+        self.flags = flags
+    }
+
+    public static let presence = AdvertContent(activityType: nil)
+}
+
+/// The sender's persistent counters (§4.2). Must reach disk before the advert it covers is
+/// handed to the radio, so that a restart never seals a second body under a used nonce.
+public struct SenderCounters: Hashable, Sendable, Codable {
+    public var generation: UInt32
+    public var epoch: UInt64
+    /// The next unused sequence in `epoch`; 256 means the epoch is used up.
+    public var nextSequence: Int
+    public var revision: UInt32
+
+    public init(generation: UInt32, epoch: UInt64, nextSequence: Int, revision: UInt32) {
+        self.generation = generation
+        self.epoch = epoch
+        self.nextSequence = nextSequence
+        self.revision = revision
+    }
+}
+
+/// Sender state machine (swift-nio style: inputs in, actions out). Decides when to seal,
+/// rotate and re-register; the radio adapter carries the actions out in order.
+public struct AdvertSender: Sendable {
+    public enum Action: Hashable, Sendable {
+        /// Write these counters durably before the next action.
+        case persist(SenderCounters)
+        /// Replace whatever is advertised with these 24 bytes (fresh registration, fresh address).
+        case advertise([UInt8])
+        /// Stop advertising.
+        case stop
+    }
+
+    public private(set) var counters: SenderCounters
+    public private(set) var content: AdvertContent
+    public private(set) var currentAdvert: [UInt8]?
+    /// True when a change waits for the next epoch because 256 seals were used.
+    public private(set) var deferred = false
+    private var secret: AdvertisingSecret
+    private var keys: DerivedKeys
+    private var enabled = false
+
+    /// `restored` are the counters read back from disk, if any.
+    public init(secret: AdvertisingSecret, restored: SenderCounters?) {
+        self.secret = secret
+        self.keys = DerivedKeys(secret: secret)
+        self.content = .presence
+        if let restored, restored.generation == secret.generation {
+            counters = restored
+        } else {
+            counters = SenderCounters(generation: secret.generation, epoch: restored?.epoch ?? 0,
+                                      nextSequence: 0, revision: restored?.revision ?? 0)
+        }
+    }
+
+    public var typeHash: TypeHash { content.activityType.map(keys.typeHash) ?? .none }
+
+    /// Starts advertising the current content (e.g. once the radio is ready).
+    public mutating func start(nowSeconds: Int64) -> [Action] {
+        enabled = true
+        return seal(nowSeconds: nowSeconds)
+    }
+
+    public mutating func stop() -> [Action] {
+        enabled = false
+        currentAdvert = nil
+        return [.stop]
+    }
+
+    /// New content: bumps the revision (§4.2) and reseals.
+    public mutating func update(_ newContent: AdvertContent, nowSeconds: Int64) -> [Action] {
+        guard newContent != content else { return [] }
+        content = newContent
+        counters.revision = Revision.next(counters.revision)
+        return enabled ? seal(nowSeconds: nowSeconds) : [.persist(counters)]
+    }
+
+    /// Clock tick: rotates at an epoch boundary, and releases a deferred change.
+    public mutating func tick(nowSeconds: Int64) -> [Action] {
+        guard enabled else { return [] }
+        let epoch = Protocol.epoch(unixSeconds: nowSeconds)
+        guard epoch != counters.epoch || deferred else { return [] }
+        return seal(nowSeconds: nowSeconds)
+    }
+
+    /// The radio lost our advert (bluetoothd restarted, adapter power cycle): the same bytes
+    /// again, which uses no new nonce.
+    public func radioReset() -> [Action] {
+        guard enabled, let currentAdvert else { return [] }
+        return [.advertise(currentAdvert)]
+    }
+
+    /// A new own secret (after a removal, §7.4): sequence space starts again.
+    public mutating func rotateSecret(_ newSecret: AdvertisingSecret, nowSeconds: Int64) -> [Action] {
+        secret = newSecret
+        keys = DerivedKeys(secret: newSecret)
+        counters.generation = newSecret.generation
+        counters.nextSequence = 0
+        counters.revision = Revision.next(counters.revision)
+        return enabled ? seal(nowSeconds: nowSeconds, forceNewEpochState: true) : [.persist(counters)]
+    }
+
+    private mutating func seal(nowSeconds: Int64, forceNewEpochState: Bool = false) -> [Action] {
+        let epoch = Protocol.epoch(unixSeconds: nowSeconds)
+        if epoch != counters.epoch {
+            counters.epoch = epoch
+            counters.nextSequence = 0
+        }
+        guard counters.nextSequence < Protocol.maxSequencePerEpoch else {
+            deferred = true
+            return []
+        }
+        deferred = false
+        let sequence = UInt8(counters.nextSequence)
+        counters.nextSequence += 1
+        let body = AdvertBody(typeHash: typeHash, revision: counters.revision, flags: content.flags)
+        let advert = RingAdvert.seal(body: body, keys: keys, epoch: keys.epochMaterial(epoch), sequence: sequence)
+        currentAdvert = advert
+        return [.persist(counters), .advertise(advert)]
+    }
+}

@@ -1,1 +1,0 @@
-// BatonCore: see docs/architecture.md.

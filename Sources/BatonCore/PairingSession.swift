@@ -1,0 +1,282 @@
+import BatonCrypto
+
+/// What this device brings to a pairing.
+public struct LocalPairingInfo: Sendable {
+    public var name: String
+    public var identityKey: Ed25519PrivateKey
+    public var secret: AdvertisingSecret
+    public var roster: Roster
+
+    public init(name: String, identityKey: Ed25519PrivateKey, secret: AdvertisingSecret, roster: Roster) {
+        self.name = name
+        self.identityKey = identityKey
+        self.secret = secret
+        self.roster = roster
+    }
+}
+
+/// What a successful pairing yields: the peer, and its ring to merge (§7.2).
+public struct PairingResult: Hashable, Sendable {
+    public var peer: RosterMember
+    public var peerRoster: Roster
+}
+
+/// Commit–reveal SAS pairing (§7), one state machine for both roles. Inputs in (frames,
+/// the user's answer, clock ticks), actions out. Randomness is passed in at creation.
+public struct PairingSession: Sendable {
+    public static let maxSealedPlaintext = 4_096
+    public static let timeoutSeconds: Int64 = 120
+
+    public enum Role: Sendable { case initiator, responder }
+
+    public enum Action: Hashable, Sendable {
+        case send(Frame)
+        /// Show this 6-digit code and ask the user to confirm it.
+        case showCode(String)
+        case completed(PairingResult)
+        case failed(WireError)
+    }
+
+    enum Phase: Sendable, Equatable {
+        case idle, awaitingHello, awaitingCommit, awaitingReveal, confirming, exchanging, done, failed
+    }
+
+    public let role: Role
+    public let sessionID: [UInt8]
+    private let ephemeral: X25519PrivateKey
+    private let nonce: [UInt8]
+    private let local: LocalPairingInfo
+    private var phase: Phase
+    private var deadline: Int64?
+    private var commitment: [UInt8] = []
+    private var peerPublic: [UInt8] = []
+    private var peerNonce: [UInt8] = []
+    private var transcript: [UInt8] = []
+    private var sendKey: AESGCMKey?
+    private var receiveKey: AESGCMKey?
+    private var sendCounter: UInt64 = 0
+    private var receiveCounter: UInt64 = 0
+    private var localConfirmed = false
+    private var peerConfirmed = false
+    private var peer: RosterMember?
+    private var peerRoster: Roster?
+    public private(set) var code: String?
+
+    /// `ephemeralKey` and `nonce` (16 bytes) must be fresh randomness for this session.
+    public init(role: Role, sessionID: [UInt8], ephemeralKey: X25519PrivateKey, nonce: [UInt8], local: LocalPairingInfo) throws(WireError) {
+        guard sessionID.count == 8 else { throw .malformed("session id length") }
+        guard nonce.count == 16 else { throw .malformed("nonce length") }
+        self.role = role
+        self.sessionID = sessionID
+        self.ephemeral = ephemeralKey
+        self.nonce = nonce
+        self.local = local
+        self.phase = role == .initiator ? .idle : .awaitingCommit
+    }
+
+    public var isFinished: Bool { phase == .done || phase == .failed }
+
+    static func commitment(publicKey: [UInt8], nonce: [UInt8]) -> [UInt8] {
+        SHA256.hash("baton/v1 commit".utf8Bytes + publicKey + nonce)
+    }
+
+    /// The SAS of a transcript hash: u32be(H[0..<4]) mod 10⁶, six digits.
+    public static func shortAuthenticationString(transcriptHash h: [UInt8]) -> String {
+        let value = h.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) } % 1_000_000
+        let digits = String(value)
+        return String(repeating: "0", count: 6 - digits.count) + digits
+    }
+
+    /// Initiator only: the first frame.
+    public mutating func start(nowSeconds: Int64) -> [Action] {
+        guard role == .initiator, phase == .idle else { return [] }
+        deadline = nowSeconds + Self.timeoutSeconds
+        commitment = Self.commitment(publicKey: ephemeral.publicKey, nonce: nonce)
+        phase = .awaitingHello
+        return [.send(Frame(type: .pairCommit, requestID: 0, payload: [Protocol.version] + sessionID + commitment))]
+    }
+
+    public mutating func tick(nowSeconds: Int64) -> [Action] {
+        guard !isFinished, let deadline, nowSeconds >= deadline else { return [] }
+        return fail(.timedOut, tellPeer: true)
+    }
+
+    /// The user's answer to the code.
+    public mutating func userConfirmed(_ accepted: Bool) -> [Action] {
+        guard phase == .confirming, !localConfirmed else { return [] }
+        var actions = sendSealed(["msg": .string("confirm"), "accepted": .boolean(accepted)])
+        guard accepted else {
+            phase = .failed
+            return actions + [.failed(.rejected)]
+        }
+        localConfirmed = true
+        if peerConfirmed { actions += sendIdentityAndRoster() }
+        return actions
+    }
+
+    public mutating func receive(_ frame: Frame, nowSeconds: Int64) -> [Action] {
+        guard !isFinished else { return [] }
+        if deadline == nil { deadline = nowSeconds + Self.timeoutSeconds }
+        do throws(WireError) {
+            return try handle(frame)
+        } catch {
+            return fail(error, tellPeer: frame.type != .error)
+        }
+    }
+
+    private mutating func handle(_ frame: Frame) throws(WireError) -> [Action] {
+        switch (frame.type, phase) {
+        case (.error, _):
+            let error = try ErrorFrame(payload: frame.payload)
+            throw error.code == .notPermitted ? .rejected : (error.code == .timedOut ? .timedOut : .unexpectedMessage("peer error \(error.code)"))
+        case (.pairCommit, .awaitingCommit):
+            var reader = ByteReader(frame.payload)
+            let version = try reader.readByte()
+            guard version == Protocol.version else { throw .unsupportedVersion(version) }
+            guard try reader.readBytes(8) == sessionID else { throw .malformed("session id") }
+            commitment = try reader.readBytes(32)
+            try reader.expectEnd()
+            phase = .awaitingReveal
+            return [.send(Frame(type: .pairHello, requestID: 0, payload: ephemeral.publicKey + nonce))]
+        case (.pairHello, .awaitingHello):
+            (peerPublic, peerNonce) = try Self.keyAndNonce(frame.payload)
+            try deriveKeys(initiatorKey: ephemeral.publicKey, initiatorNonce: nonce, responderKey: peerPublic, responderNonce: peerNonce)
+            phase = .confirming
+            return [.send(Frame(type: .pairReveal, requestID: 0, payload: ephemeral.publicKey + nonce)), .showCode(code ?? "")]
+        case (.pairReveal, .awaitingReveal):
+            (peerPublic, peerNonce) = try Self.keyAndNonce(frame.payload)
+            guard constantTimeEquals(Self.commitment(publicKey: peerPublic, nonce: peerNonce), commitment) else { throw .commitMismatch }
+            try deriveKeys(initiatorKey: peerPublic, initiatorNonce: peerNonce, responderKey: ephemeral.publicKey, responderNonce: nonce)
+            phase = .confirming
+            return [.showCode(code ?? "")]
+        case (.pairSealed, .confirming), (.pairSealed, .exchanging):
+            return try handleSealed(try openSealed(frame.payload))
+        default:
+            throw .unexpectedMessage("\(frame.type) now")
+        }
+    }
+
+    private static func keyAndNonce(_ payload: [UInt8]) throws(WireError) -> ([UInt8], [UInt8]) {
+        var reader = ByteReader(payload)
+        let key = try reader.readBytes(32)
+        let nonce = try reader.readBytes(16)
+        try reader.expectEnd()
+        return (key, nonce)
+    }
+
+    private mutating func deriveKeys(initiatorKey: [UInt8], initiatorNonce: [UInt8], responderKey: [UInt8], responderNonce: [UInt8]) throws(WireError) {
+        transcript = SHA256.hash("baton/v1 pair".utf8Bytes + sessionID + commitment + initiatorKey + initiatorNonce + responderKey + responderNonce)
+        code = Self.shortAuthenticationString(transcriptHash: transcript)
+        let shared: [UInt8]
+        do { shared = try ephemeral.sharedSecret(with: peerPublic) } catch { throw .weakKey }
+        guard let keys = try? HKDF.deriveKey(ikm: shared, salt: transcript, info: "baton/v1 pair keys".utf8Bytes, count: 64),
+              let initiatorToResponder = try? AESGCMKey(Array(keys[0..<32])),
+              let responderToInitiator = try? AESGCMKey(Array(keys[32..<64])) else { throw .weakKey }
+        sendKey = role == .initiator ? initiatorToResponder : responderToInitiator
+        receiveKey = role == .initiator ? responderToInitiator : initiatorToResponder
+    }
+
+    private var sealedAAD: [UInt8] { "baton/v1 sealed".utf8Bytes + transcript }
+
+    static func sealedNonce(_ counter: UInt64) -> [UInt8] {
+        var nonce: [UInt8] = [0, 0, 0, 0]
+        nonce.appendBigEndian(counter)
+        return nonce
+    }
+
+    private mutating func sendSealed(_ message: [String: PropertyValue]) -> [Action] {
+        guard let sendKey,
+              let plaintext = try? PropertyValueCodec.encode(.dictionary(message), limit: Self.maxSealedPlaintext),
+              let sealed = try? AESGCM.seal(key: sendKey, nonce: Self.sealedNonce(sendCounter), plaintext: plaintext, aad: sealedAAD) else {
+            return fail(.malformed("cannot seal"), tellPeer: true)
+        }
+        var payload: [UInt8] = []
+        payload.appendBigEndian(sendCounter)
+        payload += sealed.ciphertext + sealed.tag
+        sendCounter += 1
+        return [.send(Frame(type: .pairSealed, requestID: 0, payload: payload))]
+    }
+
+    private mutating func openSealed(_ payload: [UInt8]) throws(WireError) -> [String: PropertyValue] {
+        var reader = ByteReader(payload)
+        let counter = try reader.readUInt64()
+        guard counter == receiveCounter else { throw .replayedSequence }
+        guard reader.remaining >= 16, let receiveKey else { throw .truncated }
+        let body = try reader.readBytes(reader.remaining)
+        let plaintext: [UInt8]
+        do {
+            plaintext = try AESGCM.open(key: receiveKey, nonce: Self.sealedNonce(counter), ciphertext: Array(body.dropLast(16)),
+                                        tag: Array(body.suffix(16)), aad: sealedAAD)
+        } catch { throw .authenticationFailed }
+        receiveCounter += 1
+        guard let message = try PropertyValueCodec.decode(plaintext, limit: Self.maxSealedPlaintext).dictionaryValue else {
+            throw .malformed("sealed message")
+        }
+        return message
+    }
+
+    private mutating func handleSealed(_ message: [String: PropertyValue]) throws(WireError) -> [Action] {
+        switch message["msg"]?.stringValue {
+        case "confirm":
+            guard phase == .confirming, !peerConfirmed, let accepted = message["accepted"]?.boolValue else { throw .unexpectedMessage("confirm") }
+            guard accepted else { throw .rejected }
+            peerConfirmed = true
+            return localConfirmed ? sendIdentityAndRoster() : []
+        case "identity":
+            guard phase == .exchanging, peer == nil else { throw .unexpectedMessage("identity") }
+            guard let name = message["name"]?.stringValue, let key = message["identityKey"]?.bytesValue,
+                  let secret = message["secret"]?.bytesValue, let generation = message["generation"]?.integerValue,
+                  generation >= 0, generation <= Int64(UInt32.max), let signature = message["signature"]?.bytesValue else {
+                throw .malformed("identity")
+            }
+            let member = try RosterMember(name: name, identityKey: key, secret: AdvertisingSecret(bytes: secret, generation: UInt32(generation)))
+            guard Ed25519.isValidSignature(signature, for: identitySigningInput(member), publicKey: key) else { throw .badSignature }
+            peer = member
+            return finishIfComplete()
+        case "roster":
+            guard phase == .exchanging, peer != nil, peerRoster == nil, let bytes = message["roster"]?.bytesValue else {
+                throw .unexpectedMessage("roster")
+            }
+            peerRoster = try Roster(decoding: bytes)
+            return finishIfComplete()
+        default:
+            throw .unexpectedMessage("sealed message kind")
+        }
+    }
+
+    private func identitySigningInput(_ member: RosterMember) -> [UInt8] {
+        var input = "baton/v1 identity".utf8Bytes + transcript + Array(member.name.utf8) + member.identityKey + member.secret.bytes
+        input.appendBigEndian(member.secret.generation)
+        return input
+    }
+
+    private mutating func sendIdentityAndRoster() -> [Action] {
+        phase = .exchanging
+        guard let me = try? RosterMember(name: local.name, identityKey: local.identityKey.publicKey, secret: local.secret),
+              let signature = try? local.identityKey.signature(for: identitySigningInput(me)),
+              let roster = try? local.roster.encoded() else {
+            return fail(.malformed("local identity"), tellPeer: true)
+        }
+        let identity = sendSealed([
+            "msg": .string("identity"), "name": .string(me.name), "identityKey": .bytes(me.identityKey),
+            "secret": .bytes(me.secret.bytes), "generation": .integer(Int64(me.secret.generation)), "signature": .bytes(signature),
+        ])
+        return identity + sendSealed(["msg": .string("roster"), "roster": .bytes(roster)]) + finishIfComplete()
+    }
+
+    private mutating func finishIfComplete() -> [Action] {
+        guard phase == .exchanging, let peer, let peerRoster else { return [] }
+        phase = .done
+        return [.completed(PairingResult(peer: peer, peerRoster: peerRoster))]
+    }
+
+    private mutating func fail(_ error: WireError, tellPeer: Bool) -> [Action] {
+        phase = .failed
+        var actions: [Action] = []
+        if tellPeer {
+            let code: ErrorFrame.Code = error == .timedOut ? .timedOut : (error == .rejected ? .notPermitted : .malformed)
+            actions.append(.send(Frame(type: .error, requestID: 0, payload: ErrorFrame(code: code, message: "pairing failed").payload)))
+        }
+        return actions + [.failed(error)]
+    }
+}

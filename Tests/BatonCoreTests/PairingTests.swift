@@ -1,0 +1,245 @@
+import Testing
+@testable import BatonCore
+import BatonCrypto
+
+struct PairingHarness {
+    var initiator: PairingSession
+    var responder: PairingSession
+    var codes: [String] = []
+    var results: [PairingSession.Role: PairingResult] = [:]
+    var failures: [PairingSession.Role: WireError] = [:]
+
+    static func local(_ name: String, seed: UInt8) -> LocalPairingInfo {
+        let identity = try! Ed25519PrivateKey(seed: [UInt8](repeating: seed, count: 32))
+        let own = try! RosterMember(name: name, identityKey: identity.publicKey, secret: secret(seed))
+        return LocalPairingInfo(name: name, identityKey: identity, secret: secret(seed), roster: Roster(version: 1, members: [own]))
+    }
+
+    init(random: SeededRandomFake, initiatorInfo: LocalPairingInfo = local("alpha", seed: 1), responderInfo: LocalPairingInfo = local("beta", seed: 2)) {
+        let session = random.bytes(8)
+        initiator = try! PairingSession(role: .initiator, sessionID: session, ephemeralKey: try! X25519PrivateKey(rawRepresentation: random.bytes(32)),
+                                        nonce: random.bytes(16), local: initiatorInfo)
+        responder = try! PairingSession(role: .responder, sessionID: session, ephemeralKey: try! X25519PrivateKey(rawRepresentation: random.bytes(32)),
+                                        nonce: random.bytes(16), local: responderInfo)
+    }
+
+    /// Delivers frames back and forth until both sides are quiet.
+    mutating func run(_ actions: [PairingSession.Action], from role: PairingSession.Role, now: Int64 = 0) {
+        var queue = actions.map { (role, $0) }
+        while !queue.isEmpty {
+            let (sender, action) = queue.removeFirst()
+            switch action {
+            case .send(let frame):
+                // Every frame crosses the wire as bytes.
+                let wire = try! Frame.decode(frame.encoded())
+                if sender == .initiator { queue += responder.receive(wire, nowSeconds: now).map { (.responder, $0) } }
+                else { queue += initiator.receive(wire, nowSeconds: now).map { (.initiator, $0) } }
+            case .showCode(let code): codes.append(code)
+            case .completed(let result): results[sender] = result
+            case .failed(let error): failures[sender] = error
+            }
+        }
+    }
+
+    mutating func confirm(initiator a: Bool, responder b: Bool) {
+        run(initiator.userConfirmed(a), from: .initiator)
+        run(responder.userConfirmed(b), from: .responder)
+    }
+}
+
+@Suite struct PairingTests {
+    @Test func bothSidesShowTheSameCodeAndExchangeIdentities() throws {
+        var h = PairingHarness(random: SeededRandomFake(seed: 11))
+        h.run(h.initiator.start(nowSeconds: 0), from: .initiator)
+        #expect(h.codes.count == 2)
+        #expect(h.codes[0] == h.codes[1])
+        #expect(h.codes[0].count == 6 && h.codes[0].allSatisfy(\.isNumber))
+        h.confirm(initiator: true, responder: true)
+        let atInitiator = try #require(h.results[.initiator])
+        let atResponder = try #require(h.results[.responder])
+        #expect(atInitiator.peer.name == "beta")
+        #expect(atResponder.peer.name == "alpha")
+        #expect(atInitiator.peer.secret == secret(2))
+        #expect(atResponder.peerRoster.members.count == 1)
+        #expect(h.failures.isEmpty)
+    }
+
+    @Test func refusedCodePairsNothing() {
+        var h = PairingHarness(random: SeededRandomFake(seed: 12))
+        h.run(h.initiator.start(nowSeconds: 0), from: .initiator)
+        h.confirm(initiator: true, responder: false)
+        #expect(h.results.isEmpty)
+        #expect(h.failures[.responder] == .rejected)
+        #expect(h.failures[.initiator] == .rejected)
+    }
+
+    @Test func manInTheMiddleYieldsDifferentCodes() throws {
+        // Mallory runs a responder towards the initiator and an initiator towards the responder.
+        let random = SeededRandomFake(seed: 13)
+        var h = PairingHarness(random: random)
+        let mallory = PairingHarness.local("mallory", seed: 9)
+        var towardsInitiator = try PairingSession(role: .responder, sessionID: h.initiator.sessionID,
+                                                  ephemeralKey: try X25519PrivateKey(rawRepresentation: random.bytes(32)), nonce: random.bytes(16), local: mallory)
+        var towardsResponder = try PairingSession(role: .initiator, sessionID: h.initiator.sessionID,
+                                                  ephemeralKey: try X25519PrivateKey(rawRepresentation: random.bytes(32)), nonce: random.bytes(16), local: mallory)
+        var codes: [String] = []
+        func frames(_ actions: [PairingSession.Action]) -> [Frame] {
+            actions.compactMap { if case .send(let f) = $0 { return f }; if case .showCode(let c) = $0 { codes.append(c) }; return nil }
+        }
+        // initiator ↔ mallory
+        var toMallory = frames(h.initiator.start(nowSeconds: 0))
+        while !toMallory.isEmpty {
+            let back = frames(towardsInitiator.receive(toMallory.removeFirst(), nowSeconds: 0))
+            for frame in back { toMallory += frames(h.initiator.receive(frame, nowSeconds: 0)) }
+        }
+        // mallory ↔ responder
+        var toResponder = frames(towardsResponder.start(nowSeconds: 0))
+        while !toResponder.isEmpty {
+            let back = frames(h.responder.receive(toResponder.removeFirst(), nowSeconds: 0))
+            for frame in back { toResponder += frames(towardsResponder.receive(frame, nowSeconds: 0)) }
+        }
+        #expect(h.initiator.code != nil && h.responder.code != nil)
+        #expect(h.initiator.code != h.responder.code)
+    }
+
+    @Test func wrongRevealIsACommitMismatch() throws {
+        var h = PairingHarness(random: SeededRandomFake(seed: 14))
+        let commit = h.initiator.start(nowSeconds: 0)
+        guard case .send(let commitFrame) = commit[0] else { Issue.record("no commit"); return }
+        _ = h.responder.receive(commitFrame, nowSeconds: 0)
+        let fakeReveal = Frame(type: .pairReveal, requestID: 0, payload: [UInt8](repeating: 9, count: 48))
+        let actions = h.responder.receive(fakeReveal, nowSeconds: 0)
+        #expect(actions.last == .failed(.commitMismatch))
+        guard case .send(let errorFrame) = actions.first else { Issue.record("peer not told"); return }
+        #expect(errorFrame.type == .error)
+        #expect(h.responder.isFinished)
+    }
+
+    @Test func timeoutFailsBothWays() {
+        var h = PairingHarness(random: SeededRandomFake(seed: 15))
+        _ = h.initiator.start(nowSeconds: 100)
+        #expect(h.initiator.tick(nowSeconds: 219).isEmpty)
+        #expect(h.initiator.tick(nowSeconds: 220).last == .failed(.timedOut))
+    }
+
+    @Test func tamperedSealedMessageFails() throws {
+        var h = PairingHarness(random: SeededRandomFake(seed: 16))
+        h.run(h.initiator.start(nowSeconds: 0), from: .initiator)
+        let confirm = h.initiator.userConfirmed(true)
+        guard case .send(var frame) = confirm.first else { Issue.record("no confirm"); return }
+        frame.payload[frame.payload.count - 1] ^= 1
+        #expect(h.responder.receive(frame, nowSeconds: 0).last == .failed(.authenticationFailed))
+    }
+
+    @Test func replayedSealedMessageFails() throws {
+        var h = PairingHarness(random: SeededRandomFake(seed: 17))
+        h.run(h.initiator.start(nowSeconds: 0), from: .initiator)
+        let confirm = h.initiator.userConfirmed(true)
+        guard case .send(let frame) = confirm.first else { Issue.record("no confirm"); return }
+        _ = h.responder.receive(frame, nowSeconds: 0)
+        #expect(h.responder.receive(frame, nowSeconds: 0).last == .failed(.replayedSequence))
+    }
+
+    @Test func outOfOrderFramesFail() {
+        var h = PairingHarness(random: SeededRandomFake(seed: 18))
+        let early = Frame(type: .pairReveal, requestID: 0, payload: [UInt8](repeating: 1, count: 48))
+        #expect(h.responder.receive(early, nowSeconds: 0).last == .failed(.unexpectedMessage("pairReveal now")))
+        var i = PairingHarness(random: SeededRandomFake(seed: 19))
+        _ = i.initiator.start(nowSeconds: 0)
+        #expect(i.initiator.receive(Frame(type: .pairHello, requestID: 0, payload: [1]), nowSeconds: 0).last == .failed(.truncated))
+    }
+
+    @Test func sasFormula() {
+        #expect(PairingSession.shortAuthenticationString(transcriptHash: [0, 0, 0, 7] + [UInt8](repeating: 0, count: 28)) == "000007")
+        #expect(PairingSession.shortAuthenticationString(transcriptHash: [0xFF, 0xFF, 0xFF, 0xFF]) == "967295")
+    }
+}
+
+@Suite struct RosterTests {
+    func member(_ seed: UInt8, generation: UInt32 = 1) -> RosterMember {
+        try! RosterMember(name: "m\(seed)", identityKey: [UInt8](repeating: seed, count: 32), secret: secret(seed, generation: generation))
+    }
+
+    @Test func mergeUnionsAndPrefersNewerGenerations() {
+        var a = Roster(version: 3, members: [member(1), member(2)])
+        let b = Roster(version: 5, members: [member(2, generation: 4), member(3)])
+        let result = a.merge(b)
+        #expect(result.changed)
+        #expect(a.members.count == 3)
+        #expect(a.members[member(2).deviceID]?.secret.generation == 4)
+        #expect(a.version == 6)
+        #expect(!a.merge(b).changed)
+    }
+
+    @Test func removalWinsAndStays() {
+        var a = Roster(version: 1, members: [member(1), member(2)])
+        var b = a
+        b.remove(member(2).deviceID)
+        let result = a.merge(b)
+        #expect(result.newlyRemoved == [member(2).deviceID])
+        #expect(a.members[member(2).deviceID] == nil)
+        // An old roster still listing the member cannot resurrect it.
+        a.merge(Roster(version: 1, members: [member(1), member(2, generation: 9)]))
+        #expect(a.members[member(2).deviceID] == nil)
+        #expect(!a.upsert(member(2, generation: 10)))
+    }
+
+    @Test func encodingRoundTripAndValidation() throws {
+        var roster = Roster(version: 7, members: [member(1), member(2)])
+        roster.remove(member(3).deviceID)
+        let decoded = try Roster(decoding: roster.encoded())
+        #expect(decoded == roster)
+        guard case .dictionary(var entries) = roster.propertyValue, case .array(var members) = entries["members"],
+              case .dictionary(var first) = members[0] else { Issue.record("shape"); return }
+        first["deviceId"] = .bytes([UInt8](repeating: 0, count: 16))
+        members[0] = .dictionary(first)
+        entries["members"] = .array(members)
+        #expect(throws: WireError.malformed("roster member id")) { try Roster(value: .dictionary(entries)) }
+    }
+}
+
+@Suite struct ProximityTests {
+    @Test func unknownRSSIIsCountedButNeverHidesAMember() {
+        var stats = RSSIStatistics()
+        stats.record(127)
+        stats.record(127)
+        #expect(stats.unknownSamples == 2)
+        #expect(stats.smoothed == nil)
+        var detector = ProximityDetector()
+        #expect(detector.update(stats) == .unknown)
+        #expect(detector.allowsSuggestion)
+    }
+
+    @Test func smoothingAndExtremes() {
+        var stats = RSSIStatistics()
+        for value in [-60, -80, -70] { stats.record(value) }
+        #expect(stats.minimum == -80 && stats.maximum == -60 && stats.last == -70)
+        // EWMA with α = 0.25: -60 → -65 → -66.25
+        #expect(abs((stats.smoothed ?? 0) - -66.25) < 1e-9)
+    }
+
+    @Test func hysteresisKeepsTheStateAtTheEdge() {
+        var detector = ProximityDetector(enterNear: -70, leaveNear: -80)
+        var stats = RSSIStatistics()
+        stats.record(-65)
+        #expect(detector.update(stats) == .near)
+        for _ in 0..<20 { stats.record(-75) }  // between the thresholds: stays near
+        #expect(detector.update(stats) == .near)
+        for _ in 0..<20 { stats.record(-90) }
+        #expect(detector.update(stats) == .far)
+        #expect(!detector.allowsSuggestion)
+        for _ in 0..<20 { stats.record(-75) }  // between again: stays far
+        #expect(detector.update(stats) == .far)
+        for _ in 0..<20 { stats.record(-60) }
+        #expect(detector.update(stats) == .near)
+    }
+
+    @Test func classifierKnowsTheFamilies() {
+        #expect(AdvertiserKind.classify(companyID: 0x004C, batonCompanyID: 0xFFFF, manufacturerData: [0x0C], serviceUUIDs: []) == .appleContinuity)
+        #expect(AdvertiserKind.classify(companyID: 0x0006, batonCompanyID: 0xFFFF, manufacturerData: nil, serviceUUIDs: []) == .microsoftCDP)
+        #expect(AdvertiserKind.classify(companyID: nil, batonCompanyID: 0xFFFF, manufacturerData: nil, serviceUUIDs: ["0000fe2c-0000-1000-8000-00805f9b34fb"]) == .googleFastPair)
+        #expect(AdvertiserKind.classify(companyID: 0xFFFF, batonCompanyID: 0xFFFF, manufacturerData: [0x11] + [UInt8](repeating: 0, count: 23), serviceUUIDs: []) == .foreignBaton)
+        #expect(AdvertiserKind.classify(companyID: 0xFFFF, batonCompanyID: 0xFFFF, manufacturerData: [1, 2], serviceUUIDs: []) == .other(companyID: 0xFFFF))
+        #expect(AdvertiserKind.other(companyID: 0x00E0).label == "company 0x00e0")
+    }
+}

@@ -1,0 +1,38 @@
+import BatonCore
+import BatonCrypto
+
+/// Deterministic randomness for tests (SplitMix64). A fake: never use outside tests.
+final class SeededRandomFake: RandomSource, @unchecked Sendable {
+    // Tests use one instance per task; the lock-free state is not shared across threads.
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    func fill(_ buffer: UnsafeMutableRawBufferPointer) {
+        for index in buffer.indices { buffer[index] = UInt8(truncatingIfNeeded: next()) }
+    }
+
+    func int(_ range: ClosedRange<Int>) -> Int {
+        range.lowerBound + Int(next() % UInt64(range.upperBound - range.lowerBound + 1))
+    }
+}
+
+func secret(_ byte: UInt8, generation: UInt32 = 1) -> AdvertisingSecret {
+    try! AdvertisingSecret(bytes: [UInt8](repeating: byte, count: 32), generation: generation)
+}
+
+func deviceID(_ byte: UInt8) -> DeviceID {
+    DeviceID(identityKey: [UInt8](repeating: byte, count: 32))
+}
+
+let epochStart: Int64 = 1_800_000_000 / 900 * 900
+
+func seconds(epoch: UInt64) -> Int64 { Int64(epoch) * Protocol.epochSeconds }
