@@ -1,1 +1,0 @@
-// BatonCrypto: see docs/architecture.md.
