@@ -60,7 +60,7 @@ func runCounter(directoryPath: String) throws(StoreError) {
     while true {
         value += 1
         emit("begin \(value)")
-        let filler = String(repeating: String(value, radix: 16) + ";", count: 12 * 1024 / 8)
+        let filler = String(repeating: String(value, radix: 16) + ";", count: 4096)
         try record.save(TortureCounter(value: value, filler: filler))
         emit("ack \(value)")
     }
