@@ -26,7 +26,7 @@ let package = Package(
 
         // Adapters at the edges.
         .target(name: "BatonDBus", dependencies: ["CDBus"], swiftSettings: strict),
-        .target(name: "BatonStore", dependencies: ["BatonCore"], swiftSettings: strict),
+        .target(name: "BatonStore", dependencies: ["COpenSSL"], swiftSettings: strict),
         .target(name: "BatonTransport", dependencies: ["BatonCore", "BatonCrypto", "COpenSSL", "CBluetooth"], swiftSettings: strict),
         .target(name: "BatonBlueZ", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: strict),
         .target(name: "BatonService", dependencies: ["BatonCore", "BatonDBus", "BatonStore", "BatonBlueZ", "BatonTransport"], swiftSettings: strict),
@@ -37,9 +37,12 @@ let package = Package(
         .executableTarget(name: "baton", dependencies: ["BatonClient", "BatonCore", "BatonDBus"], swiftSettings: strict),
         .executableTarget(name: "bt-pair", dependencies: ["BatonClient", "BatonCore", "BatonDBus"], swiftSettings: strict),
         .executableTarget(name: "baton-bench", dependencies: ["BatonCore", "BatonCrypto"], swiftSettings: strict),
+        // Test helper: writes a counter record until SIGKILLed (BatonStoreTests fault injection).
+        .executableTarget(name: "baton-store-torture", dependencies: ["BatonStore"], swiftSettings: strict),
 
         .testTarget(name: "BatonCryptoTests", dependencies: ["BatonCrypto"], swiftSettings: strict),
         .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore", "BatonCrypto"], resources: [.copy("Vectors")], swiftSettings: strict),
+        .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore"], swiftSettings: strict),
         .testTarget(name: "BatonDBusTests", dependencies: ["BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonServiceTests", dependencies: ["BatonService", "BatonClient", "BatonDBus", "BatonCore"], swiftSettings: strict),
         .testTarget(name: "BatonLabTests", dependencies: ["BatonBlueZ", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),

@@ -1,1 +1,0 @@
-// BatonStore: see docs/architecture.md.

@@ -1,0 +1,80 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Every failure of the durable store, typed so the daemon can react to each one differently
+/// (refuse to start, quarantine and re-pair, ask the user to fix permissions).
+public enum StoreError: Error, Equatable, Sendable {
+    /// Which version field of a record was too new for this build.
+    public enum VersionKind: String, Sendable, Equatable {
+        /// The container format (header layout) itself.
+        case format
+        /// The schema of the value stored in the body.
+        case schema
+    }
+
+    /// A record, journal or status name that is not a plain, safe file name.
+    case invalidName(String)
+    /// A configuration value that cannot work (for example a journal capacity below 1).
+    case invalidConfiguration(String)
+    /// The state directory is not a directory, is not owned by us, or is group/world-writable.
+    case insecureDirectory(path: String, reason: String)
+    /// A state file is not owned by us, is a symbolic link, or has a mode looser than 0600.
+    case insecureFile(file: String, reason: String)
+    /// The operating system refused access (EACCES, EPERM, EROFS).
+    case permissionDenied(file: String, operation: String, errno: Int32)
+    /// The file exists but is not a valid record. It is left in place until `quarantine()`.
+    case corrupt(file: String, reason: String)
+    /// The file was written by a newer build; it is left in place and never overwritten.
+    case unsupportedVersion(file: String, kind: VersionKind, found: UInt32, supported: UInt32)
+    /// The value could not be encoded; nothing was written.
+    case encodingFailed(file: String, reason: String)
+    /// Any other operating-system failure.
+    case io(file: String, operation: String, errno: Int32)
+    /// libcrypto could not compute a digest (should not happen with a working OpenSSL).
+    case digestFailed
+
+    /// Classifies an errno from `operation` on `file`.
+    static func system(_ operation: String, file: String, errno code: Int32) -> StoreError {
+        switch code {
+        case EACCES, EPERM, EROFS:
+            return .permissionDenied(file: file, operation: operation, errno: code)
+        default:
+            return .io(file: file, operation: operation, errno: code)
+        }
+    }
+}
+
+extension StoreError: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .invalidName(let name):
+            return "invalid state file name \"\(name)\""
+        case .invalidConfiguration(let reason):
+            return "invalid store configuration: \(reason)"
+        case .insecureDirectory(let path, let reason):
+            return "refusing state directory \(path): \(reason)"
+        case .insecureFile(let file, let reason):
+            return "refusing state file \(file): \(reason)"
+        case .permissionDenied(let file, let operation, let code):
+            return "permission denied: \(operation) \(file): \(StoreError.errnoText(code))"
+        case .corrupt(let file, let reason):
+            return "corrupt state file \(file): \(reason)"
+        case .unsupportedVersion(let file, let kind, let found, let supported):
+            return "state file \(file) has \(kind.rawValue) version \(found), this build supports up to \(supported)"
+        case .encodingFailed(let file, let reason):
+            return "cannot encode \(file): \(reason)"
+        case .io(let file, let operation, let code):
+            return "\(operation) \(file) failed: \(StoreError.errnoText(code))"
+        case .digestFailed:
+            return "SHA-256 from libcrypto failed"
+        }
+    }
+
+    private static func errnoText(_ code: Int32) -> String {
+        guard let text = strerror(code) else { return "errno \(code)" }
+        return "\(String(cString: text)) (errno \(code))"
+    }
+}
