@@ -56,7 +56,7 @@ public struct ByteReader: Sendable {
 extension Array where Element == UInt8 {
     public mutating func appendBigEndian<T: FixedWidthInteger>(_ value: T) {
         let big = value.bigEndian
-        withUnsafeBytes(of: big) { append(contentsOf: $0) }
+        Swift.withUnsafeBytes(of: big) { append(contentsOf: $0) }
     }
 
     public mutating func appendBigEndian(_ value: UInt64, width: Int) {

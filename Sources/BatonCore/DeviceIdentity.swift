@@ -16,7 +16,7 @@ public struct DeviceID: Hashable, Sendable, Comparable, CustomStringConvertible,
 
     /// 8 hex digits as `xxxx-xxxx`, what people see and type.
     public var shortForm: String {
-        let hex = bytes.prefix(4).hexString
+        let hex = Array(bytes.prefix(4)).hexString
         return String(hex.prefix(4)) + "-" + String(hex.suffix(4))
     }
 

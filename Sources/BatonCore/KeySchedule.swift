@@ -85,7 +85,7 @@ public struct DerivedKeys: Sendable {
     public func mdnsInstanceName(epoch: UInt64) -> String {
         var message = "baton/v1 mdns".utf8Bytes
         message.appendBigEndian(epoch)
-        return HMACSHA256.mac(key: mdnsKey, message: message).prefix(8).hexString
+        return Array(HMACSHA256.mac(key: mdnsKey, message: message).prefix(8)).hexString
     }
 }
 

@@ -84,7 +84,7 @@ import BatonCrypto
         #expect(bytes[0] == 0x12)
         let decoded = try PairingAdvert(decoding: bytes)
         #expect(decoded == advert)
-        #expect(decoded.name == "Laptöp of Ad")  // 12 bytes, cut at a character boundary
+        #expect(decoded.name == "Laptöp of A")  // 12 bytes, cut at a character boundary
     }
 
     @Test func rejectsBadFields() throws {

@@ -181,7 +181,8 @@ struct PairingHarness {
         // An old roster still listing the member cannot resurrect it.
         a.merge(Roster(version: 1, members: [member(1), member(2, generation: 9)]))
         #expect(a.members[member(2).deviceID] == nil)
-        #expect(!a.upsert(member(2, generation: 10)))
+        let resurrected = a.upsert(member(2, generation: 10))
+        #expect(!resurrected)
     }
 
     @Test func encodingRoundTripAndValidation() throws {
