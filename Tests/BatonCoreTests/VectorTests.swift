@@ -1,0 +1,216 @@
+import Foundation
+import Testing
+@testable import BatonCore
+import BatonCrypto
+
+/// Test vectors of docs/protocol.md §10, machine-readable in Vectors/protocol-v1.json.
+/// Direction 1: inputs → the code's bytes must equal the file's. Direction 2: the file's
+/// bytes → the code's decoder must give the file's fields (or the file's error).
+/// `BATON_WRITE_VECTORS=path swift test --filter VectorTests` regenerates the file.
+struct ProtocolVectors: Codable, Equatable {
+    struct KeySchedule: Codable, Equatable {
+        var secret: String, tagKey: String, sealKey: String, typeKey: String, mdnsKey: String
+        var epochs: [EpochVector]
+        var typeHashes: [TypeHashVector]
+    }
+    struct EpochVector: Codable, Equatable { var epoch: UInt64, tag: String, mask: String, mdnsInstance: String }
+    struct TypeHashVector: Codable, Equatable { var activityType: String, typeHash: String }
+    struct RingAdvertVector: Codable, Equatable {
+        var comment: String, secret: String, generation: UInt32, epoch: UInt64, sequence: UInt8
+        var typeHash: String, revision: UInt32, flags: UInt8, nonce: String, advert: String
+    }
+    struct PairingAdvertVector: Codable, Equatable {
+        var sessionID: String, tcpPublished: Bool, psm: UInt16?, name: String, advert: String
+    }
+    struct ValueVector: Codable, Equatable { var comment: String, encoded: String }
+    struct FrameVector: Codable, Equatable { var type: UInt8, requestID: UInt32, payload: String, frame: String }
+    struct PairingVector: Codable, Equatable {
+        var sessionID: String, initiatorPrivate: String, initiatorPublic: String, initiatorNonce: String
+        var responderPrivate: String, responderPublic: String, responderNonce: String
+        var commitment: String, transcriptHash: String, sas: String, sharedSecret: String
+        var keyInitiatorToResponder: String, keyResponderToInitiator: String
+    }
+    struct RejectVector: Codable, Equatable { var decoder: String, input: String, error: String }
+
+    var keySchedule: KeySchedule
+    var ringAdverts: [RingAdvertVector]
+    var pairingAdverts: [PairingAdvertVector]
+    var values: [ValueVector]
+    var frames: [FrameVector]
+    var pairing: PairingVector
+    var rejects: [RejectVector]
+}
+
+func hex(_ bytes: [UInt8]) -> String { bytes.hexString }
+func unhex(_ text: String) -> [UInt8] { [UInt8](hex: text)! }
+
+/// The vectors as the code computes them from fixed inputs.
+func computeVectors() throws -> ProtocolVectors {
+    let s = try AdvertisingSecret(bytes: Array(0..<32), generation: 1)
+    let keys = DerivedKeys(secret: s)
+    let epochs = [UInt64(0), 2_000_000, 2_000_001].map { e -> ProtocolVectors.EpochVector in
+        let m = keys.epochMaterial(e)
+        return .init(epoch: e, tag: hex(m.tag), mask: hex([m.mask]), mdnsInstance: keys.mdnsInstanceName(epoch: e))
+    }
+    let types = ["org.example.Reader.reading", "org.mozilla.firefox.browsing", "a.b"].map {
+        ProtocolVectors.TypeHashVector(activityType: $0, typeHash: hex(keys.typeHash($0).bytes))
+    }
+    func ring(_ comment: String, epoch: UInt64, sequence: UInt8, body: AdvertBody) -> ProtocolVectors.RingAdvertVector {
+        let advert = RingAdvert.seal(body: body, keys: keys, epoch: keys.epochMaterial(epoch), sequence: sequence)
+        return .init(comment: comment, secret: hex(s.bytes), generation: s.generation, epoch: epoch, sequence: sequence,
+                     typeHash: hex(body.typeHash.bytes), revision: body.revision, flags: body.flags.rawValue,
+                     nonce: hex(RingAdvert.nonce(epoch: epoch, sequence: sequence)), advert: hex(advert))
+    }
+    let rings = [
+        ring("activity with webpage URL", epoch: 2_000_000, sequence: 0,
+             body: AdvertBody(typeHash: keys.typeHash("org.example.Reader.reading"), revision: 1, flags: [.hasActivity, .hasWebpageURL])),
+        ring("same activity, next sequence, new revision", epoch: 2_000_000, sequence: 1,
+             body: AdvertBody(typeHash: keys.typeHash("org.example.Reader.reading"), revision: 2, flags: [.hasActivity])),
+        ring("presence advert in the next epoch", epoch: 2_000_001, sequence: 0, body: .presence(revision: 3)),
+        ring("document, revision near wrap", epoch: 2_000_001, sequence: 255,
+             body: AdvertBody(typeHash: keys.typeHash("a.b"), revision: 0xFF_FFFF, flags: [.hasActivity, .hasDocument, .prefersBLE])),
+    ]
+    let pairingAdverts = try [
+        PairingAdvert(sessionID: Array(1...8), tcpPublished: true, psm: 0x0081, name: "workstation"),
+        PairingAdvert(sessionID: Array(repeating: 0xAB, count: 8), tcpPublished: false, psm: nil, name: "Laptöp of Ada"),
+    ].map { ProtocolVectors.PairingAdvertVector(sessionID: hex($0.sessionID), tcpPublished: $0.tcpPublished, psm: $0.psm, name: $0.name, advert: hex($0.encoded)) }
+    let valueSamples: [(String, PropertyValue)] = [
+        ("string \"hé\"", .string("hé")), ("integer -2", .integer(-2)), ("double 1.5", .double(1.5)),
+        ("true", .boolean(true)), ("false", .boolean(false)), ("bytes 00 ff", .bytes([0, 0xFF])),
+        ("date 1e9", .date(1e9)), ("array [1, \"a\"]", .array([.integer(1), .string("a")])),
+        ("dictionary {b: true, a: 1, \"é\": []} (keys sorted by UTF-8 bytes)", .dictionary(["b": .boolean(true), "a": .integer(1), "é": .array([])])),
+    ]
+    let values = try valueSamples.map { ProtocolVectors.ValueVector(comment: $0.0, encoded: hex(try PropertyValueCodec.encode($0.1))) }
+    let record = try ActivityRecord(activityType: "org.example.Reader.reading", title: "Chapter 3", userInfo: ["page": .integer(42)],
+                                    webpageURL: "https://example.org/book#3", version: 7, revision: 1)
+    let frameSamples: [Frame] = try [
+        Frame(type: .hello, requestID: 0, payload: HelloMessage(deviceID: DeviceID(bytes: Array(0..<16)), rosterVersion: 5, maxFramePayload: 262_144).payload),
+        Frame(type: .fetchActivity, requestID: 7, payload: ActivityReference(typeHash: keys.typeHash("org.example.Reader.reading"), revision: 1).payload),
+        Frame(type: .activityPayload, requestID: 7, payload: record.encoded()),
+        Frame(type: .activityContinued, requestID: 8, payload: ActivityReference(typeHash: keys.typeHash("org.example.Reader.reading"), revision: 1).payload),
+        Frame(type: .ack, requestID: 8, payload: []),
+        Frame(type: .error, requestID: 9, payload: ErrorFrame(code: .unknownActivity, message: "no such activity").payload),
+    ]
+    let frames = try frameSamples.map { ProtocolVectors.FrameVector(type: $0.type.rawValue, requestID: $0.requestID, payload: hex($0.payload), frame: hex(try $0.encoded())) }
+
+    let session: [UInt8] = Array(0xA0..<0xA8)
+    let iPriv = try X25519PrivateKey(rawRepresentation: Array(repeating: 0x11, count: 32))
+    let rPriv = try X25519PrivateKey(rawRepresentation: Array(repeating: 0x22, count: 32))
+    let nI = [UInt8](repeating: 0x33, count: 16), nR = [UInt8](repeating: 0x44, count: 16)
+    let commitment = PairingSession.commitment(publicKey: iPriv.publicKey, nonce: nI)
+    let h = SHA256.hash("baton/v1 pair".utf8Bytes + session + commitment + iPriv.publicKey + nI + rPriv.publicKey + nR)
+    let z = try iPriv.sharedSecret(with: rPriv.publicKey)
+    let k = try HKDF.deriveKey(ikm: z, salt: h, info: "baton/v1 pair keys".utf8Bytes, count: 64)
+    let pairing = ProtocolVectors.PairingVector(
+        sessionID: hex(session), initiatorPrivate: hex(iPriv.rawRepresentation), initiatorPublic: hex(iPriv.publicKey), initiatorNonce: hex(nI),
+        responderPrivate: hex(rPriv.rawRepresentation), responderPublic: hex(rPriv.publicKey), responderNonce: hex(nR),
+        commitment: hex(commitment), transcriptHash: hex(h), sas: PairingSession.shortAuthenticationString(transcriptHash: h),
+        sharedSecret: hex(z), keyInitiatorToResponder: hex(Array(k[0..<32])), keyResponderToInitiator: hex(Array(k[32..<64])))
+
+    var tampered = unhex(rings[0].advert); tampered[23] ^= 0x80
+    let rejects: [ProtocolVectors.RejectVector] = [
+        .init(decoder: "ringAdvert", input: hex(Array(unhex(rings[0].advert).dropLast())), error: "malformed(length)"),
+        .init(decoder: "ringAdvert", input: "21" + String(repeating: "00", count: 23), error: "unsupportedVersion"),
+        .init(decoder: "ringAdvert", input: "13" + String(repeating: "00", count: 23), error: "unknownKind"),
+        .init(decoder: "ringAdvert", input: "11" + String(repeating: "5a", count: 23), error: "notRingMember"),
+        .init(decoder: "ringAdvert", input: hex(tampered), error: "authenticationFailed"),
+        .init(decoder: "frame", input: "02020000000000070000000800000001", error: "unsupportedVersion"),
+        .init(decoder: "frame", input: "01020001000000070000000800000001", error: "malformed(reserved)"),
+        .init(decoder: "frame", input: "017f00000000000000000000", error: "unknownType"),
+        .init(decoder: "frame", input: "01020000000000070000000900000001000000000000", error: "payloadTooLarge"),
+        .init(decoder: "frame", input: "010500000000000100000000ff", error: "trailingBytes"),
+        .init(decoder: "value", input: "0100000002c3", error: "truncated"),
+        .init(decoder: "value", input: "0100000001ff", error: "malformed(string not UTF-8)"),
+        .init(decoder: "value", input: "090000000200000001620400000001610" + "4", error: "malformed(dictionary keys not strictly ascending)"),
+        .init(decoder: "value", input: "037ff8000000000000", error: "malformed(NaN)"),
+        .init(decoder: "value", input: "0a", error: "malformed(value type 10)"),
+        .init(decoder: "value", input: String(repeating: "0800000001", count: 16) + "04", error: "tooDeep"),
+    ]
+    return ProtocolVectors(keySchedule: .init(secret: hex(s.bytes), tagKey: hex(keys.tagKey), sealKey: hex(keys.sealKeyBytes),
+                                              typeKey: hex(keys.typeKey), mdnsKey: hex(keys.mdnsKey), epochs: epochs, typeHashes: types),
+                           ringAdverts: rings, pairingAdverts: pairingAdverts, values: values, frames: frames, pairing: pairing, rejects: rejects)
+}
+
+/// The name docs/protocol.md uses for an error (payload details dropped where the spec has none).
+func specName(_ error: WireError) -> String {
+    switch error {
+    case .malformed(let what): "malformed(\(what))"
+    case .unsupportedVersion: "unsupportedVersion"
+    case .unknownKind: "unknownKind"
+    case .unknownType: "unknownType"
+    case .payloadTooLarge: "payloadTooLarge"
+    case .tooDeep: "tooDeep"
+    default: "\(error)"
+    }
+}
+
+@Suite struct VectorTests {
+    func fileVectors() throws -> ProtocolVectors {
+        let url = try #require(Bundle.module.url(forResource: "protocol-v1", withExtension: "json", subdirectory: "Vectors"))
+        return try JSONDecoder().decode(ProtocolVectors.self, from: Data(contentsOf: url))
+    }
+
+    @Test func codeProducesTheFilesBytes() throws {
+        let computed = try computeVectors()
+        if let path = ProcessInfo.processInfo.environment["BATON_WRITE_VECTORS"] {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            try encoder.encode(computed).write(to: URL(fileURLWithPath: path))
+        }
+        #expect(try fileVectors() == computed)
+    }
+
+    @Test func fileBytesDecodeToTheFilesFields() throws {
+        let v = try fileVectors()
+        for ring in v.ringAdverts {
+            let s = try AdvertisingSecret(bytes: unhex(ring.secret), generation: ring.generation)
+            var matcher = AdvertMatcher(epoch: ring.epoch)
+            matcher.setMember(deviceID(1), secret: s)
+            let sighting = try matcher.receive(unhex(ring.advert))
+            #expect(sighting.sequence == ring.sequence)
+            #expect(sighting.body.revision == ring.revision)
+            #expect(sighting.body.flags.rawValue == ring.flags)
+            #expect(hex(sighting.body.typeHash.bytes) == ring.typeHash)
+        }
+        for p in v.pairingAdverts {
+            let decoded = try PairingAdvert(decoding: unhex(p.advert))
+            #expect(hex(decoded.sessionID) == p.sessionID)
+            #expect(decoded.psm == p.psm)
+            #expect(decoded.name == p.name)
+            #expect(decoded.tcpPublished == p.tcpPublished)
+        }
+        for value in v.values {
+            let decoded = try PropertyValueCodec.decode(unhex(value.encoded))
+            #expect(try hex(PropertyValueCodec.encode(decoded)) == value.encoded)
+        }
+        for f in v.frames {
+            let frame = try Frame.decode(unhex(f.frame))
+            #expect(frame.type.rawValue == f.type && frame.requestID == f.requestID && hex(frame.payload) == f.payload)
+        }
+        let p = v.pairing
+        let i = try X25519PrivateKey(rawRepresentation: unhex(p.initiatorPrivate))
+        #expect(hex(try i.sharedSecret(with: unhex(p.responderPublic))) == p.sharedSecret)
+        #expect(PairingSession.shortAuthenticationString(transcriptHash: unhex(p.transcriptHash)) == p.sas)
+    }
+
+    @Test func rejectVectorsFailAsTheSpecSays() throws {
+        let v = try fileVectors()
+        let s = try AdvertisingSecret(bytes: unhex(v.keySchedule.secret), generation: 1)
+        for reject in v.rejects {
+            let input = unhex(reject.input)
+            do {
+                switch reject.decoder {
+                case "ringAdvert":
+                    var matcher = AdvertMatcher(epoch: 2_000_000)
+                    matcher.setMember(deviceID(1), secret: s)
+                    _ = try matcher.receive(input)
+                case "frame": _ = try Frame.decode(input)
+                default: _ = try PropertyValueCodec.decode(input)
+                }
+                Issue.record("\(reject.decoder) \(reject.input) was accepted")
+            } catch {
+                #expect(specName(error) == reject.error, "\(reject.decoder) \(reject.input)")
+            }
+        }
+    }
+}
