@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""Renders Tests/BatonCoreTests/Vectors/protocol-v1.json as §10 of docs/protocol.md.
+Run after regenerating the vectors (see VectorTests.swift)."""
+import json, pathlib
+root = pathlib.Path(__file__).resolve().parent.parent
+v = json.loads((root / "Tests/BatonCoreTests/Vectors/protocol-v1.json").read_text())
+k = v["keySchedule"]
+out = ["## 10. Test vectors", "",
+       "All values hex. The complete set, including every reject case, is `Tests/BatonCoreTests/Vectors/protocol-v1.json`;",
+       "`VectorTests` checks it against the code in both directions.", "",
+       "### 10.1 Key schedule", "",
+       f"- S = `{k['secret']}` (bytes 00..1f), generation 1",
+       f"- K_tag = `{k['tagKey']}`", f"- K_seal = `{k['sealKey']}`", f"- K_type = `{k['typeKey']}`", f"- K_mdns = `{k['mdnsKey']}`", "",
+       "| epoch | tag_e | mask_e | mDNS instance |", "|---|---|---|---|"]
+out += [f"| {e['epoch']} | `{e['tag']}` | `{e['mask']}` | `{e['mdnsInstance']}` |" for e in k["epochs"]]
+out += ["", "| activity type | typeHash |", "|---|---|"]
+out += [f"| `{t['activityType']}` | `{t['typeHash']}` |" for t in k["typeHashes"]]
+out += ["", "### 10.2 Ring adverts (S as above)", ""]
+for r in v["ringAdverts"]:
+    out.append(f"- {r['comment']}: epoch {r['epoch']}, seq {r['sequence']}, typeHash `{r['typeHash']}`, revision {r['revision']}, flags 0x{r['flags']:02x}")
+    out.append(f"  - nonce `{r['nonce']}`")
+    out.append(f"  - advert `{r['advert']}`")
+out += ["", "### 10.3 Pairing adverts", ""]
+for p in v["pairingAdverts"]:
+    out.append(f"- session `{p['sessionID']}`, tcp {str(p['tcpPublished']).lower()}, psm {p.get('psm', 'none')}, name \"{p['name']}\" → `{p['advert']}`")
+out += ["", "### 10.4 Property values", ""]
+out += [f"- {x['comment']} → `{x['encoded']}`" for x in v["values"]]
+out += ["", "### 10.5 Frames", ""]
+out += [f"- type 0x{f['type']:02x}, request id {f['requestID']} → `{f['frame']}`" for f in v["frames"]]
+p = v["pairing"]
+out += ["", "### 10.6 Pairing key agreement", "",
+        f"- session id `{p['sessionID']}`",
+        f"- initiator X25519 private `{p['initiatorPrivate']}`, public `{p['initiatorPublic']}`, n_I `{p['initiatorNonce']}`",
+        f"- responder X25519 private `{p['responderPrivate']}`, public `{p['responderPublic']}`, n_R `{p['responderNonce']}`",
+        f"- C = `{p['commitment']}`", f"- H = `{p['transcriptHash']}`", f"- SAS = **{p['sas']}**",
+        f"- Z = `{p['sharedSecret']}`", f"- K_IR = `{p['keyInitiatorToResponder']}`", f"- K_RI = `{p['keyResponderToInitiator']}`",
+        "", "### 10.7 Rejections", "", "| decoder | input | error |", "|---|---|---|"]
+out += [f"| {r['decoder']} | `{r['input']}` | {r['error']} |" for r in v["rejects"]]
+spec = root / "docs/protocol.md"
+s = spec.read_text()
+s = s[: s.index("## 10. Test vectors")] + "\n".join(out) + "\n"
+spec.write_text(s)
