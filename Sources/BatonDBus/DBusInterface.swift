@@ -21,6 +21,14 @@ public struct DBusMethodCall: Sendable {
     public var interface: String?
     public var member: String
     public var arguments: [DBusValue]
+
+    public init(sender: String, path: String, interface: String?, member: String, arguments: [DBusValue]) {
+        self.sender = sender
+        self.path = path
+        self.interface = interface
+        self.member = member
+        self.arguments = arguments
+    }
 }
 
 /// An exported method. The handler returns the reply values (matching `outArguments`) or throws a
@@ -131,6 +139,15 @@ public struct DBusSignal: Sendable {
     public var member: String
     public var destination: String?
     public var arguments: [DBusValue]
+
+    public init(sender: String, path: String, interface: String, member: String, destination: String? = nil, arguments: [DBusValue]) {
+        self.sender = sender
+        self.path = path
+        self.interface = interface
+        self.member = member
+        self.destination = destination
+        self.arguments = arguments
+    }
 }
 
 /// Which signals a subscription wants. Nil fields match anything.
@@ -214,6 +231,12 @@ public struct DBusNameOwnerChange: Sendable, Hashable {
     public var name: String
     public var oldOwner: String?
     public var newOwner: String?
+
+    public init(name: String, oldOwner: String?, newOwner: String?) {
+        self.name = name
+        self.oldOwner = oldOwner
+        self.newOwner = newOwner
+    }
 }
 
 public enum DBusBusKind: Sendable, Hashable {
