@@ -474,4 +474,34 @@ struct DBusConnectionTests {
             }
         }
     }
+
+    @Test func droppingTheLastReferenceDisconnects() async throws {
+        try await withTestBus { bus in
+            let service = try DBusConnection(bus: .address(bus.address))
+            var client: DBusConnection? = try DBusConnection(bus: .address(bus.address))
+            let clientName = try #require(client?.uniqueName)
+            let changes = try await service.nameOwnerChanges(for: clientName)
+            client = nil
+            #expect(try await first(of: changes).newOwner == nil)
+            #expect(try await service.nameHasOwner(clientName) == false)
+        }
+    }
+
+    @Test func peerInterfaceAnswers() async throws {
+        try await withTestBus { bus in
+            let pair = try await ServiceAndClient(bus)
+            #expect(try await pair.callService("Ping", interface: "org.freedesktop.DBus.Peer") == [])
+        }
+    }
+
+    @Test func sessionBusComesFromTheEnvironment() async throws {
+        try await withTestBus { bus in
+            // Only this test reads the session address; the others use explicit addresses.
+            setenv("DBUS_SESSION_BUS_ADDRESS", bus.address, 1)
+            let connection = try DBusConnection(bus: .session)
+            unsetenv("DBUS_SESSION_BUS_ADDRESS")
+            let other = try DBusConnection(bus: .address(bus.address))
+            #expect(try await other.nameHasOwner(connection.uniqueName))
+        }
+    }
 }
