@@ -1,1 +1,0 @@
-// BatonDBus: see docs/architecture.md.

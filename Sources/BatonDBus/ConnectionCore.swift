@@ -1,0 +1,405 @@
+internal import CDBus
+import Dispatch
+
+/// libdbus needs its thread support switched on once, before any connection exists.
+enum LibDBusRuntime {
+    static let threadsInitialized: Bool = dbus_threads_init_default() != 0
+}
+
+/// A libdbus pointer moved between closures that all run on the owning connection's queue.
+struct QueueConfinedPointer: @unchecked Sendable {
+    let raw: OpaquePointer
+}
+
+/// A retained incoming message. libdbus message reference counts are atomic; everything else done
+/// with the message happens on the connection queue, so sharing the handle across tasks is safe.
+final class RetainedMessage: @unchecked Sendable {
+    let raw: OpaquePointer
+    init(_ raw: OpaquePointer) {
+        self.raw = raw
+        dbus_message_ref(raw)
+    }
+    deinit { dbus_message_unref(raw) }
+}
+
+/// Dispatch sources driving one DBusWatch. Touched only on the connection queue.
+final class WatchSources {
+    private var sources: [any DispatchSourceProtocol] = []
+    private var suspended = false
+
+    func add(_ source: any DispatchSourceProtocol) { sources.append(source) }
+
+    func activateAll() { for source in sources { source.activate() } }
+
+    func setEnabled(_ enabled: Bool) {
+        if enabled, suspended {
+            for source in sources { source.resume() }
+            suspended = false
+        } else if !enabled, !suspended {
+            for source in sources { source.suspend() }
+            suspended = true
+        }
+    }
+
+    /// Dispatch traps when a suspended source is released, so resume after cancelling.
+    func cancel() {
+        for source in sources { source.cancel() }
+        setEnabled(true)
+        sources.removeAll()
+    }
+
+    deinit { cancel() }
+}
+
+/// The dispatch timer driving one DBusTimeout. Touched only on the connection queue.
+final class TimeoutSource {
+    let timer: any DispatchSourceTimer
+    private var suspended = false
+    private var cancelled = false
+
+    init(timer: any DispatchSourceTimer) { self.timer = timer }
+
+    /// Activates the timer (releasing an inactive source traps), suspended unless `enabled`.
+    func start(intervalMilliseconds: Int32, enabled: Bool) {
+        let interval = DispatchTimeInterval.milliseconds(Int(max(intervalMilliseconds, 1)))
+        timer.schedule(deadline: .now() + interval, repeating: interval)
+        timer.activate()
+        if !enabled { disarm() }
+    }
+
+    func arm(intervalMilliseconds: Int32) {
+        guard !cancelled else { return }
+        let interval = DispatchTimeInterval.milliseconds(Int(max(intervalMilliseconds, 1)))
+        timer.schedule(deadline: .now() + interval, repeating: interval)
+        if suspended {
+            timer.resume()
+            suspended = false
+        }
+    }
+
+    func disarm() {
+        guard !cancelled, !suspended else { return }
+        timer.suspend()
+        suspended = true
+    }
+
+    func cancel() {
+        guard !cancelled else { return }
+        cancelled = true
+        timer.cancel()
+        if suspended {
+            timer.resume()
+            suspended = false
+        }
+    }
+
+    deinit { cancel() }
+}
+
+/// A method call awaiting its reply. Touched only on the connection queue.
+final class PendingReply {
+    var pending: OpaquePointer?
+    var completion: ((Result<[DBusValue], any Error>) -> Void)?
+    /// Unregisters the reply from the connection's in-flight table.
+    var onFinish: (() -> Void)?
+
+    init(completion: @escaping (Result<[DBusValue], any Error>) -> Void) { self.completion = completion }
+
+    /// Delivers the result once; later calls are ignored.
+    func finish(_ result: Result<[DBusValue], any Error>) {
+        guard let completion else { return }
+        self.completion = nil
+        onFinish?()
+        onFinish = nil
+        completion(result)
+    }
+}
+
+/// Lets `call` cancel a request whose send may or may not have happened yet. Queue-confined.
+final class CallCancellation: @unchecked Sendable {
+    var cancelled = false
+    var reply: PendingReply?
+}
+
+struct Subscription {
+    let rule: DBusMatchRule
+    /// Runs on the connection queue, inside dispatch; must not block.
+    let handler: @Sendable (DBusSignal) -> Void
+    let onClose: (@Sendable () -> Void)?
+    let isInternal: Bool
+}
+
+struct OwnerTracking {
+    var count: Int
+    var subscriptionID: UInt64?
+    var waiters: [CheckedContinuation<Void, Never>] = []
+    var ready = false
+}
+
+struct ExportedObject {
+    var interfaces: [DBusInterface]
+    func interface(named name: String) -> DBusInterface? { interfaces.first { $0.name == name } }
+}
+
+/// Converts libdbus's `DBusError` struct into ours.
+func takeLibDBusError(_ error: inout CDBus.DBusError, fallback: String) -> DBusError {
+    defer { dbus_error_free(&error) }
+    guard dbus_error_is_set(&error) != 0 else { return .failed(fallback) }
+    let name = error.name.map { String(cString: $0) } ?? DBusError.failedName
+    let message = error.message.map { String(cString: $0) } ?? fallback
+    return DBusError(name: name, message: message)
+}
+
+func optionalString(_ pointer: UnsafePointer<CChar>?) -> String? {
+    pointer.map { String(cString: $0) }
+}
+
+/// All libdbus state of one connection. Every method that touches `raw` or the mutable fields runs on
+/// `queue` (public entry points hop there with `onQueue`), which is what makes `@unchecked Sendable` sound.
+final class ConnectionCore: @unchecked Sendable {
+    let queue: DispatchQueue
+    private let queueKey = DispatchSpecificKey<Bool>()
+    let raw: OpaquePointer
+    let uniqueName: String
+
+    // Queue-confined state.
+    var isClosed = false
+    private var drainScheduled = false
+    private var dispatchDepth = 0
+    private var nextID: UInt64 = 1
+    var subscriptions: [UInt64: Subscription] = [:]
+    var wellKnownOwners: [String: String] = [:]
+    var ownerTracking: [String: OwnerTracking] = [:]
+    var inflight: [ObjectIdentifier: PendingReply] = [:]
+    var objects: [String: ExportedObject] = [:]
+    var objectManagerRoots: Set<String> = []
+    var registeredPaths: Set<String> = []
+    var fallbackRegistered = false
+
+    init(bus: DBusBusKind) throws(DBusError) {
+        guard LibDBusRuntime.threadsInitialized else { throw .noMemory() }
+        var error = CDBus.DBusError()
+        dbus_error_init(&error)
+        var connection: OpaquePointer?
+        switch bus {
+        case .session:
+            connection = dbus_bus_get_private(DBUS_BUS_SESSION, &error)
+        case .system:
+            connection = dbus_bus_get_private(DBUS_BUS_SYSTEM, &error)
+        case .address(let address):
+            guard !address.isEmpty, !address.utf8.contains(0) else { throw .invalidArgs("invalid bus address") }
+            connection = dbus_connection_open_private(address, &error)
+            if let opened = connection, dbus_bus_register(opened, &error) == 0 {
+                dbus_connection_close(opened)
+                dbus_connection_unref(opened)
+                connection = nil
+            }
+        }
+        guard let connection else { throw takeLibDBusError(&error, fallback: "cannot connect to the bus") }
+        dbus_error_free(&error)
+        // A library must never exit the process when the bus goes away.
+        dbus_connection_set_exit_on_disconnect(connection, 0)
+        raw = connection
+        uniqueName = optionalString(dbus_bus_get_unique_name(connection)) ?? ""
+        queue = DispatchQueue(label: "baton.dbus.\(uniqueName)")
+        queue.setSpecific(key: queueKey, value: true)
+        queue.sync { installMainLoopHooks() }
+    }
+
+    var isOnQueue: Bool { DispatchQueue.getSpecific(key: queueKey) == true }
+
+    /// Runs `body` on the connection queue, inline if already there (handlers may call back in).
+    func onQueue<T, Failure: Error>(_ body: () throws(Failure) -> T) throws(Failure) -> T {
+        if isOnQueue { return try body() }
+        let result: Result<T, Failure> = queue.sync { Result { () throws(Failure) -> T in try body() } }
+        return try result.get()
+    }
+
+    func makeID() -> UInt64 {
+        defer { nextID += 1 }
+        return nextID
+    }
+
+    // MARK: - Main loop integration
+
+    private var unretainedSelf: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+    static func from(_ data: UnsafeMutableRawPointer?) -> ConnectionCore? {
+        guard let data else { return nil }
+        return Unmanaged<ConnectionCore>.fromOpaque(data).takeUnretainedValue()
+    }
+
+    /// Callbacks get an unretained pointer: `close()` removes every hook before the core can go away.
+    private func installMainLoopHooks() {
+        dbus_connection_set_watch_functions(
+            raw,
+            { watch, data in
+                guard let watch, let core = ConnectionCore.from(data) else { return 0 }
+                core.addWatch(watch)
+                return 1
+            },
+            { watch, _ in
+                guard let watch, let sourcesPointer = dbus_watch_get_data(watch) else { return }
+                Unmanaged<WatchSources>.fromOpaque(sourcesPointer).takeUnretainedValue().cancel()
+            },
+            { watch, _ in
+                guard let watch, let sourcesPointer = dbus_watch_get_data(watch) else { return }
+                Unmanaged<WatchSources>.fromOpaque(sourcesPointer).takeUnretainedValue()
+                    .setEnabled(dbus_watch_get_enabled(watch) != 0)
+            },
+            unretainedSelf, nil)
+        dbus_connection_set_timeout_functions(
+            raw,
+            { timeout, data in
+                guard let timeout, let core = ConnectionCore.from(data) else { return 0 }
+                core.addTimeout(timeout)
+                return 1
+            },
+            { timeout, _ in
+                guard let timeout, let sourcePointer = dbus_timeout_get_data(timeout) else { return }
+                Unmanaged<TimeoutSource>.fromOpaque(sourcePointer).takeUnretainedValue().cancel()
+            },
+            { timeout, _ in
+                guard let timeout, let sourcePointer = dbus_timeout_get_data(timeout) else { return }
+                let source = Unmanaged<TimeoutSource>.fromOpaque(sourcePointer).takeUnretainedValue()
+                if dbus_timeout_get_enabled(timeout) != 0 {
+                    source.arm(intervalMilliseconds: dbus_timeout_get_interval(timeout))
+                } else {
+                    source.disarm()
+                }
+            },
+            unretainedSelf, nil)
+        dbus_connection_set_dispatch_status_function(
+            raw,
+            { _, status, data in
+                guard status == DBUS_DISPATCH_DATA_REMAINS, let core = ConnectionCore.from(data) else { return }
+                core.scheduleDrain()
+            },
+            unretainedSelf, nil)
+        _ = dbus_connection_add_filter(raw, ConnectionCore.filterFunction, unretainedSelf, nil)
+        // Messages (e.g. NameAcquired) may already be queued from the registration handshake.
+        scheduleDrain()
+    }
+
+    static let filterFunction: DBusHandleMessageFunction = { _, message, data in
+        guard let message, let core = ConnectionCore.from(data) else { return DBUS_HANDLER_RESULT_NOT_YET_HANDLED }
+        core.filter(message)
+        return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
+    }
+
+    private func addWatch(_ watch: OpaquePointer) {
+        let fd = dbus_watch_get_unix_fd(watch)
+        let flags = dbus_watch_get_flags(watch)
+        let sources = WatchSources()
+        let watchHandle = QueueConfinedPointer(raw: watch)
+        if flags & DBUS_WATCH_READABLE.rawValue != 0 {
+            let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
+            source.setEventHandler { [weak self] in
+                guard let self, !self.isClosed else { return }
+                _ = dbus_watch_handle(watchHandle.raw, DBUS_WATCH_READABLE.rawValue)
+                self.drain()
+            }
+            sources.add(source)
+        }
+        if flags & DBUS_WATCH_WRITABLE.rawValue != 0 {
+            let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: queue)
+            source.setEventHandler { [weak self] in
+                guard let self, !self.isClosed else { return }
+                _ = dbus_watch_handle(watchHandle.raw, DBUS_WATCH_WRITABLE.rawValue)
+                self.drain()
+            }
+            sources.add(source)
+        }
+        // Activate always (releasing an inactive source traps), then suspend if disabled.
+        sources.activateAll()
+        sources.setEnabled(dbus_watch_get_enabled(watch) != 0)
+        dbus_watch_set_data(watch, Unmanaged.passRetained(sources).toOpaque()) { pointer in
+            guard let pointer else { return }
+            let sources = Unmanaged<WatchSources>.fromOpaque(pointer).takeRetainedValue()
+            sources.cancel()
+        }
+    }
+
+    private func addTimeout(_ timeout: OpaquePointer) {
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        let timeoutHandle = QueueConfinedPointer(raw: timeout)
+        timer.setEventHandler { [weak self] in
+            guard let self, !self.isClosed else { return }
+            _ = dbus_timeout_handle(timeoutHandle.raw)
+            self.drain()
+        }
+        let source = TimeoutSource(timer: timer)
+        source.start(intervalMilliseconds: dbus_timeout_get_interval(timeout), enabled: dbus_timeout_get_enabled(timeout) != 0)
+        dbus_timeout_set_data(timeout, Unmanaged.passRetained(source).toOpaque()) { pointer in
+            guard let pointer else { return }
+            Unmanaged<TimeoutSource>.fromOpaque(pointer).takeRetainedValue().cancel()
+        }
+    }
+
+    /// Safe to call from any thread (libdbus calls it from inside its own functions).
+    func scheduleDrain() {
+        queue.async { [weak self] in
+            guard let self, !self.drainScheduled else { return }
+            self.drainScheduled = true
+            self.queue.async { [weak self] in self?.drain() }
+        }
+    }
+
+    /// Dispatches queued incoming messages, a bounded batch at a time so other queue work interleaves.
+    func drain() {
+        drainScheduled = false
+        guard !isClosed, dispatchDepth == 0 else { return }
+        dispatchDepth += 1
+        var budget = 64
+        while budget > 0, !isClosed, dbus_connection_dispatch(raw) == DBUS_DISPATCH_DATA_REMAINS {
+            budget -= 1
+        }
+        dispatchDepth -= 1
+        if !isClosed, dbus_connection_get_dispatch_status(raw) == DBUS_DISPATCH_DATA_REMAINS {
+            drainScheduled = true
+            queue.async { [weak self] in self?.drain() }
+        }
+    }
+
+    var isDispatching: Bool { dispatchDepth > 0 }
+
+    // MARK: - Closing
+
+    /// Closes the connection (idempotent). Must run on the queue, never inside dispatch.
+    func closeOnQueue() {
+        guard !isClosed else { return }
+        if isDispatching {
+            queue.async { self.closeOnQueue() }
+            return
+        }
+        isClosed = true
+        let closing = subscriptions.values
+        subscriptions.removeAll()
+        for subscription in closing { subscription.onClose?() }
+        for tracking in ownerTracking.values { for waiter in tracking.waiters { waiter.resume() } }
+        ownerTracking.removeAll()
+        let waiting = inflight.values
+        inflight.removeAll()
+        for reply in waiting {
+            if let pending = reply.pending {
+                dbus_pending_call_cancel(pending)
+                dbus_pending_call_unref(pending)
+                reply.pending = nil
+            }
+            reply.finish(.failure(DBusError.disconnected()))
+        }
+        for path in registeredPaths { _ = dbus_connection_unregister_object_path(raw, path) }
+        registeredPaths.removeAll()
+        if fallbackRegistered { _ = dbus_connection_unregister_object_path(raw, "/") }
+        objects.removeAll()
+        objectManagerRoots.removeAll()
+        dbus_connection_remove_filter(raw, ConnectionCore.filterFunction, unretainedSelf)
+        dbus_connection_flush(raw)
+        dbus_connection_close(raw)
+        dbus_connection_set_dispatch_status_function(raw, nil, nil, nil)
+        _ = dbus_connection_set_watch_functions(raw, nil, nil, nil, nil, nil)
+        _ = dbus_connection_set_timeout_functions(raw, nil, nil, nil, nil, nil)
+        dbus_connection_unref(raw)
+    }
+}
+
