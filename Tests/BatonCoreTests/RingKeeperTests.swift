@@ -1,0 +1,80 @@
+import Testing
+@testable import BatonCore
+import BatonCrypto
+
+@Suite struct RingKeeperTests {
+    let random = SeededRandomFake(seed: 21)
+
+    func pair(_ a: inout RingKeeper, _ b: inout RingKeeper) throws -> (atA: [RingKeeper.Action], atB: [RingKeeper.Action]) {
+        var h = PairingHarness(random: random, initiatorInfo: a.pairingInfo(), responderInfo: b.pairingInfo())
+        h.run(h.initiator.start(nowSeconds: 0), from: .initiator)
+        h.confirm(initiator: true, responder: true)
+        let atA = a.paired(try #require(h.results[.initiator]), random: random)
+        let atB = b.paired(try #require(h.results[.responder]), random: random)
+        return (atA, atB)
+    }
+
+    @Test func pairingJoinsRingsAndTellsTheOthers() throws {
+        var a = try RingKeeper.create(name: "a", random: random)
+        var b = try RingKeeper.create(name: "b", random: random)
+        var c = try RingKeeper.create(name: "c", random: random)
+        _ = try pair(&a, &b)
+        #expect(a.peers.keys.sorted() == [b.deviceID])
+        #expect(b.peers[a.deviceID] == a.ownSecret)
+        let (atC, atB) = try pair(&c, &b)
+        // b already knew a: c learns a through b's roster, and b tells a about c.
+        #expect(Set(c.peers.keys) == [a.deviceID, b.deviceID])
+        #expect(atB.contains(.sync(a.deviceID)))
+        #expect(!atB.contains(.sync(c.deviceID)))
+        #expect(atC.first == .persist(c.state))
+        // a receives b's roster over RingSync and learns c.
+        let atA = a.received(b.state.roster, from: b.deviceID, random: random)
+        #expect(Set(a.peers.keys) == [b.deviceID, c.deviceID])
+        #expect(atA.contains(.membersChanged(a.peers)))
+        #expect(atA.contains(.sync(c.deviceID)))
+        #expect(a.received(b.state.roster, from: b.deviceID, random: random).isEmpty)  // converged
+    }
+
+    @Test func removalRotatesSecretsEverywhereAndLocksTheMemberOut() throws {
+        var a = try RingKeeper.create(name: "a", random: random)
+        var b = try RingKeeper.create(name: "b", random: random)
+        var c = try RingKeeper.create(name: "c", random: random)
+        _ = try pair(&a, &b)
+        _ = try pair(&a, &c)
+        _ = b.received(a.state.roster, from: a.deviceID, random: random)
+        let oldA = a.ownSecret, oldB = b.ownSecret
+        let actions = a.remove(c.deviceID, random: random)
+        #expect(a.ownSecret.generation == oldA.generation + 1)
+        #expect(actions.contains(.rotateOwnSecret(a.ownSecret)))
+        #expect(actions.contains(.sync(b.deviceID)))
+        #expect(!actions.contains(.sync(c.deviceID)))
+        #expect(a.peers[c.deviceID] == nil)
+        // b hears of the removal and rotates too; the new secrets reach a.
+        let atB = b.received(a.state.roster, from: a.deviceID, random: random)
+        #expect(b.ownSecret.generation == oldB.generation + 1)
+        #expect(atB.contains(.rotateOwnSecret(b.ownSecret)))
+        _ = a.received(b.state.roster, from: b.deviceID, random: random)
+        #expect(a.peers[b.deviceID] == b.ownSecret)
+        // c still holds old secrets: it cannot open adverts sealed with the new ones.
+        var matcherAtC = AdvertMatcher(epoch: 5)
+        for (id, s) in c.peers { matcherAtC.setMember(id, secret: s) }
+        var sender = AdvertSender(secret: a.ownSecret, restored: nil)
+        guard case .advertise(let advert) = sender.start(nowSeconds: seconds(epoch: 5)).last else { Issue.record("no advert"); return }
+        #expect(throws: WireError.notRingMember) { try matcherAtC.receive(advert) }
+        // A stale roster from c cannot bring it back.
+        #expect(a.received(c.state.roster, from: c.deviceID, random: random).allSatisfy { if case .membersChanged(let m) = $0 { return m[c.deviceID] == nil }; return true })
+        #expect(a.peers[c.deviceID] == nil)
+        // When c finally hears it was removed, it starts over alone.
+        let atC = c.received(a.state.roster, from: a.deviceID, random: random)
+        #expect(c.peers.isEmpty)
+        #expect(atC.contains(.membersChanged([:])))
+    }
+
+    @Test func cannotRemoveSelfOrUnknownTwice() throws {
+        var a = try RingKeeper.create(name: "a", random: random)
+        #expect(a.remove(a.deviceID, random: random).isEmpty)
+        let stranger = deviceID(77)
+        #expect(!a.remove(stranger, random: random).isEmpty)
+        #expect(a.remove(stranger, random: random).isEmpty)
+    }
+}
