@@ -31,6 +31,20 @@ let templateMatcher: AdvertMatcher = {
     return matcher
 }()
 
+/// Epoch material of every member for every epoch an input can reach (64 steps of ±1, ±2 more),
+/// computed once: per-input HMACs would dominate the fuzzer's time.
+let reachableMaterial: [UInt64: [EpochMaterial]] = {
+    var table: [UInt64: [EpochMaterial]] = [:]
+    for epoch in (ringEpoch - 70)...(ringEpoch + 70) {
+        table[epoch] = ringMembers.map { $0.keys.epochMaterial(epoch) }
+    }
+    return table
+}()
+
+func material(_ memberIndex: Int, _ epoch: UInt64) -> EpochMaterial {
+    reachableMaterial[epoch]?[memberIndex] ?? ringMembers[memberIndex].keys.epochMaterial(epoch)
+}
+
 /// Epoch offsets from the matcher's epoch: −1, 0, +1 are in its window, ±2 are not.
 func epochFor(_ selector: UInt8, around epoch: UInt64) -> UInt64 {
     epoch &+ UInt64(bitPattern: Int64(Int(selector % 5) - 2))
@@ -49,21 +63,22 @@ func runOperations(_ input: inout FuzzInput) {
             }
             _ = try? PairingAdvert(decoding: advert)
         case 1:
-            let member = ringMembers[Int(input.byte()) % ringMembers.count]
-            let material = member.keys.epochMaterial(epochFor(input.byte(), around: matcher.currentEpoch))
-            let advert = [AdvertKind.ring.headerByte] + material.tag + input.bytes(17)
+            let memberIndex = Int(input.byte()) % ringMembers.count
+            let tag = material(memberIndex, epochFor(input.byte(), around: matcher.currentEpoch)).tag
+            let advert = [AdvertKind.ring.headerByte] + tag + input.bytes(17)
             if let sighting = try? matcher.receive(advert) {
                 fuzzCheck(false, "forged seal accepted for \(sighting.member)")
             }
         case 2:
-            let member = ringMembers[Int(input.byte()) % ringMembers.count]
+            let memberIndex = Int(input.byte()) % ringMembers.count
+            let member = ringMembers[memberIndex]
             let offsetSelector = input.byte()
             let epoch = epochFor(offsetSelector, around: matcher.currentEpoch)
             let sequence = input.byte()
             let typeHash = TypeHash(value: UInt32(input.byte()) << 24 | UInt32(input.byte()) << 16 | UInt32(input.byte()) << 8 | UInt32(input.byte()))
             let revision = UInt32(input.byte()) << 16 | UInt32(input.byte()) << 8 | UInt32(input.byte())
             let body = AdvertBody(typeHash: typeHash, revision: revision, flags: AdvertFlags(rawValue: input.byte()))
-            let advert = RingAdvert.seal(body: body, keys: member.keys, epoch: member.keys.epochMaterial(epoch), sequence: sequence)
+            let advert = RingAdvert.seal(body: body, keys: member.keys, epoch: material(memberIndex, epoch), sequence: sequence)
             let inWindow = offsetSelector % 5 != 0 && offsetSelector % 5 != 4
             do {
                 let sighting = try matcher.receive(advert)
