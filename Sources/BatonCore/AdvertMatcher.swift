@@ -23,7 +23,8 @@ public struct AdvertMatcher: Sendable {
         let generation: UInt32
         let epoch: UInt64
         let mask: UInt8
-        let keys: DerivedKeys
+        /// Only the seal key, not all of DerivedKeys: less to retain on every lookup.
+        let sealKey: AESGCMKey
     }
 
     /// Most buckets hold one candidate; the rest only exist on 48-bit tag collisions.
@@ -100,7 +101,7 @@ public struct AdvertMatcher: Sendable {
     }
 
     private func open(_ advert: [UInt8], _ candidate: Candidate) throws(WireError) -> (candidate: Candidate, sequence: UInt8, body: AdvertBody) {
-        let opened = try RingAdvert.open(advert, keys: candidate.keys, epoch: candidate.epoch, mask: candidate.mask)
+        let opened = try RingAdvert.open(advert, sealKey: candidate.sealKey, epoch: candidate.epoch, mask: candidate.mask)
         return (candidate, opened.sequence, opened.body)
     }
 
@@ -127,7 +128,7 @@ public struct AdvertMatcher: Sendable {
         let low = currentEpoch == 0 ? 0 : currentEpoch - 1
         for epoch in low...(currentEpoch + 1) {
             let material = derived.epochMaterial(epoch)
-            let candidate = Candidate(member: id, generation: generation, epoch: epoch, mask: material.mask, keys: derived)
+            let candidate = Candidate(member: id, generation: generation, epoch: epoch, mask: material.mask, sealKey: derived.sealKey)
             if table[material.tagKey] != nil {
                 table[material.tagKey]!.others.append(candidate)
             } else {

@@ -99,13 +99,26 @@ public enum RingAdvert {
     /// Opens a ring advert with one candidate's keys. Returns the sequence and body, or
     /// throws `authenticationFailed` / `malformed`.
     public static func open(_ advert: [UInt8], keys: DerivedKeys, epoch: UInt64, mask: UInt8) throws(WireError) -> (sequence: UInt8, body: AdvertBody) {
+        try open(advert, sealKey: keys.sealKey, epoch: epoch, mask: mask)
+    }
+
+    /// The matcher's hot path: nonce on the stack and the packet's own bytes handed to
+    /// libcrypto, so opening allocates only the 8-byte plaintext.
+    static func open(_ advert: [UInt8], sealKey: AESGCMKey, epoch: UInt64, mask: UInt8) throws(WireError) -> (sequence: UInt8, body: AdvertBody) {
         guard advert.count == Protocol.advertLength else { throw .malformed("length") }
         let sequence = advert[7] ^ mask
+        // u64be(epoch) || 00 00 00 || seq: the tuple's 12 bytes lie in declaration order, no padding.
+        var nonce: (UInt64, UInt32) = (epoch.bigEndian, UInt32(sequence).bigEndian)
         let plaintext: [UInt8]
         do {
-            plaintext = try AESGCM.open(key: keys.sealKey, nonce: nonce(epoch: epoch, sequence: sequence),
-                                        ciphertext: Array(advert[8..<16]), tag: Array(advert[16..<24]),
-                                        aad: Array(advert[0..<8]))
+            plaintext = try withUnsafeBytes(of: &nonce) { nonce in
+                try advert.withUnsafeBytes { packet in
+                    try AESGCM.open(key: sealKey, nonce: nonce,
+                                    ciphertext: UnsafeRawBufferPointer(rebasing: packet[8..<16]),
+                                    tag: UnsafeRawBufferPointer(rebasing: packet[16..<24]),
+                                    aad: UnsafeRawBufferPointer(rebasing: packet[0..<8]))
+                }
+            }
         } catch {
             throw .authenticationFailed
         }

@@ -1,0 +1,99 @@
+// Fuzzes frame decoding: FrameDecoder fed a byte stream in arbitrary chunks, and the typed
+// payload decoders (Hello, ActivityReference, Error, ActivityRecord, Roster).
+//
+// First byte below 0xC0: stream mode, the rest is a list of chunks (FuzzInput.chunk) appended
+// one by one, taking out every complete frame. Otherwise the rest is one payload for the
+// decoder numbered by the first byte minus 0xC0 (mod 5). Whatever decodes must encode back to the same
+// bytes (the encodings are canonical), except rosters, which are compared after a round trip.
+import BatonCore
+import BatonCrypto
+
+func checkPayload(_ type: FrameType, _ payload: [UInt8]) {
+    switch type {
+    case .hello:
+        if let hello = try? HelloMessage(payload: payload) {
+            fuzzCheck(hello.payload == payload, "Hello does not re-encode to its input")
+        }
+    case .fetchActivity, .activityContinued:
+        if let reference = try? ActivityReference(payload: payload) {
+            fuzzCheck(reference.payload == payload, "ActivityReference does not re-encode to its input")
+        }
+    case .error:
+        if let error = try? ErrorFrame(payload: payload) {
+            fuzzCheck(error.payload == payload, "ErrorFrame does not re-encode to its input")
+        }
+    case .activityPayload:
+        if let record = try? ActivityRecord(decoding: payload) {
+            fuzzCheck((try? record.encoded()) == payload, "ActivityRecord does not re-encode to its input")
+        }
+    case .ringSync:
+        if let roster = try? Roster(decoding: payload) {
+            let again = (try? roster.encoded()).flatMap { try? Roster(decoding: $0) }
+            fuzzCheck(again == roster, "Roster changes in an encode/decode round trip")
+        }
+    case .ack, .pairCommit, .pairHello, .pairReveal, .pairSealed:
+        break
+    }
+}
+
+let directDecoders: [FrameType] = [.hello, .fetchActivity, .error, .activityPayload, .ringSync]
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
+    var input = FuzzInput(data, count)
+    let mode = input.byte()
+    guard mode < 0xC0 else {
+        checkPayload(directDecoders[Int(mode - 0xC0) % directDecoders.count], input.rest())
+        return 0
+    }
+    var decoder = FrameDecoder()
+    var stream: [UInt8] = []
+    var consumed = 0
+    streaming: while !input.isEmpty {
+        let chunk = input.chunk()
+        decoder.append(chunk)
+        stream += chunk
+        while true {
+            let frame: Frame?
+            do { frame = try decoder.next() } catch { break streaming }
+            guard let frame else { break }
+            guard let encoded = try? frame.encoded() else {
+                fuzzCheck(false, "decoded frame cannot be encoded")
+                return 0
+            }
+            fuzzCheck(Array(stream[consumed..<consumed + encoded.count]) == encoded, "frame does not re-encode to its bytes")
+            consumed += encoded.count
+            checkPayload(frame.type, frame.payload)
+        }
+        fuzzCheck(decoder.bufferedByteCount == stream.count - consumed, "decoder lost or invented bytes")
+    }
+    return 0
+}
+
+@_cdecl("LLVMFuzzerInitialize")
+public func fuzzInitialize(_ argc: UnsafeMutableRawPointer?, _ argv: UnsafeMutableRawPointer?) -> CInt {
+    writeSeedsIfRequested {
+        let id = DeviceID(identityKey: [UInt8](repeating: 3, count: 32))
+        let hello = HelloMessage(deviceID: id, rosterVersion: 4, maxFramePayload: 262_144).payload
+        let reference = ActivityReference(typeHash: TypeHash(value: 0xDEAD_BEEF), revision: 12).payload
+        let error = ErrorFrame(code: .unknownActivity, message: "gone").payload
+        let record = try! ActivityRecord(activityType: "org.example.editor", title: "Notes",
+                                         userInfo: ["page": .integer(3), "tags": .array([.string("a"), .bytes([1, 2])]),
+                                                    "when": .date(1_700_000_000), "zoom": .double(1.5), "dark": .boolean(true)],
+                                         webpageURL: "https://example.org/n", version: 2, revision: 9).encoded()
+        let secret = try! AdvertisingSecret(bytes: [UInt8](repeating: 9, count: 32), generation: 3)
+        let member = try! RosterMember(name: "desk", identityKey: [UInt8](repeating: 3, count: 32), secret: secret)
+        let roster = try! Roster(version: 5, members: [member], removed: [DeviceID(identityKey: [UInt8](repeating: 4, count: 32))]).encoded()
+
+        var stream: [UInt8] = [0]
+        for (type, payload) in [(FrameType.hello, hello), (.fetchActivity, reference), (.error, error),
+                                (.activityPayload, record), (.ringSync, roster), (.ack, [])] {
+            let frame = try! Frame(type: type, requestID: 7, payload: payload).encoded()
+            // Split each frame in two chunks to exercise reassembly.
+            stream.appendChunk(Array(frame.prefix(5)))
+            stream.appendChunk(Array(frame.dropFirst(5)))
+        }
+        return [stream, [0xC0] + hello, [0xC1] + reference, [0xC2] + error, [0xC3] + record, [0xC4] + roster]
+    }
+    return 0
+}
