@@ -29,7 +29,7 @@ let package = Package(
         .target(name: "BatonStore", dependencies: ["COpenSSL"], swiftSettings: strict),
         .target(name: "BatonTransport", dependencies: ["BatonCore", "BatonCrypto", "COpenSSL", "CBluetooth"], swiftSettings: strict),
         .target(name: "BatonBlueZ", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: strict),
-        .target(name: "BatonService", dependencies: ["BatonCore", "BatonDBus", "BatonStore", "BatonBlueZ", "BatonTransport"], swiftSettings: strict),
+        .target(name: "BatonService", dependencies: ["BatonCore", "BatonCrypto", "BatonDBus", "BatonStore", "BatonBlueZ", "BatonTransport"], swiftSettings: strict),
         .target(name: "BatonClient", dependencies: ["BatonDBus", "BatonCore"], swiftSettings: strict),
 
         // Thin executables that only wire things together.

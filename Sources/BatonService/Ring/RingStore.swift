@@ -1,0 +1,83 @@
+import BatonCore
+import BatonCrypto
+import BatonStore
+import Foundation
+
+/// The trust store: one durable record per concern under the state directory, each written
+/// atomically with mode 0600 (BatonStore). A corrupt file is reported and kept, never replaced.
+///
+/// - `ring`: identity seed, name, roster (keys of every member). Changes on pairing and removal.
+/// - `peers`: when each member was paired, last seen, last RSSI, endpoint hints. Changes often.
+/// - `advert-counters`: the advert sender's nonce counters (protocol §4.2).
+public final class RingStore: Sendable {
+    struct RingRecord: Codable, Sendable {
+        var name: String
+        var identitySeed: String
+        var roster: Data
+    }
+
+    public struct PeerInfo: Codable, Sendable, Hashable {
+        public var pairedSince: Int64
+        public var lastSeen: Int64?
+        public var lastRSSI: Int?
+        /// "host:port" hints learned at pairing or from DNS-SD; the pinned identity decides.
+        public var endpoints: [String]
+
+        public init(pairedSince: Int64, lastSeen: Int64? = nil, lastRSSI: Int? = nil, endpoints: [String] = []) {
+            self.pairedSince = pairedSince
+            self.lastSeen = lastSeen
+            self.lastRSSI = lastRSSI
+            self.endpoints = endpoints
+        }
+    }
+
+    private let ring: DurableRecord<RingRecord>
+    private let peerInfo: DurableRecord<[String: PeerInfo]>
+    private let counters: DurableRecord<SenderCounters>
+
+    public init(directory: StateDirectory) throws(StoreError) {
+        ring = try DurableRecord(name: "ring", schemaVersion: 1, in: directory)
+        peerInfo = try DurableRecord(name: "peers", schemaVersion: 1, in: directory)
+        counters = try DurableRecord(name: "advert-counters", schemaVersion: 1, in: directory)
+    }
+
+    public enum LoadError: Error, Sendable, Equatable {
+        case store(StoreError)
+        case invalidContent(String)
+    }
+
+    /// The saved ring, or nil on first start.
+    public func loadRing() throws(LoadError) -> RingKeeper.State? {
+        let record: RingRecord?
+        do { record = try ring.load() } catch { throw .store(error) }
+        guard let record else { return nil }
+        guard let seed = [UInt8](hex: record.identitySeed), seed.count == 32 else { throw .invalidContent("identity seed") }
+        do {
+            return RingKeeper.State(name: record.name, identitySeed: seed, roster: try Roster(decoding: [UInt8](record.roster)))
+        } catch {
+            throw .invalidContent("roster")
+        }
+    }
+
+    public func saveRing(_ state: RingKeeper.State) throws {
+        try ring.save(RingRecord(name: state.name, identitySeed: state.identitySeed.hexString,
+                                 roster: Data(try state.roster.encoded())))
+    }
+
+    public func loadPeers() throws(StoreError) -> [DeviceID: PeerInfo] {
+        var out: [DeviceID: PeerInfo] = [:]
+        for (key, value) in try peerInfo.load() ?? [:] {
+            if let bytes = [UInt8](hex: key), let id = try? DeviceID(bytes: bytes) { out[id] = value }
+        }
+        return out
+    }
+
+    public func savePeers(_ peers: [DeviceID: PeerInfo]) throws(StoreError) {
+        var out: [String: PeerInfo] = [:]
+        for (id, info) in peers { out[id.description] = info }
+        try peerInfo.save(out)
+    }
+
+    public func loadCounters() throws(StoreError) -> SenderCounters? { try counters.load() }
+    public func saveCounters(_ value: SenderCounters) throws(StoreError) { try counters.save(value) }
+}
