@@ -43,13 +43,14 @@ struct SocketAddress: Sendable {
     }
 
     /// Resolves `host`. Numeric addresses are parsed in place; names go through getaddrinfo on a
-    /// background queue so the caller's thread never blocks on DNS.
+    /// private queue so the caller's thread never blocks on DNS. Not the global queue: on Linux it also
+    /// runs Swift's cooperative executor, which a blocked thread would starve.
     static func resolve(host: String, port: UInt16, passive: Bool) async throws(TransportError) -> [SocketAddress] {
         if let numeric = try? lookup(host: host, port: port, passive: passive, numericOnly: true) {
             return numeric
         }
         let result: Result<[SocketAddress], TransportError> = await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
+            DispatchQueue(label: "baton.transport.resolver").async {
                 do throws(TransportError) {
                     continuation.resume(returning: .success(try lookup(host: host, port: port, passive: passive, numericOnly: false)))
                 } catch {

@@ -87,6 +87,9 @@ final class TLSConnection: Sendable {
                 return .failed(code == 0 || code == EPIPE || code == ECONNRESET ? .closed : .socket(operation: "TLS I/O", errno: code))
             default:
                 let error = takeSSLError("TLS")
+                // OpenSSL 3 reports a peer that closed without close_notify this way; for frames (which
+                // carry their own length) that is an ordinary end of stream.
+                if error.reason == SSL_R_UNEXPECTED_EOF_WHILE_READING { return .failed(.closed) }
                 return .failed(.connectionFailed(error.text))
             }
         }
