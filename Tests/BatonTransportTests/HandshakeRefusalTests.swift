@@ -173,11 +173,23 @@ struct HandshakeRefusalTests {
     func connectionRefused() async throws {
         try await withTimeLimit {
             let pair = try PinnedPair()
-            let port = pair.listener.port
-            pair.listener.close()
-            try await Task.sleep(for: .milliseconds(50))
+            defer { pair.listener.close() }
+            // A bound socket that never listens holds a port on which connections are refused.
+            let bound = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            try #require(bound >= 0)
+            defer { close(bound) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bindStatus = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                    bind(bound, pointer, length) == 0 ? getsockname(bound, pointer, &length) : -1
+                }
+            }
+            try #require(bindStatus == 0)
             await #expect(throws: TransportError.socket(operation: "connect", errno: ECONNREFUSED)) {
-                try await pair.connector.connect(host: "127.0.0.1", port: port, timeout: .seconds(2))
+                try await pair.connector.connect(host: "127.0.0.1", port: UInt16(bigEndian: address.sin_port), timeout: .seconds(2))
             }
         }
     }
