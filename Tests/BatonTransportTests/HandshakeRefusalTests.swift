@@ -61,6 +61,39 @@ struct HandshakeRefusalTests {
         }
     }
 
+    @Test("A client whose certificate carries a P-256 key is refused")
+    func nonEd25519ClientRefused() async throws {
+        try await withTimeLimit {
+            let pair = try PinnedPair()
+            defer { pair.listener.close() }
+            let keyContext = try #require(EVP_PKEY_CTX_new_from_name(nil, "EC", nil))
+            defer { EVP_PKEY_CTX_free(keyContext) }
+            var key: OpaquePointer?
+            try #require(EVP_PKEY_keygen_init(keyContext) == 1)
+            try #require(EVP_PKEY_CTX_set_group_name(keyContext, "P-256") == 1)
+            try #require(EVP_PKEY_generate(keyContext, &key) == 1)
+            let ecKey = try #require(key)
+            defer { EVP_PKEY_free(ecKey) }
+            let certificate = try #require(X509_new())
+            defer { X509_free(certificate) }
+            try #require(X509_set_version(certificate, Int(X509_VERSION_3)) == 1)
+            try #require(ASN1_INTEGER_set_uint64(X509_get_serialNumber(certificate), 1) == 1)
+            try #require(ASN1_TIME_set_string_X509(X509_getm_notBefore(certificate), "20000101000000Z") == 1)
+            try #require(ASN1_TIME_set_string_X509(X509_getm_notAfter(certificate), "99991231235959Z") == 1)
+            try #require(X509_set_pubkey(certificate, ecKey) == 1)
+            try #require(X509_sign(certificate, ecKey, EVP_sha256()) > 0)
+
+            let context = try #require(SSL_CTX_new(TLS_client_method()))
+            defer { SSL_CTX_free(context) }
+            try #require(SSL_CTX_use_certificate(context, certificate) == 1)
+            try #require(SSL_CTX_use_PrivateKey(context, ecKey) == 1)
+            _ = SSL_CTX_set_alpn_protos(context, [7] + Array("baton/1".utf8), 8)
+            let outcome = await runRawClient(port: pair.listener.port, context: RawContext(pointer: context))
+            #expect(outcome == .refusedAfterHandshake)
+            #expect(await pair.failures.waitForCount(1) == [.peerKeyNotEd25519])
+        }
+    }
+
     @Test("A client that offers only TLS 1.2 is refused")
     func tls12ClientRefused() async throws {
         try await withTimeLimit {
