@@ -112,7 +112,17 @@ public final class TLSListener: Sendable {
             // accept4 is not in the Glibc module; the flags are set right after instead.
             let descriptor = Glibc.accept(listening, nil, nil)
             if descriptor < 0 {
-                // EAGAIN: drained. Other errors (ECONNABORTED, EMFILE) leave the queue for the next event.
+                let code = errno
+                if code == EINTR || code == ECONNABORTED { continue }
+                if code != EAGAIN && code != EWOULDBLOCK {
+                    // Out of descriptors (EMFILE, ENFILE, ENOBUFS): the connection stays queued and the
+                    // source would fire again at once, so pause accepting briefly instead of spinning.
+                    // The closure holds the source itself: a suspended source must be resumed before release.
+                    acceptSource.source.suspend()
+                    socketEventQueue.asyncAfter(deadline: .now() + .milliseconds(100)) { [acceptSource] in
+                        acceptSource.source.resume()
+                    }
+                }
                 return
             }
             let admitted = state.withLock { state in
