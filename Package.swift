@@ -42,6 +42,7 @@ let package = Package(
 
         .testTarget(name: "BatonCryptoTests", dependencies: ["BatonCrypto"], swiftSettings: strict),
         .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore", "BatonCrypto"], resources: [.copy("Vectors")], swiftSettings: strict),
+        .testTarget(name: "BatonTransportTests", dependencies: ["BatonTransport", "BatonCore", "BatonCrypto", "COpenSSL"], swiftSettings: strict),
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore"], swiftSettings: strict),
         .testTarget(name: "BatonDBusTests", dependencies: ["BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonServiceTests", dependencies: ["BatonService", "BatonClient", "BatonDBus", "BatonCore"], swiftSettings: strict),

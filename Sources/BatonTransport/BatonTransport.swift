@@ -1,1 +1,0 @@
-// BatonTransport: see docs/architecture.md.

@@ -1,0 +1,78 @@
+import BatonCore
+import Dispatch
+
+/// Timeouts and limits of the transport.
+public struct TransportConfiguration: Sendable {
+    /// A TCP connection must finish the TLS handshake within this time or it is dropped.
+    public var handshakeTimeout: Duration
+    /// `receive()` waits at most this long for a frame.
+    public var idleTimeout: Duration
+    /// `send(_:)` gives up when the peer takes no bytes for this long.
+    public var writeTimeout: Duration
+    /// Connections a listener keeps at once, handshaking or established; more are closed on arrival.
+    public var maxConnections: Int
+
+    public init(
+        handshakeTimeout: Duration = .seconds(10),
+        idleTimeout: Duration = .seconds(60),
+        writeTimeout: Duration = .seconds(30),
+        maxConnections: Int = 32
+    ) {
+        self.handshakeTimeout = handshakeTimeout
+        self.idleTimeout = idleTimeout
+        self.writeTimeout = writeTimeout
+        self.maxConnections = max(1, maxConnections)
+    }
+}
+
+/// An authenticated, encrypted frame stream with one pinned ring member (§8.1).
+/// Sends are serialised, and so are receives; a send and a receive may run at the same time.
+public final class SecureChannel: Sendable {
+    /// The peer's Ed25519 identity key, as pinned.
+    public let peerIdentityKey: [UInt8]
+    public let peerDeviceID: DeviceID
+    public let configuration: TransportConfiguration
+
+    let connection: TLSConnection
+    private let sendLock = AsyncLock()
+    private let receiveLock = AsyncLock()
+
+    init(connection: TLSConnection, peerIdentityKey: [UInt8], configuration: TransportConfiguration) {
+        self.connection = connection
+        self.peerIdentityKey = peerIdentityKey
+        self.peerDeviceID = DeviceID(identityKey: peerIdentityKey)
+        self.configuration = configuration
+    }
+
+    /// Sends one frame. Throws `.unencodableFrame` for a frame over its type's limit (nothing is sent),
+    /// `.timedOut`, or `.closed`.
+    public func send(_ frame: Frame) async throws(TransportError) {
+        let bytes: [UInt8]
+        do { bytes = try frame.encoded() } catch { throw .unencodableFrame(error) }
+        try await sendEncoded(bytes)
+    }
+
+    /// Writes bytes as they are; for frames already encoded (and for tests that must break the framing).
+    func sendEncoded(_ bytes: [UInt8]) async throws(TransportError) {
+        let deadline = configuration.writeTimeout.deadlineFromNow
+        await sendLock.lock()
+        defer { sendLock.unlock() }
+        try await connection.write(bytes, until: deadline)
+    }
+
+    /// The next frame from the peer. Header limits are checked before the payload is buffered; a frame
+    /// that breaks them throws `.invalidFrame` and closes the channel.
+    public func receive(timeout: Duration? = nil) async throws(TransportError) -> Frame {
+        let deadline = (timeout ?? configuration.idleTimeout).deadlineFromNow
+        await receiveLock.lock()
+        defer { receiveLock.unlock() }
+        return try await connection.readFrame(until: deadline)
+    }
+
+    /// Closes the channel; pending and later sends and receives throw `.closed`. Idempotent.
+    public func close() {
+        connection.close()
+    }
+
+    public var isClosed: Bool { connection.isClosed }
+}

@@ -1,0 +1,165 @@
+import Dispatch
+import Glibc
+import Synchronization
+
+/// All socket readiness handlers run here; they only record an outcome and resume a continuation.
+let socketEventQueue = DispatchQueue(label: "baton.transport.sockets")
+
+enum SocketReadiness: Sendable { case readable, writable }
+
+enum WaitOutcome: Sendable { case ready, timedOut, cancelled }
+
+/// A socket address as getaddrinfo returns it.
+struct SocketAddress: Sendable {
+    var storage = sockaddr_storage()
+    var length: socklen_t = 0
+    var family: Int32 { Int32(storage.ss_family) }
+
+    func withSockaddr<Result>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> Result) -> Result {
+        withUnsafeBytes(of: storage) { raw in
+            body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), length)
+        }
+    }
+
+    /// The port of an AF_INET or AF_INET6 address.
+    var port: UInt16 {
+        withUnsafeBytes(of: storage) { raw in
+            switch family {
+            case AF_INET: UInt16(bigEndian: raw.load(as: sockaddr_in.self).sin_port)
+            case AF_INET6: UInt16(bigEndian: raw.load(as: sockaddr_in6.self).sin6_port)
+            default: 0
+            }
+        }
+    }
+
+    /// The local address of a bound socket.
+    static func local(of descriptor: Int32) -> SocketAddress? {
+        var address = SocketAddress()
+        address.length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let status = withUnsafeMutableBytes(of: &address.storage) { raw in
+            getsockname(descriptor, raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), &address.length)
+        }
+        return status == 0 ? address : nil
+    }
+
+    /// Resolves `host`. Numeric addresses are parsed in place; names go through getaddrinfo on a
+    /// private queue so the caller's thread never blocks on DNS. Not the global queue: on Linux it also
+    /// runs Swift's cooperative executor, which a blocked thread would starve.
+    static func resolve(host: String, port: UInt16, passive: Bool) async throws(TransportError) -> [SocketAddress] {
+        if let numeric = try? lookup(host: host, port: port, passive: passive, numericOnly: true) {
+            return numeric
+        }
+        let result: Result<[SocketAddress], TransportError> = await withCheckedContinuation { continuation in
+            DispatchQueue(label: "baton.transport.resolver").async {
+                do throws(TransportError) {
+                    continuation.resume(returning: .success(try lookup(host: host, port: port, passive: passive, numericOnly: false)))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+        }
+        return try result.get()
+    }
+
+    static func lookup(host: String, port: UInt16, passive: Bool, numericOnly: Bool) throws(TransportError) -> [SocketAddress] {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0) | (numericOnly ? AI_NUMERICHOST : 0)
+        var list: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, String(port), &hints, &list)
+        guard status == 0, let first = list else {
+            throw .addressUnavailable("\(host): \(String(cString: gai_strerror(status)))")
+        }
+        defer { freeaddrinfo(first) }
+        var addresses: [SocketAddress] = []
+        var cursor: UnsafeMutablePointer<addrinfo>? = first
+        while let entry = cursor {
+            if let source = entry.pointee.ai_addr, entry.pointee.ai_addrlen <= socklen_t(MemoryLayout<sockaddr_storage>.size),
+               entry.pointee.ai_family == AF_INET || entry.pointee.ai_family == AF_INET6 {
+                var address = SocketAddress()
+                address.length = entry.pointee.ai_addrlen
+                withUnsafeMutableBytes(of: &address.storage) { raw in
+                    raw.baseAddress!.copyMemory(from: source, byteCount: Int(entry.pointee.ai_addrlen))
+                }
+                addresses.append(address)
+            }
+            cursor = entry.pointee.ai_next
+        }
+        guard !addresses.isEmpty else { throw .addressUnavailable("\(host): no IPv4 or IPv6 address") }
+        return addresses
+    }
+}
+
+/// A new nonblocking, close-on-exec TCP socket.
+func makeStreamSocket(family: Int32) throws(TransportError) -> Int32 {
+    let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+    let descriptor = socket(family, type, 0)
+    guard descriptor >= 0 else { throw .socket(operation: "socket", errno: errno) }
+    return descriptor
+}
+
+func setSocketOption(_ descriptor: Int32, _ level: Int32, _ name: Int32, _ value: Int32) {
+    var value = value
+    _ = setsockopt(descriptor, level, name, &value, socklen_t(MemoryLayout<Int32>.size))
+}
+
+/// Holds a waiter's outcome: the first of readiness, timeout or cancellation wins.
+private final class WaitState: Sendable {
+    let outcome = Mutex<WaitOutcome?>(nil)
+
+    func settle(_ value: WaitOutcome) {
+        outcome.withLock { if $0 == nil { $0 = value } }
+    }
+}
+
+/// Dispatch sources are thread-safe objects; this wrapper only lets a cancellation handler reach one.
+private struct SendableSource: @unchecked Sendable {
+    let source: any DispatchSourceProtocol
+}
+
+/// Suspends until `descriptor` is readable or writable, the deadline passes, or the task is cancelled.
+/// Nothing blocks: a dispatch source watches the socket. The continuation is resumed from the source's
+/// cancel handler only, which dispatch runs after it stopped watching the descriptor, so the caller may
+/// close the descriptor as soon as this returns.
+func waitForSocket(_ descriptor: Int32, _ readiness: SocketReadiness, until deadline: DispatchTime) async -> WaitOutcome {
+    if Task.isCancelled { return .cancelled }
+    let state = WaitState()
+    let source: any DispatchSourceProtocol = switch readiness {
+    case .readable: DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: socketEventQueue)
+    case .writable: DispatchSource.makeWriteSource(fileDescriptor: descriptor, queue: socketEventQueue)
+    }
+    let handle = SendableSource(source: source)
+    let timer = SendableSource(source: DispatchSource.makeTimerSource(queue: socketEventQueue))
+    return await withTaskCancellationHandler {
+        await withCheckedContinuation { (continuation: CheckedContinuation<WaitOutcome, Never>) in
+            handle.source.setEventHandler {
+                state.settle(.ready)
+                handle.source.cancel()
+            }
+            timer.source.setEventHandler {
+                state.settle(.timedOut)
+                handle.source.cancel()
+            }
+            handle.source.setCancelHandler {
+                timer.source.cancel()
+                continuation.resume(returning: state.outcome.withLock { $0 } ?? .cancelled)
+            }
+            (timer.source as? any DispatchSourceTimer)?.schedule(deadline: deadline)
+            timer.source.activate()
+            handle.source.activate()
+        }
+    } onCancel: {
+        state.settle(.cancelled)
+        handle.source.cancel()
+    }
+}
+
+extension Duration {
+    /// The dispatch time this far from now; negative durations count as zero.
+    var deadlineFromNow: DispatchTime {
+        let (seconds, attoseconds) = components
+        let nanoseconds = max(0, seconds) * 1_000_000_000 + max(0, attoseconds) / 1_000_000_000
+        return .now() + .nanoseconds(Int(clamping: nanoseconds))
+    }
+}

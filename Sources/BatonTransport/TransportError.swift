@@ -1,0 +1,40 @@
+import BatonCore
+
+/// Every failure of the transport. Input from the network never traps; it ends up here.
+public enum TransportError: Error, Equatable, Sendable {
+    /// The peer's certificate key is a valid Ed25519 key but not in the pin set.
+    case peerNotPinned(identityKey: [UInt8])
+    /// The peer's certificate does not carry an Ed25519 key.
+    case peerKeyNotEd25519
+    /// The peer presented no certificate.
+    case peerCertificateMissing
+    /// The peers did not agree on the ALPN protocol `baton/1`.
+    case alpnMismatch
+    /// The TLS handshake failed for another reason (protocol version, alert, ...), with libssl's text.
+    case handshakeFailed(String)
+    /// TLS failed after the handshake (for example, the server's alert refusing this client's certificate,
+    /// which a TLS 1.3 client only reads after its own handshake completed), with libssl's text.
+    case connectionFailed(String)
+    /// The handshake did not finish in time.
+    case handshakeTimedOut
+    /// The TCP connection could not be established in time.
+    case connectTimedOut
+    /// No frame (or no write progress) within the timeout.
+    case timedOut
+    /// A frame from the peer broke the framing rules; the channel is closed.
+    case invalidFrame(WireError)
+    /// A frame given to `send` cannot be encoded (for example, its payload is over the limit).
+    case unencodableFrame(WireError)
+    /// The peer answered a request with an Error frame.
+    case remote(ErrorFrame)
+    /// The channel or listener was closed (locally, or the peer closed the connection).
+    case closed
+    /// The host name or address could not be resolved or parsed.
+    case addressUnavailable(String)
+    /// A socket call failed; `errno` names the cause.
+    case socket(operation: String, errno: Int32)
+    /// libssl failed in a way input could not have caused (for example, out of memory).
+    case library(String)
+    /// An SDU violated the BLE framing rules (§8.3).
+    case invalidSDU(String)
+}

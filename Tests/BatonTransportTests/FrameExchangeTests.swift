@@ -1,0 +1,103 @@
+@testable import BatonTransport
+import BatonCore
+import BatonCrypto
+import Synchronization
+import Testing
+
+/// Counts handler invocations so a test can tell cached answers from fresh ones.
+final class InvocationCounter: Sendable {
+    private let count = Mutex(0)
+    func increment() -> Int { count.withLock { $0 += 1; return $0 } }
+    var value: Int { count.withLock { $0 } }
+}
+
+@Suite("Request/response over channels")
+struct FrameExchangeTests {
+    /// A dispatcher answering FetchActivity with an ActivityPayload that names how often it ran.
+    private func makeDispatcher(_ counter: InvocationCounter) -> FrameDispatcher {
+        FrameDispatcher { request, _ in
+            let run = counter.increment()
+            guard request.type == .activityContinued || request.type == .fetchActivity else {
+                throw ErrorFrame(code: .malformed, message: "unexpected \(request.type)")
+            }
+            return Frame(type: .activityPayload, requestID: 0, payload: [UInt8(run)])
+        }
+    }
+
+    @Test("A retried request id is answered from the cache, also on a new connection; the handler runs once")
+    func retriedRequestAnsweredOnce() async throws {
+        try await withTimeLimit {
+            let pair = try PinnedPair()
+            defer { pair.listener.close() }
+            let counter = InvocationCounter()
+            let dispatcher = makeDispatcher(counter)
+            let serving = Task {
+                while let channel = try? await pair.listener.accept() {
+                    Task { _ = await dispatcher.serve(channel) }
+                }
+            }
+            defer { serving.cancel() }
+
+            let ids = RequestIDSource(startingAt: 100)
+            let request = Frame(type: .activityContinued, requestID: ids.make(),
+                                payload: ActivityReference(typeHash: TypeHash(value: 1), revision: 2).payload)
+            let exchange = FrameExchange(channel: try await pair.connect())
+            let first = try await exchange.request(request)
+            #expect(first.requestID == request.requestID)
+            #expect(first.payload == [1])
+            // Retry on the same channel (lost reply) and on a new one (broken connection).
+            #expect(try await exchange.request(request) == first)
+            exchange.channel.close()
+            let second = FrameExchange(channel: try await pair.connect())
+            #expect(try await second.request(request) == first)
+            #expect(counter.value == 1)
+
+            // A new request id runs the handler again.
+            let fresh = Frame(type: .activityContinued, requestID: ids.make(), payload: request.payload)
+            #expect(try await second.request(fresh).payload == [2])
+            #expect(counter.value == 2)
+        }
+    }
+
+    @Test("Duplicates arriving while the first is still being handled wait for its reply")
+    func concurrentDuplicatesShareOneRun() async throws {
+        let counter = InvocationCounter()
+        let dispatcher = FrameDispatcher { _, _ in
+            let run = counter.increment()
+            try await Task.sleep(for: .milliseconds(100))
+            return Frame(type: .activityPayload, requestID: 0, payload: [UInt8(truncatingIfNeeded: run)])
+        }
+        let peer = DeviceID(identityKey: try Ed25519PrivateKey().publicKey)
+        let request = Frame(type: .activityContinued, requestID: 9, payload: [0, 0, 0, 1, 0, 0, 0, 1])
+        let replies = await withTaskGroup(of: Frame.self) { group in
+            for _ in 0..<5 { group.addTask { await dispatcher.reply(to: request, from: peer) } }
+            return await group.reduce(into: [Frame]()) { $0.append($1) }
+        }
+        #expect(counter.value == 1)
+        #expect(Set(replies).count == 1)
+        #expect(replies.first?.requestID == 9)
+    }
+
+    @Test("Handler errors become Error frames that the requester gets as .remote")
+    func handlerErrorBecomesRemoteError() async throws {
+        try await withTimeLimit {
+            let pair = try PinnedPair()
+            defer { pair.listener.close() }
+            let dispatcher = makeDispatcher(InvocationCounter())
+            let serving = Task {
+                if let channel = try? await pair.listener.accept() { _ = await dispatcher.serve(channel) }
+            }
+            defer { serving.cancel() }
+            let exchange = FrameExchange(channel: try await pair.connect())
+            await #expect(throws: TransportError.remote(ErrorFrame(code: .malformed, message: "unexpected ringSync"))) {
+                try await exchange.request(Frame(type: .ringSync, requestID: 5, payload: []))
+            }
+        }
+    }
+
+    @Test("Request ids skip 0 and keep increasing across wrap-around")
+    func requestIDsSkipZero() {
+        let ids = RequestIDSource(startingAt: UInt32.max)
+        #expect([ids.make(), ids.make(), ids.make()] == [UInt32.max, 1, 2])
+    }
+}
