@@ -29,7 +29,7 @@ public final class TLSConnector: Sendable {
         for address in addresses {
             let descriptor: Int32
             do {
-                descriptor = try await Self.connectTCP(to: address, until: deadline)
+                descriptor = try await TCPConnect.connect(to: address, until: deadline)
             } catch {
                 lastError = error
                 if error == .connectTimedOut { break }
@@ -47,7 +47,11 @@ public final class TLSConnector: Sendable {
         throw lastError
     }
 
-    private static func connectTCP(to address: SocketAddress, until deadline: DispatchTime) async throws(TransportError) -> Int32 {
+}
+
+/// Nonblocking TCP connect with a deadline, shared by the TLS and plain connectors.
+enum TCPConnect {
+    static func connect(to address: SocketAddress, until deadline: DispatchTime) async throws(TransportError) -> Int32 {
         let descriptor = try makeStreamSocket(family: address.family)
         setSocketOption(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, 1)
         let status = address.withSockaddr { Glibc.connect(descriptor, $0, $1) }

@@ -1,0 +1,126 @@
+import BatonCore
+import BatonCrypto
+import BatonTransport
+import Glibc
+
+/// Why a pairing ended without a result. Each maps to a `bt-pair` exit code.
+public enum PairingFailure: Error, Sendable, Equatable {
+    /// A user refused the code, or cancelled.
+    case rejected
+    case timedOut
+    /// The peer's messages failed a check (commitment, seal, signature): possibly a man in the middle.
+    case verificationFailed(String)
+    case transport(String)
+    case protocolError(String)
+
+    init(_ error: WireError) {
+        switch error {
+        case .rejected: self = .rejected
+        case .timedOut: self = .timedOut
+        case .commitMismatch, .authenticationFailed, .badSignature, .weakKey, .replayedSequence:
+            self = .verificationFailed("\(error)")
+        default: self = .protocolError("\(error)")
+        }
+    }
+}
+
+/// Runs one `PairingSession` over a frame channel: frames from the peer, the user's answer and
+/// clock ticks go in, one at a time (an actor serialises them); the session's actions come out.
+public actor PairingDriver {
+    public typealias CodeHandler = @Sendable (String) async -> Void
+
+    private var session: PairingSession
+    private let channel: any FrameChannel
+    private let clock: any WallClock
+    private let onCode: CodeHandler
+    private var outcome: Result<PairingResult, PairingFailure>?
+    private var waiters: [CheckedContinuation<Result<PairingResult, PairingFailure>, Never>] = []
+    public private(set) var code: String?
+
+    public init(session: PairingSession, channel: any FrameChannel, clock: any WallClock, onCode: @escaping CodeHandler) {
+        self.session = session
+        self.channel = channel
+        self.clock = clock
+        self.onCode = onCode
+    }
+
+    /// Runs until the session ends; returns the result. Call `confirm(_:)` when the user answered.
+    public func run() async -> Result<PairingResult, PairingFailure> {
+        await perform(session.start(nowSeconds: clock.unixSeconds()))
+        let receiving = Task { await self.receiveLoop() }
+        let ticking = Task { await self.tickLoop() }
+        let result = await waitForOutcome()
+        ticking.cancel()
+        receiving.cancel()
+        await channel.closeGracefully(timeout: .seconds(2))
+        return result
+    }
+
+    /// The local user's answer to the code.
+    public func confirm(_ accepted: Bool) async {
+        await perform(session.userConfirmed(accepted))
+    }
+
+    /// Cancels from this side (the peer is told).
+    public func cancel() async {
+        guard outcome == nil else { return }
+        await perform(session.userConfirmed(false))
+        finish(.failure(.rejected))
+    }
+
+    private func waitForOutcome() async -> Result<PairingResult, PairingFailure> {
+        if let outcome { return outcome }
+        return await withCheckedContinuation { waiters.append($0) }
+    }
+
+    private func finish(_ result: Result<PairingResult, PairingFailure>) {
+        guard outcome == nil else { return }
+        outcome = result
+        for waiter in waiters { waiter.resume(returning: result) }
+        waiters = []
+    }
+
+    private func receiveLoop() async {
+        while outcome == nil && !Task.isCancelled {
+            do {
+                let frame = try await channel.receive(timeout: .seconds(PairingSession.timeoutSeconds))
+                await perform(session.receive(frame, nowSeconds: clock.unixSeconds()))
+            } catch {
+                if outcome == nil { finish(.failure(error == .timedOut ? .timedOut : .transport("\(error)"))) }
+                return
+            }
+        }
+    }
+
+    private func tickLoop() async {
+        while outcome == nil && !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(1))
+            await perform(session.tick(nowSeconds: clock.unixSeconds()))
+        }
+    }
+
+    private func perform(_ actions: [PairingSession.Action]) async {
+        for action in actions {
+            switch action {
+            case .send(let frame):
+                do { try await channel.send(frame) } catch {
+                    finish(.failure(.transport("\(error)")))
+                    return
+                }
+            case .showCode(let code):
+                self.code = code
+                await onCode(code)
+            case .completed(let result):
+                finish(.success(result))
+            case .failed(let error):
+                finish(.failure(PairingFailure(error)))
+            }
+        }
+    }
+}
+
+/// Real time, for the daemon.
+public struct SystemWallClock: WallClock {
+    public init() {}
+    public func unixSeconds() -> Int64 { Int64(time(nil)) }
+}
