@@ -51,6 +51,7 @@ public struct AdvertMatcher: Sendable {
     }
 
     public var memberCount: Int { secrets.count }
+    public var memberIDs: [DeviceID] { Array(secrets.keys) }
     public var tableCount: Int { table.count }
 
     /// Adds or replaces a member's secret. A new generation resets that member's epoch and

@@ -119,8 +119,3 @@ public actor PairingDriver {
     }
 }
 
-/// Real time, for the daemon.
-public struct SystemWallClock: WallClock {
-    public init() {}
-    public func unixSeconds() -> Int64 { Int64(time(nil)) }
-}

@@ -1,0 +1,463 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import BatonCore
+import BatonCrypto
+import BatonDBus
+import BatonTransport
+
+/// Names of the ring part of the D-Bus API (docs/dbus-api.md, "Ring hierarchy").
+public enum RingInterface {
+    public static let ring = "org.baton.Ring1"
+    public static let pairing = "org.baton.Pairing1"
+    public static let session = "org.baton.PairingSession1"
+    public static let path = "/org/baton/ring"
+    static let sessionPrefix = "/org/baton/ring/pairing"
+}
+
+/// Who may pair and remove: root, the daemon's own user (session-bus daemons) and members of
+/// group `baton`. Listing needs no privilege.
+public struct PrivilegePolicy: Sendable {
+    public var group: String
+    public init(group: String = "baton") { self.group = group }
+
+    public func allows(uid: UInt32) -> Bool {
+        if uid == 0 || uid == geteuid() { return true }
+        guard let entry = getpwuid(uid), let groupEntry = getgrnam(group) else { return false }
+        let wanted = groupEntry.pointee.gr_gid
+        var count: Int32 = 64
+        var groups = [gid_t](repeating: 0, count: Int(count))
+        guard getgrouplist(entry.pointee.pw_name, entry.pointee.pw_gid, &groups, &count) >= 0 else { return false }
+        return groups.prefix(Int(count)).contains(wanted)
+    }
+}
+
+/// The ring side of the daemon: this device's identity and ring (RingKeeper, persisted in
+/// RingStore), pairing sessions driven over TCP, and the advert that carries the current activity.
+public actor RingService: ActivityPublisher {
+    public struct Configuration: Sendable {
+        public var deviceName: String
+        /// Where pairing listeners bind ("0.0.0.0" on a real system, "127.0.0.1" in tests).
+        public var listenHost: String
+        public var companyID: UInt16
+        public var privilege: PrivilegePolicy
+
+        public init(deviceName: String, listenHost: String = "0.0.0.0", companyID: UInt16 = Protocol.defaultCompanyID,
+                    privilege: PrivilegePolicy = PrivilegePolicy()) {
+            self.deviceName = deviceName
+            self.listenHost = listenHost
+            self.companyID = companyID
+            self.privilege = privilege
+        }
+    }
+
+    struct PairingEntry {
+        var path: String
+        var ownerUID: UInt32
+        var role: String
+        var state: String
+        var code: String = ""
+        var peerName: String = ""
+        var peerID: String = ""
+        var error: String = ""
+        var port: UInt16 = 0
+        var sessionID: [UInt8]
+        var driver: PairingDriver?
+        var listener: PlainFrameListener?
+    }
+
+    let connection: DBusConnection
+    let store: RingStore
+    let radio: (any RadioPort)?
+    let clock: any WallClock
+    let configuration: Configuration
+    let log: @Sendable (String) -> Void
+    private(set) var keeper: RingKeeper
+    private(set) var peers: [DeviceID: RingStore.PeerInfo]
+    private var sender: AdvertSender
+    private(set) var matcher: AdvertMatcher
+    private var sessions: [String: PairingEntry] = [:]
+    private var nextSession = 0
+    /// The activity each user last published; the advert carries the newest one.
+    private var published: [UInt32: ActivityRecord] = [:]
+    private var advertisedUID: UInt32?
+
+    public init(connection: DBusConnection, store: RingStore, radio: (any RadioPort)?, clock: any WallClock,
+                configuration: Configuration, log: @escaping @Sendable (String) -> Void) throws {
+        self.connection = connection
+        self.store = store
+        self.radio = radio
+        self.clock = clock
+        self.configuration = configuration
+        self.log = log
+        if let state = try store.loadRing() {
+            keeper = try RingKeeper(state: state)
+        } else {
+            keeper = try RingKeeper.create(name: configuration.deviceName, random: SystemRandom())
+            try store.saveRing(keeper.state)
+        }
+        peers = try store.loadPeers()
+        sender = AdvertSender(secret: keeper.ownSecret, restored: try store.loadCounters())
+        matcher = AdvertMatcher(epoch: Protocol.epoch(unixSeconds: clock.unixSeconds()))
+        for (id, secret) in keeper.peers { matcher.setMember(id, secret: secret) }
+    }
+
+    public var deviceID: DeviceID { keeper.deviceID }
+
+    public func start() async throws {
+        try await connection.export(ringInterfaces(), at: RingInterface.path)
+    }
+
+    public func stop() async {
+        for entry in sessions.values {
+            entry.listener?.close()
+            await entry.driver?.cancel()
+            try? connection.unexport(path: entry.path)
+        }
+        sessions = [:]
+        await perform(sender.stop())
+        try? connection.unexport(path: RingInterface.path)
+    }
+
+    // MARK: ActivityPublisher
+
+    public func publish(_ record: ActivityRecord, uid: UInt32) async throws(RadioError) {
+        published[uid] = record
+        advertisedUID = uid
+        try await advertise(AdvertContent(activityType: record.activityType, hasWebpageURL: record.webpageURL != nil))
+    }
+
+    public func withdraw(uid: UInt32) async {
+        published[uid] = nil
+        guard advertisedUID == uid else { return }
+        advertisedUID = nil
+        try? await advertise(.presence)
+    }
+
+    /// The record behind the current advert, for FetchActivity.
+    public func currentRecord() -> ActivityRecord? { advertisedUID.flatMap { published[$0] } }
+
+    private func advertise(_ content: AdvertContent) async throws(RadioError) {
+        guard let radio else { throw .unavailable("no radio") }
+        let now = clock.unixSeconds()
+        var actions = sender.update(content, nowSeconds: now)
+        if sender.currentAdvert == nil { actions = sender.start(nowSeconds: now) }
+        try await perform(actions, radio: radio)
+    }
+
+    private func perform(_ actions: [AdvertSender.Action]) async {
+        guard let radio else { return }
+        try? await perform(actions, radio: radio)
+    }
+
+    private func perform(_ actions: [AdvertSender.Action], radio: any RadioPort) async throws(RadioError) {
+        for action in actions {
+            switch action {
+            case .persist(let counters):
+                // Counters reach the disk before the advert they cover reaches the radio (§4.2).
+                do { try store.saveCounters(counters) } catch { throw .failed("cannot persist advert counters") }
+            case .advertise(let bytes):
+                try await radio.advertise(companyID: configuration.companyID, data: bytes, connectable: false)
+            case .stop:
+                await radio.stopAdvertising()
+            }
+        }
+    }
+
+    /// Clock tick from the daemon: epoch rotation of the advert and of the matcher window.
+    public func tick() async {
+        let now = clock.unixSeconds()
+        matcher.advance(toEpoch: Protocol.epoch(unixSeconds: now))
+        await perform(sender.tick(nowSeconds: now))
+    }
+
+    // MARK: Ring changes
+
+    func apply(_ actions: [RingKeeper.Action]) async {
+        for action in actions {
+            switch action {
+            case .persist(let state):
+                do { try store.saveRing(state) } catch { log("batond: cannot save the ring: \(error)") }
+            case .rotateOwnSecret(let secret):
+                await perform(sender.rotateSecret(secret, nowSeconds: clock.unixSeconds()))
+            case .membersChanged(let members):
+                for id in matcher.memberIDs where members[id] == nil { matcher.removeMember(id) }
+                for (id, secret) in members { matcher.setMember(id, secret: secret) }
+            case .sync:
+                // RingSync travels over pinned TLS (transport); queued members learn on next contact.
+                break
+            }
+        }
+    }
+
+    func memberList() -> [DBusValue] {
+        keeper.state.roster.members.values.sorted { $0.name < $1.name }.map { member in
+            let id = member.deviceID
+            var entry: [String: DBusValue] = [
+                "Name": .string(member.name), "DeviceId": .string(id.description), "ShortId": .string(id.shortForm),
+                "Self": .boolean(id == keeper.deviceID),
+            ]
+            if let info = peers[id] {
+                entry["PairedSince"] = .int64(info.pairedSince)
+                if let seen = info.lastSeen { entry["LastSeen"] = .int64(seen) }
+                if let rssi = info.lastRSSI { entry["LastRSSI"] = .int16(Int16(clamping: rssi)) }
+            }
+            return .propertyDictionary(entry)
+        }
+    }
+
+    /// Resolves a name, a short id (xxxx-xxxx) or a full device id to one member.
+    func findMember(_ text: String) -> RosterMember? {
+        let wanted = text.lowercased()
+        let matches = keeper.state.roster.members.values.filter { member in
+            let id = member.deviceID
+            return id.description == wanted || id.shortForm == wanted || member.name == text
+        }
+        return matches.count == 1 ? matches.first : nil
+    }
+
+    // MARK: Pairing sessions
+
+    func requirePrivilege(_ sender: String) async throws -> UInt32 {
+        let uid = try await connection.connectionUnixUser(sender)
+        guard configuration.privilege.allows(uid: uid) else {
+            throw DBusError(name: ServiceErrorName.notPermitted, message: "pairing needs root or group \(configuration.privilege.group)")
+        }
+        return uid
+    }
+
+    func startSession(role: PairingSession.Role, uid: UInt32, channel: (any FrameChannel)?, listener: PlainFrameListener?,
+                      sessionID: [UInt8]) async throws -> String {
+        nextSession += 1
+        let path = "\(RingInterface.sessionPrefix)/\(nextSession)"
+        var entry = PairingEntry(path: path, ownerUID: uid, role: role == .initiator ? "initiator" : "responder",
+                                 state: channel == nil ? "waiting" : "connected", sessionID: sessionID)
+        entry.listener = listener
+        entry.port = listener?.port ?? 0
+        sessions[path] = entry
+        try await connection.export([sessionInterface(path)], at: path)
+        Task { await self.runSession(path: path, role: role, channel: channel) }
+        return path
+    }
+
+    private func runSession(path: String, role: PairingSession.Role, channel: (any FrameChannel)?) async {
+        guard let entry = sessions[path] else { return }
+        var channel = channel
+        if channel == nil, let listener = entry.listener {
+            do {
+                channel = try await listener.accept(timeout: .seconds(PairingSession.timeoutSeconds))
+            } catch {
+                finishSession(path, error: error == .timedOut ? "timed-out" : "transport")
+                listener.close()
+                return
+            }
+            listener.close()
+            update(path) { $0.state = "connected" }
+        }
+        guard let channel else { return }
+        let session: PairingSession
+        do {
+            session = try PairingSession(role: role, sessionID: entry.sessionID, ephemeralKey: X25519PrivateKey(),
+                                         nonce: SystemRandom().bytes(16), local: keeper.pairingInfo())
+        } catch {
+            finishSession(path, error: "protocol")
+            return
+        }
+        let driver = PairingDriver(session: session, channel: channel, clock: clock) { [weak self] code in
+            await self?.codeShown(path, code)
+        }
+        update(path) { $0.driver = driver }
+        let result = await driver.run()
+        switch result {
+        case .success(let pairing):
+            var actions = keeper.paired(pairing, random: SystemRandom())
+            let id = pairing.peer.deviceID
+            if peers[id] == nil { peers[id] = RingStore.PeerInfo(pairedSince: clock.unixSeconds()) }
+            do { try store.savePeers(peers) } catch { log("batond: cannot save peers: \(error)") }
+            actions.removeAll { if case .sync(let to) = $0 { return to == id }; return false }
+            await apply(actions)
+            update(path) {
+                $0.state = "paired"
+                $0.peerName = pairing.peer.name
+                $0.peerID = id.description
+            }
+            log("batond: paired with \(id.shortForm)")
+        case .failure(let failure):
+            let name: String = switch failure {
+            case .rejected: "rejected"
+            case .timedOut: "timed-out"
+            case .verificationFailed: "verification-failed"
+            case .transport: "transport"
+            case .protocolError: "protocol"
+            }
+            finishSession(path, error: name)
+            log("batond: pairing failed: \(name)")
+        }
+    }
+
+    private func codeShown(_ path: String, _ code: String) {
+        update(path) {
+            $0.code = code
+            $0.state = "confirming"
+        }
+    }
+
+    private func finishSession(_ path: String, error: String) {
+        update(path) {
+            $0.state = "failed"
+            $0.error = error
+        }
+    }
+
+    private func update(_ path: String, _ change: (inout PairingEntry) -> Void) {
+        guard var entry = sessions[path] else { return }
+        let before = sessionProperties(entry)
+        change(&entry)
+        sessions[path] = entry
+        let after = sessionProperties(entry)
+        let changed = after.filter { before[$0.key] != $0.value }
+        if !changed.isEmpty {
+            try? connection.emitPropertiesChanged(path: path, interface: RingInterface.session, changed: changed)
+        }
+    }
+
+    func sessionProperties(_ entry: PairingEntry) -> [String: DBusValue] {
+        [
+            "State": .string(entry.state), "Role": .string(entry.role), "Code": .string(entry.code),
+            "PeerName": .string(entry.peerName), "PeerId": .string(entry.peerID), "Error": .string(entry.error),
+            "Port": .uint16(entry.port), "SessionId": .string(entry.sessionID.hexString),
+        ]
+    }
+
+    func sessionEntry(_ path: String, caller: String) async throws -> PairingEntry {
+        guard let entry = sessions[path] else { throw DBusError(name: ServiceErrorName.unknownObject, message: "no such pairing session") }
+        let uid = try await connection.connectionUnixUser(caller)
+        guard uid == entry.ownerUID || uid == 0 else { throw DBusError(name: ServiceErrorName.notPermitted, message: "not your pairing session") }
+        return entry
+    }
+
+    func confirm(_ path: String, caller: String, accepted: Bool) async throws {
+        let entry = try await sessionEntry(path, caller: caller)
+        guard entry.state == "confirming", let driver = entry.driver else {
+            throw DBusError(name: ServiceErrorName.notReady, message: "no code to confirm yet")
+        }
+        await driver.confirm(accepted)
+    }
+
+    func cancel(_ path: String, caller: String) async throws {
+        let entry = try await sessionEntry(path, caller: caller)
+        entry.listener?.close()
+        if let driver = entry.driver { await driver.cancel() } else { finishSession(path, error: "rejected") }
+    }
+
+    func remove(_ text: String) async throws {
+        guard let member = findMember(text), member.deviceID != keeper.deviceID else {
+            throw DBusError(name: ServiceErrorName.unknownDevice, message: "no single ring member matches")
+        }
+        let actions = keeper.remove(member.deviceID, random: SystemRandom())
+        peers[member.deviceID] = nil
+        try? store.savePeers(peers)
+        await apply(actions)
+        log("batond: removed \(member.deviceID.shortForm) from the ring")
+    }
+
+    // MARK: D-Bus
+
+    func ringInterfaces() -> [DBusInterface] {
+        let ring = DBusInterface(RingInterface.ring, methods: [
+            DBusMethod("ListMembers", out: [DBusArgument("members", "aa{sv}")]) { [weak self] _ in
+                guard let self else { return [] }
+                return [.array(elementSignature: "a{sv}", await self.memberList())]
+            },
+        ], properties: [
+            DBusProperty("DeviceId", signature: "s") { [weak self] in .string(await self?.keeper.deviceID.description ?? "") },
+            DBusProperty("ShortId", signature: "s") { [weak self] in .string(await self?.keeper.deviceID.shortForm ?? "") },
+            DBusProperty("Name", signature: "s") { [weak self] in .string(await self?.keeper.state.name ?? "") },
+        ])
+        let pairing = DBusInterface(RingInterface.pairing, methods: [
+            DBusMethod("Accept", in: [DBusArgument("options", "a{sv}")], out: [DBusArgument("session", "o")]) { [weak self] call in
+                guard let self else { return [] }
+                let uid = try await self.requirePrivilege(call.sender)
+                let options = call.arguments.first?.asDictionary ?? [:]
+                guard Set(options.keys).isSubset(of: ["Host"]) else {
+                    throw DBusError(name: ServiceErrorName.invalidArguments, message: "unknown option")
+                }
+                let host = try options["Host"].map { value throws -> String in
+                    guard let text = value.stringValue else { throw DBusError(name: ServiceErrorName.invalidArguments, message: "Host must be a string") }
+                    return text
+                } ?? self.configuration.listenHost
+                let listener: PlainFrameListener
+                do { listener = try PlainFrameListener(host: host, port: 0) } catch {
+                    throw DBusError(name: ServiceErrorName.failed, message: "cannot listen for pairing: \(error)")
+                }
+                let path = try await self.startSession(role: .responder, uid: uid, channel: nil, listener: listener,
+                                                       sessionID: SystemRandom().bytes(8))
+                return [.objectPath(path)]
+            },
+            DBusMethod("Pair", in: [DBusArgument("target", "s"), DBusArgument("options", "a{sv}")], out: [DBusArgument("session", "o")]) { [weak self] call in
+                guard let self else { return [] }
+                let uid = try await self.requirePrivilege(call.sender)
+                guard let target = call.arguments.first?.stringValue, let (host, port) = Self.splitEndpoint(target) else {
+                    throw DBusError(name: ServiceErrorName.invalidArguments, message: "target must be HOST:PORT")
+                }
+                guard (call.arguments.last?.asDictionary ?? [:]).isEmpty else {
+                    throw DBusError(name: ServiceErrorName.invalidArguments, message: "unknown option")
+                }
+                let channel: PlainFrameChannel
+                do { channel = try await PlainFrameConnector.connect(host: host, port: port, timeout: .seconds(10)) } catch {
+                    throw DBusError(name: ServiceErrorName.unknownDevice, message: "cannot reach \(target): \(error)")
+                }
+                // The responder checks the session id it advertised; over TCP it learns it from the commit.
+                let path = try await self.startSession(role: .initiator, uid: uid, channel: channel, listener: nil,
+                                                       sessionID: SystemRandom().bytes(8))
+                return [.objectPath(path)]
+            },
+            DBusMethod("Remove", in: [DBusArgument("device", "s")]) { [weak self] call in
+                guard let self else { return [] }
+                _ = try await self.requirePrivilege(call.sender)
+                try await self.remove(call.arguments.first?.stringValue ?? "")
+                return []
+            },
+        ])
+        return [ring, pairing]
+    }
+
+    func sessionInterface(_ path: String) -> DBusInterface {
+        func property(_ name: String, _ signature: String) -> DBusProperty {
+            DBusProperty(name, signature: signature) { [weak self] in
+                guard let self, let entry = await self.sessions[path] else { throw DBusError(name: ServiceErrorName.unknownObject, message: "gone") }
+                return await self.sessionProperties(entry)[name] ?? .string("")
+            }
+        }
+        return DBusInterface(RingInterface.session, methods: [
+            DBusMethod("Confirm", in: [DBusArgument("accepted", "b")]) { [weak self] call in
+                try await self?.confirm(path, caller: call.sender, accepted: call.arguments.first?.boolValue ?? false)
+                return []
+            },
+            DBusMethod("Cancel") { [weak self] call in
+                try await self?.cancel(path, caller: call.sender)
+                return []
+            },
+        ], properties: [
+            property("State", "s"), property("Role", "s"), property("Code", "s"), property("PeerName", "s"),
+            property("PeerId", "s"), property("Error", "s"), property("Port", "q"), property("SessionId", "s"),
+        ])
+    }
+
+    static func splitEndpoint(_ text: String) -> (String, UInt16)? {
+        guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]), port > 0 else { return nil }
+        var host = String(text[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return host.isEmpty ? nil : (host, port)
+    }
+}
+
+/// org.baton.Error.* names used by the ring part.
+public enum ServiceErrorName {
+    public static let invalidArguments = "org.baton.Error.InvalidArguments"
+    public static let notPermitted = "org.baton.Error.NotPermitted"
+    public static let notReady = "org.baton.Error.NotReady"
+    public static let failed = "org.baton.Error.Failed"
+    public static let unknownObject = "org.baton.Error.UnknownObject"
+    public static let unknownDevice = "org.baton.Error.UnknownDevice"
+}
