@@ -400,16 +400,19 @@ public actor RingService: ActivityPublisher {
                 guard let target = call.arguments.first?.stringValue, let (host, port) = Self.splitEndpoint(target) else {
                     throw DBusError(name: ServiceErrorName.invalidArguments, message: "target must be HOST:PORT")
                 }
-                guard (call.arguments.last?.asDictionary ?? [:]).isEmpty else {
+                let options = call.arguments.last?.asDictionary ?? [:]
+                guard Set(options.keys).isSubset(of: ["SessionId"]) else {
                     throw DBusError(name: ServiceErrorName.invalidArguments, message: "unknown option")
+                }
+                // The acceptor's session id (its pairing advert, its DNS-SD TXT record, or `bt-pair accept`'s output).
+                guard let text = options["SessionId"]?.stringValue, let sessionID = [UInt8](hex: text), sessionID.count == 8 else {
+                    throw DBusError(name: ServiceErrorName.invalidArguments, message: "SessionId must be 16 hex digits")
                 }
                 let channel: PlainFrameChannel
                 do { channel = try await PlainFrameConnector.connect(host: host, port: port, timeout: .seconds(10)) } catch {
                     throw DBusError(name: ServiceErrorName.unknownDevice, message: "cannot reach \(target): \(error)")
                 }
-                // The responder checks the session id it advertised; over TCP it learns it from the commit.
-                let path = try await self.startSession(role: .initiator, uid: uid, channel: channel, listener: nil,
-                                                       sessionID: SystemRandom().bytes(8))
+                let path = try await self.startSession(role: .initiator, uid: uid, channel: channel, listener: nil, sessionID: sessionID)
                 return [.objectPath(path)]
             },
             DBusMethod("Remove", in: [DBusArgument("device", "s")]) { [weak self] call in
