@@ -1,0 +1,128 @@
+import BatonDBus
+import Foundation
+import Synchronization
+import Testing
+@testable import BatonService
+
+/// A running program whose stdout lines can be awaited one by one.
+final class RunningTool: Sendable {
+    let process: Process
+    private let lines: AsyncStream<String>
+    private let errorText = TextBox()
+    private let exit: Task<Int32, Never>
+
+    init(_ path: String, _ arguments: [String], stdin: String? = nil) throws {
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        let output = Pipe(), errors = Pipe(), input = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        process.standardInput = input
+        let (stream, continuation) = AsyncStream<String>.makeStream()
+        lines = stream
+        let buffer = Mutex(Data())
+        output.fileHandleForReading.readabilityHandler = { handle in
+            let chunk = handle.availableData
+            if chunk.isEmpty { handle.readabilityHandler = nil; continuation.finish(); return }
+            let complete: [String] = buffer.withLock { data in
+                data.append(chunk)
+                var found: [String] = []
+                while let newline = data.firstIndex(of: 0x0A) {
+                    found.append(String(decoding: data[data.startIndex..<newline], as: UTF8.self))
+                    data.removeSubrange(data.startIndex...newline)
+                }
+                return found
+            }
+            for line in complete { continuation.yield(line) }
+        }
+        let collected = errorText
+        errors.fileHandleForReading.readabilityHandler = { handle in
+            let chunk = handle.availableData
+            if chunk.isEmpty { handle.readabilityHandler = nil; return }
+            collected.text.withLock { $0 += String(decoding: chunk, as: UTF8.self) }
+        }
+        let (exitStream, exitContinuation) = AsyncStream<Int32>.makeStream()
+        process.terminationHandler = { exitContinuation.yield($0.terminationStatus); exitContinuation.finish() }
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        exit = Task { var it = exitStream.makeAsyncIterator(); return await it.next() ?? -1 }
+    }
+
+    func nextLine() async -> String? { var it = lines.makeAsyncIterator(); return await it.next() }
+    func status() async -> Int32 { await exit.value }
+    var stderr: String { errorText.text.withLock { $0 } }
+}
+
+final class TextBox: Sendable { let text = Mutex("") }
+
+func productPath(_ name: String) -> String {
+    // Test bundles live next to the products in .build/<config>/.
+    let bundle = Bundle.main.bundleURL.deletingLastPathComponent()
+    for candidate in [bundle.appendingPathComponent(name).path, FileManager.default.currentDirectoryPath + "/.build/debug/" + name]
+    where FileManager.default.isExecutableFile(atPath: candidate) {
+        return candidate
+    }
+    return ".build/debug/" + name
+}
+
+func json(_ line: String?) -> [String: Any] {
+    guard let line, let data = line.data(using: .utf8) else { return [:] }
+    return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+}
+
+@Suite struct BtPairCLITests {
+    var tool: String { productPath("bt-pair") }
+
+    @Test func acceptWithListRemove() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let a = try await RingNode.start(bus, name: "alpha"), b = try await RingNode.start(bus, name: "beta")
+        let common = ["--bus", bus.address, "--json"]
+        let accept = try RunningTool(tool, common + ["--bus-name", a.busName, "accept", "--host", "127.0.0.1", "--yes"])
+        let offer = json(await accept.nextLine())
+        let port = try #require(offer["port"] as? Int), session = try #require(offer["session"] as? String)
+        let (status, out, err) = try await runTool(tool, common + ["--bus-name", b.busName, "with", "127.0.0.1:\(port)", "--session", session, "--yes"])
+        #expect(status == 0, "\(err) accept: \(accept.stderr) offer: \(offer)")
+        let result = json(out.split(separator: "\n").last.map(String.init))
+        #expect(result["result"] as? String == "paired")
+        #expect(result["name"] as? String == "alpha")
+        #expect(await accept.status() == 0)
+        let acceptResult = json(await accept.nextLine())
+        #expect(acceptResult["code"] as? String == result["code"] as? String)
+        #expect(err.contains("Code: "))
+
+        let (listStatus, listOut, _) = try await runTool(tool, common + ["--bus-name", b.busName, "list"])
+        #expect(listStatus == 0)
+        let members = (try JSONSerialization.jsonObject(with: Data(listOut.utf8)) as? [[String: Any]]) ?? []
+        #expect(Set(members.compactMap { $0["Name"] as? String }) == ["alpha", "beta"])
+        let (tableStatus, table, _) = try await runTool(tool, ["--bus", bus.address, "--bus-name", b.busName])
+        #expect(tableStatus == 0 && table.contains("alpha") && table.contains("(this machine)"))
+
+        #expect(try await runTool(tool, common + ["--bus-name", b.busName, "remove", "alpha"]).0 == 0)
+        #expect(try await runTool(tool, common + ["--bus-name", b.busName, "remove", "alpha"]).0 == 4)
+    }
+
+    @Test func refusedCodeExitsTwoOnBothSides() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let a = try await RingNode.start(bus, name: "alpha"), b = try await RingNode.start(bus, name: "beta")
+        let accept = try RunningTool(tool, ["--bus", bus.address, "--bus-name", a.busName, "--json", "accept", "--host", "127.0.0.1", "--yes"])
+        let offer = json(await accept.nextLine())
+        let port = try #require(offer["port"] as? Int), session = try #require(offer["session"] as? String)
+        let with = try RunningTool(tool, ["--bus", bus.address, "--bus-name", b.busName, "with", "127.0.0.1:\(port)", "--session", session], stdin: "n\n")
+        #expect(await with.status() == 2, "\(with.stderr)")
+        #expect(with.stderr.contains("Does the other machine show"))
+        #expect(await accept.status() == 2)
+        #expect(try await b.members(DBusConnection(bus: .address(bus.address))).count == 1)
+    }
+
+    @Test func usageErrorsExit64() async throws {
+        for arguments in [["bogus"], ["with"], ["with", "h:1"], ["--frobnicate"], ["remove"], ["list", "extra"], ["--bus"]] {
+            let (status, out, err) = try await runTool(tool, arguments)
+            #expect(status == 64, "\(arguments)")
+            #expect(out.isEmpty && err.contains("usage:"), "\(arguments)")
+        }
+        #expect(try await runTool(tool, ["--help"]).0 == 0)
+    }
+}
