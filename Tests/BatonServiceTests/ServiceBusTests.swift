@@ -183,4 +183,44 @@ struct ServiceBusTests {
             await expectError(ErrorName.unknownActivity) { _ = try await client.manager("UnregisterHandler", [.objectPath("/h")]) }
         }
     }
+
+    @Test func privateChangesGoOnlyToTheOwningConnection() async throws {
+        try await withService { fixture in
+            let path = try await fixture.client.createActivity(title: "before")
+            let bystander = try fixture.connect()
+            defer { bystander.close() }
+            let rule = DBusMatchRule(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged", path: path)
+            let ownerSignals = try await fixture.client.signals(matching: rule)
+            let bystanderSignals = try await bystander.signals(matching: rule)
+            _ = try await fixture.client.activity(path, "Update", [.propertyDictionary(["Title": .string("private")])])
+            let ownerSignal = try await first(of: ownerSignals)
+            #expect(ownerSignal.arguments[1].asDictionary?["Title"] == .string("private"))
+            // The next thing the bystander sees is the public Status change, not the title.
+            _ = try await fixture.client.activity(path, "BecomeCurrent")
+            let seen = try await first(of: bystanderSignals)
+            let changed = try #require(seen.arguments[1].asDictionary)
+            #expect(Set(changed.keys).isSubset(of: ["Type", "Status"]))
+            #expect(changed["Status"] == .string("preparing"))
+        }
+    }
+
+    @Test func wasContinuedReachesTheSource() async throws {
+        try await withService { fixture in
+            let recorder = CallRecorder()
+            try await fixture.client.export([DBusInterface("org.baton.ActivitySource1", methods: [
+                DBusMethod("WasContinued", in: [.init("activity", "o"), .init("device", "s")]) { call in
+                    recorder.append(call)
+                    return []
+                },
+            ])], at: "/src")
+            let path = try await fixture.client.createActivity(options: ["Source": .objectPath("/src")])
+            let id = try #require(ActivityID(objectPath: path))
+            await fixture.service.notifyWasContinued(id, device: "Tablet")
+            #expect(recorder.calls.map(\.arguments) == [[.objectPath(path), .string("Tablet")]])
+            // A source that vanished is recorded as source-gone.
+            let other = try await fixture.client.createActivity(options: ["Source": .objectPath("/nowhere")])
+            await fixture.service.notifyWasContinued(try #require(ActivityID(objectPath: other)), device: "Tablet")
+            #expect(await fixture.service.status().errors.map(\.category) == [.sourceGone])
+        }
+    }
 }

@@ -1,0 +1,89 @@
+import BatonDBus
+import Foundation
+import Testing
+@testable import BatonService
+
+/// The built `batond` next to the test bundle.
+func batondExecutable() throws -> URL {
+    let candidates = [
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("batond"),
+        InterfaceFiles.packageRoot.appendingPathComponent(".build/debug/batond"),
+    ]
+    return try #require(candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) }, "build batond first")
+}
+
+@Suite("BatonServiceTests: the batond executable", .serialized)
+struct BatondProcessTests {
+    @Test func usageErrorsExit64() async throws {
+        let batond = try batondExecutable().path
+        let (bogus, _, bogusErrors) = try await runTool(batond, ["--bogus"], environment: [:])
+        #expect(bogus == 64)
+        #expect(bogusErrors.contains("unknown option --bogus"))
+        let (noState, _, noStateErrors) = try await runTool(batond, ["--session"], environment: [:])
+        #expect(noState == 64)
+        #expect(noStateErrors.contains("--state-dir"))
+        let (version, versionOutput, _) = try await runTool(batond, ["--version"], environment: [:])
+        #expect(version == 0)
+        #expect(versionOutput == "batond \(batonVersion)\n")
+        let (help, helpOutput, _) = try await runTool(batond, ["--help"], environment: [:])
+        #expect(help == 0 && helpOutput.contains("--save-timeout"))
+    }
+
+    @Test func runsOwnsTheNameServesActivitiesAndStopsCleanlyOnSIGTERM() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let stateDirectory = bus.directory.appendingPathComponent("state").path
+        let process = Process()
+        process.executableURL = try batondExecutable()
+        process.arguments = ["--bus-address", bus.address, "--state-dir", stateDirectory, "--no-radio", "--save-timeout", "0.3",
+                             "--adapter", "hci3"]
+        let errors = Pipe()
+        process.standardError = errors
+        let exited = AsyncStream<Int32>.makeStream()
+        process.terminationHandler = { exited.continuation.yield($0.terminationStatus) }
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+
+        let client = try DBusConnection(bus: .address(bus.address))
+        defer { client.close() }
+        #expect(try await eventually { try await client.nameHasOwner("org.baton") })
+
+        let path = try await client.createActivity(title: "process title")
+        _ = try await client.activity(path, "BecomeCurrent")
+        #expect(try await eventually { try await client.property(path, "Status") == .string("failed") })
+        #expect(try await client.property(path, "LastError") == .string("radio-unavailable"))
+        let status = try #require(try await client.manager("GetStatus").first?.asDictionary)
+        #expect(status["State"] == .string("running"))
+        #expect(status["Radio"] == .string("off"))
+        #expect(status["Adapter"] == .string("hci3"))
+        let version = try await client.call(destination: "org.baton", path: "/org/baton", interface: "org.freedesktop.DBus.Properties",
+                                            method: "Get", arguments: [.string("org.baton.Manager1"), .string("Version")])
+        #expect(version.first?.variantValue == .string(batonVersion))
+
+        let statusFile = StatusSnapshot(path: stateDirectory + "/status.json")
+        #expect(try statusFile.read()?.activities.map(\.objectPath) == [path])
+
+        // A second instance cannot take the name and says so.
+        let (second, _, secondErrors) = try await runTool(try batondExecutable().path,
+                                                         ["--bus-address", bus.address, "--state-dir", stateDirectory + "2", "--no-radio"])
+        #expect(second == 1)
+        #expect(secondErrors.contains("already owned"))
+
+        kill(process.processIdentifier, SIGTERM)
+        #expect(try await first(of: exited.stream, timeout: .seconds(10)) == 0)
+        #expect(try await client.nameHasOwner("org.baton") == false)
+        #expect(try statusFile.read()?.state == .stopping)
+        let log = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(log.contains("shutting down"))
+        #expect(!log.contains("process title"))
+    }
+}
+
+/// Reads the daemon's status JSON as a client would.
+struct StatusSnapshot {
+    let path: String
+    func read() throws -> DaemonStatus? {
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        return try JSONDecoder().decode(DaemonStatus.self, from: data)
+    }
+}
