@@ -201,12 +201,12 @@ extension ConnectionCore {
     }
 
     /// Runs `work` as a task and replies when it finishes.
-    private func replyLater(to message: RetainedMessage, expectedSignature: String?,
+    private func replyLater(to message: RetainedMessage, sender: String, expectedSignature: String?,
                             _ work: @escaping @Sendable () async throws -> [DBusValue]) {
         Task {
             let outcome: CallOutcome
             do {
-                outcome = .success(try await work())
+                outcome = .success(try await DBusCallContext.$sender.withValue(sender) { try await work() })
             } catch let error as DBusError {
                 outcome = .failure(error)
             } catch {
@@ -252,7 +252,7 @@ extension ConnectionCore {
             guard call.member == "GetManagedObjects" else { return fail(.unknownMethod("no method \(call.member) in \(interfaceName)")) }
             guard expect("") else { return }
             let managed = objects.filter { ConnectionCore.isDescendant($0.key, of: path) }
-            replyLater(to: message, expectedSignature: "a{oa{sa{sv}}}") {
+            replyLater(to: message, sender: call.sender, expectedSignature: "a{oa{sa{sv}}}") {
                 var entries: [DBusValue: DBusValue] = [:]
                 for (objectPath, managedObject) in managed {
                     entries[.objectPath(objectPath)] = await ConnectionCore.interfacesAndProperties(managedObject.interfaces)
@@ -268,7 +268,7 @@ extension ConnectionCore {
             }
             guard expect(method.inSignature) else { return }
             let handler = method.handler
-            replyLater(to: message, expectedSignature: method.outSignature) { try await handler(call) }
+            replyLater(to: message, sender: call.sender, expectedSignature: method.outSignature) { try await handler(call) }
         }
     }
 
@@ -289,7 +289,7 @@ extension ConnectionCore {
             guard expect("ss"), let interfaceName = arguments[0].stringValue, let name = arguments[1].stringValue else { return }
             guard let interface = object.interface(named: interfaceName) else { return fail(.unknownInterface("no interface \(interfaceName)")) }
             guard let property = interface.property(named: name) else { return fail(.unknownProperty("no property \(name) in \(interfaceName)")) }
-            replyLater(to: message, expectedSignature: "v") { [.variant(try await ConnectionCore.read(property))] }
+            replyLater(to: message, sender: call.sender, expectedSignature: "v") { [.variant(try await ConnectionCore.read(property))] }
         case "GetAll":
             guard expect("s"), let interfaceName = arguments[0].stringValue else { return }
             let interfaces: [DBusInterface]
@@ -302,7 +302,7 @@ extension ConnectionCore {
             } else {
                 return fail(.unknownInterface("no interface \(interfaceName)"))
             }
-            replyLater(to: message, expectedSignature: "a{sv}") {
+            replyLater(to: message, sender: call.sender, expectedSignature: "a{sv}") {
                 var all: [String: DBusValue] = [:]
                 for interface in interfaces {
                     all.merge(try await ConnectionCore.readProperties(of: interface, skippingFailures: false)) { first, _ in first }
@@ -320,7 +320,7 @@ extension ConnectionCore {
                 return fail(.invalidArgs("property \(name) has type '\(property.signature)', got '\(value.signature)'"))
             }
             let path = call.path
-            replyLater(to: message, expectedSignature: "") {
+            replyLater(to: message, sender: call.sender, expectedSignature: "") {
                 try await setter(value)
                 if property.emitsChangedOnSet {
                     self.queue.async {

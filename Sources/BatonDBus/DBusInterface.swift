@@ -31,6 +31,13 @@ public struct DBusMethodCall: Sendable {
     }
 }
 
+/// The caller being served. Set while a method handler or a property getter/setter runs for a
+/// remote call (`Get`, `GetAll`, `Set`, `GetManagedObjects`); nil when properties are read for a
+/// broadcast signal such as `InterfacesAdded`, so getters can refuse to put private values there.
+public enum DBusCallContext {
+    @TaskLocal public static var sender: String?
+}
+
 /// An exported method. The handler returns the reply values (matching `outArguments`) or throws a
 /// `DBusError`, which is sent as the error reply. It may suspend; the reply is sent when it returns.
 public struct DBusMethod: Sendable {

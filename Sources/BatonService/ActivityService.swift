@@ -1,0 +1,320 @@
+import BatonCore
+import BatonDBus
+import BatonStore
+
+public struct ServiceConfiguration: Sendable {
+    public static let defaultSaveTimeout: Duration = .seconds(2)
+    public static let defaultHandlerWait: Duration = .seconds(10)
+
+    public var busName: String
+    public var version: String
+    public var adapter: String
+    /// False with `--no-radio`: the radio is off on purpose, not unavailable.
+    public var radioEnabled: Bool
+    public var saveTimeout: Duration
+    /// How long a launched application has to register a handler.
+    public var handlerWait: Duration
+    /// Timeout for each call into an application's handler.
+    public var handlerCallTimeout: Duration
+
+    public init(busName: String = "org.baton", version: String = batonVersion, adapter: String = "hci0", radioEnabled: Bool = true,
+                saveTimeout: Duration = defaultSaveTimeout, handlerWait: Duration = defaultHandlerWait,
+                handlerCallTimeout: Duration = .seconds(10)) {
+        self.busName = busName
+        self.version = version
+        self.adapter = adapter
+        self.radioEnabled = radioEnabled
+        self.saveTimeout = saveTimeout
+        self.handlerWait = handlerWait
+        self.handlerCallTimeout = handlerCallTimeout
+    }
+}
+
+public let batonVersion = "0.1.0"
+
+/// Interface and object names of docs/dbus-api.md.
+public enum BatonInterface {
+    public static let manager = "org.baton.Manager1"
+    public static let activity = "org.baton.Activity1"
+    public static let source = "org.baton.ActivitySource1"
+    public static let handler = "org.baton.ActivityHandler1"
+    public static let managerPath = "/org/baton"
+}
+
+/// What `deliver(activity:from:to:)` achieved.
+public enum DeliveryOutcome: Sendable, Hashable {
+    case delivered
+    /// The handler's WillContinue returned false.
+    case declined
+    /// No running handler and no installed application for the type.
+    case noHandler
+    /// An installed application was started but registered no handler in time, or could not start.
+    case launchFailed
+    /// The handler failed (error, timeout or disconnect); FailedToContinue was sent when possible.
+    case failed
+}
+
+struct HandlerKey: Hashable, Sendable {
+    var connection: String
+    var path: String
+}
+
+struct RegisteredHandler: Sendable {
+    var key: HandlerKey
+    var uid: UInt32
+    var types: [String]
+    /// Registration order, so the newest handler for a type wins.
+    var sequence: UInt64
+}
+
+/// The daemon side of the D-Bus API: Manager1 at /org/baton and one Activity1 object per activity.
+/// All state lives in this actor; `ActivityRegistry` decides, this applies its events to the bus.
+public actor ActivityService {
+    public static let maxHandlersPerUser = 32
+    static let recentlyVanishedLimit = 1_024
+
+    let connection: DBusConnection
+    let configuration: ServiceConfiguration
+    let publisher: (any ActivityPublisher)?
+    let statusFile: StatusFile<DaemonStatus>?
+    let desktopEntries: any DesktopEntrySource
+    let launcher: any ApplicationLauncher
+    let clock: any WallClock
+    let logger: any ServiceLog
+
+    var registry = ActivityRegistry()
+    var errorLog = ErrorLog()
+    var state: DaemonState = .starting
+    var uidBySender: [String: UInt32] = [:]
+    /// Unique names seen leaving the bus, so a call racing its caller's disconnect leaves nothing behind.
+    var recentlyVanished: Set<String> = []
+    var recentlyVanishedOrder: [String] = []
+    var handlers: [HandlerKey: RegisteredHandler] = [:]
+    var handlerSequence: UInt64 = 0
+    var ownerWatch: Task<Void, Never>?
+
+    public init(connection: DBusConnection, configuration: ServiceConfiguration, publisher: (any ActivityPublisher)? = nil,
+                statusFile: StatusFile<DaemonStatus>? = nil, desktopEntries: any DesktopEntrySource,
+                launcher: (any ApplicationLauncher)? = nil, clock: any WallClock = SystemWallClock(),
+                logger: any ServiceLog = StandardErrorLog()) {
+        self.connection = connection
+        self.configuration = configuration
+        self.publisher = publisher
+        self.statusFile = statusFile
+        self.desktopEntries = desktopEntries
+        self.launcher = launcher ?? SpawningApplicationLauncher(connection: connection, busAddressForChildren: nil)
+        self.clock = clock
+        self.logger = logger
+    }
+
+    // MARK: Lifecycle
+
+    /// Exports Manager1 and the ObjectManager and starts watching for vanished clients. Call before
+    /// requesting the bus name so no call arrives before the objects exist.
+    public func start() async throws {
+        let changes = try await connection.nameOwnerChanges()
+        ownerWatch = Task { [weak self] in
+            for await change in changes where change.newOwner == nil && change.name.hasPrefix(":") {
+                await self?.connectionVanished(change.name)
+            }
+        }
+        try connection.addObjectManager(at: BatonInterface.managerPath)
+        try await connection.export([managerInterface()], at: BatonInterface.managerPath)
+        state = radioName == "unavailable" ? .degraded : .running
+        logger.log("batond: \(state.rawValue) on \(configuration.busName), radio \(radioName)")
+        writeStatus()
+    }
+
+    /// Status "stopping", activities withdrawn, objects removed. The caller releases the name.
+    public func stop() async {
+        state = .stopping
+        writeStatus()
+        ownerWatch?.cancel()
+        ownerWatch = nil
+        for id in registry.activities.keys.sorted() { try? connection.unexport(path: id.objectPath) }
+        if let publisher {
+            for uid in Set(registry.activities.values.filter(\.isCurrent).map(\.owner.uid)) { await publisher.withdraw(uid: uid) }
+        }
+        try? connection.unexport(path: BatonInterface.managerPath)
+        logger.log("batond: stopping")
+    }
+
+    var radioName: String {
+        if !configuration.radioEnabled { return "off" }
+        return publisher == nil ? "unavailable" : "advertising"
+    }
+
+    // MARK: Callers
+
+    /// The caller's Unix user, from the bus (cached per connection: it cannot change).
+    func callerUID(_ sender: String) async throws -> UInt32 {
+        guard !sender.isEmpty else { throw DBusError.notPermitted("no caller identity on this connection") }
+        if let uid = uidBySender[sender] { return uid }
+        let uid: UInt32
+        do {
+            uid = try await connection.connectionUnixUser(sender)
+        } catch {
+            throw DBusError.notPermitted("cannot identify the caller")
+        }
+        if !recentlyVanished.contains(sender) { uidBySender[sender] = uid }
+        return uid
+    }
+
+    func connectionVanished(_ name: String) async {
+        if recentlyVanished.insert(name).inserted {
+            recentlyVanishedOrder.append(name)
+            if recentlyVanishedOrder.count > Self.recentlyVanishedLimit {
+                recentlyVanished.remove(recentlyVanishedOrder.removeFirst())
+            }
+        }
+        uidBySender[name] = nil
+        let removedHandlers = handlers.keys.filter { $0.connection == name }
+        for key in removedHandlers { handlers[key] = nil }
+        if !removedHandlers.isEmpty { logger.log("batond: \(removedHandlers.count) handler(s) of \(name) unregistered (disconnected)") }
+        let events = registry.ownerVanished(connection: name)
+        if !events.isEmpty {
+            logger.log("batond: client \(name) disconnected; its activities are invalidated")
+            await apply(events)
+        }
+    }
+
+    // MARK: Applying registry events
+
+    func apply(_ events: [RegistryEvent]) async {
+        for event in events {
+            switch event {
+            case .added(let id):
+                do {
+                    try await connection.export([activityInterface(id)], at: id.objectPath)
+                    logger.log("batond: activity \(id.objectPath) created")
+                } catch {
+                    logger.log("batond: cannot export \(id.objectPath): \(error)")
+                }
+            case .removed(let id):
+                try? connection.unexport(path: id.objectPath)
+                logger.log("batond: activity \(id.objectPath) invalidated")
+            case .changed(let id, let fields):
+                emitChanges(id, fields)
+            case .publish(let id, let revision):
+                publish(id, revision: revision)
+            case .withdraw(let uid):
+                if let publisher { Task { await publisher.withdraw(uid: uid) } }
+            }
+        }
+        writeStatus()
+    }
+
+    /// Public properties are broadcast; the others go to the owner's connection only.
+    func emitChanges(_ id: ActivityID, _ fields: Set<ActivityField>) {
+        guard let activity = registry.activities[id] else { return }
+        var broadcast: [String: DBusValue] = [:]
+        var owned: [String: DBusValue] = [:]
+        for field in fields.sorted() {
+            let value = Self.value(of: field, in: activity)
+            if field.isPublic { broadcast[field.rawValue] = value } else { owned[field.rawValue] = value }
+        }
+        if !broadcast.isEmpty {
+            try? connection.emitPropertiesChanged(path: id.objectPath, interface: BatonInterface.activity, changed: broadcast)
+        }
+        if !owned.isEmpty {
+            try? connection.emitSignal(path: id.objectPath, interface: "org.freedesktop.DBus.Properties", name: "PropertiesChanged",
+                                       arguments: [.string(BatonInterface.activity), .propertyDictionary(owned), .stringArray([])],
+                                       destination: activity.owner.connection)
+        }
+        if fields.contains(.status) { logger.log("batond: activity \(id.objectPath) \(activity.status.name)") }
+    }
+
+    func publish(_ id: ActivityID, revision: UInt32) {
+        guard let publisher else {
+            let category: FailureCategory = .radioUnavailable
+            errorLog.record(ErrorCategory(category), at: clock.unixSeconds())
+            emitAll(registry.publishFailed(id, revision: revision, category: category))
+            return
+        }
+        guard let record = registry.activities[id]?.record else { return }
+        Task {
+            do throws(RadioError) {
+                try await publisher.publish(record, uid: id.uid)
+                await self.publishFinished(id, revision: revision, failure: nil)
+            } catch {
+                let category: FailureCategory = switch error {
+                case .unavailable: .radioUnavailable
+                case .instanceLimit, .invalidLength, .failed: .advertRejected
+                }
+                await self.publishFinished(id, revision: revision, failure: category)
+            }
+        }
+    }
+
+    func publishFinished(_ id: ActivityID, revision: UInt32, failure: FailureCategory?) async {
+        if let failure {
+            errorLog.record(ErrorCategory(failure), at: clock.unixSeconds())
+            await apply(registry.publishFailed(id, revision: revision, category: failure))
+        } else {
+            await apply(registry.published(id, revision: revision))
+        }
+    }
+
+    /// Applies events that only change properties (no await needed).
+    func emitAll(_ events: [RegistryEvent]) {
+        for case .changed(let id, let fields) in events { emitChanges(id, fields) }
+    }
+
+    // MARK: Status
+
+    public func status() -> DaemonStatus {
+        DaemonStatus(
+            state: state, busName: configuration.busName, adapter: configuration.adapter, radio: radioName,
+            activities: registry.activities.values.sorted { $0.id < $1.id }.map {
+                DaemonStatus.ActivityEntry(objectPath: $0.id.objectPath, type: $0.record.activityType, status: $0.status.name,
+                                           current: $0.isCurrent, lastError: $0.lastError?.rawValue)
+            },
+            errors: errorLog.records, updated: clock.unixSeconds())
+    }
+
+    func writeStatus() {
+        guard let statusFile else { return }
+        do {
+            try statusFile.write(status())
+        } catch {
+            // Logged without the path: the category is enough to act on, the unit knows its directory.
+            if errorLog.records.last?.category != .statusWriteFailed { logger.log("batond: cannot write the status file") }
+            errorLog.record(.statusWriteFailed, at: clock.unixSeconds())
+        }
+    }
+
+    func recordError(_ category: ErrorCategory) {
+        errorLog.record(category, at: clock.unixSeconds())
+        writeStatus()
+    }
+
+    // MARK: Property values
+
+    static func value(of field: ActivityField, in activity: Activity) -> DBusValue {
+        switch field {
+        case .type: .string(activity.record.activityType)
+        case .title: .string(activity.record.title)
+        case .userInfo: UserInfoCoding.encodeUserInfo(activity.record.userInfo)
+        case .webpageURL: .string(activity.record.webpageURL ?? "")
+        case .version: .int64(activity.record.version)
+        case .needsSave: .boolean(activity.needsSave)
+        case .current: .boolean(activity.isCurrent)
+        case .owner: .uint32(activity.owner.uid)
+        case .revision: .uint32(activity.record.revision)
+        case .status: .string(activity.status.name)
+        case .lastError: .string(activity.lastError?.rawValue ?? "")
+        }
+    }
+
+    /// A property read: public fields for anyone, the rest for the owner, nothing private in broadcasts.
+    func propertyValue(_ field: ActivityField, of id: ActivityID, sender: String?) async throws -> DBusValue {
+        guard registry.activities[id] != nil else { throw DBusError(RegistryError.unknownActivity) }
+        if !field.isPublic {
+            guard let sender else { throw DBusError.notPermitted("private property") }
+            let uid = try await callerUID(sender)
+            guard uid == id.uid else { throw DBusError(RegistryError.notPermitted) }
+        }
+        guard let activity = registry.activities[id] else { throw DBusError(RegistryError.unknownActivity) }
+        return Self.value(of: field, in: activity)
+    }
+}

@@ -1,1 +1,0 @@
-// BatonService: see docs/architecture.md.

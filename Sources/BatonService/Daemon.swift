@@ -1,0 +1,110 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import BatonDBus
+import BatonStore
+import Dispatch
+import Foundation
+
+/// Wires batond together: bus connection, state directory, service, bus name, signals.
+public enum Daemon {
+    public static let exitUsage: Int32 = 64
+    public static let exitFailure: Int32 = 1
+
+    /// Parses the command line and runs until SIGTERM/SIGINT. Returns the exit status.
+    public static func main(arguments: [String], environment: [String: String]) async -> Int32 {
+        let logger = StandardErrorLog()
+        let command: DaemonOptions.Command
+        do {
+            command = try DaemonOptions.parse(arguments, environment: environment)
+        } catch {
+            logger.log("batond: \(error.message)\n\(DaemonOptions.usage)")
+            return exitUsage
+        }
+        switch command {
+        case .showHelp:
+            print(DaemonOptions.usage)
+            return 0
+        case .showVersion:
+            print("batond \(batonVersion)")
+            return 0
+        case .run(let options):
+            return await run(options, environment: environment, logger: logger)
+        }
+    }
+
+    static func run(_ options: DaemonOptions, environment: [String: String], logger: any ServiceLog) async -> Int32 {
+        // Handled below through Dispatch; ignored first so the default action cannot kill us meanwhile.
+        signal(SIGTERM, SIG_IGN)
+        signal(SIGINT, SIG_IGN)
+        signal(SIGPIPE, SIG_IGN)
+        let stopRequests = AsyncStream<Int32>.makeStream()
+        let sources = [SIGTERM, SIGINT].map { number in
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { stopRequests.continuation.yield(number) }
+            source.activate()
+            return source
+        }
+        defer { for source in sources { source.cancel() } }
+
+        let busKind: DBusBusKind
+        var childBusAddress: String?
+        switch options.bus {
+        case .session: busKind = .session
+        case .system: busKind = .system
+        case .address(let address):
+            busKind = .address(address)
+            childBusAddress = address
+        }
+        let connection: DBusConnection
+        do {
+            connection = try DBusConnection(bus: busKind)
+        } catch {
+            logger.log("batond: cannot connect to the bus: \(error)")
+            return exitFailure
+        }
+        defer { connection.close() }
+
+        let statusFile: StatusFile<DaemonStatus>
+        do {
+            statusFile = try StatusFile(name: "status.json", in: StateDirectory(path: options.stateDirectory))
+        } catch {
+            logger.log("batond: cannot open the state directory: \(error)")
+            return exitFailure
+        }
+        let configuration = ServiceConfiguration(busName: options.busName, adapter: options.adapter, radioEnabled: options.radioEnabled,
+                                                 saveTimeout: options.saveTimeout)
+        let service = ActivityService(
+            connection: connection, configuration: configuration, publisher: nil, statusFile: statusFile,
+            desktopEntries: XDGDesktopEntryScanner(environment: environment),
+            launcher: SpawningApplicationLauncher(connection: connection, busAddressForChildren: childBusAddress),
+            logger: logger)
+        do {
+            try await service.start()
+            let reply = try await connection.requestName(options.busName, flags: [.doNotQueue])
+            guard reply == .primaryOwner || reply == .alreadyOwner else {
+                logger.log("batond: the bus name \(options.busName) is already owned")
+                await service.stop()
+                return exitFailure
+            }
+        } catch {
+            logger.log("batond: cannot start: \(error)")
+            await service.stop()
+            return exitFailure
+        }
+        logger.log("batond: owns \(options.busName)")
+
+        // Ends on a signal, or when the bus goes away (the stream then finishes).
+        let busWatch = Task {
+            while connection.isConnected { try? await Task.sleep(for: .milliseconds(500)) }
+            stopRequests.continuation.yield(0)
+        }
+        var iterator = stopRequests.stream.makeAsyncIterator()
+        let reason = await iterator.next() ?? 0
+        busWatch.cancel()
+        logger.log(reason == 0 ? "batond: bus connection lost" : "batond: signal \(reason), shutting down")
+        await service.stop()
+        if connection.isConnected { _ = try? await connection.releaseName(options.busName) }
+        return reason == 0 ? exitFailure : 0
+    }
+}

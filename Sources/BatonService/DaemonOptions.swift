@@ -1,0 +1,124 @@
+/// batond's command line, parsed without side effects so it can be tested.
+public struct DaemonOptions: Sendable, Hashable {
+    public enum Bus: Sendable, Hashable {
+        case session, system
+        case address(String)
+    }
+
+    public var bus: Bus = .system
+    public var busName = "org.baton"
+    public var stateDirectory: String
+    public var adapter = "hci0"
+    public var saveTimeout: Duration = ServiceConfiguration.defaultSaveTimeout
+    public var radioEnabled = true
+
+    public enum Command: Sendable, Hashable {
+        case run(DaemonOptions)
+        case showVersion
+        case showHelp
+    }
+
+    public struct UsageError: Error, Sendable, Hashable, CustomStringConvertible {
+        public var message: String
+        public var description: String { message }
+    }
+
+    public static let usage = """
+        Usage: batond [--session | --system | --bus-address ADDR] [--bus-name NAME] [--state-dir DIR]
+                      [--adapter hciN] [--save-timeout SECONDS] [--no-radio] [--version] [--help]
+
+          --session            use the session bus (tests, per-user use)
+          --system             use the system bus (default)
+          --bus-address ADDR   use the bus at ADDR (treated like a session bus)
+          --bus-name NAME      bus name to own (default org.baton)
+          --state-dir DIR      state directory (default /var/lib/baton on the system bus,
+                               $XDG_STATE_HOME/baton otherwise; required if that is unset)
+          --adapter hciN       Bluetooth adapter (default hci0)
+          --save-timeout S     how long apps get to answer WillSave, 0.05-60 s (default 2)
+          --no-radio           do not use Bluetooth (activities are kept but not advertised)
+          --version            print the version and exit
+          --help               print this help and exit
+        """
+
+    init(stateDirectory: String) { self.stateDirectory = stateDirectory }
+
+    public static func parse(_ arguments: [String], environment: [String: String]) throws(UsageError) -> Command {
+        var bus: Bus?
+        var busName = "org.baton"
+        var stateDirectory: String?
+        var adapter = "hci0"
+        var saveTimeout = ServiceConfiguration.defaultSaveTimeout
+        var radioEnabled = true
+        var index = 0
+        func value(_ option: String) throws(UsageError) -> String {
+            index += 1
+            guard index < arguments.count, !arguments[index].isEmpty else { throw UsageError(message: "\(option) needs a value") }
+            return arguments[index]
+        }
+        func setBus(_ chosen: Bus) throws(UsageError) {
+            guard bus == nil else { throw UsageError(message: "give only one of --session, --system, --bus-address") }
+            bus = chosen
+        }
+        while index < arguments.count {
+            let argument = arguments[index]
+            switch argument {
+            case "--help", "-h": return .showHelp
+            case "--version": return .showVersion
+            case "--session": try setBus(.session)
+            case "--system": try setBus(.system)
+            case "--bus-address": try setBus(.address(try value(argument)))
+            case "--bus-name":
+                busName = try value(argument)
+                guard isValidWellKnownName(busName) else { throw UsageError(message: "--bus-name is not a valid bus name") }
+            case "--state-dir":
+                let directory = try value(argument)
+                guard directory.hasPrefix("/") else { throw UsageError(message: "--state-dir must be an absolute path") }
+                stateDirectory = directory
+            case "--adapter":
+                adapter = try value(argument)
+                guard adapter.hasPrefix("hci"), let number = Int(adapter.dropFirst(3)), number >= 0, number < 1024 else {
+                    throw UsageError(message: "--adapter must look like hci0")
+                }
+            case "--save-timeout":
+                let text = try value(argument)
+                guard let seconds = Double(text), seconds.isFinite, seconds >= 0.05, seconds <= 60 else {
+                    throw UsageError(message: "--save-timeout must be a number of seconds between 0.05 and 60")
+                }
+                saveTimeout = .milliseconds(Int64((seconds * 1000).rounded()))
+            case "--no-radio": radioEnabled = false
+            default:
+                throw UsageError(message: "unknown option \(argument)")
+            }
+            index += 1
+        }
+        let chosenBus = bus ?? .system
+        if stateDirectory == nil {
+            if chosenBus == .system {
+                stateDirectory = "/var/lib/baton"
+            } else if let stateHome = environment["XDG_STATE_HOME"], stateHome.hasPrefix("/") {
+                stateDirectory = stateHome + "/baton"
+            } else {
+                throw UsageError(message: "--state-dir is required when not on the system bus and XDG_STATE_HOME is unset")
+            }
+        }
+        var options = DaemonOptions(stateDirectory: stateDirectory ?? "/var/lib/baton")
+        options.bus = chosenBus
+        options.busName = busName
+        options.adapter = adapter
+        options.saveTimeout = saveTimeout
+        options.radioEnabled = radioEnabled
+        return .run(options)
+    }
+
+    /// Well-known name rules: 2+ dot-separated elements of [A-Za-z0-9_-], not starting with a digit, <= 255 bytes.
+    static func isValidWellKnownName(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        guard !bytes.isEmpty, bytes.count <= 255, bytes.first != UInt8(ascii: ":") else { return false }
+        let elements = name.split(separator: ".", omittingEmptySubsequences: false)
+        guard elements.count >= 2 else { return false }
+        return elements.allSatisfy { element in
+            guard let first = element.utf8.first, !(first >= 0x30 && first <= 0x39) else { return false }
+            return element.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x5F || $0 == 0x2D }
+        }
+    }
+}

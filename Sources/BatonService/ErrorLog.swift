@@ -1,0 +1,47 @@
+/// Categories the daemon records. Closed and short: records never carry payloads, titles, keys or paths.
+public enum ErrorCategory: String, Sendable, Codable, Hashable, CaseIterable {
+    case sourceTimeout = "source-timeout"
+    case sourceGone = "source-gone"
+    case radioUnavailable = "radio-unavailable"
+    case advertRejected = "advert-rejected"
+    case transferFailed = "transfer-failed"
+    case handlerFailed = "handler-failed"
+    case launchFailed = "launch-failed"
+    case statusWriteFailed = "status-write-failed"
+
+    public init(_ failure: FailureCategory) {
+        switch failure {
+        case .sourceTimeout: self = .sourceTimeout
+        case .sourceGone: self = .sourceGone
+        case .radioUnavailable: self = .radioUnavailable
+        case .advertRejected: self = .advertRejected
+        case .transferFailed: self = .transferFailed
+        }
+    }
+}
+
+public struct ErrorRecord: Sendable, Hashable, Codable {
+    /// Unix seconds of the latest occurrence.
+    public var time: Int64
+    public var category: ErrorCategory
+    public var count: UInt32
+}
+
+/// The last `capacity` error records. A repeat of the newest record's category bumps its count
+/// instead of adding a record, so a flapping failure cannot push everything else out.
+public struct ErrorLog: Sendable, Hashable {
+    public static let capacity = 32
+    public private(set) var records: [ErrorRecord] = []
+
+    public init() {}
+
+    public mutating func record(_ category: ErrorCategory, at time: Int64) {
+        if let last = records.indices.last, records[last].category == category {
+            records[last].count = records[last].count == UInt32.max ? UInt32.max : records[last].count + 1
+            records[last].time = time
+            return
+        }
+        records.append(ErrorRecord(time: time, category: category, count: 1))
+        if records.count > Self.capacity { records.removeFirst(records.count - Self.capacity) }
+    }
+}
