@@ -84,7 +84,8 @@ public final class BatonConnection: Sendable {
             guard let path = pathValue.objectPathValue, let interfaces = interfacesValue.asDictionary else {
                 throw .unexpectedReply("GetManagedObjects entry has the wrong type")
             }
-            guard let properties = interfaces[Self.activityInterface]?.asDictionary else { continue }
+            // An object being removed can be listed with properties that no longer read; skip it.
+            guard let properties = interfaces[Self.activityInterface]?.asDictionary, properties["Type"] != nil else { continue }
             result.append(try ActivityInfo(path: path, properties: properties))
         }
         return result.sorted { $0.path < $1.path }
