@@ -160,3 +160,64 @@ struct ActivityHandlerTests {
         }
     }
 }
+
+@Suite("ActivitySource1 object")
+struct ActivitySourceObjectTests {
+    /// Poses as the daemon (its radio path, which sends WasContinued, is not built yet).
+    @Test("WillSave and WasContinued reach the delegate; the answer is the fresh state")
+    func sourceDeliversToDelegate() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let fakeDaemon = try DBusConnection(bus: .address(bus.address))
+        defer { fakeDaemon.close() }
+        let busName = "org.baton.FakeDaemon"
+        #expect(try await fakeDaemon.requestName(busName, flags: [.doNotQueue]) == .primaryOwner)
+        let activityPath = "/org/baton/activity/u1_1"
+        let createdWith = Mutex<[DBusValue]>([])
+        try await fakeDaemon.export([DBusInterface("org.baton.Manager1", methods: [
+            DBusMethod("CreateActivity", in: [DBusArgument("type", "s"), DBusArgument("title", "s"), DBusArgument("userInfo", "a{sv}"),
+                                              DBusArgument("options", "a{sv}")], out: [DBusArgument("activity", "o")]) { call in
+                createdWith.withLock { $0 = call.arguments }
+                return [.objectPath(activityPath)]
+            },
+        ])], at: "/org/baton")
+
+        let connection = try BatonConnection(bus: .address(bus.address), busName: busName)
+        defer { connection.close() }
+        let delegate = FreshStateDelegate()
+        let activity = connection.makeActivity(type: "org.example.Reader.reading")
+        activity.delegate = delegate
+        activity.needsSave = true
+        activity.userInfo = ["page": .integer(1)]
+        activity.webpageURL = URL(string: "https://example.org/")
+        #expect(try await activity.publish() == activityPath)
+
+        let options = try #require(createdWith.withLock { $0 }.last?.asDictionary)
+        #expect(options["NeedsSave"] == .boolean(true))
+        #expect(options["Version"] == .int64(0))
+        #expect(options["WebpageURL"] == .string("https://example.org/"))
+        let sourcePath = try #require(options["Source"]?.objectPathValue)
+
+        let reply = try await fakeDaemon.call(destination: connection.dbus.uniqueName, path: sourcePath,
+                                              interface: "org.baton.ActivitySource1", method: "WillSave",
+                                              arguments: [.objectPath(activityPath)])
+        let answer = try #require(reply.first?.asDictionary)
+        #expect(answer["Title"] == .string("Saved 1"))
+        #expect(try PropertyValueCoding.decodeDictionary(try #require(answer["UserInfo"])) == ["page": .integer(101)])
+        #expect(answer["Version"] == .int64(0))
+        #expect(answer["WebpageURL"] == .string("https://example.org/"))
+
+        _ = try await fakeDaemon.call(destination: connection.dbus.uniqueName, path: sourcePath, interface: "org.baton.ActivitySource1",
+                                      method: "WasContinued", arguments: [.objectPath(activityPath), .string("Kitchen tablet")])
+        #expect(delegate.continuedOn.withLock { $0 } == ["Kitchen tablet"])
+
+        // A WillSave naming another activity is refused.
+        do {
+            _ = try await fakeDaemon.call(destination: connection.dbus.uniqueName, path: sourcePath, interface: "org.baton.ActivitySource1",
+                                          method: "WillSave", arguments: [.objectPath("/org/baton/activity/u1_2")])
+            Issue.record("WillSave answered for another activity")
+        } catch let error as DBusError {
+            #expect(error.name == BatonClientError.Code.unknownActivity.rawValue)
+        }
+    }
+}

@@ -246,3 +246,32 @@ struct UserActivityTests {
         await expectClientError(DBusError.serviceUnknownName) { _ = try await connection.handledTypes() }
     }
 }
+
+@Suite("UserActivity concurrency against batond")
+struct UserActivityConcurrencyTests {
+    @Test("concurrent edits and publishes from many tasks end with the daemon holding the last state")
+    func concurrentEdits() async throws {
+        try await withDaemon { daemon in
+            let connection = try daemon.connect()
+            defer { connection.close() }
+            let activity = connection.makeActivity(type: "org.example.Reader.reading")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for task in 0..<40 {
+                    group.addTask {
+                        activity.addUserInfoEntries(from: ["task\(task)": .integer(Int64(task))])
+                        activity.title = "Task \(task)"
+                        if task % 4 == 0 { try await activity.becomeCurrent() } else { try await activity.publish() }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            try await activity.publish()
+            let info = try await activity.fetchInfo()
+            #expect(info.userInfo?.count == 40)
+            #expect(info.userInfo == activity.userInfo)
+            #expect(info.title == activity.title)
+            #expect(info.isCurrent == true)
+            #expect(try await connection.activities().count == 1)
+        }
+    }
+}
