@@ -80,7 +80,8 @@ extension ConnectionCore {
             return objectManagerRoots.filter { ConnectionCore.isDescendant(path, of: $0) }.sorted()
         }
         guard !roots.isEmpty, !interfaces.isEmpty else { return }
-        let added = await ConnectionCore.interfacesAndProperties(interfaces)
+        // A broadcast: no caller, even when a method handler exports the object.
+        let added = await DBusCallContext.$sender.withValue(nil) { await ConnectionCore.interfacesAndProperties(interfaces) }
         try onQueue { () throws(DBusError) in
             // Skip if the object was removed (or replaced) while properties were being read.
             guard objects[path] != nil else { return }

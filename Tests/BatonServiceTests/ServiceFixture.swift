@@ -1,0 +1,134 @@
+import BatonCore
+import BatonDBus
+import BatonStore
+import Foundation
+import Testing
+@testable import BatonService
+
+/// Records publications and succeeds (or fails with `failure`): a fake radio for the service.
+final class FakePublisher: ActivityPublisher, @unchecked Sendable {
+    private let lock = NSLock()
+    private var published: [ActivityRecord] = []
+    private var withdrawn: [UInt32] = []
+    let failure: RadioError?
+
+    init(failure: RadioError? = nil) { self.failure = failure }
+
+    func publish(_ record: ActivityRecord, uid: UInt32) async throws(RadioError) {
+        lock.withLock { published.append(record) }
+        if let failure { throw failure }
+    }
+
+    func withdraw(uid: UInt32) async { lock.withLock { withdrawn.append(uid) } }
+
+    var publications: [ActivityRecord] { lock.withLock { published } }
+    var withdrawals: [UInt32] { lock.withLock { withdrawn } }
+}
+
+/// Collects log lines so tests can check that nothing private is logged.
+final class CollectingLog: ServiceLog, @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: [String] = []
+    func log(_ line: String) { lock.withLock { stored.append(line) } }
+    var lines: [String] { lock.withLock { stored } }
+}
+
+/// A running service on a private bus, owning org.baton, plus one client connection.
+struct ServiceFixture {
+    let bus: TestBus
+    let daemonConnection: DBusConnection
+    let service: ActivityService
+    let client: DBusConnection
+    let stateDirectory: String
+    let log: CollectingLog
+
+    func connect() throws -> DBusConnection { try DBusConnection(bus: .address(bus.address)) }
+
+    var statusFilePath: String { stateDirectory + "/status.json" }
+}
+
+struct FixtureOptions {
+    var saveTimeout: Duration = .milliseconds(400)
+    var publisher: FakePublisher? = FakePublisher()
+    var radioEnabled = true
+    var dataDirectories: [String] = []
+    var handlerWait: Duration = .seconds(10)
+    var busKind: TestBus.Kind = .session
+}
+
+func withService<T>(_ options: FixtureOptions = FixtureOptions(), _ body: (ServiceFixture) async throws -> T) async throws -> T {
+    let bus = try TestBus(options.busKind)
+    defer { bus.stop() }
+    let daemonConnection = try DBusConnection(bus: .address(bus.address))
+    defer { daemonConnection.close() }
+    let stateDirectory = bus.directory.appendingPathComponent("state").path
+    let log = CollectingLog()
+    let configuration = ServiceConfiguration(radioEnabled: options.radioEnabled, saveTimeout: options.saveTimeout,
+                                             handlerWait: options.handlerWait, handlerCallTimeout: .seconds(5))
+    let service = ActivityService(
+        connection: daemonConnection, configuration: configuration, publisher: options.publisher,
+        statusFile: try StatusFile(name: "status.json", in: StateDirectory(path: stateDirectory)),
+        desktopEntries: XDGDesktopEntryScanner(dataDirectories: options.dataDirectories),
+        launcher: SpawningApplicationLauncher(connection: daemonConnection, busAddressForChildren: bus.address),
+        logger: log)
+    try await service.start()
+    #expect(try await daemonConnection.requestName("org.baton", flags: [.doNotQueue]) == .primaryOwner)
+    let client = try DBusConnection(bus: .address(bus.address))
+    defer { client.close() }
+    let fixture = ServiceFixture(bus: bus, daemonConnection: daemonConnection, service: service, client: client,
+                                 stateDirectory: stateDirectory, log: log)
+    let result = try await body(fixture)
+    await service.stop()
+    return result
+}
+
+// MARK: Client helpers
+
+extension DBusConnection {
+    func manager(_ method: String, _ arguments: [DBusValue] = []) async throws -> [DBusValue] {
+        try await call(destination: "org.baton", path: "/org/baton", interface: "org.baton.Manager1", method: method,
+                       arguments: arguments, timeout: .seconds(10))
+    }
+
+    func activity(_ path: String, _ method: String, _ arguments: [DBusValue] = []) async throws -> [DBusValue] {
+        try await call(destination: "org.baton", path: path, interface: "org.baton.Activity1", method: method,
+                       arguments: arguments, timeout: .seconds(10))
+    }
+
+    func property(_ path: String, _ name: String) async throws -> DBusValue {
+        let reply = try await call(destination: "org.baton", path: path, interface: "org.freedesktop.DBus.Properties", method: "Get",
+                                   arguments: [.string("org.baton.Activity1"), .string(name)], timeout: .seconds(10))
+        guard let value = reply.first?.variantValue else { throw DBusError.failed("no property value") }
+        return value
+    }
+
+    /// CreateActivity; returns the object path.
+    func createActivity(type: String = "org.example.Reader.reading", title: String = "Chapter 1",
+                        userInfo: [String: DBusValue] = [:], options: [String: DBusValue] = [:]) async throws -> String {
+        let reply = try await manager("CreateActivity", [.string(type), .string(title), .propertyDictionary(userInfo),
+                                                         .propertyDictionary(options)])
+        guard let path = reply.first?.objectPathValue else { throw DBusError.failed("CreateActivity returned no path") }
+        return path
+    }
+}
+
+/// Expects `body` to fail with the D-Bus error `name`.
+func expectError(_ name: String, sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> Void) async {
+    do {
+        try await body()
+        Issue.record("expected \(name), got success", sourceLocation: sourceLocation)
+    } catch let error as DBusError {
+        #expect(error.name == name, "\(error)", sourceLocation: sourceLocation)
+    } catch {
+        Issue.record("expected \(name), got \(error)", sourceLocation: sourceLocation)
+    }
+}
+
+enum ErrorName {
+    static let invalidArguments = "org.baton.Error.InvalidArguments"
+    static let payloadTooLarge = "org.baton.Error.PayloadTooLarge"
+    static let unknownActivity = "org.baton.Error.UnknownActivity"
+    static let notPermitted = "org.baton.Error.NotPermitted"
+    static let limitExceeded = "org.baton.Error.LimitExceeded"
+    static let alreadyExists = "org.baton.Error.AlreadyExists"
+}
