@@ -272,7 +272,7 @@ struct ActivitySourceObject: Sendable {
     var interface: DBusInterface {
         let object = self
         return DBusInterface(BatonConnection.sourceInterface, methods: [
-            DBusMethod("WillSave", in: [DBusArgument("activity", "o")], out: [DBusArgument("state", "a{sv}")]) { call in
+            DBusMethod("WillSave", in: [DBusArgument("activity", "o")], out: [DBusArgument("changes", "a{sv}")]) { call in
                 let activity = try await object.checkedActivity(call)
                 return [.propertyDictionary(await activity.willSaveAnswer())]
             },
