@@ -1,1 +1,6 @@
-print("not yet")
+// The `baton` command line: parsing and printing only; the work is done by BatonClient.
+#if canImport(Glibc)
+import Glibc
+#endif
+
+exit(await CommandLineTool.run(arguments: Array(CommandLine.arguments.dropFirst())))

@@ -1,0 +1,115 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import BatonCore
+import BatonDBus
+
+/// Receives activities continued from other devices (the app side of org.baton.ActivityHandler1).
+///
+/// The daemon calls in from any thread; conforming types are `Sendable` (an actor, or a class
+/// whose state is protected). Each call completes before the daemon's reply is sent.
+public protocol ActivityHandler: Sendable {
+    /// An activity of `type` is about to be continued here; return false to decline. Default: true.
+    func willContinue(type: String, from device: String) async -> Bool
+    /// Deliver the activity.
+    func `continue`(_ activity: ContinuedActivity) async
+    /// A continuation this handler accepted could not complete. Default: nothing.
+    func didFailToContinue(type: String, error: BatonClientError) async
+}
+
+extension ActivityHandler {
+    public func willContinue(type: String, from device: String) async -> Bool { true }
+    public func didFailToContinue(type: String, error: BatonClientError) async {}
+}
+
+/// An `ActivityHandler` made of closures.
+public struct ClosureActivityHandler: ActivityHandler {
+    let willContinueClosure: @Sendable (String, String) async -> Bool
+    let continueClosure: @Sendable (ContinuedActivity) async -> Void
+    let didFailClosure: @Sendable (String, BatonClientError) async -> Void
+
+    public init(
+        willContinue: @escaping @Sendable (_ type: String, _ device: String) async -> Bool = { _, _ in true },
+        continue continueActivity: @escaping @Sendable (ContinuedActivity) async -> Void,
+        didFailToContinue: @escaping @Sendable (_ type: String, _ error: BatonClientError) async -> Void = { _, _ in }
+    ) {
+        willContinueClosure = willContinue
+        continueClosure = continueActivity
+        didFailClosure = didFailToContinue
+    }
+
+    public func willContinue(type: String, from device: String) async -> Bool { await willContinueClosure(type, device) }
+    public func `continue`(_ activity: ContinuedActivity) async { await continueClosure(activity) }
+    public func didFailToContinue(type: String, error: BatonClientError) async { await didFailClosure(type, error) }
+}
+
+/// The exported org.baton.ActivityHandler1 object forwarding to an `ActivityHandler`.
+struct ActivityHandlerObject: Sendable {
+    let handler: any ActivityHandler
+    /// Weak: the connection owns the exported object, not the other way round.
+    weak var connection: BatonConnection?
+
+    init(handler: any ActivityHandler, connection: BatonConnection) {
+        self.handler = handler
+        self.connection = connection
+    }
+
+    private func requireDaemon(_ call: DBusMethodCall) async throws(DBusError) {
+        guard let connection else { throw .disconnected() }
+        try await connection.requireDaemon(call)
+    }
+
+    var interface: DBusInterface {
+        let object = self
+        return DBusInterface(BatonConnection.handlerInterface, methods: [
+            DBusMethod("WillContinue", in: [DBusArgument("type", "s"), DBusArgument("device", "s")],
+                       out: [DBusArgument("accept", "b")]) { call in
+                try await object.requireDaemon(call)
+                guard let type = call.arguments[0].stringValue, let device = call.arguments[1].stringValue else {
+                    throw DBusError(name: BatonClientError.Code.invalidArguments.rawValue, message: "WillContinue expects (ss)")
+                }
+                return [.boolean(await object.handler.willContinue(type: type, from: device))]
+            },
+            DBusMethod("Continue", in: [DBusArgument("type", "s"), DBusArgument("title", "s"),
+                                        DBusArgument("userInfo", "a{sv}"), DBusArgument("info", "a{sv}")]) { call in
+                try await object.requireDaemon(call)
+                let activity = try Self.continuedActivity(from: call.arguments)
+                await object.handler.continue(activity)
+                return []
+            },
+            DBusMethod("FailedToContinue", in: [DBusArgument("type", "s"), DBusArgument("error", "s"),
+                                                DBusArgument("message", "s")]) { call in
+                try await object.requireDaemon(call)
+                guard let type = call.arguments[0].stringValue, let name = call.arguments[1].stringValue,
+                      let message = call.arguments[2].stringValue else {
+                    throw DBusError(name: BatonClientError.Code.invalidArguments.rawValue, message: "FailedToContinue expects (sss)")
+                }
+                await object.handler.didFailToContinue(type: type, error: BatonClientError(name: name, message: message))
+                return []
+            },
+        ])
+    }
+
+    static func continuedActivity(from arguments: [DBusValue]) throws(DBusError) -> ContinuedActivity {
+        func invalid(_ message: String) -> DBusError {
+            DBusError(name: BatonClientError.Code.invalidArguments.rawValue, message: message)
+        }
+        guard arguments.count == 4, let type = arguments[0].stringValue, let title = arguments[1].stringValue,
+              let info = arguments[3].asDictionary else { throw invalid("Continue expects (ssa{sv}a{sv})") }
+        let userInfo: [String: PropertyValue]
+        do {
+            userInfo = try PropertyValueCoding.decodeDictionary(arguments[2])
+        } catch {
+            throw error.dbusError
+        }
+        var url: URL?
+        if let text = info["WebpageURL"]?.stringValue, !text.isEmpty {
+            guard let parsed = URL(string: text) else { throw invalid("WebpageURL is not a URL") }
+            url = parsed
+        }
+        return ContinuedActivity(activityType: type, title: title, userInfo: userInfo, webpageURL: url,
+                                 version: info["Version"]?.int64Value ?? 0, device: info["Device"]?.stringValue ?? "")
+    }
+}

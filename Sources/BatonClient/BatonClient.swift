@@ -1,1 +1,0 @@
-// BatonClient: see docs/architecture.md.

@@ -1,0 +1,64 @@
+import BatonDBus
+
+/// A failure reported by the daemon (an `org.baton.Error.*` name), by the bus (an
+/// `org.freedesktop.DBus.Error.*` name, e.g. when no daemon owns the bus name), or by this library
+/// when the daemon's reply has an unexpected shape (`org.baton.Error.Failed`).
+public struct BatonClientError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The daemon's documented error names (docs/dbus-api.md).
+    public enum Code: String, Sendable, Hashable, CaseIterable {
+        case invalidArguments = "org.baton.Error.InvalidArguments"
+        case payloadTooLarge = "org.baton.Error.PayloadTooLarge"
+        case unknownActivity = "org.baton.Error.UnknownActivity"
+        case notPermitted = "org.baton.Error.NotPermitted"
+        case limitExceeded = "org.baton.Error.LimitExceeded"
+        case alreadyExists = "org.baton.Error.AlreadyExists"
+        case notReady = "org.baton.Error.NotReady"
+        case failed = "org.baton.Error.Failed"
+    }
+
+    /// The D-Bus error name, e.g. `org.baton.Error.UnknownActivity`.
+    public var name: String
+    public var message: String
+
+    public init(name: String, message: String) {
+        self.name = name
+        self.message = message
+    }
+
+    public init(_ code: Code, _ message: String) {
+        self.init(name: code.rawValue, message: message)
+    }
+
+    /// The documented daemon error, or nil for bus-level and other errors.
+    public var code: Code? { Code(rawValue: name) }
+
+    public var description: String { message.isEmpty ? name : "\(name): \(message)" }
+
+    static func unexpectedReply(_ what: String) -> BatonClientError {
+        BatonClientError(.failed, "unexpected reply from the daemon: \(what)")
+    }
+
+    /// The reply an exported object sends for this error.
+    var dbusError: DBusError { DBusError(name: name, message: message) }
+}
+
+extension BatonClientError {
+    /// Converts any error thrown by BatonDBus into the client's error type.
+    static func from(_ error: any Error) -> BatonClientError {
+        switch error {
+        case let error as BatonClientError: error
+        case let error as DBusError: BatonClientError(name: error.name, message: error.message)
+        case is CancellationError: BatonClientError(.failed, "cancelled")
+        default: BatonClientError(.failed, String(describing: error))
+        }
+    }
+}
+
+/// Runs a bus operation, rethrowing its failure as `BatonClientError`.
+func translatingErrors<T>(_ body: () async throws -> T) async throws(BatonClientError) -> T {
+    do {
+        return try await body()
+    } catch {
+        throw BatonClientError.from(error)
+    }
+}

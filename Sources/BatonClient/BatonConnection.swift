@@ -1,0 +1,194 @@
+import BatonCore
+import BatonDBus
+import Synchronization
+
+/// A connection to `batond`: the bus connection that owns this app's activities and handlers.
+///
+/// Activities belong to the connection that created them: when it closes (explicitly, by releasing
+/// it, or when the process exits), the daemon invalidates them and unregisters its handlers. Every
+/// method may be called from any thread or task.
+public final class BatonConnection: Sendable {
+    public static let defaultBusName = "org.baton"
+    public static let managerPath = "/org/baton"
+
+    static let managerInterface = "org.baton.Manager1"
+    static let activityInterface = "org.baton.Activity1"
+    static let suggestionInterface = "org.baton.Suggestion1"
+    static let sourceInterface = "org.baton.ActivitySource1"
+    static let handlerInterface = "org.baton.ActivityHandler1"
+    static let propertiesInterface = "org.freedesktop.DBus.Properties"
+    static let objectManagerInterface = "org.freedesktop.DBus.ObjectManager"
+    /// Where this library exports its own objects on the app's connection.
+    static let exportRoot = "/org/baton/client"
+
+    /// The underlying bus connection (for apps that export other objects on it).
+    public let dbus: DBusConnection
+    /// The daemon's bus name, `org.baton` unless several daemons share a bus.
+    public let busName: String
+
+    private let daemonUniqueName = Mutex<String?>(nil)
+    private let nextObjectNumber = Mutex<UInt64>(0)
+
+    /// Connects to `bus` (`.system` for the packaged daemon, `.session` for `batond --session`,
+    /// or `.address(...)`).
+    public convenience init(bus: DBusBusKind, busName: String = BatonConnection.defaultBusName) throws(BatonClientError) {
+        let connection: DBusConnection
+        do {
+            connection = try DBusConnection(bus: bus)
+        } catch {
+            throw BatonClientError.from(error)
+        }
+        self.init(connection: connection, busName: busName)
+    }
+
+    /// Uses an existing bus connection.
+    public init(connection: DBusConnection, busName: String = BatonConnection.defaultBusName) {
+        dbus = connection
+        self.busName = busName
+    }
+
+    /// Closes the bus connection: the daemon invalidates this connection's activities and handlers.
+    public func close() { dbus.close() }
+
+    // MARK: Daemon queries
+
+    /// Manager1.GetStatus plus the Version property.
+    public func status() async throws(BatonClientError) -> DaemonStatus {
+        let reply = try await callManager("GetStatus")
+        guard let dictionary = reply.first?.asDictionary else { throw .unexpectedReply("GetStatus returned \(reply.map(\.signature))") }
+        let properties = try await properties(of: Self.managerPath, interface: Self.managerInterface)
+        return try DaemonStatus(status: dictionary, managerProperties: properties)
+    }
+
+    /// Manager1.GetHandledTypes.
+    public func handledTypes() async throws(BatonClientError) -> [String] {
+        let reply = try await callManager("GetHandledTypes")
+        guard let types = reply.first?.stringArrayValue else { throw .unexpectedReply("GetHandledTypes returned \(reply.map(\.signature))") }
+        return types
+    }
+
+    /// The object path of the user's current activity, or nil when there is none.
+    public func currentActivityPath() async throws(BatonClientError) -> String? {
+        let reply = try await callManager("GetCurrentActivity")
+        guard let path = reply.first?.objectPathValue else { throw .unexpectedReply("GetCurrentActivity returned \(reply.map(\.signature))") }
+        return path == "/" ? nil : path
+    }
+
+    /// Activities the daemon exports (ObjectManager.GetManagedObjects), sorted by path. Other users'
+    /// activities show only their type and status.
+    public func activities() async throws(BatonClientError) -> [ActivityInfo] {
+        let reply = try await call(path: Self.managerPath, interface: Self.objectManagerInterface, method: "GetManagedObjects")
+        guard let objects = reply.first?.dictionaryValue else { throw .unexpectedReply("GetManagedObjects returned \(reply.map(\.signature))") }
+        var result: [ActivityInfo] = []
+        for (pathValue, interfacesValue) in objects {
+            guard let path = pathValue.objectPathValue, let interfaces = interfacesValue.asDictionary else {
+                throw .unexpectedReply("GetManagedObjects entry has the wrong type")
+            }
+            // An object being removed can be listed with properties that no longer read; skip it.
+            guard let properties = interfaces[Self.activityInterface]?.asDictionary, properties["Type"] != nil else { continue }
+            result.append(try ActivityInfo(path: path, properties: properties))
+        }
+        return result.sorted { $0.path < $1.path }
+    }
+
+    /// The Activity1 properties of one activity.
+    public func activity(at path: String) async throws(BatonClientError) -> ActivityInfo {
+        try ActivityInfo(path: path, properties: try await properties(of: path, interface: Self.activityInterface))
+    }
+
+    /// Activity1.GetPayload: the state that would leave the machine, after the WillSave exchange.
+    public func payload(ofActivityAt path: String) async throws(BatonClientError) -> ActivityPayload {
+        let reply = try await call(path: path, interface: Self.activityInterface, method: "GetPayload")
+        guard let dictionary = reply.first?.asDictionary else { throw .unexpectedReply("GetPayload returned \(reply.map(\.signature))") }
+        return try ActivityPayload(dictionary)
+    }
+
+    /// Suggestion1.Continue on a suggestion object: continue that nearby activity here.
+    public func continueSuggestion(at path: String) async throws(BatonClientError) {
+        _ = try await call(path: path, interface: Self.suggestionInterface, method: "Continue")
+    }
+
+    // MARK: Activities
+
+    /// A new, not yet published activity on this connection (same as `UserActivity(activityType:connection:)`).
+    public func makeActivity(type activityType: String) -> UserActivity {
+        UserActivity(activityType: activityType, connection: self)
+    }
+
+    // MARK: Handlers
+
+    /// Exports `handler` as an org.baton.ActivityHandler1 object and registers it for `types`.
+    /// The connection keeps the handler until it is unregistered or the connection closes.
+    public func registerHandler(_ handler: some ActivityHandler, for types: [String]) async throws(BatonClientError) -> HandlerRegistration {
+        let path = makeObjectPath("handler")
+        let interface = ActivityHandlerObject(handler: handler, connection: self).interface
+        try await translatingErrors { try await dbus.export([interface], at: path) }
+        do {
+            _ = try await callManager("RegisterHandler", [.objectPath(path), .stringArray(types)])
+        } catch {
+            try? dbus.unexport(path: path)
+            throw error
+        }
+        return HandlerRegistration(path: path, types: types)
+    }
+
+    /// Registers closures as a handler; see `ActivityHandler` for when each is called.
+    public func registerHandler(
+        for types: [String],
+        willContinue: @escaping @Sendable (_ type: String, _ device: String) async -> Bool = { _, _ in true },
+        continue continueActivity: @escaping @Sendable (ContinuedActivity) async -> Void,
+        didFailToContinue: @escaping @Sendable (_ type: String, _ error: BatonClientError) async -> Void = { _, _ in }
+    ) async throws(BatonClientError) -> HandlerRegistration {
+        try await registerHandler(
+            ClosureActivityHandler(willContinue: willContinue, continue: continueActivity, didFailToContinue: didFailToContinue),
+            for: types)
+    }
+
+    /// Manager1.UnregisterHandler, then removes the exported object.
+    public func unregisterHandler(_ registration: HandlerRegistration) async throws(BatonClientError) {
+        _ = try await callManager("UnregisterHandler", [.objectPath(registration.path)])
+        try? dbus.unexport(path: registration.path)
+    }
+
+    // MARK: Plumbing
+
+    func makeObjectPath(_ kind: String) -> String {
+        let number = nextObjectNumber.withLock { counter in
+            counter += 1
+            return counter
+        }
+        return "\(Self.exportRoot)/\(kind)\(number)"
+    }
+
+    func callManager(_ method: String, _ arguments: [DBusValue] = []) async throws(BatonClientError) -> [DBusValue] {
+        try await call(path: Self.managerPath, interface: Self.managerInterface, method: method, arguments: arguments)
+    }
+
+    func call(path: String, interface: String, method: String, arguments: [DBusValue] = []) async throws(BatonClientError) -> [DBusValue] {
+        try await translatingErrors {
+            try await dbus.call(destination: busName, path: path, interface: interface, method: method, arguments: arguments)
+        }
+    }
+
+    func properties(of path: String, interface: String) async throws(BatonClientError) -> [String: DBusValue] {
+        let reply = try await call(path: path, interface: Self.propertiesInterface, method: "GetAll", arguments: [.string(interface)])
+        guard let properties = reply.first?.asDictionary else { throw .unexpectedReply("GetAll returned \(reply.map(\.signature))") }
+        return properties
+    }
+
+    /// True when `sender` is the daemon. The daemon's unique name is cached and looked up again
+    /// when it does not match (the daemon may have restarted). Exported objects answer only the
+    /// daemon: other peers on the bus must not read an app's state or fake continuations.
+    func isDaemon(_ sender: String) async -> Bool {
+        if daemonUniqueName.withLock({ $0 }) == sender { return true }
+        guard let owner = try? await dbus.nameOwner(busName) else { return false }
+        daemonUniqueName.withLock { $0 = owner }
+        return owner == sender
+    }
+
+    func requireDaemon(_ call: DBusMethodCall) async throws(DBusError) {
+        guard await isDaemon(call.sender) else {
+            throw DBusError(name: BatonClientError.Code.notPermitted.rawValue, message: "only \(busName) may call this object")
+        }
+    }
+}

@@ -1,0 +1,39 @@
+import BatonClient
+
+/// `baton continue`: continues a nearby activity (a suggestion object) on this machine.
+struct ContinueCommand: Subcommand {
+    static let name = "continue"
+    static let summary = "continue a nearby activity here (SUGGESTION is its object path)"
+    static let synopsis = "SUGGESTION"
+    static let details = """
+        SUGGESTION is an org.baton.Suggestion1 object path as shown by the daemon,
+        e.g. /org/baton/suggestion/1. Prints the path (with --json: {"continued": PATH}).
+        """
+
+    var suggestion: String
+
+    init(parsing arguments: inout ArgumentList) throws(UsageError) {
+        guard let path = try arguments.popPositional() else { throw UsageError("SUGGESTION is required") }
+        guard Self.isValidObjectPath(path) else { throw UsageError("\(path) is not a D-Bus object path") }
+        suggestion = path
+    }
+
+    func run(_ context: CommandContext) async throws(BatonClientError) -> Int32 {
+        let connection = try context.connect()
+        defer { connection.close() }
+        try await connection.continueSuggestion(at: suggestion)
+        context.output.result(json: .object([("continued", .string(suggestion))]), text: suggestion)
+        return ExitStatus.success
+    }
+
+    /// "/" or "/" followed by non-empty elements of [A-Za-z0-9_] separated by "/".
+    static func isValidObjectPath(_ path: String) -> Bool {
+        guard path.hasPrefix("/") else { return false }
+        if path == "/" { return true }
+        return path.dropFirst().split(separator: "/", omittingEmptySubsequences: false).allSatisfy { element in
+            !element.isEmpty && element.unicodeScalars.allSatisfy {
+                ($0 >= "a" && $0 <= "z") || ($0 >= "A" && $0 <= "Z") || ($0 >= "0" && $0 <= "9") || $0 == "_"
+            }
+        }
+    }
+}

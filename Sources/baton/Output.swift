@@ -1,0 +1,39 @@
+import BatonClient
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Results go to stdout (as text or, with --json, as one JSON document); messages go to stderr.
+struct Output: Sendable {
+    let json: Bool
+
+    /// Prints a command's result: `json` with --json, else `text` (nothing when empty).
+    func result(json document: JSONValue, text: String) {
+        if json {
+            Output.write(document.rendered(pretty: true) + "\n", to: .standardOutput)
+        } else if !text.isEmpty {
+            Output.write(text.hasSuffix("\n") ? text : text + "\n", to: .standardOutput)
+        }
+    }
+
+    /// A progress or informational message on stderr.
+    func message(_ text: String) {
+        Output.write(text + "\n", to: .standardError)
+    }
+
+    enum Stream: Int32 {
+        case standardOutput = 1
+        case standardError = 2
+    }
+
+    /// Writes unbuffered, so that a reader sees results while the command keeps running.
+    static func write(_ text: String, to stream: Stream) {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let written = bytes.withUnsafeBytes { Glibc.write(stream.rawValue, $0.baseAddress, $0.count) }
+            if written < 0, errno == EINTR { continue }
+            guard written > 0 else { return }
+            bytes = bytes.dropFirst(written)
+        }
+    }
+}

@@ -1,0 +1,205 @@
+import BatonClient
+import BatonCore
+import BatonDBus
+import Foundation
+import Testing
+
+/// Runs the built `baton` binary.
+struct BatonTool {
+    let globalArguments: [String]
+
+    init(daemon: DaemonFixture?) {
+        globalArguments = daemon.map { ["--bus", $0.bus.address, "--bus-name", $0.busName] } ?? []
+    }
+
+    func run(_ arguments: [String]) async throws -> ToolResult {
+        try await runTool(try Built.executable("baton"), globalArguments + arguments)
+    }
+
+    /// Runs with --json and parses stdout.
+    func json(_ arguments: [String]) async throws -> (ToolResult, JSONValue) {
+        let result = try await run(["--json"] + arguments)
+        #expect(result.status == 0, "baton \(arguments) failed: \(result.stderr)")
+        return (result, try JSONValue.parse(result.stdout))
+    }
+}
+
+@Suite("baton command line", .serialized)
+struct CommandLineTests {
+    static let usageFailures: [[String]] = [
+        [],
+        ["frobnicate"],
+        ["--bus"],
+        ["--bus", "nowhere", "status"],
+        ["--bus-name", "nodots", "status"],
+        ["--json=yes", "status"],
+        ["status", "extra"],
+        ["status", "--verbose"],
+        ["publish", "--title", "x"],
+        ["publish", "--type", "org.example.A.b"],
+        ["publish", "--type", "org.example.A.b", "--title", "x", "--version", "-1"],
+        ["publish", "--type", "org.example.A.b", "--title", "x", "--url", "ftp://example.org"],
+        ["publish", "--type", "org.example.A.b", "--title", "x", "--for", "soon"],
+        ["publish", "--type", "org.example.A.b", "--title", "x", "--current=yes"],
+        ["publish", "--type", "org.example.A.b", "--title", "x", "--user-info"],
+        ["continue"],
+        ["continue", "not/a/path"],
+        ["continue", "/a//b"],
+        ["continue", "/org/baton/s1", "/org/baton/s2"],
+    ]
+
+    @Test("usage errors exit 64 with a message and usage on stderr, nothing on stdout", arguments: usageFailures)
+    func usageErrors(_ arguments: [String]) async throws {
+        let result = try await BatonTool(daemon: nil).run(arguments)
+        #expect(result.status == 64, "\(arguments): \(result.stderr)")
+        #expect(result.stdout.isEmpty)
+        #expect(result.stderr.hasPrefix("baton: "))
+        #expect(result.stderr.contains("usage: baton"))
+    }
+
+    @Test("a bad --user-info names the JSON path")
+    func userInfoErrorPath() async throws {
+        let result = try await BatonTool(daemon: nil).run(
+            ["publish", "--type", "org.example.A.b", "--title", "x", "--user-info", #"{"pages": [1, {"$date": "soon"}]}"#])
+        #expect(result.status == 64)
+        #expect(result.stderr.contains("$.pages[1].$date"), "\(result.stderr)")
+    }
+
+    @Test("help goes to stdout and exits 0")
+    func help() async throws {
+        let tool = BatonTool(daemon: nil)
+        let general = try await tool.run(["--help"])
+        #expect(general.status == 0)
+        for command in ["publish", "status", "list", "continue", "handled-types"] {
+            #expect(general.stdout.contains("  \(command) "))
+        }
+        let publish = try await tool.run(["publish", "-h"])
+        #expect(publish.status == 0)
+        #expect(publish.stdout.contains("--user-info JSON"))
+    }
+
+    @Test("status and handled-types print JSON")
+    func statusAndHandledTypes() async throws {
+        try await withDaemon { daemon in
+            let tool = BatonTool(daemon: daemon)
+            let (_, status) = try await tool.json(["status"])
+            #expect(status["busName"] == .string(daemon.busName))
+            #expect(status["state"] != nil && status["radio"] != nil && status["adapter"] != nil && status["version"] != nil)
+            guard case .array = status["errors"] else {
+                Issue.record("errors is not an array: \(status)")
+                return
+            }
+
+            let (_, noTypes) = try await tool.json(["handled-types"])
+            #expect(noTypes == .array([]))
+            let connection = try daemon.connect()
+            defer { connection.close() }
+            _ = try await connection.registerHandler(for: ["org.example.B.b", "org.example.A.a"]) { _ in }
+            let (_, types) = try await tool.json(["handled-types"])
+            #expect(types == .array([.string("org.example.A.a"), .string("org.example.B.b")]))
+            let text = try await tool.run(["handled-types"])
+            #expect(text.stdout == "org.example.A.a\norg.example.B.b\n")
+        }
+    }
+
+    @Test("publish holds the activity until SIGTERM; list shows it with its userInfo")
+    func publishAndList() async throws {
+        try await withDaemon { daemon in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: try Built.executable("baton"))
+            process.arguments = ["--bus", daemon.bus.address, "--bus-name", daemon.busName, "--json", "publish",
+                                 "--type", "org.example.Reader.reading", "--title", "Chapter 9", "--current", "--version", "2",
+                                 "--url", "https://example.org/9", "--needs-save",
+                                 "--user-info", #"{"page": 9, "ratio": 0.5, "tag": {"$bytes": "AQI="}, "at": {"$date": "2026-11-29T12:00:00Z"}, "list": [true, "x"]}"#]
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = FileHandle.nullDevice
+            let exited = AsyncStream.makeStream(of: Int32.self)
+            process.terminationHandler = { exited.continuation.yield($0.terminationStatus) }
+            try process.run()
+            defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+
+            let connection = try daemon.connect()
+            defer { connection.close() }
+            try await eventually("published activity becomes current") { try await connection.activities().first?.isCurrent == true }
+            let info = try #require(try await connection.activities().first)
+            #expect(info.title == "Chapter 9")
+            #expect(info.isCurrent == true)
+            #expect(info.version == 2)
+            #expect(info.needsSave == true)
+            #expect(info.webpageURL == "https://example.org/9")
+            #expect(info.userInfo == ["page": .integer(9), "ratio": .double(0.5), "tag": .bytes([1, 2]),
+                                      "at": .date(1_795_953_600), "list": .array([.boolean(true), .string("x")])])
+            // WillSave goes to the publishing process, which answers with the state it has.
+            #expect(try await connection.payload(ofActivityAt: info.path).title == "Chapter 9")
+
+            let tool = BatonTool(daemon: daemon)
+            let (_, list) = try await tool.json(["list"])
+            guard case .array(let entries) = list, entries.count == 1 else {
+                Issue.record("list is not one activity: \(list)")
+                return
+            }
+            #expect(entries[0]["path"] == .string(info.path))
+            #expect(entries[0]["type"] == .string("org.example.Reader.reading"))
+            #expect(entries[0]["current"] == .boolean(true))
+            #expect(entries[0]["userInfo"]?["tag"] == .object([("$bytes", .string("AQI="))]))
+            #expect(entries[0]["userInfo"]?["at"] == .object([("$date", .string("2026-11-29T12:00:00Z"))]))
+            #expect(entries[0]["userInfo"]?["ratio"] == .double(0.5))
+            let text = try await tool.run(["list"])
+            #expect(text.stdout.hasPrefix(info.path + "\torg.example.Reader.reading\t"))
+            #expect(text.stdout.contains("\tcurrent\tChapter 9"))
+
+            kill(process.processIdentifier, SIGTERM)
+            var status: Int32?
+            for await code in exited.stream {
+                status = code
+                break
+            }
+            #expect(status == 0)
+            let printed = try JSONValue.parse(String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+            #expect(printed["path"] == .string(info.path))
+            #expect(printed["current"] == .boolean(true))
+            try await eventually("activity invalidated after SIGTERM") { try await connection.activities().isEmpty }
+        }
+    }
+
+    @Test("publish --for exits by itself and invalidates the activity")
+    func publishFor() async throws {
+        try await withDaemon { daemon in
+            let result = try await BatonTool(daemon: daemon).run(
+                ["publish", "--type", "org.example.Reader.reading", "--title", "Brief", "--for", "0.3"])
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(result.stdout.hasPrefix("/org/baton/activity/"))
+            #expect(result.stderr.contains("invalidated"))
+            let connection = try daemon.connect()
+            defer { connection.close() }
+            #expect(try await connection.activities().isEmpty)
+        }
+    }
+
+    @Test("daemon errors exit 1 with the D-Bus error name and message on stderr")
+    func daemonErrors() async throws {
+        try await withDaemon { daemon in
+            let tool = BatonTool(daemon: daemon)
+            let badType = try await tool.run(["publish", "--type", "nodots", "--title", "x", "--for", "0"])
+            #expect(badType.status == 1)
+            #expect(badType.stdout.isEmpty)
+            #expect(badType.stderr.contains("org.baton.Error.InvalidArguments: "), "\(badType.stderr)")
+
+            let tooBig = try await tool.run(["publish", "--type", "org.example.A.b", "--title", String(repeating: "t", count: 300), "--for", "0"])
+            #expect(tooBig.status == 1)
+            #expect(tooBig.stderr.contains("org.baton.Error.PayloadTooLarge"), "\(tooBig.stderr)")
+
+            // No suggestions exist without the radio: an unknown object is the daemon's error path.
+            let unknown = try await tool.run(["--json", "continue", "/org/baton/suggestion/nonexistent"])
+            #expect(unknown.status == 1)
+            #expect(unknown.stdout.isEmpty)
+            #expect(unknown.stderr.contains("baton continue: org.freedesktop.DBus.Error.UnknownObject"), "\(unknown.stderr)")
+        }
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let noDaemon = try await runTool(try Built.executable("baton"), ["--bus", bus.address, "--bus-name", "org.baton.Nobody", "status"])
+        #expect(noDaemon.status == 1)
+        #expect(noDaemon.stderr.contains(DBusError.serviceUnknownName), "\(noDaemon.stderr)")
+    }
+}
