@@ -335,6 +335,9 @@ actor RadioEngine {
     // MARK: - Advertising
 
     private func advertise(_ request: AdvertRequest) async -> Result<Void, RadioError> {
+        // A legacy AD structure holds at most 31 bytes: length, type, company ID, then the data.
+        // BlueZ 5.66 refuses longer data only with a generic "Failed to parse advertisement".
+        guard request.data.count <= Self.maxManufacturerDataLength else { return .failure(.invalidLength) }
         wantedAdvert = request
         await unregisterAdvert(keepWanted: true)
         guard currentState == .ready else {
@@ -374,12 +377,24 @@ actor RadioEngine {
                                           arguments: [.objectPath(path), .propertyDictionary([:])], timeout: options.callTimeout)
         } catch {
             try? connection.unexport(path: path)
-            let mapped = Self.radioError(error)
+            var mapped = Self.radioError(error)
+            // 5.66 answers a full controller with NotPermitted, or with Failed when the kernel
+            // refuses the instance; the manager's instance counters tell the two apart.
+            if case .failed = mapped, await freeInstances(adapterPath) == 0 { mapped = .instanceLimit }
             notice("RegisterAdvertisement on \(Self.lastComponent(adapterPath)) failed: \(error)")
             return .failure(mapped)
         }
         registeredAdvertPath = path
         return .success(())
+    }
+
+    /// SupportedInstances of the advertising manager (the free ones), nil when unreadable.
+    private func freeInstances(_ adapterPath: String) async -> Int? {
+        let reply = try? await connection.call(destination: BlueZ.service, path: adapterPath, interface: BlueZ.propertiesInterface,
+                                               method: "Get", arguments: [.string(BlueZ.advertisingManagerInterface),
+                                                                           .string("SupportedInstances")],
+                                               timeout: options.callTimeout)
+        return reply?.first?.byteValue.map(Int.init)
     }
 
     /// TxPower and intervals only where bluetoothd honours them; 5.66 ignores them silently otherwise.
@@ -470,6 +485,8 @@ actor RadioEngine {
     }
 
     // MARK: - Helpers
+
+    static let maxManufacturerDataLength = 31 - 2 - 2
 
     static func radioError(_ error: any Error) -> RadioError {
         guard let error = error as? DBusError else { return .failed(String(describing: error)) }

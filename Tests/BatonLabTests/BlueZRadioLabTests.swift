@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// BlueZRadio against real bluetoothd 5.66 with btvirt controllers; all in one lab boot:
-/// `scripts/lab/test` (or `scripts/lab/run --controllers 5 -- .build/debug/BatonPackageTests.xctest
+/// `scripts/lab/test` (or `scripts/lab/run --controllers 6 -- .build/debug/BatonPackageTests.xctest
 /// --testing-library swift-testing --filter BatonLabTests`). hci0 advertises, hci1 scans, the
 /// other controllers carry the crowd.
 @Suite(.serialized, .enabled(if: Lab.isInside, "needs the BlueZ lab VM (LAB_VM=1)"))
@@ -183,12 +183,13 @@ struct BlueZRadioLabTests {
                 }
                 await radio.close()
                 #expect(refusal == .instanceLimit)
+                print("LAB CROWD hci\(controller) took \(slot) foreign adverts, then: \(refusal)")
                 limitsHit += 1
                 break
             }
         }
         print("LAB CROWD foreign adverts registered: \(foreign.count) on \(Lab.controllers - 1) controllers, instance limits hit: \(limitsHit)")
-        #expect(foreign.count >= 20, "boot the lab with --controllers 5 for 20 foreign adverts")
+        #expect(foreign.count >= 20, "boot the lab with --controllers 6 for 20 foreign adverts")
         #expect(limitsHit > 0)
 
         let crowdStart = await heard.count
