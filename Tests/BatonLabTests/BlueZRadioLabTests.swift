@@ -166,7 +166,9 @@ struct BlueZRadioLabTests {
         var foreign: [BlueZRadio] = []
         var limitsHit = 0
         let companies: [UInt16] = [0x004C, 0x0006, 0xFFFF, 0x0075, 0x00E0]
-        for controller in Array(1..<Lab.controllers) + [0] {
+        // Not hci1: with discovery running, the kernel refuses to add an advertising instance
+        // there (BlueZ answers org.bluez.Error.Failed, observed in the lab).
+        for controller in Array(2..<Lab.controllers) + [0] {
             for slot in 0..<8 {
                 let company = companies[(foreign.count + slot) % companies.count]
                 let data: [UInt8]
@@ -188,7 +190,7 @@ struct BlueZRadioLabTests {
                 break
             }
         }
-        print("LAB CROWD foreign adverts registered: \(foreign.count) on \(Lab.controllers - 1) controllers, instance limits hit: \(limitsHit)")
+        print("LAB CROWD foreign adverts registered: \(foreign.count) on \(Lab.controllers - 1) controllers (not hci1), instance limits hit: \(limitsHit)")
         #expect(foreign.count >= 20, "boot the lab with --controllers 6 for 20 foreign adverts")
         #expect(limitsHit > 0)
 
