@@ -5,7 +5,19 @@
 LAB_STATE_DIR=/run/baton-lab
 BLUETOOTHD=/usr/libexec/bluetooth/bluetoothd
 
-lab_uptime() { cut -d' ' -f1 /proc/uptime; }
+lab_uptime() { local up _; read -r up _ < /proc/uptime; echo "$up"; }
+
+# Polling must stay cheap: under TCG every fork+exec costs tens of
+# milliseconds of guest CPU, which btvirt needs to answer the kernel in time.
+# nap SECONDS sleeps without forking, by reading from a FIFO nobody writes to.
+nap() {
+	if [ -z "${nap_fd:-}" ]; then
+		mkdir -p "$LAB_STATE_DIR"
+		[ -p "$LAB_STATE_DIR/nap" ] || mkfifo "$LAB_STATE_DIR/nap"
+		exec {nap_fd}<>"$LAB_STATE_DIR/nap"
+	fi
+	read -r -t "$1" -u "$nap_fd" _ || true
+}
 
 bluez_call() { dbus-send --system --print-reply --dest=org.bluez "$@"; }
 
@@ -15,12 +27,20 @@ exported_adapter_count() {
 		| grep -cE 'object path "/org/bluez/hci[0-9]+"$' || true
 }
 
+# True once the kernel gave up initialising a controller (its HCI command timed out).
+controller_init_failed() { dmesg | grep -qE 'Bluetooth: hci[0-9]+: Opcode 0x[0-9a-f]+ failed: -110'; }
+
 # wait_for_adapters COUNT SECONDS: until bluetoothd exports COUNT adapters.
 wait_for_adapters() {
-	local want=$1 deadline=$(( $(date +%s) + $2 ))
+	local want=$1 deadline=$((SECONDS + $2)) round=0
 	while [ "$(exported_adapter_count)" -lt "$want" ]; do
-		[ "$(date +%s)" -lt "$deadline" ] || return 1
-		sleep 0.05
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		round=$((round + 1))
+		if [ $((round % 5)) = 0 ] && controller_init_failed; then
+			echo "a controller failed to initialise: $(dmesg | grep -E 'Opcode.*failed' | tail -n 1)" >&2
+			return 1
+		fi
+		nap 0.2
 	done
 }
 
@@ -30,15 +50,17 @@ adapter_property() { # adapter_property hciK NAME -> value as dbus-send prints i
 		| sed -n 's/^ *variant *[a-z0-9]* *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p'
 }
 
-# set_powered hciK true|false: asks bluetoothd and waits until the property follows.
+# set_powered hciK true|false: asks bluetoothd until the Powered property
+# shows the wanted state. A Set while bluetoothd is itself powering the adapter
+# (AutoEnable, just after start) is answered with org.bluez.Error.Busy, hence
+# the retries.
 set_powered() {
-	local adapter=$1 state=$2 deadline
-	bluez_call "/org/bluez/$adapter" org.freedesktop.DBus.Properties.Set \
-		string:org.bluez.Adapter1 string:Powered "variant:boolean:$state" >/dev/null || return 1
-	deadline=$(( $(date +%s) + 10 ))
+	local adapter=$1 state=$2 deadline=$((SECONDS + 15))
 	until [ "$(adapter_property "$adapter" Powered)" = "$state" ]; do
-		[ "$(date +%s)" -lt "$deadline" ] || return 1
-		sleep 0.05
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		bluez_call "/org/bluez/$adapter" org.freedesktop.DBus.Properties.Set \
+			string:org.bluez.Adapter1 string:Powered "variant:boolean:$state" >/dev/null 2>&1 \
+			|| nap 0.2
 	done
 }
 
@@ -48,17 +70,61 @@ start_bluetoothd() {
 	local -a bluetoothd_args
 	# shellcheck disable=SC1091
 	source "$LAB_STATE_DIR/bluetoothd.args"
+	# The subshell closes every inherited descriptor above 2 first: a caller's
+	# pipe held open by bluetoothd would keep that caller waiting for EOF forever.
 	# In a non-interactive shell the background child is no process-group
 	# leader, so setsid execs in place and $! is bluetoothd's own pid.
-	setsid "$BLUETOOTHD" -n "${bluetoothd_args[@]}" </dev/null >>"$LAB_RUN_DIR/bluetoothd.log" 2>&1 &
+	(
+		for fd_path in /proc/self/fd/*; do
+			fd=${fd_path##*/}
+			[ "$fd" -gt 2 ] && eval "exec $fd>&-" 2>/dev/null
+		done
+		exec setsid "$BLUETOOTHD" -n "${bluetoothd_args[@]}" </dev/null >>"$LAB_RUN_DIR/bluetoothd.log" 2>&1
+	) &
 	echo $! > "$LAB_STATE_DIR/bluetoothd.pid"
+	disown $!
 }
 
 # bring_up_adapters COUNT: waits for COUNT exported adapters and powers them on.
 bring_up_adapters() {
 	local count=$1 k
-	wait_for_adapters "$count" 30 || { echo "bluetoothd did not export $count adapters" >&2; return 1; }
+	wait_for_adapters "$count" 20 || { echo "bluetoothd did not export $count adapters" >&2; return 1; }
 	for ((k = 0; k < count; k++)); do
 		set_powered "hci$k" true || { echo "cannot power on hci$k" >&2; return 1; }
+	done
+}
+
+controller_count() {
+	local controllers=(/sys/class/bluetooth/hci[0-9]*)
+	if [ -e "${controllers[0]}" ]; then echo "${#controllers[@]}"; else echo 0; fi
+}
+
+# start_bluez_stack COUNT: btvirt with COUNT LE-only controllers in one shared
+# emulated radio, then bluetoothd, then all adapters powered. Returns non-zero
+# (with the reason on stderr) if any step does not complete.
+start_bluez_stack() {
+	local count=$1 _
+	dmesg -C
+	btvirt -L "-l$count" >>"$LAB_RUN_DIR/btvirt.log" 2>&1 &
+	echo $! > "$LAB_STATE_DIR/btvirt.pid"
+	disown $!
+	for _ in $(seq 200); do
+		[ "$(controller_count)" -ge "$count" ] && break
+		nap 0.05
+	done
+	[ "$(controller_count)" -ge "$count" ] || { echo "btvirt did not create $count controllers" >&2; return 1; }
+	start_bluetoothd
+	bring_up_adapters "$count"
+}
+
+# Stops bluetoothd and btvirt and waits until the virtual controllers are gone.
+stop_bluez_stack() {
+	local pid _
+	for pid in "$(cat "$LAB_STATE_DIR/bluetoothd.pid" 2>/dev/null)" "$(cat "$LAB_STATE_DIR/btvirt.pid" 2>/dev/null)"; do
+		[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
+	done
+	for _ in $(seq 100); do
+		[ "$(controller_count)" -eq 0 ] && break
+		nap 0.05
 	done
 }

@@ -1,1 +1,0 @@
-// BatonBlueZ: see docs/architecture.md.

@@ -1,0 +1,86 @@
+import BatonCore
+import BatonDBus
+
+/// What the radio remembers of one Device1 object, so that a PropertiesChanged carrying only
+/// the new RSSI or ManufacturerData still yields a complete report. Values from the bus are
+/// checked and bounded; anything of the wrong type is ignored.
+struct DeviceState: Sendable, Hashable {
+    /// More manufacturer data entries or bytes than any legal advert carries are cut off.
+    static let maxManufacturerEntries = 8
+    static let maxManufacturerBytes = 251
+    static let maxUUIDs = 32
+    static let maxNameBytes = 248
+
+    let path: String
+    var address: String?
+    var addressType: String?
+    var rssi: Int?
+    var txPower: Int?
+    var manufacturerData: [UInt16: [UInt8]] = [:]
+    var serviceUUIDs: [String] = []
+    var name: String?
+
+    init(path: String) {
+        self.path = path
+    }
+
+    /// A device learnt from an advert, rather than from pairing or an earlier session.
+    var carriesAdvert: Bool { rssi != nil || !manufacturerData.isEmpty }
+
+    var report: AdvertisementReport {
+        AdvertisementReport(address: address ?? Self.address(fromPath: path) ?? "unknown",
+                            addressType: addressType ?? "unknown", rssi: rssi, txPower: txPower,
+                            manufacturerData: manufacturerData, serviceUUIDs: serviceUUIDs, name: name)
+    }
+
+    mutating func apply(_ properties: [String: DBusValue]) {
+        for (key, value) in properties {
+            switch key {
+            case "Address": if let text = value.stringValue, text.utf8.count <= 17 { address = text }
+            case "AddressType": if let text = value.stringValue, text.utf8.count <= 16 { addressType = text }
+            case "RSSI": if let level = value.int16Value { rssi = Int(level) }
+            case "TxPower": if let level = value.int16Value { txPower = Int(level) }
+            case "ManufacturerData": if let data = Self.manufacturerData(value) { manufacturerData = data }
+            case "UUIDs": if let uuids = value.stringArrayValue { serviceUUIDs = Array(uuids.prefix(Self.maxUUIDs)) }
+            case "Name": if let text = value.stringValue { name = String(decoding: text.utf8.prefix(Self.maxNameBytes), as: UTF8.self) }
+            default: break
+            }
+        }
+    }
+
+    mutating func invalidate(_ names: [String]) {
+        for name in names {
+            switch name {
+            case "RSSI": rssi = nil
+            case "TxPower": txPower = nil
+            case "ManufacturerData": manufacturerData = [:]
+            default: break
+            }
+        }
+    }
+
+    /// `a{qv}` with `ay` values.
+    static func manufacturerData(_ value: DBusValue) -> [UInt16: [UInt8]]? {
+        guard let entries = value.dictionaryValue else { return nil }
+        var result: [UInt16: [UInt8]] = [:]
+        for (key, data) in entries {
+            guard result.count < maxManufacturerEntries else { break }
+            guard let company = key.uint16Value, let bytes = data.bytesValue else { continue }
+            result[company] = Array(bytes.prefix(maxManufacturerBytes))
+        }
+        return result
+    }
+
+    /// `/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF` → `AA:BB:CC:DD:EE:FF`.
+    static func address(fromPath path: String) -> String? {
+        guard let last = path.split(separator: "/").last, last.hasPrefix("dev_") else { return nil }
+        let address = last.dropFirst(4).replacingOccurrences(of: "_", with: ":")
+        return address.utf8.count == 17 ? address : nil
+    }
+}
+
+extension Substring {
+    fileprivate func replacingOccurrences(of target: Character, with replacement: Character) -> String {
+        String(map { $0 == target ? replacement : $0 })
+    }
+}

@@ -1,0 +1,254 @@
+import Testing
+@testable import BatonCore
+import BatonCrypto
+
+@Suite struct LRUCacheTests {
+    @Test func evictsLeastRecentlyUsed() {
+        var cache = LRUCache<String, Int>(capacity: 3)
+        cache.set("a", 1)
+        cache.set("b", 2)
+        cache.set("c", 3)
+        #expect(cache.get("a") == 1) // a is now newest; b is oldest
+        let evicted = cache.set("d", 4)
+        #expect(evicted?.key == "b")
+        #expect(cache.count == 3)
+        #expect(!cache.contains("b"))
+        #expect(cache.entriesNewestFirst.map(\.key) == ["d", "a", "c"])
+    }
+
+    @Test func peekDoesNotRefresh() {
+        var cache = LRUCache<Int, Int>(capacity: 2)
+        cache.set(1, 1)
+        cache.set(2, 2)
+        #expect(cache.peek(1) == 1)
+        #expect(cache.set(3, 3)?.key == 1)
+    }
+
+    @Test func removalKeepsLinksConsistent() {
+        var cache = LRUCache<Int, Int>(capacity: 5)
+        for key in 0..<5 { cache.set(key, key * 10) }
+        #expect(cache.removeValue(forKey: 0) == 0)   // oldest
+        #expect(cache.removeValue(forKey: 4) == 40)  // newest
+        #expect(cache.removeValue(forKey: 2) == 20)  // middle
+        #expect(cache.removeValue(forKey: 2) == nil)
+        #expect(cache.entriesNewestFirst.map(\.key) == [3, 1])
+        cache.set(7, 70)
+        cache.set(8, 80)
+        cache.set(9, 90)
+        #expect(cache.set(10, 100)?.key == 1)
+        #expect(cache.entriesNewestFirst.map(\.key) == [10, 9, 8, 7, 3])
+    }
+
+    /// Random operations against a simple reference model.
+    @Test func matchesReferenceModel() {
+        var cache = LRUCache<Int, Int>(capacity: 16)
+        var model: [(key: Int, value: Int)] = [] // newest first
+        var state: UInt64 = 42
+        func next() -> Int {
+            state = state &* 6364136223846793005 &+ 1442695040888963407
+            return Int(state >> 33)
+        }
+        for step in 0..<5000 {
+            let key = next() % 40
+            switch next() % 3 {
+            case 0:
+                let evicted = cache.set(key, step)
+                var expectedEviction: Int?
+                if let index = model.firstIndex(where: { $0.key == key }) {
+                    model.remove(at: index)
+                } else if model.count == 16 {
+                    expectedEviction = model.removeLast().key
+                }
+                model.insert((key, step), at: 0)
+                #expect(evicted?.key == expectedEviction)
+            case 1:
+                let value = cache.get(key)
+                if let index = model.firstIndex(where: { $0.key == key }) {
+                    let entry = model.remove(at: index)
+                    model.insert(entry, at: 0)
+                    #expect(value == entry.value)
+                } else {
+                    #expect(value == nil)
+                }
+            default:
+                let removed = cache.removeValue(forKey: key)
+                let index = model.firstIndex(where: { $0.key == key })
+                #expect(removed == index.map { model[$0].value })
+                if let index { model.remove(at: index) }
+            }
+        }
+        #expect(cache.entriesNewestFirst.map(\.key) == model.map(\.key))
+        #expect(cache.entriesNewestFirst.map(\.value) == model.map(\.value))
+    }
+
+    @Test func storageStaysAtCapacity() {
+        var cache = LRUCache<Int, [UInt8]>(capacity: 64)
+        let reserved = cache.storageCapacity
+        #expect(reserved >= 64)
+        for key in 0..<10_000 { cache.set(key, [UInt8](repeating: 1, count: 4)) }
+        #expect(cache.count == 64)
+        #expect(cache.storageCapacity == reserved)
+    }
+}
+
+@Suite struct AdvertiserTableTests {
+    static let now: Int64 = 1_800_000_000_000
+
+    func report(_ address: String, rssi: Int?, company: UInt16? = nil, data: [UInt8] = [1, 2, 3],
+                txPower: Int? = nil, uuids: [String] = [], name: String? = nil) -> AdvertisementReport {
+        AdvertisementReport(address: address, addressType: "random", rssi: rssi, txPower: txPower,
+                            manufacturerData: company.map { [$0: data] } ?? [:], serviceUUIDs: uuids, name: name)
+    }
+
+    @Test func rssiStatisticsIgnoreUnknown127() {
+        var table = AdvertiserTable(capacity: 8)
+        table.record(report("AA:00:00:00:00:01", rssi: 127), nowMilliseconds: Self.now)
+        var record = table.record(for: "AA:00:00:00:00:01")
+        #expect(record?.rssi.last == nil)
+        #expect(record?.rssi.unknownSamples == 1)
+        for (offset, rssi) in [-60, 127, -70, -50].enumerated() {
+            table.record(report("AA:00:00:00:00:01", rssi: rssi), nowMilliseconds: Self.now + Int64(offset))
+        }
+        record = table.record(for: "AA:00:00:00:00:01")
+        #expect(record?.rssi.last == -50)
+        #expect(record?.rssi.minimum == -70)
+        #expect(record?.rssi.maximum == -50)
+        #expect(record?.rssi.knownSamples == 3)
+        #expect(record?.rssi.unknownSamples == 2)
+        // -60, then -60 + 0.25·(-70 + 60) = -62.5, then -62.5 + 0.25·(-50 + 62.5) = -59.375
+        #expect(record?.rssi.smoothed == -59.375)
+        #expect(record?.reports == 5)
+        #expect(record?.lastSeenMilliseconds == Self.now + 3)
+        #expect(record?.firstSeenMilliseconds == Self.now)
+    }
+
+    @Test func classifiesKinds() throws {
+        var matcher = AdvertMatcher(epoch: Protocol.epoch(unixSeconds: Self.now / 1000))
+        let member = DeviceID(identityKey: [UInt8](repeating: 7, count: 32))
+        let memberSecret = try AdvertisingSecret(bytes: [UInt8](repeating: 9, count: 32), generation: 1)
+        matcher.setMember(member, secret: memberSecret)
+        var sender = AdvertSender(secret: memberSecret, restored: nil)
+        guard case .advertise(let ringAdvert)? = sender.start(nowSeconds: Self.now / 1000).last else {
+            Issue.record("sender did not advertise")
+            return
+        }
+        var strangerSender = AdvertSender(secret: try AdvertisingSecret(bytes: [UInt8](repeating: 3, count: 32), generation: 1), restored: nil)
+        guard case .advertise(let strangerAdvert)? = strangerSender.start(nowSeconds: Self.now / 1000).last else {
+            Issue.record("stranger did not advertise")
+            return
+        }
+        var table = AdvertiserTable(capacity: 16)
+        let lookup: AdvertiserTable.RingLookup = { matcher.recognise($0)?.member }
+        table.record(report("01", rssi: -40, company: 0xFFFF, data: ringAdvert), nowMilliseconds: Self.now, ringLookup: lookup)
+        table.record(report("02", rssi: -41, company: 0xFFFF, data: strangerAdvert), nowMilliseconds: Self.now, ringLookup: lookup)
+        table.record(report("03", rssi: -42, company: 0x004C), nowMilliseconds: Self.now, ringLookup: lookup)
+        table.record(report("04", rssi: -43, company: 0x0006), nowMilliseconds: Self.now, ringLookup: lookup)
+        table.record(report("05", rssi: -44, uuids: ["0000fe2c-0000-1000-8000-00805f9b34fb"]), nowMilliseconds: Self.now, ringLookup: lookup)
+        table.record(report("06", rssi: -45, company: 0x0123), nowMilliseconds: Self.now, ringLookup: lookup)
+        table.record(report("07", rssi: -46), nowMilliseconds: Self.now, ringLookup: lookup)
+        #expect(table.record(for: "01")?.kind == .ringMember(member))
+        #expect(table.record(for: "02")?.kind == .foreignBaton)
+        #expect(table.record(for: "03")?.kind == .appleContinuity)
+        #expect(table.record(for: "04")?.kind == .microsoftCDP)
+        #expect(table.record(for: "05")?.kind == .googleFastPair)
+        #expect(table.record(for: "06")?.kind == .other(companyID: 0x0123))
+        #expect(table.record(for: "07")?.kind == .other(companyID: nil))
+        // An RSSI-only update keeps the kind learnt from the advert.
+        table.record(report("03", rssi: -30), nowMilliseconds: Self.now + 1, ringLookup: lookup)
+        #expect(table.record(for: "03")?.kind == .appleContinuity)
+        #expect(table.record(for: "03")?.companyID == 0x004C)
+    }
+
+    @Test func boundedWithLeastRecentlyHeardEvicted() {
+        var table = AdvertiserTable(capacity: 32)
+        let reserved = table.storageCapacity
+        for index in 0..<5000 {
+            table.record(report("addr-\(index)", rssi: -50 - index % 40, company: 0x004C), nowMilliseconds: Self.now + Int64(index))
+            // Keep one advertiser fresh: it must survive the crowd.
+            table.record(report("keeper", rssi: -40, company: 0xFFFF), nowMilliseconds: Self.now + Int64(index))
+        }
+        #expect(table.count == 32)
+        #expect(table.storageCapacity == reserved)
+        #expect(table.evictions == 5000 + 1 - 32)
+        #expect(table.record(for: "keeper")?.reports == 5000)
+        #expect(table.record(for: "addr-0") == nil)
+        #expect(table.record(for: "addr-4999") != nil)
+        table.forget(address: "keeper")
+        #expect(table.count == 31)
+    }
+
+    @Test func rendersTextStrongestFirst() {
+        var table = AdvertiserTable(capacity: 8)
+        table.record(report("AA:00:00:00:00:01", rssi: -80, company: 0x004C, txPower: 4), nowMilliseconds: Self.now - 5_000)
+        table.record(report("AA:00:00:00:00:02", rssi: -40, company: 0x0006), nowMilliseconds: Self.now - 1_000)
+        table.record(report("AA:00:00:00:00:03", rssi: 127, company: 0x0123), nowMilliseconds: Self.now)
+        let lines = table.renderText(nowMilliseconds: Self.now).split(separator: "\n").map(String.init)
+        #expect(lines.count == 4)
+        #expect(lines[0].hasPrefix("ADDRESS"))
+        #expect(lines[1].hasPrefix("AA:00:00:00:00:02"))
+        #expect(lines[1].contains("Microsoft CDP"))
+        #expect(lines[1].contains("-40.0"))
+        #expect(lines[1].contains("1s"))
+        #expect(lines[2].hasPrefix("AA:00:00:00:00:01"))
+        #expect(lines[2].contains("0x004c"))
+        #expect(lines[3].hasPrefix("AA:00:00:00:00:03"))
+        #expect(lines[3].contains(" ? "))
+        #expect(!lines[3].contains("127"))
+        // Columns line up: every row starts the KIND column at the same offset.
+        let kindColumn = lines[0].range(of: "KIND")?.lowerBound.utf16Offset(in: lines[0])
+        #expect(lines[1].range(of: "Microsoft CDP")?.lowerBound.utf16Offset(in: lines[1]) == kindColumn)
+    }
+
+    @Test func rendersJSONLinesWithoutPayload() throws {
+        var matcher = AdvertMatcher(epoch: Protocol.epoch(unixSeconds: Self.now / 1000))
+        let member = DeviceID(identityKey: [UInt8](repeating: 1, count: 32))
+        let memberSecret = try AdvertisingSecret(bytes: [UInt8](repeating: 2, count: 32), generation: 1)
+        matcher.setMember(member, secret: memberSecret)
+        var sender = AdvertSender(secret: memberSecret, restored: nil)
+        guard case .advertise(let advert)? = sender.start(nowSeconds: Self.now / 1000).last else {
+            Issue.record("sender did not advertise")
+            return
+        }
+        var table = AdvertiserTable(capacity: 8)
+        table.record(report("AA:00:00:00:00:09", rssi: -61, company: 0xFFFF, data: advert, name: "quote\" and\nnewline"),
+                     nowMilliseconds: Self.now - 250, ringLookup: { matcher.recognise($0)?.member })
+        table.record(report("AA:00:00:00:00:08", rssi: 127, company: 0x004C), nowMilliseconds: Self.now)
+        let lines = table.renderJSONLines(nowMilliseconds: Self.now).split(separator: "\n").map(String.init)
+        #expect(lines.count == 2)
+        #expect(lines[0] == #"{"address":"AA:00:00:00:00:09","addressType":"random","rssi":-61,"rssiMin":-61,"rssiMax":-61,"rssiSmoothed":-61.0,"rssiKnownSamples":1,"rssiUnknownSamples":0,"txPower":null,"companyId":"0xffff","kind":"ringMember","member":"\#(member.shortForm)","name":"quote\" and\nnewline","reports":1,"firstSeenMs":1799999999750,"lastSeenMs":1799999999750,"ageMs":250}"#)
+        #expect(lines[1].contains(#""rssi":null"#))
+        #expect(lines[1].contains(#""rssiUnknownSamples":1"#))
+        #expect(lines[1].contains(#""kind":"appleContinuity""#))
+        // No advert bytes and no secret bytes in any form.
+        let text = lines.joined()
+        #expect(!text.contains(advert.hexString))
+        #expect(!text.contains(Array(advert[1..<7]).hexString))
+        #expect(!text.contains(memberSecret.bytes.hexString))
+    }
+}
+
+@Suite struct MatcherRecogniseTests {
+    @Test func recogniseLeavesReplayStateAlone() throws {
+        let epochSeconds: Int64 = 1_800_000_000 / 900 * 900
+        let member = DeviceID(identityKey: [UInt8](repeating: 5, count: 32))
+        let memberSecret = try AdvertisingSecret(bytes: [UInt8](repeating: 6, count: 32), generation: 1)
+        var matcher = AdvertMatcher(epoch: Protocol.epoch(unixSeconds: epochSeconds))
+        matcher.setMember(member, secret: memberSecret)
+        var sender = AdvertSender(secret: memberSecret, restored: nil)
+        guard case .advertise(let first)? = sender.start(nowSeconds: epochSeconds).last,
+            case .advertise(let second)? = sender.update(AdvertContent(activityType: "org.example.edit"), nowSeconds: epochSeconds).last
+        else {
+            Issue.record("sender did not advertise")
+            return
+        }
+        _ = try matcher.receive(second)
+        // The older advert is a replay for receive(), but recognise() still names its sender.
+        #expect(throws: WireError.self) { try matcher.receive(first) }
+        #expect(matcher.recognise(first) == Recognition(member: member, epoch: Protocol.epoch(unixSeconds: epochSeconds)))
+        var forged = second
+        forged[20] ^= 1
+        #expect(matcher.recognise(forged) == nil)
+        #expect(matcher.recognise([0x11]) == nil)
+        #expect(matcher.recognise([UInt8](repeating: 0, count: 24)) == nil)
+    }
+}

@@ -1,0 +1,93 @@
+import BatonBlueZ
+import BatonCore
+import Foundation
+import Testing
+
+/// Lab tests need the QEMU lab (scripts/lab/run); on the host they are skipped.
+enum Lab {
+    static let isInside = ProcessInfo.processInfo.environment["LAB_VM"] == "1"
+    static var controllers: Int { Int(ProcessInfo.processInfo.environment["LAB_CONTROLLERS"] ?? "") ?? 2 }
+    static let companyID = Protocol.defaultCompanyID
+    /// A fixed wall-clock time: epochs are injected, the VM clock does not matter.
+    static let startSeconds: Int64 = 1_800_000_000 / 900 * 900 + 60
+
+    /// Runs a guest helper (scripts/lab/guest is on PATH inside the lab) and returns its exit status.
+    @discardableResult
+    static func runHelper(_ arguments: [String]) throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        try process.run()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    static func secret(_ byte: UInt8, generation: UInt32 = 1) throws -> AdvertisingSecret {
+        try AdvertisingSecret(bytes: [UInt8](repeating: byte, count: 32), generation: generation)
+    }
+
+    static func milliseconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
+    }
+}
+
+/// Records every event of one radio with the time it arrived, so tests can wait for an event
+/// that came after a given point. The only consumer of the radio's event stream.
+actor EventRecorder {
+    struct Entry: Sendable {
+        let index: Int
+        let time: ContinuousClock.Instant
+        let event: RadioEvent
+    }
+
+    private var entries: [Entry] = []
+
+    init(_ radio: BlueZRadio) {
+        let stream = radio.events()
+        Task { await self.consume(stream) }
+    }
+
+    private func consume(_ stream: AsyncStream<RadioEvent>) async {
+        for await event in stream {
+            entries.append(Entry(index: entries.count, time: .now, event: event))
+        }
+    }
+
+    var count: Int { entries.count }
+
+    func events(from start: Int = 0) -> [Entry] { Array(entries[min(start, entries.count)...]) }
+
+    /// The first event at or after `start` that satisfies `predicate`, waiting up to `timeout`.
+    func first(from start: Int, within timeout: Duration, where predicate: @Sendable (RadioEvent) -> Bool) async -> Entry? {
+        let deadline = ContinuousClock.now + timeout
+        var next = start
+        while true {
+            while next < entries.count {
+                if predicate(entries[next].event) { return entries[next] }
+                next += 1
+            }
+            if ContinuousClock.now >= deadline { return nil }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    func notices(from start: Int) -> [String] {
+        events(from: start).compactMap { if case .notice(let text) = $0.event { text } else { nil } }
+    }
+}
+
+extension RadioEvent {
+    var report: AdvertisementReport? { if case .report(let report) = self { report } else { nil } }
+
+    func carries(_ advert: [UInt8], companyID: UInt16 = Lab.companyID) -> Bool {
+        report?.manufacturerData[companyID] == advert
+    }
+}
+
+extension AdvertSender {
+    /// The bytes of the last advertise action.
+    static func advert(in actions: [Action]) -> [UInt8]? {
+        for action in actions.reversed() { if case .advertise(let bytes) = action { return bytes } }
+        return nil
+    }
+}
