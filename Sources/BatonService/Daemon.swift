@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import BatonBlueZ
 import BatonDBus
 import BatonStore
 import Dispatch
@@ -74,8 +75,30 @@ public enum Daemon {
         }
         let configuration = ServiceConfiguration(busName: options.busName, adapter: options.adapter, radioEnabled: options.radioEnabled,
                                                  saveTimeout: options.saveTimeout)
+        var radio: BlueZRadio?
+        if options.radioEnabled {
+            // BlueZ lives on the system bus whatever bus we serve on. A missing bluetoothd or adapter
+            // is not fatal: the radio reports "unavailable" and starts when they appear.
+            do {
+                radio = try await BlueZRadio(options: BlueZRadioOptions(adapter: options.adapter == "auto" ? nil : options.adapter))
+            } catch {
+                logger.log("batond: Bluetooth unavailable: \(error)")
+            }
+        }
+        let ring: RingService
+        do {
+            ring = try RingService(
+                connection: connection, store: RingStore(directory: StateDirectory(path: options.stateDirectory)), radio: radio,
+                clock: SystemWallClock(),
+                configuration: .init(deviceName: options.deviceName ?? hostName(), listenHost: options.listenHost),
+                log: { logger.log($0) })
+            try await ring.start()
+        } catch {
+            logger.log("batond: cannot open the ring store: \(error)")
+            return exitFailure
+        }
         let service = ActivityService(
-            connection: connection, configuration: configuration, publisher: nil, statusFile: statusFile,
+            connection: connection, configuration: configuration, publisher: ring, statusFile: statusFile,
             desktopEntries: XDGDesktopEntryScanner(environment: environment),
             launcher: SpawningApplicationLauncher(connection: connection, busAddressForChildren: childBusAddress),
             logger: logger)
@@ -93,6 +116,14 @@ public enum Daemon {
             return exitFailure
         }
         logger.log("batond: owns \(options.busName)")
+        // Epoch rotation of the advert and of the matcher window (§4.2, §4.3).
+        let ticker = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(5))
+                await ring.tick()
+            }
+        }
+        defer { ticker.cancel() }
 
         // Ends on a signal, or when the bus goes away (the stream then finishes).
         let busWatch = Task {
@@ -104,7 +135,17 @@ public enum Daemon {
         busWatch.cancel()
         logger.log(reason == 0 ? "batond: bus connection lost" : "batond: signal \(reason), shutting down")
         await service.stop()
+        await ring.stop()
+        await radio?.close()
         if connection.isConnected { _ = try? await connection.releaseName(options.busName) }
         return reason == 0 ? exitFailure : 0
     }
+}
+
+/// The machine's host name, the default device name in the ring.
+func hostName() -> String {
+    var buffer = [CChar](repeating: 0, count: 256)
+    guard gethostname(&buffer, buffer.count) == 0 else { return "linux" }
+    let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return name.isEmpty ? "linux" : String(name.prefix(64))
 }

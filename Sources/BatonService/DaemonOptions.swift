@@ -8,7 +8,12 @@ public struct DaemonOptions: Sendable, Hashable {
     public var bus: Bus = .system
     public var busName = "org.baton"
     public var stateDirectory: String
-    public var adapter = "hci0"
+    /// "auto": the first powered adapter.
+    public var adapter = "auto"
+    /// Address the pairing and transfer listeners bind to.
+    public var listenHost = "0.0.0.0"
+    /// This machine's name in the ring; the host name by default.
+    public var deviceName: String?
     public var saveTimeout: Duration = ServiceConfiguration.defaultSaveTimeout
     public var radioEnabled = true
 
@@ -25,7 +30,8 @@ public struct DaemonOptions: Sendable, Hashable {
 
     public static let usage = """
         Usage: batond [--session | --system | --bus-address ADDR] [--bus-name NAME] [--state-dir DIR]
-                      [--adapter hciN] [--save-timeout SECONDS] [--no-radio] [--version] [--help]
+                      [--adapter hciN] [--listen ADDR] [--name NAME] [--save-timeout SECONDS]
+                      [--no-radio] [--version] [--help]
 
           --session            use the session bus (tests, per-user use)
           --system             use the system bus (default)
@@ -33,7 +39,9 @@ public struct DaemonOptions: Sendable, Hashable {
           --bus-name NAME      bus name to own (default org.baton)
           --state-dir DIR      state directory (default /var/lib/baton on the system bus,
                                $XDG_STATE_HOME/baton otherwise; required if that is unset)
-          --adapter hciN       Bluetooth adapter (default hci0)
+          --adapter hciN       Bluetooth adapter (default: the first powered one)
+          --listen ADDR        numeric address for pairing and transfers (default 0.0.0.0)
+          --name NAME          this machine's name in the ring (default: the host name)
           --save-timeout S     how long apps get to answer WillSave, 0.05-60 s (default 2)
           --no-radio           do not use Bluetooth (activities are kept but not advertised)
           --version            print the version and exit
@@ -46,7 +54,9 @@ public struct DaemonOptions: Sendable, Hashable {
         var bus: Bus?
         var busName = "org.baton"
         var stateDirectory: String?
-        var adapter = "hci0"
+        var adapter = "auto"
+        var listenHost = "0.0.0.0"
+        var deviceName: String?
         var saveTimeout = ServiceConfiguration.defaultSaveTimeout
         var radioEnabled = true
         var index = 0
@@ -86,6 +96,15 @@ public struct DaemonOptions: Sendable, Hashable {
                 }
                 saveTimeout = .milliseconds(Int64((seconds * 1000).rounded()))
             case "--no-radio": radioEnabled = false
+            case "--listen":
+                listenHost = try value(argument)
+                guard listenHost.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == ":" }) else {
+                    throw UsageError(message: "--listen takes a numeric IPv4 or IPv6 address")
+                }
+            case "--name":
+                let name = try value(argument)
+                guard name.utf8.count <= 64 else { throw UsageError(message: "--name is at most 64 bytes") }
+                deviceName = name
             default:
                 throw UsageError(message: "unknown option \(argument)")
             }
@@ -107,6 +126,8 @@ public struct DaemonOptions: Sendable, Hashable {
         options.adapter = adapter
         options.saveTimeout = saveTimeout
         options.radioEnabled = radioEnabled
+        options.listenHost = listenHost
+        options.deviceName = deviceName
         return .run(options)
     }
 

@@ -43,6 +43,11 @@ func fail(_ message: String, _ code: Exit) -> Never {
     exit(code.rawValue)
 }
 
+/// Results go to stdout unbuffered, so scripts reading line by line see them at once.
+func say(_ text: String) {
+    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+}
+
 func note(_ message: String) {
     FileHandle.standardError.write(Data((message + "\n").utf8))
 }
@@ -96,7 +101,7 @@ func exitCode(for error: DBusError) -> Exit {
 
 func printJSON(_ value: Any) {
     if let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys]), let text = String(data: data, encoding: .utf8) {
-        print(text)
+        say(text)
     }
 }
 
@@ -125,14 +130,14 @@ func list(_ connection: DBusConnection, _ options: Options) async throws -> Exit
         printJSON(members.map { $0.mapValues(plain) })
         return .ok
     }
-    print("NAME                 ID         PAIRED SINCE      LAST SEEN         RSSI")
+    say("NAME                 ID         PAIRED SINCE      LAST SEEN         RSSI")
     for member in members {
         let name = member["Name"]?.stringValue ?? "?"
         let isSelf = member["Self"]?.boolValue == true
         let rssi = member["LastRSSI"]?.int16Value.map { String($0) } ?? "-"
         let since = isSelf ? "(this machine)" : formatTime(member["PairedSince"]?.int64Value)
         let seen = isSelf ? "" : formatTime(member["LastSeen"]?.int64Value)
-        print(name.padding(toLength: 20, withPad: " ", startingAt: 0) + " " + (member["ShortId"]?.stringValue ?? "?") + "  "
+        say(name.padding(toLength: 20, withPad: " ", startingAt: 0) + " " + (member["ShortId"]?.stringValue ?? "?") + "  "
               + since.padding(toLength: 17, withPad: " ", startingAt: 0) + " " + seen.padding(toLength: 17, withPad: " ", startingAt: 0) + " " + rssi)
     }
     return .ok
@@ -186,7 +191,7 @@ func follow(_ connection: DBusConnection, _ options: Options, _ path: String) as
             let id = try await property(connection, options, path, "PeerId").stringValue ?? ""
             let short = id.count >= 8 ? String(id.prefix(4)) + "-" + String(id.dropFirst(4).prefix(4)) : id
             if options.json { printJSON(["result": "paired", "name": name, "deviceId": id, "code": try await property(connection, options, path, "Code").stringValue ?? ""]) }
-            else { print("Paired with \(name) (\(short)).") }
+            else { say("Paired with \(name) (\(short)).") }
             return .ok
         case "failed":
             let error = try await property(connection, options, path, "Error").stringValue ?? ""
@@ -229,7 +234,7 @@ func run(_ options: Options) async -> Exit {
         case "remove":
             _ = try await connection.call(destination: options.busName, path: ringPath, interface: "org.baton.Pairing1",
                                           method: "Remove", arguments: [.string(options.operands[0])])
-            if options.json { printJSON(["result": "removed", "device": options.operands[0]]) } else { print("Removed \(options.operands[0]); the ring re-keys.") }
+            if options.json { printJSON(["result": "removed", "device": options.operands[0]]) } else { say("Removed \(options.operands[0]); the ring re-keys.") }
             return .ok
         default:
             return try await list(connection, options)

@@ -100,13 +100,15 @@ public actor PairingDriver {
     }
 
     private func perform(_ actions: [PairingSession.Action]) async {
+        // A failed send (the peer already hung up) only decides the outcome when the session
+        // itself did not: a timeout or refusal that was being reported to the peer wins.
+        var sendFailure: TransportError?
+        defer { if let sendFailure { finish(.failure(.transport("\(sendFailure)"))) } }
         for action in actions {
             switch action {
             case .send(let frame):
-                do { try await channel.send(frame) } catch {
-                    finish(.failure(.transport("\(error)")))
-                    return
-                }
+                guard sendFailure == nil else { continue }
+                do { try await channel.send(frame) } catch { sendFailure = error }
             case .showCode(let code):
                 self.code = code
                 await onCode(code)
