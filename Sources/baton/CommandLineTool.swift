@@ -8,6 +8,7 @@ enum CommandLineTool {
         ListCommand.self,
         ContinueCommand.self,
         HandledTypesCommand.self,
+        DiagCommand.self,
     ]
 
     static var usage: String {

@@ -73,14 +73,16 @@ public actor RingService: ActivityPublisher {
     let configuration: Configuration
     let log: @Sendable (String) -> Void
     private(set) var keeper: RingKeeper
-    private(set) var peers: [DeviceID: RingStore.PeerInfo]
+    var peers: [DeviceID: RingStore.PeerInfo]
     private var sender: AdvertSender
-    private(set) var matcher: AdvertMatcher
+    var matcher: AdvertMatcher
     private var sessions: [String: PairingEntry] = [:]
     private var nextSession = 0
     /// The activity each user last published; the advert carries the newest one.
     private var published: [UInt32: ActivityRecord] = [:]
     private var advertisedUID: UInt32?
+    var book = RadioBook()
+    var radioTask: Task<Void, Never>?
 
     public init(connection: DBusConnection, store: RingStore, radio: (any RadioPort)?, clock: any WallClock,
                 configuration: Configuration, log: @escaping @Sendable (String) -> Void) throws {
@@ -105,7 +107,9 @@ public actor RingService: ActivityPublisher {
     public var deviceID: DeviceID { keeper.deviceID }
 
     public func start() async throws {
+        book.table = AdvertiserTable(batonCompanyID: configuration.companyID)
         try await connection.export(ringInterfaces(), at: RingInterface.path)
+        await startRadio()
     }
 
     public func stop() async {
@@ -115,6 +119,7 @@ public actor RingService: ActivityPublisher {
             try? connection.unexport(path: entry.path)
         }
         sessions = [:]
+        radioTask?.cancel()
         await perform(sender.stop())
         try? connection.unexport(path: RingInterface.path)
     }
@@ -122,22 +127,23 @@ public actor RingService: ActivityPublisher {
     // MARK: ActivityPublisher
 
     public func publish(_ record: ActivityRecord, uid: UInt32) async throws(RadioError) {
+        // Kept even without a radio: the radio is only discovery, the record is what a fetch returns.
         published[uid] = record
         advertisedUID = uid
-        try await advertise(AdvertContent(activityType: record.activityType, hasWebpageURL: record.webpageURL != nil))
+        try await advertiseContent(AdvertContent(activityType: record.activityType, hasWebpageURL: record.webpageURL != nil))
     }
 
     public func withdraw(uid: UInt32) async {
         published[uid] = nil
         guard advertisedUID == uid else { return }
         advertisedUID = nil
-        try? await advertise(.presence)
+        try? await advertiseContent(.presence)
     }
 
     /// The record behind the current advert, for FetchActivity.
     public func currentRecord() -> ActivityRecord? { advertisedUID.flatMap { published[$0] } }
 
-    private func advertise(_ content: AdvertContent) async throws(RadioError) {
+    func advertiseContent(_ content: AdvertContent) async throws(RadioError) {
         guard let radio else { throw .unavailable("no radio") }
         let now = clock.unixSeconds()
         var actions = sender.update(content, nowSeconds: now)
@@ -276,6 +282,7 @@ public actor RingService: ActivityPublisher {
             do { try store.savePeers(peers) } catch { log("batond: cannot save peers: \(error)") }
             actions.removeAll { if case .sync(let to) = $0 { return to == id }; return false }
             await apply(actions)
+            await advertisePresenceIfRinged()
             update(path) {
                 $0.state = "paired"
                 $0.peerName = pairing.peer.name
@@ -364,7 +371,7 @@ public actor RingService: ActivityPublisher {
     // MARK: D-Bus
 
     func ringInterfaces() -> [DBusInterface] {
-        let ring = DBusInterface(RingInterface.ring, methods: [
+        let ring = DBusInterface(RingInterface.ring, methods: radioInterfaceMethods() + [
             DBusMethod("ListMembers", out: [DBusArgument("members", "aa{sv}")]) { [weak self] _ in
                 guard let self else { return [] }
                 return [.array(elementSignature: "a{sv}", await self.memberList())]

@@ -1,0 +1,76 @@
+import BatonClient
+import Foundation
+
+/// `baton diag rssi`: every advertiser the daemon hears, for people (a table), scripts
+/// (--json: JSON Lines) and bug reports (--output FILE). Never prints key material.
+struct DiagCommand: Subcommand {
+    static let name = "diag"
+    static let summary = "diagnostics: `diag rssi` dumps every advertiser heard with its RSSI"
+    static let synopsis = "rssi [--watch] [--interval SECONDS] [--output FILE]"
+    static let details = """
+        Columns: address and type, RSSI last/min/max/smoothed (127 from the controller means
+        unknown and is never shown as a value), TX power, company ID, what it is (a ring member
+        by short id, another Baton ring, Apple Continuity, Microsoft CDP, Google Fast Pair...),
+        time since last heard, reports.
+          --watch             redraw every interval (JSON Lines: a new dump every interval)
+          --interval SECONDS  for --watch, 0.2-60 (default 1)
+          --output FILE       write one dump (text, or JSON Lines with --json) plus the
+                              daemon's status and radio notices to FILE, for bug reports
+        """
+
+    var watch = false
+    var interval = 1.0
+    var output: String?
+
+    init(parsing arguments: inout ArgumentList) throws(UsageError) {
+        while let option = arguments.popOption() {
+            switch option.name {
+            case "--watch":
+                try arguments.flag(option)
+                watch = true
+            case "--interval":
+                let text = try arguments.value(for: option)
+                guard let seconds = Double(text), seconds >= 0.2, seconds <= 60 else { throw UsageError("--interval takes 0.2 to 60 seconds") }
+                interval = seconds
+            case "--output":
+                output = try arguments.value(for: option)
+            default:
+                throw UsageError("unknown option \(option.name)")
+            }
+        }
+        guard let topic = try arguments.popPositional() else { throw UsageError("diag needs a topic: rssi") }
+        guard topic == "rssi" else { throw UsageError("unknown diagnostics topic \(topic) (known: rssi)") }
+        try arguments.expectEnd()
+        if watch && output != nil { throw UsageError("--watch and --output do not go together") }
+    }
+
+    func run(_ context: CommandContext) async throws(BatonClientError) -> Int32 {
+        let connection = try context.connect()
+        defer { connection.close() }
+        let format = context.output.json ? "json" : "text"
+        if let output {
+            var report = try await connection.dumpRadio(format: format)
+            let status = try await connection.status()
+            let notices = try await connection.radioNotices()
+            if format == "text" {
+                report = "baton \(status.version), daemon \(status.state), radio \(status.radio), adapter \(status.adapter)\n"
+                    + report + (notices.isEmpty ? "" : "\nradio notices:\n" + notices.map { "  " + $0 }.joined(separator: "\n") + "\n")
+            }
+            do {
+                try report.write(toFile: output, atomically: true, encoding: .utf8)
+            } catch {
+                context.output.message("baton diag: cannot write \(output): \(error.localizedDescription)")
+                return ExitStatus.failure
+            }
+            context.output.message("wrote \(output)")
+            return ExitStatus.success
+        }
+        repeat {
+            let dump = try await connection.dumpRadio(format: format)
+            if watch && format == "text" { Output.write("\u{1B}[H\u{1B}[2J", to: .standardOutput) }
+            Output.write(dump, to: .standardOutput)
+            if watch { try? await Task.sleep(for: .milliseconds(Int(interval * 1000))) }
+        } while watch
+        return ExitStatus.success
+    }
+}
