@@ -58,7 +58,7 @@ final class DaemonPair: @unchecked Sendable {
         process.arguments = ["--bus-address", address, "--bus-name", "org.baton.\(name)", "--state-dir", directory.appendingPathComponent(name).path,
                              "--adapter", adapter, "--listen", "127.0.0.1", "--name", name]
         let logPath = directory.appendingPathComponent("\(name).log").path
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         process.standardError = FileHandle(forWritingAtPath: logPath)
         try process.run()
         daemons.append(process)
