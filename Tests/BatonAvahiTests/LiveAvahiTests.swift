@@ -11,9 +11,7 @@ import Testing
 struct LiveAvahiTests {
     /// Starts an environment, a bus connection and runs `body`, always tearing down.
     func withAvahi(_ body: (AvahiTestEnvironment, DBusConnection) async throws -> Void) async throws {
-        trace("starting env")
         let environment = try await AvahiTestEnvironment.start()
-        trace("env started \(environment.busAddress)")
         do {
             let connection = try DBusConnection(bus: .address(environment.busAddress))
             defer { connection.close() }
@@ -175,9 +173,7 @@ struct LiveAvahiTests {
             let sid: [UInt8] = [0xde, 0xad, 0xbe, 0xef, 0x00, 0x11, 0x22, 0x33]
             let browser = AvahiBrowser(connection: connection, serviceType: BatonServiceType.pairing)
             let browsed = EventLog(browser.events)
-            trace("browser start")
             try await browser.start()
-            trace("browser started")
             let publisher = AvahiPublisher(connection: connection, serviceType: BatonServiceType.pairing)
             try await publisher.publish(name: "baton pairing", port: 47_008, txt: try PairingEndpointTXT.txt(sessionID: sid))
             let (event, _) = try await browsed.wait("found pairing", Self.found("baton pairing"))
@@ -234,4 +230,3 @@ struct LiveAvahiTests {
     }
 }
 
-func trace(_ text: String) { FileHandle.standardError.write(Data("TRACE \(text)\n".utf8)) }
