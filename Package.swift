@@ -29,7 +29,8 @@ let package = Package(
         .target(name: "BatonStore", dependencies: ["COpenSSL"], swiftSettings: strict),
         .target(name: "BatonTransport", dependencies: ["BatonCore", "BatonCrypto", "COpenSSL", "CBluetooth"], swiftSettings: strict),
         .target(name: "BatonBlueZ", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: strict),
-        .target(name: "BatonService", dependencies: ["BatonCore", "BatonCrypto", "BatonDBus", "BatonStore", "BatonBlueZ", "BatonTransport"], swiftSettings: strict),
+        .target(name: "BatonAvahi", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: strict),
+        .target(name: "BatonService", dependencies: ["BatonCore", "BatonCrypto", "BatonDBus", "BatonStore", "BatonBlueZ", "BatonAvahi", "BatonTransport"], swiftSettings: strict),
         .target(name: "BatonClient", dependencies: ["BatonDBus", "BatonCore"], swiftSettings: strict),
 
         // Thin executables that only wire things together.
@@ -47,6 +48,7 @@ let package = Package(
         .testTarget(name: "BatonDBusTests", dependencies: ["BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonServiceTests", dependencies: ["BatonService", "BatonClient", "BatonDBus", "BatonCore"], swiftSettings: strict),
         .testTarget(name: "BatonClientTests", dependencies: ["BatonClient", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
+        .testTarget(name: "BatonAvahiTests", dependencies: ["BatonAvahi", "BatonCore", "BatonCrypto", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonLabTests", dependencies: ["BatonBlueZ", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]

@@ -372,9 +372,16 @@ actor RadioEngine {
             return .failure(.failed("cannot export the advert object: \(error)"))
         }
         do {
-            _ = try await connection.call(destination: BlueZ.service, path: adapterPath, interface: BlueZ.advertisingManagerInterface,
-                                          method: "RegisterAdvertisement",
-                                          arguments: [.objectPath(path), .propertyDictionary([:])], timeout: options.callTimeout)
+            do {
+                try await registerAdvertisement(path, on: adapterPath)
+            } catch let error as DBusError where error.name == BlueZ.errorPrefix + "Failed" && scanning {
+                // Some controllers (the lab's emulated ones among them) cannot start advertising
+                // while a scan runs: pause the scan, register, resume the scan.
+                await stopDiscovery()
+                defer { Task { await self.resumeScanningAfterRegistration() } }
+                try await registerAdvertisement(path, on: adapterPath)
+                notice("advertising on \(Self.lastComponent(adapterPath)) needed a pause of the scan")
+            }
         } catch {
             try? connection.unexport(path: path)
             var mapped = Self.radioError(error)
@@ -386,6 +393,17 @@ actor RadioEngine {
         }
         registeredAdvertPath = path
         return .success(())
+    }
+
+    private func registerAdvertisement(_ path: String, on adapterPath: String) async throws {
+        _ = try await connection.call(destination: BlueZ.service, path: adapterPath, interface: BlueZ.advertisingManagerInterface,
+                                      method: "RegisterAdvertisement",
+                                      arguments: [.objectPath(path), .propertyDictionary([:])], timeout: options.callTimeout)
+    }
+
+    private func resumeScanningAfterRegistration() async {
+        guard wantsScanning, !scanning, currentState == .ready else { return }
+        if case .failure(let error) = await startDiscovery() { notice("scanning could not resume after advertising: \(error)") }
     }
 
     /// SupportedInstances of the advertising manager (the free ones), nil when unreadable.
