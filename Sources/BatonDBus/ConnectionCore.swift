@@ -208,6 +208,15 @@ final class ConnectionCore: @unchecked Sendable {
 
     var isOnQueue: Bool { DispatchQueue.getSpecific(key: queueKey) == true }
 
+    /// The socket libdbus reads and writes, while connected (tests use it to spot descriptor reuse).
+    var socketDescriptor: Int32? {
+        onQueue {
+            var descriptor: Int32 = -1
+            guard !isClosed, dbus_connection_get_unix_fd(raw, &descriptor) != 0 else { return nil }
+            return descriptor
+        }
+    }
+
     /// Runs `body` on the connection queue, inline if already there (handlers may call back in).
     func onQueue<T, Failure: Error>(_ body: () throws(Failure) -> T) throws(Failure) -> T {
         if isOnQueue { return try body() }
