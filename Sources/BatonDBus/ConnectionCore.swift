@@ -1,5 +1,6 @@
 internal import CDBus
 import Dispatch
+import Glibc
 
 /// libdbus needs its thread support switched on once, before any connection exists.
 enum LibDBusRuntime {
@@ -208,6 +209,15 @@ final class ConnectionCore: @unchecked Sendable {
 
     var isOnQueue: Bool { DispatchQueue.getSpecific(key: queueKey) == true }
 
+    /// The socket libdbus reads and writes, while connected (tests use it to spot descriptor reuse).
+    var socketDescriptor: Int32? {
+        onQueue {
+            var descriptor: Int32 = -1
+            guard !isClosed, dbus_connection_get_unix_fd(raw, &descriptor) != 0 else { return nil }
+            return descriptor
+        }
+    }
+
     /// Runs `body` on the connection queue, inline if already there (handlers may call back in).
     func onQueue<T, Failure: Error>(_ body: () throws(Failure) -> T) throws(Failure) -> T {
         if isOnQueue { return try body() }
@@ -235,8 +245,7 @@ final class ConnectionCore: @unchecked Sendable {
             raw,
             { watch, data in
                 guard let watch, let core = ConnectionCore.from(data) else { return 0 }
-                core.addWatch(watch)
-                return 1
+                return core.addWatch(watch) ? 1 : 0
             },
             { watch, _ in
                 guard let watch, let sourcesPointer = dbus_watch_get_data(watch) else { return }
@@ -287,26 +296,36 @@ final class ConnectionCore: @unchecked Sendable {
         return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
     }
 
-    private func addWatch(_ watch: OpaquePointer) {
+    /// Dispatch sources watch a private duplicate of the socket, closed only by their cancel handler.
+    /// libdbus closes its descriptor right after removing the watch, but dispatch unregisters a cancelled
+    /// source later (on Linux after the source's queue reaches it), and keys its epoll registrations by
+    /// descriptor number: a new connection given the freed number joined the stale registration, whose
+    /// socket epoll had already dropped, so its read source never fired and replies sat unread.
+    private func addWatch(_ watch: OpaquePointer) -> Bool {
         let fd = dbus_watch_get_unix_fd(watch)
         let flags = dbus_watch_get_flags(watch)
         let sources = WatchSources()
         let watchHandle = QueueConfinedPointer(raw: watch)
-        if flags & DBUS_WATCH_READABLE.rawValue != 0 {
-            let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
+        func makeSource(_ condition: DBusWatchFlags) -> (any DispatchSourceProtocol)? {
+            let descriptor = fcntl(fd, F_DUPFD_CLOEXEC, 0)
+            guard descriptor >= 0 else { return nil }
+            let source: any DispatchSourceProtocol = condition == DBUS_WATCH_READABLE
+                ? DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: queue)
+                : DispatchSource.makeWriteSource(fileDescriptor: descriptor, queue: queue)
             source.setEventHandler { [weak self] in
                 guard let self, !self.isClosed else { return }
-                _ = dbus_watch_handle(watchHandle.raw, DBUS_WATCH_READABLE.rawValue)
+                _ = dbus_watch_handle(watchHandle.raw, condition.rawValue)
                 self.drain()
             }
-            sources.add(source)
+            source.setCancelHandler { _ = Glibc.close(descriptor) }
+            return source
         }
-        if flags & DBUS_WATCH_WRITABLE.rawValue != 0 {
-            let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: queue)
-            source.setEventHandler { [weak self] in
-                guard let self, !self.isClosed else { return }
-                _ = dbus_watch_handle(watchHandle.raw, DBUS_WATCH_WRITABLE.rawValue)
-                self.drain()
+        for condition in [DBUS_WATCH_READABLE, DBUS_WATCH_WRITABLE] where flags & condition.rawValue != 0 {
+            guard let source = makeSource(condition) else {
+                // Activated only to be cancelled: that closes the duplicates already made.
+                sources.activateAll()
+                sources.cancel()
+                return false
             }
             sources.add(source)
         }
@@ -318,6 +337,7 @@ final class ConnectionCore: @unchecked Sendable {
             let sources = Unmanaged<WatchSources>.fromOpaque(pointer).takeRetainedValue()
             sources.cancel()
         }
+        return true
     }
 
     private func addTimeout(_ timeout: OpaquePointer) {
@@ -395,6 +415,10 @@ final class ConnectionCore: @unchecked Sendable {
         objectManagerRoots.removeAll()
         dbus_connection_remove_filter(raw, ConnectionCore.filterFunction, unretainedSelf)
         dbus_connection_flush(raw)
+        // The watch sources' duplicates keep the socket open until dispatch cancels them, shortly after
+        // this returns; shutting it down now lets the bus see the disconnect (and free names) at once.
+        var descriptor: Int32 = -1
+        if dbus_connection_get_socket(raw, &descriptor) != 0, descriptor >= 0 { _ = shutdown(descriptor, Int32(SHUT_RDWR)) }
         dbus_connection_close(raw)
         dbus_connection_set_dispatch_status_function(raw, nil, nil, nil)
         _ = dbus_connection_set_watch_functions(raw, nil, nil, nil, nil, nil)
