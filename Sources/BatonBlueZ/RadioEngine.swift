@@ -202,20 +202,22 @@ actor RadioEngine {
     private func reconcile(reason: String?) async {
         publishState()
         guard currentState == .ready else { return }
-        if let request = wantedAdvert, registeredAdvertPath == nil {
-            switch await register(request) {
-            case .success:
-                if let reason { notice("advertising resumed on \(adapterName) (\(reason))") }
-            case .failure(let error):
-                notice("could not resume advertising on \(adapterName): \(error)")
-            }
-        }
+        // Scanning first, then the advert: the order that works on controllers that cannot
+        // start a scan while advertising (register() pauses the scan when it has to).
         if wantsScanning, !scanning {
             switch await startDiscovery() {
             case .success:
                 if let reason { notice("scanning resumed on \(adapterName) (\(reason))") }
             case .failure(let error):
                 notice("could not resume scanning on \(adapterName): \(error)")
+            }
+        }
+        if let request = wantedAdvert, registeredAdvertPath == nil {
+            switch await register(request) {
+            case .success:
+                if let reason { notice("advertising resumed on \(adapterName) (\(reason))") }
+            case .failure(let error):
+                notice("could not resume advertising on \(adapterName): \(error)")
             }
         }
     }

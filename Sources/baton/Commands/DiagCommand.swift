@@ -23,7 +23,13 @@ struct DiagCommand: Subcommand {
     var output: String?
 
     init(parsing arguments: inout ArgumentList) throws(UsageError) {
-        while let option = arguments.popOption() {
+        var topic: String?
+        while !arguments.isEmpty {
+            guard let option = arguments.popOption() else {
+                guard topic == nil, let word = try arguments.popPositional() else { try arguments.expectEnd(); break }
+                topic = word
+                continue
+            }
             switch option.name {
             case "--watch":
                 try arguments.flag(option)
@@ -38,9 +44,8 @@ struct DiagCommand: Subcommand {
                 throw UsageError("unknown option \(option.name)")
             }
         }
-        guard let topic = try arguments.popPositional() else { throw UsageError("diag needs a topic: rssi") }
+        guard let topic else { throw UsageError("diag needs a topic: rssi") }
         guard topic == "rssi" else { throw UsageError("unknown diagnostics topic \(topic) (known: rssi)") }
-        try arguments.expectEnd()
         if watch && output != nil { throw UsageError("--watch and --output do not go together") }
     }
 
