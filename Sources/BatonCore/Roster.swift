@@ -67,7 +67,9 @@ public struct Roster: Hashable, Sendable {
                 changed = true
             }
         }
-        version = changed ? max(version, other.version) + 1 : version
+        // Same content: adopt the higher version, so members holding the same roster agree on it
+        // and stop syncing (§7.3).
+        version = changed ? max(version, other.version) + 1 : max(version, other.version)
         return (changed, newlyRemoved)
     }
 
