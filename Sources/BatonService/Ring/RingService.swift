@@ -72,15 +72,17 @@ public actor RingService: ActivityPublisher {
     let clock: any WallClock
     let configuration: Configuration
     let log: @Sendable (String) -> Void
-    private(set) var keeper: RingKeeper
-    private(set) var peers: [DeviceID: RingStore.PeerInfo]
-    private var sender: AdvertSender
+    var keeper: RingKeeper
+    var peers: [DeviceID: RingStore.PeerInfo]
+    private(set) var sender: AdvertSender
     private(set) var matcher: AdvertMatcher
     private var sessions: [String: PairingEntry] = [:]
     private var nextSession = 0
     /// The activity each user last published; the advert carries the newest one.
     private var published: [UInt32: ActivityRecord] = [:]
-    private var advertisedUID: UInt32?
+    private(set) var advertisedUID: UInt32?
+    /// The authenticated transfer (TransferService.start attaches it).
+    var transfer: TransferService?
 
     public init(connection: DBusConnection, store: RingStore, radio: (any RadioPort)?, clock: any WallClock,
                 configuration: Configuration, log: @escaping @Sendable (String) -> Void) throws {
@@ -138,9 +140,15 @@ public actor RingService: ActivityPublisher {
     public func currentRecord() -> ActivityRecord? { advertisedUID.flatMap { published[$0] } }
 
     private func advertise(_ content: AdvertContent) async throws(RadioError) {
-        guard let radio else { throw .unavailable("no radio") }
         let now = clock.unixSeconds()
         var actions = sender.update(content, nowSeconds: now)
+        guard let radio else {
+            // The radio only does discovery: the content and its revision still count for FetchActivity.
+            if let counters = actions.lazy.compactMap({ if case .persist(let c) = $0 { c } else { nil } }).last {
+                try? store.saveCounters(counters)
+            }
+            throw .unavailable("no radio")
+        }
         if sender.currentAdvert == nil { actions = sender.start(nowSeconds: now) }
         try await perform(actions, radio: radio)
     }
@@ -184,10 +192,11 @@ public actor RingService: ActivityPublisher {
                 for id in matcher.memberIDs where members[id] == nil { matcher.removeMember(id) }
                 for (id, secret) in members { matcher.setMember(id, secret: secret) }
             case .sync:
-                // RingSync travels over pinned TLS (transport); queued members learn on next contact.
+                // Sent by the transfer (transferRingChanged); members away learn at their next Hello.
                 break
             }
         }
+        await transferRingChanged(actions)
     }
 
     func memberList() -> [DBusValue] {
@@ -258,7 +267,7 @@ public actor RingService: ActivityPublisher {
         let session: PairingSession
         do {
             session = try PairingSession(role: role, sessionID: entry.sessionID, ephemeralKey: X25519PrivateKey(),
-                                         nonce: SystemRandom().bytes(16), local: keeper.pairingInfo())
+                                         nonce: SystemRandom().bytes(16), local: pairingInfoWithEndpoints())
         } catch {
             finishSession(path, error: "protocol")
             return
@@ -274,6 +283,7 @@ public actor RingService: ActivityPublisher {
             let id = pairing.peer.deviceID
             if peers[id] == nil { peers[id] = RingStore.PeerInfo(pairedSince: clock.unixSeconds()) }
             do { try store.savePeers(peers) } catch { log("batond: cannot save peers: \(error)") }
+            recordPairingEndpoints(id, announced: pairing.peerEndpoints, observedHost: (channel as? PlainFrameChannel)?.peerDescription)
             actions.removeAll { if case .sync(let to) = $0 { return to == id }; return false }
             await apply(actions)
             update(path) {
@@ -369,7 +379,7 @@ public actor RingService: ActivityPublisher {
                 guard let self else { return [] }
                 return [.array(elementSignature: "a{sv}", await self.memberList())]
             },
-        ], properties: [
+        ] + transferMethods(), properties: [
             DBusProperty("DeviceId", signature: "s") { [weak self] in .string(await self?.keeper.deviceID.description ?? "") },
             DBusProperty("ShortId", signature: "s") { [weak self] in .string(await self?.keeper.deviceID.shortForm ?? "") },
             DBusProperty("Name", signature: "s") { [weak self] in .string(await self?.keeper.state.name ?? "") },
