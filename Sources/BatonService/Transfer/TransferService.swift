@@ -297,14 +297,18 @@ public actor TransferService {
             throw .invalidFrame(.unexpectedMessage("Hello"))
         }
         if forceSync || theirs.rosterVersion != ours.rosterVersion {
-            let roster: [UInt8]
-            do { roster = try await ring.rosterForSync().encoded() } catch { throw .unencodableFrame(error) }
-            let answer = try await exchange.request(Frame(type: .ringSync, requestID: requestIDs.make(), payload: roster),
-                                                    timeout: configuration.requestTimeout)
-            guard answer.type == .ringSync, let merged = try? Roster(decoding: answer.payload) else {
-                throw .invalidFrame(.unexpectedMessage("RingSync"))
+            // A second round when merging their answer changed ours again (a removal new to us made us
+            // rotate our secret): they must learn the new secret too.
+            for _ in 0..<2 {
+                let roster: [UInt8]
+                do { roster = try await ring.rosterForSync().encoded() } catch { throw .unencodableFrame(error) }
+                let answer = try await exchange.request(Frame(type: .ringSync, requestID: requestIDs.make(), payload: roster),
+                                                        timeout: configuration.requestTimeout)
+                guard answer.type == .ringSync, let merged = try? Roster(decoding: answer.payload) else {
+                    throw .invalidFrame(.unexpectedMessage("RingSync"))
+                }
+                if await ring.receivedRoster(merged, from: member).version == merged.version { break }
             }
-            _ = await ring.receivedRoster(merged, from: member)
         }
         guard let request else { return nil }
         return try await exchange.request(request, timeout: configuration.requestTimeout)
