@@ -182,6 +182,51 @@ struct TransferTests {
         await b.stop()
     }
 
+    @Test func aBrokenConnectionIsRetriedWithTheSameRequestID() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let a = try await TransferNode.start(bus, name: "alpha"), b = try await TransferNode.start(bus, name: "beta")
+        let client = try DBusConnection(bus: .address(bus.address))
+        try await pair(a, b, client: client)
+        let idA = await a.deviceID
+        let source = try FakeSourceApp(bus: bus)
+        try await source.publish(on: a)
+        let hash = DerivedKeys(secret: await a.ring.keeper.ownSecret).typeHash("org.example.Reader.reading")
+        let record = try await b.transfer.fetch(member: idA, typeHash: hash, revision: ActivityReference.anyRevision)
+
+        // A fake endpoint holding A's identity answers Hello, then drops the connection on the request.
+        let keyOfB = await b.ring.keeper.identity.publicKey
+        let breaking = try TLSListener(identity: await a.ring.keeper.identity, pins: { PinSet([keyOfB]) }, host: "127.0.0.1", port: 0)
+        defer { breaking.close() }
+        let versionOfA = await a.ring.rosterVersion
+        let fake = Task {
+            guard let channel = try? await breaking.accept() else { return [UInt32]() }
+            var ids: [UInt32] = []
+            while let frame = try? await channel.receive(timeout: .seconds(5)) {
+                guard frame.type == .hello else { ids.append(frame.requestID); channel.close(); break }
+                let hello = HelloMessage(deviceID: idA, rosterVersion: versionOfA, maxFramePayload: 1024)
+                try? await channel.send(Frame(type: .hello, requestID: frame.requestID, payload: hello.payload))
+            }
+            return ids
+        }
+        await b.ring.endpointWorked(idA, "127.0.0.1:\(breaking.port)")
+        #expect(await b.ring.endpoints(of: idA).first == "127.0.0.1:\(breaking.port)")
+
+        try await b.transfer.sendContinued(member: idA, typeHash: hash, revision: record.revision)
+        let brokenIDs = await fake.value
+        let requestID = try #require(brokenIDs.first)
+        #expect(await eventually { source.wasContinued.count == 1 })
+        // A already answered that id: the retry on the real endpoint used it, so a repeat is not new.
+        try await b.transfer.sendContinued(member: idA, typeHash: hash, revision: record.revision, requestID: requestID)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(source.wasContinued.count == 1)
+        // The endpoint that worked is first again.
+        #expect(await b.ring.endpoints(of: idA).first == "127.0.0.1:\(a.transfer.port)")
+        source.connection.close()
+        await a.stop()
+        await b.stop()
+    }
+
     @Test func anUnpairedDeviceIsRefusedAtTheHandshake() async throws {
         let bus = try TestBus()
         defer { bus.stop() }
@@ -286,5 +331,29 @@ struct TransferTests {
         await a.stop()
         await b.stop()
         await c.stop()
+    }
+}
+
+@Suite struct TransferOptionTests {
+    @Test func portOptionIsParsedAndChecked() throws {
+        guard case .run(let options) = try DaemonOptions.parse(["--session", "--state-dir", "/tmp/x", "--port", "4100"], environment: [:]) else {
+            Issue.record("no run command")
+            return
+        }
+        #expect(options.transferPort == 4100)
+        guard case .run(let defaults) = try DaemonOptions.parse([], environment: [:]) else { return }
+        #expect(defaults.transferPort == 0)
+        for bad in ["-1", "65536", "x"] {
+            #expect(throws: DaemonOptions.UsageError.self) { try DaemonOptions.parse(["--port", bad], environment: [:]) }
+        }
+    }
+
+    @Test func endpointHintsPutTheObservedAddressFirstAndStayBounded() {
+        #expect(RingService.formatEndpoint(host: "::1", port: 7) == "[::1]:7")
+        let merged = RingService.mergeEndpoints(new: ["a:1", "b:2"], old: ["b:2", "c:3"] + (4...20).map { "h:\($0)" })
+        #expect(merged.prefix(3) == ["a:1", "b:2", "c:3"])
+        #expect(merged.count == RingService.maxEndpointsPerMember)
+        #expect(LocalAddresses.endpoints(listenHost: "127.0.0.1", port: 9) == ["127.0.0.1:9"])
+        #expect(LocalAddresses.endpoints(listenHost: "0.0.0.0", port: 9).allSatisfy { !$0.hasPrefix("127.") && !$0.hasPrefix("[") })
     }
 }

@@ -257,7 +257,9 @@ public actor TransferService {
             let endpoints = await ring.endpoints(of: member)
             guard !endpoints.isEmpty else { throw .noEndpoints }
             var broken = false
-            for endpoint in endpoints where !broken {
+            // A broken connection moves on to the next endpoint with the same request; another round
+            // follows only when one broke (the member was there, so trying again may succeed).
+            for endpoint in endpoints {
                 guard let (host, port) = RingService.splitEndpoint(endpoint) else { continue }
                 let channel: SecureChannel
                 do {
