@@ -82,9 +82,10 @@ public struct AdvertSender: Sendable {
         return [.stop]
     }
 
-    /// New content: bumps the revision (§4.2) and reseals.
-    public mutating func update(_ newContent: AdvertContent, nowSeconds: Int64) -> [Action] {
-        guard newContent != content else { return [] }
+    /// New content: bumps the revision (§4.2) and reseals. `changed` forces a new revision when
+    /// the activity changed (a new version, title or userInfo) while type and flags stayed.
+    public mutating func update(_ newContent: AdvertContent, nowSeconds: Int64, changed: Bool = false) -> [Action] {
+        guard newContent != content || changed else { return [] }
         content = newContent
         counters.revision = Revision.next(counters.revision)
         return enabled ? seal(nowSeconds: nowSeconds) : [.persist(counters)]

@@ -134,6 +134,9 @@ public struct HelloMessage: Hashable, Sendable {
 
 /// FetchActivity and ActivityContinued share one payload: type hash and revision (§6.2).
 public struct ActivityReference: Hashable, Sendable {
+    /// In FetchActivity: "the current activity of this type, whatever its revision" (§6.2), for a
+    /// receiver that did not hear the advert (continuing by hand, no radio).
+    public static let anyRevision: UInt32 = 0xFFFF_FFFF
     public var typeHash: TypeHash
     public var revision: UInt32
 
@@ -152,7 +155,7 @@ public struct ActivityReference: Hashable, Sendable {
         var reader = ByteReader(payload)
         typeHash = TypeHash(value: try reader.readUInt32())
         revision = try reader.readUInt32()
-        guard revision <= AdvertBody.maxRevision else { throw .malformed("revision") }
+        guard revision <= AdvertBody.maxRevision || revision == Self.anyRevision else { throw .malformed("revision") }
         try reader.expectEnd()
     }
 }

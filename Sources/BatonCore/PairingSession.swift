@@ -6,12 +6,15 @@ public struct LocalPairingInfo: Sendable {
     public var identityKey: Ed25519PrivateKey
     public var secret: AdvertisingSecret
     public var roster: Roster
+    /// "host:port" of this device's TLS listener (§7.2 "endpoints"), hints for the peer.
+    public var endpoints: [String]
 
-    public init(name: String, identityKey: Ed25519PrivateKey, secret: AdvertisingSecret, roster: Roster) {
+    public init(name: String, identityKey: Ed25519PrivateKey, secret: AdvertisingSecret, roster: Roster, endpoints: [String] = []) {
         self.name = name
         self.identityKey = identityKey
         self.secret = secret
         self.roster = roster
+        self.endpoints = endpoints
     }
 }
 
@@ -19,6 +22,27 @@ public struct LocalPairingInfo: Sendable {
 public struct PairingResult: Hashable, Sendable {
     public var peer: RosterMember
     public var peerRoster: Roster
+    /// The peer's TLS endpoints as it announced them (hints; may be empty).
+    public var peerEndpoints: [String] = []
+}
+
+/// The optional "endpoints" list of the identity message (§7.2): at most 8 "host:port" strings
+/// of 1–64 bytes each.
+public enum PairingEndpoints {
+    public static let maxCount = 8
+    public static let maxBytes = 64
+
+    public static func validate(_ endpoints: [String]) throws(WireError) {
+        guard endpoints.count <= maxCount else { throw .malformed("endpoints count") }
+        for endpoint in endpoints {
+            let bytes = endpoint.utf8
+            guard !bytes.isEmpty, bytes.count <= maxBytes, bytes.allSatisfy({ $0 > 0x20 && $0 < 0x7F }),
+                  let colon = endpoint.lastIndex(of: ":"), let port = UInt16(endpoint[endpoint.index(after: colon)...]), port > 0,
+                  colon != endpoint.startIndex else {
+                throw .malformed("endpoint")
+            }
+        }
+    }
 }
 
 /// Commit–reveal SAS pairing (§7), one state machine for both roles. Inputs in (frames,
@@ -60,6 +84,7 @@ public struct PairingSession: Sendable {
     private var peerConfirmed = false
     private var peer: RosterMember?
     private var peerRoster: Roster?
+    private var peerEndpoints: [String] = []
     public private(set) var code: String?
 
     /// `ephemeralKey` and `nonce` (16 bytes) must be fresh randomness for this session.
@@ -229,9 +254,19 @@ public struct PairingSession: Sendable {
                   generation >= 0, generation <= Int64(UInt32.max), let signature = message["signature"]?.bytesValue else {
                 throw .malformed("identity")
             }
+            var endpoints: [String] = []
+            if let list = message["endpoints"] {
+                guard let items = list.arrayValue else { throw .malformed("endpoints") }
+                for item in items {
+                    guard let text = item.stringValue else { throw .malformed("endpoint") }
+                    endpoints.append(text)
+                }
+                try PairingEndpoints.validate(endpoints)
+            }
             let member = try RosterMember(name: name, identityKey: key, secret: AdvertisingSecret(bytes: secret, generation: UInt32(generation)))
             guard Ed25519.isValidSignature(signature, for: identitySigningInput(member), publicKey: key) else { throw .badSignature }
             peer = member
+            peerEndpoints = endpoints
             return finishIfComplete()
         case "roster":
             guard phase == .exchanging, peer != nil, peerRoster == nil, let bytes = message["roster"]?.bytesValue else {
@@ -257,17 +292,22 @@ public struct PairingSession: Sendable {
               let roster = try? local.roster.encoded() else {
             return fail(.malformed("local identity"), tellPeer: true)
         }
-        let identity = sendSealed([
+        var message: [String: PropertyValue] = [
             "msg": .string("identity"), "name": .string(me.name), "identityKey": .bytes(me.identityKey),
             "secret": .bytes(me.secret.bytes), "generation": .integer(Int64(me.secret.generation)), "signature": .bytes(signature),
-        ])
+        ]
+        // Hints only, so an invalid local list is left out rather than failing the pairing.
+        if !local.endpoints.isEmpty, (try? PairingEndpoints.validate(local.endpoints)) != nil {
+            message["endpoints"] = .array(local.endpoints.map { .string($0) })
+        }
+        let identity = sendSealed(message)
         return identity + sendSealed(["msg": .string("roster"), "roster": .bytes(roster)]) + finishIfComplete()
     }
 
     private mutating func finishIfComplete() -> [Action] {
         guard phase == .exchanging, let peer, let peerRoster else { return [] }
         phase = .done
-        return [.completed(PairingResult(peer: peer, peerRoster: peerRoster))]
+        return [.completed(PairingResult(peer: peer, peerRoster: peerRoster, peerEndpoints: peerEndpoints))]
     }
 
     private mutating func fail(_ error: WireError, tellPeer: Bool) -> [Action] {

@@ -81,7 +81,11 @@ public struct RingKeeper: Sendable {
     public mutating func received(_ roster: Roster, from sender: DeviceID, random: some RandomSource) -> [Action] {
         var merged = state.roster
         let result = merged.merge(roster)
-        guard result.changed else { return [] }
+        guard result.changed else {
+            guard merged.version != state.roster.version else { return [] }
+            state.roster = merged
+            return [.persist(state)]
+        }
         return apply(merged, from: sender, random: random, forceRotation: !result.newlyRemoved.isEmpty)
     }
 

@@ -67,7 +67,9 @@ public struct Roster: Hashable, Sendable {
                 changed = true
             }
         }
-        version = changed ? max(version, other.version) + 1 : version
+        // Members holding the same roster agree on its version, so a Hello stops triggering syncs (§7.3).
+        let sameAsReceived = members == other.members && removed == other.removed
+        version = changed && !sameAsReceived ? max(version, other.version) + 1 : max(version, other.version)
         return (changed, newlyRemoved)
     }
 

@@ -115,7 +115,18 @@ public enum Daemon {
             await service.stop()
             return exitFailure
         }
-        logger.log("batond: owns \(options.busName)")
+        let transfer: TransferService
+        do {
+            transfer = try await TransferService.start(ring: ring, activities: service,
+                                                       configuration: .init(listenHost: options.listenHost, port: options.transferPort),
+                                                       log: { logger.log($0) })
+        } catch {
+            logger.log("batond: cannot listen for transfers: \(error)")
+            await service.stop()
+            await ring.stop()
+            return exitFailure
+        }
+        logger.log("batond: owns \(options.busName), transfers on port \(transfer.port)")
         // Epoch rotation of the advert and of the matcher window (§4.2, §4.3).
         let ticker = Task {
             while !Task.isCancelled {
@@ -134,6 +145,7 @@ public enum Daemon {
         let reason = await iterator.next() ?? 0
         busWatch.cancel()
         logger.log(reason == 0 ? "batond: bus connection lost" : "batond: signal \(reason), shutting down")
+        await transfer.stop()
         await service.stop()
         await ring.stop()
         await radio?.close()

@@ -12,6 +12,8 @@ public struct DaemonOptions: Sendable, Hashable {
     public var adapter = "auto"
     /// Address the pairing and transfer listeners bind to.
     public var listenHost = "0.0.0.0"
+    /// TCP port of the TLS transfer listener; 0 picks a free one.
+    public var transferPort: UInt16 = 0
     /// This machine's name in the ring; the host name by default.
     public var deviceName: String?
     public var saveTimeout: Duration = ServiceConfiguration.defaultSaveTimeout
@@ -30,7 +32,7 @@ public struct DaemonOptions: Sendable, Hashable {
 
     public static let usage = """
         Usage: batond [--session | --system | --bus-address ADDR] [--bus-name NAME] [--state-dir DIR]
-                      [--adapter hciN] [--listen ADDR] [--name NAME] [--save-timeout SECONDS]
+                      [--adapter hciN] [--listen ADDR] [--port N] [--name NAME] [--save-timeout SECONDS]
                       [--no-radio] [--version] [--help]
 
           --session            use the session bus (tests, per-user use)
@@ -41,6 +43,7 @@ public struct DaemonOptions: Sendable, Hashable {
                                $XDG_STATE_HOME/baton otherwise; required if that is unset)
           --adapter hciN       Bluetooth adapter (default: the first powered one)
           --listen ADDR        numeric address for pairing and transfers (default 0.0.0.0)
+          --port N             TCP port of the TLS transfer listener (default 0: any free port)
           --name NAME          this machine's name in the ring (default: the host name)
           --save-timeout S     how long apps get to answer WillSave, 0.05-60 s (default 2)
           --no-radio           do not use Bluetooth (activities are kept but not advertised)
@@ -56,6 +59,7 @@ public struct DaemonOptions: Sendable, Hashable {
         var stateDirectory: String?
         var adapter = "auto"
         var listenHost = "0.0.0.0"
+        var transferPort: UInt16 = 0
         var deviceName: String?
         var saveTimeout = ServiceConfiguration.defaultSaveTimeout
         var radioEnabled = true
@@ -101,6 +105,9 @@ public struct DaemonOptions: Sendable, Hashable {
                 guard listenHost.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == ":" }) else {
                     throw UsageError(message: "--listen takes a numeric IPv4 or IPv6 address")
                 }
+            case "--port":
+                guard let port = UInt16(try value(argument)) else { throw UsageError(message: "--port takes a number from 0 to 65535") }
+                transferPort = port
             case "--name":
                 let name = try value(argument)
                 guard name.utf8.count <= 64 else { throw UsageError(message: "--name is at most 64 bytes") }
@@ -127,6 +134,7 @@ public struct DaemonOptions: Sendable, Hashable {
         options.saveTimeout = saveTimeout
         options.radioEnabled = radioEnabled
         options.listenHost = listenHost
+        options.transferPort = transferPort
         options.deviceName = deviceName
         return .run(options)
     }

@@ -155,6 +155,10 @@ import BatonCrypto
         #expect(sighting.body.flags == [.hasActivity, .hasWebpageURL])
         #expect(sighting.body.typeHash == DerivedKeys(secret: secret(1)).typeHash("org.example.Reader.reading"))
         #expect(sender.update(AdvertContent(activityType: "org.example.Reader.reading", hasWebpageURL: true), nowSeconds: now + 2).isEmpty)
+        // A new version of the same activity (same type and flags) still gets a new revision.
+        guard case .advertise(let third) = sender.update(AdvertContent(activityType: "org.example.Reader.reading", hasWebpageURL: true),
+                                                         nowSeconds: now + 3, changed: true).last else { Issue.record("no advert"); return }
+        #expect(try matcher.receive(third).outcome == .newRevision)
     }
 
     @Test func rotatesAtEpochBoundaryWithNewTag() throws {

@@ -244,3 +244,44 @@ struct PairingHarness {
         #expect(AdvertiserKind.other(companyID: 0x00E0).label == "company 0x00e0")
     }
 }
+
+@Suite struct PairingEndpointTests {
+    @Test func endpointsTravelInTheIdentityMessage() throws {
+        var initiatorInfo = PairingHarness.local("alpha", seed: 1)
+        initiatorInfo.endpoints = ["192.0.2.7:4100", "[2001:db8::1]:4100"]
+        var h = PairingHarness(random: SeededRandomFake(seed: 21), initiatorInfo: initiatorInfo)
+        h.run(h.initiator.start(nowSeconds: 0), from: .initiator)
+        h.confirm(initiator: true, responder: true)
+        #expect(try #require(h.results[.responder]).peerEndpoints == ["192.0.2.7:4100", "[2001:db8::1]:4100"])
+        // The responder announced none: the list is simply absent.
+        #expect(try #require(h.results[.initiator]).peerEndpoints == [])
+    }
+
+    @Test func invalidEndpointListsAreRejected() {
+        for bad in [["no-port"], [":80"], ["host:0"], ["host:99999"], ["a b:1"], Array(repeating: "h:1", count: 9),
+                    [String(repeating: "h", count: 64) + ":1"]] {
+            #expect(throws: WireError.self) { try PairingEndpoints.validate(bad) }
+        }
+        #expect(throws: Never.self) { try PairingEndpoints.validate(["10.0.0.1:1", "[::1]:65535", "host.lan:8"]) }
+    }
+}
+
+@Suite struct FetchReferenceTests {
+    @Test func anyRevisionIsTheOnlyValueAbove24Bits() throws {
+        let any = ActivityReference(typeHash: TypeHash(value: 1), revision: ActivityReference.anyRevision)
+        #expect(try ActivityReference(payload: any.payload) == any)
+        #expect(throws: WireError.malformed("revision")) { try ActivityReference(payload: [0, 0, 0, 1, 0xFF, 0xFF, 0xFF, 0xFE]) }
+    }
+
+    @Test func sameContentAdoptsTheHigherVersion() throws {
+        let random = SeededRandomFake(seed: 5)
+        var a = try RingKeeper.create(name: "a", random: random)
+        var copy = a.state.roster
+        copy.version += 10
+        // Nothing new in it, but its version is higher: adopted and persisted, no sync.
+        let actions = a.received(copy, from: DeviceID(identityKey: [UInt8](repeating: 3, count: 32)), random: random)
+        #expect(actions == [.persist(a.state)])
+        #expect(a.state.roster.version == copy.version)
+        #expect(a.received(copy, from: DeviceID(identityKey: [UInt8](repeating: 3, count: 32)), random: random).isEmpty)
+    }
+}

@@ -72,17 +72,19 @@ public actor RingService: ActivityPublisher {
     let clock: any WallClock
     let configuration: Configuration
     let log: @Sendable (String) -> Void
-    private(set) var keeper: RingKeeper
+    var keeper: RingKeeper
     var peers: [DeviceID: RingStore.PeerInfo]
-    private var sender: AdvertSender
+    private(set) var sender: AdvertSender
     var matcher: AdvertMatcher
     private var sessions: [String: PairingEntry] = [:]
     private var nextSession = 0
     /// The activity each user last published; the advert carries the newest one.
     private var published: [UInt32: ActivityRecord] = [:]
-    private var advertisedUID: UInt32?
+    private(set) var advertisedUID: UInt32?
     var book = RadioBook()
     var radioTask: Task<Void, Never>?
+    /// The authenticated transfer (TransferService.start attaches it).
+    var transfer: TransferService?
 
     public init(connection: DBusConnection, store: RingStore, radio: (any RadioPort)?, clock: any WallClock,
                 configuration: Configuration, log: @escaping @Sendable (String) -> Void) throws {
@@ -130,7 +132,7 @@ public actor RingService: ActivityPublisher {
         // Kept even without a radio: the radio is only discovery, the record is what a fetch returns.
         published[uid] = record
         advertisedUID = uid
-        try await advertiseContent(AdvertContent(activityType: record.activityType, hasWebpageURL: record.webpageURL != nil))
+        try await advertiseContent(AdvertContent(activityType: record.activityType, hasWebpageURL: record.webpageURL != nil), changed: true)
     }
 
     public func withdraw(uid: UInt32) async {
@@ -143,10 +145,16 @@ public actor RingService: ActivityPublisher {
     /// The record behind the current advert, for FetchActivity.
     public func currentRecord() -> ActivityRecord? { advertisedUID.flatMap { published[$0] } }
 
-    func advertiseContent(_ content: AdvertContent) async throws(RadioError) {
-        guard let radio else { throw .unavailable("no radio") }
+    func advertiseContent(_ content: AdvertContent, changed: Bool = false) async throws(RadioError) {
         let now = clock.unixSeconds()
-        var actions = sender.update(content, nowSeconds: now)
+        var actions = sender.update(content, nowSeconds: now, changed: changed)
+        guard let radio else {
+            // The radio only does discovery: the content and its revision still count for FetchActivity.
+            if let counters = actions.lazy.compactMap({ if case .persist(let c) = $0 { c } else { nil } }).last {
+                try? store.saveCounters(counters)
+            }
+            throw .unavailable("no radio")
+        }
         if sender.currentAdvert == nil { actions = sender.start(nowSeconds: now) }
         try await perform(actions, radio: radio)
     }
@@ -190,10 +198,11 @@ public actor RingService: ActivityPublisher {
                 for id in matcher.memberIDs where members[id] == nil { matcher.removeMember(id) }
                 for (id, secret) in members { matcher.setMember(id, secret: secret) }
             case .sync:
-                // RingSync travels over pinned TLS (transport); queued members learn on next contact.
+                // Sent by the transfer (transferRingChanged); members away learn at their next Hello.
                 break
             }
         }
+        await transferRingChanged(actions)
     }
 
     func memberList() -> [DBusValue] {
@@ -264,7 +273,7 @@ public actor RingService: ActivityPublisher {
         let session: PairingSession
         do {
             session = try PairingSession(role: role, sessionID: entry.sessionID, ephemeralKey: X25519PrivateKey(),
-                                         nonce: SystemRandom().bytes(16), local: keeper.pairingInfo())
+                                         nonce: SystemRandom().bytes(16), local: pairingInfoWithEndpoints())
         } catch {
             finishSession(path, error: "protocol")
             return
@@ -280,6 +289,7 @@ public actor RingService: ActivityPublisher {
             let id = pairing.peer.deviceID
             if peers[id] == nil { peers[id] = RingStore.PeerInfo(pairedSince: clock.unixSeconds()) }
             do { try store.savePeers(peers) } catch { log("batond: cannot save peers: \(error)") }
+            recordPairingEndpoints(id, announced: pairing.peerEndpoints, observedHost: (channel as? PlainFrameChannel)?.peerDescription)
             actions.removeAll { if case .sync(let to) = $0 { return to == id }; return false }
             await apply(actions)
             await advertisePresenceIfRinged()
@@ -376,7 +386,7 @@ public actor RingService: ActivityPublisher {
                 guard let self else { return [] }
                 return [.array(elementSignature: "a{sv}", await self.memberList())]
             },
-        ], properties: [
+        ] + transferMethods(), properties: [
             DBusProperty("DeviceId", signature: "s") { [weak self] in .string(await self?.keeper.deviceID.description ?? "") },
             DBusProperty("ShortId", signature: "s") { [weak self] in .string(await self?.keeper.deviceID.shortForm ?? "") },
             DBusProperty("Name", signature: "s") { [weak self] in .string(await self?.keeper.state.name ?? "") },
