@@ -48,7 +48,7 @@ extension RingService {
     func handle(_ event: RadioEvent) async {
         switch event {
         case .report(let report):
-            record(report)
+            if let sighting = record(report) { await suggest(for: sighting) }
         case .vanished(let address):
             book.table.forget(address: address)
         case .stateChanged(let state):
@@ -61,17 +61,20 @@ extension RingService {
         }
     }
 
-    func record(_ report: AdvertisementReport) {
+    @discardableResult
+    func record(_ report: AdvertisementReport) -> Sighting? {
         let now = Self.monotonicMilliseconds()
         let matcher = self.matcher
         book.table.record(report, nowMilliseconds: now, ringLookup: { data in matcher.recognise(data)?.member })
-        guard let data = report.manufacturerData[configuration.companyID], (try? AdvertKind.classify(data)) == .ring else { return }
+        guard let data = report.manufacturerData[configuration.companyID], (try? AdvertKind.classify(data)) == .ring else { return nil }
         do throws(WireError) {
             let sighting = try self.matcher.receive(data)
             sighted(sighting, rssi: report.rssi)
+            return sighting
         } catch {
             // Foreign adverts are the common case; count the rest for the dump.
             if error != .notRingMember { book.rejected["\(error)", default: 0] += 1 }
+            return nil
         }
     }
 

@@ -83,6 +83,10 @@ public actor RingService: ActivityPublisher {
     private(set) var advertisedUID: UInt32?
     var book = RadioBook()
     var radioTask: Task<Void, Never>?
+    var suggestions: [DeviceID: Suggestion] = [:]
+    /// The revision per member that was continued or dismissed here.
+    var settledRevisions: [DeviceID: UInt32] = [:]
+    var nextSuggestion = 0
     /// The authenticated transfer (TransferService.start attaches it).
     var transfer: TransferService?
 
@@ -122,6 +126,7 @@ public actor RingService: ActivityPublisher {
         }
         sessions = [:]
         radioTask?.cancel()
+        withdrawAllSuggestions()
         await perform(sender.stop())
         try? connection.unexport(path: RingInterface.path)
     }
@@ -195,7 +200,10 @@ public actor RingService: ActivityPublisher {
             case .rotateOwnSecret(let secret):
                 await perform(sender.rotateSecret(secret, nowSeconds: clock.unixSeconds()))
             case .membersChanged(let members):
-                for id in matcher.memberIDs where members[id] == nil { matcher.removeMember(id) }
+                for id in matcher.memberIDs where members[id] == nil {
+                    matcher.removeMember(id)
+                    withdrawSuggestion(of: id)
+                }
                 for (id, secret) in members { matcher.setMember(id, secret: secret) }
             case .sync:
                 // Sent by the transfer (transferRingChanged); members away learn at their next Hello.

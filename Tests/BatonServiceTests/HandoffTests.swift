@@ -1,0 +1,147 @@
+import BatonCore
+import BatonDBus
+import BatonStore
+import Foundation
+import Synchronization
+import Testing
+@testable import BatonService
+
+/// A radio for host tests: records what the daemon advertises and lets the test play reports
+/// into the daemon's scanner. A fake; the real radio is tested in the lab.
+final class FakeRadio: RadioPort {
+    private let adverts = Mutex<[[UInt8]]>([])
+    private let stream: AsyncStream<RadioEvent>
+    private let continuation: AsyncStream<RadioEvent>.Continuation
+
+    init() { (stream, continuation) = AsyncStream.makeStream() }
+
+    func events() -> AsyncStream<RadioEvent> { stream }
+    func advertise(companyID: UInt16, data: [UInt8], connectable: Bool) async throws(RadioError) { adverts.withLock { $0.append(data) } }
+    func stopAdvertising() async {}
+    func startScanning() async throws(RadioError) { continuation.yield(.stateChanged(.ready)) }
+    func stopScanning() async {}
+
+    var lastAdvert: [UInt8]? { adverts.withLock { $0.last } }
+
+    /// Plays an advert as if heard from `address` with an unknown RSSI (as the lab reports it).
+    func hear(_ data: [UInt8], from address: String = "C0:11:22:33:44:55") {
+        continuation.yield(.report(AdvertisementReport(address: address, addressType: "random", rssi: 127, txPower: nil,
+                                                       manufacturerData: [Protocol.defaultCompanyID: data])))
+    }
+}
+
+/// A whole daemon in-process with a fake radio.
+struct HandoffNode {
+    let node: TransferNode
+    let radio: FakeRadio
+
+    static func start(_ bus: TestBus, name: String) async throws -> HandoffNode {
+        let radio = FakeRadio()
+        let connection = try DBusConnection(bus: .address(bus.address))
+        let directory = bus.directory.appendingPathComponent("state-\(name)").path
+        let ring = try RingService(connection: connection, store: RingStore(directory: StateDirectory(path: directory)),
+                                   radio: radio, clock: SystemWallClock(),
+                                   configuration: .init(deviceName: name, listenHost: "127.0.0.1"), log: { _ in })
+        try await ring.start()
+        let busName = "org.baton.test.\(name)"
+        let activities = ActivityService(
+            connection: connection, configuration: ServiceConfiguration(busName: busName, saveTimeout: .milliseconds(800)),
+            publisher: ring, desktopEntries: XDGDesktopEntryScanner(dataDirectories: []),
+            launcher: SpawningApplicationLauncher(connection: connection, busAddressForChildren: bus.address), logger: CollectingLog())
+        try await activities.start()
+        _ = try await connection.requestName(busName, flags: [.doNotQueue])
+        let transfer = try await TransferService.start(ring: ring, activities: activities, configuration: .init(listenHost: "127.0.0.1"),
+                                                       log: { _ in })
+        return HandoffNode(node: TransferNode(connection: connection, ring: ring, activities: activities, transfer: transfer,
+                                              busName: busName, stateDirectory: directory), radio: radio)
+    }
+}
+
+func suggestions(on node: TransferNode, client: DBusConnection) async throws -> [String: [String: DBusValue]] {
+    let reply = try await client.call(destination: node.busName, path: "/org/baton", interface: "org.freedesktop.DBus.ObjectManager",
+                                      method: "GetManagedObjects")
+    var out: [String: [String: DBusValue]] = [:]
+    for (path, interfaces) in reply.first?.dictionaryValue ?? [:] {
+        if let properties = interfaces.asDictionary?[SuggestionInterface.name]?.asDictionary, let key = path.objectPathValue {
+            out[key] = properties.mapValues(\.unwrapped)
+        }
+    }
+    return out
+}
+
+@Suite("BatonServiceTests: handoff from advert to delivered activity", .serialized)
+struct HandoffTests {
+    @Test func heardAdvertBecomesASuggestionThatContinuesTheActivity() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let a = try await HandoffNode.start(bus, name: "alpha"), b = try await HandoffNode.start(bus, name: "beta")
+        let client = try DBusConnection(bus: .address(bus.address))
+        try await pair(a.node, b.node, client: client)
+        // After pairing, alpha advertises presence: beta hears it, no suggestion yet.
+        let presence = try #require(a.radio.lastAdvert)
+        b.radio.hear(presence)
+        #expect(await eventually { await b.node.ring.lastSighting(of: await a.node.deviceID) != nil })
+        #expect(try await suggestions(on: b.node, client: client).isEmpty)
+
+        let (handlerApp, handler) = try await registerHandler(on: b.node, bus: bus)
+        defer { handlerApp.close() }
+        let source = try FakeSourceApp(bus: bus)
+        try await source.publish(on: a.node)
+        #expect(await eventually { a.radio.lastAdvert != presence })
+        let activityAdvert = try #require(a.radio.lastAdvert)
+        b.radio.hear(activityAdvert)
+        #expect(try await eventually { try await suggestions(on: b.node, client: client).count == 1 })
+        let (path, properties) = try #require(try await suggestions(on: b.node, client: client).first)
+        #expect(properties["ActivityType"] == .string("org.example.Reader.reading"))
+        #expect(properties["DeviceName"] == .string("alpha"))
+        #expect(properties["HasWebpageURL"] == .boolean(true))
+        #expect(properties["Near"] == .boolean(true))  // RSSI 127 is unknown: never hides a member
+
+        // The same advert again is a re-sighting: still one suggestion.
+        b.radio.hear(activityAdvert)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(try await suggestions(on: b.node, client: client).count == 1)
+
+        // One click: fetch over TLS, deliver to beta's handler, alpha's app hears WasContinued.
+        let reply = try await client.call(destination: b.node.busName, path: path, interface: SuggestionInterface.name, method: "Continue")
+        #expect(reply == [.string("delivered")])
+        #expect(handler.members == ["WillContinue", "Continue"])
+        #expect(handler.calls.last?.arguments[1] == .string("Chapter 3"))
+        #expect(await eventually { source.wasContinued == ["beta"] })
+        #expect(try await suggestions(on: b.node, client: client).isEmpty)
+
+        // The activity ends: alpha goes back to presence, and a later suggestion is withdrawn.
+        b.radio.hear(activityAdvert)  // replayed old advert: rejected, no suggestion comes back
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(try await suggestions(on: b.node, client: client).isEmpty)
+        source.connection.close()
+        #expect(await eventually { await a.node.ring.currentPublication() == nil })
+        try await Task.sleep(for: .milliseconds(100))
+        b.radio.hear(try #require(a.radio.lastAdvert))
+        try await Task.sleep(for: .milliseconds(200))
+        let left = try await suggestions(on: b.node, client: client)
+        let seen = await b.node.ring.lastSighting(of: await a.node.deviceID)
+        #expect(left.isEmpty, "\(left) \(String(describing: seen))")
+        await a.node.stop()
+        await b.node.stop()
+    }
+
+    @Test func aTypeNobodyHandlesIsNotOffered() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let a = try await HandoffNode.start(bus, name: "alpha"), b = try await HandoffNode.start(bus, name: "beta")
+        let client = try DBusConnection(bus: .address(bus.address))
+        try await pair(a.node, b.node, client: client)
+        let source = try FakeSourceApp(bus: bus)
+        let presence = try #require(a.radio.lastAdvert)
+        try await source.publish(on: a.node)
+        #expect(await eventually { a.radio.lastAdvert != presence })
+        b.radio.hear(try #require(a.radio.lastAdvert))
+        #expect(await eventually { await b.node.ring.lastSighting(of: await a.node.deviceID)?.body.isActivity == true })
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(try await suggestions(on: b.node, client: client).isEmpty)
+        source.connection.close()
+        await a.node.stop()
+        await b.node.stop()
+    }
+}
