@@ -8,6 +8,7 @@ enum CommandLineTool {
         ListCommand.self,
         ContinueCommand.self,
         HandledTypesCommand.self,
+        SuggestionsCommand.self,
         DiagCommand.self,
     ]
 

@@ -92,6 +92,11 @@ struct HandoffTests {
         b.radio.hear(activityAdvert)
         #expect(try await eventually { try await suggestions(on: b.node, client: client).count == 1 })
         let (path, properties) = try #require(try await suggestions(on: b.node, client: client).first)
+        // The suggestion object matches dbus/org.baton.Suggestion1.xml.
+        let introspected = try await client.call(destination: b.node.busName, path: path, interface: "org.freedesktop.DBus.Introspectable",
+                                                 method: "Introspect")
+        let shapes = try IntrospectionReader.parse(try #require(introspected.first?.stringValue))
+        #expect(shapes[SuggestionInterface.name] == (try InterfaceFiles.shape(SuggestionInterface.name)))
         #expect(properties["ActivityType"] == .string("org.example.Reader.reading"))
         #expect(properties["DeviceName"] == .string("alpha"))
         #expect(properties["HasWebpageURL"] == .boolean(true))

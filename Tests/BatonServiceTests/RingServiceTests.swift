@@ -61,7 +61,14 @@ func startPairing(_ a: RingNode, _ b: RingNode, client: DBusConnection) async th
         defer { bus.stop() }
         let a = try await RingNode.start(bus, name: "alpha"), b = try await RingNode.start(bus, name: "beta")
         let client = try DBusConnection(bus: .address(bus.address))
+        // The ring objects match dbus/org.baton.{Ring1,Pairing1,PairingSession1}.xml.
+        let ring = try await client.call(destination: a.busName, path: RingInterface.path, interface: "org.freedesktop.DBus.Introspectable", method: "Introspect")
+        let ringShapes = try IntrospectionReader.parse(try #require(ring.first?.stringValue))
+        #expect(ringShapes[RingInterface.ring] == (try InterfaceFiles.shape(RingInterface.ring)))
+        #expect(ringShapes[RingInterface.pairing] == (try InterfaceFiles.shape(RingInterface.pairing)))
         let p = try await startPairing(a, b, client: client)
+        let session = try await client.call(destination: a.busName, path: p.pathA, interface: "org.freedesktop.DBus.Introspectable", method: "Introspect")
+        #expect(try IntrospectionReader.parse(try #require(session.first?.stringValue))[RingInterface.session] == (try InterfaceFiles.shape(RingInterface.session)))
         #expect(p.codeA.count == 6 && p.codeA == p.codeB)
         _ = try await a.call(client, RingInterface.session, "Confirm", [.boolean(true)], path: p.pathA)
         _ = try await b.call(client, RingInterface.session, "Confirm", [.boolean(true)], path: p.pathB)

@@ -134,6 +134,7 @@ def main():
     parser.add_argument("--bus", default="session", help="session, system or a D-Bus address (default: session)")
     parser.add_argument("--bus-name", default="org.baton", help="batond's bus name (default: org.baton)")
     parser.add_argument("--for", dest="duration", type=float, help="quit after this many seconds")
+    parser.add_argument("--handler-only", action="store_true", help="only continue activities here; publish nothing")
     args = parser.parse_args()
 
     DBusGMainLoop(set_as_default=True)
@@ -143,20 +144,25 @@ def main():
     handler = ActivityHandler(bus)
     manager = dbus.Interface(bus.get_object(args.bus_name, MANAGER_PATH), "org.baton.Manager1")
 
+    activity = None
     try:
-        path = manager.CreateActivity(ACTIVITY_TYPE, book.activity_title(), book.user_info(), dbus.Dictionary({
-            "Source": dbus.ObjectPath(SOURCE_PATH),
-            "NeedsSave": dbus.Boolean(True),
-            "Version": dbus.Int64(1),
-            "WebpageURL": dbus.String("https://example.org/books/dune"),
-        }, signature="sv"))
-        activity = dbus.Interface(bus.get_object(args.bus_name, path), "org.baton.Activity1")
-        activity.BecomeCurrent()
+        if not args.handler_only:
+            path = manager.CreateActivity(ACTIVITY_TYPE, book.activity_title(), book.user_info(), dbus.Dictionary({
+                "Source": dbus.ObjectPath(SOURCE_PATH),
+                "NeedsSave": dbus.Boolean(True),
+                "Version": dbus.Int64(1),
+                "WebpageURL": dbus.String("https://example.org/books/dune"),
+            }, signature="sv"))
+            activity = dbus.Interface(bus.get_object(args.bus_name, path), "org.baton.Activity1")
+            activity.BecomeCurrent()
         manager.RegisterHandler(dbus.ObjectPath(HANDLER_PATH), dbus.Array([ACTIVITY_TYPE], signature="s"))
     except dbus.exceptions.DBusException as error:
         print(f"reader: {error.get_dbus_name()}: {error.get_dbus_message()}", file=sys.stderr)
         return 1
-    say("activity", str(path))
+    if activity is not None:
+        say("activity", str(path))
+    else:
+        say("handler", HANDLER_PATH)
 
     loop = GLib.MainLoop()
     # A launcher may pass these signals on blocked (threads of the parent had them blocked);
@@ -170,7 +176,8 @@ def main():
 
     # Closing the connection would do the same; saying it keeps the example explicit.
     try:
-        activity.Invalidate()
+        if activity is not None:
+            activity.Invalidate()
     except dbus.exceptions.DBusException:
         pass
     return 0

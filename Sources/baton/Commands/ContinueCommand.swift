@@ -6,8 +6,10 @@ struct ContinueCommand: Subcommand {
     static let summary = "continue a nearby activity here (SUGGESTION is its object path)"
     static let synopsis = "SUGGESTION"
     static let details = """
-        SUGGESTION is an org.baton.Suggestion1 object path as shown by the daemon,
-        e.g. /org/baton/suggestion/1. Prints the path (with --json: {"continued": PATH}).
+        SUGGESTION is an org.baton.Suggestion1 object path as listed by `baton suggestions`,
+        e.g. /org/baton/suggestion/1. Prints the outcome: delivered, declined, no-handler,
+        launch-failed or failed (with --json: {"continued": PATH, "outcome": OUTCOME});
+        exits 1 unless it was delivered.
         """
 
     var suggestion: String
@@ -21,9 +23,9 @@ struct ContinueCommand: Subcommand {
     func run(_ context: CommandContext) async throws(BatonClientError) -> Int32 {
         let connection = try context.connect()
         defer { connection.close() }
-        try await connection.continueSuggestion(at: suggestion)
-        context.output.result(json: .object([("continued", .string(suggestion))]), text: suggestion)
-        return ExitStatus.success
+        let outcome = try await connection.continueSuggestionOutcome(at: suggestion)
+        context.output.result(json: .object([("continued", .string(suggestion)), ("outcome", .string(outcome))]), text: outcome)
+        return outcome == "delivered" ? ExitStatus.success : ExitStatus.failure
     }
 
     /// "/" or "/" followed by non-empty elements of [A-Za-z0-9_] separated by "/".
