@@ -69,7 +69,7 @@ final class NamespacedDaemon: @unchecked Sendable {
         busName = "org.baton.test.\(name)"
         self.stateDirectory = stateDirectory ?? bus.directory.appendingPathComponent("state-\(name)").path
         logPath = bus.directory.appendingPathComponent("batond-\(name)-\(UUID().uuidString).log").path
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
         process.arguments = ["netns", "exec", environment.namespace, try batondExecutable().path,
@@ -179,7 +179,8 @@ struct AvahiDiscoveryTests {
                                                                "discover", "--seconds", "2"])
         #expect(listed == 0)
         #expect(listing.contains(session))
-        async let pairing = runTool(btPair, ["--bus", bus.address, "--bus-name", beta.busName, "with", "alpha", "--seconds", "2", "--yes"])
+        let betaBusName = beta.busName
+        async let pairing = runTool(btPair, ["--bus", bus.address, "--bus-name", betaBusName, "with", "alpha", "--seconds", "2", "--yes"])
         #expect(try await eventually(timeout: .seconds(20)) { try await alpha.sessionProperty(client, pathA, "State").stringValue == "confirming" })
         _ = try await alpha.call(client, RingInterface.session, "Confirm", [.boolean(true)], path: pathA)
         let (paired, pairedOutput, pairedErrors) = try await pairing
@@ -197,7 +198,7 @@ struct AvahiDiscoveryTests {
         let epoch = Protocol.epoch(unixSeconds: SystemWallClock().unixSeconds())
         let alphaName = DerivedKeys(secret: try ownSecret(stateDirectory: alpha.stateDirectory)).mdnsInstanceName(epoch: epoch)
         let alphaPort = try #require(alpha.transferPort)
-        #expect(try await eventually(timeout: .seconds(15)) {
+        #expect(await eventually(timeout: .seconds(15)) {
             await browser.endpoints.contains { $0.name == alphaName && $0.port == alphaPort && $0.address == AvahiNamespace.address }
         })
         await browser.stop()
