@@ -201,7 +201,8 @@ struct AvahiDiscoveryTests {
         #expect(await eventually(timeout: .seconds(15)) {
             await browser.endpoints.contains { $0.name == alphaName && $0.port == alphaPort && $0.address == AvahiNamespace.address }
         })
-        await browser.stop()
+        let betaName = DerivedKeys(secret: try ownSecret(stateDirectory: beta.stateDirectory)).mdnsInstanceName(epoch: epoch)
+        #expect(await eventually(timeout: .seconds(15)) { await browser.endpoints.contains { $0.name == betaName } })
 
         // (c) A stranger's _baton._tcp service, with a well-formed keyed name, on the same link.
         let stranger = AvahiPublisher(connection: avahi, serviceType: BatonServiceType.ring)
@@ -210,6 +211,10 @@ struct AvahiDiscoveryTests {
 
         // Beta forgets every hint, restarts on a new TLS port and learns alpha's endpoint from DNS-SD alone.
         await beta.stop()
+        // Avahi reports a known instance again only after its goodbye has expired (about 1 s); a
+        // quicker restart on another port would be learned with the next epoch's name.
+        #expect(await eventually(timeout: .seconds(10)) { await !browser.endpoints.contains { $0.name == betaName } })
+        await browser.stop()
         let store = try RingStore(directory: StateDirectory(path: beta.stateDirectory))
         var peers = try store.loadPeers()
         for id in peers.keys { peers[id]?.endpoints = [] }
