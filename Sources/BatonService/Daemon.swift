@@ -90,7 +90,8 @@ public enum Daemon {
             ring = try RingService(
                 connection: connection, store: RingStore(directory: StateDirectory(path: options.stateDirectory)), radio: radio,
                 clock: SystemWallClock(),
-                configuration: .init(deviceName: options.deviceName ?? hostName(), listenHost: options.listenHost),
+                configuration: .init(deviceName: options.deviceName ?? hostName(), listenHost: options.listenHost,
+                                     avahiBus: options.avahiBus.map(dbusBusKind)),
                 log: { logger.log($0) })
             try await ring.start()
         } catch {
@@ -151,6 +152,14 @@ public enum Daemon {
         await radio?.close()
         if connection.isConnected { _ = try? await connection.releaseName(options.busName) }
         return reason == 0 ? exitFailure : 0
+    }
+}
+
+func dbusBusKind(_ bus: DaemonOptions.Bus) -> DBusBusKind {
+    switch bus {
+    case .session: .session
+    case .system: .system
+    case .address(let address): .address(address)
     }
 }
 

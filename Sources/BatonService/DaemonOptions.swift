@@ -18,6 +18,8 @@ public struct DaemonOptions: Sendable, Hashable {
     public var deviceName: String?
     public var saveTimeout: Duration = ServiceConfiguration.defaultSaveTimeout
     public var radioEnabled = true
+    /// The bus of avahi-daemon for DNS-SD (§8.2); nil: no DNS-SD.
+    public var avahiBus: Bus? = .system
 
     public enum Command: Sendable, Hashable {
         case run(DaemonOptions)
@@ -33,7 +35,7 @@ public struct DaemonOptions: Sendable, Hashable {
     public static let usage = """
         Usage: batond [--session | --system | --bus-address ADDR] [--bus-name NAME] [--state-dir DIR]
                       [--adapter hciN] [--listen ADDR] [--port N] [--name NAME] [--save-timeout SECONDS]
-                      [--no-radio] [--version] [--help]
+                      [--no-radio] [--avahi-bus ADDR | --no-avahi] [--version] [--help]
 
           --session            use the session bus (tests, per-user use)
           --system             use the system bus (default)
@@ -47,6 +49,8 @@ public struct DaemonOptions: Sendable, Hashable {
           --name NAME          this machine's name in the ring (default: the host name)
           --save-timeout S     how long apps get to answer WillSave, 0.05-60 s (default 2)
           --no-radio           do not use Bluetooth (activities are kept but not advertised)
+          --avahi-bus ADDR     reach avahi-daemon on the bus at ADDR (default: the system bus)
+          --no-avahi           no DNS-SD: neither publish nor browse _baton._tcp / _baton-pair._tcp
           --version            print the version and exit
           --help               print this help and exit
         """
@@ -63,6 +67,8 @@ public struct DaemonOptions: Sendable, Hashable {
         var deviceName: String?
         var saveTimeout = ServiceConfiguration.defaultSaveTimeout
         var radioEnabled = true
+        var avahiBus: Bus? = .system
+        var avahiChosen = false
         var index = 0
         func value(_ option: String) throws(UsageError) -> String {
             index += 1
@@ -100,6 +106,10 @@ public struct DaemonOptions: Sendable, Hashable {
                 }
                 saveTimeout = .milliseconds(Int64((seconds * 1000).rounded()))
             case "--no-radio": radioEnabled = false
+            case "--avahi-bus", "--no-avahi":
+                guard !avahiChosen else { throw UsageError(message: "give only one of --avahi-bus, --no-avahi") }
+                avahiChosen = true
+                avahiBus = argument == "--no-avahi" ? nil : .address(try value(argument))
             case "--listen":
                 listenHost = try value(argument)
                 guard listenHost.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == ":" }) else {
@@ -133,6 +143,7 @@ public struct DaemonOptions: Sendable, Hashable {
         options.adapter = adapter
         options.saveTimeout = saveTimeout
         options.radioEnabled = radioEnabled
+        options.avahiBus = avahiBus
         options.listenHost = listenHost
         options.transferPort = transferPort
         options.deviceName = deviceName

@@ -16,6 +16,10 @@ commands:
                             wait up to 120 s for another machine to pair with this one
   with HOST:PORT --session ID [--yes]
                             pair with the machine running `bt-pair accept` (it prints both)
+  with NAME-OR-SESSION [--seconds N] [--yes]
+                            the same, finding that machine through DNS-SD (as `discover` does)
+  discover [--seconds N]    machines on the local network waiting in `bt-pair accept`
+                            (browses _baton-pair._tcp for N seconds, default 5, at most 30)
   remove DEVICE             remove a member (its name, short id or device id); the others re-key
 
 Both machines show the same 6-digit code; confirm it on each. --yes confirms without asking:
@@ -34,6 +38,7 @@ struct Options {
     var yes = false
     var host: String?
     var session: String?
+    var seconds: UInt32 = 5
     var command = "list"
     var operands: [String] = []
 }
@@ -75,6 +80,9 @@ func parse(_ arguments: [String]) -> Options {
         case "--yes": options.yes = true
         case "--host": options.host = value(argument)
         case "--session": options.session = value(argument)
+        case "--seconds":
+            guard let seconds = UInt32(value(argument)), (1...30).contains(seconds) else { fail("--seconds takes 1-30\n\(usage)", .usage) }
+            options.seconds = seconds
         default:
             if argument.hasPrefix("-") { fail("unknown option \(argument)\n\(usage)", .usage) }
             positional.append(argument)
@@ -82,14 +90,70 @@ func parse(_ arguments: [String]) -> Options {
         index += 1
     }
     if let first = positional.first { options.command = first; options.operands = Array(positional.dropFirst()) }
-    let arity = ["list": 0, "accept": 0, "with": 1, "remove": 1]
+    let arity = ["list": 0, "accept": 0, "with": 1, "remove": 1, "discover": 0]
     guard let wanted = arity[options.command] else { fail("unknown command \(options.command)\n\(usage)", .usage) }
     guard options.operands.count == wanted else { fail("\(options.command) takes \(wanted) operand(s)\n\(usage)", .usage) }
-    if options.command == "with" && options.session == nil { fail("with needs --session ID (printed by bt-pair accept)\n\(usage)", .usage) }
+    if options.command == "with" && options.session == nil && isEndpoint(options.operands[0]) {
+        fail("with HOST:PORT needs --session ID (printed by bt-pair accept)\n\(usage)", .usage)
+    }
     return options
 }
 
 let ringPath = "/org/baton/ring"
+
+/// HOST:PORT (or [V6]:PORT) rather than a name or session id.
+func isEndpoint(_ text: String) -> Bool {
+    guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]) else { return false }
+    return port > 0 && colon > text.startIndex
+}
+
+/// One machine waiting in `bt-pair accept`, as Pairing1.Discover reports it.
+struct PairingEndpoint {
+    var name: String
+    var session: String
+    var address: String
+    var port: UInt16
+
+    var target: String { address.contains(":") ? "[\(address)]:\(port)" : "\(address):\(port)" }
+}
+
+func discoverEndpoints(_ connection: DBusConnection, _ options: Options) async throws -> [PairingEndpoint] {
+    let reply = try await connection.call(destination: options.busName, path: ringPath, interface: "org.baton.Pairing1", method: "Discover",
+                                          arguments: [.uint32(options.seconds)], timeout: .seconds(Int(options.seconds) + 25))
+    return (reply.first?.arrayValue ?? []).compactMap(\.asDictionary).compactMap { entry in
+        guard let name = entry["Name"]?.stringValue, let session = entry["SessionId"]?.stringValue,
+              let address = entry["Address"]?.stringValue, let port = entry["Port"]?.uint16Value else { return nil }
+        return PairingEndpoint(name: name, session: session, address: address, port: port)
+    }
+}
+
+func discover(_ connection: DBusConnection, _ options: Options) async throws -> Exit {
+    let found = try await discoverEndpoints(connection, options)
+    if options.json {
+        printJSON(found.map { ["name": $0.name, "session": $0.session, "address": $0.address, "port": Int($0.port)] as [String: Any] })
+    } else {
+        say("NAME                           SESSION           ADDRESS")
+        for endpoint in found {
+            say(endpoint.name.padding(toLength: 30, withPad: " ", startingAt: 0) + " " + endpoint.session + "  " + endpoint.target)
+        }
+    }
+    if found.isEmpty { note("No machine is waiting in `bt-pair accept` nearby.") }
+    return found.isEmpty ? .notFound : .ok
+}
+
+/// A name (the device name, or the whole instance name) or a session id, matched against what
+/// Discover finds; one machine must match (one session may be seen on several addresses).
+func resolveTarget(_ connection: DBusConnection, _ options: Options, _ wanted: String) async throws -> PairingEndpoint {
+    let found = try await discoverEndpoints(connection, options)
+    let matches = found.filter { endpoint in
+        endpoint.session == wanted.lowercased() || endpoint.name == wanted || endpoint.name.hasPrefix(wanted + " (")
+    }
+    guard let first = matches.first else { fail("no machine waiting in `bt-pair accept` matches \(wanted)", .notFound) }
+    guard matches.allSatisfy({ $0.session == first.session }) else {
+        fail("several machines match \(wanted); use the session id (bt-pair discover lists them)", .failure)
+    }
+    return first
+}
 
 func exitCode(for error: DBusError) -> Exit {
     switch error.name {
@@ -225,9 +289,19 @@ func run(_ options: Options) async -> Exit {
             note("Waiting up to 120 s. On the other machine run:\n  bt-pair with \(options.host ?? "THIS-HOST"):\(port) --session \(session)")
             if options.json { printJSON(["port": Int(port), "session": session]) }
             return try await follow(connection, options, path)
+        case "discover":
+            return try await discover(connection, options)
         case "with":
+            var target = options.operands[0]
+            var session = options.session ?? ""
+            if !isEndpoint(target) {
+                let endpoint = try await resolveTarget(connection, options, target)
+                note("Found \(endpoint.name) at \(endpoint.target).")
+                target = endpoint.target
+                session = endpoint.session
+            }
             let reply = try await connection.call(destination: options.busName, path: ringPath, interface: "org.baton.Pairing1", method: "Pair",
-                                                  arguments: [.string(options.operands[0]), .propertyDictionary(["SessionId": .string(options.session ?? "")])])
+                                                  arguments: [.string(target), .propertyDictionary(["SessionId": .string(session)])])
             guard let path = reply.first?.objectPathValue else { fail("unexpected reply from batond", .failure) }
             note("Connected; exchanging keys...")
             return try await follow(connection, options, path)

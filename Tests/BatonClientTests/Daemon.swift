@@ -44,7 +44,7 @@ final class DaemonFixture: Sendable {
         try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
         process = Process()
         process.executableURL = URL(fileURLWithPath: try Built.executable("batond"))
-        process.arguments = ["--bus-address", bus.address, "--bus-name", busName, "--state-dir", stateDirectory, "--no-radio",
+        process.arguments = ["--bus-address", bus.address, "--bus-name", busName, "--state-dir", stateDirectory, "--no-radio", "--no-avahi",
                              "--save-timeout", String(saveTimeout)]
         var environment = ProcessInfo.processInfo.environment
         // No .desktop files from this machine: handled types must come from the test alone.

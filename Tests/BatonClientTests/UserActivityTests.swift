@@ -202,7 +202,7 @@ struct UserActivityTests {
             second.executableURL = URL(fileURLWithPath: try Built.executable("batond"))
             let otherName = daemon.busName + ".Second"
             let stateDirectory = daemon.bus.directory.appendingPathComponent("state2").path
-            second.arguments = ["--bus-address", daemon.bus.address, "--bus-name", otherName, "--state-dir", stateDirectory, "--no-radio"]
+            second.arguments = ["--bus-address", daemon.bus.address, "--bus-name", otherName, "--state-dir", stateDirectory, "--no-radio", "--no-avahi"]
             second.standardError = FileHandle.nullDevice
             try second.run()
             defer {

@@ -35,7 +35,7 @@ struct BatondProcessTests {
         let stateDirectory = bus.directory.appendingPathComponent("state").path
         let process = Process()
         process.executableURL = try batondExecutable()
-        process.arguments = ["--bus-address", bus.address, "--state-dir", stateDirectory, "--no-radio", "--save-timeout", "0.3",
+        process.arguments = ["--bus-address", bus.address, "--state-dir", stateDirectory, "--no-radio", "--no-avahi", "--save-timeout", "0.3",
                              "--adapter", "hci3"]
         let errors = Pipe()
         process.standardError = errors
@@ -65,7 +65,7 @@ struct BatondProcessTests {
 
         // A second instance cannot take the name and says so.
         let (second, _, secondErrors) = try await runTool(try batondExecutable().path,
-                                                         ["--bus-address", bus.address, "--state-dir", stateDirectory + "2", "--no-radio"])
+                                                         ["--bus-address", bus.address, "--state-dir", stateDirectory + "2", "--no-radio", "--no-avahi"])
         #expect(second == 1)
         #expect(secondErrors.contains("already owned"))
 

@@ -41,13 +41,16 @@ public actor RingService: ActivityPublisher {
         public var listenHost: String
         public var companyID: UInt16
         public var privilege: PrivilegePolicy
+        /// The bus where avahi-daemon lives (the system bus on a real system); nil: no DNS-SD.
+        public var avahiBus: DBusBusKind?
 
         public init(deviceName: String, listenHost: String = "0.0.0.0", companyID: UInt16 = Protocol.defaultCompanyID,
-                    privilege: PrivilegePolicy = PrivilegePolicy()) {
+                    privilege: PrivilegePolicy = PrivilegePolicy(), avahiBus: DBusBusKind? = nil) {
             self.deviceName = deviceName
             self.listenHost = listenHost
             self.companyID = companyID
             self.privilege = privilege
+            self.avahiBus = avahiBus
         }
     }
 
@@ -76,7 +79,7 @@ public actor RingService: ActivityPublisher {
     var peers: [DeviceID: RingStore.PeerInfo]
     private(set) var sender: AdvertSender
     var matcher: AdvertMatcher
-    private var sessions: [String: PairingEntry] = [:]
+    var sessions: [String: PairingEntry] = [:]
     private var nextSession = 0
     /// The activity each user last published; the advert carries the newest one.
     private var published: [UInt32: ActivityRecord] = [:]
@@ -89,6 +92,8 @@ public actor RingService: ActivityPublisher {
     var nextSuggestion = 0
     /// The authenticated transfer (TransferService.start attaches it).
     var transfer: TransferService?
+    /// DNS-SD through Avahi (RingService+Discovery).
+    var discovery = DiscoveryBook()
 
     public init(connection: DBusConnection, store: RingStore, radio: (any RadioPort)?, clock: any WallClock,
                 configuration: Configuration, log: @escaping @Sendable (String) -> Void) throws {
@@ -116,6 +121,7 @@ public actor RingService: ActivityPublisher {
         book.table = AdvertiserTable(batonCompanyID: configuration.companyID)
         try await connection.export(ringInterfaces(), at: RingInterface.path)
         await startRadio()
+        await startDiscovery()
     }
 
     public func stop() async {
@@ -125,6 +131,7 @@ public actor RingService: ActivityPublisher {
             try? connection.unexport(path: entry.path)
         }
         sessions = [:]
+        await stopDiscovery()
         radioTask?.cancel()
         withdrawAllSuggestions()
         await perform(sender.stop())
@@ -188,6 +195,7 @@ public actor RingService: ActivityPublisher {
         let now = clock.unixSeconds()
         matcher.advance(toEpoch: Protocol.epoch(unixSeconds: now))
         await perform(sender.tick(nowSeconds: now))
+        await discoveryTick()
     }
 
     // MARK: Ring changes
@@ -211,6 +219,7 @@ public actor RingService: ActivityPublisher {
             }
         }
         await transferRingChanged(actions)
+        await refreshRingAnnouncement()
     }
 
     func memberList() -> [DBusValue] {
@@ -224,6 +233,7 @@ public actor RingService: ActivityPublisher {
                 entry["PairedSince"] = .int64(info.pairedSince)
                 if let seen = info.lastSeen { entry["LastSeen"] = .int64(seen) }
                 if let rssi = info.lastRSSI { entry["LastRSSI"] = .int16(Int16(clamping: rssi)) }
+                entry["Endpoints"] = .stringArray(info.endpoints)
             }
             return .propertyDictionary(entry)
         }
@@ -339,6 +349,9 @@ public actor RingService: ActivityPublisher {
         let before = sessionProperties(entry)
         change(&entry)
         sessions[path] = entry
+        if entry.state != "waiting", discovery.pairingPublishers[path] != nil {
+            Task { await self.pairingSessionLeftWaiting(path) }
+        }
         let after = sessionProperties(entry)
         let changed = after.filter { before[$0.key] != $0.value }
         if !changed.isEmpty {
@@ -415,8 +428,10 @@ public actor RingService: ActivityPublisher {
                 do { listener = try PlainFrameListener(host: host, port: 0) } catch {
                     throw DBusError(name: ServiceErrorName.failed, message: "cannot listen for pairing: \(error)")
                 }
+                let sessionID = SystemRandom().bytes(8)
                 let path = try await self.startSession(role: .responder, uid: uid, channel: nil, listener: listener,
-                                                       sessionID: SystemRandom().bytes(8))
+                                                       sessionID: sessionID)
+                await self.publishPairingEndpoint(path: path, sessionID: sessionID, port: listener.port)
                 return [.objectPath(path)]
             },
             DBusMethod("Pair", in: [DBusArgument("target", "s"), DBusArgument("options", "a{sv}")], out: [DBusArgument("session", "o")]) { [weak self] call in
@@ -446,6 +461,7 @@ public actor RingService: ActivityPublisher {
                 try await self.remove(call.arguments.first?.stringValue ?? "")
                 return []
             },
+            discoverMethod(),
         ])
         return [ring, pairing]
     }

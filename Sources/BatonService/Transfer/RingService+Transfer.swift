@@ -22,10 +22,13 @@ extension RingService {
     func attach(_ service: TransferService) async {
         transfer = service
         await service.ringChanged(memberKeys: memberKeys(), syncTo: [])
+        await refreshRingAnnouncement()
     }
 
-    func detach(_ service: TransferService) {
-        if transfer === service { transfer = nil }
+    func detach(_ service: TransferService) async {
+        guard transfer === service else { return }
+        transfer = nil
+        await refreshRingAnnouncement()
     }
 
     /// Identity keys of every member but this device.

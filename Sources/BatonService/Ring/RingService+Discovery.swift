@@ -1,0 +1,273 @@
+import BatonAvahi
+import BatonCore
+import BatonDBus
+
+/// What the DNS-SD part keeps (protocol §5, §8.2): the Avahi connection, the `_baton._tcp`
+/// publisher and browser, one `_baton-pair._tcp` publisher per waiting pairing session, and the
+/// directory that maps keyed instance names to members.
+struct DiscoveryBook: Sendable {
+    var connection: DBusConnection?
+    var ringPublisher: AvahiPublisher?
+    var ringBrowser: AvahiBrowser?
+    /// What the ring publisher was last asked to announce (nil: withdrawn).
+    var announced: RingAnnouncement?
+    var pairingPublishers: [String: AvahiPublisher] = [:]
+    var tasks: [Task<Void, Never>] = []
+    var directory: InstanceNameDirectory?
+    var directoryRosterVersion: UInt64?
+    /// The last connection attempt, in wall-clock seconds (retries when the bus was missing).
+    var lastConnectAttempt: Int64?
+    var discoverRuns = 0
+
+    struct RingAnnouncement: Sendable, Hashable {
+        var name: String
+        var port: UInt16
+    }
+}
+
+/// One `_baton-pair._tcp` endpoint found by Pairing1.Discover.
+struct DiscoveredPairing: Sendable, Hashable {
+    var name: String
+    var sessionID: String
+    var address: String
+    var port: UInt16
+    var host: String
+
+    var dbusValue: DBusValue {
+        .propertyDictionary(["Name": .string(name), "SessionId": .string(sessionID), "Address": .string(address),
+                             "Port": .uint16(port), "Host": .string(host)])
+    }
+}
+
+extension RingService {
+    static let connectRetrySeconds: Int64 = 30
+    static let maxDiscoverSeconds: UInt32 = 30
+    static let maxConcurrentDiscovers = 4
+
+    // MARK: Lifecycle
+
+    /// Connects to Avahi's bus and starts browsing `_baton._tcp`. Without avahi-daemon (or without
+    /// its bus) this only leaves a notice: the browser and publisher start when Avahi appears, and a
+    /// missing bus is retried from `tick`.
+    func startDiscovery() async {
+        guard let bus = configuration.avahiBus, discovery.connection == nil else { return }
+        discovery.lastConnectAttempt = clock.unixSeconds()
+        let connection: DBusConnection
+        do { connection = try DBusConnection(bus: bus) } catch {
+            discoveryNotice("cannot reach the bus for Avahi: \(error)")
+            return
+        }
+        discovery.connection = connection
+        let publisher = AvahiPublisher(connection: connection, serviceType: BatonServiceType.ring)
+        let browser = AvahiBrowser(connection: connection, serviceType: BatonServiceType.ring)
+        discovery.ringPublisher = publisher
+        discovery.ringBrowser = browser
+        discovery.tasks.append(Task { [weak self] in
+            for await event in publisher.events {
+                guard let self else { return }
+                await self.ringPublisherEvent(event)
+            }
+        })
+        discovery.tasks.append(Task { [weak self] in
+            for await event in browser.events {
+                guard let self else { return }
+                await self.ringBrowserEvent(event)
+            }
+        })
+        do { try await browser.start() } catch { discoveryNotice("browsing \(BatonServiceType.ring): \(error)") }
+        await refreshRingAnnouncement()
+    }
+
+    func stopDiscovery() async {
+        for task in discovery.tasks { task.cancel() }
+        for publisher in discovery.pairingPublishers.values { await publisher.close() }
+        await discovery.ringPublisher?.close()
+        await discovery.ringBrowser?.stop()
+        discovery.connection?.close()
+        discovery = DiscoveryBook()
+    }
+
+    /// From `tick`: a new epoch means a new instance name; a missing Avahi bus is retried.
+    func discoveryTick() async {
+        if discovery.connection == nil, configuration.avahiBus != nil,
+           clock.unixSeconds() - (discovery.lastConnectAttempt ?? 0) >= Self.connectRetrySeconds {
+            await startDiscovery()
+            return
+        }
+        await refreshRingAnnouncement()
+    }
+
+    func discoveryNotice(_ text: String) {
+        book.notice("avahi: \(text)")
+        log("batond: avahi: \(text)")
+    }
+
+    // MARK: _baton._tcp
+
+    /// Publishes this device's keyed name for the current epoch on the TLS port, or withdraws when
+    /// there is nobody to be found by (no other member) or nothing to reach (no transfer).
+    func refreshRingAnnouncement() async {
+        guard let publisher = discovery.ringPublisher else { return }
+        let wanted: DiscoveryBook.RingAnnouncement?
+        if let transfer, !keeper.peers.isEmpty {
+            let epoch = Protocol.epoch(unixSeconds: clock.unixSeconds())
+            wanted = .init(name: DerivedKeys(secret: keeper.ownSecret).mdnsInstanceName(epoch: epoch), port: transfer.port)
+        } else {
+            wanted = nil
+        }
+        guard wanted != discovery.announced else { return }
+        discovery.announced = wanted
+        guard let wanted else {
+            await publisher.withdraw()
+            return
+        }
+        do {
+            try await publisher.publish(name: wanted.name, port: wanted.port)
+        } catch AvahiError.daemonUnavailable {
+            // Kept wanted by the publisher: announced when avahi-daemon appears.
+            discoveryNotice("avahi-daemon is not running; \(BatonServiceType.ring) waits for it")
+        } catch {
+            discoveryNotice("publishing \(BatonServiceType.ring): \(error)")
+        }
+    }
+
+    private func ringPublisherEvent(_ event: AvahiPublisher.Event) {
+        switch event {
+        case .established: break
+        case .collision(let name): discoveryNotice("name collision for \(name) (\(BatonServiceType.ring))")
+        case .failed(let name, let error): discoveryNotice("publishing \(name) failed: \(error)")
+        case .daemonLost: discoveryNotice("avahi-daemon left the bus")
+        case .daemonReturned: discoveryNotice("avahi-daemon is back")
+        }
+    }
+
+    private func ringBrowserEvent(_ event: AvahiBrowser.Event) {
+        switch event {
+        case .found(let endpoint):
+            discoveredRingService(name: endpoint.name, address: endpoint.address, port: endpoint.port)
+        case .failure(let error):
+            discoveryNotice("browsing \(BatonServiceType.ring): \(error)")
+        case .removed, .resolveFailed, .allForNow, .daemonLost:
+            // Hints stay hints: a vanished service does not make a cached endpoint wrong.
+            break
+        }
+    }
+
+    /// A `_baton._tcp` instance was resolved: if its name is a member's keyed name (epochs e−1..e+1),
+    /// its address goes first in that member's endpoint hints. Strangers are ignored.
+    @discardableResult
+    func discoveredRingService(name: String, address: String, port: UInt16) -> DeviceID? {
+        guard port > 0, let id = ringDirectory().member(forInstanceName: name), id != keeper.deviceID,
+              let endpoint = Self.hintEndpoint(address: address, port: port) else { return nil }
+        var info = peers[id] ?? RingStore.PeerInfo(pairedSince: clock.unixSeconds())
+        guard info.endpoints.first != endpoint else { return id }
+        info.endpoints = Self.mergeEndpoints(new: [endpoint], old: info.endpoints)
+        peers[id] = info
+        do { try store.savePeers(peers) } catch { log("batond: cannot save peers: \(error)") }
+        return id
+    }
+
+    /// The instance-name directory for the current epoch and roster, rebuilt when either changes.
+    func ringDirectory() -> InstanceNameDirectory {
+        let epoch = Protocol.epoch(unixSeconds: clock.unixSeconds())
+        let version = keeper.state.roster.version
+        if let directory = discovery.directory, directory.epoch == epoch, discovery.directoryRosterVersion == version {
+            return directory
+        }
+        var members: [DeviceID: DerivedKeys] = [:]
+        for (id, secret) in keeper.peers { members[id] = DerivedKeys(secret: secret) }
+        let directory = InstanceNameDirectory(members: members, epoch: epoch)
+        discovery.directory = directory
+        discovery.directoryRosterVersion = version
+        return directory
+    }
+
+    /// "address:port" for a resolved address; IPv6 link-local addresses need a scope the resolver
+    /// does not give, so they are no use as hints.
+    static func hintEndpoint(address: String, port: UInt16) -> String? {
+        guard !address.isEmpty, !LocalAddresses.isWildcard(address) else { return nil }
+        if address.lowercased().hasPrefix("fe80:") { return nil }
+        return formatEndpoint(host: address, port: port)
+    }
+
+    // MARK: _baton-pair._tcp
+
+    /// While a pairing session waits for its initiator, its listener is announced with TXT sid.
+    func publishPairingEndpoint(path: String, sessionID: [UInt8], port: UInt16) async {
+        guard let connection = discovery.connection else { return }
+        let publisher = AvahiPublisher(connection: connection, serviceType: BatonServiceType.pairing)
+        discovery.pairingPublishers[path] = publisher
+        do {
+            try await publisher.publish(name: Self.pairingInstanceName(deviceName: keeper.state.name, sessionID: sessionID),
+                                        port: port, txt: PairingEndpointTXT.txt(sessionID: sessionID))
+        } catch AvahiError.daemonUnavailable {
+            discoveryNotice("avahi-daemon is not running; the pairing endpoint is announced when it starts")
+        } catch {
+            discoveryNotice("publishing \(BatonServiceType.pairing): \(error)")
+        }
+    }
+
+    /// A session that stopped waiting (connected, paired, failed) no longer wants initiators.
+    func pairingSessionLeftWaiting(_ path: String) async {
+        guard let publisher = discovery.pairingPublishers.removeValue(forKey: path) else { return }
+        await publisher.close()
+    }
+
+    /// The device name and the session id's first 4 hex digits (two devices of the same name may
+    /// accept at once), within DNS-SD's 63 bytes.
+    static func pairingInstanceName(deviceName: String, sessionID: [UInt8]) -> String {
+        let suffix = " (\(Array(sessionID.prefix(2)).hexString))"
+        var name = deviceName.isEmpty ? "baton" : deviceName
+        while name.utf8.count + suffix.utf8.count > 63 { name.removeLast() }
+        return name + suffix
+    }
+
+    /// Browses `_baton-pair._tcp` for `seconds` and returns what was resolved, without this
+    /// device's own waiting sessions.
+    func discoverPairingEndpoints(seconds: UInt32) async throws -> [DiscoveredPairing] {
+        guard let connection = discovery.connection else {
+            throw DBusError(name: ServiceErrorName.notReady, message: "Avahi is not available")
+        }
+        guard discovery.discoverRuns < Self.maxConcurrentDiscovers else {
+            throw DBusError(name: ServiceErrorName.notReady, message: "too many discoveries at once")
+        }
+        discovery.discoverRuns += 1
+        defer { discovery.discoverRuns -= 1 }
+        let browser = AvahiBrowser(connection: connection, serviceType: BatonServiceType.pairing, maxEntries: 64)
+        do { try await browser.start() } catch {
+            await browser.stop()
+            throw DBusError(name: ServiceErrorName.notReady, message: "Avahi is not available: \(error)")
+        }
+        try? await Task.sleep(for: .seconds(Int(seconds)))
+        let endpoints = await browser.endpoints
+        await browser.stop()
+        let own = Set(ownWaitingSessionIDs())
+        var seen: Set<DiscoveredPairing> = []
+        var found: [DiscoveredPairing] = []
+        for endpoint in endpoints.sorted(by: { ($0.name, $0.address) < ($1.name, $1.address) }) {
+            guard let sid = PairingEndpointTXT.sessionID(from: endpoint.txt), !own.contains(sid.hexString),
+                  endpoint.port > 0, Self.hintEndpoint(address: endpoint.address, port: endpoint.port) != nil else { continue }
+            let entry = DiscoveredPairing(name: endpoint.name, sessionID: sid.hexString, address: endpoint.address,
+                                          port: endpoint.port, host: endpoint.host)
+            if seen.insert(entry).inserted { found.append(entry) }
+        }
+        return found
+    }
+
+    /// Session ids of this device's pairing sessions still waiting for an initiator.
+    func ownWaitingSessionIDs() -> [String] {
+        sessions.values.filter { $0.state == "waiting" }.map { $0.sessionID.hexString }
+    }
+
+    func discoverMethod() -> DBusMethod {
+        DBusMethod("Discover", in: [DBusArgument("seconds", "u")], out: [DBusArgument("endpoints", "aa{sv}")]) { [weak self] call in
+            guard let self else { return [] }
+            _ = try await self.requirePrivilege(call.sender)
+            guard let seconds = call.arguments.first?.uint32Value, (1...Self.maxDiscoverSeconds).contains(seconds) else {
+                throw DBusError(name: ServiceErrorName.invalidArguments, message: "seconds must be 1-\(Self.maxDiscoverSeconds)")
+            }
+            let found = try await self.discoverPairingEndpoints(seconds: seconds)
+            return [.array(elementSignature: "a{sv}", found.map(\.dbusValue))]
+        }
+    }
+}
