@@ -18,7 +18,8 @@ commands:
                             pair with the machine running `bt-pair accept` (it prints both)
   with NAME-OR-SESSION [--seconds N] [--yes]
                             the same, finding that machine through DNS-SD (as `discover` does)
-  discover [--seconds N]    machines on the local network waiting in `bt-pair accept`
+  discover [--seconds N]    machines waiting in `bt-pair accept`: on the local network (DNS-SD)
+                            and, heard by Bluetooth, nearby (their clear pairing advert)
                             (browses _baton-pair._tcp for N seconds, default 5, at most 30)
   remove DEVICE             remove a member (its name, short id or device id); the others re-key
 
@@ -113,8 +114,13 @@ struct PairingEndpoint {
     var session: String
     var address: String
     var port: UInt16
+    /// "tcp" (DNS-SD) or "ble" (its pairing advert was heard; no TCP endpoint known).
+    var transport: String
 
-    var target: String { address.contains(":") ? "[\(address)]:\(port)" : "\(address):\(port)" }
+    var target: String {
+        if transport == "ble" { return "\(address) (bluetooth)" }
+        return address.contains(":") ? "[\(address)]:\(port)" : "\(address):\(port)"
+    }
 }
 
 func discoverEndpoints(_ connection: DBusConnection, _ options: Options) async throws -> [PairingEndpoint] {
@@ -123,14 +129,16 @@ func discoverEndpoints(_ connection: DBusConnection, _ options: Options) async t
     return (reply.first?.arrayValue ?? []).compactMap(\.asDictionary).compactMap { entry in
         guard let name = entry["Name"]?.stringValue, let session = entry["SessionId"]?.stringValue,
               let address = entry["Address"]?.stringValue, let port = entry["Port"]?.uint16Value else { return nil }
-        return PairingEndpoint(name: name, session: session, address: address, port: port)
+        return PairingEndpoint(name: name, session: session, address: address, port: port,
+                               transport: entry["Transport"]?.stringValue ?? "tcp")
     }
 }
 
 func discover(_ connection: DBusConnection, _ options: Options) async throws -> Exit {
     let found = try await discoverEndpoints(connection, options)
     if options.json {
-        printJSON(found.map { ["name": $0.name, "session": $0.session, "address": $0.address, "port": Int($0.port)] as [String: Any] })
+        printJSON(found.map { ["name": $0.name, "session": $0.session, "address": $0.address, "port": Int($0.port),
+                               "transport": $0.transport] as [String: Any] })
     } else {
         say("NAME                           SESSION           ADDRESS")
         for endpoint in found {
@@ -145,8 +153,10 @@ func discover(_ connection: DBusConnection, _ options: Options) async throws -> 
 /// Discover finds; one machine must match (one session may be seen on several addresses).
 func resolveTarget(_ connection: DBusConnection, _ options: Options, _ wanted: String) async throws -> PairingEndpoint {
     let found = try await discoverEndpoints(connection, options)
+    // Only TCP endpoints can be dialled; Bluetooth-only sightings say who is near.
     let matches = found.filter { endpoint in
-        endpoint.session == wanted.lowercased() || endpoint.name == wanted || endpoint.name.hasPrefix(wanted + " (")
+        endpoint.transport != "ble"
+            && (endpoint.session == wanted.lowercased() || endpoint.name == wanted || endpoint.name.hasPrefix(wanted + " ("))
     }
     guard let first = matches.first else { fail("no machine waiting in `bt-pair accept` matches \(wanted)", .notFound) }
     guard matches.allSatisfy({ $0.session == first.session }) else {

@@ -112,6 +112,10 @@ struct TwoDaemonsLabTests {
             "/org/baton/ring/pairing/1", "org.freedesktop.DBus.Properties.GetAll", "string:org.baton.PairingSession1"])
         let port = props.components(separatedBy: "\"Port\"").last?.split(separator: "uint16 ").dropFirst().first?.prefix { $0.isNumber } ?? ""
         let session = props.components(separatedBy: "\"SessionId\"").last?.split(separator: "\"").dropFirst().first ?? ""
+        // beta's radio hears alpha's clear pairing advert (protocol §5): bt-pair discover lists it.
+        let (discoverStatus, discovered, discoverErr) = try await lab.cli("bt-pair", "beta", ["--json", "discover", "--seconds", "3"])
+        #expect(discoverStatus == 0, "\(discoverErr)")
+        #expect(discovered.contains("\"alpha\"") && discovered.contains(String(session)) && discovered.contains("ble"), "\(discovered)")
         let (withStatus, withOut, withErr) = try await lab.cli("bt-pair", "beta", ["--json", "with", "127.0.0.1:\(port)", "--session", String(session), "--yes"])
         #expect(withStatus == 0, "\(withErr)")
         #expect(withOut.contains("\"paired\""))

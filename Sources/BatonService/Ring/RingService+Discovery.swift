@@ -32,10 +32,12 @@ struct DiscoveredPairing: Sendable, Hashable {
     var address: String
     var port: UInt16
     var host: String
+    /// "tcp" (DNS-SD) or "ble" (a pairing advert heard on the radio; no TCP endpoint).
+    var transport = "tcp"
 
     var dbusValue: DBusValue {
         .propertyDictionary(["Name": .string(name), "SessionId": .string(sessionID), "Address": .string(address),
-                             "Port": .uint16(port), "Host": .string(host)])
+                             "Port": .uint16(port), "Host": .string(host), "Transport": .string(transport)])
     }
 }
 
@@ -226,6 +228,12 @@ extension RingService {
     /// device's own waiting sessions.
     func discoverPairingEndpoints(seconds: UInt32) async throws -> [DiscoveredPairing] {
         guard let connection = discovery.connection else {
+            // Without DNS-SD the radio may still have heard pairing adverts (no TCP endpoint then).
+            if radio != nil {
+                try? await Task.sleep(for: .seconds(Int(seconds)))
+                let heard = bluetoothPairings(known: [])
+                if !heard.isEmpty { return heard }
+            }
             throw DBusError(name: ServiceErrorName.notReady, message: "Avahi is not available")
         }
         guard discovery.discoverRuns < Self.maxConcurrentDiscovers else {
@@ -236,6 +244,11 @@ extension RingService {
         let browser = AvahiBrowser(connection: connection, serviceType: BatonServiceType.pairing, maxEntries: 64)
         do { try await browser.start() } catch {
             await browser.stop()
+            if radio != nil {
+                try? await Task.sleep(for: .seconds(Int(seconds)))
+                let heard = bluetoothPairings(known: [])
+                if !heard.isEmpty { return heard }
+            }
             throw DBusError(name: ServiceErrorName.notReady, message: "Avahi is not available: \(error)")
         }
         try? await Task.sleep(for: .seconds(Int(seconds)))
@@ -251,7 +264,16 @@ extension RingService {
                                           port: endpoint.port, host: endpoint.host)
             if seen.insert(entry).inserted { found.append(entry) }
         }
-        return found
+        return found + bluetoothPairings(known: Set(found.map(\.sessionID)))
+    }
+
+    /// Pairing adverts heard on the radio whose session DNS-SD did not already list: the
+    /// machine is nearby and waiting; its address is a Bluetooth one (Port 0, Transport "ble").
+    func bluetoothPairings(known: Set<String>) -> [DiscoveredPairing] {
+        recentPairingAdverts().filter { !known.contains($0.advert.sessionID.hexString) }.map {
+            DiscoveredPairing(name: $0.advert.name, sessionID: $0.advert.sessionID.hexString, address: $0.address, port: 0,
+                              host: "", transport: "ble")
+        }
     }
 
     /// Session ids of this device's pairing sessions still waiting for an initiator.

@@ -66,7 +66,9 @@ extension RingService {
         let now = Self.monotonicMilliseconds()
         let matcher = self.matcher
         book.table.record(report, nowMilliseconds: now, ringLookup: { data in matcher.recognise(data)?.member })
-        guard let data = report.manufacturerData[configuration.companyID], (try? AdvertKind.classify(data)) == .ring else { return nil }
+        guard let data = report.manufacturerData[configuration.companyID], let kind = try? AdvertKind.classify(data) else { return nil }
+        if kind == .pairing { heardPairing(data, from: report.address) }
+        guard kind == .ring else { return nil }
         do throws(WireError) {
             let sighting = try self.matcher.receive(data)
             sighted(sighting, rssi: report.rssi)

@@ -87,6 +87,8 @@ public actor RingService: ActivityPublisher {
     var book = RadioBook()
     var radioTask: Task<Void, Never>?
     var suggestions: [DeviceID: Suggestion] = [:]
+    /// Pairing adverts heard on the radio, by session id (hex).
+    var pairingAdverts: [String: HeardPairingAdvert] = [:]
     /// The revision per member that was continued or dismissed here.
     var settledRevisions: [DeviceID: UInt32] = [:]
     var nextSuggestion = 0
@@ -194,7 +196,11 @@ public actor RingService: ActivityPublisher {
     public func tick() async {
         let now = clock.unixSeconds()
         matcher.advance(toEpoch: Protocol.epoch(unixSeconds: now))
-        await perform(sender.tick(nowSeconds: now))
+        var actions = sender.tick(nowSeconds: now)
+        // While the pairing advert is on the air the new ring advert waits for restoreRingAdvert;
+        // its counters are still persisted now.
+        if !ownWaitingSessionIDs().isEmpty { actions = actions.filter { if case .persist = $0 { true } else { false } } }
+        await perform(actions)
         await discoveryTick()
     }
 
@@ -269,6 +275,7 @@ public actor RingService: ActivityPublisher {
         entry.port = listener?.port ?? 0
         sessions[path] = entry
         try await connection.export([sessionInterface(path)], at: path)
+        if listener != nil { await advertisePairing(sessionID: sessionID, tcpPublished: discovery.connection != nil) }
         Task { await self.runSession(path: path, role: role, channel: channel) }
         return path
     }
@@ -282,10 +289,12 @@ public actor RingService: ActivityPublisher {
             } catch {
                 finishSession(path, error: error == .timedOut ? "timed-out" : "transport")
                 listener.close()
+                await restoreRingAdvert()
                 return
             }
             listener.close()
             update(path) { $0.state = "connected" }
+            await restoreRingAdvert()
         }
         guard let channel else { return }
         let session: PairingSession
