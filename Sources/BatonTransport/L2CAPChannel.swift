@@ -37,6 +37,12 @@ public final class L2CAPFrameChannel: FrameChannel {
     public let sendMTU: Int
     /// The largest SDU this side accepts (BT_RCVMTU, as the kernel settled it).
     public let receiveMTU: Int
+    /// SDUs go out at most this long even to a peer with a larger MTU: the kernel segments a whole SDU
+    /// into the socket's send buffer before sending any of it, so a 65535-byte SDU (about 270 PDUs) never
+    /// fits the default buffer and the send stalls (seen in the lab).
+    public static let maximumSDUSize = 16_384
+    /// The SDU size this channel sends: the peer's MTU, capped at `maximumSDUSize`.
+    public var sduSize: Int { min(sendMTU, Self.maximumSDUSize) }
     public let peer: L2CAPSocketAddress
 
     /// Takes ownership of a connected, nonblocking socket; reads both MTUs from the kernel.
@@ -90,7 +96,7 @@ public final class L2CAPFrameChannel: FrameChannel {
     }
 
     public func send(_ frame: Frame) async throws(TransportError) {
-        let sdus = try SDUFramer.split(frame, mtu: sendMTU)
+        let sdus = try SDUFramer.split(frame, mtu: sduSize)
         await sendLock.lock()
         defer { sendLock.unlock() }
         for (index, sdu) in sdus.enumerated() {
@@ -125,6 +131,10 @@ public final class L2CAPFrameChannel: FrameChannel {
         await receiveLock.lock()
         defer { receiveLock.unlock() }
         var buffer = [UInt8](repeating: 0, count: receiveMTU)
+        // After the peer disconnects, the first recv consumes the pending socket error and returns 0
+        // (the shutdown flag turns the error into end-of-stream) although SDUs that arrived before the
+        // disconnect are still queued; the next recv returns them. So a 0 is only final when repeated.
+        var sawZero = false
         while true {
             guard let descriptor = state.withLock({ $0.closed ? nil : $0.descriptor }) else { throw .closed }
             // MSG_TRUNC: the result is the SDU's real length even if it did not fit.
@@ -147,11 +157,19 @@ public final class L2CAPFrameChannel: FrameChannel {
                 }
             }
             if count == 0 {
-                // The peer disconnected (an empty SDU, which §8.3 forbids anyway, reads the same).
-                close()
-                throw .closed
+                if sawZero {
+                    close()
+                    throw .closed
+                }
+                sawZero = true
+                continue
             }
             let code = errno
+            if sawZero, code == EAGAIN || code == EWOULDBLOCK {
+                // A 0 followed by "nothing yet" on a live channel was an empty SDU, which §8.3 forbids.
+                close()
+                throw .invalidSDU("empty SDU")
+            }
             guard code == EAGAIN || code == EWOULDBLOCK || code == EINTR else {
                 close()
                 throw Self.failure("recv", code)

@@ -72,7 +72,7 @@ struct L2CAPLabTests {
         for frame in small.reversed() { #expect(try await link.client.receive(timeout: .seconds(10)) == frame) }
 
         let big = Frame(type: .activityPayload, requestID: 4, payload: Self.payload(200_000, seed: 7))
-        let sduCount = try SDUFramer.split(big, mtu: link.client.sendMTU).count
+        let sduCount = try SDUFramer.split(big, mtu: link.client.sduSize).count
         #expect(sduCount > 40)
         for (sender, receiver, direction) in [(link.client, link.server, "hci1->hci0"), (link.server, link.client, "hci0->hci1")] {
             let start = ContinuousClock.now
@@ -85,6 +85,20 @@ struct L2CAPLabTests {
             print("LAB BENCH l2cap 200KB frame \(direction) MTU \(sender.sendMTU) (\(sduCount) SDUs): "
                 + "\(Int(milliseconds)) ms, \(Int(200_000 / milliseconds)) KB/s")
         }
+        await link.close()
+    }
+
+    @Test(arguments: [512, 16_384, 65_535]) func a200KBFrameCrossesAtOtherMTUs(mtu: Int) async throws {
+        let link = try await Self.link(options: L2CAPOptions(receiveMTU: mtu))
+        #expect(link.client.sendMTU == mtu)
+        let big = Frame(type: .activityPayload, requestID: 5, payload: Self.payload(200_000, seed: 11))
+        let start = ContinuousClock.now
+        async let received = link.server.receive(timeout: .seconds(30))
+        try await link.client.send(big)
+        #expect(try await received == big)
+        let milliseconds = Lab.milliseconds(ContinuousClock.now - start)
+        print("LAB BENCH l2cap 200KB frame hci1->hci0 MTU \(mtu) SDU \(link.client.sduSize) (\(try SDUFramer.split(big, mtu: link.client.sduSize).count) SDUs): "
+            + "\(Int(milliseconds)) ms, \(Int(200_000 / milliseconds)) KB/s")
         await link.close()
     }
 
