@@ -4,7 +4,7 @@ import Glibc
 import Synchronization
 
 /// A stream of frames, whatever carries it: pinned TLS (ring members), plain TCP (pairing, whose
-/// messages protect themselves, protocol §7) or, later, an L2CAP channel.
+/// messages protect themselves, protocol §7) or an L2CAP LE channel (BLE fallback, §8.3).
 public protocol FrameChannel: Sendable {
     func send(_ frame: Frame) async throws(TransportError)
     func receive(timeout: Duration?) async throws(TransportError) -> Frame

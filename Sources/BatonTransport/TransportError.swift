@@ -35,6 +35,8 @@ public enum TransportError: Error, Equatable, Sendable {
     case socket(operation: String, errno: Int32)
     /// libssl failed in a way input could not have caused (for example, out of memory).
     case library(String)
+    /// This kernel has no Bluetooth sockets (EAFNOSUPPORT and the like): no BLE transport here.
+    case bluetoothUnavailable(errno: Int32)
     /// An SDU violated the BLE framing rules (§8.3).
     case invalidSDU(String)
 }
