@@ -41,13 +41,16 @@ let package = Package(
         // Test helper: writes a counter record until SIGKILLed (BatonStoreTests fault injection).
         .executableTarget(name: "baton-store-torture", dependencies: ["BatonStore"], swiftSettings: strict),
 
+        // Test support: a private dbus-daemon per test, shared by the suites that need one.
+        .target(name: "BatonTestBus", path: "Tests/Support/BatonTestBus", swiftSettings: strict),
+
         .testTarget(name: "BatonCryptoTests", dependencies: ["BatonCrypto"], swiftSettings: strict),
         .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore", "BatonCrypto"], resources: [.copy("Vectors")], swiftSettings: strict),
         .testTarget(name: "BatonTransportTests", dependencies: ["BatonTransport", "BatonCore", "BatonCrypto", "COpenSSL"], swiftSettings: strict),
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore"], swiftSettings: strict),
-        .testTarget(name: "BatonDBusTests", dependencies: ["BatonDBus"], swiftSettings: strict),
-        .testTarget(name: "BatonServiceTests", dependencies: ["BatonService", "BatonClient", "BatonDBus", "BatonCore"], swiftSettings: strict),
-        .testTarget(name: "BatonClientTests", dependencies: ["BatonClient", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
+        .testTarget(name: "BatonDBusTests", dependencies: ["BatonTestBus", "BatonDBus"], swiftSettings: strict),
+        .testTarget(name: "BatonServiceTests", dependencies: ["BatonTestBus", "BatonService", "BatonClient", "BatonDBus", "BatonCore"], swiftSettings: strict),
+        .testTarget(name: "BatonClientTests", dependencies: ["BatonTestBus", "BatonClient", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
         .testTarget(name: "BatonAvahiTests", dependencies: ["BatonAvahi", "BatonCore", "BatonCrypto", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonLabTests", dependencies: ["BatonBlueZ", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
     ],

@@ -1,3 +1,4 @@
+import BatonTestBus
 import BatonClient
 import BatonCore
 import BatonDBus

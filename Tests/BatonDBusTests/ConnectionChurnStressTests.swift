@@ -1,3 +1,4 @@
+import BatonTestBus
 import BatonDBus
 import Foundation
 import Testing

@@ -1,4 +1,5 @@
 @testable import BatonDBus
+import BatonTestBus
 import Dispatch
 import Foundation
 import Testing

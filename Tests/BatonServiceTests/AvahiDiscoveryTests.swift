@@ -1,3 +1,4 @@
+import BatonTestBus
 import BatonAvahi
 import BatonCore
 import BatonCrypto

@@ -1,3 +1,4 @@
+import BatonTestBus
 import BatonCore
 import BatonDBus
 import BatonStore
