@@ -38,23 +38,7 @@ struct HandoffNode {
 
     static func start(_ bus: TestBus, name: String) async throws -> HandoffNode {
         let radio = FakeRadio()
-        let connection = try DBusConnection(bus: .address(bus.address))
-        let directory = bus.directory.appendingPathComponent("state-\(name)").path
-        let ring = try RingService(connection: connection, store: RingStore(directory: StateDirectory(path: directory)),
-                                   radio: radio, clock: SystemWallClock(),
-                                   configuration: .init(deviceName: name, listenHost: "127.0.0.1"), log: { _ in })
-        try await ring.start()
-        let busName = "org.baton.test.\(name)"
-        let activities = ActivityService(
-            connection: connection, configuration: ServiceConfiguration(busName: busName, saveTimeout: .milliseconds(800)),
-            publisher: ring, desktopEntries: XDGDesktopEntryScanner(dataDirectories: []),
-            launcher: SpawningApplicationLauncher(connection: connection, busAddressForChildren: bus.address), logger: CollectingLog())
-        try await activities.start()
-        _ = try await connection.requestName(busName, flags: [.doNotQueue])
-        let transfer = try await TransferService.start(ring: ring, activities: activities, configuration: .init(listenHost: "127.0.0.1"),
-                                                       log: { _ in })
-        return HandoffNode(node: TransferNode(connection: connection, ring: ring, activities: activities, transfer: transfer,
-                                              busName: busName, stateDirectory: directory), radio: radio)
+        return HandoffNode(node: try await TransferNode.start(bus, name: name, radio: radio), radio: radio)
     }
 }
 

@@ -20,11 +20,11 @@ struct TransferNode {
 
     var ringNode: RingNode { RingNode(connection: connection, service: ring, busName: busName, stateDirectory: stateDirectory) }
 
-    static func start(_ bus: TestBus, name: String) async throws -> TransferNode {
+    static func start(_ bus: TestBus, name: String, radio: (any RadioPort)? = nil) async throws -> TransferNode {
         let connection = try DBusConnection(bus: .address(bus.address))
         let directory = bus.directory.appendingPathComponent("state-\(name)").path
         let ring = try RingService(connection: connection, store: RingStore(directory: StateDirectory(path: directory)),
-                                   radio: nil, clock: SystemWallClock(),
+                                   radio: radio, clock: SystemWallClock(),
                                    configuration: .init(deviceName: name, listenHost: "127.0.0.1"), log: { _ in })
         try await ring.start()
         let busName = "org.baton.test.\(name)"
