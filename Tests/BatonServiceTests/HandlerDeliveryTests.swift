@@ -16,6 +16,7 @@ final class CallRecorder: @unchecked Sendable {
 /// A tiny python3-dbus application: on start it registers an ActivityHandler1 for its type on the
 /// session bus (the daemon passes its bus as DBUS_SESSION_BUS_ADDRESS), then logs every call.
 let pythonHandlerScript = #"""
+import os
 import sys
 import dbus
 import dbus.service
@@ -24,7 +25,9 @@ from gi.repository import GLib
 
 dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
 log_path, activity_type = sys.argv[1], sys.argv[2]
-bus = dbus.SessionBus()
+# Started by D-Bus activation, the bus to use is in DBUS_STARTER_ADDRESS.
+starter = os.environ.get("DBUS_STARTER_ADDRESS")
+bus = dbus.bus.BusConnection(starter) if starter else dbus.SessionBus()
 loop = GLib.MainLoop()
 
 def log(*words):
@@ -46,7 +49,16 @@ class Handler(dbus.service.Object):
     def FailedToContinue(self, activity_type, error, message):
         log("FailedToContinue", error)
 
+class Application(dbus.service.Object):
+    @dbus.service.method("org.freedesktop.Application", in_signature="a{sv}", out_signature="")
+    def Activate(self, platform_data):
+        log("activated")
+
 handler = Handler(bus, "/app/handler")
+if len(sys.argv) > 3:
+    # DBusActivatable: own the desktop file id and answer org.freedesktop.Application there.
+    application = Application(bus, "/" + sys.argv[3].replace(".", "/").replace("-", "_"))
+    bus.request_name(sys.argv[3])
 bus.call_blocking("org.baton", "/org/baton", "org.baton.Manager1", "RegisterHandler", "oas",
                   ["/app/handler", [activity_type]])
 log("registered")
@@ -157,6 +169,42 @@ struct HandlerDeliveryTests {
                 "registered", "WillContinue org.example.Py.reading Desk", "Continue org.example.Py.reading From Python 9 Desk 4",
             ])
             #expect(fixture.log.lines.contains { $0.contains("launched org.example.PyReader") })
+        }
+    }
+
+    @Test func activatesADBusActivatableAppAndDelivers() async throws {
+        let dataDirectory = URL(fileURLWithPath: "/tmp").appendingPathComponent("baton-xdg-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dataDirectory) }
+        let applications = dataDirectory.appendingPathComponent("applications")
+        let services = dataDirectory.appendingPathComponent("services")
+        for directory in [applications, services] { try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true) }
+        let script = dataDirectory.appendingPathComponent("handler.py")
+        try pythonHandlerScript.write(to: script, atomically: true, encoding: .utf8)
+        let logFile = dataDirectory.appendingPathComponent("calls.log")
+        // No Exec line the daemon could run: only D-Bus activation can start it.
+        try """
+            [Desktop Entry]
+            Type=Application
+            Name=Activated Reader
+            DBusActivatable=true
+            X-Baton-ActivityTypes=org.example.Act.reading;
+            """.write(to: applications.appendingPathComponent("org.example.PyActivated.desktop"), atomically: true, encoding: .utf8)
+        try """
+            [D-BUS Service]
+            Name=org.example.PyActivated
+            Exec=/usr/bin/python3 \(script.path) \(logFile.path) org.example.Act.reading org.example.PyActivated
+            """.write(to: services.appendingPathComponent("org.example.PyActivated.service"), atomically: true, encoding: .utf8)
+
+        var options = FixtureOptions()
+        options.dataDirectories = [dataDirectory.path]
+        options.serviceDirectory = services.path
+        try await withService(options) { fixture in
+            let outcome = await fixture.service.deliver(activity: try record("org.example.Act.reading", title: "Activated"),
+                                                        from: "Desk", to: getuid())
+            #expect(outcome == .delivered)
+            let lines = Set(try String(contentsOf: logFile, encoding: .utf8).components(separatedBy: "\n").filter { !$0.isEmpty })
+            #expect(lines.isSuperset(of: ["activated", "registered", "WillContinue org.example.Act.reading Desk",
+                                          "Continue org.example.Act.reading Activated 9 Desk 4"]), "\(lines)")
         }
     }
 

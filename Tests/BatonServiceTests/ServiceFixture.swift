@@ -55,10 +55,11 @@ struct FixtureOptions {
     var dataDirectories: [String] = []
     var handlerWait: Duration = .seconds(10)
     var busKind: TestBus.Kind = .session
+    var serviceDirectory: String?
 }
 
 func withService<T>(_ options: FixtureOptions = FixtureOptions(), _ body: (ServiceFixture) async throws -> T) async throws -> T {
-    let bus = try TestBus(options.busKind)
+    let bus = try TestBus(options.busKind, serviceDirectory: options.serviceDirectory)
     defer { bus.stop() }
     let daemonConnection = try DBusConnection(bus: .address(bus.address))
     defer { daemonConnection.close() }

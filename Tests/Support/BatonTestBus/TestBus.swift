@@ -14,7 +14,8 @@ public final class TestBus: @unchecked Sendable {
     public let directory: URL
     private let process: Process
 
-    public init(_ kind: Kind = .session) throws {
+    /// `serviceDirectory`: .service files for D-Bus activation on this bus.
+    public init(_ kind: Kind = .session, serviceDirectory: String? = nil) throws {
         directory = URL(fileURLWithPath: "/tmp").appendingPathComponent("baton-svc-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         // Other users (nobody) must reach the socket and read helper scripts.
@@ -60,6 +61,7 @@ public final class TestBus: @unchecked Sendable {
             <busconfig>
               <listen>unix:path=\(socketPath)</listen>
               <auth>EXTERNAL</auth>
+            \(serviceDirectory.map { "<servicedir>\($0)</servicedir>" } ?? "")
             \(policy)
             </busconfig>
             """
