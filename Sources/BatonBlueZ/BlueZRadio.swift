@@ -45,6 +45,8 @@ public struct BlueZRadioStatus: Sendable, Hashable {
     public var deviceCacheLimit: Int
     /// bluetoothd offers experimental advertising properties (TxPower, intervals).
     public var experimentalAdvertising: Bool
+    /// Adapter1.Address and AddressType of the chosen adapter.
+    public var adapterAddress: RadioAdapterAddress?
 }
 
 /// `RadioPort` over BlueZ's D-Bus API (system bus): LE advertising through
@@ -124,6 +126,9 @@ public final class BlueZRadio: RadioPort {
     }
 
     public func status() async -> BlueZRadioStatus { await engine.status() }
+
+    /// The adapter's own address and type, while it is ready (L2CAP listeners and connectors bind it).
+    public func adapterAddress() async -> RadioAdapterAddress? { await engine.readyAdapterAddress() }
 
     private func send(_ make: (CheckedContinuation<Result<Void, RadioError>, Never>) -> RadioCommand) async throws(RadioError) {
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, RadioError>, Never>) in

@@ -26,6 +26,7 @@ actor RadioEngine {
     private var bluezPresent = false
     private var adapterPath: String?
     private var adapterPowered = false
+    private var adapterAddress: RadioAdapterAddress?
     private var experimentalAdvertising = false
     private var canSetTxPower = false
     private var warnedAboutIgnoredOptions = false
@@ -56,7 +57,12 @@ actor RadioEngine {
         BlueZRadioStatus(state: currentState, adapterPath: adapterPath, advertPath: registeredAdvertPath,
                          wantsAdvert: wantedAdvert != nil, scanning: scanning, wantsScanning: wantsScanning,
                          cachedDevices: devices.count, deviceCacheLimit: devices.capacity,
-                         experimentalAdvertising: experimentalAdvertising)
+                         experimentalAdvertising: experimentalAdvertising, adapterAddress: adapterAddress)
+    }
+
+    /// The adapter's address once it is ready (L2CAP sockets bind it).
+    func readyAdapterAddress() -> RadioAdapterAddress? {
+        currentState == .ready ? adapterAddress : nil
     }
 
     // MARK: - Loop
@@ -157,6 +163,7 @@ actor RadioEngine {
             bluezPresent = false
             adapterPath = nil
             adapterPowered = false
+            adapterAddress = nil
             publishState()
             return
         }
@@ -185,6 +192,10 @@ actor RadioEngine {
         adapterPath = adapter?.path
         let properties = adapter?.interfaces[BlueZ.adapterInterface] ?? [:]
         adapterPowered = properties["Powered"]?.boolValue ?? false
+        // AddressType is absent from older bluetoothd; the identity address is public then.
+        adapterAddress = properties["Address"]?.stringValue.flatMap { address in
+            address.utf8.count == 17 ? RadioAdapterAddress(address: address, addressType: properties["AddressType"]?.stringValue ?? "public") : nil
+        }
         let manager = adapter?.interfaces[BlueZ.advertisingManagerInterface] ?? [:]
         // Both properties exist only when bluetoothd runs with experimental features (-E).
         experimentalAdvertising = manager["SupportedCapabilities"] != nil || manager["SupportedFeatures"] != nil

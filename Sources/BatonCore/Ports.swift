@@ -62,6 +62,26 @@ public protocol RadioPort: Sendable {
     func stopAdvertising() async
     func startScanning() async throws(RadioError)
     func stopScanning() async
+    /// The adapter's own LE address, which L2CAP sockets bind (§8.3); nil when unknown or not ready.
+    func adapterAddress() async -> RadioAdapterAddress?
+}
+
+extension RadioPort {
+    /// Radios without L2CAP (fakes, scanners only) have no address to offer.
+    public func adapterAddress() async -> RadioAdapterAddress? { nil }
+}
+
+/// An adapter's address as BlueZ's Adapter1 reports it.
+public struct RadioAdapterAddress: Sendable, Hashable {
+    /// "AA:BB:CC:DD:EE:FF".
+    public var address: String
+    /// "public" or "random" (Adapter1.AddressType).
+    public var addressType: String
+
+    public init(address: String, addressType: String) {
+        self.address = address
+        self.addressType = addressType
+    }
 }
 
 /// Wall-clock time in Unix seconds; injected so tests control epochs.

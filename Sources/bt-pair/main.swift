@@ -16,8 +16,11 @@ commands:
                             wait up to 120 s for another machine to pair with this one
   with HOST:PORT --session ID [--yes]
                             pair with the machine running `bt-pair accept` (it prints both)
+  with ble:ADDRESS/PSM --session ID [--yes]
+                            the same over Bluetooth (L2CAP), to the address and PSM `discover` lists
   with NAME-OR-SESSION [--seconds N] [--yes]
-                            the same, finding that machine through DNS-SD (as `discover` does)
+                            the same, finding that machine as `discover` does (over TCP when
+                            DNS-SD lists it, else over Bluetooth when its pairing advert offers L2CAP)
   discover [--seconds N]    machines waiting in `bt-pair accept`: on the local network (DNS-SD)
                             and, heard by Bluetooth, nearby (their clear pairing advert)
                             (browses _baton-pair._tcp for N seconds, default 5, at most 30)
@@ -95,15 +98,16 @@ func parse(_ arguments: [String]) -> Options {
     guard let wanted = arity[options.command] else { fail("unknown command \(options.command)\n\(usage)", .usage) }
     guard options.operands.count == wanted else { fail("\(options.command) takes \(wanted) operand(s)\n\(usage)", .usage) }
     if options.command == "with" && options.session == nil && isEndpoint(options.operands[0]) {
-        fail("with HOST:PORT needs --session ID (printed by bt-pair accept)\n\(usage)", .usage)
+        fail("with HOST:PORT or ble:ADDRESS/PSM needs --session ID (printed by bt-pair accept)\n\(usage)", .usage)
     }
     return options
 }
 
 let ringPath = "/org/baton/ring"
 
-/// HOST:PORT (or [V6]:PORT) rather than a name or session id.
+/// HOST:PORT (or [V6]:PORT) or ble:ADDRESS/PSM rather than a name or session id.
 func isEndpoint(_ text: String) -> Bool {
+    if text.hasPrefix("ble:") { return true }
     guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]) else { return false }
     return port > 0 && colon > text.startIndex
 }
@@ -116,9 +120,18 @@ struct PairingEndpoint {
     var port: UInt16
     /// "tcp" (DNS-SD) or "ble" (its pairing advert was heard; no TCP endpoint known).
     var transport: String
+    /// The L2CAP PSM of a "ble" entry (0: its advert offers no channel).
+    var psm: UInt16
+    /// "public" or "random" for "ble" entries.
+    var addressType: String
+
+    /// Whether Pair can dial it: TCP entries always, Bluetooth ones with an L2CAP PSM.
+    var dialable: Bool { transport != "ble" || psm != 0 }
 
     var target: String {
-        if transport == "ble" { return "\(address) (bluetooth)" }
+        if transport == "ble" {
+            return psm == 0 ? "\(address) (bluetooth, no channel)" : "ble:\(address)/0x\(String(psm, radix: 16))"
+        }
         return address.contains(":") ? "[\(address)]:\(port)" : "\(address):\(port)"
     }
 }
@@ -130,7 +143,8 @@ func discoverEndpoints(_ connection: DBusConnection, _ options: Options) async t
         guard let name = entry["Name"]?.stringValue, let session = entry["SessionId"]?.stringValue,
               let address = entry["Address"]?.stringValue, let port = entry["Port"]?.uint16Value else { return nil }
         return PairingEndpoint(name: name, session: session, address: address, port: port,
-                               transport: entry["Transport"]?.stringValue ?? "tcp")
+                               transport: entry["Transport"]?.stringValue ?? "tcp", psm: entry["Psm"]?.uint16Value ?? 0,
+                               addressType: entry["AddressType"]?.stringValue ?? "")
     }
 }
 
@@ -138,7 +152,7 @@ func discover(_ connection: DBusConnection, _ options: Options) async throws -> 
     let found = try await discoverEndpoints(connection, options)
     if options.json {
         printJSON(found.map { ["name": $0.name, "session": $0.session, "address": $0.address, "port": Int($0.port),
-                               "transport": $0.transport] as [String: Any] })
+                               "transport": $0.transport, "psm": Int($0.psm), "addressType": $0.addressType] as [String: Any] })
     } else {
         say("NAME                           SESSION           ADDRESS")
         for endpoint in found {
@@ -153,11 +167,12 @@ func discover(_ connection: DBusConnection, _ options: Options) async throws -> 
 /// Discover finds; one machine must match (one session may be seen on several addresses).
 func resolveTarget(_ connection: DBusConnection, _ options: Options, _ wanted: String) async throws -> PairingEndpoint {
     let found = try await discoverEndpoints(connection, options)
-    // Only TCP endpoints can be dialled; Bluetooth-only sightings say who is near.
-    let matches = found.filter { endpoint in
-        endpoint.transport != "ble"
-            && (endpoint.session == wanted.lowercased() || endpoint.name == wanted || endpoint.name.hasPrefix(wanted + " ("))
+    let named = found.filter { endpoint in
+        endpoint.dialable && (endpoint.session == wanted.lowercased() || endpoint.name == wanted || endpoint.name.hasPrefix(wanted + " ("))
     }
+    // TCP first; Bluetooth (L2CAP) only when no TCP endpoint matches.
+    let tcp = named.filter { $0.transport != "ble" }
+    let matches = tcp.isEmpty ? named : tcp
     guard let first = matches.first else { fail("no machine waiting in `bt-pair accept` matches \(wanted)", .notFound) }
     guard matches.allSatisfy({ $0.session == first.session }) else {
         fail("several machines match \(wanted); use the session id (bt-pair discover lists them)", .failure)
@@ -303,15 +318,16 @@ func run(_ options: Options) async -> Exit {
             return try await discover(connection, options)
         case "with":
             var target = options.operands[0]
-            var session = options.session ?? ""
+            var pairOptions: [String: DBusValue] = ["SessionId": .string(options.session ?? "")]
             if !isEndpoint(target) {
                 let endpoint = try await resolveTarget(connection, options, target)
                 note("Found \(endpoint.name) at \(endpoint.target).")
                 target = endpoint.target
-                session = endpoint.session
+                pairOptions["SessionId"] = .string(endpoint.session)
+                if endpoint.transport == "ble", ["public", "random"].contains(endpoint.addressType) { pairOptions["AddressType"] = .string(endpoint.addressType) }
             }
             let reply = try await connection.call(destination: options.busName, path: ringPath, interface: "org.baton.Pairing1", method: "Pair",
-                                                  arguments: [.string(target), .propertyDictionary(["SessionId": .string(session)])])
+                                                  arguments: [.string(target), .propertyDictionary(pairOptions)], timeout: .seconds(40))
             guard let path = reply.first?.objectPathValue else { fail("unexpected reply from batond", .failure) }
             note("Connected; exchanging keys...")
             return try await follow(connection, options, path)

@@ -93,6 +93,44 @@ func jsonObject(_ line: Substring) -> [String: Any] {
 
 @Suite(.serialized, .enabled(if: Lab.isInside, "needs the BlueZ lab VM (LAB_VM=1)"))
 struct TwoDaemonsLabTests {
+    /// No DNS-SD in the lab, so beta knows no TCP endpoint of alpha: `bt-pair with alpha` must find
+    /// alpha's connectable pairing advert (flag bit 1, PSM) and pair over L2CAP (protocol §5, §8.3).
+    @Test func pairingOverBluetoothWithoutATCPEndpoint() async throws {
+        let lab = try DaemonPair()
+        defer { lab.stop() }
+        try lab.start(name: "alpha", adapter: "hci0")
+        try lab.start(name: "beta", adapter: "hci1")
+        #expect(await lab.eventually(10) { (try? await lab.cli("bt-pair", "beta", ["list"]))?.0 == 0 })
+
+        let accept = Task { try await lab.cli("bt-pair", "alpha", ["--json", "accept", "--yes"]) }
+        func alphaEntry() async throws -> [String: Any]? {
+            let (_, out, _) = try await lab.cli("bt-pair", "beta", ["--json", "discover", "--seconds", "2"])
+            let entries = ((try? JSONSerialization.jsonObject(with: Data(out.utf8))) as? [[String: Any]]) ?? []
+            return entries.first { $0["name"] as? String == "alpha" && ($0["psm"] as? Int ?? 0) != 0 }
+        }
+        #expect(try await lab.eventually(20) { try await alphaEntry() != nil }, "alpha log:\n\(lab.log("alpha"))")
+        let entry = try #require(try await alphaEntry())
+        #expect(entry["transport"] as? String == "ble")
+        #expect((0x80...0xFF).contains(entry["psm"] as? Int ?? 0))
+        #expect(entry["address"] as? String == ProcessInfo.processInfo.environment["LAB_HCI0_ADDR"])
+
+        let (withStatus, withOut, withErr) = try await lab.cli("bt-pair", "beta", ["--json", "with", "alpha", "--yes"])
+        #expect(withStatus == 0, "\(withErr)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))")
+        #expect(withOut.contains("\"paired\""))
+        #expect(withErr.contains("ble:"))
+        let (acceptStatus, _, acceptErr) = try await accept.value
+        #expect(acceptStatus == 0, "\(acceptErr)")
+        #expect(lab.log("beta").contains("pairing connected over L2CAP"))
+        #expect(lab.log("alpha").contains("pairing initiator connected over L2CAP"))
+
+        func names(_ daemon: String) async throws -> [String] {
+            let (_, out, _) = try await lab.cli("bt-pair", daemon, ["--json", "list"])
+            return ((((try? JSONSerialization.jsonObject(with: Data(out.utf8))) as? [[String: Any]]) ?? []).compactMap { $0["Name"] as? String }).sorted()
+        }
+        #expect(try await names("alpha") == ["alpha", "beta"])
+        #expect(try await names("beta") == ["alpha", "beta"])
+    }
+
     @Test func pairedDaemonsHearEachOtherAndSurviveBluetoothdRestart() async throws {
         let lab = try DaemonPair()
         defer { lab.stop() }

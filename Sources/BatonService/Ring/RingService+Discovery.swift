@@ -34,10 +34,15 @@ struct DiscoveredPairing: Sendable, Hashable {
     var host: String
     /// "tcp" (DNS-SD) or "ble" (a pairing advert heard on the radio; no TCP endpoint).
     var transport = "tcp"
+    /// The acceptor's L2CAP PSM from its pairing advert (0: none, or a TCP entry).
+    var psm: UInt16 = 0
+    /// The Bluetooth address type as heard ("" for TCP entries).
+    var addressType = ""
 
     var dbusValue: DBusValue {
         .propertyDictionary(["Name": .string(name), "SessionId": .string(sessionID), "Address": .string(address),
-                             "Port": .uint16(port), "Host": .string(host), "Transport": .string(transport)])
+                             "Port": .uint16(port), "Host": .string(host), "Transport": .string(transport),
+                             "Psm": .uint16(psm), "AddressType": .string(addressType)])
     }
 }
 
@@ -272,7 +277,7 @@ extension RingService {
     func bluetoothPairings(known: Set<String>) -> [DiscoveredPairing] {
         recentPairingAdverts().filter { !known.contains($0.advert.sessionID.hexString) }.map {
             DiscoveredPairing(name: $0.advert.name, sessionID: $0.advert.sessionID.hexString, address: $0.address, port: 0,
-                              host: "", transport: "ble")
+                              host: "", transport: "ble", psm: $0.advert.psm ?? 0, addressType: $0.addressType)
         }
     }
 

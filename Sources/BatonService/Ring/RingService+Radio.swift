@@ -67,7 +67,7 @@ extension RingService {
         let matcher = self.matcher
         book.table.record(report, nowMilliseconds: now, ringLookup: { data in matcher.recognise(data)?.member })
         guard let data = report.manufacturerData[configuration.companyID], let kind = try? AdvertKind.classify(data) else { return nil }
-        if kind == .pairing { heardPairing(data, from: report.address) }
+        if kind == .pairing { heardPairing(data, from: report.address, addressType: report.addressType) }
         guard kind == .ring else { return nil }
         do throws(WireError) {
             let sighting = try self.matcher.receive(data)

@@ -67,6 +67,13 @@ public actor RingService: ActivityPublisher {
         var sessionID: [UInt8]
         var driver: PairingDriver?
         var listener: PlainFrameListener?
+        /// The L2CAP channel an acceptor also waits on (§8.3), when the radio has an adapter.
+        var bluetoothListener: L2CAPListener?
+
+        func closeListeners() {
+            listener?.close()
+            bluetoothListener?.close()
+        }
     }
 
     let connection: DBusConnection
@@ -128,7 +135,7 @@ public actor RingService: ActivityPublisher {
 
     public func stop() async {
         for entry in sessions.values {
-            entry.listener?.close()
+            entry.closeListeners()
             await entry.driver?.cancel()
             try? connection.unexport(path: entry.path)
         }
@@ -266,16 +273,19 @@ public actor RingService: ActivityPublisher {
     }
 
     func startSession(role: PairingSession.Role, uid: UInt32, channel: (any FrameChannel)?, listener: PlainFrameListener?,
-                      sessionID: [UInt8]) async throws -> String {
+                      bluetoothListener: L2CAPListener? = nil, sessionID: [UInt8]) async throws -> String {
         nextSession += 1
         let path = "\(RingInterface.sessionPrefix)/\(nextSession)"
         var entry = PairingEntry(path: path, ownerUID: uid, role: role == .initiator ? "initiator" : "responder",
                                  state: channel == nil ? "waiting" : "connected", sessionID: sessionID)
         entry.listener = listener
+        entry.bluetoothListener = bluetoothListener
         entry.port = listener?.port ?? 0
         sessions[path] = entry
         try await connection.export([sessionInterface(path)], at: path)
-        if listener != nil { await advertisePairing(sessionID: sessionID, tcpPublished: discovery.connection != nil) }
+        if listener != nil {
+            await advertisePairing(sessionID: sessionID, tcpPublished: discovery.connection != nil, psm: bluetoothListener?.local.psm)
+        }
         Task { await self.runSession(path: path, role: role, channel: channel) }
         return path
     }
@@ -285,14 +295,16 @@ public actor RingService: ActivityPublisher {
         var channel = channel
         if channel == nil, let listener = entry.listener {
             do {
-                channel = try await listener.accept(timeout: .seconds(PairingSession.timeoutSeconds))
+                channel = try await Self.acceptFirst(tcp: listener, bluetooth: entry.bluetoothListener,
+                                                     timeout: .seconds(PairingSession.timeoutSeconds))
             } catch {
                 finishSession(path, error: error == .timedOut ? "timed-out" : "transport")
-                listener.close()
+                entry.closeListeners()
                 await restoreRingAdvert()
                 return
             }
-            listener.close()
+            entry.closeListeners()
+            if let bluetooth = channel as? L2CAPFrameChannel { log("batond: pairing initiator connected over L2CAP from \(bluetooth.peer)") }
             update(path) { $0.state = "connected" }
             await restoreRingAdvert()
         }
@@ -393,7 +405,7 @@ public actor RingService: ActivityPublisher {
 
     func cancel(_ path: String, caller: String) async throws {
         let entry = try await sessionEntry(path, caller: caller)
-        entry.listener?.close()
+        entry.closeListeners()
         if let driver = entry.driver { await driver.cancel() } else { finishSession(path, error: "rejected") }
     }
 
@@ -438,28 +450,42 @@ public actor RingService: ActivityPublisher {
                     throw DBusError(name: ServiceErrorName.failed, message: "cannot listen for pairing: \(error)")
                 }
                 let sessionID = SystemRandom().bytes(8)
+                let bluetoothListener = await self.openPairingL2CAPListener()
                 let path = try await self.startSession(role: .responder, uid: uid, channel: nil, listener: listener,
-                                                       sessionID: sessionID)
+                                                       bluetoothListener: bluetoothListener, sessionID: sessionID)
                 await self.publishPairingEndpoint(path: path, sessionID: sessionID, port: listener.port)
                 return [.objectPath(path)]
             },
             DBusMethod("Pair", in: [DBusArgument("target", "s"), DBusArgument("options", "a{sv}")], out: [DBusArgument("session", "o")]) { [weak self] call in
                 guard let self else { return [] }
                 let uid = try await self.requirePrivilege(call.sender)
-                guard let target = call.arguments.first?.stringValue, let (host, port) = Self.splitEndpoint(target) else {
-                    throw DBusError(name: ServiceErrorName.invalidArguments, message: "target must be HOST:PORT")
+                guard let target = call.arguments.first?.stringValue else {
+                    throw DBusError(name: ServiceErrorName.invalidArguments, message: "target must be HOST:PORT or ble:ADDRESS/PSM")
                 }
                 let options = call.arguments.last?.asDictionary ?? [:]
-                guard Set(options.keys).isSubset(of: ["SessionId"]) else {
+                guard Set(options.keys).isSubset(of: ["SessionId", "AddressType"]) else {
                     throw DBusError(name: ServiceErrorName.invalidArguments, message: "unknown option")
                 }
                 // The acceptor's session id (its pairing advert, its DNS-SD TXT record, or `bt-pair accept`'s output).
                 guard let text = options["SessionId"]?.stringValue, let sessionID = [UInt8](hex: text), sessionID.count == 8 else {
                     throw DBusError(name: ServiceErrorName.invalidArguments, message: "SessionId must be 16 hex digits")
                 }
-                let channel: PlainFrameChannel
-                do { channel = try await PlainFrameConnector.connect(host: host, port: port, timeout: .seconds(10)) } catch {
-                    throw DBusError(name: ServiceErrorName.unknownDevice, message: "cannot reach \(target): \(error)")
+                let channel: any FrameChannel
+                if let (address, psm) = Self.splitBluetoothTarget(target) {
+                    let addressType = try options["AddressType"].map { value throws -> LEAddressType in
+                        switch value.stringValue {
+                        case "public": return .public
+                        case "random": return .random
+                        default: throw DBusError(name: ServiceErrorName.invalidArguments, message: "AddressType must be public or random")
+                        }
+                    }
+                    channel = try await self.connectPairingL2CAP(peer: address, psm: psm, addressType: addressType)
+                } else if let (host, port) = Self.splitEndpoint(target), options["AddressType"] == nil {
+                    do { channel = try await PlainFrameConnector.connect(host: host, port: port, timeout: .seconds(10)) } catch {
+                        throw DBusError(name: ServiceErrorName.unknownDevice, message: "cannot reach \(target): \(error)")
+                    }
+                } else {
+                    throw DBusError(name: ServiceErrorName.invalidArguments, message: "target must be HOST:PORT or ble:ADDRESS/PSM")
                 }
                 let path = try await self.startSession(role: .initiator, uid: uid, channel: channel, listener: nil, sessionID: sessionID)
                 return [.objectPath(path)]
@@ -495,6 +521,16 @@ public actor RingService: ActivityPublisher {
             property("State", "s"), property("Role", "s"), property("Code", "s"), property("PeerName", "s"),
             property("PeerId", "s"), property("Error", "s"), property("Port", "q"), property("SessionId", "s"),
         ])
+    }
+
+    /// "ble:AA:BB:CC:DD:EE:FF/PSM", the PSM in decimal or 0x-prefixed hex, within the dynamic range.
+    static func splitBluetoothTarget(_ text: String) -> (BluetoothAddress, UInt16)? {
+        guard text.hasPrefix("ble:"), let slash = text.lastIndex(of: "/") else { return nil }
+        let addressText = text[text.index(text.startIndex, offsetBy: 4)..<slash]
+        let psmText = text[text.index(after: slash)...]
+        let psm = psmText.lowercased().hasPrefix("0x") ? UInt16(psmText.dropFirst(2), radix: 16) : UInt16(psmText)
+        guard let psm, L2CAPSocketAddress.dynamicPSMs.contains(psm), let address = try? BluetoothAddress(String(addressText)) else { return nil }
+        return (address, psm)
     }
 
     static func splitEndpoint(_ text: String) -> (String, UInt16)? {
