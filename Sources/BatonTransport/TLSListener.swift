@@ -1,6 +1,9 @@
 import BatonCore
 import BatonCrypto
 import Dispatch
+// CBluetooth includes <sys/socket.h>: depending on build order its clang module owns the socket
+// constants (SHUT_RDWR, MSG_NOSIGNAL), so every file using them imports it too.
+import CBluetooth
 import Glibc
 import Synchronization
 
