@@ -264,7 +264,12 @@ public struct PairingSession: Sendable {
                 try PairingEndpoints.validate(endpoints)
             }
             let member = try RosterMember(name: name, identityKey: key, secret: AdvertisingSecret(bytes: secret, generation: UInt32(generation)))
-            guard Ed25519.isValidSignature(signature, for: identitySigningInput(member), publicKey: key) else { throw .badSignature }
+            // Signed by the peer in the peer's role: our own identity reflected back does not verify.
+            let peerRole: Role = role == .initiator ? .responder : .initiator
+            guard key != local.identityKey.publicKey,
+                  Ed25519.isValidSignature(signature, for: identitySigningInput(member, signer: peerRole), publicKey: key) else {
+                throw .badSignature
+            }
             peer = member
             peerEndpoints = endpoints
             return finishIfComplete()
@@ -279,8 +284,10 @@ public struct PairingSession: Sendable {
         }
     }
 
-    private func identitySigningInput(_ member: RosterMember) -> [UInt8] {
-        var input = "baton/v1 identity".utf8Bytes + transcript + Array(member.name.utf8) + member.identityKey + member.secret.bytes
+    /// "baton/v1 identity" || role of the signer (1 initiator, 2 responder) || H || name || key || secret || generation.
+    private func identitySigningInput(_ member: RosterMember, signer: Role) -> [UInt8] {
+        var input = "baton/v1 identity".utf8Bytes + [signer == .initiator ? 1 : 2] + transcript + Array(member.name.utf8)
+            + member.identityKey + member.secret.bytes
         input.appendBigEndian(member.secret.generation)
         return input
     }
@@ -288,7 +295,7 @@ public struct PairingSession: Sendable {
     private mutating func sendIdentityAndRoster() -> [Action] {
         phase = .exchanging
         guard let me = try? RosterMember(name: local.name, identityKey: local.identityKey.publicKey, secret: local.secret),
-              let signature = try? local.identityKey.signature(for: identitySigningInput(me)),
+              let signature = try? local.identityKey.signature(for: identitySigningInput(me, signer: role)),
               let roster = try? local.roster.encoded() else {
             return fail(.malformed("local identity"), tellPeer: true)
         }
