@@ -144,11 +144,18 @@ public actor TransferService {
         }
         bluetoothListener = listener
         log("batond: transfers also on \(RingService.bluetoothTransferEndpoint(address, type))")
+        // Unauthenticated peers may hold at most this many channels at once (as the TCP listener's limit).
+        let budget = ChannelBudget(limit: secureL2CAP.configuration.maxConnections)
         bluetoothAcceptTask = Task { [weak self, listener, secureL2CAP, log] in
             while !Task.isCancelled {
                 let raw: L2CAPFrameChannel
                 do { raw = try await listener.accept(timeout: .seconds(3600)) } catch TransportError.timedOut { continue } catch { return }
+                guard budget.take() else {
+                    raw.close()
+                    continue
+                }
                 Task {
+                    defer { budget.give() }
                     do throws(TransportError) {
                         let channel = try await secureL2CAP.accept(raw)
                         log("batond: transfer channel over L2CAP from \(raw.peer)")
@@ -396,4 +403,23 @@ public actor TransferService {
         default: "\(error)"
         }
     }
+}
+
+/// Counts the L2CAP transfer channels open at once, bounded by `limit`.
+final class ChannelBudget: Sendable {
+    private let inUse = Mutex(0)
+    let limit: Int
+
+    init(limit: Int) { self.limit = limit }
+
+    /// Takes one slot; false when all are in use.
+    func take() -> Bool {
+        inUse.withLock { count in
+            guard count < limit else { return false }
+            count += 1
+            return true
+        }
+    }
+
+    func give() { inUse.withLock { $0 = max(0, $0 - 1) } }
 }
