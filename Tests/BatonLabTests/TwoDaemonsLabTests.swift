@@ -1,3 +1,4 @@
+import BatonDBus
 import Foundation
 import Synchronization
 import Testing
@@ -244,10 +245,34 @@ struct TwoDaemonsLabTests {
         defer { publish.cancel() }
         try await Task.sleep(for: .seconds(2))
 
+        // An app on beta handles the type.
+        let app = try DBusConnection(bus: .address(lab.address))
+        defer { app.close() }
+        let titles = ContinuedTitles()
+        try await app.export([DBusInterface("org.baton.ActivityHandler1", methods: [
+            DBusMethod("WillContinue", in: [.init("type", "s"), .init("device", "s")], out: [.init("accept", "b")]) { _ in [.boolean(true)] },
+            DBusMethod("Continue", in: [.init("type", "s"), .init("title", "s"), .init("userInfo", "a{sv}"), .init("info", "a{sv}")]) { call in
+                titles.append(call.arguments.count > 1 ? call.arguments[1].stringValue ?? "" : "")
+                return []
+            },
+            DBusMethod("FailedToContinue", in: [.init("type", "s"), .init("error", "s"), .init("message", "s")]) { _ in [] },
+        ])], at: "/handler")
+        _ = try await app.call(destination: "org.baton.beta", path: "/org/baton", interface: "org.baton.Manager1", method: "RegisterHandler",
+                               arguments: [.objectPath("/handler"), .stringArray(["org.example.Reader.reading"])], timeout: .seconds(10))
+
         let (status, reply, error) = try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--reply-timeout=60000",
             "--dest=org.baton.beta", "/org/baton/ring", "org.baton.Ring1.Continue", "string:alpha", "string:org.example.Reader.reading"])
-        // No handler runs on beta: the fetch succeeded when the outcome is no-handler rather than an error.
-        #expect(status == 0 && reply.contains("no-handler"), "\(reply)\(error)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))")
+        #expect(status == 0 && reply.contains("delivered"), "\(reply)\(error)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))")
+        #expect(titles.all == ["Chapter 3"])
         #expect(lab.log("alpha").contains("transfer channel over L2CAP from"))
+        // The ActivityContinued report reached alpha over BLE too: no failure logged on beta.
+        #expect(!lab.log("beta").contains("ActivityContinued to"), "beta log:\n\(lab.log("beta"))")
     }
+}
+
+/// Titles of the activities the lab handler was asked to continue.
+final class ContinuedTitles: Sendable {
+    private let titles = Mutex<[String]>([])
+    func append(_ title: String) { titles.withLock { $0.append(title) } }
+    var all: [String] { titles.withLock { $0 } }
 }
