@@ -101,27 +101,32 @@ public final class L2CAPFrameChannel: FrameChannel {
         defer { sendLock.unlock() }
         for (index, sdu) in sdus.enumerated() {
             // The write timeout counts from the last progress, not from the start of a long frame.
-            let deadline = configuration.writeTimeout.deadlineFromNow
-            while true {
-                guard let descriptor = state.withLock({ $0.closed ? nil : $0.descriptor }) else { throw .closed }
-                let written = sdu.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-                if written == sdu.count { break }
-                let code = errno
-                guard written < 0, code == EAGAIN || code == EWOULDBLOCK || code == EINTR else {
-                    close()
-                    if written >= 0 { throw .connectionFailed("send: \(written) of an SDU of \(sdu.count) bytes") }
-                    throw Self.failure("send", code)
-                }
-                switch await waitForSocket(descriptor, .writable, until: deadline) {
-                case .ready: continue
-                case .timedOut:
-                    // Half a frame on the wire would desynchronise the peer's reassembly.
-                    if index > 0 { close() }
-                    throw .timedOut
-                case .cancelled:
-                    if index > 0 { close() }
-                    throw .closed
-                }
+            // Half a frame on the wire would desynchronise the peer's reassembly, so a stall after the
+            // first SDU closes the channel.
+            try await sendSDU(sdu, until: configuration.writeTimeout.deadlineFromNow, closeOnStall: index > 0)
+        }
+    }
+
+    /// Sends one SDU of at most `sendMTU` bytes. Callers serialise sends.
+    func sendSDU(_ sdu: [UInt8], until deadline: DispatchTime, closeOnStall: Bool) async throws(TransportError) {
+        while true {
+            guard let descriptor = state.withLock({ $0.closed ? nil : $0.descriptor }) else { throw .closed }
+            let written = sdu.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if written == sdu.count { return }
+            let code = errno
+            guard written < 0, code == EAGAIN || code == EWOULDBLOCK || code == EINTR else {
+                close()
+                if written >= 0 { throw .connectionFailed("send: \(written) of an SDU of \(sdu.count) bytes") }
+                throw Self.failure("send", code)
+            }
+            switch await waitForSocket(descriptor, .writable, until: deadline) {
+            case .ready: continue
+            case .timedOut:
+                if closeOnStall { close() }
+                throw .timedOut
+            case .cancelled:
+                if closeOnStall { close() }
+                throw .closed
             }
         }
     }
@@ -130,6 +135,23 @@ public final class L2CAPFrameChannel: FrameChannel {
         let deadline = (timeout ?? configuration.idleTimeout).deadlineFromNow
         await receiveLock.lock()
         defer { receiveLock.unlock() }
+        while true {
+            let sdu = try await receiveSDU(until: deadline)
+            let outcome: Result<Frame?, TransportError> = state.withLock { state in
+                do throws(TransportError) { return .success(try state.reassembler.append(sdu)) } catch { return .failure(error) }
+            }
+            switch outcome {
+            case .success(let frame?): return frame
+            case .success(nil): continue
+            case .failure(let error):
+                close()
+                throw error
+            }
+        }
+    }
+
+    /// The next SDU (never empty, at most `receiveMTU` bytes). Callers serialise receives.
+    func receiveSDU(until deadline: DispatchTime) async throws(TransportError) -> [UInt8] {
         var buffer = [UInt8](repeating: 0, count: receiveMTU)
         // After the peer disconnects, the first recv consumes the pending socket error and returns 0
         // (the shutdown flag turns the error into end-of-stream) although SDUs that arrived before the
@@ -143,19 +165,7 @@ public final class L2CAPFrameChannel: FrameChannel {
                 close()
                 throw .invalidSDU("SDU of \(count) bytes over MTU \(receiveMTU)")
             }
-            if count > 0 {
-                let sdu = Array(buffer[0..<count])
-                let outcome: Result<Frame?, TransportError> = state.withLock { state in
-                    do throws(TransportError) { return .success(try state.reassembler.append(sdu)) } catch { return .failure(error) }
-                }
-                switch outcome {
-                case .success(let frame?): return frame
-                case .success(nil): continue
-                case .failure(let error):
-                    close()
-                    throw error
-                }
-            }
+            if count > 0 { return Array(buffer[0..<count]) }
             if count == 0 {
                 if sawZero {
                     close()

@@ -33,11 +33,11 @@ public final class SecureChannel: Sendable {
     public let peerDeviceID: DeviceID
     public let configuration: TransportConfiguration
 
-    let connection: TLSConnection
+    let connection: any TLSSession
     private let sendLock = AsyncLock()
     private let receiveLock = AsyncLock()
 
-    init(connection: TLSConnection, peerIdentityKey: [UInt8], configuration: TransportConfiguration) {
+    init(connection: any TLSSession, peerIdentityKey: [UInt8], configuration: TransportConfiguration) {
         self.connection = connection
         self.peerIdentityKey = peerIdentityKey
         self.peerDeviceID = DeviceID(identityKey: peerIdentityKey)

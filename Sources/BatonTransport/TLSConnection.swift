@@ -10,7 +10,7 @@ import Synchronization
 /// One TLS session over one nonblocking TCP socket. libssl calls happen under `state`'s lock (an SSL
 /// object must not be used by two threads at once); waiting for the socket happens outside it, so a
 /// pending receive never holds up a send or a close.
-final class TLSConnection: Sendable {
+final class TLSConnection: TLSSession {
     /// An SSL object may move between threads as long as one thread uses it at a time; the mutex
     /// around `State` guarantees that.
     private struct SSLHandle: @unchecked Sendable {
@@ -132,37 +132,47 @@ final class TLSConnection: Sendable {
         return try checkNegotiatedSession()
     }
 
-    /// The callbacks' verdict is the most precise; otherwise libssl's reason code.
     private func classifyHandshakeFailure(_ text: String) -> TransportError {
-        if let rejection = verification.rejection { return rejection }
-        let lowered = text.lowercased()
-        if lowered.contains("peer did not return a certificate") || lowered.contains("certificate required") {
-            return .peerCertificateMissing
-        }
-        if lowered.contains("no application protocol") {
-            return .alpnMismatch
-        }
-        return .handshakeFailed(text)
+        classifyBatonHandshakeFailure(text, verification: verification)
     }
+}
 
-    /// After a completed handshake: ALPN must be `baton/1` (a client that offered none is not caught by
-    /// the selection callback) and the certificate that was pinned must be the one the session uses.
+/// The callbacks' verdict is the most precise; otherwise libssl's reason code.
+func classifyBatonHandshakeFailure(_ text: String, verification: HandshakeVerification) -> TransportError {
+    if let rejection = verification.rejection { return rejection }
+    let lowered = text.lowercased()
+    if lowered.contains("peer did not return a certificate") || lowered.contains("certificate required") {
+        return .peerCertificateMissing
+    }
+    if lowered.contains("no application protocol") {
+        return .alpnMismatch
+    }
+    return .handshakeFailed(text)
+}
+
+/// After a completed handshake: ALPN must be `baton/1` (a client that offered none is not caught by
+/// the selection callback) and the certificate that was pinned must be the one the session uses.
+func checkNegotiatedBatonSession(_ ssl: OpaquePointer, verification: HandshakeVerification) throws(TransportError) -> [UInt8] {
+    var selected: UnsafePointer<UInt8>?
+    var length: UInt32 = 0
+    SSL_get0_alpn_selected(ssl, &selected, &length)
+    guard let selected, Array(UnsafeBufferPointer(start: selected, count: Int(length))) == batonALPN else {
+        throw .alpnMismatch
+    }
+    guard let certificate = SSL_get0_peer_certificate(ssl) else { throw .peerCertificateMissing }
+    guard let key = ed25519PublicKey(of: certificate) else { throw .peerKeyNotEd25519 }
+    guard let verified = verification.verifiedKey, verified == key else {
+        throw .peerNotPinned(identityKey: key)
+    }
+    return key
+}
+
+extension TLSConnection {
+
     private func checkNegotiatedSession() throws(TransportError) -> [UInt8] {
-        let result: Result<[UInt8], TransportError> = state.withLock { state in
-            var selected: UnsafePointer<UInt8>?
-            var length: UInt32 = 0
-            SSL_get0_alpn_selected(state.ssl, &selected, &length)
-            guard let selected, Array(UnsafeBufferPointer(start: selected, count: Int(length))) == batonALPN else {
-                return .failure(.alpnMismatch)
-            }
-            guard let certificate = SSL_get0_peer_certificate(state.ssl) else { return .failure(.peerCertificateMissing) }
-            guard let key = ed25519PublicKey(of: certificate) else { return .failure(.peerKeyNotEd25519) }
-            guard let verified = verification.verifiedKey, verified == key else {
-                return .failure(.peerNotPinned(identityKey: key))
-            }
-            return .success(key)
+        try state.withLock { state throws(TransportError) in
+            try checkNegotiatedBatonSession(state.ssl, verification: verification)
         }
-        return try result.get()
     }
 
     /// Writes all of `bytes` or throws.

@@ -1,3 +1,4 @@
+import BatonDBus
 import Foundation
 import Synchronization
 import Testing
@@ -33,6 +34,7 @@ final class DaemonPair: @unchecked Sendable {
     let address: String
     let bus: Process
     var daemons: [Process] = []
+    var named: [String: Process] = [:]
 
     init() throws {
         directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("baton-lab-\(UUID().uuidString)")
@@ -52,16 +54,24 @@ final class DaemonPair: @unchecked Sendable {
         for _ in 0..<100 where !FileManager.default.fileExists(atPath: socket) { usleep(20_000) }
     }
 
-    func start(name: String, adapter: String) throws {
+    func start(name: String, adapter: String, extraArguments: [String] = []) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: product("batond"))
         process.arguments = ["--bus-address", address, "--bus-name", "org.baton.\(name)", "--state-dir", directory.appendingPathComponent(name).path,
-                             "--adapter", adapter, "--listen", "127.0.0.1", "--name", name]
+                             "--adapter", adapter, "--listen", "127.0.0.1", "--name", name] + extraArguments
         let logPath = directory.appendingPathComponent("\(name).log").path
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         process.standardError = FileHandle(forWritingAtPath: logPath)
         try process.run()
         daemons.append(process)
+        named[name] = process
+    }
+
+    /// Stops one daemon with SIGTERM and waits for it to exit.
+    func terminate(_ name: String) {
+        guard let process = named[name], process.isRunning else { return }
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
     }
 
     func cli(_ tool: String, _ name: String, _ arguments: [String]) async throws -> (Int32, String, String) {
@@ -205,4 +215,64 @@ struct TwoDaemonsLabTests {
         let written = (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
         #expect(written.contains("ADDRESS") && written.contains("ring member"))
     }
+
+    /// Two members paired over BLE whose TCP hint is stale (alpha came back on another port): beta's
+    /// Ring1.Continue fetches alpha's current activity over L2CAP with pinned TLS (§8.3).
+    @Test func transferOverBluetoothWhenNoTCPEndpointWorks() async throws {
+        let lab = try DaemonPair()
+        defer { lab.stop() }
+        try lab.start(name: "alpha", adapter: "hci0", extraArguments: ["--port", "47311"])
+        try lab.start(name: "beta", adapter: "hci1")
+        #expect(await lab.eventually(10) { (try? await lab.cli("bt-pair", "beta", ["list"]))?.0 == 0 })
+        #expect(lab.log("alpha").contains("transfers also on ble:"), "alpha log:\n\(lab.log("alpha"))")
+
+        let accept = Task { try await lab.cli("bt-pair", "alpha", ["--json", "accept", "--yes"]) }
+        #expect(try await lab.eventually(20) {
+            let (_, out, _) = try await lab.cli("bt-pair", "beta", ["--json", "discover", "--seconds", "2"])
+            return out.contains("\"alpha\"") && out.contains("ble")
+        })
+        let (withStatus, _, withErr) = try await lab.cli("bt-pair", "beta", ["--json", "with", "alpha", "--yes"])
+        #expect(withStatus == 0, "\(withErr)\nbeta log:\n\(lab.log("beta"))")
+        _ = try await accept.value
+
+        // alpha's TCP listener moves to a port beta cannot know; only the BLE hint still leads to alpha.
+        lab.terminate("alpha")
+        try lab.start(name: "alpha", adapter: "hci0")
+        #expect(await lab.eventually(10) { (try? await lab.cli("bt-pair", "alpha", ["list"]))?.0 == 0 })
+        #expect(await lab.eventually(10) { lab.log("alpha").contains("transfers also on ble:") })
+        let publish = Task { try await lab.cli("baton", "alpha", ["publish", "--type", "org.example.Reader.reading", "--title", "Chapter 3",
+                                                                    "--current", "--for", "90"]) }
+        defer { publish.cancel() }
+        try await Task.sleep(for: .seconds(2))
+
+        // An app on beta handles the type.
+        let app = try DBusConnection(bus: .address(lab.address))
+        defer { app.close() }
+        let titles = ContinuedTitles()
+        try await app.export([DBusInterface("org.baton.ActivityHandler1", methods: [
+            DBusMethod("WillContinue", in: [.init("type", "s"), .init("device", "s")], out: [.init("accept", "b")]) { _ in [.boolean(true)] },
+            DBusMethod("Continue", in: [.init("type", "s"), .init("title", "s"), .init("userInfo", "a{sv}"), .init("info", "a{sv}")]) { call in
+                titles.append(call.arguments.count > 1 ? call.arguments[1].stringValue ?? "" : "")
+                return []
+            },
+            DBusMethod("FailedToContinue", in: [.init("type", "s"), .init("error", "s"), .init("message", "s")]) { _ in [] },
+        ])], at: "/handler")
+        _ = try await app.call(destination: "org.baton.beta", path: "/org/baton", interface: "org.baton.Manager1", method: "RegisterHandler",
+                               arguments: [.objectPath("/handler"), .stringArray(["org.example.Reader.reading"])], timeout: .seconds(10))
+
+        let (status, reply, error) = try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--reply-timeout=60000",
+            "--dest=org.baton.beta", "/org/baton/ring", "org.baton.Ring1.Continue", "string:alpha", "string:org.example.Reader.reading"])
+        #expect(status == 0 && reply.contains("delivered"), "\(reply)\(error)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))")
+        #expect(titles.all == ["Chapter 3"])
+        #expect(lab.log("alpha").contains("transfer channel over L2CAP from"))
+        // The ActivityContinued report reached alpha over BLE too: no failure logged on beta.
+        #expect(!lab.log("beta").contains("ActivityContinued to"), "beta log:\n\(lab.log("beta"))")
+    }
+}
+
+/// Titles of the activities the lab handler was asked to continue.
+final class ContinuedTitles: Sendable {
+    private let titles = Mutex<[String]>([])
+    func append(_ title: String) { titles.withLock { $0.append(title) } }
+    var all: [String] { titles.withLock { $0 } }
 }

@@ -225,7 +225,9 @@ struct AvahiDiscoveryTests {
         #expect(try await eventually(timeout: .seconds(10)) { try await client.nameHasOwner(beta.busName) })
         let alphaEndpoint = "\(AvahiNamespace.address):\(alphaPort)"
         #expect(try await eventually(timeout: .seconds(20)) { try await beta.endpoints(of: "alpha", client) == [alphaEndpoint] })
-        // And alpha moves beta's new port to the front of its hints.
+        // And alpha moves beta's new port to the front of its hints. The port is logged once the
+        // transfer service runs, which may be after the bus name is owned.
+        #expect(await eventually(timeout: .seconds(10)) { beta.transferPort != nil })
         let betaPort = try #require(beta.transferPort)
         #expect(try await eventually(timeout: .seconds(20)) {
             try await alpha.endpoints(of: "beta", client).first == "\(AvahiNamespace.address):\(betaPort)"

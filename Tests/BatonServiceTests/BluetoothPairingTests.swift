@@ -19,6 +19,21 @@ import Testing
         }
     }
 
+    @Test func transferHintsRoundTripWithTheirAddressType() throws {
+        let address = try BluetoothAddress("00:AA:01:00:00:01")
+        let publicHint = RingService.bluetoothTransferEndpoint(address, .public)
+        #expect(publicHint == "ble:00:AA:01:00:00:01/0xba")
+        let (parsed, type, psm) = try #require(RingService.splitBluetoothEndpoint(publicHint))
+        #expect(parsed == address && type == .public && psm == RingService.transferPSM)
+        let randomHint = RingService.bluetoothTransferEndpoint(address, .random)
+        #expect(randomHint == "ble:00:AA:01:00:00:01/0xba/random")
+        #expect(RingService.splitBluetoothEndpoint(randomHint)?.1 == .random)
+        // TCP hints are not mistaken for BLE ones, and a BLE hint is no TCP endpoint.
+        #expect(RingService.splitBluetoothEndpoint("127.0.0.1:4000") == nil)
+        #expect(RingService.splitBluetoothEndpoint("ble:00:AA:01:00:00:01/0xba/other") == nil)
+        #expect(RingService.splitEndpoint(randomHint) == nil)
+    }
+
     @Test func acceptFirstTakesTheTCPInitiatorWithoutABluetoothListener() async throws {
         let listener = try PlainFrameListener(host: "127.0.0.1", port: 0)
         async let accepted = RingService.acceptFirst(tcp: listener, bluetooth: nil, timeout: .seconds(10))

@@ -43,7 +43,7 @@ extension RingService {
             await advertisePresenceIfRinged()
         } else {
             for case .advertise(let bytes) in actions {
-                try? await radio.advertise(companyID: configuration.companyID, data: bytes, connectable: false)
+                try? await radio.advertise(companyID: configuration.companyID, data: bytes, connectable: ringAdvertConnectable)
             }
         }
     }

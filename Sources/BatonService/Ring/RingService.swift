@@ -85,6 +85,9 @@ public actor RingService: ActivityPublisher {
     var keeper: RingKeeper
     var peers: [DeviceID: RingStore.PeerInfo]
     private(set) var sender: AdvertSender
+    /// The ring advert is connectable while the transfer service listens on L2CAP and has no IP
+    /// endpoint for other machines (§8.3): a peer's kernel only connects to an advertising device.
+    var ringAdvertConnectable = false
     var matcher: AdvertMatcher
     var sessions: [String: PairingEntry] = [:]
     private var nextSession = 0
@@ -192,7 +195,7 @@ public actor RingService: ActivityPublisher {
                 // Counters reach the disk before the advert they cover reaches the radio (§4.2).
                 do { try store.saveCounters(counters) } catch { throw .failed("cannot persist advert counters") }
             case .advertise(let bytes):
-                try await radio.advertise(companyID: configuration.companyID, data: bytes, connectable: false)
+                try await radio.advertise(companyID: configuration.companyID, data: bytes, connectable: ringAdvertConnectable)
             case .stop:
                 await radio.stopAdvertising()
             }
@@ -328,7 +331,8 @@ public actor RingService: ActivityPublisher {
             let id = pairing.peer.deviceID
             if peers[id] == nil { peers[id] = RingStore.PeerInfo(pairedSince: clock.unixSeconds()) }
             do { try store.savePeers(peers) } catch { log("batond: cannot save peers: \(error)") }
-            recordPairingEndpoints(id, announced: pairing.peerEndpoints, observedHost: (channel as? PlainFrameChannel)?.peerDescription)
+            recordPairingEndpoints(id, announced: pairing.peerEndpoints, observedHost: (channel as? PlainFrameChannel)?.peerDescription,
+                                   bluetoothPeer: (channel as? L2CAPFrameChannel)?.peer)
             actions.removeAll { if case .sync(let to) = $0 { return to == id }; return false }
             await apply(actions)
             await advertisePresenceIfRinged()

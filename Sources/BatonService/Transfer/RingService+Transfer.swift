@@ -91,7 +91,8 @@ extension RingService {
     }
 
     /// Pairing told us the peer's endpoints and where its TCP connection came from or went to.
-    func recordPairingEndpoints(_ id: DeviceID, announced: [String], observedHost: String?) {
+    /// Pairing over L2CAP also tells the peer's adapter address: its transfer listener (§8.3) is tried last.
+    func recordPairingEndpoints(_ id: DeviceID, announced: [String], observedHost: String?, bluetoothPeer: L2CAPSocketAddress? = nil) {
         var hints: [String] = []
         let ports = announced.compactMap { Self.splitEndpoint($0)?.1 }
         if let observedHost, !observedHost.isEmpty, observedHost != "?" {
@@ -101,6 +102,7 @@ extension RingService {
             guard let (host, _) = Self.splitEndpoint(endpoint), !LocalAddresses.isWildcard(host) else { continue }
             hints.append(endpoint)
         }
+        if let bluetoothPeer { hints.append(Self.bluetoothTransferEndpoint(bluetoothPeer.address, bluetoothPeer.addressType)) }
         var info = peers[id] ?? RingStore.PeerInfo(pairedSince: clock.unixSeconds())
         info.endpoints = Self.mergeEndpoints(new: hints, old: info.endpoints)
         peers[id] = info

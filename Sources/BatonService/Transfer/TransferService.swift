@@ -40,9 +40,16 @@ public actor TransferService {
         public var requestTimeout: Duration
         /// Connections tried for one request when they break mid-way (the request id stays the same).
         public var maxAttempts: Int
+        /// Also listen on L2CAP (PSM 0xBA on the adapter's address) and dial "ble:" hints (§8.3).
+        public var bluetooth: Bool
+        /// Per "ble:" hint: LE connection, L2CAP channel and TLS handshake together.
+        public var bluetoothConnectTimeout: Duration
 
         public init(listenHost: String = "0.0.0.0", port: UInt16 = 0, connectTimeout: Duration = .seconds(3),
-                    requestTimeout: Duration = .seconds(15), maxAttempts: Int = 2) {
+                    requestTimeout: Duration = .seconds(15), maxAttempts: Int = 2, bluetooth: Bool = true,
+                    bluetoothConnectTimeout: Duration = .seconds(15)) {
+            self.bluetooth = bluetooth
+            self.bluetoothConnectTimeout = bluetoothConnectTimeout
             self.listenHost = listenHost
             self.port = port
             self.connectTimeout = connectTimeout
@@ -69,6 +76,9 @@ public actor TransferService {
     nonisolated let pins: PinBox
     private nonisolated let listener: TLSListener
     private nonisolated let connector: TLSConnector
+    private nonisolated let secureL2CAP: SecureL2CAP
+    private var bluetoothListener: L2CAPListener?
+    private var bluetoothAcceptTask: Task<Void, Never>?
     private nonisolated let requestIDs = RequestIDSource()
     private let log: @Sendable (String) -> Void
     private var dispatcher: FrameDispatcher?
@@ -84,15 +94,18 @@ public actor TransferService {
         let listener = try TLSListener(identity: identity, pins: { pins.current }, host: configuration.listenHost, port: configuration.port,
                                        onHandshakeFailure: { error in log("batond: transfer handshake refused: \(Self.describe(error))") })
         let connector = try TLSConnector(identity: identity, pins: { pins.current })
+        let secureL2CAP = try SecureL2CAP(identity: identity, pins: { pins.current })
         let service = TransferService(ring: ring, activities: activities, configuration: configuration, pins: pins,
-                                      listener: listener, connector: connector, log: log)
+                                      listener: listener, connector: connector, secureL2CAP: secureL2CAP, log: log)
         await service.run()
+        if configuration.bluetooth { await service.listenOnBluetooth() }
         await ring.attach(service)
         return service
     }
 
     private init(ring: RingService, activities: ActivityService, configuration: Configuration, pins: PinBox,
-                 listener: TLSListener, connector: TLSConnector, log: @escaping @Sendable (String) -> Void) {
+                 listener: TLSListener, connector: TLSConnector, secureL2CAP: SecureL2CAP, log: @escaping @Sendable (String) -> Void) {
+        self.secureL2CAP = secureL2CAP
         self.ring = ring
         self.activities = activities
         self.configuration = configuration
@@ -116,10 +129,57 @@ public actor TransferService {
         }
     }
 
+    /// The L2CAP listener of the BLE fallback (§8.3), when an adapter is ready and the PSM is free.
+    /// Without an IP endpoint for other machines (a loopback or no listener) the ring advert turns
+    /// connectable, since a peer can only connect to an advertising device; that advert then carries
+    /// the adapter's own address instead of a throw-away one, which is the price of being reachable.
+    private func listenOnBluetooth() async {
+        guard let (address, type) = await ring.bluetoothAdapter() else { return }
+        let listener: L2CAPListener
+        do {
+            listener = try L2CAPListener(adapterAddress: address, addressType: type, psm: RingService.transferPSM)
+        } catch {
+            log("batond: no L2CAP transfer listener: \(Self.describe(error))")
+            return
+        }
+        bluetoothListener = listener
+        log("batond: transfers also on \(RingService.bluetoothTransferEndpoint(address, type))")
+        // Unauthenticated peers may hold at most this many channels at once (as the TCP listener's limit).
+        let budget = ChannelBudget(limit: secureL2CAP.configuration.maxConnections)
+        bluetoothAcceptTask = Task { [weak self, listener, secureL2CAP, log] in
+            while !Task.isCancelled {
+                let raw: L2CAPFrameChannel
+                do { raw = try await listener.accept(timeout: .seconds(3600)) } catch TransportError.timedOut { continue } catch { return }
+                guard budget.take() else {
+                    raw.close()
+                    continue
+                }
+                Task {
+                    defer { budget.give() }
+                    do throws(TransportError) {
+                        let channel = try await secureL2CAP.accept(raw)
+                        log("batond: transfer channel over L2CAP from \(raw.peer)")
+                        await self?.serve(channel)
+                    } catch {
+                        log("batond: transfer handshake over L2CAP refused: \(Self.describe(error))")
+                    }
+                }
+            }
+        }
+        let reachableOverIP = localEndpoints.contains { endpoint in
+            guard let (host, _) = RingService.splitEndpoint(endpoint) else { return false }
+            return !(host.hasPrefix("127.") || host == "::1")
+        }
+        if !reachableOverIP { await ring.setRingAdvertConnectable(true) }
+    }
+
     /// Stops listening and closes every open channel.
     public func stop() async {
         acceptTask?.cancel()
         listener.close()
+        bluetoothAcceptTask?.cancel()
+        bluetoothListener?.close()
+        await ring.setRingAdvertConnectable(false)
         for channel in open.values.flatMap(\.values) { channel.close() }
         open = [:]
         await ring.detach(self)
@@ -260,10 +320,15 @@ public actor TransferService {
             // A broken connection moves on to the next endpoint with the same request; another round
             // follows only when one broke (the member was there, so trying again may succeed).
             for endpoint in endpoints {
-                guard let (host, port) = RingService.splitEndpoint(endpoint) else { continue }
                 let channel: SecureChannel
                 do {
-                    channel = try await connector.connect(host: host, port: port, timeout: configuration.connectTimeout)
+                    if let (address, type, psm) = RingService.splitBluetoothEndpoint(endpoint) {
+                        guard configuration.bluetooth else { continue }
+                        channel = try await connectOverBluetooth(address: address, type: type, psm: psm)
+                    } else {
+                        guard let (host, port) = RingService.splitEndpoint(endpoint) else { continue }
+                        channel = try await connector.connect(host: host, port: port, timeout: configuration.connectTimeout)
+                    }
                 } catch {
                     lastError = .unreachable(Self.describe(error))
                     continue
@@ -289,6 +354,20 @@ public actor TransferService {
             if !broken { break }
         }
         throw lastError
+    }
+
+    private func connectOverBluetooth(address: BluetoothAddress, type: LEAddressType, psm: UInt16) async throws(TransportError) -> SecureChannel {
+        guard let (own, ownType) = await ring.bluetoothAdapter() else { throw .addressUnavailable("no Bluetooth adapter is ready") }
+        await ring.pauseScanningForConnect()
+        let result: Result<SecureChannel, TransportError>
+        do {
+            result = .success(try await secureL2CAP.connect(adapterAddress: own, adapterAddressType: ownType, peerAddress: address,
+                                                           peerAddressType: type, psm: psm, timeout: configuration.bluetoothConnectTimeout))
+        } catch {
+            result = .failure(error)
+        }
+        await ring.resumeScanningAfterConnect()
+        return try result.get()
     }
 
     private func converse(_ exchange: FrameExchange, member: DeviceID, request: Frame?, forceSync: Bool) async throws(TransportError) -> Frame? {
@@ -324,4 +403,23 @@ public actor TransferService {
         default: "\(error)"
         }
     }
+}
+
+/// Counts the L2CAP transfer channels open at once, bounded by `limit`.
+final class ChannelBudget: Sendable {
+    private let inUse = Mutex(0)
+    let limit: Int
+
+    init(limit: Int) { self.limit = limit }
+
+    /// Takes one slot; false when all are in use.
+    func take() -> Bool {
+        inUse.withLock { count in
+            guard count < limit else { return false }
+            count += 1
+            return true
+        }
+    }
+
+    func give() { inUse.withLock { $0 = max(0, $0 - 1) } }
 }

@@ -1,0 +1,57 @@
+import BatonCore
+import BatonCrypto
+import Dispatch
+
+/// Pinned TLS 1.3 over L2CAP LE channels, the BLE fallback between ring members (§8.3): the same
+/// certificates, pin check and ALPN as over TCP; the TLS byte stream travels as SDUs.
+public final class SecureL2CAP: Sendable {
+    private let serverContext: TLSContext
+    private let clientContext: TLSContext
+    private let pins: PinProvider
+    public let configuration: TransportConfiguration
+
+    public init(identity: Ed25519PrivateKey, pins: @escaping PinProvider, configuration: TransportConfiguration = .init()) throws(TransportError) {
+        serverContext = try TLSContext(identity: identity, role: .server)
+        clientContext = try TLSContext(identity: identity, role: .client)
+        self.pins = pins
+        self.configuration = configuration
+    }
+
+    /// Runs the server side of the handshake on a channel from an `L2CAPListener`, within the
+    /// configuration's handshake timeout. An unpinned client fails with `.peerNotPinned`.
+    public func accept(_ channel: L2CAPFrameChannel) async throws(TransportError) -> SecureChannel {
+        try await secure(channel, context: serverContext, until: configuration.handshakeTimeout.deadlineFromNow)
+    }
+
+    /// Opens an L2CAP LE channel to `psm` on the peer and authenticates it, all within `timeout`.
+    public func connect(adapterAddress: BluetoothAddress, adapterAddressType: LEAddressType = .public,
+                        peerAddress: BluetoothAddress, peerAddressType: LEAddressType, psm: UInt16,
+                        timeout: Duration = .seconds(10)) async throws(TransportError) -> SecureChannel {
+        let deadline = timeout.deadlineFromNow
+        let channel = try await L2CAPConnector.connect(
+            adapterAddress: adapterAddress, adapterAddressType: adapterAddressType, peerAddress: peerAddress,
+            peerAddressType: peerAddressType, psm: psm, timeout: timeout, configuration: configuration)
+        return try await secure(channel, context: clientContext, until: deadline)
+    }
+
+    func secure(_ pipe: any SDUPipe, context: TLSContext, until deadline: DispatchTime) async throws(TransportError) -> SecureChannel {
+        let connection = try SDUStreamTLSConnection(context: context, pipe: pipe, pins: pins)
+        do {
+            let key = try await connection.handshake(until: deadline)
+            return SecureChannel(connection: connection, peerIdentityKey: key, configuration: configuration)
+        } catch {
+            connection.close()
+            throw error
+        }
+    }
+
+    /// The server side over any SDU pipe (tests use an in-memory one).
+    func accept(pipe: any SDUPipe) async throws(TransportError) -> SecureChannel {
+        try await secure(pipe, context: serverContext, until: configuration.handshakeTimeout.deadlineFromNow)
+    }
+
+    /// The client side over any SDU pipe.
+    func connect(pipe: any SDUPipe) async throws(TransportError) -> SecureChannel {
+        try await secure(pipe, context: clientContext, until: configuration.handshakeTimeout.deadlineFromNow)
+    }
+}
