@@ -272,8 +272,13 @@ func follow(_ connection: DBusConnection, _ options: Options, _ path: String) as
                 let answer = (await readAnswer() ?? "").trimmingCharacters(in: .whitespaces).lowercased()
                 accepted = answer == "y" || answer == "yes"
             }
-            _ = try await connection.call(destination: options.busName, path: path, interface: "org.baton.PairingSession1",
-                                          method: "Confirm", arguments: [.boolean(accepted)])
+            do {
+                _ = try await connection.call(destination: options.busName, path: path, interface: "org.baton.PairingSession1",
+                                              method: "Confirm", arguments: [.boolean(accepted)])
+            } catch let error as DBusError where error.name == "org.baton.Error.NotReady" {
+                // The session ended meanwhile (the other side refused or timed out): the next
+                // poll reports how, with its exit code.
+            }
             if !accepted { note("Refused.") }
         case "paired":
             let name = try await property(connection, options, path, "PeerName").stringValue ?? ""
