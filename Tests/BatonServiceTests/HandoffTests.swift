@@ -65,17 +65,17 @@ struct HandoffTests {
         // After pairing, alpha advertises presence: beta hears it, no suggestion yet.
         let presence = try #require(a.radio.lastAdvert)
         b.radio.hear(presence)
-        #expect(await eventually { await b.node.ring.lastSighting(of: await a.node.deviceID) != nil })
+        #expect(await eventually(timeout: .seconds(15)) { await b.node.ring.lastSighting(of: await a.node.deviceID) != nil })
         #expect(try await suggestions(on: b.node, client: client).isEmpty)
 
         let (handlerApp, handler) = try await registerHandler(on: b.node, bus: bus)
         defer { handlerApp.close() }
         let source = try FakeSourceApp(bus: bus)
         try await source.publish(on: a.node)
-        #expect(await eventually { a.radio.lastAdvert != presence })
+        #expect(await eventually(timeout: .seconds(15)) { a.radio.lastAdvert != presence })
         let activityAdvert = try #require(a.radio.lastAdvert)
         b.radio.hear(activityAdvert)
-        #expect(try await eventually { try await suggestions(on: b.node, client: client).count == 1 })
+        #expect(try await eventually(timeout: .seconds(15)) { try await suggestions(on: b.node, client: client).count == 1 })
         let (path, properties) = try #require(try await suggestions(on: b.node, client: client).first)
         // The suggestion object matches dbus/org.baton.Suggestion1.xml.
         let introspected = try await client.call(destination: b.node.busName, path: path, interface: "org.freedesktop.DBus.Introspectable",
@@ -97,7 +97,7 @@ struct HandoffTests {
         #expect(reply == [.string("delivered")])
         #expect(handler.members == ["WillContinue", "Continue"])
         #expect(handler.calls.last?.arguments[1] == .string("Chapter 3"))
-        #expect(await eventually { source.wasContinued == ["beta"] })
+        #expect(await eventually(timeout: .seconds(15)) { source.wasContinued == ["beta"] })
         #expect(try await suggestions(on: b.node, client: client).isEmpty)
 
         // The activity ends: alpha goes back to presence, and a later suggestion is withdrawn.
@@ -105,7 +105,7 @@ struct HandoffTests {
         try await Task.sleep(for: .milliseconds(200))
         #expect(try await suggestions(on: b.node, client: client).isEmpty)
         source.connection.close()
-        #expect(await eventually { await a.node.ring.currentPublication() == nil })
+        #expect(await eventually(timeout: .seconds(15)) { await a.node.ring.currentPublication() == nil })
         try await Task.sleep(for: .milliseconds(100))
         b.radio.hear(try #require(a.radio.lastAdvert))
         try await Task.sleep(for: .milliseconds(200))
@@ -125,9 +125,9 @@ struct HandoffTests {
         let source = try FakeSourceApp(bus: bus)
         let presence = try #require(a.radio.lastAdvert)
         try await source.publish(on: a.node)
-        #expect(await eventually { a.radio.lastAdvert != presence })
+        #expect(await eventually(timeout: .seconds(15)) { a.radio.lastAdvert != presence })
         b.radio.hear(try #require(a.radio.lastAdvert))
-        #expect(await eventually { await b.node.ring.lastSighting(of: await a.node.deviceID)?.body.isActivity == true })
+        #expect(await eventually(timeout: .seconds(15)) { await b.node.ring.lastSighting(of: await a.node.deviceID)?.body.isActivity == true })
         try await Task.sleep(for: .milliseconds(200))
         #expect(try await suggestions(on: b.node, client: client).isEmpty)
         source.connection.close()
