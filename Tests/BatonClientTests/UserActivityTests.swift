@@ -218,10 +218,14 @@ struct UserActivityTests {
             defer { first.close() }
             let other = try BatonConnection(bus: .address(daemon.bus.address), busName: otherName)
             defer { other.close() }
-            try await first.makeActivity(type: Self.type).publish()
-            #expect(try await first.activities().count == 1)
+            // Kept alive for the whole check: a UserActivity the app drops is invalidated (like NSUserActivity).
+            let activity = first.makeActivity(type: Self.type)
+            try await activity.publish()
+            let listed = try await first.activities()
+            #expect(listed.count == 1, "\(listed)")
             #expect(try await other.activities().isEmpty)
             #expect(try await other.status().busName == otherName)
+            withExtendedLifetime(activity) {}
         }
     }
 

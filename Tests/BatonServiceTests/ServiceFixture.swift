@@ -49,7 +49,8 @@ struct ServiceFixture {
 }
 
 struct FixtureOptions {
-    var saveTimeout: Duration = .milliseconds(400)
+    // Generous: tests that need a source to be late set a short timeout themselves.
+    var saveTimeout: Duration = .seconds(3)
     var publisher: FakePublisher? = FakePublisher()
     var radioEnabled = true
     var dataDirectories: [String] = []
