@@ -91,7 +91,7 @@ public enum Daemon {
                 connection: connection, store: RingStore(directory: StateDirectory(path: options.stateDirectory)), radio: radio,
                 clock: SystemWallClock(),
                 configuration: .init(deviceName: options.deviceName ?? hostName(), listenHost: options.listenHost,
-                                     avahiBus: options.avahiBus.map(dbusBusKind)),
+                                     companyID: options.companyID, avahiBus: options.avahiBus.map(dbusBusKind)),
                 log: { logger.log($0) })
             try await ring.start()
         } catch {

@@ -16,6 +16,8 @@ public struct DaemonOptions: Sendable, Hashable {
     public var transferPort: UInt16 = 0
     /// This machine's name in the ring; the host name by default.
     public var deviceName: String?
+    /// Bluetooth company ID in front of the manufacturer data (protocol §2); the same on every member.
+    public var companyID: UInt16 = 0xFFFF
     public var saveTimeout: Duration = ServiceConfiguration.defaultSaveTimeout
     public var radioEnabled = true
     /// The bus of avahi-daemon for DNS-SD (§8.2); nil: no DNS-SD.
@@ -47,6 +49,8 @@ public struct DaemonOptions: Sendable, Hashable {
           --listen ADDR        numeric address for pairing and transfers (default 0.0.0.0)
           --port N             TCP port of the TLS transfer listener (default 0: any free port)
           --name NAME          this machine's name in the ring (default: the host name)
+          --company-id ID      Bluetooth company ID of the adverts, e.g. 0xFFFF (the default);
+                               every machine of a ring must use the same
           --save-timeout S     how long apps get to answer WillSave, 0.05-60 s (default 2)
           --no-radio           do not use Bluetooth (activities are kept but not advertised)
           --avahi-bus ADDR     reach avahi-daemon on the bus at ADDR (default: the system bus)
@@ -65,6 +69,7 @@ public struct DaemonOptions: Sendable, Hashable {
         var listenHost = "0.0.0.0"
         var transferPort: UInt16 = 0
         var deviceName: String?
+        var companyID: UInt16 = 0xFFFF
         var saveTimeout = ServiceConfiguration.defaultSaveTimeout
         var radioEnabled = true
         var avahiBus: Bus? = .system
@@ -118,6 +123,13 @@ public struct DaemonOptions: Sendable, Hashable {
             case "--port":
                 guard let port = UInt16(try value(argument)) else { throw UsageError(message: "--port takes a number from 0 to 65535") }
                 transferPort = port
+            case "--company-id":
+                let text = try value(argument)
+                let digits = text.lowercased().hasPrefix("0x") ? String(text.dropFirst(2)) : text
+                guard let id = UInt16(digits, radix: text.lowercased().hasPrefix("0x") ? 16 : 10) else {
+                    throw UsageError(message: "--company-id takes a 16-bit number such as 0xFFFF")
+                }
+                companyID = id
             case "--name":
                 let name = try value(argument)
                 guard name.utf8.count <= 64 else { throw UsageError(message: "--name is at most 64 bytes") }
@@ -145,6 +157,7 @@ public struct DaemonOptions: Sendable, Hashable {
         options.radioEnabled = radioEnabled
         options.avahiBus = avahiBus
         options.listenHost = listenHost
+        options.companyID = companyID
         options.transferPort = transferPort
         options.deviceName = deviceName
         return .run(options)

@@ -349,6 +349,21 @@ struct TransferTests {
         }
     }
 
+    @Test func companyIDOptionIsParsedAndChecked() throws {
+        guard case .run(let hex) = try DaemonOptions.parse(["--company-id", "0x004C"], environment: [:]),
+              case .run(let decimal) = try DaemonOptions.parse(["--company-id", "224"], environment: [:]),
+              case .run(let defaults) = try DaemonOptions.parse([], environment: [:]) else {
+            Issue.record("no run command")
+            return
+        }
+        #expect(hex.companyID == 0x004C)
+        #expect(decimal.companyID == 224)
+        #expect(defaults.companyID == Protocol.defaultCompanyID)
+        for bad in ["0x10000", "-1", "apple", ""] {
+            #expect(throws: DaemonOptions.UsageError.self) { try DaemonOptions.parse(["--company-id", bad], environment: [:]) }
+        }
+    }
+
     @Test func endpointHintsPutTheObservedAddressFirstAndStayBounded() {
         #expect(RingService.formatEndpoint(host: "::1", port: 7) == "[::1]:7")
         let merged = RingService.mergeEndpoints(new: ["a:1", "b:2"], old: ["b:2", "c:3"] + (4...20).map { "h:\($0)" })
