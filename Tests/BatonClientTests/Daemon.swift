@@ -155,9 +155,11 @@ func runTool(_ path: String, _ arguments: [String], environment: [String: String
     let errors = Pipe()
     process.standardOutput = output
     process.standardError = errors
-    // Drain both pipes while the program runs, so a full pipe never blocks it.
-    let stdoutTask = Task.detached { output.fileHandleForReading.readDataToEndOfFile() }
-    let stderrTask = Task.detached { errors.fileHandleForReading.readDataToEndOfFile() }
+    // Drain both pipes while the program runs, so a full pipe never blocks it. The blocking reads
+    // run on private queues: on the cooperative pool (2 threads here) they could starve every task,
+    // including the one that would end the program.
+    let stdoutTask = Task { await readToEnd(output.fileHandleForReading) }
+    let stderrTask = Task { await readToEnd(errors.fileHandleForReading) }
     let status: Int32 = try await withCheckedThrowingContinuation { continuation in
         process.terminationHandler = { finished in continuation.resume(returning: finished.terminationStatus) }
         do {
@@ -172,4 +174,11 @@ func runTool(_ path: String, _ arguments: [String], environment: [String: String
     }
     return ToolResult(status: status, stdout: String(decoding: await stdoutTask.value, as: UTF8.self),
                       stderr: String(decoding: await stderrTask.value, as: UTF8.self))
+}
+
+/// Reads a pipe to its end on a private serial queue (its own thread), not on the cooperative pool.
+func readToEnd(_ handle: FileHandle) async -> Data {
+    await withCheckedContinuation { continuation in
+        DispatchQueue(label: "tests.pipe-reader").async { continuation.resume(returning: handle.readDataToEndOfFile()) }
+    }
 }
