@@ -224,7 +224,7 @@ struct TwoDaemonsLabTests {
         try lab.start(name: "alpha", adapter: "hci0", extraArguments: ["--port", "47311"])
         try lab.start(name: "beta", adapter: "hci1")
         #expect(await lab.eventually(10) { (try? await lab.cli("bt-pair", "beta", ["list"]))?.0 == 0 })
-        #expect(lab.log("alpha").contains("transfers also on ble:"), "alpha log:\n\(lab.log("alpha"))")
+        #expect(await lab.eventually(20) { lab.log("alpha").contains("transfers also on ble:") }, "alpha log:\n\(lab.log("alpha"))")
 
         let accept = Task { try await lab.cli("bt-pair", "alpha", ["--json", "accept", "--yes"]) }
         #expect(try await lab.eventually(20) {
