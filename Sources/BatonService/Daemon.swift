@@ -67,12 +67,17 @@ public enum Daemon {
         defer { connection.close() }
 
         let statusFile: StatusFile<DaemonStatus>
+        let stateLock: StateDirectoryLock
         do {
+            // First, before anything is read: one daemon per state directory (nonces, records).
+            stateLock = try StateDirectoryLock(directory: StateDirectory(path: options.stateDirectory))
             statusFile = try StatusFile(name: "status.json", in: StateDirectory(path: options.stateDirectory))
         } catch {
             logger.log("batond: cannot open the state directory: \(error)")
             return exitFailure
         }
+        // Held until the daemon returns: the kernel releases it when the process ends.
+        defer { withExtendedLifetime(stateLock) {} }
         let configuration = ServiceConfiguration(busName: options.busName, adapter: options.adapter, radioEnabled: options.radioEnabled,
                                                  saveTimeout: options.saveTimeout)
         var radio: BlueZRadio?

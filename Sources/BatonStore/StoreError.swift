@@ -33,6 +33,8 @@ public enum StoreError: Error, Equatable, Sendable {
     case encodingFailed(file: String, reason: String)
     /// Any other operating-system failure.
     case io(file: String, operation: String, errno: Int32)
+    /// Another process (another batond) holds the state directory's lock; `holder` is its pid when known.
+    case directoryInUse(path: String, holder: Int32?)
     /// libcrypto could not compute a digest (should not happen with a working OpenSSL).
     case digestFailed
 
@@ -68,6 +70,9 @@ extension StoreError: CustomStringConvertible {
             return "cannot encode \(file): \(reason)"
         case .io(let file, let operation, let code):
             return "\(operation) \(file) failed: \(StoreError.errnoText(code))"
+        case .directoryInUse(let path, let holder):
+            let who = holder.map { "another batond (pid \($0))" } ?? "another batond"
+            return "state directory \(path) is in use by \(who); give each instance its own --state-dir"
         case .digestFailed:
             return "SHA-256 from libcrypto failed"
         }

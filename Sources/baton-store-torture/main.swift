@@ -48,6 +48,7 @@ func outcome(of error: StoreError) -> String {
     case .unsupportedVersion: "unsupportedVersion"
     case .encodingFailed: "encodingFailed"
     case .io: "io"
+    case .directoryInUse: "directoryInUse"
     case .digestFailed: "digestFailed"
     }
 }

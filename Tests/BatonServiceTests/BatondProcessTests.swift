@@ -80,6 +80,33 @@ struct BatondProcessTests {
     }
 }
 
+extension BatondProcessTests {
+    /// Two daemons on one state directory would seal adverts with the same nonces (issue: hardening).
+    @Test func aSecondDaemonOnTheSameStateDirectoryIsRefusedWithAClearMessage() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let stateDirectory = bus.directory.appendingPathComponent("state").path
+        let process = Process()
+        process.executableURL = try batondExecutable()
+        process.arguments = ["--bus-address", bus.address, "--state-dir", stateDirectory, "--no-radio", "--no-avahi"]
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        let client = try DBusConnection(bus: .address(bus.address))
+        defer { client.close() }
+        #expect(try await eventually { try await client.nameHasOwner("org.baton") })
+
+        let (status, _, errors) = try await runTool(try batondExecutable().path,
+                                                    ["--bus-address", bus.address, "--bus-name", "org.baton.second",
+                                                     "--state-dir", stateDirectory, "--no-radio", "--no-avahi"])
+        #expect(status == 1)
+        #expect(errors.contains("state directory \(stateDirectory) is in use by another batond (pid \(process.processIdentifier))"))
+        #expect(try await client.nameHasOwner("org.baton.second") == false)
+        // The first daemon is untouched.
+        #expect(try await client.manager("GetStatus").first?.asDictionary?["State"] == .string("running"))
+    }
+}
+
 /// Reads the daemon's status JSON as a client would.
 struct StatusSnapshot {
     let path: String

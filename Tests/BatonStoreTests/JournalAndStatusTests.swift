@@ -130,3 +130,30 @@ struct StatusFileTests {
         #expect(try status.read() == Lifecycle(state: "stopping", pid: 1))
     }
 }
+
+@Suite("BatonStoreTests: state directory lock")
+struct StateDirectoryLockTests {
+    func secondLockError(_ path: String) -> StoreError? {
+        do {
+            _ = try StateDirectoryLock(directory: StateDirectory(path: path))
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test func aSecondLockOnTheSameDirectoryIsRefusedAndFreedWithTheFirst() throws {
+        let path = scratchPath("lock")
+        let directory = try StateDirectory(path: path)
+        try withExtendedLifetime(try StateDirectoryLock(directory: directory)) {
+            let error = try #require(secondLockError(path), "a second lock was granted")
+            #expect(error == .directoryInUse(path: path, holder: getpid()))
+            #expect(error.description.contains("in use by another batond (pid \(getpid()))"))
+        }
+        // Released with its holder: the next instance gets it.
+        #expect(secondLockError(path) == nil)
+        var info = stat()
+        #expect(stat(path + "/lock", &info) == 0)
+        #expect(info.st_mode & 0o777 == 0o600)
+    }
+}
