@@ -759,6 +759,8 @@ def main():
         check.equal(f"{name}: decode header", (frame_type, request_id, payload.hex()),
                     (vector["type"], vector["requestID"], vector["payload"]))
         check.equal(f"{name}: payload fields re-encode", encode_payload(frame_type, fields).hex(), vector["payload"])
+        if frame_type == 0x01:  # §6.2: Hello carries request id 0 and, in v1, announces 1,048,576
+            check.equal(f"{name}: Hello id and max payload", (request_id, fields["maxPayload"]), (0, 1048576))
 
     # §7.1–7.2 pairing key agreement.
     p = {k: (h(v) if k not in ("sas",) else v) for k, v in vectors["pairing"].items()}
