@@ -12,6 +12,7 @@ import pathlib
 import struct
 import sys
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -108,6 +109,10 @@ def check_header(advert):
         raise ProtocolError("unknownKind")
 
 
+def masked_body(body):
+    return bytes(body[0:7]) + bytes([body[7] & 0x0F]) if len(body) == 8 else bytes(body)
+
+
 class Receiver:
     """§4.3: a table tag → [(member, epoch, mask, generation, keys)] and per-member replay state."""
 
@@ -152,7 +157,8 @@ class Receiver:
                     raise ProtocolError("staleEpoch")
                 if epoch == last_epoch and seq < last_seq:
                     raise ProtocolError("replayedSequence")
-                if epoch == last_epoch and seq == last_seq and body != last_body:
+                # Bodies are compared with the reserved flag bits 4-7 cleared (§4.3 step 6).
+                if epoch == last_epoch and seq == last_seq and masked_body(body) != masked_body(last_body):
                     raise ProtocolError("conflictingSequence")
             if 1 <= (last_revision - revision) % (1 << 24) < 1 << 23:
                 raise ProtocolError("staleRevision")
@@ -178,9 +184,7 @@ def decode_pairing_advert(advert):
     if advert[0] & 0x0F != 2:
         raise ProtocolError("unknownKind")
     session_id, flags, psm, name_field = advert[1:9], advert[9], int.from_bytes(advert[10:12], "big"), advert[12:24]
-    l2cap = bool(flags & 2)
-    if l2cap != (psm != 0) or (psm != 0 and not 0x80 <= psm <= 0xFF):
-        raise ProtocolError("malformed", "psm")
+    # §5: the name is checked before the PSM.
     name_bytes = name_field.rstrip(b"\x00")
     if b"\x00" in name_bytes:
         raise ProtocolError("malformed", "name")
@@ -188,6 +192,9 @@ def decode_pairing_advert(advert):
         name = name_bytes.decode("utf-8")
     except UnicodeDecodeError:
         raise ProtocolError("malformed", "name") from None
+    l2cap = bool(flags & 2)
+    if l2cap != (psm != 0) or (psm != 0 and not 0x80 <= psm <= 0xFF):
+        raise ProtocolError("malformed", "psm")
     return session_id, bool(flags & 1), psm or None, name
 
 
@@ -243,6 +250,8 @@ def read_value(reader, depth=1):
         number = struct.unpack(">d", reader.take(8))[0]
         if math.isnan(number):
             raise ProtocolError("malformed", "NaN")
+        if kind == 0x07 and math.isinf(number):
+            raise ProtocolError("malformed", "date not finite")
         return number if kind == 0x03 else Date(number)
     if kind == 0x04:
         return False
@@ -291,6 +300,8 @@ def encode_value(value, depth=1):
     if isinstance(value, float):
         if math.isnan(value):
             raise ProtocolError("malformed", "NaN")
+        if isinstance(value, Date) and math.isinf(value):
+            raise ProtocolError("malformed", "date not finite")
         return (b"\x07" if isinstance(value, Date) else b"\x03") + struct.pack(">d", value)
     if isinstance(value, (bytes, bytearray)):
         return b"\x06" + u32be(len(value)) + bytes(value)
@@ -321,7 +332,10 @@ def validate_activity(value):
         raise ProtocolError("malformed", "title")
     activity_type = value["type"]
     if not 1 <= len(activity_type) <= 128 or not set(activity_type) <= TYPE_CHARACTERS:
-        raise ProtocolError("malformed", "type")
+        raise ProtocolError("malformed", "activity type")
+    labels = activity_type.split(".")
+    if len(labels) < 2 or "" in labels:
+        raise ProtocolError("malformed", "activity type labels")
     if len(encode_value(value["userInfo"])) > MAX_USER_INFO:
         raise ProtocolError("payloadTooLarge")
     if value["version"] < 0:
@@ -453,17 +467,28 @@ def open_pairing_message(key, h, expected_counter, payload):
 
 
 # §7.3 roster.
+def device_id_of(identity_key):
+    return hashlib.sha256(identity_key).digest()[0:16]
+
+
 def decode_roster_value(value):
-    if not isinstance(value, dict) or set(value) != {"version", "members", "removed"}:
+    # Unknown keys are ignored (§2.1); the listed ones must be there with their types.
+    if not isinstance(value, dict) or not {"version", "members", "removed"} <= set(value):
+        raise ProtocolError("malformed", "roster")
+    if not isinstance(value["members"], list) or not isinstance(value["removed"], list):
         raise ProtocolError("malformed", "roster")
     member_shape = {"deviceId": (bytes, 16), "name": (str, None), "identityKey": (bytes, 32),
                     "secret": (bytes, 32), "generation": (int, None)}
     for member in value["members"]:
-        if not isinstance(member, dict) or set(member) != set(member_shape):
+        if not isinstance(member, dict) or not set(member_shape) <= set(member):
             raise ProtocolError("malformed", "roster member")
         for key, (kind, size) in member_shape.items():
             if not isinstance(member[key], kind) or isinstance(member[key], bool) or (size and len(member[key]) != size):
                 raise ProtocolError("malformed", f"roster {key}")
+        if len(member["name"].encode()) > 64 or not 0 <= member["generation"] < 1 << 32:
+            raise ProtocolError("malformed", "roster member")
+        if device_id_of(member["identityKey"]) != member["deviceId"]:
+            raise ProtocolError("malformed", "roster member id")
     for device_id in value["removed"]:
         if not isinstance(device_id, bytes) or len(device_id) != 16:
             raise ProtocolError("malformed", "roster removed")
@@ -499,7 +524,8 @@ class Checker:
         print(f"{'PASS' if ok else 'FAIL'} {name}{'  ' + note if note else ''}")
 
 
-SPEC_DETAILS = {"length", "reserved", "name", "psm", "body"}
+SPEC_DETAILS = {"length", "reserved", "name", "psm", "body", "revision", "date not finite", "roster member id",
+                "activity type labels"}
 
 
 def show(x):
@@ -544,6 +570,105 @@ def same_value(a, b):
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
     return a == b
+
+
+# §7 whole exchange (§10.8).
+def identity_public(seed):
+    return Ed25519PrivateKey.from_private_bytes(seed).public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+
+
+def x25519_public(private):
+    return X25519PrivateKey.from_private_bytes(private).public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+
+
+def roster_value(version, members, removed):
+    """§7.3: members as (name, identity key, secret, generation); sorted as senders sort them."""
+    entries = sorted(({"deviceId": device_id_of(key), "name": name, "identityKey": key, "secret": secret,
+                       "generation": generation} for name, key, secret, generation in members), key=lambda m: m["deviceId"])
+    return {"version": version, "members": entries, "removed": sorted(removed)}
+
+
+def identity_signed_bytes(role, h, name, key, secret, generation):
+    return b"baton/v1 identity" + bytes([1 if role == "initiator" else 2]) + h + name.encode("utf-8") + key + secret + u32be(generation)
+
+
+def check_pairing_exchange(check, x):
+    h = bytes.fromhex
+    sid = h(x["sessionID"])
+    parties = {role: x[role] for role in ("initiator", "responder")}
+    pub = {role: x25519_public(h(q["x25519Private"])) for role, q in parties.items()}
+    nonce = {role: h(q["nonce"]) for role, q in parties.items()}
+    commit = commitment(pub["initiator"], nonce["initiator"])
+    transcript = transcript_hash(sid, commit, pub["initiator"], nonce["initiator"], pub["responder"], nonce["responder"])
+    check.equal("exchange: H", transcript.hex(), x["transcriptHash"])
+    check.equal("exchange: SAS", sas(transcript), x["code"])
+    keys = dict(zip(("initiator", "responder"), pairing_keys(x25519(h(parties["initiator"]["x25519Private"]), pub["responder"]), transcript)))
+    expected = {("initiator", "pairCommit"): encode_frame(0x20, 0, bytes([1]) + sid + commit),
+                ("responder", "pairHello"): encode_frame(0x21, 0, pub["responder"] + nonce["responder"]),
+                ("initiator", "pairReveal"): encode_frame(0x22, 0, pub["initiator"] + nonce["initiator"])}
+    messages = {}
+    for role, q in parties.items():
+        key = identity_public(h(q["identitySeed"]))
+        check.equal(f"exchange: {role} identity key from seed", key.hex(), q["identityKey"])
+        check.equal(f"exchange: {role} device id", device_id_of(key).hex(), q["deviceId"])
+        signed = identity_signed_bytes(role, transcript, q["name"], key, h(q["secret"]), q["generation"])
+        check.equal(f"exchange: {role} signed bytes", signed.hex(), q["signedBytes"])
+        signature = Ed25519PrivateKey.from_private_bytes(h(q["identitySeed"])).sign(signed)
+        check.equal(f"exchange: {role} identity signature", signature.hex(), q["signature"])
+        try:
+            Ed25519PublicKey.from_public_bytes(key).verify(h(q["signature"]), signed)
+            check.record(f"exchange: {role} signature verifies", True)
+        except Exception as error:  # noqa: BLE001 - any failure is a failed check
+            check.record(f"exchange: {role} signature verifies", False, str(error))
+        identity = {"msg": "identity", "name": q["name"], "identityKey": key, "secret": h(q["secret"]),
+                    "generation": q["generation"], "signature": signature}
+        if q["endpoints"]:
+            identity["endpoints"] = list(q["endpoints"])
+        roster = roster_value(q["rosterVersion"], [(q["name"], key, h(q["secret"]), q["generation"])], [])
+        messages[role] = [{"msg": "confirm", "accepted": True}, identity, {"msg": "roster", "roster": encode_value(roster)}]
+        for counter, message in enumerate(messages[role]):
+            expected[(role, message["msg"])] = encode_frame(0x23, 0, seal_pairing_message(keys[role], transcript, counter, message))
+    # Each side's own order (§7.2): the handshake frames, then confirm, identity, roster with counters 0, 1, 2.
+    order = {"initiator": ["pairCommit", "pairReveal", "confirm", "identity", "roster"],
+             "responder": ["pairHello", "confirm", "identity", "roster"]}
+    for role in order:
+        check.equal(f"exchange: {role} sends in the order of §7.1-7.2", [f["message"] for f in x["frames"] if f["from"] == role], order[role])
+    opened = {"initiator": 0, "responder": 0}
+    for frame in x["frames"]:
+        name = f"exchange: {frame['from']} {frame['message']}"
+        check.equal(f"{name}: bytes built from the inputs", expected.get((frame["from"], frame["message"]), b"").hex(), frame["frame"])
+        frame_type, request_id, payload, fields = decode_frame(h(frame["frame"]))
+        check.equal(f"{name}: request id 0", request_id, 0)
+        if frame_type == 0x23:
+            counter = opened[frame["from"]]
+            check.equal(f"{name}: counter", (fields["counter"], frame["counter"]), (counter, counter))
+            message = open_pairing_message(keys[frame["from"]], transcript, counter, payload)
+            opened[frame["from"]] = counter + 1
+            check.equal(f"{name}: plaintext", encode_value(message).hex(), frame["plaintext"])
+            check.record(f"{name}: opens to the message built from the inputs", same_value(message, messages[frame["from"]][counter]))
+            if message["msg"] == "roster":
+                decode_roster_value(decode_value(message["roster"]))
+    wrong = bytearray(h(x["frames"][3]["frame"])[12:])
+    wrong[-1] ^= 1
+    check.rejects("exchange: a PairSealed with a flipped tag bit", lambda: open_pairing_message(keys["initiator"], transcript, 0, bytes(wrong)), "authenticationFailed")
+
+
+def check_rosters(check, rosters):
+    h = bytes.fromhex
+    for vector in rosters:
+        name = f"roster: {vector['comment']}"
+        members = []
+        for m in vector["members"]:
+            key = identity_public(h(m["identitySeed"]))
+            check.equal(f"{name}: {m['name']} device id", device_id_of(key).hex(), m["deviceId"])
+            members.append((m["name"], key, h(m["secret"]), m["generation"]))
+        encoded = encode_value(roster_value(vector["version"], members, [h(d) for d in vector["removed"]]))
+        check.equal(f"{name}: encode", encoded.hex(), vector["roster"])
+        check.equal(f"{name}: RingSync frame", encode_frame(0x10, vector["ringSyncRequestID"], encoded).hex(), vector["ringSyncFrame"])
+        frame_type, request_id, payload, fields = decode_frame(h(vector["ringSyncFrame"]))
+        check.equal(f"{name}: decode", (fields["version"], sorted(m["deviceId"].hex() for m in fields["members"]), sorted(d.hex() for d in fields["removed"])),
+                    (vector["version"], sorted(m["deviceId"] for m in vector["members"]), sorted(vector["removed"])))
+        check.equal(f"{name}: re-encode", encode_value(fields).hex(), vector["roster"])
 
 
 def main():
@@ -634,6 +759,8 @@ def main():
         check.equal(f"{name}: decode header", (frame_type, request_id, payload.hex()),
                     (vector["type"], vector["requestID"], vector["payload"]))
         check.equal(f"{name}: payload fields re-encode", encode_payload(frame_type, fields).hex(), vector["payload"])
+        if frame_type == 0x01:  # §6.2: Hello carries request id 0 and, in v1, announces 1,048,576
+            check.equal(f"{name}: Hello id and max payload", (request_id, fields["maxPayload"]), (0, 1048576))
 
     # §7.1–7.2 pairing key agreement.
     p = {k: (h(v) if k not in ("sas",) else v) for k, v in vectors["pairing"].items()}
@@ -654,16 +781,23 @@ def main():
     check.rejects("pairing: all-zero public key", lambda: x25519(p["initiatorPrivate"], bytes(32)), "weakKey")
     commit_frame = encode_frame(0x20, 0, bytes([1]) + p["sessionID"] + commit)
     check.equal("pairing: PairCommit payload is 41 bytes", len(decode_frame(commit_frame)[2]), 41)
-    # No sealed-message vector exists; this only checks the two directions fit together.
+    # Sealed messages have vectors in §10.8; this also checks the two directions fit together.
     message = {"msg": "confirm", "accepted": True}
     sealed = seal_pairing_message(k_ir, transcript, 0, message)
     check.record("pairing: sealed message opens (self-consistency)", same_value(open_pairing_message(k_ir, transcript, 0, sealed), message))
     check.rejects("pairing: sealed message with wrong counter", lambda: open_pairing_message(k_ir, transcript, 1, sealed), "replayedSequence")
 
+    check_pairing_exchange(check, vectors["pairingExchange"])
+    check_rosters(check, vectors["rosters"])
+    # §4.3 step 6 replay outcomes (§10.9).
+    for vector in vectors["replays"]:
+        receiver = Receiver({"m": (secret, 1)}, clock_epoch=2000000)
+        check.equal(f"replay: {vector['comment']}", [attempt(receiver.receive, h(a)) for a in vector["adverts"]], vector["outcomes"])
+
     # §10.7 rejections. Ring adverts go to a receiver holding S (generation 1) around the vectors' epoch.
     reject_receiver = Receiver({"m": (secret, 1)}, clock_epoch=adverts[0]["epoch"])
     decoders = {"ringAdvert": reject_receiver.open, "frame": decode_frame, "value": decode_value,
-                "pairingAdvert": decode_pairing_advert}
+                "pairingAdvert": decode_pairing_advert, "roster": lambda b: decode_roster_value(decode_value(b))}
     for vector in vectors["rejects"]:
         decoder = decoders.get(vector["decoder"])
         name = f"reject {vector['decoder']} {vector['input'][:32]}{'…' if len(vector['input']) > 32 else ''}"

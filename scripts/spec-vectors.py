@@ -38,16 +38,56 @@ out += ["", "### 10.6 Pairing key agreement", "",
         f"- Z = `{p['sharedSecret']}`", f"- K_IR = `{p['keyInitiatorToResponder']}`", f"- K_RI = `{p['keyResponderToInitiator']}`",
         "", "### 10.7 Rejections", "",
         "`ringAdvert` is a receiver (§4.3) whose ring holds one member with S of §10.1 (generation 1) and whose",
-        "clock is in epoch 2000000; `frame` decodes a byte string that should hold exactly one frame (§6.1);",
-        "`value` decodes one top-level property value (§6.4). The text in parentheses after `malformed` is",
-        "informative, except where §4–§6 name it (`length`, `reserved`, `name`, `psm`, `body`).", "",
+        "clock is in epoch 2000000; `frame` decodes a byte string that should hold exactly one frame (§6.1) and",
+        "then its payload by its type (§6.2, §6.4, §7.3); `value` decodes one top-level property value (§6.4);",
+        "`pairingAdvert` decodes the 24 bytes of §5; `roster` decodes a roster (§7.3). The text in parentheses",
+        "after `malformed` is informative, except where §4–§6 name it (`length`, `reserved`, `name`, `psm`, `body`).", "",
         "| decoder | input | error |", "|---|---|---|"]
 out += [f"| {r['decoder']} | `{r['input']}` | {r['error']} |" for r in v["rejects"]]
-out += ["", "### 10.8 Independent check", "",
-        "`scripts/spec-check.py` (Python 3 and python3-cryptography) implements §3–§7.2 from this document alone,",
+x = v["pairingExchange"]
+out += ["", "### 10.8 A whole pairing exchange", "",
+        "Both roles of §7 run against each other with fixed randomness; both users accept, each before it has",
+        "heard the other's answer. The X25519 keys and nonces are those of §10.6, so C, H, SAS, Z, K_IR and K_RI",
+        "are as there. Identity keys are Ed25519 (RFC 8032) from the given 32-byte seeds; signatures are",
+        "deterministic. Frames are listed in the order they were sent (each side's own order is the normative",
+        "one, §7.2); for PairSealed the counter and the plaintext (a §6.4 dictionary) are given.", "",
+        f"- session id `{x['sessionID']}`, H = `{x['transcriptHash']}`, SAS = **{x['code']}**"]
+for role in ("initiator", "responder"):
+    q = x[role]
+    out += [f"- {role}: name \"{q['name']}\", identity seed `{q['identitySeed']}`, identity key `{q['identityKey']}`,",
+            f"  device id `{q['deviceId']}`, secret `{q['secret']}`, generation {q['generation']}, endpoints "
+            + (", ".join(f"`{e}`" for e in q["endpoints"]) or "none (key left out)") + f", roster version {q['rosterVersion']}",
+            f"  - signed bytes (§7.2) `{q['signedBytes']}`",
+            f"  - signature `{q['signature']}`"]
+out += [""]
+for f in x["frames"]:
+    line = f"- {f['from']} → {f['message']}: `{f['frame']}`"
+    if f.get("counter") is not None:
+        line += f"\n  - counter {f['counter']}, plaintext `{f['plaintext']}`"
+    out.append(line)
+out += ["", "### 10.9 Replay outcomes", "",
+        "Each line feeds the adverts, in order, to a fresh receiver as in §10.7 (S of §10.1, generation 1, clock in",
+        "epoch 2000000, all adverts sealed in epoch 2000000 for type `org.example.Reader.reading`) and gives each",
+        "advert's outcome (§4.3 step 6).", ""]
+for r in v["replays"]:
+    out.append(f"- {r['comment']}: " + ", then ".join(f"`{a}` → {o}" for a, o in zip(r["adverts"], r["outcomes"])))
+out += ["", "### 10.10 Rosters and RingSync", "",
+        "Members are given by their Ed25519 seed (identity key and device id follow from it), name, secret and",
+        "generation.", ""]
+for r in v["rosters"]:
+    out.append(f"- {r['comment']}: version {r['version']}, members "
+               + "; ".join(f"\"{m['name']}\" (seed `{m['identitySeed']}`, device id `{m['deviceId']}`, secret `{m['secret']}`, generation {m['generation']})" for m in r["members"])
+               + ", removed " + (", ".join(f"`{d}`" for d in r["removed"]) or "none"))
+    out.append(f"  - roster `{r['roster']}`")
+    out.append(f"  - RingSync, request id {r['ringSyncRequestID']}: `{r['ringSyncFrame']}`")
+out += ["", "### 10.11 Independent check", "",
+        "`scripts/spec-check.py` (Python 3 and python3-cryptography) implements §3–§7.3 from this document alone,",
         "without the Swift code, and checks every vector in `protocol-v1.json`: it recomputes keys, tags, masks,",
         "type hashes, mDNS names, sealed adverts, pairing adverts, values, frames, C, H, SAS and the pairing keys",
-        "from their inputs, decodes and re-encodes every encoded item, and expects each rejection's error.",
+        "from their inputs, runs both pairing roles over the exchange of §10.8 (seals each message from its",
+        "inputs and compares the bytes, opens each one, verifies and recomputes the identity signatures), builds",
+        "the rosters of §10.10 from their members, replays §10.9, decodes and re-encodes every encoded item, and",
+        "expects each rejection's error.",
         "`scripts/test` runs it; a failure there means this text and the code disagree."]
 spec = root / "docs/protocol.md"
 s = spec.read_text()

@@ -317,12 +317,29 @@ public struct PairingSession: Sendable {
         return [.completed(PairingResult(peer: peer, peerRoster: peerRoster, peerEndpoints: peerEndpoints))]
     }
 
+    /// The Error frame that tells the peer why pairing ended (§7.2 "Failures"): the code by the
+    /// table there, the message the failure's name, so both users learn the same cause.
+    static func errorFrame(for error: WireError) -> ErrorFrame {
+        switch error {
+        case .timedOut: ErrorFrame(code: .timedOut, message: "timedOut")
+        case .rejected: ErrorFrame(code: .notPermitted, message: "rejected")
+        case .unsupportedVersion: ErrorFrame(code: .unsupportedVersion, message: "unsupportedVersion")
+        case .payloadTooLarge: ErrorFrame(code: .payloadTooLarge, message: "payloadTooLarge")
+        case .commitMismatch: ErrorFrame(code: .malformed, message: "commitMismatch")
+        case .weakKey: ErrorFrame(code: .malformed, message: "weakKey")
+        case .badSignature: ErrorFrame(code: .malformed, message: "badSignature")
+        case .authenticationFailed: ErrorFrame(code: .malformed, message: "authenticationFailed")
+        case .replayedSequence: ErrorFrame(code: .malformed, message: "replayedSequence")
+        case .unexpectedMessage: ErrorFrame(code: .malformed, message: "unexpectedMessage")
+        default: ErrorFrame(code: .malformed, message: "malformed")
+        }
+    }
+
     private mutating func fail(_ error: WireError, tellPeer: Bool) -> [Action] {
         phase = .failed
         var actions: [Action] = []
         if tellPeer {
-            let code: ErrorFrame.Code = error == .timedOut ? .timedOut : (error == .rejected ? .notPermitted : .malformed)
-            actions.append(.send(Frame(type: .error, requestID: 0, payload: ErrorFrame(code: code, message: "pairing failed").payload)))
+            actions.append(.send(Frame(type: .error, requestID: 0, payload: Self.errorFrame(for: error).payload)))
         }
         return actions + [.failed(error)]
     }

@@ -73,6 +73,8 @@ public enum PropertyValueCodec {
             appendLengthPrefixed(b, to: &out)
         case .date(let d):
             guard !d.isNaN else { throw .malformed("NaN") }
+            // A date is a point in time: an infinite one names none (§6.4).
+            guard d.isFinite else { throw .malformed("date not finite") }
             out.append(ValueTag.date.rawValue)
             out.appendBigEndian(d.bitPattern)
         case .array(let items):
@@ -106,6 +108,7 @@ public enum PropertyValueCodec {
         case .double, .date:
             let d = Double(bitPattern: try reader.readUInt64())
             guard !d.isNaN else { throw .malformed("NaN") }
+            guard tag == .double || d.isFinite else { throw .malformed("date not finite") }
             return tag == .double ? .double(d) : .date(d)
         case .falseValue: return .boolean(false)
         case .trueValue: return .boolean(true)

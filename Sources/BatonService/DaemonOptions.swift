@@ -36,8 +36,9 @@ public struct DaemonOptions: Sendable, Hashable {
 
     public static let usage = """
         Usage: batond [--session | --system | --bus-address ADDR] [--bus-name NAME] [--state-dir DIR]
-                      [--adapter hciN] [--listen ADDR] [--port N] [--name NAME] [--save-timeout SECONDS]
-                      [--no-radio] [--avahi-bus ADDR | --no-avahi] [--version] [--help]
+                      [--adapter hciN] [--listen ADDR] [--port N] [--name NAME] [--company-id ID]
+                      [--save-timeout SECONDS] [--no-radio] [--avahi-bus ADDR | --no-avahi]
+                      [--version] [--help]
 
           --session            use the session bus (tests, per-user use)
           --system             use the system bus (default)

@@ -112,7 +112,36 @@ struct PairingHarness {
         #expect(actions.last == .failed(.commitMismatch))
         guard case .send(let errorFrame) = actions.first else { Issue.record("peer not told"); return }
         #expect(errorFrame.type == .error)
+        // §7.2 Failures: code malformed, the failure's name as the message.
+        #expect(try ErrorFrame(payload: errorFrame.payload) == ErrorFrame(code: .malformed, message: "commitMismatch"))
         #expect(h.responder.isFinished)
+    }
+
+    @Test func failuresTellThePeerTheirCodeAndName() {
+        let expected: [(WireError, ErrorFrame.Code, String)] = [
+            (.timedOut, .timedOut, "timedOut"), (.rejected, .notPermitted, "rejected"),
+            (.unsupportedVersion(2), .unsupportedVersion, "unsupportedVersion"),
+            (.payloadTooLarge(limit: 1, actual: 2), .payloadTooLarge, "payloadTooLarge"),
+            (.commitMismatch, .malformed, "commitMismatch"), (.weakKey, .malformed, "weakKey"),
+            (.badSignature, .malformed, "badSignature"), (.authenticationFailed, .malformed, "authenticationFailed"),
+            (.replayedSequence, .malformed, "replayedSequence"), (.unexpectedMessage("x"), .malformed, "unexpectedMessage"),
+            (.truncated, .malformed, "malformed"),
+        ]
+        for (error, code, message) in expected {
+            #expect(PairingSession.errorFrame(for: error) == ErrorFrame(code: code, message: message), "\(error)")
+        }
+    }
+
+    @Test func aPeersRefusalIsAnsweredWithNotPermitted() throws {
+        var h = PairingHarness(random: SeededRandomFake(seed: 20))
+        h.run(h.initiator.start(nowSeconds: 0), from: .initiator)
+        let refusal = h.initiator.userConfirmed(false)
+        #expect(refusal.count == 2 && refusal.last == .failed(.rejected))
+        guard case .send(let confirm) = refusal.first else { Issue.record("no confirm"); return }
+        let answer = h.responder.receive(confirm, nowSeconds: 0)
+        guard case .send(let errorFrame) = answer.first else { Issue.record("peer not told"); return }
+        #expect(try ErrorFrame(payload: errorFrame.payload) == ErrorFrame(code: .notPermitted, message: "rejected"))
+        #expect(answer.last == .failed(.rejected))
     }
 
     @Test func timeoutFailsBothWays() {

@@ -44,11 +44,17 @@ func randomValue(_ random: SeededRandomFake, depth: Int = 1) -> PropertyValue {
         #expect(throws: WireError.trailingBytes) { try PropertyValueCodec.decode(bytes + [0]) }
     }
 
-    @Test func malformedClasses() {
+    @Test func malformedClasses() throws {
         #expect(throws: WireError.malformed("value type 10")) { try PropertyValueCodec.decode([0x0A]) }
         #expect(throws: WireError.malformed("string not UTF-8")) { try PropertyValueCodec.decode([0x01, 0, 0, 0, 1, 0xFF]) }
         #expect(throws: WireError.malformed("NaN")) { try PropertyValueCodec.decode([0x03] + Double.nan.bitPattern.bigEndianBytes) }
         #expect(throws: WireError.malformed("NaN")) { try PropertyValueCodec.encode(.double(.nan)) }
+        // §6.4: a date must be finite (NaN included); a double may be infinite.
+        #expect(throws: WireError.malformed("NaN")) { try PropertyValueCodec.encode(.date(.nan)) }
+        #expect(throws: WireError.malformed("date not finite")) { try PropertyValueCodec.encode(.date(.infinity)) }
+        #expect(throws: WireError.malformed("date not finite")) { try PropertyValueCodec.encode(.date(-.infinity)) }
+        #expect(throws: WireError.malformed("date not finite")) { try PropertyValueCodec.decode([0x07] + Double.infinity.bitPattern.bigEndianBytes) }
+        #expect(try PropertyValueCodec.decode(PropertyValueCodec.encode(.double(-.infinity))) == .double(-.infinity))
         // Keys out of order, and equal keys.
         let unordered: [UInt8] = [0x09, 0, 0, 0, 2, 0, 0, 0, 1, 0x62, 0x04, 0, 0, 0, 1, 0x61, 0x04]
         #expect(throws: WireError.malformed("dictionary keys not strictly ascending")) { try PropertyValueCodec.decode(unordered) }

@@ -38,6 +38,9 @@ struct ProtocolVectors: Codable, Equatable {
     var values: [ValueVector]
     var frames: [FrameVector]
     var pairing: PairingVector
+    var pairingExchange: PairingExchangeVector
+    var rosters: [RosterVector]
+    var replays: [ReplayVector]
     var rejects: [RejectVector]
 }
 
@@ -84,7 +87,7 @@ func computeVectors() throws -> ProtocolVectors {
     let record = try ActivityRecord(activityType: "org.example.Reader.reading", title: "Chapter 3", userInfo: ["page": .integer(42)],
                                     webpageURL: "https://example.org/book#3", version: 7, revision: 1)
     let frameSamples: [Frame] = try [
-        Frame(type: .hello, requestID: 0, payload: HelloMessage(deviceID: DeviceID(bytes: Array(0..<16)), rosterVersion: 5, maxFramePayload: 262_144).payload),
+        Frame(type: .hello, requestID: 0, payload: HelloMessage(deviceID: DeviceID(bytes: Array(0..<16)), rosterVersion: 5, maxFramePayload: 1_048_576).payload),
         Frame(type: .fetchActivity, requestID: 7, payload: ActivityReference(typeHash: keys.typeHash("org.example.Reader.reading"), revision: 1).payload),
         Frame(type: .activityPayload, requestID: 7, payload: record.encoded()),
         Frame(type: .activityContinued, requestID: 8, payload: ActivityReference(typeHash: keys.typeHash("org.example.Reader.reading"), revision: 1).payload),
@@ -125,10 +128,55 @@ func computeVectors() throws -> ProtocolVectors {
         .init(decoder: "value", input: "037ff8000000000000", error: "malformed(NaN)"),
         .init(decoder: "value", input: "0a", error: "malformed(value type 10)"),
         .init(decoder: "value", input: String(repeating: "0800000001", count: 16) + "04", error: "tooDeep"),
+        .init(decoder: "value", input: "077ff0000000000000", error: "malformed(date not finite)"),
+        .init(decoder: "value", input: "07fff0000000000000", error: "malformed(date not finite)"),
+        .init(decoder: "frame", input: "010200000000000700000008716b730601000000", error: "malformed(revision)"),
+        .init(decoder: "frame", input: hex(try Frame(type: .activityPayload, requestID: 7, payload: activityPayload(type: "reading")).encoded()),
+              error: "malformed(activity type labels)"),
+        .init(decoder: "frame", input: hex(try Frame(type: .activityPayload, requestID: 7, payload: activityPayload(type: "org..example")).encoded()),
+              error: "malformed(activity type labels)"),
+        .init(decoder: "frame", input: "010100000000000000000018" + String(repeating: "00", count: 24), error: "truncated"),
+        .init(decoder: "pairingAdvert", input: "120102030405060708020000" + "6162ff00" + String(repeating: "00", count: 8), error: "malformed(name)"),
+        .init(decoder: "pairingAdvert", input: "120102030405060708020100" + "616263" + String(repeating: "00", count: 9), error: "malformed(psm)"),
+        .init(decoder: "pairingAdvert", input: "120102030405060708000081" + "616263" + String(repeating: "00", count: 9), error: "malformed(psm)"),
+        .init(decoder: "roster", input: hex(try forgedRoster()), error: "malformed(roster member id)"),
     ]
     return ProtocolVectors(keySchedule: .init(secret: hex(s.bytes), tagKey: hex(keys.tagKey), sealKey: hex(keys.sealKeyBytes),
                                               typeKey: hex(keys.typeKey), mdnsKey: hex(keys.mdnsKey), epochs: epochs, typeHashes: types),
-                           ringAdverts: rings, pairingAdverts: pairingAdverts, values: values, frames: frames, pairing: pairing, rejects: rejects)
+                           ringAdverts: rings, pairingAdverts: pairingAdverts, values: values, frames: frames, pairing: pairing,
+                           pairingExchange: try PairingVectorSource.exchange(), rosters: try PairingVectorSource.rosters(),
+                           replays: try PairingVectorSource.replays(keys: keys), rejects: rejects)
+}
+
+/// An activity value with every key of §6.4 but the given type (to build reject vectors).
+func activityPayload(type: String) throws -> [UInt8] {
+    try PropertyValueCodec.encode(.dictionary([
+        "revision": .integer(1), "title": .string("t"), "type": .string(type), "userInfo": .dictionary([:]), "version": .integer(0),
+    ]))
+}
+
+/// A one-member roster whose deviceId is not SHA-256(identityKey)[0..<16].
+func forgedRoster() throws -> [UInt8] {
+    try PropertyValueCodec.encode(.dictionary([
+        "version": .integer(1), "removed": .array([]),
+        "members": .array([.dictionary([
+            "deviceId": .bytes(Array(repeating: 1, count: 16)), "name": .string("x"), "identityKey": .bytes(Array(repeating: 2, count: 32)),
+            "secret": .bytes(Array(repeating: 3, count: 32)), "generation": .integer(1),
+        ])]),
+    ]))
+}
+
+/// Decodes a frame and its payload by type (§6.2), as the `frame` reject vectors expect.
+func decodeFrameAndPayload(_ bytes: [UInt8]) throws(WireError) {
+    let frame = try Frame.decode(bytes)
+    switch frame.type {
+    case .hello: _ = try HelloMessage(payload: frame.payload)
+    case .fetchActivity, .activityContinued: _ = try ActivityReference(payload: frame.payload)
+    case .activityPayload: _ = try ActivityRecord(decoding: frame.payload)
+    case .error: _ = try ErrorFrame(payload: frame.payload)
+    case .ringSync: _ = try Roster(decoding: frame.payload)
+    default: break
+    }
 }
 
 /// The name docs/protocol.md uses for an error (payload details dropped where the spec has none).
@@ -204,12 +252,14 @@ func specName(_ error: WireError) -> String {
                     var matcher = AdvertMatcher(epoch: 2_000_000)
                     matcher.setMember(deviceID(1), secret: s)
                     _ = try matcher.receive(input)
-                case "frame": _ = try Frame.decode(input)
+                case "frame": try decodeFrameAndPayload(input)
+                case "pairingAdvert": _ = try PairingAdvert(decoding: input)
+                case "roster": _ = try Roster(decoding: input)
                 default: _ = try PropertyValueCodec.decode(input)
                 }
                 Issue.record("\(reject.decoder) \(reject.input) was accepted")
             } catch {
-                #expect(specName(error) == reject.error, "\(reject.decoder) \(reject.input)")
+                #expect((error as? WireError).map(specName) == reject.error, "\(reject.decoder) \(reject.input)")
             }
         }
     }

@@ -1,0 +1,263 @@
+import Testing
+@testable import BatonCore
+import BatonCrypto
+
+/// Vectors of whole pairing exchanges, identity signatures, rosters and RingSync
+/// (docs/protocol.md §10.8–§10.10), produced by running two real PairingSessions with fixed
+/// randomness against each other.
+extension ProtocolVectors {
+    struct PartyVector: Codable, Equatable {
+        var x25519Private: String, nonce: String, name: String, identitySeed: String, identityKey: String, deviceId: String
+        var secret: String, generation: UInt32, endpoints: [String], rosterVersion: UInt64
+        /// The bytes the party signs in its identity message (§7.2) and the Ed25519 signature.
+        var signedBytes: String, signature: String
+    }
+    struct PairingFrameVector: Codable, Equatable {
+        var from: String, message: String, frame: String
+        var counter: UInt64?, plaintext: String?
+    }
+    struct PairingExchangeVector: Codable, Equatable {
+        var sessionID: String, transcriptHash: String, code: String
+        var initiator: PartyVector, responder: PartyVector
+        var frames: [PairingFrameVector]
+    }
+    struct RosterMemberVector: Codable, Equatable {
+        var name: String, identitySeed: String, identityKey: String, deviceId: String, secret: String, generation: UInt32
+    }
+    struct RosterVector: Codable, Equatable {
+        var comment: String, version: UInt64, members: [RosterMemberVector], removed: [String]
+        var roster: String, ringSyncRequestID: UInt32, ringSyncFrame: String
+    }
+    struct ReplayVector: Codable, Equatable {
+        var comment: String, adverts: [String], outcomes: [String]
+    }
+}
+
+struct PairingParty {
+    var role: PairingSession.Role
+    var x25519: X25519PrivateKey
+    var nonce: [UInt8]
+    var name: String
+    var seed: [UInt8]
+    var secret: AdvertisingSecret
+    var endpoints: [String]
+    var identity: Ed25519PrivateKey { try! Ed25519PrivateKey(seed: seed) }
+    var member: RosterMember { try! RosterMember(name: name, identityKey: identity.publicKey, secret: secret) }
+    var roster: Roster { Roster(version: 1, members: [member]) }
+    var info: LocalPairingInfo { LocalPairingInfo(name: name, identityKey: identity, secret: secret, roster: roster, endpoints: endpoints) }
+
+    func session(_ sessionID: [UInt8]) throws -> PairingSession {
+        try PairingSession(role: role, sessionID: sessionID, ephemeralKey: x25519, nonce: nonce, local: info)
+    }
+
+    /// "baton/v1 identity" || role || H || name || identityKey || secret || u32be(generation) (§7.2).
+    func signedBytes(transcript: [UInt8]) -> [UInt8] {
+        var out = "baton/v1 identity".utf8Bytes + [role == .initiator ? 1 : 2] + transcript + Array(name.utf8)
+            + identity.publicKey + secret.bytes
+        out.appendBigEndian(secret.generation)
+        return out
+    }
+
+    func vector(transcript: [UInt8]) throws -> ProtocolVectors.PartyVector {
+        let signed = signedBytes(transcript: transcript)
+        return .init(x25519Private: hex(x25519.rawRepresentation), nonce: hex(nonce), name: name, identitySeed: hex(seed),
+                     identityKey: hex(identity.publicKey), deviceId: hex(member.deviceID.bytes), secret: hex(secret.bytes),
+                     generation: secret.generation, endpoints: endpoints, rosterVersion: roster.version,
+                     signedBytes: hex(signed), signature: hex(try identity.signature(for: signed)))
+    }
+}
+
+enum PairingVectorSource {
+    static let sessionID: [UInt8] = Array(0xA0..<0xA8)
+
+    static func parties() throws -> (initiator: PairingParty, responder: PairingParty) {
+        let initiator = PairingParty(role: .initiator, x25519: try X25519PrivateKey(rawRepresentation: Array(repeating: 0x11, count: 32)),
+                                     nonce: Array(repeating: 0x33, count: 16), name: "laptop", seed: Array(repeating: 0x55, count: 32),
+                                     secret: try AdvertisingSecret(bytes: Array(repeating: 0x66, count: 32), generation: 1),
+                                     endpoints: ["192.0.2.10:47001", "[2001:db8::10]:47001"])
+        let responder = PairingParty(role: .responder, x25519: try X25519PrivateKey(rawRepresentation: Array(repeating: 0x22, count: 32)),
+                                     nonce: Array(repeating: 0x44, count: 16), name: "Schreibtisch-Ü", seed: Array(repeating: 0x77, count: 32),
+                                     secret: try AdvertisingSecret(bytes: Array(repeating: 0x88, count: 32), generation: 3), endpoints: [])
+        return (initiator, responder)
+    }
+
+    /// Runs both roles against each other (both users accept) and records every frame in the order
+    /// each side sent it; checks both sides complete with the other's identity.
+    static func exchange() throws -> ProtocolVectors.PairingExchangeVector {
+        let (i, r) = try parties()
+        var initiator = try i.session(sessionID), responder = try r.session(sessionID)
+        var frames: [(from: String, frame: Frame)] = []
+        var toResponder: [Frame] = [], toInitiator: [Frame] = []
+        var completed: [String: PairingResult] = [:]
+        func collect(_ actions: [PairingSession.Action], from side: String) {
+            for action in actions {
+                switch action {
+                case .send(let frame):
+                    frames.append((side, frame))
+                    if side == "initiator" { toResponder.append(frame) } else { toInitiator.append(frame) }
+                case .completed(let result): completed[side] = result
+                case .failed(let error): Issue.record("\(side) failed: \(error)")
+                case .showCode: break
+                }
+            }
+        }
+        collect(initiator.start(nowSeconds: 0), from: "initiator")
+        func deliver() {
+            while !toResponder.isEmpty || !toInitiator.isEmpty {
+                for frame in toResponder { collect(responder.receive(frame, nowSeconds: 1), from: "responder") }
+                toResponder = []
+                for frame in toInitiator { collect(initiator.receive(frame, nowSeconds: 1), from: "initiator") }
+                toInitiator = []
+            }
+        }
+        deliver()
+        // Both users answer before either side has heard the other's answer (§7.2: no side waits).
+        collect(initiator.userConfirmed(true), from: "initiator")
+        collect(responder.userConfirmed(true), from: "responder")
+        deliver()
+        guard completed["initiator"]?.peer == r.member, completed["responder"]?.peer == i.member else {
+            throw WireError.unexpectedMessage("pairing vector exchange did not complete")
+        }
+        let commitment = PairingSession.commitment(publicKey: i.x25519.publicKey, nonce: i.nonce)
+        let h = SHA256.hash("baton/v1 pair".utf8Bytes + sessionID + commitment + i.x25519.publicKey + i.nonce + r.x25519.publicKey + r.nonce)
+        let keys = try HKDF.deriveKey(ikm: try i.x25519.sharedSecret(with: r.x25519.publicKey), salt: h,
+                                      info: "baton/v1 pair keys".utf8Bytes, count: 64)
+        let frameVectors = try frames.map { side, frame -> ProtocolVectors.PairingFrameVector in
+            var vector = ProtocolVectors.PairingFrameVector(from: side, message: "\(frame.type)", frame: hex(try frame.encoded()))
+            if frame.type == .pairSealed {
+                var reader = ByteReader(frame.payload)
+                let counter = try reader.readUInt64()
+                let body = try reader.readBytes(reader.remaining)
+                let key = try AESGCMKey(side == "initiator" ? Array(keys[0..<32]) : Array(keys[32..<64]))
+                let plaintext = try AESGCM.open(key: key, nonce: PairingSession.sealedNonce(counter), ciphertext: Array(body.dropLast(16)),
+                                                tag: Array(body.suffix(16)), aad: "baton/v1 sealed".utf8Bytes + h)
+                vector.counter = counter
+                vector.plaintext = hex(plaintext)
+                vector.message = PropertyValueCodec.decodeOrNil(plaintext)?.dictionaryValue?["msg"]?.stringValue ?? "?"
+            }
+            return vector
+        }
+        return .init(sessionID: hex(sessionID), transcriptHash: hex(h), code: PairingSession.shortAuthenticationString(transcriptHash: h),
+                     initiator: try i.vector(transcript: h), responder: try r.vector(transcript: h), frames: frameVectors)
+    }
+
+    static func rosterMember(name: String, seedByte: UInt8, secretByte: UInt8, generation: UInt32) throws -> (RosterMember, ProtocolVectors.RosterMemberVector) {
+        let seed = [UInt8](repeating: seedByte, count: 32)
+        let key = try Ed25519PrivateKey(seed: seed).publicKey
+        let member = try RosterMember(name: name, identityKey: key, secret: AdvertisingSecret(bytes: Array(repeating: secretByte, count: 32), generation: generation))
+        return (member, .init(name: name, identitySeed: hex(seed), identityKey: hex(key), deviceId: hex(member.deviceID.bytes),
+                              secret: hex(member.secret.bytes), generation: generation))
+    }
+
+    static func rosters() throws -> [ProtocolVectors.RosterVector] {
+        let laptop = try rosterMember(name: "laptop", seedByte: 0x55, secretByte: 0x66, generation: 1)
+        let desk = try rosterMember(name: "Schreibtisch-Ü", seedByte: 0x77, secretByte: 0x88, generation: 3)
+        let tablet = try rosterMember(name: "tablet", seedByte: 0x99, secretByte: 0xAA, generation: 2)
+        let gone = try DeviceID(bytes: Array(repeating: 0xEE, count: 16)), alsoGone = try DeviceID(bytes: Array(repeating: 0x0E, count: 16))
+        func vector(_ comment: String, _ version: UInt64, _ members: [(RosterMember, ProtocolVectors.RosterMemberVector)],
+                    _ removed: [DeviceID], requestID: UInt32) throws -> ProtocolVectors.RosterVector {
+            let roster = Roster(version: version, members: members.map(\.0), removed: Set(removed))
+            let bytes = try roster.encoded()
+            return .init(comment: comment, version: version, members: members.map(\.1), removed: removed.map { hex($0.bytes) },
+                         roster: hex(bytes), ringSyncRequestID: requestID,
+                         ringSyncFrame: hex(try Frame(type: .ringSync, requestID: requestID, payload: bytes).encoded()))
+        }
+        return try [
+            vector("a fresh device: a ring of one, version 1", 1, [laptop], [], requestID: 0x0000_0101),
+            vector("three members, two removed (members sorted by device id, removed ascending)", 7, [laptop, desk, tablet],
+                   [gone, alsoGone], requestID: 0xFFFF_FFFE),
+        ]
+    }
+
+    /// Item: §4.3 step 6 compares bodies with the reserved flag bits masked.
+    static func replays(keys: DerivedKeys) throws -> [ProtocolVectors.ReplayVector] {
+        let hash = keys.typeHash("org.example.Reader.reading")
+        func seal(_ sequence: UInt8, revision: UInt32, flags: UInt8) -> String {
+            hex(RingAdvert.seal(body: AdvertBody(typeHash: hash, revision: revision, flags: AdvertFlags(rawValue: flags)),
+                                keys: keys, epoch: keys.epochMaterial(2_000_000), sequence: sequence))
+        }
+        return [
+            .init(comment: "same epoch and sequence, bodies differ only in a reserved flag bit", adverts: [seal(0, revision: 1, flags: 0x03), seal(0, revision: 1, flags: 0x13)],
+                  outcomes: ["newRevision", "sameRevision"]),
+            .init(comment: "same epoch and sequence, another revision", adverts: [seal(0, revision: 1, flags: 0x03), seal(0, revision: 2, flags: 0x03)],
+                  outcomes: ["newRevision", "conflictingSequence"]),
+            .init(comment: "later sequence, older revision", adverts: [seal(4, revision: 9, flags: 0x01), seal(5, revision: 8, flags: 0x01)],
+                  outcomes: ["newRevision", "staleRevision"]),
+        ]
+    }
+}
+
+extension PropertyValueCodec {
+    static func decodeOrNil(_ bytes: [UInt8]) -> PropertyValue? { try? decode(bytes) }
+}
+
+extension VectorTests {
+    static func party(_ v: ProtocolVectors.PartyVector, role: PairingSession.Role) throws -> PairingParty {
+        PairingParty(role: role, x25519: try X25519PrivateKey(rawRepresentation: unhex(v.x25519Private)), nonce: unhex(v.nonce), name: v.name,
+                     seed: unhex(v.identitySeed), secret: try AdvertisingSecret(bytes: unhex(v.secret), generation: v.generation), endpoints: v.endpoints)
+    }
+
+    /// The file's frames of one side, fed to the core's other role, make it send exactly the file's
+    /// frames of that role and complete with the file's identity of the peer.
+    @Test func pairingExchangeFramesAreAcceptedByBothRoles() throws {
+        let v = try fileVectors().pairingExchange
+        let sessionID = unhex(v.sessionID)
+        for (me, peer, role) in [(v.initiator, v.responder, PairingSession.Role.initiator), (v.responder, v.initiator, .responder)] {
+            let side = role == .initiator ? "initiator" : "responder"
+            var session = try Self.party(me, role: role).session(sessionID)
+            var sent: [String] = []
+            var result: PairingResult?
+            func collect(_ actions: [PairingSession.Action]) throws {
+                for action in actions {
+                    switch action {
+                    case .send(let frame): sent.append(hex(try frame.encoded()))
+                    case .completed(let done): result = done
+                    case .failed(let error): Issue.record("\(side) failed: \(error)")
+                    case .showCode(let code): #expect(code == v.code)
+                    }
+                }
+            }
+            try collect(session.start(nowSeconds: 0))
+            for frame in v.frames where frame.from != side {
+                if frame.message == "confirm" { try collect(session.userConfirmed(true)) }
+                try collect(session.receive(Frame.decode(unhex(frame.frame)), nowSeconds: 1))
+            }
+            #expect(sent == v.frames.filter { $0.from == side }.map(\.frame), "\(side)")
+            let expectedPeer = try Self.party(peer, role: role == .initiator ? .responder : .initiator).member
+            #expect(result?.peer == expectedPeer, "\(side)")
+            #expect(result?.peerEndpoints == peer.endpoints, "\(side)")
+        }
+        for party in [v.initiator, v.responder] {
+            #expect(Ed25519.isValidSignature(unhex(party.signature), for: unhex(party.signedBytes), publicKey: unhex(party.identityKey)))
+            #expect(hex(Array(SHA256.hash(unhex(party.identityKey)).prefix(16))) == party.deviceId)
+        }
+        for (side, party) in [("initiator", v.initiator), ("responder", v.responder)] {
+            let identity = v.frames.first { $0.from == side && $0.message == "identity" }?.plaintext.flatMap { PropertyValueCodec.decodeOrNil(unhex($0)) }
+            #expect(identity?.dictionaryValue?["signature"]?.bytesValue.map(hex) == party.signature, "\(side)")
+        }
+    }
+
+    @Test func rosterVectorsDecodeAndReencode() throws {
+        for vector in try fileVectors().rosters {
+            let roster = try Roster(decoding: unhex(vector.roster))
+            #expect(roster.version == vector.version)
+            #expect(Set(roster.members.keys.map { hex($0.bytes) }) == Set(vector.members.map(\.deviceId)))
+            #expect(Set(roster.removed.map { hex($0.bytes) }) == Set(vector.removed))
+            #expect(hex(try roster.encoded()) == vector.roster)
+            let frame = try Frame.decode(unhex(vector.ringSyncFrame))
+            #expect(frame.type == .ringSync && frame.requestID == vector.ringSyncRequestID && hex(frame.payload) == vector.roster)
+        }
+    }
+
+    @Test func replayVectorsGiveTheFilesOutcomes() throws {
+        let v = try fileVectors()
+        for vector in v.replays {
+            var matcher = AdvertMatcher(epoch: 2_000_000)
+            matcher.setMember(deviceID(1), secret: try AdvertisingSecret(bytes: unhex(v.keySchedule.secret), generation: 1))
+            let outcomes = vector.adverts.map { advert -> String in
+                do { return "\(try matcher.receive(unhex(advert)).outcome)" } catch { return (error as? WireError).map(specName) ?? "\(error)" }
+            }
+            #expect(outcomes == vector.outcomes, "\(vector.comment)")
+        }
+    }
+}
