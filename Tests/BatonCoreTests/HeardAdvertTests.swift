@@ -165,4 +165,20 @@ struct HeardAdvertTests {
         #expect(table.record(for: bare.address)?.kind == .ringMember(member))
         #expect(table.record(for: bare.address)?.companyID == Self.baton)
     }
+
+    @Test("Random bytes under Baton's company ID never trap and are never a member")
+    func randomBytes() {
+        var matcher = matcher()
+        let random = SeededRandomFake(seed: 17)
+        let tag = DerivedKeys(secret: memberSecret).epochMaterial(Protocol.epoch(unixSeconds: now)).tag
+        for round in 0..<2_000 {
+            var data = random.bytes(random.int(0...30))
+            // Every fourth report carries the member's real header and tag, so the seal is tried.
+            if round % 4 == 0 { data = [AdvertKind.ring.headerByte] + tag + random.bytes(17) }
+            let heard = matcher.hear(report(data), batonCompanyID: Self.baton)
+            if case .ringMember = heard { Issue.record("random bytes accepted: \(data)") }
+            if round % 4 == 0 { #expect(heard == .ringRefused(taggedMember: member, reason: .authenticationFailed)) }
+        }
+        #expect(matcher.sealOpens == 500)
+    }
 }
