@@ -5,7 +5,8 @@ public enum HeardAdvert: Hashable, Sendable {
     /// An accepted ring advert (it opened under a member's keys and passed the replay rules).
     case ringMember(Sighting)
     /// A ring advert with a member's tag that did not open, or opened but was refused (stale
-    /// epoch, replayed or conflicting sequence, stale revision).
+    /// epoch, replayed or conflicting sequence, stale revision). On a 48-bit tag collision that
+    /// opened under nobody, the member is the first one with that tag.
     case ringRefused(taggedMember: DeviceID, reason: WireError)
     /// A ring advert of another ring: no member's tag.
     case otherRing
