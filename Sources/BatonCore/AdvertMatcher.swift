@@ -15,6 +15,12 @@ public struct Sighting: Hashable, Sendable {
     public let outcome: Outcome
 }
 
+/// Why a ring advert was not accepted, and whose tag it carried (nil: no member's).
+public struct RingAdvertRefusal: Error, Hashable, Sendable {
+    public let taggedMember: DeviceID?
+    public let reason: WireError
+}
+
 /// A ring advert that opened under a member's keys, replay state not consulted.
 public struct Recognition: Hashable, Sendable {
     public let member: DeviceID
@@ -51,6 +57,9 @@ public struct AdvertMatcher: Sendable {
     private var table: [UInt64: Bucket] = [:]
     private var replay: [DeviceID: ReplayState] = [:]
     public private(set) var currentEpoch: UInt64
+    /// AES-GCM opens attempted by `receive` and `hear` (a diagnostics counter; tests check that a
+    /// heard ring advert is opened once).
+    public private(set) var sealOpens = 0
 
     public init(epoch: UInt64) {
         currentEpoch = epoch
@@ -94,17 +103,32 @@ public struct AdvertMatcher: Sendable {
     /// Processes one advert's 24 manufacturer-data bytes.
     public mutating func receive(_ advert: [UInt8]) throws(WireError) -> Sighting {
         guard try AdvertKind.classify(advert) == .ring else { throw .unknownKind(advert[0] & 0x0F) }
-        let key = tagKeyOf(advert[1..<7])
-        guard let bucket = table[key] else { throw .notRingMember }
-        if let opened = try? open(advert, bucket.first) {
-            return try accept(opened.candidate, opened.sequence, opened.body)
+        switch judgeRing(advert) {
+        case .success(let sighting): return sighting
+        case .failure(let refusal): throw refusal.reason
         }
+    }
+
+    /// One lookup and, for a tag of a member, one AES-GCM open per candidate (one unless 48-bit
+    /// tags collide), then the replay rules. The caller checked the advert is a 24-byte ring advert.
+    mutating func judgeRing(_ advert: [UInt8]) -> Result<Sighting, RingAdvertRefusal> {
+        guard let bucket = table[tagKeyOf(advert[1..<7])] else { return .failure(RingAdvertRefusal(taggedMember: nil, reason: .notRingMember)) }
+        if let result = openAndAccept(advert, bucket.first) { return result }
         for candidate in bucket.others {
-            if let opened = try? open(advert, candidate) {
-                return try accept(opened.candidate, opened.sequence, opened.body)
-            }
+            if let result = openAndAccept(advert, candidate) { return result }
         }
-        throw .authenticationFailed
+        return .failure(RingAdvertRefusal(taggedMember: bucket.first.member, reason: .authenticationFailed))
+    }
+
+    /// nil when the seal does not open under this candidate's keys.
+    private mutating func openAndAccept(_ advert: [UInt8], _ candidate: Candidate) -> Result<Sighting, RingAdvertRefusal>? {
+        sealOpens += 1
+        guard let opened = try? open(advert, candidate) else { return nil }
+        do throws(WireError) {
+            return .success(try accept(opened.candidate, opened.sequence, opened.body))
+        } catch {
+            return .failure(RingAdvertRefusal(taggedMember: candidate.member, reason: error))
+        }
     }
 
     /// Which member sealed this advert, and in which epoch, without the replay check and without

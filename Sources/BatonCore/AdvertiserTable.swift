@@ -42,19 +42,33 @@ public struct AdvertiserTable: Sendable {
 
     public func record(for address: String) -> AdvertiserRecord? { records.peek(address) }
 
-    /// Records one report heard at `nowMilliseconds`; returns the updated record.
+    /// Records one report heard at `nowMilliseconds`, classified once by `AdvertMatcher.hear`;
+    /// returns the updated record. Only an accepted advert shows as a ring member.
+    @discardableResult
+    public mutating func record(_ report: AdvertisementReport, heard: HeardAdvert, nowMilliseconds: Int64) -> AdvertiserRecord {
+        record(report, kind: heard.advertiserKind(batonCompanyID: batonCompanyID), nowMilliseconds: nowMilliseconds)
+    }
+
+    /// Records one report, classifying it here with `ringLookup` for ring members. Superseded by
+    /// `record(_:heard:nowMilliseconds:)`, which does not open the advert a second time; kept
+    /// until the service uses that.
     @discardableResult
     public mutating func record(_ report: AdvertisementReport, nowMilliseconds: Int64,
                                 ringLookup: RingLookup = { _ in nil }) -> AdvertiserRecord {
         let companyID = Self.primaryCompanyID(of: report, batonCompanyID: batonCompanyID)
         let data = companyID.flatMap { report.manufacturerData[$0] }
-        var kind: AdvertiserKind
+        let kind: AdvertiserKind
         if companyID == batonCompanyID, let data, let member = ringLookup(data) {
             kind = .ringMember(member)
         } else {
             kind = AdvertiserKind.classify(companyID: companyID, batonCompanyID: batonCompanyID,
                                            manufacturerData: data, serviceUUIDs: report.serviceUUIDs)
         }
+        return record(report, kind: kind, nowMilliseconds: nowMilliseconds)
+    }
+
+    private mutating func record(_ report: AdvertisementReport, kind: AdvertiserKind, nowMilliseconds: Int64) -> AdvertiserRecord {
+        let companyID = Self.primaryCompanyID(of: report, batonCompanyID: batonCompanyID)
         var entry = records.get(report.address) ?? AdvertiserRecord(
             address: report.address, addressType: report.addressType, rssi: RSSIStatistics(), txPower: nil,
             companyID: nil, kind: kind, name: nil, reports: 0,

@@ -1,43 +1,6 @@
+import BatonCore
 import CBluetooth
 import Glibc
-
-/// A Bluetooth device address, most significant byte first, as written "00:AA:01:00:00:01".
-public struct BluetoothAddress: Hashable, Sendable, CustomStringConvertible {
-    /// Six bytes in display order (the kernel stores them reversed, see `L2CAPSocketAddress`).
-    public let bytes: [UInt8]
-
-    public init(bytes: [UInt8]) throws(TransportError) {
-        guard bytes.count == 6 else { throw .addressUnavailable("a Bluetooth address has 6 bytes, not \(bytes.count)") }
-        self.bytes = bytes
-    }
-
-    /// Parses six colon-separated pairs of hex digits (either case).
-    public init(_ text: String) throws(TransportError) {
-        let groups = text.split(separator: ":", omittingEmptySubsequences: false)
-        var bytes: [UInt8] = []
-        for group in groups {
-            guard group.count == 2, group.allSatisfy(\.isHexDigit), let byte = UInt8(group, radix: 16) else {
-                throw .addressUnavailable("not a Bluetooth address: \(text.prefix(32))")
-            }
-            bytes.append(byte)
-        }
-        guard bytes.count == 6 else { throw .addressUnavailable("not a Bluetooth address: \(text.prefix(32))") }
-        self.bytes = bytes
-    }
-
-    public var description: String {
-        bytes.map { byte in
-            let digits = String(byte, radix: 16, uppercase: true)
-            return digits.count == 1 ? "0" + digits : digits
-        }.joined(separator: ":")
-    }
-}
-
-/// The LE address types an L2CAP socket address carries (`l2_bdaddr_type`).
-public enum LEAddressType: UInt8, Sendable {
-    case `public` = 1  // BDADDR_LE_PUBLIC
-    case random = 2    // BDADDR_LE_RANDOM
-}
 
 /// `struct sockaddr_l2` for an LE channel, built byte by byte because the header's struct mixes a packed
 /// `bdaddr_t` into an unpacked struct and stores the address reversed: family (u16), PSM (u16,
@@ -79,7 +42,10 @@ public struct L2CAPSocketAddress: Hashable, Sendable, CustomStringConvertible {
             throw .addressUnavailable("not an LE address type: \(bytes[12])")
         }
         self.psm = UInt16(bytes[2]) | UInt16(bytes[3]) << 8
-        self.address = try BluetoothAddress(bytes: bytes[4..<10].reversed())
+        guard let address = try? BluetoothAddress(bytes: bytes[4..<10].reversed()) else {
+            throw .addressUnavailable("sockaddr_l2 without an address")
+        }
+        self.address = address
         self.addressType = type
     }
 

@@ -1,3 +1,4 @@
+import BatonCore
 import BatonTransport
 import CBluetooth
 import Glibc
@@ -12,26 +13,7 @@ private let kernelLacksBluetooth: Bool = {
 
 @Suite("L2CAP addresses")
 struct L2CAPAddressTests {
-    @Test("Addresses parse in either case and print in upper case with leading zeros")
-    func parsesAndFormats() throws {
-        let address = try BluetoothAddress("00:aa:01:0F:00:01")
-        #expect(address.bytes == [0x00, 0xAA, 0x01, 0x0F, 0x00, 0x01])
-        #expect(address.description == "00:AA:01:0F:00:01")
-        #expect(try BluetoothAddress(address.description) == address)
-    }
-
-    @Test("Malformed addresses are refused", arguments: [
-        "", "00:11:22:33:44", "00:11:22:33:44:55:66", "0G:11:22:33:44:55", "0:11:22:33:44:555",
-        "+1:11:22:33:44:55", "00-11-22-33-44-55", "00:11:22:33:44:55:", "００:11:22:33:44:55",
-    ])
-    func refusesMalformed(text: String) {
-        #expect(throws: TransportError.self) { try BluetoothAddress(text) }
-    }
-
-    @Test("Only six address bytes are accepted")
-    func refusesWrongByteCount() {
-        #expect(throws: TransportError.self) { try BluetoothAddress(bytes: [1, 2, 3, 4, 5]) }
-    }
+    // Parsing and printing of BluetoothAddress itself: BatonCoreTests/EndpointTests.
 
     @Test("sockaddr_l2 is laid out as <bluetooth/l2cap.h> declares it, address reversed as str2ba stores it")
     func socketAddressLayout() throws {

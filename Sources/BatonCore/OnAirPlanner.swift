@@ -1,0 +1,168 @@
+/// What this device has on the air (swift-nio style: inputs in, actions out, carried out in order).
+/// Wraps `AdvertSender` and adds the daemon's rules around it:
+/// - the ring advert (activity or presence) goes out once something was published, or, with no
+///   activity, as presence as soon as the ring has other members;
+/// - while a pairing session waits, the radio carries its clear pairing advert (§5) instead, and
+///   the ring advert waits: its counters are still persisted at once, the bytes are put back when
+///   no session waits any more;
+/// - the ring advert is connectable only when the service says so (an L2CAP transfer listener and
+///   no IP endpoint other machines can reach, §8.3); a pairing advert when it announces a PSM.
+public struct OnAirPlanner: Sendable {
+    public enum Action: Hashable, Sendable {
+        /// Write these counters durably before the next action (§4.2).
+        case persist(SenderCounters)
+        /// Replace whatever is advertised with this ring advert.
+        case advertiseRing([UInt8], connectable: Bool)
+        /// Replace whatever is advertised with this pairing advert (`encoded` gives the bytes).
+        case advertisePairing(PairingAdvert, connectable: Bool)
+        /// Stop advertising.
+        case stop
+    }
+
+    /// What the last advertise action put on the air.
+    public enum OnAir: Hashable, Sendable {
+        case nothing
+        case ring([UInt8], connectable: Bool)
+        case pairing(PairingAdvert)
+    }
+
+    public private(set) var sender: AdvertSender
+    public private(set) var onAir: OnAir = .nothing
+    /// Pairing adverts of sessions waiting for their initiator, oldest first; the newest is on the air.
+    public private(set) var waitingPairing: [PairingAdvert] = []
+    public private(set) var ringAdvertConnectable = false
+    public private(set) var ringHasOtherMembers: Bool
+    /// True while a user's activity is published (presence otherwise).
+    public private(set) var activityPublished = false
+    /// Without a radio only counters are kept (the content still counts for FetchActivity).
+    public let hasRadio: Bool
+
+    public init(sender: AdvertSender, hasRadio: Bool, ringHasOtherMembers: Bool) {
+        self.sender = sender
+        self.hasRadio = hasRadio
+        self.ringHasOtherMembers = ringHasOtherMembers
+    }
+
+    /// True while a pairing advert holds the air and the ring advert waits.
+    public var ringAdvertWaits: Bool { !waitingPairing.isEmpty }
+
+    /// The session ids of this device's own waiting sessions (not listed as heard nearby).
+    public var waitingSessionIDs: [[UInt8]] { waitingPairing.map(\.sessionID) }
+
+    /// The radio became usable (the daemon started scanning): presence when there is a ring.
+    public mutating func radioStarted(nowSeconds: Int64) -> [Action] {
+        presenceIfRinged(nowSeconds: nowSeconds)
+    }
+
+    /// A user published an activity: a new revision even when type and flags stayed (`changed`).
+    public mutating func publish(_ content: AdvertContent, changed: Bool = true, nowSeconds: Int64) -> [Action] {
+        activityPublished = true
+        return advertise(content, changed: changed, nowSeconds: nowSeconds)
+    }
+
+    /// The advertised activity was withdrawn: presence again.
+    public mutating func withdraw(nowSeconds: Int64) -> [Action] {
+        activityPublished = false
+        return advertise(.presence, changed: false, nowSeconds: nowSeconds)
+    }
+
+    /// Clock tick: epoch rotation (held back, but persisted, while a pairing advert is on the air).
+    public mutating func tick(nowSeconds: Int64) -> [Action] {
+        ring(sender.tick(nowSeconds: nowSeconds))
+    }
+
+    /// A new own secret after a removal (§7.4).
+    public mutating func rotateSecret(_ secret: AdvertisingSecret, nowSeconds: Int64) -> [Action] {
+        ring(sender.rotateSecret(secret, nowSeconds: nowSeconds))
+    }
+
+    /// The ring gained or lost other members. Gaining starts presence; losing the last one leaves
+    /// the advert as it was (as before: nothing withdraws it).
+    public mutating func ringMembersChanged(hasOthers: Bool, nowSeconds: Int64) -> [Action] {
+        ringHasOtherMembers = hasOthers
+        return presenceIfRinged(nowSeconds: nowSeconds)
+    }
+
+    /// A session started waiting for its initiator: its pairing advert goes on the air.
+    public mutating func pairingStartedWaiting(_ advert: PairingAdvert) -> [Action] {
+        guard hasRadio else { return [] }
+        waitingPairing.removeAll { $0.sessionID == advert.sessionID }
+        waitingPairing.append(advert)
+        onAir = .pairing(advert)
+        return [.advertisePairing(advert, connectable: advert.psm != nil)]
+    }
+
+    /// A session stopped waiting (its initiator arrived, it failed or was cancelled). Another
+    /// waiting session's advert takes the air if this one had it; with none left the ring advert
+    /// comes back (or presence, or nothing).
+    public mutating func pairingStoppedWaiting(sessionID: [UInt8], nowSeconds: Int64) -> [Action] {
+        guard let index = waitingPairing.firstIndex(where: { $0.sessionID == sessionID }) else { return [] }
+        waitingPairing.remove(at: index)
+        if let newest = waitingPairing.last {
+            guard onAir == .pairing(newest) else { return pairingStartedWaiting(newest) }
+            return []
+        }
+        return restoreRingAdvert(nowSeconds: nowSeconds)
+    }
+
+    /// The transfer's reachability changed; the ring advert goes out again with the new setting.
+    public mutating func setRingAdvertConnectable(_ connectable: Bool, nowSeconds: Int64) -> [Action] {
+        guard ringAdvertConnectable != connectable else { return [] }
+        ringAdvertConnectable = connectable
+        return restoreRingAdvert(nowSeconds: nowSeconds)
+    }
+
+    /// The service stops: nothing on the air.
+    public mutating func stop() -> [Action] {
+        waitingPairing = []
+        onAir = .nothing
+        _ = sender.stop()
+        return hasRadio ? [.stop] : []
+    }
+
+    // MARK: Rules
+
+    /// Puts the current ring advert back (the same bytes: no new nonce), or stops and starts
+    /// presence when there is none. Nothing while a session waits, or without a radio.
+    private mutating func restoreRingAdvert(nowSeconds: Int64) -> [Action] {
+        guard hasRadio, waitingPairing.isEmpty else { return [] }
+        let actions = sender.radioReset()
+        if actions.isEmpty {
+            onAir = .nothing
+            return [.stop] + presenceIfRinged(nowSeconds: nowSeconds)
+        }
+        return ring(actions)
+    }
+
+    /// A ring of one has nobody to tell; with members, the device advertises at least presence.
+    private mutating func presenceIfRinged(nowSeconds: Int64) -> [Action] {
+        guard hasRadio, ringHasOtherMembers, !activityPublished else { return [] }
+        return advertise(.presence, changed: false, nowSeconds: nowSeconds)
+    }
+
+    private mutating func advertise(_ content: AdvertContent, changed: Bool, nowSeconds: Int64) -> [Action] {
+        var actions = sender.update(content, nowSeconds: nowSeconds, changed: changed)
+        guard hasRadio else { return ring(actions) }
+        if sender.currentAdvert == nil { actions = sender.start(nowSeconds: nowSeconds) }
+        return ring(actions)
+    }
+
+    /// The sender's actions as the radio gets them: counters always, bytes only when no pairing
+    /// advert holds the air and there is a radio.
+    private mutating func ring(_ actions: [AdvertSender.Action]) -> [Action] {
+        actions.compactMap { action in
+            switch action {
+            case .persist(let counters):
+                return .persist(counters)
+            case .advertise(let bytes):
+                guard hasRadio, waitingPairing.isEmpty else { return nil }
+                onAir = .ring(bytes, connectable: ringAdvertConnectable)
+                return .advertiseRing(bytes, connectable: ringAdvertConnectable)
+            case .stop:
+                guard hasRadio else { return nil }
+                onAir = .nothing
+                return .stop
+            }
+        }
+    }
+}
