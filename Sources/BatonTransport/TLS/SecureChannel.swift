@@ -33,12 +33,12 @@ public final class SecureChannel: Sendable {
     public let peerDeviceID: DeviceID
     public let configuration: TransportConfiguration
 
-    let connection: any TLSSession
+    let engine: TLSEngine
     private let sendLock = AsyncLock()
     private let receiveLock = AsyncLock()
 
-    init(connection: any TLSSession, peerIdentityKey: [UInt8], configuration: TransportConfiguration) {
-        self.connection = connection
+    init(engine: TLSEngine, peerIdentityKey: [UInt8], configuration: TransportConfiguration) {
+        self.engine = engine
         self.peerIdentityKey = peerIdentityKey
         self.peerDeviceID = DeviceID(identityKey: peerIdentityKey)
         self.configuration = configuration
@@ -57,7 +57,7 @@ public final class SecureChannel: Sendable {
         let deadline = configuration.writeTimeout.deadlineFromNow
         await sendLock.lock()
         defer { sendLock.unlock() }
-        try await connection.write(bytes, until: deadline)
+        try await engine.write(bytes, until: deadline)
     }
 
     /// The next frame from the peer. Header limits are checked before the payload is buffered; a frame
@@ -66,13 +66,13 @@ public final class SecureChannel: Sendable {
         let deadline = (timeout ?? configuration.idleTimeout).deadlineFromNow
         await receiveLock.lock()
         defer { receiveLock.unlock() }
-        return try await connection.readFrame(until: deadline)
+        return try await engine.readFrame(until: deadline)
     }
 
     /// Closes the channel; pending and later sends and receives throw `.closed`. Idempotent.
     public func close() {
-        connection.close()
+        engine.close()
     }
 
-    public var isClosed: Bool { connection.isClosed }
+    public var isClosed: Bool { engine.isClosed }
 }
