@@ -118,9 +118,11 @@ public final class L2CAPFrameChannel: FrameChannel {
         // disconnect are still queued; the next recv returns them. So a 0 is only final when repeated.
         var sawZero = false
         while true {
-            guard let descriptor = socket.open else { throw .closed }
             // MSG_TRUNC: the result is the SDU's real length even if it did not fit.
-            let count = buffer.withUnsafeMutableBytes { Glibc.recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_TRUNC)) }
+            let received = socket.withDescriptor { descriptor in
+                (buffer.withUnsafeMutableBytes { Glibc.recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_TRUNC)) }, errno)
+            }
+            guard let (count, code) = received else { throw .closed }
             if count > receiveMTU {
                 close()
                 throw .invalidSDU("SDU of \(count) bytes over MTU \(receiveMTU)")
@@ -134,7 +136,6 @@ public final class L2CAPFrameChannel: FrameChannel {
                 sawZero = true
                 continue
             }
-            let code = errno
             if sawZero, code == EAGAIN || code == EWOULDBLOCK {
                 // A 0 followed by "nothing yet" on a live channel was an empty SDU, which §8.3 forbids.
                 close()
@@ -164,7 +165,7 @@ public final class L2CAPListener: Sendable {
         }
         let local = L2CAPSocketAddress(address: adapterAddress, addressType: addressType, psm: psm)
         socket = try makeL2CAPSocket(local: local, options: options)
-        guard listen(socket.open ?? -1, 4) == 0 else { throw .socket(operation: "listen", errno: errno) }
+        try socket.listen(backlog: 4)
         self.local = local
         self.configuration = configuration
     }
@@ -211,33 +212,33 @@ func makeL2CAPSocket(local: L2CAPSocketAddress, options: L2CAPOptions) throws(Tr
         throw .invalidSDU("receive MTU \(options.receiveMTU) outside \(L2CAPOptions.receiveMTURange)")
     }
     let socket = try OwnedSocket.make(family: AF_BLUETOOTH, type: Int32(SOCK_SEQPACKET.rawValue), protocol: BTPROTO_L2CAP)
-    guard let descriptor = socket.open else { throw .closed }
     var security = bt_security(level: UInt8(BT_SECURITY_LOW), key_size: 0)
     var receiveMTU = UInt16(options.receiveMTU)
     // BT_RCVMTU only after bind: before it the socket's address type is BR/EDR and the kernel refuses.
-    guard setsockopt(descriptor, SOL_BLUETOOTH, BT_SECURITY, &security, socklen_t(MemoryLayout<bt_security>.size)) == 0,
-          local.withSockaddr({ bind(descriptor, $0, $1) }) == 0,
-          setsockopt(descriptor, SOL_BLUETOOTH, BT_RCVMTU, &receiveMTU, socklen_t(MemoryLayout<UInt16>.size)) == 0 else {
-        throw .socket(operation: "setsockopt/bind", errno: errno)
+    let configured = socket.withDescriptor { descriptor in
+        setsockopt(descriptor, SOL_BLUETOOTH, BT_SECURITY, &security, socklen_t(MemoryLayout<bt_security>.size)) == 0
+            && local.withSockaddr({ bind(descriptor, $0, $1) }) == 0
+            && setsockopt(descriptor, SOL_BLUETOOTH, BT_RCVMTU, &receiveMTU, socklen_t(MemoryLayout<UInt16>.size)) == 0
     }
+    guard configured == true else { throw .socket(operation: "setsockopt/bind", errno: errno) }
     return socket
 }
 
 private func readMTU(_ socket: OwnedSocket, _ option: Int32) -> Int? {
-    guard let descriptor = socket.open else { return nil }
     var value: UInt16 = 0
     var length = socklen_t(MemoryLayout<UInt16>.size)
-    guard getsockopt(descriptor, SOL_BLUETOOTH, option, &value, &length) == 0 else { return nil }
+    guard socket.withDescriptor({ getsockopt($0, SOL_BLUETOOTH, option, &value, &length) }) == 0 else { return nil }
     return Int(value)
 }
 
 /// Bytes the socket still holds for sending (TIOCOUTQ reports the free send space on Bluetooth sockets).
 private func queuedBytes(_ socket: OwnedSocket) -> Int? {
-    guard let descriptor = socket.open else { return nil }
     var free: Int32 = 0
     var sendBuffer: Int32 = 0
     var length = socklen_t(MemoryLayout<Int32>.size)
-    guard ioctl(descriptor, UInt(TIOCOUTQ), &free) == 0,
-          getsockopt(descriptor, SOL_SOCKET, SO_SNDBUF, &sendBuffer, &length) == 0 else { return nil }
+    let measured = socket.withDescriptor { descriptor in
+        ioctl(descriptor, UInt(TIOCOUTQ), &free) == 0 && getsockopt(descriptor, SOL_SOCKET, SO_SNDBUF, &sendBuffer, &length) == 0
+    }
+    guard measured == true else { return nil }
     return max(0, Int(sendBuffer) - Int(free))
 }

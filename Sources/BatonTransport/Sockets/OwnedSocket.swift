@@ -13,20 +13,29 @@ protocol SockaddrProviding: Sendable {
 extension SocketAddress: SockaddrProviding {}
 extension L2CAPSocketAddress: SockaddrProviding {}
 
-/// A nonblocking socket descriptor with exactly one owner. `close()` shuts the socket down at once,
-/// which wakes every task waiting on it; the descriptor itself is closed exactly once, when the owner
-/// goes. A waiting task holds the owner, so the descriptor number cannot be reused under it, and no
-/// error path has to remember to close it.
+/// A nonblocking socket descriptor with exactly one owner, closed exactly once. `close()` shuts the
+/// socket down at once, which wakes every task waiting on it; the descriptor itself is closed as soon
+/// as no system call or wait borrows it any more (or when the owner goes), so its number cannot be
+/// reused under a borrower, and no error path has to remember to close it.
 final class OwnedSocket: Sendable {
+    private struct State {
+        var closed = false
+        /// System calls and waits using the descriptor right now.
+        var borrowers = 0
+        var released = false
+    }
+
     private let descriptor: Int32
-    private let closed = Mutex(false)
+    private let state = Mutex(State())
 
     /// Takes ownership of `descriptor`.
     init(taking descriptor: Int32) {
         self.descriptor = descriptor
     }
 
-    deinit { Glibc.close(descriptor) }
+    deinit {
+        if !state.withLock({ $0.released }) { Glibc.close(descriptor) }
+    }
 
     /// A new nonblocking, close-on-exec socket.
     static func make(family: Int32, type: Int32, protocol: Int32 = 0) throws(TransportError) -> OwnedSocket {
@@ -40,34 +49,62 @@ final class OwnedSocket: Sendable {
         return OwnedSocket(taking: descriptor)
     }
 
-    var isClosed: Bool { closed.withLock { $0 } }
+    var isClosed: Bool { state.withLock { $0.closed } }
 
-    /// The descriptor for one system call; nil once closed.
-    var open: Int32? { closed.withLock { $0 ? nil : descriptor } }
+    /// Lends the descriptor to `body`; nil once closed. A close meanwhile only shuts the socket down.
+    func withDescriptor<Result>(_ body: (Int32) -> Result) -> Result? {
+        guard borrow() else { return nil }
+        defer { giveBack() }
+        return body(descriptor)
+    }
 
-    /// Shuts both directions down. Idempotent.
-    func close() {
-        let wasOpen = closed.withLock { closed in
-            defer { closed = true }
-            return !closed
+    private func borrow() -> Bool {
+        state.withLock { state in
+            guard !state.closed else { return false }
+            state.borrowers += 1
+            return true
         }
-        if wasOpen { _ = shutdown(descriptor, Int32(SHUT_RDWR)) }
+    }
+
+    private func giveBack() {
+        let release = state.withLock { state in
+            state.borrowers -= 1
+            guard state.closed, state.borrowers == 0, !state.released else { return false }
+            state.released = true
+            return true
+        }
+        if release { Glibc.close(descriptor) }
+    }
+
+    /// Shuts both directions down and closes the descriptor once nobody borrows it. Idempotent.
+    func close() {
+        let release = state.withLock { state in
+            guard !state.closed else { return false }
+            state.closed = true
+            // Under the lock, so a borrower giving back cannot close the descriptor before this.
+            _ = shutdown(descriptor, Int32(SHUT_RDWR))
+            state.released = state.borrowers == 0
+            return state.released
+        }
+        if release { Glibc.close(descriptor) }
     }
 
     /// Tells the peer nothing more comes (TCP FIN); reading goes on.
     func shutdownWrite() {
-        if let open { _ = shutdown(open, Int32(SHUT_WR)) }
+        _ = withDescriptor { shutdown($0, Int32(SHUT_WR)) }
     }
 
     func setOption(_ level: Int32, _ name: Int32, _ value: Int32) {
         var value = value
-        _ = setsockopt(descriptor, level, name, &value, socklen_t(MemoryLayout<Int32>.size))
+        _ = withDescriptor { setsockopt($0, level, name, &value, socklen_t(MemoryLayout<Int32>.size)) }
     }
 
     /// Suspends until the socket is ready; `timeoutError` at the deadline, `.closed` when cancelled or closed.
     func wait(_ readiness: SocketReadiness, until deadline: DispatchTime, timeoutError: TransportError = .timedOut) async throws(TransportError) {
-        guard let descriptor = open else { throw .closed }
-        switch await waitForSocket(descriptor, readiness, until: deadline) {
+        guard borrow() else { throw .closed }
+        let outcome = await waitForSocket(descriptor, readiness, until: deadline)
+        giveBack()
+        switch outcome {
         case .ready: return
         case .timedOut: throw timeoutError
         case .cancelled: throw .closed
@@ -76,21 +113,29 @@ final class OwnedSocket: Sendable {
 
     /// Connects to `address` by `deadline` (nonblocking connect, then SO_ERROR).
     func connect(to address: some SockaddrProviding, until deadline: DispatchTime) async throws(TransportError) {
-        if address.withSockaddr({ Glibc.connect(descriptor, $0, $1) }) == 0 { return }
+        let status = withDescriptor { descriptor in address.withSockaddr { Glibc.connect(descriptor, $0, $1) } }
+        if status == 0 { return }
         let code = errno
         guard code == EINPROGRESS else { throw .socket(operation: "connect", errno: code) }
         try await wait(.writable, until: deadline, timeoutError: .connectTimedOut)
         var socketError: Int32 = 0
         var length = socklen_t(MemoryLayout<Int32>.size)
-        _ = getsockopt(descriptor, SOL_SOCKET, SO_ERROR, &socketError, &length)
+        _ = withDescriptor { getsockopt($0, SOL_SOCKET, SO_ERROR, &socketError, &length) }
         guard socketError == 0 else { throw .socket(operation: "connect", errno: socketError) }
     }
 
-    /// Binds to `address` and listens.
-    func listen(at address: some SockaddrProviding, backlog: Int32) throws(TransportError) {
-        guard address.withSockaddr({ bind(descriptor, $0, $1) }) == 0, Glibc.listen(descriptor, backlog) == 0 else {
-            throw .socket(operation: "bind/listen", errno: errno)
-        }
+    func bind(to address: some SockaddrProviding) throws(TransportError) {
+        guard withDescriptor({ descriptor in address.withSockaddr { Glibc.bind(descriptor, $0, $1) } }) == 0 else { throw .socket(operation: "bind", errno: errno) }
+    }
+
+    func listen(backlog: Int32) throws(TransportError) {
+        guard withDescriptor({ Glibc.listen($0, backlog) }) == 0 else { throw .socket(operation: "listen", errno: errno) }
+    }
+
+    /// A dispatch source that fires when a connection waits to be accepted. The caller keeps this
+    /// socket alive until the source's cancel handler ran.
+    func makeReadSource(queue: DispatchQueue) -> any DispatchSourceRead {
+        DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: queue)
     }
 
     enum AcceptOutcome {
@@ -102,20 +147,22 @@ final class OwnedSocket: Sendable {
 
     /// One nonblocking accept(2). `addressCapacity` bounds the peer address kept.
     func acceptNow(addressCapacity: Int = MemoryLayout<sockaddr_storage>.size) -> AcceptOutcome {
-        guard let descriptor = open else { return .failed(errno: EBADF) }
         var address = [UInt8](repeating: 0, count: addressCapacity)
         var length = socklen_t(addressCapacity)
         while true {
-            let client = address.withUnsafeMutableBytes {
-                Glibc.accept(descriptor, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length)
+            let accepted = withDescriptor { descriptor in
+                let client = address.withUnsafeMutableBytes {
+                    Glibc.accept(descriptor, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length)
+                }
+                return (client, errno)
             }
+            guard let (client, code) = accepted else { return .failed(errno: EBADF) }
             if client >= 0 {
                 // accept4 is hidden behind _GNU_SOURCE in Swift's Glibc; the flags are set by hand.
                 _ = fcntl(client, F_SETFD, FD_CLOEXEC)
                 _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
                 return .accepted(OwnedSocket(taking: client), peerAddress: Array(address.prefix(Int(min(length, socklen_t(addressCapacity))))))
             }
-            let code = errno
             if code == EINTR || code == ECONNABORTED { continue }
             return code == EAGAIN || code == EWOULDBLOCK ? .wouldBlock : .failed(errno: code)
         }
@@ -137,10 +184,11 @@ final class OwnedSocket: Sendable {
     func sendAll(_ bytes: [UInt8], until deadline: DispatchTime) async throws(TransportError) {
         var offset = 0
         while offset < bytes.count {
-            guard let descriptor = open else { throw .closed }
-            let written = bytes[offset...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let sent = withDescriptor { descriptor in
+                (bytes[offset...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }, errno)
+            }
+            guard let (written, code) = sent else { throw .closed }
             if written > 0 { offset += written; continue }
-            let code = errno
             guard written < 0, Self.isTransient(code) else {
                 close()
                 throw written < 0 ? Self.failure("send", code) : .connectionFailed("send: no progress")
@@ -154,10 +202,11 @@ final class OwnedSocket: Sendable {
     func receiveSome(upTo maximum: Int, until deadline: DispatchTime) async throws(TransportError) -> [UInt8] {
         var buffer = [UInt8](repeating: 0, count: maximum)
         while true {
-            guard let descriptor = open else { throw .closed }
-            let count = buffer.withUnsafeMutableBytes { Glibc.recv(descriptor, $0.baseAddress, $0.count, 0) }
+            let received = withDescriptor { descriptor in
+                (buffer.withUnsafeMutableBytes { Glibc.recv(descriptor, $0.baseAddress, $0.count, 0) }, errno)
+            }
+            guard let (count, code) = received else { throw .closed }
             if count > 0 { return Array(buffer[0..<count]) }
-            let code = errno
             guard count < 0, Self.isTransient(code) else {
                 close()
                 throw count == 0 ? .closed : Self.failure("recv", code)

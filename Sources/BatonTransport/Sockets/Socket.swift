@@ -37,11 +37,12 @@ struct SocketAddress: Sendable {
 
     /// The local address of a bound socket.
     static func local(of socket: OwnedSocket) -> SocketAddress? {
-        guard let descriptor = socket.open else { return nil }
         var address = SocketAddress()
         address.length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let status = withUnsafeMutableBytes(of: &address.storage) { raw in
-            getsockname(descriptor, raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), &address.length)
+        let status = socket.withDescriptor { descriptor in
+            withUnsafeMutableBytes(of: &address.storage) { raw in
+                getsockname(descriptor, raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), &address.length)
+            }
         }
         return status == 0 ? address : nil
     }
@@ -118,7 +119,8 @@ extension OwnedSocket {
         let socket = try make(family: address.family, type: Int32(SOCK_STREAM.rawValue))
         socket.setOption(SOL_SOCKET, SO_REUSEADDR, 1)
         if address.family == AF_INET6 { socket.setOption(Int32(IPPROTO_IPV6), IPV6_V6ONLY, 1) }
-        try socket.listen(at: address, backlog: backlog)
+        try socket.bind(to: address)
+        try socket.listen(backlog: backlog)
         guard let local = SocketAddress.local(of: socket) else { throw .socket(operation: "getsockname", errno: errno) }
         return (socket, local.port)
     }

@@ -44,7 +44,7 @@ public final class TLSListener: Sendable {
         self.configuration = configuration
         self.pins = pins
         self.onHandshakeFailure = onHandshakeFailure
-        self.acceptSource = SendableReadSource(DispatchSource.makeReadSource(fileDescriptor: socket.open ?? -1, queue: socketEventQueue))
+        self.acceptSource = SendableReadSource(socket.makeReadSource(queue: socketEventQueue))
         acceptSource.source.setEventHandler { [weak self] in self?.acceptPending(socket) }
         // The handler holds the socket until dispatch stopped watching it; then it may be closed.
         acceptSource.source.setCancelHandler { socket.close() }
