@@ -24,15 +24,14 @@ extension SecureChannel: FrameChannel {
 /// own commit–reveal and AEAD protection, and nothing else may be sent over it.
 public final class PlainFrameChannel: FrameChannel {
     private let socket: OwnedSocket
-    private let frames = FrameStreamDecoder()
-    private let sendLock = AsyncLock()
-    private let receiveLock = AsyncLock()
+    private let frames: FrameStream
     public let configuration: TransportConfiguration
     /// The peer's numeric address, for logs.
     public let peerDescription: String
 
     init(socket: OwnedSocket, peer: String, configuration: TransportConfiguration) {
         self.socket = socket
+        self.frames = FrameStream(socket)
         peerDescription = peer
         self.configuration = configuration
     }
@@ -53,26 +52,11 @@ public final class PlainFrameChannel: FrameChannel {
     }
 
     public func send(_ frame: Frame) async throws(TransportError) {
-        let bytes: [UInt8]
-        do { bytes = try frame.encoded() } catch { throw .unencodableFrame(error) }
-        let deadline = configuration.writeTimeout.deadlineFromNow
-        await sendLock.lock()
-        defer { sendLock.unlock() }
-        try await socket.sendAll(bytes, until: deadline)
+        try await frames.send(frame, until: configuration.writeTimeout.deadlineFromNow)
     }
 
     public func receive(timeout: Duration? = nil) async throws(TransportError) -> Frame {
-        let deadline = (timeout ?? configuration.idleTimeout).deadlineFromNow
-        await receiveLock.lock()
-        defer { receiveLock.unlock() }
-        do {
-            return try await frames.next { () async throws(TransportError) -> [UInt8] in
-                try await socket.receiveSome(upTo: 16_384, until: deadline)
-            }
-        } catch .invalidFrame(let error) {
-            close()
-            throw .invalidFrame(error)
-        }
+        try await frames.receive(until: (timeout ?? configuration.idleTimeout).deadlineFromNow)
     }
 }
 

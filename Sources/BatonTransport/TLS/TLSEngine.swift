@@ -8,8 +8,8 @@ import Synchronization
 /// order. TCP and L2CAP SDUs share this engine and one SSL_CTX per role, so the pin check, TLS 1.3 and
 /// ALPN are the same on both. libssl calls happen under `state`'s lock (an SSL object must not be used
 /// by two threads at once); transport I/O happens outside it, so a pending receive never holds up a
-/// send or a close.
-final class TLSEngine: Sendable {
+/// send or a close. The engine is itself a byte transport: the plaintext stream that frames ride on.
+final class TLSEngine: ByteTransport {
     /// An SSL object may move between threads as long as one thread uses it at a time; the mutex
     /// around `State` guarantees that.
     private struct SSLHandle: @unchecked Sendable {
@@ -32,14 +32,12 @@ final class TLSEngine: Sendable {
         case failed(TransportError)
     }
 
-    /// At most one TLS record (16 KiB) is read at a time, so the frame decoder never holds more than
-    /// one header, one payload within its type's limit, and one record.
-    private static let readChunk = 16_384
+    /// What is fed to libssl at a time.
+    private static let inputChunk = 16_384
 
     let verification: HandshakeVerification
     private let transport: any ByteTransport
     private let state: Mutex<State>
-    private let frames = FrameStreamDecoder()
     /// Held while taking bytes out of the outgoing BIO and sending them, so they leave in libssl's order.
     private let outputLock = AsyncLock()
     /// Held while waiting for input, so received bytes are fed to libssl exactly once and in order.
@@ -92,25 +90,13 @@ final class TLSEngine: Sendable {
     }
 
     /// Encrypts and sends all of `bytes`.
-    func write(_ bytes: [UInt8], until deadline: DispatchTime) async throws(TransportError) {
+    func send(_ bytes: [UInt8], until deadline: DispatchTime) async throws(TransportError) {
         guard !bytes.isEmpty else { return }
         // A memory BIO takes everything at once, so one call either writes all bytes or fails.
         try await drive(until: deadline, timeoutError: .timedOut) { state in
             var written = 0
             let status = bytes.withUnsafeBytes { SSL_write_ex(state.ssl, $0.baseAddress, $0.count, &written) }
             return (status, ())
-        }
-    }
-
-    /// The next whole frame. A framing error closes the session.
-    func readFrame(until deadline: DispatchTime) async throws(TransportError) -> Frame {
-        do {
-            return try await frames.next { () async throws(TransportError) -> [UInt8] in
-                try await self.read(until: deadline)
-            }
-        } catch .invalidFrame(let error) {
-            close()
-            throw .invalidFrame(error)
         }
     }
 
@@ -130,9 +116,9 @@ final class TLSEngine: Sendable {
 
     // MARK: Driving libssl
 
-    /// Decrypted bytes, at most one record.
-    private func read(until deadline: DispatchTime) async throws(TransportError) -> [UInt8] {
-        var chunk = [UInt8](repeating: 0, count: Self.readChunk)
+    /// Decrypted bytes: at most `maximum`, and at most one record.
+    func receive(upTo maximum: Int, until deadline: DispatchTime) async throws(TransportError) -> [UInt8] {
+        var chunk = [UInt8](repeating: 0, count: maximum)
         return try await drive(until: deadline, timeoutError: .timedOut) { state in
             var count = 0
             let status = chunk.withUnsafeMutableBytes { SSL_read_ex(state.ssl, $0.baseAddress, $0.count, &count) }
@@ -207,7 +193,7 @@ final class TLSEngine: Sendable {
     private func feed(until deadline: DispatchTime) async throws(TransportError) {
         await inputLock.lock()
         defer { inputLock.unlock() }
-        let bytes = try await transport.receive(upTo: Self.readChunk, until: deadline)
+        let bytes = try await transport.receive(upTo: Self.inputChunk, until: deadline)
         let accepted = state.withLock { state in
             state.closed ? -1 : bytes.withUnsafeBytes { BIO_write(SSL_get_rbio(state.ssl), $0.baseAddress, Int32($0.count)) }
         }
@@ -264,7 +250,7 @@ extension TLSContext {
         let engine = try TLSEngine(context: self, transport: transport, pins: pins, onClose: onClose)
         do {
             let key = try await engine.handshake(until: deadline)
-            return SecureChannel(engine: engine, peerIdentityKey: key, configuration: configuration)
+            return SecureChannel(session: engine, peerIdentityKey: key, configuration: configuration)
         } catch {
             engine.close()
             throw error
