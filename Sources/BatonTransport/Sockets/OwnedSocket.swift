@@ -113,9 +113,9 @@ final class OwnedSocket: Sendable {
 
     /// Connects to `address` by `deadline` (nonblocking connect, then SO_ERROR).
     func connect(to address: some SockaddrProviding, until deadline: DispatchTime) async throws(TransportError) {
-        let status = withDescriptor { descriptor in address.withSockaddr { Glibc.connect(descriptor, $0, $1) } }
+        let started = withDescriptor { descriptor in (address.withSockaddr { Glibc.connect(descriptor, $0, $1) }, errno) }
+        guard let (status, code) = started else { throw .closed }
         if status == 0 { return }
-        let code = errno
         guard code == EINPROGRESS else { throw .socket(operation: "connect", errno: code) }
         try await wait(.writable, until: deadline, timeoutError: .connectTimedOut)
         var socketError: Int32 = 0
@@ -125,7 +125,8 @@ final class OwnedSocket: Sendable {
     }
 
     func bind(to address: some SockaddrProviding) throws(TransportError) {
-        guard withDescriptor({ descriptor in address.withSockaddr { Glibc.bind(descriptor, $0, $1) } }) == 0 else { throw .socket(operation: "bind", errno: errno) }
+        let status = withDescriptor { descriptor in address.withSockaddr { Glibc.bind(descriptor, $0, $1) } }
+        guard status == 0 else { throw .socket(operation: "bind", errno: errno) }
     }
 
     func listen(backlog: Int32) throws(TransportError) {
@@ -161,7 +162,8 @@ final class OwnedSocket: Sendable {
                 // accept4 is hidden behind _GNU_SOURCE in Swift's Glibc; the flags are set by hand.
                 _ = fcntl(client, F_SETFD, FD_CLOEXEC)
                 _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
-                return .accepted(OwnedSocket(taking: client), peerAddress: Array(address.prefix(Int(min(length, socklen_t(addressCapacity))))))
+                let peer = Array(address.prefix(Int(min(length, socklen_t(addressCapacity)))))
+                return .accepted(OwnedSocket(taking: client), peerAddress: peer)
             }
             if code == EINTR || code == ECONNABORTED { continue }
             return code == EAGAIN || code == EWOULDBLOCK ? .wouldBlock : .failed(errno: code)
@@ -169,7 +171,8 @@ final class OwnedSocket: Sendable {
     }
 
     /// The next connection, waiting until `deadline` (`.timedOut`).
-    func accept(until deadline: DispatchTime, addressCapacity: Int = MemoryLayout<sockaddr_storage>.size) async throws(TransportError) -> (OwnedSocket, peerAddress: [UInt8]) {
+    func accept(until deadline: DispatchTime, addressCapacity: Int = MemoryLayout<sockaddr_storage>.size)
+        async throws(TransportError) -> (OwnedSocket, peerAddress: [UInt8]) {
         while true {
             switch acceptNow(addressCapacity: addressCapacity) {
             case .accepted(let socket, let peer): return (socket, peer)
