@@ -214,10 +214,11 @@ public struct ErrorFrame: Hashable, Sendable, Error {
 }
 
 /// Remembers the last replies per peer so a retried request id is answered without acting
-/// twice (§6.2). Bounded: the oldest entry goes first.
+/// twice (§6.2). Bounded: the oldest entry goes first. Each reply may carry a digest of the request
+/// it answered, so a reused id with another request can be told from a retry.
 public struct ReplyCache: Sendable {
     public static let defaultCapacity = 64
-    private var entries: [DeviceID: [(id: UInt32, reply: Frame)]] = [:]
+    private var entries: [DeviceID: [(id: UInt32, requestDigest: [UInt8], reply: Frame)]] = [:]
     private let capacity: Int
 
     public init(capacity: Int = ReplyCache.defaultCapacity) {
@@ -225,13 +226,19 @@ public struct ReplyCache: Sendable {
     }
 
     public func reply(peer: DeviceID, requestID: UInt32) -> Frame? {
-        entries[peer]?.last(where: { $0.id == requestID })?.reply
+        entry(peer: peer, requestID: requestID)?.reply
     }
 
-    public mutating func store(peer: DeviceID, requestID: UInt32, reply: Frame) {
+    /// The stored reply with the digest of the request it answered.
+    public func entry(peer: DeviceID, requestID: UInt32) -> (requestDigest: [UInt8], reply: Frame)? {
+        guard let found = entries[peer]?.last(where: { $0.id == requestID }) else { return nil }
+        return (found.requestDigest, found.reply)
+    }
+
+    public mutating func store(peer: DeviceID, requestID: UInt32, requestDigest: [UInt8] = [], reply: Frame) {
         var list = entries[peer, default: []]
         list.removeAll { $0.id == requestID }
-        list.append((requestID, reply))
+        list.append((requestID, requestDigest, reply))
         if list.count > capacity { list.removeFirst(list.count - capacity) }
         entries[peer] = list
     }

@@ -27,6 +27,9 @@ public enum TransportError: Error, Equatable, Sendable {
     case unencodableFrame(WireError)
     /// The peer answered a request with an Error frame.
     case remote(ErrorFrame)
+    /// A connection did not open with Hello, or its Hello was refused: the server sent this Error
+    /// frame and closed the connection (§6.2).
+    case openingRefused(ErrorFrame)
     /// The channel or listener was closed (locally, or the peer closed the connection).
     case closed
     /// The host name or address could not be resolved or parsed.

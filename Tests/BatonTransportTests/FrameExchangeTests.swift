@@ -13,9 +13,11 @@ final class InvocationCounter: Sendable {
 
 @Suite("Request/response over channels")
 struct FrameExchangeTests {
-    /// A dispatcher answering FetchActivity with an ActivityPayload that names how often it ran.
+    /// A dispatcher answering FetchActivity with an ActivityPayload that names how often it ran
+    /// (Hellos are answered but not counted).
     private func makeDispatcher(_ counter: InvocationCounter) -> FrameDispatcher {
-        FrameDispatcher { request, _ in
+        FrameDispatcher { request, peer in
+            if request.type == .hello { return try helloReply(to: request, from: peer, run: 0) }
             let run = counter.increment()
             guard request.type == .activityContinued || request.type == .fetchActivity else {
                 throw ErrorFrame(code: .malformed, message: "unexpected \(request.type)")
@@ -42,6 +44,7 @@ struct FrameExchangeTests {
             let request = Frame(type: .activityContinued, requestID: ids.make(),
                                 payload: ActivityReference(typeHash: TypeHash(value: 1), revision: 2).payload)
             let exchange = FrameExchange(channel: try await pair.connect())
+            try await sayHello(exchange, as: pair.clientIdentity)
             let first = try await exchange.request(request)
             #expect(first.requestID == request.requestID)
             #expect(first.payload == [1])
@@ -49,6 +52,7 @@ struct FrameExchangeTests {
             #expect(try await exchange.request(request) == first)
             exchange.channel.close()
             let second = FrameExchange(channel: try await pair.connect())
+            try await sayHello(second, as: pair.clientIdentity)
             #expect(try await second.request(request) == first)
             #expect(counter.value == 1)
 
@@ -89,6 +93,7 @@ struct FrameExchangeTests {
             }
             defer { serving.cancel() }
             let exchange = FrameExchange(channel: try await pair.connect())
+            try await sayHello(exchange, as: pair.clientIdentity)
             await #expect(throws: TransportError.remote(ErrorFrame(code: .malformed, message: "unexpected ringSync"))) {
                 try await exchange.request(Frame(type: .ringSync, requestID: 5, payload: []))
             }
@@ -100,4 +105,24 @@ struct FrameExchangeTests {
         let ids = RequestIDSource(startingAt: UInt32.max)
         #expect([ids.make(), ids.make(), ids.make()] == [UInt32.max, 1, 2])
     }
+}
+
+/// The Hello a test client opens with (request id 0, protocol §6.2).
+func helloFrame(from identity: Ed25519PrivateKey) -> Frame {
+    Frame(type: .hello, requestID: 0,
+          payload: HelloMessage(deviceID: DeviceID(identityKey: identity.publicKey), rosterVersion: 1, maxFramePayload: 262_144).payload)
+}
+
+/// Opens a connection as the protocol requires, with a Hello naming `identity`.
+func sayHello(_ exchange: FrameExchange, as identity: Ed25519PrivateKey) async throws {
+    _ = try await exchange.request(helloFrame(from: identity))
+}
+
+/// A test handler's answer to Hello: refused as the service does when it names another device than the
+/// TLS peer; otherwise a Hello whose payload carries `run`, so fresh answers can be told from cached ones.
+func helloReply(to request: Frame, from peer: DeviceID, run: Int) throws -> Frame {
+    guard let hello = try? HelloMessage(payload: request.payload), hello.deviceID == peer else {
+        throw ErrorFrame(code: .malformed, message: "Hello names another device")
+    }
+    return Frame(type: .hello, requestID: 0, payload: [UInt8(truncatingIfNeeded: run)])
 }

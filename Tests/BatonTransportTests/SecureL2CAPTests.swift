@@ -6,7 +6,7 @@ import Testing
 @testable import BatonTransport
 
 /// One direction of an in-memory SDU link: SDUs queue in order until the other end takes them.
-private final class FakeSDUQueue: Sendable {
+final class FakeSDUQueue: Sendable {
     private struct State {
         var sdus: [[UInt8]] = []
         var closed = false
@@ -56,7 +56,7 @@ private final class FakeSDUQueue: Sendable {
 
 /// A fake L2CAP channel: two in-memory queues, SDUs limited to `sduSize`, and a record of every SDU
 /// sent (to check the size limit and that nothing went out in the clear).
-private final class FakeSDUPipe: SDUPipe {
+final class FakeSDUPipe: SDUPipe {
     let sduSize: Int
     private let outgoing: FakeSDUQueue
     private let incoming: FakeSDUQueue

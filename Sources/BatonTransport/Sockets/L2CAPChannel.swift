@@ -23,13 +23,8 @@ public struct L2CAPOptions: Sendable {
 /// receive returns one SDU). Frames go out as SDUs of at most the peer's MTU (SDUFramer) and are rebuilt
 /// with SDUReassembler against this side's MTU.
 public final class L2CAPFrameChannel: FrameChannel {
-    private struct State {
-        var descriptor: Int32
-        var reassembler: SDUReassembler
-        var closed = false
-    }
-
-    private let state: Mutex<State>
+    private let socket: OwnedSocket
+    private let reassembler: Mutex<SDUReassembler>
     private let sendLock = AsyncLock()
     private let receiveLock = AsyncLock()
     public let configuration: TransportConfiguration
@@ -46,50 +41,29 @@ public final class L2CAPFrameChannel: FrameChannel {
     public let peer: L2CAPSocketAddress
 
     /// Takes ownership of a connected, nonblocking socket; reads both MTUs from the kernel.
-    init(descriptor: Int32, peer: L2CAPSocketAddress, configuration: TransportConfiguration) throws(TransportError) {
-        guard let sendMTU = readMTU(descriptor, BT_SNDMTU), let receiveMTU = readMTU(descriptor, BT_RCVMTU) else {
-            let code = errno
-            Glibc.close(descriptor)
-            throw .socket(operation: "getsockopt(BT_SNDMTU/BT_RCVMTU)", errno: code)
+    init(socket: OwnedSocket, peer: L2CAPSocketAddress, configuration: TransportConfiguration) throws(TransportError) {
+        guard let sendMTU = readMTU(socket, BT_SNDMTU), let receiveMTU = readMTU(socket, BT_RCVMTU) else {
+            throw .socket(operation: "getsockopt(BT_SNDMTU/BT_RCVMTU)", errno: errno)
         }
-        let reassembler: SDUReassembler
-        do throws(TransportError) {
-            guard sendMTU >= SDUFramer.minimumMTU else { throw .invalidSDU("peer MTU \(sendMTU) below \(SDUFramer.minimumMTU)") }
-            reassembler = try SDUReassembler(mtu: receiveMTU)
-        } catch {
-            Glibc.close(descriptor)
-            throw error
-        }
-        state = Mutex(State(descriptor: descriptor, reassembler: reassembler))
+        guard sendMTU >= SDUFramer.minimumMTU else { throw .invalidSDU("peer MTU \(sendMTU) below \(SDUFramer.minimumMTU)") }
+        reassembler = Mutex(try SDUReassembler(mtu: receiveMTU))
+        self.socket = socket
         self.sendMTU = sendMTU
         self.receiveMTU = receiveMTU
         self.peer = peer
         self.configuration = configuration
     }
 
-    deinit { close() }
+    public var isClosed: Bool { socket.isClosed }
 
-    public var isClosed: Bool { state.withLock { $0.closed } }
-
-    public func close() {
-        let descriptor: Int32? = state.withLock { state in
-            guard !state.closed else { return nil }
-            state.closed = true
-            return state.descriptor
-        }
-        if let descriptor {
-            shutdown(descriptor, Int32(SHUT_RDWR))
-            Glibc.close(descriptor)
-        }
-    }
+    public func close() { socket.close() }
 
     /// Waits until the kernel has handed every queued SDU to the controller (or `timeout`), then closes.
     /// Closing at once would purge SDUs still waiting for the peer's credits, which can lose the last
     /// frame (an error or a refusal). SHUT_WR is no help: on L2CAP it tells the peer nothing.
     public func closeGracefully(timeout: Duration) async {
         let deadline = ContinuousClock.now + timeout
-        while let descriptor = state.withLock({ $0.closed ? nil : $0.descriptor }),
-              let queued = queuedBytes(descriptor), queued > 0, ContinuousClock.now < deadline {
+        while !socket.isClosed, let queued = queuedBytes(socket), queued > 0, ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(10))
         }
         close()
@@ -107,27 +81,13 @@ public final class L2CAPFrameChannel: FrameChannel {
         }
     }
 
-    /// Sends one SDU of at most `sendMTU` bytes. Callers serialise sends.
+    /// Sends one SDU of at most `sendMTU` bytes (SEQPACKET: one send is one SDU). Callers serialise sends.
     func sendSDU(_ sdu: [UInt8], until deadline: DispatchTime, closeOnStall: Bool) async throws(TransportError) {
-        while true {
-            guard let descriptor = state.withLock({ $0.closed ? nil : $0.descriptor }) else { throw .closed }
-            let written = sdu.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if written == sdu.count { return }
-            let code = errno
-            guard written < 0, code == EAGAIN || code == EWOULDBLOCK || code == EINTR else {
-                close()
-                if written >= 0 { throw .connectionFailed("send: \(written) of an SDU of \(sdu.count) bytes") }
-                throw Self.failure("send", code)
-            }
-            switch await waitForSocket(descriptor, .writable, until: deadline) {
-            case .ready: continue
-            case .timedOut:
-                if closeOnStall { close() }
-                throw .timedOut
-            case .cancelled:
-                if closeOnStall { close() }
-                throw .closed
-            }
+        do {
+            try await socket.sendAll(sdu, until: deadline)
+        } catch {
+            if closeOnStall { close() }
+            throw error
         }
     }
 
@@ -137,8 +97,8 @@ public final class L2CAPFrameChannel: FrameChannel {
         defer { receiveLock.unlock() }
         while true {
             let sdu = try await receiveSDU(until: deadline)
-            let outcome: Result<Frame?, TransportError> = state.withLock { state in
-                do throws(TransportError) { return .success(try state.reassembler.append(sdu)) } catch { return .failure(error) }
+            let outcome: Result<Frame?, TransportError> = reassembler.withLock { reassembler in
+                do throws(TransportError) { return .success(try reassembler.append(sdu)) } catch { return .failure(error) }
             }
             switch outcome {
             case .success(let frame?): return frame
@@ -158,9 +118,11 @@ public final class L2CAPFrameChannel: FrameChannel {
         // disconnect are still queued; the next recv returns them. So a 0 is only final when repeated.
         var sawZero = false
         while true {
-            guard let descriptor = state.withLock({ $0.closed ? nil : $0.descriptor }) else { throw .closed }
             // MSG_TRUNC: the result is the SDU's real length even if it did not fit.
-            let count = buffer.withUnsafeMutableBytes { Glibc.recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_TRUNC)) }
+            let received = socket.withDescriptor { descriptor in
+                (buffer.withUnsafeMutableBytes { Glibc.recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_TRUNC)) }, errno)
+            }
+            guard let (count, code) = received else { throw .closed }
             if count > receiveMTU {
                 close()
                 throw .invalidSDU("SDU of \(count) bytes over MTU \(receiveMTU)")
@@ -174,28 +136,16 @@ public final class L2CAPFrameChannel: FrameChannel {
                 sawZero = true
                 continue
             }
-            let code = errno
             if sawZero, code == EAGAIN || code == EWOULDBLOCK {
                 // A 0 followed by "nothing yet" on a live channel was an empty SDU, which §8.3 forbids.
                 close()
                 throw .invalidSDU("empty SDU")
             }
-            guard code == EAGAIN || code == EWOULDBLOCK || code == EINTR else {
+            guard OwnedSocket.isTransient(code) else {
                 close()
-                throw Self.failure("recv", code)
+                throw OwnedSocket.failure("recv", code)
             }
-            switch await waitForSocket(descriptor, .readable, until: deadline) {
-            case .ready: continue
-            case .timedOut: throw .timedOut
-            case .cancelled: throw .closed
-            }
-        }
-    }
-
-    private static func failure(_ operation: String, _ code: Int32) -> TransportError {
-        switch code {
-        case ECONNRESET, ENOTCONN, EPIPE, ESHUTDOWN: .closed
-        default: .connectionFailed("\(operation): errno \(code)")
+            try await socket.wait(.readable, until: deadline)
         }
     }
 }
@@ -203,9 +153,8 @@ public final class L2CAPFrameChannel: FrameChannel {
 /// Accepts L2CAP LE channels on one local adapter and PSM.
 public final class L2CAPListener: Sendable {
     public let local: L2CAPSocketAddress
-    private let descriptor: Int32
+    private let socket: OwnedSocket
     private let configuration: TransportConfiguration
-    private let closed = Mutex(false)
 
     /// Binds `adapterAddress` (the adapter's own address and its type) at `psm`, which must be a dynamic
     /// PSM, and listens.
@@ -215,63 +164,22 @@ public final class L2CAPListener: Sendable {
             throw .addressUnavailable("PSM 0x\(String(psm, radix: 16)) outside 0x80–0xFF")
         }
         let local = L2CAPSocketAddress(address: adapterAddress, addressType: addressType, psm: psm)
-        let descriptor = try makeL2CAPSocket(local: local, options: options)
-        guard listen(descriptor, 4) == 0 else {
-            let code = errno
-            Glibc.close(descriptor)
-            throw .socket(operation: "listen", errno: code)
-        }
-        self.descriptor = descriptor
+        socket = try makeL2CAPSocket(local: local, options: options)
+        try socket.listen(backlog: 4)
         self.local = local
         self.configuration = configuration
     }
 
-    deinit { close() }
-
-    public func close() {
-        let wasOpen = closed.withLock { closed in
-            defer { closed = true }
-            return !closed
-        }
-        if wasOpen {
-            shutdown(descriptor, Int32(SHUT_RDWR))
-            Glibc.close(descriptor)
-        }
-    }
+    public func close() { socket.close() }
 
     /// The next channel, or `.timedOut` after `timeout`.
     public func accept(timeout: Duration) async throws(TransportError) -> L2CAPFrameChannel {
         let deadline = timeout.deadlineFromNow
         while true {
-            guard !closed.withLock({ $0 }) else { throw .closed }
-            var peerBytes = [UInt8](repeating: 0, count: L2CAPSocketAddress.byteCount)
-            var length = socklen_t(peerBytes.count)
-            let client = peerBytes.withUnsafeMutableBytes {
-                Glibc.accept(descriptor, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length)
-            }
-            if client >= 0 {
-                // accept4 is hidden behind _GNU_SOURCE in Swift's Glibc; the flags are set by hand.
-                _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-                _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
-                let peer: L2CAPSocketAddress
-                do throws(TransportError) {
-                    peer = try L2CAPSocketAddress(bytes: peerBytes.prefix(Int(length)))
-                } catch {
-                    // Not an LE peer: this listener only serves LE channels.
-                    Glibc.close(client)
-                    continue
-                }
-                return try L2CAPFrameChannel(descriptor: client, peer: peer, configuration: configuration)
-            }
-            let code = errno
-            guard code == EAGAIN || code == EWOULDBLOCK || code == EINTR || code == ECONNABORTED else {
-                throw .socket(operation: "accept", errno: code)
-            }
-            switch await waitForSocket(descriptor, .readable, until: deadline) {
-            case .ready: continue
-            case .timedOut: throw .timedOut
-            case .cancelled: throw .closed
-            }
+            let (client, peerBytes) = try await socket.accept(until: deadline, addressCapacity: L2CAPSocketAddress.byteCount)
+            // Not an LE peer: this listener only serves LE channels (the socket closes as it goes).
+            guard let peer = try? L2CAPSocketAddress(bytes: peerBytes[...]) else { continue }
+            return try L2CAPFrameChannel(socket: client, peer: peer, configuration: configuration)
         }
     }
 }
@@ -289,75 +197,48 @@ public enum L2CAPConnector {
         let deadline = timeout.deadlineFromNow
         let local = L2CAPSocketAddress(address: adapterAddress, addressType: adapterAddressType, psm: 0)
         let peer = L2CAPSocketAddress(address: peerAddress, addressType: peerAddressType, psm: psm)
-        let descriptor = try makeL2CAPSocket(local: local, options: options)
-        if peer.withSockaddr({ Glibc.connect(descriptor, $0, $1) }) != 0 {
-            let code = errno
-            guard code == EINPROGRESS else {
-                Glibc.close(descriptor)
-                throw .socket(operation: "connect", errno: code)
-            }
-            switch await waitForSocket(descriptor, .writable, until: deadline) {
-            case .ready: break
-            case .timedOut:
-                // Closing also cancels the kernel's pending LE connection.
-                Glibc.close(descriptor)
-                throw .connectTimedOut
-            case .cancelled:
-                Glibc.close(descriptor)
-                throw .closed
-            }
-            var socketError: Int32 = 0
-            var length = socklen_t(MemoryLayout<Int32>.size)
-            _ = getsockopt(descriptor, SOL_SOCKET, SO_ERROR, &socketError, &length)
-            guard socketError == 0 else {
-                Glibc.close(descriptor)
-                throw .socket(operation: "connect", errno: socketError)
-            }
-        }
-        return try L2CAPFrameChannel(descriptor: descriptor, peer: peer, configuration: configuration)
+        let socket = try makeL2CAPSocket(local: local, options: options)
+        // A socket dropped on timeout closes, which also cancels the kernel's pending LE connection.
+        try await socket.connect(to: peer, until: deadline)
+        return try L2CAPFrameChannel(socket: socket, peer: peer, configuration: configuration)
     }
 }
 
 /// A nonblocking, close-on-exec L2CAP SEQPACKET socket bound to `local`, security level low (the pairing
 /// messages and TLS protect the content) and the receive MTU from `options`. LE addresses make the kernel
 /// (6.1) use LE credit-based flow control by itself; BT_MODE is only settable with its ECRED switch on.
-func makeL2CAPSocket(local: L2CAPSocketAddress, options: L2CAPOptions) throws(TransportError) -> Int32 {
+func makeL2CAPSocket(local: L2CAPSocketAddress, options: L2CAPOptions) throws(TransportError) -> OwnedSocket {
     guard L2CAPOptions.receiveMTURange.contains(options.receiveMTU) else {
         throw .invalidSDU("receive MTU \(options.receiveMTU) outside \(L2CAPOptions.receiveMTURange)")
     }
-    let type = Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
-    let descriptor = socket(AF_BLUETOOTH, type, BTPROTO_L2CAP)
-    guard descriptor >= 0 else {
-        let code = errno
-        if code == EAFNOSUPPORT || code == EPROTONOSUPPORT { throw .bluetoothUnavailable(errno: code) }
-        throw .socket(operation: "socket", errno: code)
-    }
+    let socket = try OwnedSocket.make(family: AF_BLUETOOTH, type: Int32(SOCK_SEQPACKET.rawValue), protocol: BTPROTO_L2CAP)
     var security = bt_security(level: UInt8(BT_SECURITY_LOW), key_size: 0)
     var receiveMTU = UInt16(options.receiveMTU)
     // BT_RCVMTU only after bind: before it the socket's address type is BR/EDR and the kernel refuses.
-    guard setsockopt(descriptor, SOL_BLUETOOTH, BT_SECURITY, &security, socklen_t(MemoryLayout<bt_security>.size)) == 0,
-          local.withSockaddr({ bind(descriptor, $0, $1) }) == 0,
-          setsockopt(descriptor, SOL_BLUETOOTH, BT_RCVMTU, &receiveMTU, socklen_t(MemoryLayout<UInt16>.size)) == 0 else {
-        let code = errno
-        Glibc.close(descriptor)
-        throw .socket(operation: "setsockopt/bind", errno: code)
+    let configured = socket.withDescriptor { descriptor in
+        setsockopt(descriptor, SOL_BLUETOOTH, BT_SECURITY, &security, socklen_t(MemoryLayout<bt_security>.size)) == 0
+            && local.withSockaddr({ bind(descriptor, $0, $1) }) == 0
+            && setsockopt(descriptor, SOL_BLUETOOTH, BT_RCVMTU, &receiveMTU, socklen_t(MemoryLayout<UInt16>.size)) == 0
     }
-    return descriptor
+    guard configured == true else { throw .socket(operation: "setsockopt/bind", errno: errno) }
+    return socket
 }
 
-private func readMTU(_ descriptor: Int32, _ option: Int32) -> Int? {
+private func readMTU(_ socket: OwnedSocket, _ option: Int32) -> Int? {
     var value: UInt16 = 0
     var length = socklen_t(MemoryLayout<UInt16>.size)
-    guard getsockopt(descriptor, SOL_BLUETOOTH, option, &value, &length) == 0 else { return nil }
+    guard socket.withDescriptor({ getsockopt($0, SOL_BLUETOOTH, option, &value, &length) }) == 0 else { return nil }
     return Int(value)
 }
 
 /// Bytes the socket still holds for sending (TIOCOUTQ reports the free send space on Bluetooth sockets).
-private func queuedBytes(_ descriptor: Int32) -> Int? {
+private func queuedBytes(_ socket: OwnedSocket) -> Int? {
     var free: Int32 = 0
     var sendBuffer: Int32 = 0
     var length = socklen_t(MemoryLayout<Int32>.size)
-    guard ioctl(descriptor, UInt(TIOCOUTQ), &free) == 0,
-          getsockopt(descriptor, SOL_SOCKET, SO_SNDBUF, &sendBuffer, &length) == 0 else { return nil }
+    let measured = socket.withDescriptor { descriptor in
+        ioctl(descriptor, UInt(TIOCOUTQ), &free) == 0 && getsockopt(descriptor, SOL_SOCKET, SO_SNDBUF, &sendBuffer, &length) == 0
+    }
+    guard measured == true else { return nil }
     return max(0, Int(sendBuffer) - Int(free))
 }

@@ -36,13 +36,24 @@ struct SocketAddress: Sendable {
     }
 
     /// The local address of a bound socket.
-    static func local(of descriptor: Int32) -> SocketAddress? {
+    static func local(of socket: OwnedSocket) -> SocketAddress? {
         var address = SocketAddress()
         address.length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let status = withUnsafeMutableBytes(of: &address.storage) { raw in
-            getsockname(descriptor, raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), &address.length)
+        let status = socket.withDescriptor { descriptor in
+            withUnsafeMutableBytes(of: &address.storage) { raw in
+                getsockname(descriptor, raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), &address.length)
+            }
         }
         return status == 0 ? address : nil
+    }
+
+    /// The numeric host of a peer address as accept(2) filled it in, for logs.
+    static func describe(peerAddress bytes: [UInt8]) -> String {
+        var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+        let status = bytes.withUnsafeBytes { raw in
+            getnameinfo(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(raw.count), &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST)
+        }
+        return status == 0 ? String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "?"
     }
 
     /// Resolves `host`. Numeric addresses are parsed in place; names go through getaddrinfo on a
@@ -94,17 +105,41 @@ struct SocketAddress: Sendable {
     }
 }
 
-/// A new nonblocking, close-on-exec TCP socket.
-func makeStreamSocket(family: Int32) throws(TransportError) -> Int32 {
-    let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
-    let descriptor = socket(family, type, 0)
-    guard descriptor >= 0 else { throw .socket(operation: "socket", errno: errno) }
-    return descriptor
-}
+extension OwnedSocket {
+    /// A TCP socket with TCP_NODELAY (frames are small and latency matters).
+    static func stream(family: Int32) throws(TransportError) -> OwnedSocket {
+        let socket = try make(family: family, type: Int32(SOCK_STREAM.rawValue))
+        socket.setOption(Int32(IPPROTO_TCP), TCP_NODELAY, 1)
+        return socket
+    }
 
-func setSocketOption(_ descriptor: Int32, _ level: Int32, _ name: Int32, _ value: Int32) {
-    var value = value
-    _ = setsockopt(descriptor, level, name, &value, socklen_t(MemoryLayout<Int32>.size))
+    /// A TCP socket listening on a numeric address, and its bound port (the ephemeral one for port 0).
+    static func tcpListener(host: String, port: UInt16, backlog: Int32) throws(TransportError) -> (OwnedSocket, port: UInt16) {
+        let address = try SocketAddress.lookup(host: host, port: port, passive: true, numericOnly: true)[0]
+        let socket = try make(family: address.family, type: Int32(SOCK_STREAM.rawValue))
+        socket.setOption(SOL_SOCKET, SO_REUSEADDR, 1)
+        if address.family == AF_INET6 { socket.setOption(Int32(IPPROTO_IPV6), IPV6_V6ONLY, 1) }
+        try socket.bind(to: address)
+        try socket.listen(backlog: backlog)
+        guard let local = SocketAddress.local(of: socket) else { throw .socket(operation: "getsockname", errno: errno) }
+        return (socket, local.port)
+    }
+
+    /// A TCP connection to `host`, trying its addresses in order until `deadline`.
+    static func connectTCP(host: String, port: UInt16, until deadline: DispatchTime) async throws(TransportError) -> OwnedSocket {
+        var lastError = TransportError.addressUnavailable(host)
+        for address in try await SocketAddress.resolve(host: host, port: port, passive: false) {
+            do {
+                let socket = try stream(family: address.family)
+                try await socket.connect(to: address, until: deadline)
+                return socket
+            } catch {
+                lastError = error
+                if error == .connectTimedOut { break }
+            }
+        }
+        throw lastError
+    }
 }
 
 /// Holds a waiter's outcome: the first of readiness, timeout or cancellation wins.

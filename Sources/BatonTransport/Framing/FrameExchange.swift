@@ -57,6 +57,10 @@ public final class FrameExchange: Sendable {
 /// The responding side: runs a handler for each request and remembers replies per peer, so a retried
 /// request id is answered from the cache without running the handler again (§6.2). One dispatcher
 /// serves all channels, since a retry may come on a new connection.
+///
+/// A connection opens with one frame type (Hello): a first frame of another type, or an opening the
+/// handler refuses, is answered with an Error frame and ends the connection. The opening is never
+/// cached, so every Hello is answered afresh.
 public final class FrameDispatcher: Sendable {
     /// Returns the reply to a request; its request id is set by the dispatcher. A thrown `ErrorFrame`
     /// is sent as an Error frame; any other error as `internal`.
@@ -67,28 +71,47 @@ public final class FrameDispatcher: Sendable {
         let requestID: UInt32
     }
 
-    private struct State {
-        var cache: ReplyCache
-        /// Requests being handled, with duplicates waiting for the same reply.
-        var inFlight: [RequestKey: [CheckedContinuation<Frame?, Never>]] = [:]
+    /// A request being handled, with duplicates waiting for the same reply.
+    private struct InFlight {
+        let requestDigest: [UInt8]
+        var waiters: [CheckedContinuation<Frame?, Never>] = []
     }
 
+    private struct State {
+        var cache: ReplyCache
+        var inFlight: [RequestKey: InFlight] = [:]
+    }
+
+    /// The frame type every connection must open with.
+    public let openingFrameType: FrameType
     private let handler: Handler
     private let state: Mutex<State>
 
-    public init(capacity: Int = ReplyCache.defaultCapacity, handler: @escaping Handler) {
+    public init(capacity: Int = ReplyCache.defaultCapacity, openingFrameType: FrameType = .hello, handler: @escaping Handler) {
+        self.openingFrameType = openingFrameType
         self.handler = handler
         self.state = Mutex(State(cache: ReplyCache(capacity: capacity)))
     }
 
     /// Answers requests on `channel` until it fails or closes, and returns why it ended.
-    /// A framing error closes the channel (the stream cannot be trusted after it).
+    /// A framing error closes the channel (the stream cannot be trusted after it), and so does a
+    /// missing or refused opening frame, after its Error frame was sent (`.openingRefused`).
     public func serve(_ channel: SecureChannel, idleTimeout: Duration? = nil) async -> TransportError {
+        var opened = false
         while true {
             do {
                 let request = try await channel.receive(timeout: idleTimeout)
-                let reply = await reply(to: request, from: channel.peerDeviceID)
+                let reply = opened || request.type == openingFrameType
+                    ? await self.reply(to: request, from: channel.peerDeviceID)
+                    : Self.malformed(request, "the first frame must be \(openingFrameType)")
                 try await channel.send(reply)
+                if !opened {
+                    if reply.type == .error {
+                        channel.close()
+                        return .openingRefused((try? ErrorFrame(payload: reply.payload)) ?? ErrorFrame(code: .malformed, message: ""))
+                    }
+                    opened = true
+                }
             } catch {
                 channel.close()
                 return error
@@ -97,22 +120,40 @@ public final class FrameDispatcher: Sendable {
     }
 
     /// The reply for one request: from the cache, from a concurrent duplicate, or from the handler.
+    /// The opening frame always goes to the handler. A cached request id whose request differs
+    /// (another type or payload) is answered `malformed`: ids may not be reused for new requests.
     public func reply(to request: Frame, from peer: DeviceID) async -> Frame {
+        if request.type == openingFrameType { return await run(request, from: peer) }
         let key = RequestKey(peer: peer, requestID: request.requestID)
+        let digest = Self.digest(of: request)
         let earlier: Frame? = await withCheckedContinuation { continuation in
             let answer: Frame?? = state.withLock { state in
-                if let cached = state.cache.reply(peer: peer, requestID: request.requestID) { return .some(cached) }
-                if state.inFlight[key] != nil {
-                    state.inFlight[key]?.append(continuation)
+                if let cached = state.cache.entry(peer: peer, requestID: request.requestID) {
+                    return .some(cached.requestDigest == digest ? cached.reply : Self.reusedID(request))
+                }
+                if let running = state.inFlight[key] {
+                    guard running.requestDigest == digest else { return .some(Self.reusedID(request)) }
+                    state.inFlight[key]?.waiters.append(continuation)
                     return nil
                 }
-                state.inFlight[key] = []
+                state.inFlight[key] = InFlight(requestDigest: digest)
                 return .some(nil)
             }
             if let answer { continuation.resume(returning: answer) }
         }
         if let earlier { return earlier }
 
+        let finished = await run(request, from: peer)
+        let waiters = state.withLock { state in
+            state.cache.store(peer: peer, requestID: request.requestID, requestDigest: digest, reply: finished)
+            return state.inFlight.removeValue(forKey: key)?.waiters ?? []
+        }
+        for waiter in waiters { waiter.resume(returning: finished) }
+        return finished
+    }
+
+    /// Runs the handler and turns what it throws into an Error frame carrying the request's id.
+    private func run(_ request: Frame, from peer: DeviceID) async -> Frame {
         var reply: Frame
         do {
             reply = try await handler(request, peer)
@@ -123,13 +164,20 @@ public final class FrameDispatcher: Sendable {
                           payload: ErrorFrame(code: .internalError, message: "internal error").payload)
         }
         reply.requestID = request.requestID
-        let finished = reply
-        let waiters = state.withLock { state in
-            state.cache.store(peer: peer, requestID: request.requestID, reply: finished)
-            return state.inFlight.removeValue(forKey: key) ?? []
-        }
-        for waiter in waiters { waiter.resume(returning: finished) }
-        return finished
+        return reply
+    }
+
+    /// SHA-256 of the request's type and payload, kept with its cached reply.
+    private static func digest(of request: Frame) -> [UInt8] {
+        SHA256.hash([request.type.rawValue] + request.payload)
+    }
+
+    private static func reusedID(_ request: Frame) -> Frame {
+        malformed(request, "request id reused for another request")
+    }
+
+    private static func malformed(_ request: Frame, _ message: String) -> Frame {
+        Frame(type: .error, requestID: request.requestID, payload: ErrorFrame(code: .malformed, message: message).payload)
     }
 
     /// Drops the cached replies of a peer (for example, when it leaves the ring).

@@ -38,30 +38,16 @@ public final class TLSListener: Sendable {
         configuration: TransportConfiguration = .init(),
         onHandshakeFailure: @escaping @Sendable (TransportError) -> Void = { _ in }
     ) throws(TransportError) {
-        let address = try SocketAddress.lookup(host: host, port: port, passive: true, numericOnly: true)[0]
-        let descriptor = try makeStreamSocket(family: address.family)
-        setSocketOption(descriptor, SOL_SOCKET, SO_REUSEADDR, 1)
-        if address.family == AF_INET6 { setSocketOption(descriptor, Int32(IPPROTO_IPV6), IPV6_V6ONLY, 1) }
-        guard address.withSockaddr({ bind(descriptor, $0, $1) }) == 0, listen(descriptor, 64) == 0,
-              let local = SocketAddress.local(of: descriptor)
-        else {
-            let code = errno
-            Glibc.close(descriptor)
-            throw .socket(operation: "bind/listen", errno: code)
-        }
-        do {
-            self.context = try TLSContext(identity: identity, role: .server)
-        } catch {
-            Glibc.close(descriptor)
-            throw error
-        }
-        self.port = local.port
+        let (socket, port) = try OwnedSocket.tcpListener(host: host, port: port, backlog: 64)
+        self.context = try TLSContext(identity: identity, role: .server)
+        self.port = port
         self.configuration = configuration
         self.pins = pins
         self.onHandshakeFailure = onHandshakeFailure
-        self.acceptSource = SendableReadSource(DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: socketEventQueue))
-        acceptSource.source.setEventHandler { [weak self] in self?.acceptPending(descriptor) }
-        acceptSource.source.setCancelHandler { Glibc.close(descriptor) }
+        self.acceptSource = SendableReadSource(socket.makeReadSource(queue: socketEventQueue))
+        acceptSource.source.setEventHandler { [weak self] in self?.acceptPending(socket) }
+        // The handler holds the socket until dispatch stopped watching it; then it may be closed.
+        acceptSource.source.setCancelHandler { socket.close() }
         acceptSource.source.activate()
     }
 
@@ -110,21 +96,19 @@ public final class TLSListener: Sendable {
     /// Connections currently counted against `maxConnections`.
     public var liveConnections: Int { state.withLock { $0.liveConnections } }
 
-    private func acceptPending(_ listening: Int32) {
+    private func acceptPending(_ listening: OwnedSocket) {
         while true {
-            // accept4 is not in the Glibc module; the flags are set right after instead.
-            let descriptor = Glibc.accept(listening, nil, nil)
-            if descriptor < 0 {
-                let code = errno
-                if code == EINTR || code == ECONNABORTED { continue }
-                if code != EAGAIN && code != EWOULDBLOCK {
-                    // Out of descriptors (EMFILE, ENFILE, ENOBUFS): the connection stays queued and the
-                    // source would fire again at once, so pause accepting briefly instead of spinning.
-                    // The closure holds the source itself: a suspended source must be resumed before release.
-                    acceptSource.source.suspend()
-                    socketEventQueue.asyncAfter(deadline: .now() + .milliseconds(100)) { [acceptSource] in
-                        acceptSource.source.resume()
-                    }
+            let connection: OwnedSocket
+            switch listening.acceptNow() {
+            case .accepted(let socket, _): connection = socket
+            case .wouldBlock: return
+            case .failed:
+                // Out of descriptors (EMFILE, ENFILE, ENOBUFS): the connection stays queued and the
+                // source would fire again at once, so pause accepting briefly instead of spinning.
+                // The closure holds the source itself: a suspended source must be resumed before release.
+                acceptSource.source.suspend()
+                socketEventQueue.asyncAfter(deadline: .now() + .milliseconds(100)) { [acceptSource] in
+                    acceptSource.source.resume()
                 }
                 return
             }
@@ -133,36 +117,22 @@ public final class TLSListener: Sendable {
                 state.liveConnections += 1
                 return true
             }
-            guard admitted else {
-                Glibc.close(descriptor)
-                continue
-            }
-            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
-            setSocketOption(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, 1)
-            Task { await self.establish(descriptor) }
+            // One not admitted is closed as `connection` goes.
+            guard admitted else { continue }
+            connection.setOption(Int32(IPPROTO_TCP), TCP_NODELAY, 1)
+            Task { await self.establish(connection) }
         }
     }
 
-    private func establish(_ descriptor: Int32) async {
-        let connection: TLSConnection
+    private func establish(_ socket: OwnedSocket) async {
         do {
-            connection = try TLSConnection(context: context, descriptor: descriptor, pins: pins, onClose: { [weak self] in
-                self?.state.withLock { $0.liveConnections -= 1 }
-            })
+            let channel = try await context.secure(
+                socket, pins: pins, until: configuration.handshakeTimeout.deadlineFromNow, configuration: configuration,
+                onClose: { [weak self] in self?.state.withLock { $0.liveConnections -= 1 } })
+            deliver(channel)
         } catch {
             onHandshakeFailure(error)
-            return
         }
-        let key: [UInt8]
-        do {
-            key = try await connection.handshake(until: configuration.handshakeTimeout.deadlineFromNow)
-        } catch {
-            connection.close()
-            onHandshakeFailure(error)
-            return
-        }
-        deliver(SecureChannel(connection: connection, peerIdentityKey: key, configuration: configuration))
     }
 
     private func deliver(_ channel: SecureChannel) {

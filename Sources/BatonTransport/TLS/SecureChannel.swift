@@ -33,12 +33,12 @@ public final class SecureChannel: Sendable {
     public let peerDeviceID: DeviceID
     public let configuration: TransportConfiguration
 
-    let connection: any TLSSession
-    private let sendLock = AsyncLock()
-    private let receiveLock = AsyncLock()
+    let session: TLSEngine
+    private let frames: FrameStream
 
-    init(connection: any TLSSession, peerIdentityKey: [UInt8], configuration: TransportConfiguration) {
-        self.connection = connection
+    init(session: TLSEngine, peerIdentityKey: [UInt8], configuration: TransportConfiguration) {
+        self.session = session
+        self.frames = FrameStream(session)
         self.peerIdentityKey = peerIdentityKey
         self.peerDeviceID = DeviceID(identityKey: peerIdentityKey)
         self.configuration = configuration
@@ -47,32 +47,24 @@ public final class SecureChannel: Sendable {
     /// Sends one frame. Throws `.unencodableFrame` for a frame over its type's limit (nothing is sent),
     /// `.timedOut`, or `.closed`.
     public func send(_ frame: Frame) async throws(TransportError) {
-        let bytes: [UInt8]
-        do { bytes = try frame.encoded() } catch { throw .unencodableFrame(error) }
-        try await sendEncoded(bytes)
+        try await frames.send(frame, until: configuration.writeTimeout.deadlineFromNow)
     }
 
     /// Writes bytes as they are; for frames already encoded (and for tests that must break the framing).
     func sendEncoded(_ bytes: [UInt8]) async throws(TransportError) {
-        let deadline = configuration.writeTimeout.deadlineFromNow
-        await sendLock.lock()
-        defer { sendLock.unlock() }
-        try await connection.write(bytes, until: deadline)
+        try await frames.sendEncoded(bytes, until: configuration.writeTimeout.deadlineFromNow)
     }
 
     /// The next frame from the peer. Header limits are checked before the payload is buffered; a frame
     /// that breaks them throws `.invalidFrame` and closes the channel.
     public func receive(timeout: Duration? = nil) async throws(TransportError) -> Frame {
-        let deadline = (timeout ?? configuration.idleTimeout).deadlineFromNow
-        await receiveLock.lock()
-        defer { receiveLock.unlock() }
-        return try await connection.readFrame(until: deadline)
+        try await frames.receive(until: (timeout ?? configuration.idleTimeout).deadlineFromNow)
     }
 
     /// Closes the channel; pending and later sends and receives throw `.closed`. Idempotent.
     public func close() {
-        connection.close()
+        session.close()
     }
 
-    public var isClosed: Bool { connection.isClosed }
+    public var isClosed: Bool { session.isClosed }
 }

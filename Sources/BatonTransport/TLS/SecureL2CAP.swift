@@ -9,6 +9,8 @@ public final class SecureL2CAP: Sendable {
     private let clientContext: TLSContext
     private let pins: PinProvider
     public let configuration: TransportConfiguration
+    /// Every handshake started here, either side.
+    public let handshakes = HandshakeCounter()
 
     public init(identity: Ed25519PrivateKey, pins: @escaping PinProvider, configuration: TransportConfiguration = .init()) throws(TransportError) {
         serverContext = try TLSContext(identity: identity, role: .server)
@@ -35,14 +37,7 @@ public final class SecureL2CAP: Sendable {
     }
 
     func secure(_ pipe: any SDUPipe, context: TLSContext, until deadline: DispatchTime) async throws(TransportError) -> SecureChannel {
-        let connection = try SDUStreamTLSConnection(context: context, pipe: pipe, pins: pins)
-        do {
-            let key = try await connection.handshake(until: deadline)
-            return SecureChannel(connection: connection, peerIdentityKey: key, configuration: configuration)
-        } catch {
-            connection.close()
-            throw error
-        }
+        try await context.secure(try SDUByteStream(pipe), pins: pins, until: deadline, configuration: configuration, counter: handshakes)
     }
 
     /// The server side over any SDU pipe (tests use an in-memory one).

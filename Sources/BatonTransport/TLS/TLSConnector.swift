@@ -1,0 +1,31 @@
+import BatonCore
+import BatonCrypto
+import Dispatch
+
+/// Opens channels to ring members: TCP, then TLS 1.3 with this device's identity, accepting only pinned peers.
+public final class TLSConnector: Sendable {
+    private let context: TLSContext
+    private let pins: PinProvider
+    public let configuration: TransportConfiguration
+    /// Every handshake this connector started.
+    public let handshakes = HandshakeCounter()
+
+    public init(identity: Ed25519PrivateKey, pins: @escaping PinProvider, configuration: TransportConfiguration = .init()) throws(TransportError) {
+        self.context = try TLSContext(identity: identity, role: .client)
+        self.pins = pins
+        self.configuration = configuration
+    }
+
+    /// Connects and authenticates within `timeout` (TCP connect and handshake together). Addresses of a
+    /// name are tried in order. An unpinned server fails with `.peerNotPinned` before this device sends
+    /// anything but its certificate.
+    ///
+    /// In TLS 1.3 the client finishes its handshake before the server has judged the client's
+    /// certificate: a server that refuses this device shows up as `.connectionFailed` or `.closed` on the
+    /// first `receive()`.
+    public func connect(host: String, port: UInt16, timeout: Duration = .seconds(10)) async throws(TransportError) -> SecureChannel {
+        let deadline = timeout.deadlineFromNow
+        let socket = try await OwnedSocket.connectTCP(host: host, port: port, until: deadline)
+        return try await context.secure(socket, pins: pins, until: deadline, configuration: configuration, counter: handshakes)
+    }
+}
