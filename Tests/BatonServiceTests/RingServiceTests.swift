@@ -6,23 +6,27 @@ import Foundation
 import Testing
 @testable import BatonService
 
-/// One ring daemon's part (RingService) on its own connection, with its own state directory.
+/// One ring daemon's part (RingService and its D-Bus glue, no transfer) on its own connection,
+/// with its own state directory.
 struct RingNode {
     let connection: DBusConnection
     let service: RingService
+    let bus: RingBus
     let busName: String
     let stateDirectory: String
 
     static func start(_ bus: TestBus, name: String, stateDirectory: String? = nil) async throws -> RingNode {
         let connection = try DBusConnection(bus: .address(bus.address))
         let directory = stateDirectory ?? bus.directory.appendingPathComponent("state-\(name)").path
-        let service = try RingService(connection: connection, store: RingStore(directory: StateDirectory(path: directory)),
+        let service = try RingService(store: RingStore(directory: StateDirectory(path: directory)),
                                       radio: nil, clock: SystemWallClock(),
                                       configuration: .init(deviceName: name, listenHost: "127.0.0.1"), log: { _ in })
-        try await service.start()
+        await service.start()
+        let bus = RingBus(connection: connection, ring: service)
+        try await bus.export()
         let busName = "org.baton.test.\(name)"
         _ = try await connection.requestName(busName, flags: [.doNotQueue])
-        return RingNode(connection: connection, service: service, busName: busName, stateDirectory: directory)
+        return RingNode(connection: connection, service: service, bus: bus, busName: busName, stateDirectory: directory)
     }
 
     func call(_ client: DBusConnection, _ interface: String, _ method: String, _ arguments: [DBusValue] = [], path: String = RingInterface.path) async throws -> [DBusValue] {

@@ -15,18 +15,20 @@ struct TransferNode {
     let ring: RingService
     let activities: ActivityService
     let transfer: TransferService
+    let parts: DaemonParts
     let busName: String
     let stateDirectory: String
 
-    var ringNode: RingNode { RingNode(connection: connection, service: ring, busName: busName, stateDirectory: stateDirectory) }
+    var continuation: ContinuationService { parts.continuation }
+    var ringNode: RingNode { RingNode(connection: connection, service: ring, bus: parts.bus, busName: busName, stateDirectory: stateDirectory) }
 
     static func start(_ bus: TestBus, name: String, radio: (any RadioPort)? = nil) async throws -> TransferNode {
         let connection = try DBusConnection(bus: .address(bus.address))
         let directory = bus.directory.appendingPathComponent("state-\(name)").path
-        let ring = try RingService(connection: connection, store: RingStore(directory: StateDirectory(path: directory)),
+        let ring = try RingService(store: RingStore(directory: StateDirectory(path: directory)),
                                    radio: radio, clock: SystemWallClock(),
                                    configuration: .init(deviceName: name, listenHost: "127.0.0.1"), log: { _ in })
-        try await ring.start()
+        await ring.start()
         let busName = "org.baton.test.\(name)"
         let activities = ActivityService(
             connection: connection, configuration: ServiceConfiguration(busName: busName, saveTimeout: .milliseconds(800)),
@@ -34,18 +36,16 @@ struct TransferNode {
             launcher: SpawningApplicationLauncher(connection: connection, busAddressForChildren: bus.address), logger: CollectingLog())
         try await activities.start()
         _ = try await connection.requestName(busName, flags: [.doNotQueue])
-        let transfer = try await TransferService.start(ring: ring, activities: activities, configuration: .init(listenHost: "127.0.0.1"),
-                                                       log: { _ in })
-        return TransferNode(connection: connection, ring: ring, activities: activities, transfer: transfer, busName: busName,
-                            stateDirectory: directory)
+        let parts = try await DaemonParts.start(connection: connection, ring: ring, activities: activities,
+                                                transfer: .init(listenHost: "127.0.0.1"), log: { _ in })
+        return TransferNode(connection: connection, ring: ring, activities: activities, transfer: parts.transfer, parts: parts,
+                            busName: busName, stateDirectory: directory)
     }
 
     var deviceID: DeviceID { get async { await ring.deviceID } }
 
     func stop() async {
-        await transfer.stop()
-        await activities.stop()
-        await ring.stop()
+        await parts.stop(activities: activities)
         connection.close()
     }
 }

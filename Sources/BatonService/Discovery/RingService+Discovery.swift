@@ -38,12 +38,6 @@ struct DiscoveredPairing: Sendable, Hashable {
     var psm: UInt16 = 0
     /// The Bluetooth address type as heard ("" for TCP entries).
     var addressType = ""
-
-    var dbusValue: DBusValue {
-        .propertyDictionary(["Name": .string(name), "SessionId": .string(sessionID), "Address": .string(address),
-                             "Port": .uint16(port), "Host": .string(host), "Transport": .string(transport),
-                             "Psm": .uint16(psm), "AddressType": .string(addressType)])
-    }
 }
 
 extension RingService {
@@ -116,7 +110,7 @@ extension RingService {
     func refreshRingAnnouncement() async {
         guard let publisher = discovery.ringPublisher else { return }
         let wanted: DiscoveryBook.RingAnnouncement?
-        if let transfer, !keeper.peers.isEmpty {
+        if let transfer = transferReachability, !keeper.peers.isEmpty {
             let epoch = Protocol.epoch(unixSeconds: clock.unixSeconds())
             wanted = .init(name: DerivedKeys(secret: keeper.ownSecret).mdnsInstanceName(epoch: epoch), port: transfer.port)
         } else {
@@ -231,7 +225,7 @@ extension RingService {
 
     /// Browses `_baton-pair._tcp` for `seconds` and returns what was resolved, without this
     /// device's own waiting sessions.
-    func discoverPairingEndpoints(seconds: UInt32) async throws -> [DiscoveredPairing] {
+    func discoverPairingEndpoints(seconds: UInt32) async throws(ServiceFailure) -> [DiscoveredPairing] {
         guard let connection = discovery.connection else {
             // Without DNS-SD the radio may still have heard pairing adverts (no TCP endpoint then).
             if radio != nil {
@@ -239,10 +233,10 @@ extension RingService {
                 let heard = bluetoothPairings(known: [])
                 if !heard.isEmpty { return heard }
             }
-            throw DBusError(name: ServiceErrorName.notReady, message: "Avahi is not available")
+            throw .notReady("Avahi is not available")
         }
         guard discovery.discoverRuns < Self.maxConcurrentDiscovers else {
-            throw DBusError(name: ServiceErrorName.notReady, message: "too many discoveries at once")
+            throw .notReady("too many discoveries at once")
         }
         discovery.discoverRuns += 1
         defer { discovery.discoverRuns -= 1 }
@@ -254,7 +248,7 @@ extension RingService {
                 let heard = bluetoothPairings(known: [])
                 if !heard.isEmpty { return heard }
             }
-            throw DBusError(name: ServiceErrorName.notReady, message: "Avahi is not available: \(error)")
+            throw .notReady("Avahi is not available: \(error)")
         }
         try? await Task.sleep(for: .seconds(Int(seconds)))
         let endpoints = await browser.endpoints
@@ -278,23 +272,6 @@ extension RingService {
         recentPairingAdverts().filter { !known.contains($0.advert.sessionID.hexString) }.map {
             DiscoveredPairing(name: $0.advert.name, sessionID: $0.advert.sessionID.hexString, address: $0.address, port: 0,
                               host: "", transport: "ble", psm: $0.advert.psm ?? 0, addressType: $0.addressType)
-        }
-    }
-
-    /// Session ids of this device's pairing sessions still waiting for an initiator.
-    func ownWaitingSessionIDs() -> [String] {
-        sessions.values.filter { $0.state == "waiting" }.map { $0.sessionID.hexString }
-    }
-
-    func discoverMethod() -> DBusMethod {
-        DBusMethod("Discover", in: [DBusArgument("seconds", "u")], out: [DBusArgument("endpoints", "aa{sv}")]) { [weak self] call in
-            guard let self else { return [] }
-            _ = try await self.requirePrivilege(call.sender)
-            guard let seconds = call.arguments.first?.uint32Value, (1...Self.maxDiscoverSeconds).contains(seconds) else {
-                throw DBusError(name: ServiceErrorName.invalidArguments, message: "seconds must be 1-\(Self.maxDiscoverSeconds)")
-            }
-            let found = try await self.discoverPairingEndpoints(seconds: seconds)
-            return [.array(elementSignature: "a{sv}", found.map(\.dbusValue))]
         }
     }
 }

@@ -2,7 +2,6 @@
 import Glibc
 #endif
 import BatonCore
-import BatonDBus
 import BatonTransport
 import Dispatch
 
@@ -18,35 +17,6 @@ struct HeardPairingAdvert: Sendable, Hashable {
 extension RingService {
     /// How long a heard pairing advert stays listed after its last report.
     static let pairingAdvertLifetimeMilliseconds: Int64 = 130_000
-
-    /// While a session waits for its initiator, the radio carries the clear pairing advert
-    /// instead of the ring advert (at most 120 s, protocol §5); the ring advert comes back after.
-    /// With an L2CAP listener the advert is connectable: the initiator's kernel only connects to an
-    /// advertising peer (§8.3).
-    func advertisePairing(sessionID: [UInt8], tcpPublished: Bool, psm: UInt16?) async {
-        guard let radio, let advert = try? PairingAdvert(sessionID: sessionID, tcpPublished: tcpPublished, psm: psm,
-                                                          name: keeper.state.name) else { return }
-        do {
-            try await radio.advertise(companyID: configuration.companyID, data: advert.encoded, connectable: psm != nil)
-            book.notice("pairing advert on the air")
-        } catch {
-            book.notice("pairing advert refused: \(error)")
-        }
-    }
-
-    /// Puts the ring advert (or nothing) back once no session waits any more.
-    func restoreRingAdvert() async {
-        guard let radio, ownWaitingSessionIDs().isEmpty else { return }
-        let actions = sender.radioReset()
-        if actions.isEmpty {
-            await radio.stopAdvertising()
-            await advertisePresenceIfRinged()
-        } else {
-            for case .advertise(let bytes) in actions {
-                try? await radio.advertise(companyID: configuration.companyID, data: bytes, connectable: ringAdvertConnectable)
-            }
-        }
-    }
 
     /// Records a pairing advert from the scanner (bounded: the 16 most recent sessions).
     func heardPairing(_ data: [UInt8], from address: String, addressType: String) {
@@ -93,9 +63,9 @@ extension RingService {
 
     /// Opens the pairing channel to an acceptor's L2CAP listener. The address type is the given one,
     /// else the one heard with that address in a recent pairing advert, else public.
-    func connectPairingL2CAP(peer: BluetoothAddress, psm: UInt16, addressType: LEAddressType?) async throws -> L2CAPFrameChannel {
+    func connectPairingL2CAP(peer: BluetoothAddress, psm: UInt16, addressType: LEAddressType?) async throws(ServiceFailure) -> L2CAPFrameChannel {
         guard let radio, let own = await radio.adapterAddress(), let local = try? BluetoothAddress(own.address) else {
-            throw DBusError(name: ServiceErrorName.notReady, message: "no Bluetooth adapter is ready")
+            throw .notReady("no Bluetooth adapter is ready")
         }
         let heardType = recentPairingAdverts().first { $0.address.uppercased() == peer.description }?.addressType
         let peerType = addressType ?? (heardType == "random" ? .random : .public)
@@ -115,7 +85,7 @@ extension RingService {
             log("batond: pairing connected over L2CAP to \(channel.peer)")
             return channel
         case .failure(let error):
-            throw DBusError(name: ServiceErrorName.unknownDevice, message: "cannot reach ble:\(peer)/0x\(String(psm, radix: 16)): \(error)")
+            throw .unknownDevice("cannot reach ble:\(peer)/0x\(String(psm, radix: 16)): \(error)")
         }
     }
 

@@ -1,5 +1,4 @@
 import BatonCore
-import BatonDBus
 import Dispatch
 
 /// What the radio part keeps between events. Bounded: the advertiser table evicts the least
@@ -19,6 +18,8 @@ struct RadioBook: Sendable {
     }
 }
 
+/// The listener: heard adverts become sightings (accepted ring adverts), the advertiser table
+/// for diagnostics, proximity, and heard pairing adverts.
 extension RingService {
     /// Milliseconds on a monotonic clock, for "last seen" ages in the dump.
     static func monotonicMilliseconds() -> Int64 {
@@ -39,16 +40,13 @@ extension RingService {
         await advertisePresenceIfRinged()
     }
 
-    /// A ring of one has nobody to tell; with members, the device advertises at least presence.
-    func advertisePresenceIfRinged() async {
-        guard radio != nil, !keeper.peers.isEmpty, currentRecord() == nil else { return }
-        do { try await advertiseContent(.presence) } catch { book.notice("advertising failed: \(error)") }
-    }
-
     func handle(_ event: RadioEvent) async {
         switch event {
         case .report(let report):
-            if let sighting = record(report) { await suggest(for: sighting) }
+            if let sighting = record(report) {
+                let near = book.proximity[sighting.member]?.detector.allowsSuggestion ?? true
+                await sightingObserver?(sighting, near)
+            }
         case .vanished(let address):
             book.table.forget(address: address)
         case .stateChanged(let state):
@@ -112,7 +110,7 @@ extension RingService {
 
     /// Ring1.DumpRadio: the advertiser table as text or JSON Lines. No key material: ring members
     /// appear by short id only.
-    func dumpRadio(format: String) throws -> String {
+    func dumpRadio(format: String) throws(ServiceFailure) -> String {
         let now = Self.monotonicMilliseconds()
         switch format {
         case "text":
@@ -124,19 +122,12 @@ extension RingService {
         case "json":
             return book.table.renderJSONLines(nowMilliseconds: now)
         default:
-            throw DBusError(name: ServiceErrorName.invalidArguments, message: "format must be text or json")
+            throw .invalidArguments("format must be text or json")
         }
     }
+}
 
-    func radioInterfaceMethods() -> [DBusMethod] {
-        [
-            DBusMethod("DumpRadio", in: [DBusArgument("format", "s")], out: [DBusArgument("dump", "s")]) { [weak self] call in
-                guard let self else { return [] }
-                return [.string(try await self.dumpRadio(format: call.arguments.first?.stringValue ?? ""))]
-            },
-            DBusMethod("GetRadioNotices", out: [DBusArgument("notices", "as")]) { [weak self] _ in
-                [.stringArray(await self?.book.notices ?? [])]
-            },
-        ]
-    }
+extension RingService {
+    /// The last radio notices (Ring1.GetRadioNotices).
+    func radioNotices() -> [String] { book.notices }
 }
