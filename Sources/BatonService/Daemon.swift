@@ -98,7 +98,7 @@ public enum Daemon {
         }
         await ring.start()
         let service = ActivityService(
-            connection: connection, configuration: configuration, publisher: ring, statusFile: statusFile,
+            connection: connection, configuration: configuration, publisher: ring.radio, statusFile: statusFile,
             desktopEntries: XDGDesktopEntryScanner(environment: environment),
             launcher: SpawningApplicationLauncher(connection: connection, busAddressForChildren: childBusAddress),
             logger: logger)

@@ -113,7 +113,7 @@ struct BusLessTests {
         #expect(await a.ring.session(pathA)?.peerName == "beta")
         #expect(await a.ring.isMember(idB))
         #expect(await b.ring.isMember(idA))
-        #expect(await a.ring.matcher.memberIDs == [idB])
+        #expect(await a.ring.radio.matcher.memberIDs == [idB])
         // Each learned where the other's transfer listens (announced at pairing).
         #expect(await b.ring.endpoints(of: idA).contains("127.0.0.1:\(a.transfer.port)"))
         // The transfer follows the ring: the new member is pinned.
@@ -150,7 +150,7 @@ struct BusLessTests {
         let uid = getuid()
         let record = try ActivityRecord(activityType: type, title: "Chapter 3", userInfo: ["page": .integer(3)], webpageURL: nil, version: 1)
         a.activities.setCurrent(ActivityID(uid: uid, serial: 1), record)
-        try await a.ring.publish(record, uid: uid)
+        try await a.ring.radio.publish(record, uid: uid)
         let advert = try #require(a.radio.lastAdvert)
         b.radio.hear(advert)
         #expect(await eventually(timeout: .seconds(10)) { b.board.suggestions.count == 1 })

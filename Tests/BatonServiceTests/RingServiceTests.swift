@@ -85,7 +85,7 @@ func startPairing(_ a: RingNode, _ b: RingNode, client: DBusConnection) async th
         #expect(names == ["alpha", "beta"])
         #expect(try await b.members(client).first { $0["Name"]?.stringValue == "alpha" }?["PairedSince"] != nil)
         // The matcher now knows the peer's advertising secret.
-        #expect(await a.service.matcher.memberIDs == [await b.service.deviceID])
+        #expect(await a.service.radio.matcher.memberIDs == [await b.service.deviceID])
         // Persisted: a fresh service over the same state directory knows the ring.
         await a.service.stop()
         a.connection.close()
@@ -126,7 +126,7 @@ func startPairing(_ a: RingNode, _ b: RingNode, client: DBusConnection) async th
         let shortB = await b.service.deviceID.shortForm
         _ = try await a.call(client, RingInterface.pairing, "Remove", [.string(shortB)])
         #expect(try await a.members(client).count == 1)
-        #expect(await a.service.matcher.memberIDs.isEmpty)
+        #expect(await a.service.radio.matcher.memberIDs.isEmpty)
         #expect(await a.service.keeper.ownSecret.generation == before.generation + 1)
         await #expect(throws: DBusError.self) { _ = try await a.call(client, RingInterface.pairing, "Remove", [.string(shortB)]) }
         do {

@@ -8,10 +8,10 @@ extension RingBus {
         return DBusInterface(RingInterface.ring, methods: [
             DBusMethod("DumpRadio", in: [DBusArgument("format", "s")], out: [DBusArgument("dump", "s")]) { call in
                 let format = call.arguments.first?.stringValue ?? ""
-                return [.string(try await mappingFailures { () throws(ServiceFailure) in try await ring.dumpRadio(format: format) })]
+                return [.string(try await mappingFailures { () throws(ServiceFailure) in try await ring.radio.dumpRadio(format: format) })]
             },
             DBusMethod("GetRadioNotices", out: [DBusArgument("notices", "as")]) { _ in
-                [.stringArray(await ring.radioNotices())]
+                [.stringArray(await ring.radio.notices())]
             },
             DBusMethod("ListMembers", out: [DBusArgument("members", "aa{sv}")]) { _ in
                 [.array(elementSignature: "a{sv}", await ring.memberSummaries().map(Self.memberValue))]

@@ -26,12 +26,12 @@ public actor ContinuationService {
 
     /// Starts following sightings and ring changes.
     public func start() async {
-        await ring.onSighting { [weak self] sighting, near in await self?.suggest(for: sighting, near: near) }
+        await ring.radio.onSighting(Self.observerKey) { [weak self] sighting, _, near in await self?.suggest(for: sighting, near: near) }
         await ring.observe(Self.observerKey) { [weak self] change in await self?.ringChanged(change.snapshot) }
     }
 
     public func stop() async {
-        await ring.onSighting(nil)
+        await ring.radio.onSighting(Self.observerKey, nil)
         await ring.stopObserving(Self.observerKey)
         for member in Array(book.byMember.keys) { await withdraw(member) }
     }
@@ -49,7 +49,7 @@ public actor ContinuationService {
             await withdraw(member)
             return
         }
-        guard book.wantsOffer(member, revision: body.revision), let keys = await ring.advertKeys(of: member) else { return }
+        guard book.wantsOffer(member, revision: body.revision), let keys = await ring.radio.advertKeys(of: member) else { return }
         // The type hash is keyed with the member's secret: hash what we handle and compare (§4.3 step 7).
         let handled = await activities.allHandledTypes()
         guard let type = handled.sorted().first(where: { keys.typeHash($0) == body.typeHash }) else {

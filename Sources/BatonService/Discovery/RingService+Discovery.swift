@@ -55,7 +55,7 @@ extension RingService {
         discovery.lastConnectAttempt = clock.unixSeconds()
         let connection: DBusConnection
         do { connection = try DBusConnection(bus: bus) } catch {
-            discoveryNotice("cannot reach the bus for Avahi: \(error)")
+            await discoveryNotice("cannot reach the bus for Avahi: \(error)")
             return
         }
         discovery.connection = connection
@@ -75,7 +75,7 @@ extension RingService {
                 await self.ringBrowserEvent(event)
             }
         })
-        do { try await browser.start() } catch { discoveryNotice("browsing \(BatonServiceType.ring): \(error)") }
+        do { try await browser.start() } catch { await discoveryNotice("browsing \(BatonServiceType.ring): \(error)") }
         await refreshRingAnnouncement()
     }
 
@@ -98,8 +98,8 @@ extension RingService {
         await refreshRingAnnouncement()
     }
 
-    func discoveryNotice(_ text: String) {
-        book.notice("avahi: \(text)")
+    func discoveryNotice(_ text: String) async {
+        await radio.notice("avahi: \(text)")
         log("batond: avahi: \(text)")
     }
 
@@ -126,28 +126,28 @@ extension RingService {
             try await publisher.publish(name: wanted.name, port: wanted.port)
         } catch AvahiError.daemonUnavailable {
             // Kept wanted by the publisher: announced when avahi-daemon appears.
-            discoveryNotice("avahi-daemon is not running; \(BatonServiceType.ring) waits for it")
+            await discoveryNotice("avahi-daemon is not running; \(BatonServiceType.ring) waits for it")
         } catch {
-            discoveryNotice("publishing \(BatonServiceType.ring): \(error)")
+            await discoveryNotice("publishing \(BatonServiceType.ring): \(error)")
         }
     }
 
-    private func ringPublisherEvent(_ event: AvahiPublisher.Event) {
+    private func ringPublisherEvent(_ event: AvahiPublisher.Event) async {
         switch event {
         case .established: break
-        case .collision(let name): discoveryNotice("name collision for \(name) (\(BatonServiceType.ring))")
-        case .failed(let name, let error): discoveryNotice("publishing \(name) failed: \(error)")
-        case .daemonLost: discoveryNotice("avahi-daemon left the bus")
-        case .daemonReturned: discoveryNotice("avahi-daemon is back")
+        case .collision(let name): await discoveryNotice("name collision for \(name) (\(BatonServiceType.ring))")
+        case .failed(let name, let error): await discoveryNotice("publishing \(name) failed: \(error)")
+        case .daemonLost: await discoveryNotice("avahi-daemon left the bus")
+        case .daemonReturned: await discoveryNotice("avahi-daemon is back")
         }
     }
 
-    private func ringBrowserEvent(_ event: AvahiBrowser.Event) {
+    private func ringBrowserEvent(_ event: AvahiBrowser.Event) async {
         switch event {
         case .found(let endpoint):
             discoveredRingService(name: endpoint.name, address: endpoint.address, port: endpoint.port)
         case .failure(let error):
-            discoveryNotice("browsing \(BatonServiceType.ring): \(error)")
+            await discoveryNotice("browsing \(BatonServiceType.ring): \(error)")
         case .removed, .resolveFailed, .allForNow, .daemonLost:
             // Hints stay hints: a vanished service does not make a cached endpoint wrong.
             break
@@ -202,9 +202,9 @@ extension RingService {
             try await publisher.publish(name: Self.pairingInstanceName(deviceName: keeper.state.name, sessionID: sessionID),
                                         port: port, txt: PairingEndpointTXT.txt(sessionID: sessionID))
         } catch AvahiError.daemonUnavailable {
-            discoveryNotice("avahi-daemon is not running; the pairing endpoint is announced when it starts")
+            await discoveryNotice("avahi-daemon is not running; the pairing endpoint is announced when it starts")
         } catch {
-            discoveryNotice("publishing \(BatonServiceType.pairing): \(error)")
+            await discoveryNotice("publishing \(BatonServiceType.pairing): \(error)")
         }
     }
 
@@ -228,9 +228,9 @@ extension RingService {
     func discoverPairingEndpoints(seconds: UInt32) async throws(ServiceFailure) -> [DiscoveredPairing] {
         guard let connection = discovery.connection else {
             // Without DNS-SD the radio may still have heard pairing adverts (no TCP endpoint then).
-            if radio != nil {
+            if await radio.isPresent {
                 try? await Task.sleep(for: .seconds(Int(seconds)))
-                let heard = bluetoothPairings(known: [])
+                let heard = await bluetoothPairings(known: [])
                 if !heard.isEmpty { return heard }
             }
             throw .notReady("Avahi is not available")
@@ -243,9 +243,9 @@ extension RingService {
         let browser = AvahiBrowser(connection: connection, serviceType: BatonServiceType.pairing, maxEntries: 64)
         do { try await browser.start() } catch {
             await browser.stop()
-            if radio != nil {
+            if await radio.isPresent {
                 try? await Task.sleep(for: .seconds(Int(seconds)))
-                let heard = bluetoothPairings(known: [])
+                let heard = await bluetoothPairings(known: [])
                 if !heard.isEmpty { return heard }
             }
             throw .notReady("Avahi is not available: \(error)")
@@ -263,13 +263,13 @@ extension RingService {
                                           port: endpoint.port, host: endpoint.host)
             if seen.insert(entry).inserted { found.append(entry) }
         }
-        return found + bluetoothPairings(known: Set(found.map(\.sessionID)))
+        return found + (await bluetoothPairings(known: Set(found.map(\.sessionID))))
     }
 
     /// Pairing adverts heard on the radio whose session DNS-SD did not already list: the
     /// machine is nearby and waiting; its address is a Bluetooth one (Port 0, Transport "ble").
-    func bluetoothPairings(known: Set<String>) -> [DiscoveredPairing] {
-        recentPairingAdverts().filter { !known.contains($0.advert.sessionID.hexString) }.map {
+    func bluetoothPairings(known: Set<String>) async -> [DiscoveredPairing] {
+        await radio.recentPairingAdverts().filter { !known.contains($0.advert.sessionID.hexString) }.map {
             DiscoveredPairing(name: $0.advert.name, sessionID: $0.advert.sessionID.hexString, address: $0.address, port: 0,
                               host: "", transport: "ble", psm: $0.advert.psm ?? 0, addressType: $0.addressType)
         }

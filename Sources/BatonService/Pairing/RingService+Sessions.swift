@@ -70,7 +70,7 @@ extension RingService {
                                           state: channel == nil ? "waiting" : "connected", port: listener?.port ?? 0, sessionID: sessionID)
         sessions[path] = PairingEntry(path: path, ownerUID: uid, visible: visible, listener: listener, bluetoothListener: bluetoothListener)
         if listener != nil {
-            await advertisePairing(sessionID: sessionID, tcpPublished: discovery.connection != nil, psm: bluetoothListener?.local.psm)
+            await radio.advertisePairing(sessionID: sessionID, name: keeper.state.name, tcpPublished: discovery.connection != nil, psm: bluetoothListener?.local.psm)
         }
         Task { await self.runSession(path: path, role: role, channel: channel) }
         return path
@@ -86,13 +86,13 @@ extension RingService {
             } catch {
                 finishSession(path, error: error == .timedOut ? "timed-out" : "transport")
                 entry.closeListeners()
-                await restoreRingAdvert()
+                await radio.pairingStoppedWaiting(sessionID: entry.visible.sessionID)
                 return
             }
             entry.closeListeners()
             if let bluetooth = channel as? L2CAPFrameChannel { log("batond: pairing initiator connected over L2CAP from \(bluetooth.peer)") }
             update(path) { $0.state = "connected" }
-            await restoreRingAdvert()
+            await radio.pairingStoppedWaiting(sessionID: entry.visible.sessionID)
         }
         guard let channel else { return }
         let session: PairingSession
@@ -117,7 +117,7 @@ extension RingService {
                                    bluetoothPeer: (channel as? L2CAPFrameChannel)?.peer)
             actions.removeAll { if case .sync(let to) = $0 { return to == id }; return false }
             await apply(actions)
-            await advertisePresenceIfRinged()
+            await radio.advertisePresenceIfRinged()
             update(path) {
                 $0.state = "paired"
                 $0.peerName = pairing.peer.name

@@ -4,10 +4,10 @@ import BatonDBus
 import BatonTransport
 
 /// The ring: this device's identity and ring (RingKeeper, persisted in RingStore), the members'
-/// endpoint hints, and (in Radio/, Pairing/, Discovery/) the radio, pairing sessions and DNS-SD
-/// that still share this actor's state. It knows nothing of D-Bus objects, the transfer or the
-/// continuation: those observe it (`observe`, `onSighting`) and call its typed methods.
-public actor RingService: ActivityPublisher {
+/// endpoint hints, and (in Pairing/, Discovery/) pairing sessions and DNS-SD, which still share
+/// this actor's state. It drives the radio actor (member secrets) and knows nothing of D-Bus
+/// objects, the transfer or the continuation: those observe it (`observe`) and call its typed methods.
+public actor RingService {
     public struct Configuration: Sendable {
         public var deviceName: String
         /// Where pairing listeners bind ("0.0.0.0" on a real system, "127.0.0.1" in tests).
@@ -29,35 +29,21 @@ public actor RingService: ActivityPublisher {
     }
 
     public typealias ChangeObserver = @Sendable (RingChange) async -> Void
-    public typealias SightingObserver = @Sendable (Sighting, _ near: Bool) async -> Void
     typealias SessionObserver = @Sendable (_ path: String, _ before: PairingSessionState, _ after: PairingSessionState) -> Void
 
     let store: RingStore
-    let radio: (any RadioPort)?
     let clock: any WallClock
     public nonisolated let configuration: Configuration
     let log: @Sendable (String) -> Void
     var keeper: RingKeeper
     var peers: [DeviceID: RingStore.PeerInfo]
     var observers: [String: ChangeObserver] = [:]
-    var sightingObserver: SightingObserver?
     var sessionObserver: SessionObserver?
     /// Where ring members reach this device's transfer listener (set by the transfer; nil: not running).
     var transferReachability: (port: UInt16, localEndpoints: [String])?
 
-    // Radio (Radio/): what is on the air and what is heard.
-    var sender: AdvertSender
-    /// The ring advert is connectable while the transfer listens on L2CAP and has no IP
-    /// endpoint for other machines (§8.3): a peer's kernel only connects to an advertising device.
-    var ringAdvertConnectable = false
-    var matcher: AdvertMatcher
-    /// The activity each user last published; the advert carries the newest one.
-    var published: [UInt32: ActivityRecord] = [:]
-    var advertisedUID: UInt32?
-    var book = RadioBook()
-    var radioTask: Task<Void, Never>?
-    /// Pairing adverts heard on the radio, by session id (hex).
-    var pairingAdverts: [String: HeardPairingAdvert] = [:]
+    /// The radio actor (Radio/): the ring pushes member secrets and its own secret rotation to it.
+    public nonisolated let radio: RadioService
 
     // Pairing (Pairing/).
     var sessions: [String: PairingEntry] = [:]
@@ -69,7 +55,6 @@ public actor RingService: ActivityPublisher {
     public init(store: RingStore, radio: (any RadioPort)?, clock: any WallClock,
                 configuration: Configuration, log: @escaping @Sendable (String) -> Void) throws {
         self.store = store
-        self.radio = radio
         self.clock = clock
         self.configuration = configuration
         self.log = log
@@ -80,29 +65,32 @@ public actor RingService: ActivityPublisher {
             try store.saveRing(keeper.state)
         }
         peers = try store.loadPeers()
-        sender = AdvertSender(secret: keeper.ownSecret, restored: try store.loadCounters())
-        matcher = AdvertMatcher(epoch: Protocol.epoch(unixSeconds: clock.unixSeconds()))
-        for (id, secret) in keeper.peers { matcher.setMember(id, secret: secret) }
+        self.radio = try RadioService(port: radio, store: store, clock: clock, companyID: configuration.companyID,
+                                      ownSecret: keeper.ownSecret, log: log)
     }
 
     public var deviceID: DeviceID { keeper.deviceID }
 
+    /// Gives the radio the members' secrets, follows its sightings (last seen, RSSI) and starts it and DNS-SD.
     public func start() async {
-        book.table = AdvertiserTable(batonCompanyID: configuration.companyID)
-        await startRadio()
+        await radio.setMembers(keeper.peers)
+        await radio.onSighting(Self.observerKey) { [weak self] sighting, rssi, _ in await self?.memberSeen(sighting.member, rssi: rssi) }
+        await radio.start()
         await startDiscovery()
     }
 
     public func stop() async {
         await stopSessions()
         await stopDiscovery()
-        radioTask?.cancel()
-        await perform(sender.stop())
+        await radio.onSighting(Self.observerKey, nil)
+        await radio.stop()
     }
 
-    /// Clock tick from the daemon: epoch rotation of the advert and of the matcher window.
+    static let observerKey = "ring"
+
+    /// Clock tick from the daemon: epoch rotation of the advert and of the matcher window, DNS-SD names.
     public func tick() async {
-        await broadcastTick()
+        await radio.tick()
         await discoveryTick()
     }
 
@@ -119,9 +107,6 @@ public actor RingService: ActivityPublisher {
     }
 
     public func stopObserving(_ key: String) { observers[key] = nil }
-
-    /// Accepted ring adverts (a sighting of a member) go to `observer`.
-    public func onSighting(_ observer: SightingObserver?) { sightingObserver = observer }
 
     func onSessionChange(_ observer: SessionObserver?) { sessionObserver = observer }
 
@@ -140,10 +125,9 @@ public actor RingService: ActivityPublisher {
             case .persist(let state):
                 do { try store.saveRing(state) } catch { log("batond: cannot save the ring: \(error)") }
             case .rotateOwnSecret(let secret):
-                await perform(sender.rotateSecret(secret, nowSeconds: clock.unixSeconds()))
+                await radio.rotateSecret(secret)
             case .membersChanged(let members):
-                for id in matcher.memberIDs where members[id] == nil { matcher.removeMember(id) }
-                for (id, secret) in members { matcher.setMember(id, secret: secret) }
+                await radio.setMembers(members)
             case .sync(let id):
                 // Sent by the transfer (an observer); members away learn at their next Hello.
                 syncTo.append(id)
@@ -178,8 +162,17 @@ public actor RingService: ActivityPublisher {
     /// Resolves a name, a short id (xxxx-xxxx) or a full device id to one member.
     func findMember(_ text: String) -> RosterMember? { snapshot().member(matching: text) }
 
-    /// The keys the matcher holds for a member's current secret (type hashes, §3).
-    public func advertKeys(of member: DeviceID) -> DerivedKeys? { matcher.keys(of: member) }
+    /// A member's ring advert was accepted: its last-seen time and RSSI, written at most once a
+    /// minute (sightings repeat every ~100 ms).
+    func memberSeen(_ member: DeviceID, rssi: Int?) {
+        guard var info = peers[member] else { return }
+        let now = clock.unixSeconds()
+        let due = info.lastSeen.map { now - $0 >= 60 } ?? true
+        info.lastSeen = now
+        if let rssi, RSSIStatistics.isKnown(rssi) { info.lastRSSI = rssi }
+        peers[member] = info
+        if due { try? store.savePeers(peers) }
+    }
 
     func remove(_ text: String) async throws(ServiceFailure) {
         guard let member = findMember(text), member.deviceID != keeper.deviceID else {

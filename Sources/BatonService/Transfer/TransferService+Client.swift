@@ -134,8 +134,8 @@ extension TransferService {
     }
 
     private func connectOverBluetooth(address: BluetoothAddress, type: LEAddressType, psm: UInt16) async throws(TransportError) -> SecureChannel {
-        guard let (own, ownType) = await ring.bluetoothAdapter() else { throw .addressUnavailable("no Bluetooth adapter is ready") }
-        await ring.pauseScanningForConnect()
+        guard let (own, ownType) = await radio.bluetoothAdapter() else { throw .addressUnavailable("no Bluetooth adapter is ready") }
+        await radio.pauseScanningForConnect()
         let result: Result<SecureChannel, TransportError>
         do {
             result = .success(try await secureL2CAP.connect(adapterAddress: own, adapterAddressType: ownType, peerAddress: address,
@@ -143,7 +143,7 @@ extension TransferService {
         } catch {
             result = .failure(error)
         }
-        await ring.resumeScanningAfterConnect()
+        await radio.resumeScanningAfterConnect()
         return try result.get()
     }
 

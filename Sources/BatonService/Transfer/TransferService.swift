@@ -49,6 +49,8 @@ public actor TransferService {
     public nonisolated let configuration: Configuration
     public nonisolated let port: UInt16
     nonisolated let ring: RingService
+    /// The ring's radio: what is on the air (FetchActivity), the adapter (L2CAP).
+    nonisolated var radio: RadioService { ring.radio }
     nonisolated let activities: any TransferActivities
     nonisolated let pins: PinBox
     private nonisolated let listener: TLSListener
@@ -120,7 +122,7 @@ public actor TransferService {
     /// connectable, since a peer can only connect to an advertising device; that advert then carries
     /// the adapter's own address instead of a throw-away one, which is the price of being reachable.
     private func listenOnBluetooth() async {
-        guard let (address, type) = await ring.bluetoothAdapter() else { return }
+        guard let (address, type) = await radio.bluetoothAdapter() else { return }
         let listener: L2CAPListener
         do {
             listener = try L2CAPListener(adapterAddress: address, addressType: type, psm: RingService.transferPSM)
@@ -156,7 +158,7 @@ public actor TransferService {
             guard let (host, _) = RingService.splitEndpoint(endpoint) else { return false }
             return !(host.hasPrefix("127.") || host == "::1")
         }
-        if !reachableOverIP { await ring.setRingAdvertConnectable(true) }
+        if !reachableOverIP { await radio.setRingAdvertConnectable(true) }
     }
 
     /// Stops listening and closes every open channel.
@@ -165,7 +167,7 @@ public actor TransferService {
         listener.close()
         bluetoothAcceptTask?.cancel()
         bluetoothListener?.close()
-        await ring.setRingAdvertConnectable(false)
+        await radio.setRingAdvertConnectable(false)
         for channel in open.values.flatMap(\.values) { channel.close() }
         open = [:]
         await ring.stopObserving(Self.observerKey)
@@ -248,7 +250,7 @@ public actor TransferService {
     }
 
     private func fetchRequested(_ reference: ActivityReference, by peer: DeviceID, requestID: UInt32) async throws -> Frame {
-        guard let publication = await ring.currentPublication(), publication.typeHash == reference.typeHash,
+        guard let publication = await radio.currentPublication(), publication.typeHash == reference.typeHash,
               reference.revision == ActivityReference.anyRevision || reference.revision == publication.revision else {
             throw ErrorFrame(code: .unknownActivity, message: "no such current activity")
         }

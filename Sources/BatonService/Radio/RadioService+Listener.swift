@@ -20,17 +20,18 @@ struct RadioBook: Sendable {
 
 /// The listener: heard adverts become sightings (accepted ring adverts), the advertiser table
 /// for diagnostics, proximity, and heard pairing adverts.
-extension RingService {
+extension RadioService {
     /// Milliseconds on a monotonic clock, for "last seen" ages in the dump.
     static func monotonicMilliseconds() -> Int64 {
         Int64(DispatchTime.now().uptimeNanoseconds / 1_000_000)
     }
 
     /// Starts consuming radio events and scanning; advertising presence once there is a ring.
-    func startRadio() async {
-        guard let radio else { return }
+    public func start() async {
+        book.table = AdvertiserTable(batonCompanyID: companyID)
+        guard let radio = port else { return }
         let events = radio.events()
-        radioTask = Task { [weak self] in
+        eventTask = Task { [weak self] in
             for await event in events {
                 guard let self else { return }
                 await self.handle(event)
@@ -45,7 +46,7 @@ extension RingService {
         case .report(let report):
             if let sighting = record(report) {
                 let near = book.proximity[sighting.member]?.detector.allowsSuggestion ?? true
-                await sightingObserver?(sighting, near)
+                for observer in sightingObservers.values { await observer(sighting, report.rssi, near) }
             }
         case .vanished(let address):
             book.table.forget(address: address)
@@ -64,7 +65,7 @@ extension RingService {
         let now = Self.monotonicMilliseconds()
         let matcher = self.matcher
         book.table.record(report, nowMilliseconds: now, ringLookup: { data in matcher.recognise(data)?.member })
-        guard let data = report.manufacturerData[configuration.companyID], let kind = try? AdvertKind.classify(data) else { return nil }
+        guard let data = report.manufacturerData[companyID], let kind = try? AdvertKind.classify(data) else { return nil }
         if kind == .pairing { heardPairing(data, from: report.address, addressType: report.addressType) }
         guard kind == .ring else { return nil }
         do throws(WireError) {
@@ -85,15 +86,6 @@ extension RingService {
         if let rssi { entry.statistics.record(rssi) }
         entry.detector.update(entry.statistics)
         book.proximity[member] = entry
-        guard var info = peers[member] else { return }
-        let now = clock.unixSeconds()
-        let knownRSSI = rssi.flatMap { RSSIStatistics.isKnown($0) ? $0 : nil }
-        // Written at most once a minute per member: sightings repeat every ~100 ms.
-        let due = info.lastSeen.map { now - $0 >= 60 } ?? true
-        info.lastSeen = now
-        if let knownRSSI { info.lastRSSI = knownRSSI }
-        peers[member] = info
-        if due { try? store.savePeers(peers) }
         if sighting.outcome == .newRevision { log("batond: \(member.shortForm) advertises revision \(sighting.body.revision)") }
     }
 
@@ -114,7 +106,7 @@ extension RingService {
         let now = Self.monotonicMilliseconds()
         switch format {
         case "text":
-            var header = "radio: \(radio == nil ? "off" : Self.describe(book.state)); advertisers: \(book.table.count)/\(book.table.capacity)"
+            var header = "radio: \(port == nil ? "off" : Self.describe(book.state)); advertisers: \(book.table.count)/\(book.table.capacity)"
             if !book.rejected.isEmpty {
                 header += "; rejected ring adverts: " + book.rejected.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
             }
@@ -127,7 +119,12 @@ extension RingService {
     }
 }
 
-extension RingService {
+extension RadioService {
     /// The last radio notices (Ring1.GetRadioNotices).
-    func radioNotices() -> [String] { book.notices }
+    public func notices() -> [String] { book.notices }
+
+    func notice(_ text: String) { book.notice(text) }
+
+    /// The keys the matcher holds for a member's current secret (type hashes, §3).
+    public func advertKeys(of member: DeviceID) -> DerivedKeys? { matcher.keys(of: member) }
 }

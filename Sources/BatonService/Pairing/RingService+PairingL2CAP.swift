@@ -5,48 +5,13 @@ import BatonCore
 import BatonTransport
 import Dispatch
 
-/// A pairing advert heard on the radio (protocol §5): who is waiting in `bt-pair accept` nearby.
-struct HeardPairingAdvert: Sendable, Hashable {
-    var advert: PairingAdvert
-    var address: String
-    /// "public" or "random" as BlueZ reported the advertiser; an L2CAP connect needs it.
-    var addressType: String
-    var heardAtMilliseconds: Int64
-}
-
-extension RingService {
-    /// How long a heard pairing advert stays listed after its last report.
-    static let pairingAdvertLifetimeMilliseconds: Int64 = 130_000
-
-    /// Records a pairing advert from the scanner (bounded: the 16 most recent sessions).
-    func heardPairing(_ data: [UInt8], from address: String, addressType: String) {
-        guard let advert = try? PairingAdvert(decoding: data) else { return }
-        let now = Self.monotonicMilliseconds()
-        pairingAdverts[advert.sessionID.hexString] = HeardPairingAdvert(advert: advert, address: address, addressType: addressType,
-                                                                        heardAtMilliseconds: now)
-        if pairingAdverts.count > 16, let oldest = pairingAdverts.min(by: { $0.value.heardAtMilliseconds < $1.value.heardAtMilliseconds }) {
-            pairingAdverts[oldest.key] = nil
-        }
-    }
-
-    /// Pairing adverts heard lately, without this device's own sessions.
-    func recentPairingAdverts() -> [HeardPairingAdvert] {
-        let now = Self.monotonicMilliseconds()
-        let own = Set(ownWaitingSessionIDs())
-        return pairingAdverts.values
-            .filter { now - $0.heardAtMilliseconds <= Self.pairingAdvertLifetimeMilliseconds && !own.contains($0.advert.sessionID.hexString) }
-            .sorted { $0.advert.name < $1.advert.name }
-    }
-}
-
 // MARK: Pairing over L2CAP (§8.3)
 
 extension RingService {
     /// An L2CAP listener for an accepting session on the adapter's own address, on the first free
     /// dynamic PSM; nil without a ready adapter or without kernel Bluetooth (TCP alone then).
     func openPairingL2CAPListener() async -> L2CAPListener? {
-        guard let radio, let own = await radio.adapterAddress(), let address = try? BluetoothAddress(own.address) else { return nil }
-        let type: LEAddressType = own.addressType == "random" ? .random : .public
+        guard let (address, type) = await radio.bluetoothAdapter() else { return nil }
         var lastError: TransportError?
         for psm in L2CAPSocketAddress.dynamicPSMs {
             do {
@@ -57,29 +22,29 @@ extension RingService {
                 guard case .socket(_, let code) = error, code == EADDRINUSE else { break }
             }
         }
-        book.notice("pairing without L2CAP: \(lastError.map { "\($0)" } ?? "no free PSM")")
+        await radio.notice("pairing without L2CAP: \(lastError.map { "\($0)" } ?? "no free PSM")")
         return nil
     }
 
     /// Opens the pairing channel to an acceptor's L2CAP listener. The address type is the given one,
     /// else the one heard with that address in a recent pairing advert, else public.
     func connectPairingL2CAP(peer: BluetoothAddress, psm: UInt16, addressType: LEAddressType?) async throws(ServiceFailure) -> L2CAPFrameChannel {
-        guard let radio, let own = await radio.adapterAddress(), let local = try? BluetoothAddress(own.address) else {
+        guard let (local, localType) = await radio.bluetoothAdapter() else {
             throw .notReady("no Bluetooth adapter is ready")
         }
-        let heardType = recentPairingAdverts().first { $0.address.uppercased() == peer.description }?.addressType
+        let heardType = await radio.recentPairingAdverts().first { $0.address.uppercased() == peer.description }?.addressType
         let peerType = addressType ?? (heardType == "random" ? .random : .public)
         // BlueZ's discovery (an active scan) competes with the kernel's own scan for the peer: paused
         // while connecting.
-        await radio.stopScanning()
+        await radio.pauseScanningForConnect()
         let result: Result<L2CAPFrameChannel, TransportError>
         do {
-            result = .success(try await L2CAPConnector.connect(adapterAddress: local, adapterAddressType: own.addressType == "random" ? .random : .public,
+            result = .success(try await L2CAPConnector.connect(adapterAddress: local, adapterAddressType: localType,
                                                                peerAddress: peer, peerAddressType: peerType, psm: psm, timeout: .seconds(15)))
         } catch {
             result = .failure(error)
         }
-        do { try await radio.startScanning() } catch { book.notice("scanning could not resume after an L2CAP connect: \(error)") }
+        await radio.resumeScanningAfterConnect()
         switch result {
         case .success(let channel):
             log("batond: pairing connected over L2CAP to \(channel.peer)")
