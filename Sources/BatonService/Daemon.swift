@@ -131,7 +131,7 @@ public enum Daemon {
         let ticker = Task {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(5))
-                await ring.tick()
+                await parts.tick()
             }
         }
         defer { ticker.cancel() }

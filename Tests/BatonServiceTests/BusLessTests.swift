@@ -51,6 +51,7 @@ final class FakeSuggestionBoard: SuggestionBoard {
 /// with fake activities and a fake suggestion board.
 struct BusLessNode {
     let ring: RingService
+    let pairing: PairingService
     let radio: FakeRadio
     let transfer: TransferService
     let continuation: ContinuationService
@@ -63,31 +64,33 @@ struct BusLessNode {
                                    radio: radio, clock: SystemWallClock(),
                                    configuration: .init(deviceName: name, listenHost: "127.0.0.1"), log: { _ in })
         await ring.start()
+        let pairing = PairingService(ring: ring, discovery: nil, clock: SystemWallClock(), log: { _ in })
         let activities = FakeActivities(handled: handled)
         let transfer = try await TransferService.start(ring: ring, activities: activities, configuration: .init(listenHost: "127.0.0.1", bluetooth: false),
                                                        log: { _ in })
         let board = FakeSuggestionBoard()
         let continuation = ContinuationService(ring: ring, transfer: transfer, activities: activities, board: board, log: { _ in })
         await continuation.start()
-        return BusLessNode(ring: ring, radio: radio, transfer: transfer, continuation: continuation, activities: activities, board: board)
+        return BusLessNode(ring: ring, pairing: pairing, radio: radio, transfer: transfer, continuation: continuation, activities: activities, board: board)
     }
 
     func stop() async {
         await continuation.stop()
         await transfer.stop()
+        await pairing.stop()
         await ring.stop()
     }
 }
 
-/// Pairs two rings directly over loopback TCP (Accept on `a`, Pair on `b`); both answer the code with `accept`.
-func pairWithoutBus(_ a: RingService, _ b: RingService, accept: (Bool, Bool) = (true, true)) async throws -> (pathA: String, pathB: String) {
+/// Pairs two nodes directly over loopback TCP (Accept on `a`, Pair on `b`); both answer the code with `accept`.
+func pairWithoutBus(_ a: PairingService, _ b: PairingService, accept: (Bool, Bool) = (true, true)) async throws -> (pathA: String, pathB: String) {
     let uid = getuid()
     let pathA = try await a.acceptPairing(uid: uid, host: "127.0.0.1")
     let waiting = try #require(await a.session(pathA))
     #expect(waiting.state == "waiting" && waiting.port > 0)
     let pathB = try await b.pair(uid: uid, target: "127.0.0.1:\(waiting.port)", sessionID: waiting.sessionID, addressType: nil)
-    for (ring, path) in [(a, pathA), (b, pathB)] {
-        #expect(await eventually(timeout: .seconds(10)) { await ring.session(path)?.state == "confirming" })
+    for (pairing, path) in [(a, pathA), (b, pathB)] {
+        #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.state == "confirming" })
     }
     let codeA = await a.session(pathA)?.code, codeB = await b.session(pathB)?.code
     #expect(codeA?.count == 6 && codeA == codeB)
@@ -103,14 +106,14 @@ struct BusLessTests {
     @Test func twoRingsPairOverLoopbackTCP() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta")
-        let (pathA, pathB) = try await pairWithoutBus(a.ring, b.ring)
-        for (ring, path) in [(a.ring, pathA), (b.ring, pathB)] {
-            let paired = await eventually(timeout: .seconds(10)) { await ring.session(path)?.state == "paired" }
-            let session = await ring.session(path)
+        let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing)
+        for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
+            let paired = await eventually(timeout: .seconds(10)) { await pairing.session(path)?.state == "paired" }
+            let session = await pairing.session(path)
             #expect(paired, "\(String(describing: session))")
         }
         let idA = await a.ring.deviceID, idB = await b.ring.deviceID
-        #expect(await a.ring.session(pathA)?.peerName == "beta")
+        #expect(await a.pairing.session(pathA)?.peerName == "beta")
         #expect(await a.ring.isMember(idB))
         #expect(await b.ring.isMember(idA))
         #expect(await a.ring.radio.matcher.memberIDs == [idB])
@@ -120,7 +123,7 @@ struct BusLessTests {
         #expect(await a.transfer.snapshot.isMember(idB))
         // Another user may not answer someone else's session.
         await #expect(throws: ServiceFailure.notPermitted("not your pairing session")) {
-            try await a.ring.confirm(pathA, uid: getuid() &+ 1, accepted: true)
+            try await a.pairing.confirm(pathA, uid: getuid() &+ 1, accepted: true)
         }
         await a.stop()
         await b.stop()
@@ -129,10 +132,10 @@ struct BusLessTests {
     @Test func aRefusedCodePairsNothing() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta")
-        let (pathA, pathB) = try await pairWithoutBus(a.ring, b.ring, accept: (true, false))
-        for (ring, path) in [(a.ring, pathA), (b.ring, pathB)] {
-            #expect(await eventually(timeout: .seconds(10)) { await ring.session(path)?.state == "failed" })
-            let session = await ring.session(path)
+        let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing, accept: (true, false))
+        for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
+            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.state == "failed" })
+            let session = await pairing.session(path)
             #expect(session?.error == "rejected", "\(String(describing: session))")
         }
         #expect(await a.ring.snapshot().roster.members.count == 1)
@@ -144,8 +147,10 @@ struct BusLessTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let type = "org.example.Reader.reading"
         let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta", handled: [type])
-        let (pathA, _) = try await pairWithoutBus(a.ring, b.ring)
-        #expect(await eventually(timeout: .seconds(10)) { await a.ring.session(pathA)?.state == "paired" })
+        let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing)
+        for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
+            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.state == "paired" })
+        }
 
         let uid = getuid()
         let record = try ActivityRecord(activityType: type, title: "Chapter 3", userInfo: ["page": .integer(3)], webpageURL: nil, version: 1)

@@ -11,6 +11,8 @@ import Testing
 struct RingNode {
     let connection: DBusConnection
     let service: RingService
+    let pairing: PairingService
+    let discovery: DiscoveryService
     let bus: RingBus
     let busName: String
     let stateDirectory: String
@@ -22,11 +24,15 @@ struct RingNode {
                                       radio: nil, clock: SystemWallClock(),
                                       configuration: .init(deviceName: name, listenHost: "127.0.0.1"), log: { _ in })
         await service.start()
-        let bus = RingBus(connection: connection, ring: service)
+        let discovery = DiscoveryService(ring: service, avahiBus: nil, clock: SystemWallClock(), log: { _ in })
+        await discovery.start()
+        let pairing = PairingService(ring: service, discovery: discovery, clock: SystemWallClock(), log: { _ in })
+        let bus = RingBus(connection: connection, ring: service, pairing: pairing, discovery: discovery)
         try await bus.export()
         let busName = "org.baton.test.\(name)"
         _ = try await connection.requestName(busName, flags: [.doNotQueue])
-        return RingNode(connection: connection, service: service, bus: bus, busName: busName, stateDirectory: directory)
+        return RingNode(connection: connection, service: service, pairing: pairing, discovery: discovery, bus: bus, busName: busName,
+                        stateDirectory: directory)
     }
 
     func call(_ client: DBusConnection, _ interface: String, _ method: String, _ arguments: [DBusValue] = [], path: String = RingInterface.path) async throws -> [DBusValue] {
@@ -87,6 +93,7 @@ func startPairing(_ a: RingNode, _ b: RingNode, client: DBusConnection) async th
         // The matcher now knows the peer's advertising secret.
         #expect(await a.service.radio.matcher.memberIDs == [await b.service.deviceID])
         // Persisted: a fresh service over the same state directory knows the ring.
+        await a.pairing.stop()
         await a.service.stop()
         a.connection.close()
         let again = try await RingNode.start(bus, name: "alpha", stateDirectory: a.stateDirectory)

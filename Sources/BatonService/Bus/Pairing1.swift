@@ -15,8 +15,8 @@ extension RingBus {
                     guard let text = value.stringValue else { throw DBusError(ServiceFailure.invalidArguments("Host must be a string")) }
                     return text
                 }
-                let ring = self.ring
-                let path = try await mappingFailures { () throws(ServiceFailure) in try await ring.acceptPairing(uid: uid, host: host) }
+                let pairing = self.pairing
+                let path = try await mappingFailures { () throws(ServiceFailure) in try await pairing.acceptPairing(uid: uid, host: host) }
                 try await self.exportSession(path)
                 return [.objectPath(path)]
             },
@@ -39,9 +39,9 @@ extension RingBus {
                     default: throw DBusError(ServiceFailure.invalidArguments("AddressType must be public or random"))
                     }
                 }
-                let ring = self.ring
+                let pairing = self.pairing
                 let path = try await mappingFailures { () throws(ServiceFailure) in
-                    try await ring.pair(uid: uid, target: target, sessionID: sessionID, addressType: addressType)
+                    try await pairing.pair(uid: uid, target: target, sessionID: sessionID, addressType: addressType)
                 }
                 try await self.exportSession(path)
                 return [.objectPath(path)]
@@ -56,11 +56,11 @@ extension RingBus {
             DBusMethod("Discover", in: [DBusArgument("seconds", "u")], out: [DBusArgument("endpoints", "aa{sv}")]) { [weak self] call in
                 guard let self else { return [] }
                 _ = try await self.requirePrivilege(call.sender)
-                guard let seconds = call.arguments.first?.uint32Value, (1...RingService.maxDiscoverSeconds).contains(seconds) else {
-                    throw DBusError(ServiceFailure.invalidArguments("seconds must be 1-\(RingService.maxDiscoverSeconds)"))
+                guard let seconds = call.arguments.first?.uint32Value, (1...DiscoveryService.maxDiscoverSeconds).contains(seconds) else {
+                    throw DBusError(ServiceFailure.invalidArguments("seconds must be 1-\(DiscoveryService.maxDiscoverSeconds)"))
                 }
-                let ring = self.ring
-                let found = try await mappingFailures { () throws(ServiceFailure) in try await ring.discoverPairingEndpoints(seconds: seconds) }
+                let discovery = self.discovery
+                let found = try await mappingFailures { () throws(ServiceFailure) in try await discovery.discoverPairingEndpoints(seconds: seconds) }
                 return [.array(elementSignature: "a{sv}", found.map(Self.discoveredValue))]
             },
         ])

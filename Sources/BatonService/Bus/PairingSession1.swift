@@ -19,10 +19,10 @@ extension RingBus {
     }
 
     func sessionInterface(_ path: String) -> DBusInterface {
-        let ring = self.ring
+        let pairing = self.pairing
         func property(_ name: String, _ signature: String) -> DBusProperty {
             DBusProperty(name, signature: signature) {
-                guard let session = await ring.session(path) else { throw DBusError(ServiceFailure.unknownObject("gone")) }
+                guard let session = await pairing.session(path) else { throw DBusError(ServiceFailure.unknownObject("gone")) }
                 return Self.properties(session)[name] ?? .string("")
             }
         }
@@ -31,13 +31,13 @@ extension RingBus {
                 guard let self else { return [] }
                 let uid = try await self.connection.connectionUnixUser(call.sender)
                 let accepted = call.arguments.first?.boolValue ?? false
-                try await mappingFailures { () throws(ServiceFailure) in try await ring.confirm(path, uid: uid, accepted: accepted) }
+                try await mappingFailures { () throws(ServiceFailure) in try await pairing.confirm(path, uid: uid, accepted: accepted) }
                 return []
             },
             DBusMethod("Cancel") { [weak self] call in
                 guard let self else { return [] }
                 let uid = try await self.connection.connectionUnixUser(call.sender)
-                try await mappingFailures { () throws(ServiceFailure) in try await ring.cancel(path, uid: uid) }
+                try await mappingFailures { () throws(ServiceFailure) in try await pairing.cancel(path, uid: uid) }
                 return []
             },
         ], properties: [

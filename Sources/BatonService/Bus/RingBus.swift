@@ -2,19 +2,24 @@ import BatonCore
 import BatonDBus
 import Synchronization
 
-/// The D-Bus glue of the ring part: Ring1 and Pairing1 at /org/baton/ring, one PairingSession1
+/// The D-Bus glue of the ring side (ring, radio, pairing, discovery, continuation): Ring1 and
+/// Pairing1 at /org/baton/ring, one PairingSession1
 /// object per session, one Suggestion1 object per suggestion. Closures check the caller, decode
 /// arguments and call typed actor methods; `ServiceFailure`s become D-Bus errors (BusErrors.swift).
 public final class RingBus: Sendable {
     let connection: DBusConnection
     let ring: RingService
+    let pairing: PairingService
+    let discovery: DiscoveryService
     private let attached = Mutex<ContinuationService?>(nil)
     /// Session objects exported, so that stop withdraws them.
     private let sessionPaths = Mutex<Set<String>>([])
 
-    public init(connection: DBusConnection, ring: RingService) {
+    public init(connection: DBusConnection, ring: RingService, pairing: PairingService, discovery: DiscoveryService) {
         self.connection = connection
         self.ring = ring
+        self.pairing = pairing
+        self.discovery = discovery
     }
 
     /// The continuation behind Ring1.Continue and Suggestion1 (nil: "the transfer is not running").
@@ -24,12 +29,12 @@ public final class RingBus: Sendable {
 
     /// Exports Ring1 and Pairing1 and follows session changes.
     public func export() async throws {
-        await ring.onSessionChange { [weak self] path, before, after in self?.sessionChanged(path, before: before, after: after) }
+        await pairing.onSessionChange { [weak self] path, before, after in self?.sessionChanged(path, before: before, after: after) }
         try await connection.export([ring1Interface(), pairing1Interface()], at: RingInterface.path)
     }
 
     public func unexport() async {
-        await ring.onSessionChange(nil)
+        await pairing.onSessionChange(nil)
         for path in sessionPaths.withLock({ paths in defer { paths = [] }; return paths }) { try? connection.unexport(path: path) }
         try? connection.unexport(path: RingInterface.path)
     }

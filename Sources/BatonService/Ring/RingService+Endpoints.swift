@@ -17,6 +17,15 @@ extension RingService {
 
     public func endpoints(of id: DeviceID) -> [String] { peers[id]?.endpoints ?? [] }
 
+    /// DNS-SD resolved a member's keyed name: its address goes first in the member's hints.
+    func endpointFound(_ id: DeviceID, _ endpoint: String) {
+        var info = peers[id] ?? RingStore.PeerInfo(pairedSince: clock.unixSeconds())
+        guard info.endpoints.first != endpoint else { return }
+        info.endpoints = Self.mergeEndpoints(new: [endpoint], old: info.endpoints)
+        peers[id] = info
+        do { try store.savePeers(peers) } catch { log("batond: cannot save peers: \(error)") }
+    }
+
     /// The endpoint answered as the member: it goes first.
     public func endpointWorked(_ id: DeviceID, _ endpoint: String) {
         guard var info = peers[id], info.endpoints.first != endpoint else { return }

@@ -3,10 +3,10 @@ import BatonCrypto
 import BatonDBus
 import BatonTransport
 
-/// The ring: this device's identity and ring (RingKeeper, persisted in RingStore), the members'
-/// endpoint hints, and (in Pairing/, Discovery/) pairing sessions and DNS-SD, which still share
-/// this actor's state. It drives the radio actor (member secrets) and knows nothing of D-Bus
-/// objects, the transfer or the continuation: those observe it (`observe`) and call its typed methods.
+/// The ring: this device's identity and ring (RingKeeper, persisted in RingStore) and the members'
+/// endpoint hints. It drives the radio actor (member secrets, own secret) and knows nothing of
+/// D-Bus, pairing sessions, DNS-SD, the transfer or the continuation: those observe it (`observe`,
+/// a `RingSnapshot` per change) and call its typed methods.
 public actor RingService {
     public struct Configuration: Sendable {
         public var deviceName: String
@@ -29,7 +29,6 @@ public actor RingService {
     }
 
     public typealias ChangeObserver = @Sendable (RingChange) async -> Void
-    typealias SessionObserver = @Sendable (_ path: String, _ before: PairingSessionState, _ after: PairingSessionState) -> Void
 
     let store: RingStore
     let clock: any WallClock
@@ -38,19 +37,11 @@ public actor RingService {
     var keeper: RingKeeper
     var peers: [DeviceID: RingStore.PeerInfo]
     var observers: [String: ChangeObserver] = [:]
-    var sessionObserver: SessionObserver?
     /// Where ring members reach this device's transfer listener (set by the transfer; nil: not running).
     var transferReachability: (port: UInt16, localEndpoints: [String])?
 
     /// The radio actor (Radio/): the ring pushes member secrets and its own secret rotation to it.
     public nonisolated let radio: RadioService
-
-    // Pairing (Pairing/).
-    var sessions: [String: PairingEntry] = [:]
-    var nextSession = 0
-
-    // DNS-SD through Avahi (Discovery/).
-    var discovery = DiscoveryBook()
 
     public init(store: RingStore, radio: (any RadioPort)?, clock: any WallClock,
                 configuration: Configuration, log: @escaping @Sendable (String) -> Void) throws {
@@ -76,28 +67,26 @@ public actor RingService {
         await radio.setMembers(keeper.peers)
         await radio.onSighting(Self.observerKey) { [weak self] sighting, rssi, _ in await self?.memberSeen(sighting.member, rssi: rssi) }
         await radio.start()
-        await startDiscovery()
     }
 
     public func stop() async {
-        await stopSessions()
-        await stopDiscovery()
         await radio.onSighting(Self.observerKey, nil)
         await radio.stop()
     }
 
     static let observerKey = "ring"
 
-    /// Clock tick from the daemon: epoch rotation of the advert and of the matcher window, DNS-SD names.
+    /// Clock tick from the daemon: epoch rotation of the advert and of the matcher window.
     public func tick() async {
         await radio.tick()
-        await discoveryTick()
     }
 
     // MARK: Observers
 
     public func snapshot() -> RingSnapshot {
-        RingSnapshot(deviceID: keeper.deviceID, name: keeper.state.name, identity: keeper.identity, roster: keeper.state.roster)
+        RingSnapshot(deviceID: keeper.deviceID, name: keeper.state.name, identity: keeper.identity, roster: keeper.state.roster,
+                     ownSecret: keeper.ownSecret, transferPort: transferReachability?.port,
+                     localEndpoints: transferReachability?.localEndpoints ?? [])
     }
 
     /// Calls `observer` now and after every ring change, until `stopObserving(key)`.
@@ -108,12 +97,15 @@ public actor RingService {
 
     public func stopObserving(_ key: String) { observers[key] = nil }
 
-    func onSessionChange(_ observer: SessionObserver?) { sessionObserver = observer }
-
     /// The transfer tells where members reach it (announced at pairing and over DNS-SD); nil when it stops.
     public func setTransferReachability(port: UInt16?, localEndpoints: [String]) async {
         transferReachability = port.map { ($0, localEndpoints) }
-        await refreshRingAnnouncement()
+        await notifyObservers(syncTo: [])
+    }
+
+    private func notifyObservers(syncTo: [DeviceID]) async {
+        let change = RingChange(snapshot: snapshot(), syncTo: syncTo)
+        for observer in observers.values { await observer(change) }
     }
 
     // MARK: Ring changes
@@ -133,9 +125,7 @@ public actor RingService {
                 syncTo.append(id)
             }
         }
-        let change = RingChange(snapshot: snapshot(), syncTo: syncTo)
-        for observer in observers.values { await observer(change) }
-        await refreshRingAnnouncement()
+        await notifyObservers(syncTo: syncTo)
     }
 
     /// A member's RingSync (inside pinned TLS): merged, persisted and acted on; returns our roster after it.
@@ -183,5 +173,21 @@ public actor RingService {
         try? store.savePeers(peers)
         await apply(actions)
         log("batond: removed \(member.deviceID.shortForm) from the ring")
+    }
+}
+
+extension RingService {
+    /// A pairing succeeded: the rings merge (every other member hears of it by RingSync), the peer's
+    /// endpoints become hints, and the radio advertises presence.
+    func joined(_ pairing: PairingResult, observedHost: String?, bluetoothPeer: L2CAPSocketAddress?) async {
+        var actions = keeper.paired(pairing, random: SystemRandom())
+        let id = pairing.peer.deviceID
+        if peers[id] == nil { peers[id] = RingStore.PeerInfo(pairedSince: clock.unixSeconds()) }
+        do { try store.savePeers(peers) } catch { log("batond: cannot save peers: \(error)") }
+        recordPairingEndpoints(id, announced: pairing.peerEndpoints, observedHost: observedHost, bluetoothPeer: bluetoothPeer)
+        // The new member got our roster in the pairing itself.
+        actions.removeAll { if case .sync(let to) = $0 { return to == id }; return false }
+        await apply(actions)
+        await radio.advertisePresenceIfRinged()
     }
 }

@@ -9,7 +9,19 @@ public struct RingSnapshot: Sendable {
     /// This device's identity (the TLS key, protocol §8.1).
     public var identity: Ed25519PrivateKey
     public var roster: Roster
+    /// This device's advertising secret (the advert seal, the DNS-SD instance name).
+    public var ownSecret: AdvertisingSecret
+    /// Where members reach this device's transfer listener; nil while the transfer is not running.
+    public var transferPort: UInt16?
+    public var localEndpoints: [String] = []
     public var rosterVersion: UInt64 { roster.version }
+
+    /// Every member's advertising secret but this device's.
+    public var peerSecrets: [DeviceID: AdvertisingSecret] {
+        var out: [DeviceID: AdvertisingSecret] = [:]
+        for (id, member) in roster.members where id != deviceID { out[id] = member.secret }
+        return out
+    }
 
     /// Identity keys of every member but this device: the TLS pins.
     public var memberKeys: [DeviceID: [UInt8]] {

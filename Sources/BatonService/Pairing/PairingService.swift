@@ -29,30 +29,52 @@ struct PairingEntry {
     }
 }
 
-/// Pairing sessions (protocol §7) driven over TCP or L2CAP: Accept waits for an initiator, Pair
-/// connects to one; both end in the ring (RingKeeper.paired) or in a failure name.
-extension RingService {
+/// Pairing sessions (protocol §7) driven over TCP or L2CAP: Accept waits for an initiator (its
+/// pairing advert on the radio, its endpoint on DNS-SD), Pair connects to one; both end in the
+/// ring (`RingService.joined`) or in a failure name.
+public actor PairingService {
+    typealias SessionObserver = @Sendable (_ path: String, _ before: PairingSessionState, _ after: PairingSessionState) -> Void
+
+    let ring: RingService
+    let discovery: DiscoveryService?
+    let clock: any WallClock
+    let log: @Sendable (String) -> Void
+    var sessions: [String: PairingEntry] = [:]
+    var nextSession = 0
+    var sessionObserver: SessionObserver?
+    var radio: RadioService { ring.radio }
+    var listenHost: String { ring.configuration.listenHost }
+
+    public init(ring: RingService, discovery: DiscoveryService?, clock: any WallClock, log: @escaping @Sendable (String) -> Void) {
+        self.ring = ring
+        self.discovery = discovery
+        self.clock = clock
+        self.log = log
+    }
+
+    func onSessionChange(_ observer: SessionObserver?) { sessionObserver = observer }
+
     /// Accept: listens on TCP (and L2CAP with a ready adapter), puts the pairing advert on the air
     /// and announces the endpoint over DNS-SD. Returns the session's path.
     func acceptPairing(uid: UInt32, host: String?) async throws(ServiceFailure) -> String {
         let listener: PlainFrameListener
-        do { listener = try PlainFrameListener(host: host ?? configuration.listenHost, port: 0) } catch {
+        do { listener = try PlainFrameListener(host: host ?? listenHost, port: 0) } catch {
             throw .failed("cannot listen for pairing: \(error)")
         }
         let sessionID = SystemRandom().bytes(8)
         let bluetoothListener = await openPairingL2CAPListener()
         let path = await startSession(role: .responder, uid: uid, channel: nil, listener: listener, bluetoothListener: bluetoothListener,
                                       sessionID: sessionID)
-        await publishPairingEndpoint(path: path, sessionID: sessionID, port: listener.port)
+        await discovery?.publishPairingEndpoint(path: path, sessionID: sessionID, port: listener.port, deviceName: await ring.snapshot().name)
         return path
     }
 
     /// Pair: connects to an acceptor at "HOST:PORT" or "ble:ADDRESS/PSM" with its session id.
     func pair(uid: UInt32, target: String, sessionID: [UInt8], addressType: LEAddressType?) async throws(ServiceFailure) -> String {
         let channel: any FrameChannel
-        if let (address, psm) = Self.splitBluetoothTarget(target) {
+        if let (address, psm) = RingService.splitBluetoothTarget(target) {
             channel = try await connectPairingL2CAP(peer: address, psm: psm, addressType: addressType)
-        } else if let (host, port) = Self.splitEndpoint(target), addressType == nil {
+        } else if let (host, port) = RingService.splitEndpoint(target), addressType == nil {
             do { channel = try await PlainFrameConnector.connect(host: host, port: port, timeout: .seconds(10)) } catch {
                 throw .unknownDevice("cannot reach \(target): \(error)")
             }
@@ -70,7 +92,8 @@ extension RingService {
                                           state: channel == nil ? "waiting" : "connected", port: listener?.port ?? 0, sessionID: sessionID)
         sessions[path] = PairingEntry(path: path, ownerUID: uid, visible: visible, listener: listener, bluetoothListener: bluetoothListener)
         if listener != nil {
-            await radio.advertisePairing(sessionID: sessionID, name: keeper.state.name, tcpPublished: discovery.connection != nil, psm: bluetoothListener?.local.psm)
+            await radio.advertisePairing(sessionID: sessionID, name: await ring.snapshot().name, tcpPublished: await discovery?.isConnected ?? false,
+                                         psm: bluetoothListener?.local.psm)
         }
         Task { await self.runSession(path: path, role: role, channel: channel) }
         return path
@@ -98,7 +121,7 @@ extension RingService {
         let session: PairingSession
         do {
             session = try PairingSession(role: role, sessionID: entry.visible.sessionID, ephemeralKey: X25519PrivateKey(),
-                                         nonce: SystemRandom().bytes(16), local: pairingInfoWithEndpoints())
+                                         nonce: SystemRandom().bytes(16), local: await ring.pairingInfoWithEndpoints())
         } catch {
             finishSession(path, error: "protocol")
             return
@@ -109,15 +132,9 @@ extension RingService {
         sessions[path]?.driver = driver
         switch await driver.run() {
         case .success(let pairing):
-            var actions = keeper.paired(pairing, random: SystemRandom())
             let id = pairing.peer.deviceID
-            if peers[id] == nil { peers[id] = RingStore.PeerInfo(pairedSince: clock.unixSeconds()) }
-            do { try store.savePeers(peers) } catch { log("batond: cannot save peers: \(error)") }
-            recordPairingEndpoints(id, announced: pairing.peerEndpoints, observedHost: (channel as? PlainFrameChannel)?.peerDescription,
-                                   bluetoothPeer: (channel as? L2CAPFrameChannel)?.peer)
-            actions.removeAll { if case .sync(let to) = $0 { return to == id }; return false }
-            await apply(actions)
-            await radio.advertisePresenceIfRinged()
+            await ring.joined(pairing, observedHost: (channel as? PlainFrameChannel)?.peerDescription,
+                              bluetoothPeer: (channel as? L2CAPFrameChannel)?.peer)
             update(path) {
                 $0.state = "paired"
                 $0.peerName = pairing.peer.name
@@ -156,8 +173,8 @@ extension RingService {
         let before = entry.visible
         change(&entry.visible)
         sessions[path] = entry
-        if entry.visible.state != "waiting", discovery.pairingPublishers[path] != nil {
-            Task { await self.pairingSessionLeftWaiting(path) }
+        if entry.visible.state != "waiting", let discovery {
+            Task { await discovery.pairingSessionLeftWaiting(path) }
         }
         if before != entry.visible { sessionObserver?(path, before, entry.visible) }
     }
@@ -187,16 +204,11 @@ extension RingService {
         if let driver = entry.driver { await driver.cancel() } else { finishSession(path, error: "rejected") }
     }
 
-    func stopSessions() async {
+    public func stop() async {
         for entry in sessions.values {
             entry.closeListeners()
             await entry.driver?.cancel()
         }
         sessions = [:]
-    }
-
-    /// Session ids of this device's pairing sessions still waiting for an initiator.
-    func ownWaitingSessionIDs() -> [String] {
-        sessions.values.filter { $0.visible.state == "waiting" }.map { $0.visible.sessionID.hexString }
     }
 }

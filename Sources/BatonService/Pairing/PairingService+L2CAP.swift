@@ -7,7 +7,7 @@ import Dispatch
 
 // MARK: Pairing over L2CAP (§8.3)
 
-extension RingService {
+extension PairingService {
     /// An L2CAP listener for an accepting session on the adapter's own address, on the first free
     /// dynamic PSM; nil without a ready adapter or without kernel Bluetooth (TCP alone then).
     func openPairingL2CAPListener() async -> L2CAPListener? {
