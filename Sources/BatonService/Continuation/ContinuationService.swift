@@ -11,7 +11,7 @@ public actor ContinuationService {
     let activities: any ContinuationActivities
     let board: (any SuggestionBoard)?
     let log: @Sendable (String) -> Void
-    var book = SuggestionBook()
+    var book = SuggestionList()
 
     static let observerKey = "continuation"
 

@@ -2,7 +2,7 @@ import BatonCore
 
 /// The suggestions part of the continuation: one per member whose newest accepted advert carries
 /// an activity some local user can continue. Taken or dismissed revisions are not offered again.
-struct SuggestionBook: Sendable {
+struct SuggestionList: Sendable {
     var byMember: [DeviceID: Suggestion] = [:]
     /// The revision per member that was continued or dismissed here.
     var settledRevisions: [DeviceID: UInt32] = [:]
