@@ -189,4 +189,27 @@ struct BusLessTests {
         }
         await a.stop()
     }
+
+    @Test func aWaitingSessionsPairingAdvertReplacesTheRingAdvertUntilItStopsWaiting() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta")
+        let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing)
+        for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
+            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.state == "paired" })
+        }
+        // In a ring: presence is on the air.
+        #expect(await eventually { a.radio.lastAdvert.flatMap { try? AdvertKind.classify($0) } == .ring })
+        let waiting = try await a.pairing.acceptPairing(uid: getuid(), host: "127.0.0.1")
+        let advert = try #require(a.radio.lastAdvert)
+        #expect(try AdvertKind.classify(advert) == .pairing)
+        #expect(try PairingAdvert(decoding: advert).sessionID == (await a.pairing.session(waiting))?.sessionID)
+        // A clock tick while it waits keeps the pairing advert on the air.
+        await a.ring.tick()
+        #expect(a.radio.lastAdvert == advert)
+        try await a.pairing.cancel(waiting, uid: getuid())
+        #expect(await eventually(timeout: .seconds(5)) { a.radio.lastAdvert.flatMap { try? AdvertKind.classify($0) } == .ring })
+        #expect(await a.pairing.session(waiting)?.state == "failed")
+        await a.stop()
+        await b.stop()
+    }
 }
