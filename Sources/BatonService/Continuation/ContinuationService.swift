@@ -112,19 +112,19 @@ public actor ContinuationService {
         // The type hash is keyed with the sender's secret (§3).
         let typeHash = DerivedKeys(secret: member.secret).typeHash(type)
         let activities = self.activities
-        let result: (record: ActivityRecord, outcome: String)
+        let result: (record: ActivityRecord, outcome: DeliveryOutcome?)
         do {
             result = try await transfer.fetchAndReport(member: member.deviceID, typeHash: typeHash, revision: ActivityReference.anyRevision) { record in
-                // Another type is refused before any handler sees it.
-                guard record.activityType == type else { return ("wrong-type", false) }
+                // Another type is refused before any handler sees it (nil: not delivered, not reported).
+                guard record.activityType == type else { return (nil, false) }
                 let outcome = await activities.deliver(activity: record, from: member.name, to: uid)
-                return (Self.outcomeName(outcome), outcome == .delivered)
+                return (outcome, outcome == .delivered)
             }
         } catch {
             throw Self.failure(error)
         }
-        guard result.outcome != "wrong-type" else { throw .failed("the member sent another activity type") }
-        return result.outcome
+        guard let outcome = result.outcome else { throw .failed("the member sent another activity type") }
+        return Self.outcomeName(outcome)
     }
 
     static func outcomeName(_ outcome: DeliveryOutcome) -> String {
