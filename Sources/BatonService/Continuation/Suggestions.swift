@@ -23,12 +23,3 @@ struct SuggestionList: Sendable {
 
     mutating func settle(_ suggestion: Suggestion) { settledRevisions[suggestion.member] = suggestion.revision }
 }
-
-extension ActivityService: ContinuationActivities {
-    /// Every activity type some local user can continue: registered handlers and installed apps.
-    public func allHandledTypes() -> Set<String> {
-        var types = Set(handlers.values.flatMap(\.types))
-        for entry in desktopEntries.entries() { types.formUnion(entry.activityTypes) }
-        return types
-    }
-}

@@ -1,7 +1,7 @@
 import BatonCore
 import BatonTransport
 
-/// The text forms of pairing targets and endpoint hints.
+/// The text forms of pairing targets and endpoint hints ("host:port", "ble:ADDRESS/PSM").
 extension RingService {
     /// "ble:AA:BB:CC:DD:EE:FF/PSM", the PSM in decimal or 0x-prefixed hex, within the dynamic range.
     static func splitBluetoothTarget(_ text: String) -> (BluetoothAddress, UInt16)? {
