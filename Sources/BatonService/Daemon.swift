@@ -7,7 +7,7 @@ import BatonStore
 import Dispatch
 import Foundation
 
-/// Wires batond together: bus connection, state directory, service, bus name, signals.
+/// Wires batond together: bus connection, state directory, the actors (DaemonParts), bus name, signals.
 public enum Daemon {
     public static let exitUsage: Int32 = 64
     public static let exitFailure: Int32 = 1
@@ -93,51 +93,50 @@ public enum Daemon {
         let ring: RingService
         do {
             ring = try RingService(
-                connection: connection, store: RingStore(directory: StateDirectory(path: options.stateDirectory)), radio: radio,
-                clock: SystemWallClock(),
+                store: RingStore(directory: StateDirectory(path: options.stateDirectory)), radio: radio, clock: SystemWallClock(),
                 configuration: .init(deviceName: options.deviceName ?? hostName(), listenHost: options.listenHost,
                                      companyID: options.companyID, avahiBus: options.avahiBus.map(dbusBusKind)),
                 log: { logger.log($0) })
-            try await ring.start()
         } catch {
             logger.log("batond: cannot open the ring store: \(error)")
             return exitFailure
         }
+        await ring.start()
         let service = ActivityService(
-            connection: connection, configuration: configuration, publisher: ring, statusFile: statusFile,
+            connection: connection, configuration: configuration, publisher: ring.radio, statusFile: statusFile,
             desktopEntries: XDGDesktopEntryScanner(environment: environment),
             launcher: SpawningApplicationLauncher(connection: connection, busAddressForChildren: childBusAddress),
             logger: logger)
+        let parts: DaemonParts
+        do {
+            parts = try await DaemonParts.start(connection: connection, ring: ring, activities: service,
+                                                transfer: .init(listenHost: options.listenHost, port: options.transferPort),
+                                                log: { logger.log($0) })
+        } catch {
+            logger.log("batond: cannot start the ring part: \(error)")
+            await ring.stop()
+            return exitFailure
+        }
         do {
             try await service.start()
             let reply = try await connection.requestName(options.busName, flags: [.doNotQueue])
             guard reply == .primaryOwner || reply == .alreadyOwner else {
                 logger.log("batond: the bus name \(options.busName) is already owned")
-                await service.stop()
+                await parts.stop(activities: service)
                 return exitFailure
             }
         } catch {
             logger.log("batond: cannot start: \(error)")
-            await service.stop()
+            await parts.stop(activities: service)
             return exitFailure
         }
-        let transfer: TransferService
-        do {
-            transfer = try await TransferService.start(ring: ring, activities: service,
-                                                       configuration: .init(listenHost: options.listenHost, port: options.transferPort),
-                                                       log: { logger.log($0) })
-        } catch {
-            logger.log("batond: cannot listen for transfers: \(error)")
-            await service.stop()
-            await ring.stop()
-            return exitFailure
-        }
+        let transfer = parts.transfer
         logger.log("batond: owns \(options.busName), transfers on port \(transfer.port)")
         // Epoch rotation of the advert and of the matcher window (§4.2, §4.3).
         let ticker = Task {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(5))
-                await ring.tick()
+                await parts.tick()
             }
         }
         defer { ticker.cancel() }
@@ -151,9 +150,7 @@ public enum Daemon {
         let reason = await iterator.next() ?? 0
         busWatch.cancel()
         logger.log(reason == 0 ? "batond: bus connection lost" : "batond: signal \(reason), shutting down")
-        await transfer.stop()
-        await service.stop()
-        await ring.stop()
+        await parts.stop(activities: service)
         await radio?.close()
         if connection.isConnected { _ = try? await connection.releaseName(options.busName) }
         return reason == 0 ? exitFailure : 0

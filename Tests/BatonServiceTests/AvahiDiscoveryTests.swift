@@ -267,24 +267,24 @@ func btPairExecutable() throws -> URL {
         let keysB = DerivedKeys(secret: await b.service.keeper.ownSecret)
         let idB = await b.service.deviceID
         let before = await a.service.endpoints(of: idB)
-        #expect(await a.service.discoveredRingService(name: "0123456789abcdef", address: "10.0.0.9", port: 4242) == nil)
+        #expect(await a.discovery.discoveredRingService(name: "0123456789abcdef", address: "10.0.0.9", port: 4242) == nil)
         let stranger = DerivedKeys(secret: AdvertisingSecret.generate(generation: 1, using: SystemRandom()))
-        #expect(await a.service.discoveredRingService(name: stranger.mdnsInstanceName(epoch: epoch), address: "10.0.0.9", port: 4242) == nil)
-        #expect(await a.service.discoveredRingService(name: keysB.mdnsInstanceName(epoch: epoch - 2), address: "10.0.0.9", port: 4242) == nil)
+        #expect(await a.discovery.discoveredRingService(name: stranger.mdnsInstanceName(epoch: epoch), address: "10.0.0.9", port: 4242) == nil)
+        #expect(await a.discovery.discoveredRingService(name: keysB.mdnsInstanceName(epoch: epoch - 2), address: "10.0.0.9", port: 4242) == nil)
         #expect(await a.service.endpoints(of: idB) == before)
 
         // Previous epoch (a slow clock), upper-case as DNS may fold it: still the member.
         let name = keysB.mdnsInstanceName(epoch: epoch - 1).uppercased()
-        #expect(await a.service.discoveredRingService(name: name, address: "10.0.0.7", port: 4100) == idB)
+        #expect(await a.discovery.discoveredRingService(name: name, address: "10.0.0.7", port: 4100) == idB)
         #expect(await a.service.endpoints(of: idB).first == "10.0.0.7:4100")
-        #expect(await a.service.discoveredRingService(name: keysB.mdnsInstanceName(epoch: epoch), address: "fd00::7", port: 4100) == idB)
+        #expect(await a.discovery.discoveredRingService(name: keysB.mdnsInstanceName(epoch: epoch), address: "fd00::7", port: 4100) == idB)
         #expect(await a.service.endpoints(of: idB).first == "[fd00::7]:4100")
         // Link-local IPv6 has no scope here: not a usable hint.
-        #expect(await a.service.discoveredRingService(name: keysB.mdnsInstanceName(epoch: epoch), address: "fe80::7", port: 4100) == nil)
+        #expect(await a.discovery.discoveredRingService(name: keysB.mdnsInstanceName(epoch: epoch), address: "fe80::7", port: 4100) == nil)
         // Persisted, and bounded like every hint list.
         #expect(try RingStore(directory: StateDirectory(path: a.stateDirectory)).loadPeers()[idB]?.endpoints.first == "[fd00::7]:4100")
         for port in UInt16(5000)..<5020 {
-            await a.service.discoveredRingService(name: keysB.mdnsInstanceName(epoch: epoch), address: "10.0.0.8", port: port)
+            await a.discovery.discoveredRingService(name: keysB.mdnsInstanceName(epoch: epoch), address: "10.0.0.8", port: port)
         }
         #expect(await a.service.endpoints(of: idB).count == RingService.maxEndpointsPerMember)
     }
@@ -308,8 +308,8 @@ func btPairExecutable() throws -> URL {
 
     @Test func pairingInstanceNamesFitDNSSD() {
         let sid: [UInt8] = [0xab, 0xcd, 1, 2, 3, 4, 5, 6]
-        #expect(RingService.pairingInstanceName(deviceName: "laptop", sessionID: sid) == "laptop (abcd)")
-        let long = RingService.pairingInstanceName(deviceName: String(repeating: "é", count: 40), sessionID: sid)
+        #expect(DiscoveryService.pairingInstanceName(deviceName: "laptop", sessionID: sid) == "laptop (abcd)")
+        let long = DiscoveryService.pairingInstanceName(deviceName: String(repeating: "é", count: 40), sessionID: sid)
         #expect(long.utf8.count <= 63 && long.hasSuffix(" (abcd)"))
     }
 

@@ -36,7 +36,7 @@ import Testing
 
     @Test func acceptFirstTakesTheTCPInitiatorWithoutABluetoothListener() async throws {
         let listener = try PlainFrameListener(host: "127.0.0.1", port: 0)
-        async let accepted = RingService.acceptFirst(tcp: listener, bluetooth: nil, timeout: .seconds(10))
+        async let accepted = PairingService.acceptFirst(tcp: listener, bluetooth: nil, timeout: .seconds(10))
         let client = try await PlainFrameConnector.connect(host: "127.0.0.1", port: listener.port, timeout: .seconds(10))
         let server = try await accepted
         #expect(server is PlainFrameChannel)
@@ -48,6 +48,6 @@ import Testing
 
     @Test func acceptFirstReportsTheTimeout() async throws {
         let listener = try PlainFrameListener(host: "127.0.0.1", port: 0)
-        await #expect(throws: TransportError.timedOut) { try await RingService.acceptFirst(tcp: listener, bluetooth: nil, timeout: .milliseconds(200)) }
+        await #expect(throws: TransportError.timedOut) { try await PairingService.acceptFirst(tcp: listener, bluetooth: nil, timeout: .milliseconds(200)) }
     }
 }

@@ -6,23 +6,33 @@ import Foundation
 import Testing
 @testable import BatonService
 
-/// One ring daemon's part (RingService) on its own connection, with its own state directory.
+/// One ring daemon's part (RingService and its D-Bus glue, no transfer) on its own connection,
+/// with its own state directory.
 struct RingNode {
     let connection: DBusConnection
     let service: RingService
+    let pairing: PairingService
+    let discovery: DiscoveryService
+    let bus: RingBus
     let busName: String
     let stateDirectory: String
 
     static func start(_ bus: TestBus, name: String, stateDirectory: String? = nil) async throws -> RingNode {
         let connection = try DBusConnection(bus: .address(bus.address))
         let directory = stateDirectory ?? bus.directory.appendingPathComponent("state-\(name)").path
-        let service = try RingService(connection: connection, store: RingStore(directory: StateDirectory(path: directory)),
+        let service = try RingService(store: RingStore(directory: StateDirectory(path: directory)),
                                       radio: nil, clock: SystemWallClock(),
                                       configuration: .init(deviceName: name, listenHost: "127.0.0.1"), log: { _ in })
-        try await service.start()
+        await service.start()
+        let discovery = DiscoveryService(ring: service, avahiBus: nil, clock: SystemWallClock(), log: { _ in })
+        await discovery.start()
+        let pairing = PairingService(ring: service, discovery: discovery, clock: SystemWallClock(), log: { _ in })
+        let bus = RingBus(connection: connection, ring: service, pairing: pairing, discovery: discovery)
+        try await bus.export()
         let busName = "org.baton.test.\(name)"
         _ = try await connection.requestName(busName, flags: [.doNotQueue])
-        return RingNode(connection: connection, service: service, busName: busName, stateDirectory: directory)
+        return RingNode(connection: connection, service: service, pairing: pairing, discovery: discovery, bus: bus, busName: busName,
+                        stateDirectory: directory)
     }
 
     func call(_ client: DBusConnection, _ interface: String, _ method: String, _ arguments: [DBusValue] = [], path: String = RingInterface.path) async throws -> [DBusValue] {
@@ -81,8 +91,9 @@ func startPairing(_ a: RingNode, _ b: RingNode, client: DBusConnection) async th
         #expect(names == ["alpha", "beta"])
         #expect(try await b.members(client).first { $0["Name"]?.stringValue == "alpha" }?["PairedSince"] != nil)
         // The matcher now knows the peer's advertising secret.
-        #expect(await a.service.matcher.memberIDs == [await b.service.deviceID])
+        #expect(await a.service.radio.matcher.memberIDs == [await b.service.deviceID])
         // Persisted: a fresh service over the same state directory knows the ring.
+        await a.pairing.stop()
         await a.service.stop()
         a.connection.close()
         let again = try await RingNode.start(bus, name: "alpha", stateDirectory: a.stateDirectory)
@@ -122,7 +133,7 @@ func startPairing(_ a: RingNode, _ b: RingNode, client: DBusConnection) async th
         let shortB = await b.service.deviceID.shortForm
         _ = try await a.call(client, RingInterface.pairing, "Remove", [.string(shortB)])
         #expect(try await a.members(client).count == 1)
-        #expect(await a.service.matcher.memberIDs.isEmpty)
+        #expect(await a.service.radio.matcher.memberIDs.isEmpty)
         #expect(await a.service.keeper.ownSecret.generation == before.generation + 1)
         await #expect(throws: DBusError.self) { _ = try await a.call(client, RingInterface.pairing, "Remove", [.string(shortB)]) }
         do {

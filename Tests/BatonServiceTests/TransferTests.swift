@@ -15,37 +15,40 @@ struct TransferNode {
     let ring: RingService
     let activities: ActivityService
     let transfer: TransferService
+    let parts: DaemonParts
     let busName: String
     let stateDirectory: String
 
-    var ringNode: RingNode { RingNode(connection: connection, service: ring, busName: busName, stateDirectory: stateDirectory) }
+    var continuation: ContinuationService { parts.continuation }
+    var ringNode: RingNode {
+        RingNode(connection: connection, service: ring, pairing: parts.pairing, discovery: parts.discovery, bus: parts.bus, busName: busName,
+                 stateDirectory: stateDirectory)
+    }
 
     static func start(_ bus: TestBus, name: String, radio: (any RadioPort)? = nil) async throws -> TransferNode {
         let connection = try DBusConnection(bus: .address(bus.address))
         let directory = bus.directory.appendingPathComponent("state-\(name)").path
-        let ring = try RingService(connection: connection, store: RingStore(directory: StateDirectory(path: directory)),
+        let ring = try RingService(store: RingStore(directory: StateDirectory(path: directory)),
                                    radio: radio, clock: SystemWallClock(),
                                    configuration: .init(deviceName: name, listenHost: "127.0.0.1"), log: { _ in })
-        try await ring.start()
+        await ring.start()
         let busName = "org.baton.test.\(name)"
         let activities = ActivityService(
             connection: connection, configuration: ServiceConfiguration(busName: busName, saveTimeout: .milliseconds(800)),
-            publisher: ring, desktopEntries: XDGDesktopEntryScanner(dataDirectories: []),
+            publisher: ring.radio, desktopEntries: XDGDesktopEntryScanner(dataDirectories: []),
             launcher: SpawningApplicationLauncher(connection: connection, busAddressForChildren: bus.address), logger: CollectingLog())
         try await activities.start()
         _ = try await connection.requestName(busName, flags: [.doNotQueue])
-        let transfer = try await TransferService.start(ring: ring, activities: activities, configuration: .init(listenHost: "127.0.0.1"),
-                                                       log: { _ in })
-        return TransferNode(connection: connection, ring: ring, activities: activities, transfer: transfer, busName: busName,
-                            stateDirectory: directory)
+        let parts = try await DaemonParts.start(connection: connection, ring: ring, activities: activities,
+                                                transfer: .init(listenHost: "127.0.0.1"), log: { _ in })
+        return TransferNode(connection: connection, ring: ring, activities: activities, transfer: parts.transfer, parts: parts,
+                            busName: busName, stateDirectory: directory)
     }
 
     var deviceID: DeviceID { get async { await ring.deviceID } }
 
     func stop() async {
-        await transfer.stop()
-        await activities.stop()
-        await ring.stop()
+        await parts.stop(activities: activities)
         connection.close()
     }
 }
@@ -92,7 +95,7 @@ final class FakeSourceApp: @unchecked Sendable {
                                              "WebpageURL": .string("https://example.org/book#2")])])
         path = try #require(reply.first?.objectPathValue)
         _ = try await connection.call(destination: node.busName, path: path, interface: "org.baton.Activity1", method: "BecomeCurrent")
-        #expect(await eventually { await node.ring.currentPublication() != nil })
+        #expect(await eventually { await node.ring.radio.currentPublication() != nil })
     }
 }
 
@@ -152,7 +155,7 @@ struct TransferTests {
         let keysOfA = DerivedKeys(secret: await a.ring.keeper.ownSecret)
         let hash = keysOfA.typeHash("org.example.Reader.reading")
         let record = try await b.transfer.fetch(member: idA, typeHash: hash, revision: ActivityReference.anyRevision)
-        let publication = try #require(await a.ring.currentPublication())
+        let publication = try #require(await a.ring.radio.currentPublication())
         #expect(record.activityType == "org.example.Reader.reading")
         #expect(record.title == "Chapter 3")
         #expect(record.userInfo == ["page": .integer(43)])
@@ -278,7 +281,8 @@ struct TransferTests {
         #expect(await eventually(timeout: .seconds(10)) { await !b.ring.isMember(idC) })
         #expect(await eventually { await b.ring.keeper.ownSecret.generation == secretOfB.generation + 1 })
         #expect(await b.ring.keeper.state.roster.removed.contains(idC))
-        #expect(await b.ring.matcher.memberIDs == [idA])
+        // The radio actor follows the ring (its matcher is updated after the ring state).
+        #expect(await eventually { await b.ring.radio.matcher.memberIDs == [idA] })
         // B's new secret reached A in B's RingSync answer.
         let rotatedB = await b.ring.keeper.ownSecret, idB = await b.deviceID
         #expect(await eventually { await a.ring.keeper.state.roster.members[idB]?.secret == rotatedB })
@@ -288,7 +292,7 @@ struct TransferTests {
         // C holds only the old secrets: adverts sealed with the new ones do not open for it.
         let newSecretOfA = await a.ring.keeper.ownSecret
         #expect(newSecretOfA.generation == oldSecretOfA.generation + 1)
-        var matcherOfC = await c.ring.matcher
+        var matcherOfC = await c.ring.radio.matcher
         let epoch = Protocol.epoch(unixSeconds: SystemWallClock().unixSeconds())
         let body = AdvertBody(typeHash: .none, revision: 1, flags: [])
         func sealed(_ secret: AdvertisingSecret) -> [UInt8] {

@@ -1,5 +1,4 @@
 import BatonCore
-import BatonDBus
 import Dispatch
 
 /// What the radio part keeps between events. Bounded: the advertiser table evicts the least
@@ -19,17 +18,20 @@ struct RadioBook: Sendable {
     }
 }
 
-extension RingService {
+/// The listener: heard adverts become sightings (accepted ring adverts), the advertiser table
+/// for diagnostics, proximity, and heard pairing adverts.
+extension RadioService {
     /// Milliseconds on a monotonic clock, for "last seen" ages in the dump.
     static func monotonicMilliseconds() -> Int64 {
         Int64(DispatchTime.now().uptimeNanoseconds / 1_000_000)
     }
 
     /// Starts consuming radio events and scanning; advertising presence once there is a ring.
-    func startRadio() async {
-        guard let radio else { return }
+    public func start() async {
+        book.table = AdvertiserTable(batonCompanyID: companyID)
+        guard let radio = port else { return }
         let events = radio.events()
-        radioTask = Task { [weak self] in
+        eventTask = Task { [weak self] in
             for await event in events {
                 guard let self else { return }
                 await self.handle(event)
@@ -39,16 +41,13 @@ extension RingService {
         await advertisePresenceIfRinged()
     }
 
-    /// A ring of one has nobody to tell; with members, the device advertises at least presence.
-    func advertisePresenceIfRinged() async {
-        guard radio != nil, !keeper.peers.isEmpty, currentRecord() == nil else { return }
-        do { try await advertiseContent(.presence) } catch { book.notice("advertising failed: \(error)") }
-    }
-
     func handle(_ event: RadioEvent) async {
         switch event {
         case .report(let report):
-            if let sighting = record(report) { await suggest(for: sighting) }
+            if let sighting = record(report) {
+                let near = book.proximity[sighting.member]?.detector.allowsSuggestion ?? true
+                for observer in sightingObservers.values { await observer(sighting, report.rssi, near) }
+            }
         case .vanished(let address):
             book.table.forget(address: address)
         case .stateChanged(let state):
@@ -66,7 +65,7 @@ extension RingService {
         let now = Self.monotonicMilliseconds()
         let matcher = self.matcher
         book.table.record(report, nowMilliseconds: now, ringLookup: { data in matcher.recognise(data)?.member })
-        guard let data = report.manufacturerData[configuration.companyID], let kind = try? AdvertKind.classify(data) else { return nil }
+        guard let data = report.manufacturerData[companyID], let kind = try? AdvertKind.classify(data) else { return nil }
         if kind == .pairing { heardPairing(data, from: report.address, addressType: report.addressType) }
         guard kind == .ring else { return nil }
         do throws(WireError) {
@@ -87,15 +86,6 @@ extension RingService {
         if let rssi { entry.statistics.record(rssi) }
         entry.detector.update(entry.statistics)
         book.proximity[member] = entry
-        guard var info = peers[member] else { return }
-        let now = clock.unixSeconds()
-        let knownRSSI = rssi.flatMap { RSSIStatistics.isKnown($0) ? $0 : nil }
-        // Written at most once a minute per member: sightings repeat every ~100 ms.
-        let due = info.lastSeen.map { now - $0 >= 60 } ?? true
-        info.lastSeen = now
-        if let knownRSSI { info.lastRSSI = knownRSSI }
-        peers[member] = info
-        if due { try? store.savePeers(peers) }
         if sighting.outcome == .newRevision { log("batond: \(member.shortForm) advertises revision \(sighting.body.revision)") }
     }
 
@@ -112,11 +102,11 @@ extension RingService {
 
     /// Ring1.DumpRadio: the advertiser table as text or JSON Lines. No key material: ring members
     /// appear by short id only.
-    func dumpRadio(format: String) throws -> String {
+    func dumpRadio(format: String) throws(ServiceFailure) -> String {
         let now = Self.monotonicMilliseconds()
         switch format {
         case "text":
-            var header = "radio: \(radio == nil ? "off" : Self.describe(book.state)); advertisers: \(book.table.count)/\(book.table.capacity)"
+            var header = "radio: \(port == nil ? "off" : Self.describe(book.state)); advertisers: \(book.table.count)/\(book.table.capacity)"
             if !book.rejected.isEmpty {
                 header += "; rejected ring adverts: " + book.rejected.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
             }
@@ -124,19 +114,17 @@ extension RingService {
         case "json":
             return book.table.renderJSONLines(nowMilliseconds: now)
         default:
-            throw DBusError(name: ServiceErrorName.invalidArguments, message: "format must be text or json")
+            throw .invalidArguments("format must be text or json")
         }
     }
+}
 
-    func radioInterfaceMethods() -> [DBusMethod] {
-        [
-            DBusMethod("DumpRadio", in: [DBusArgument("format", "s")], out: [DBusArgument("dump", "s")]) { [weak self] call in
-                guard let self else { return [] }
-                return [.string(try await self.dumpRadio(format: call.arguments.first?.stringValue ?? ""))]
-            },
-            DBusMethod("GetRadioNotices", out: [DBusArgument("notices", "as")]) { [weak self] _ in
-                [.stringArray(await self?.book.notices ?? [])]
-            },
-        ]
-    }
+extension RadioService {
+    /// The last radio notices (Ring1.GetRadioNotices).
+    public func notices() -> [String] { book.notices }
+
+    func notice(_ text: String) { book.notice(text) }
+
+    /// The keys the matcher holds for a member's current secret (type hashes, §3).
+    public func advertKeys(of member: DeviceID) -> DerivedKeys? { matcher.keys(of: member) }
 }

@@ -62,7 +62,7 @@ extension ActivityService {
 
     /// Tells the source its activity was continued on `device` (once per transfer). Failures are
     /// recorded as source-gone and otherwise ignored.
-    func notifyWasContinued(_ id: ActivityID, device: String) async {
+    public func notifyWasContinued(_ id: ActivityID, device: String) async {
         guard let activity = registry.activities[id], let source = activity.sourcePath else { return }
         do {
             _ = try await connection.call(destination: activity.owner.connection, path: source, interface: BatonInterface.source,
@@ -128,7 +128,7 @@ extension ActivityService {
     /// Hands an incoming activity to `uid`'s handler for its type: a registered one, or an installed
     /// application launched for it (only when the daemon runs as that user: it never starts programs
     /// on another user's behalf). Used by the transfer.
-    func deliver(activity record: ActivityRecord, from device: String, to uid: UInt32) async -> DeliveryOutcome {
+    public func deliver(activity record: ActivityRecord, from device: String, to uid: UInt32) async -> DeliveryOutcome {
         let type = record.activityType
         var handler = newestHandler(for: type, uid: uid)
         if handler == nil {

@@ -18,27 +18,4 @@ extension RingService {
         guard let (address, psm) = splitBluetoothTarget(random ? String(text.dropLast("/random".count)) : text) else { return nil }
         return (address, random ? .random : .public, psm)
     }
-
-    /// The adapter's own address and type, nil without a ready adapter.
-    func bluetoothAdapter() async -> (BluetoothAddress, LEAddressType)? {
-        guard let radio, let own = await radio.adapterAddress(), let address = try? BluetoothAddress(own.address) else { return nil }
-        return (address, own.addressType == "random" ? .random : .public)
-    }
-
-    /// BlueZ's discovery competes with the kernel's scan for the peer of an outgoing L2CAP connect.
-    func pauseScanningForConnect() async {
-        await radio?.stopScanning()
-    }
-
-    func resumeScanningAfterConnect() async {
-        guard let radio else { return }
-        do { try await radio.startScanning() } catch { book.notice("scanning could not resume after an L2CAP connect: \(error)") }
-    }
-
-    /// Makes the ring advert connectable (or not) and puts it on the air again.
-    func setRingAdvertConnectable(_ connectable: Bool) async {
-        guard ringAdvertConnectable != connectable else { return }
-        ringAdvertConnectable = connectable
-        await restoreRingAdvert()
-    }
 }

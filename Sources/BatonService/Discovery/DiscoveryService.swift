@@ -38,18 +38,54 @@ struct DiscoveredPairing: Sendable, Hashable {
     var psm: UInt16 = 0
     /// The Bluetooth address type as heard ("" for TCP entries).
     var addressType = ""
-
-    var dbusValue: DBusValue {
-        .propertyDictionary(["Name": .string(name), "SessionId": .string(sessionID), "Address": .string(address),
-                             "Port": .uint16(port), "Host": .string(host), "Transport": .string(transport),
-                             "Psm": .uint16(psm), "AddressType": .string(addressType)])
-    }
 }
 
-extension RingService {
+/// DNS-SD through Avahi: announces this device's keyed `_baton._tcp` name while the transfer runs
+/// and there are members, turns members' resolved names into endpoint hints (for the ring), and
+/// announces and browses `_baton-pair._tcp` for pairing. Follows the ring through its snapshots.
+public actor DiscoveryService {
+    let ring: RingService
+    let avahiBus: DBusBusKind?
+    let clock: any WallClock
+    let log: @Sendable (String) -> Void
+    var discovery = DiscoveryBook()
+    var snapshot: RingSnapshot?
+    /// Session ids (hex) of the pairing endpoints announced, by session path: this device's own.
+    var pairingSessionIDs: [String: String] = [:]
+
+    static let observerKey = "discovery"
     static let connectRetrySeconds: Int64 = 30
     static let maxDiscoverSeconds: UInt32 = 30
     static let maxConcurrentDiscovers = 4
+
+    public init(ring: RingService, avahiBus: DBusBusKind?, clock: any WallClock, log: @escaping @Sendable (String) -> Void) {
+        self.ring = ring
+        self.avahiBus = avahiBus
+        self.clock = clock
+        self.log = log
+    }
+
+    public func start() async {
+        await ring.observe(Self.observerKey) { [weak self] change in await self?.ringChanged(change.snapshot) }
+        await startDiscovery()
+    }
+
+    public func stop() async {
+        await ring.stopObserving(Self.observerKey)
+        await stopDiscovery()
+    }
+
+    /// From the daemon's clock: a new epoch means a new instance name; a missing Avahi bus is retried.
+    public func tick() async { await discoveryTick() }
+
+    /// Whether pairing endpoints are announced over DNS-SD (the pairing advert says so, §5).
+    var isConnected: Bool { discovery.connection != nil }
+
+    private func ringChanged(_ snapshot: RingSnapshot) async {
+        self.snapshot = snapshot
+        await refreshRingAnnouncement()
+    }
+
 
     // MARK: Lifecycle
 
@@ -57,11 +93,11 @@ extension RingService {
     /// its bus) this only leaves a notice: the browser and publisher start when Avahi appears, and a
     /// missing bus is retried from `tick`.
     func startDiscovery() async {
-        guard let bus = configuration.avahiBus, discovery.connection == nil else { return }
+        guard let bus = avahiBus, discovery.connection == nil else { return }
         discovery.lastConnectAttempt = clock.unixSeconds()
         let connection: DBusConnection
         do { connection = try DBusConnection(bus: bus) } catch {
-            discoveryNotice("cannot reach the bus for Avahi: \(error)")
+            await discoveryNotice("cannot reach the bus for Avahi: \(error)")
             return
         }
         discovery.connection = connection
@@ -81,7 +117,7 @@ extension RingService {
                 await self.ringBrowserEvent(event)
             }
         })
-        do { try await browser.start() } catch { discoveryNotice("browsing \(BatonServiceType.ring): \(error)") }
+        do { try await browser.start() } catch { await discoveryNotice("browsing \(BatonServiceType.ring): \(error)") }
         await refreshRingAnnouncement()
     }
 
@@ -92,11 +128,12 @@ extension RingService {
         await discovery.ringBrowser?.stop()
         discovery.connection?.close()
         discovery = DiscoveryBook()
+        pairingSessionIDs = [:]
     }
 
     /// From `tick`: a new epoch means a new instance name; a missing Avahi bus is retried.
     func discoveryTick() async {
-        if discovery.connection == nil, configuration.avahiBus != nil,
+        if discovery.connection == nil, avahiBus != nil,
            clock.unixSeconds() - (discovery.lastConnectAttempt ?? 0) >= Self.connectRetrySeconds {
             await startDiscovery()
             return
@@ -104,8 +141,8 @@ extension RingService {
         await refreshRingAnnouncement()
     }
 
-    func discoveryNotice(_ text: String) {
-        book.notice("avahi: \(text)")
+    func discoveryNotice(_ text: String) async {
+        await ring.radio.notice("avahi: \(text)")
         log("batond: avahi: \(text)")
     }
 
@@ -116,9 +153,9 @@ extension RingService {
     func refreshRingAnnouncement() async {
         guard let publisher = discovery.ringPublisher else { return }
         let wanted: DiscoveryBook.RingAnnouncement?
-        if let transfer, !keeper.peers.isEmpty {
+        if let snapshot, let port = snapshot.transferPort, !snapshot.peerSecrets.isEmpty {
             let epoch = Protocol.epoch(unixSeconds: clock.unixSeconds())
-            wanted = .init(name: DerivedKeys(secret: keeper.ownSecret).mdnsInstanceName(epoch: epoch), port: transfer.port)
+            wanted = .init(name: DerivedKeys(secret: snapshot.ownSecret).mdnsInstanceName(epoch: epoch), port: port)
         } else {
             wanted = nil
         }
@@ -132,28 +169,28 @@ extension RingService {
             try await publisher.publish(name: wanted.name, port: wanted.port)
         } catch AvahiError.daemonUnavailable {
             // Kept wanted by the publisher: announced when avahi-daemon appears.
-            discoveryNotice("avahi-daemon is not running; \(BatonServiceType.ring) waits for it")
+            await discoveryNotice("avahi-daemon is not running; \(BatonServiceType.ring) waits for it")
         } catch {
-            discoveryNotice("publishing \(BatonServiceType.ring): \(error)")
+            await discoveryNotice("publishing \(BatonServiceType.ring): \(error)")
         }
     }
 
-    private func ringPublisherEvent(_ event: AvahiPublisher.Event) {
+    private func ringPublisherEvent(_ event: AvahiPublisher.Event) async {
         switch event {
         case .established: break
-        case .collision(let name): discoveryNotice("name collision for \(name) (\(BatonServiceType.ring))")
-        case .failed(let name, let error): discoveryNotice("publishing \(name) failed: \(error)")
-        case .daemonLost: discoveryNotice("avahi-daemon left the bus")
-        case .daemonReturned: discoveryNotice("avahi-daemon is back")
+        case .collision(let name): await discoveryNotice("name collision for \(name) (\(BatonServiceType.ring))")
+        case .failed(let name, let error): await discoveryNotice("publishing \(name) failed: \(error)")
+        case .daemonLost: await discoveryNotice("avahi-daemon left the bus")
+        case .daemonReturned: await discoveryNotice("avahi-daemon is back")
         }
     }
 
-    private func ringBrowserEvent(_ event: AvahiBrowser.Event) {
+    private func ringBrowserEvent(_ event: AvahiBrowser.Event) async {
         switch event {
         case .found(let endpoint):
-            discoveredRingService(name: endpoint.name, address: endpoint.address, port: endpoint.port)
+            await discoveredRingService(name: endpoint.name, address: endpoint.address, port: endpoint.port)
         case .failure(let error):
-            discoveryNotice("browsing \(BatonServiceType.ring): \(error)")
+            await discoveryNotice("browsing \(BatonServiceType.ring): \(error)")
         case .removed, .resolveFailed, .allForNow, .daemonLost:
             // Hints stay hints: a vanished service does not make a cached endpoint wrong.
             break
@@ -163,26 +200,22 @@ extension RingService {
     /// A `_baton._tcp` instance was resolved: if its name is a member's keyed name (epochs e−1..e+1),
     /// its address goes first in that member's endpoint hints. Strangers are ignored.
     @discardableResult
-    func discoveredRingService(name: String, address: String, port: UInt16) -> DeviceID? {
-        guard port > 0, let id = ringDirectory().member(forInstanceName: name), id != keeper.deviceID,
+    func discoveredRingService(name: String, address: String, port: UInt16) async -> DeviceID? {
+        guard port > 0, let snapshot, let id = ringDirectory(snapshot).member(forInstanceName: name), id != snapshot.deviceID,
               let endpoint = Self.hintEndpoint(address: address, port: port) else { return nil }
-        var info = peers[id] ?? RingStore.PeerInfo(pairedSince: clock.unixSeconds())
-        guard info.endpoints.first != endpoint else { return id }
-        info.endpoints = Self.mergeEndpoints(new: [endpoint], old: info.endpoints)
-        peers[id] = info
-        do { try store.savePeers(peers) } catch { log("batond: cannot save peers: \(error)") }
+        await ring.endpointFound(id, endpoint)
         return id
     }
 
     /// The instance-name directory for the current epoch and roster, rebuilt when either changes.
-    func ringDirectory() -> InstanceNameDirectory {
+    func ringDirectory(_ snapshot: RingSnapshot) -> InstanceNameDirectory {
         let epoch = Protocol.epoch(unixSeconds: clock.unixSeconds())
-        let version = keeper.state.roster.version
+        let version = snapshot.rosterVersion
         if let directory = discovery.directory, directory.epoch == epoch, discovery.directoryRosterVersion == version {
             return directory
         }
         var members: [DeviceID: DerivedKeys] = [:]
-        for (id, secret) in keeper.peers { members[id] = DerivedKeys(secret: secret) }
+        for (id, secret) in snapshot.peerSecrets { members[id] = DerivedKeys(secret: secret) }
         let directory = InstanceNameDirectory(members: members, epoch: epoch)
         discovery.directory = directory
         discovery.directoryRosterVersion = version
@@ -194,28 +227,30 @@ extension RingService {
     static func hintEndpoint(address: String, port: UInt16) -> String? {
         guard !address.isEmpty, !LocalAddresses.isWildcard(address) else { return nil }
         if address.lowercased().hasPrefix("fe80:") { return nil }
-        return formatEndpoint(host: address, port: port)
+        return RingService.formatEndpoint(host: address, port: port)
     }
 
     // MARK: _baton-pair._tcp
 
     /// While a pairing session waits for its initiator, its listener is announced with TXT sid.
-    func publishPairingEndpoint(path: String, sessionID: [UInt8], port: UInt16) async {
+    func publishPairingEndpoint(path: String, sessionID: [UInt8], port: UInt16, deviceName: String) async {
         guard let connection = discovery.connection else { return }
         let publisher = AvahiPublisher(connection: connection, serviceType: BatonServiceType.pairing)
         discovery.pairingPublishers[path] = publisher
+        pairingSessionIDs[path] = sessionID.hexString
         do {
-            try await publisher.publish(name: Self.pairingInstanceName(deviceName: keeper.state.name, sessionID: sessionID),
+            try await publisher.publish(name: Self.pairingInstanceName(deviceName: deviceName, sessionID: sessionID),
                                         port: port, txt: PairingEndpointTXT.txt(sessionID: sessionID))
         } catch AvahiError.daemonUnavailable {
-            discoveryNotice("avahi-daemon is not running; the pairing endpoint is announced when it starts")
+            await discoveryNotice("avahi-daemon is not running; the pairing endpoint is announced when it starts")
         } catch {
-            discoveryNotice("publishing \(BatonServiceType.pairing): \(error)")
+            await discoveryNotice("publishing \(BatonServiceType.pairing): \(error)")
         }
     }
 
     /// A session that stopped waiting (connected, paired, failed) no longer wants initiators.
     func pairingSessionLeftWaiting(_ path: String) async {
+        pairingSessionIDs[path] = nil
         guard let publisher = discovery.pairingPublishers.removeValue(forKey: path) else { return }
         await publisher.close()
     }
@@ -231,35 +266,35 @@ extension RingService {
 
     /// Browses `_baton-pair._tcp` for `seconds` and returns what was resolved, without this
     /// device's own waiting sessions.
-    func discoverPairingEndpoints(seconds: UInt32) async throws -> [DiscoveredPairing] {
+    func discoverPairingEndpoints(seconds: UInt32) async throws(ServiceFailure) -> [DiscoveredPairing] {
         guard let connection = discovery.connection else {
             // Without DNS-SD the radio may still have heard pairing adverts (no TCP endpoint then).
-            if radio != nil {
+            if await ring.radio.isPresent {
                 try? await Task.sleep(for: .seconds(Int(seconds)))
-                let heard = bluetoothPairings(known: [])
+                let heard = await bluetoothPairings(known: [])
                 if !heard.isEmpty { return heard }
             }
-            throw DBusError(name: ServiceErrorName.notReady, message: "Avahi is not available")
+            throw .notReady("Avahi is not available")
         }
         guard discovery.discoverRuns < Self.maxConcurrentDiscovers else {
-            throw DBusError(name: ServiceErrorName.notReady, message: "too many discoveries at once")
+            throw .notReady("too many discoveries at once")
         }
         discovery.discoverRuns += 1
         defer { discovery.discoverRuns -= 1 }
         let browser = AvahiBrowser(connection: connection, serviceType: BatonServiceType.pairing, maxEntries: 64)
         do { try await browser.start() } catch {
             await browser.stop()
-            if radio != nil {
+            if await ring.radio.isPresent {
                 try? await Task.sleep(for: .seconds(Int(seconds)))
-                let heard = bluetoothPairings(known: [])
+                let heard = await bluetoothPairings(known: [])
                 if !heard.isEmpty { return heard }
             }
-            throw DBusError(name: ServiceErrorName.notReady, message: "Avahi is not available: \(error)")
+            throw .notReady("Avahi is not available: \(error)")
         }
         try? await Task.sleep(for: .seconds(Int(seconds)))
         let endpoints = await browser.endpoints
         await browser.stop()
-        let own = Set(ownWaitingSessionIDs())
+        let own = Set(pairingSessionIDs.values)
         var seen: Set<DiscoveredPairing> = []
         var found: [DiscoveredPairing] = []
         for endpoint in endpoints.sorted(by: { ($0.name, $0.address) < ($1.name, $1.address) }) {
@@ -269,32 +304,15 @@ extension RingService {
                                           port: endpoint.port, host: endpoint.host)
             if seen.insert(entry).inserted { found.append(entry) }
         }
-        return found + bluetoothPairings(known: Set(found.map(\.sessionID)))
+        return found + (await bluetoothPairings(known: Set(found.map(\.sessionID))))
     }
 
     /// Pairing adverts heard on the radio whose session DNS-SD did not already list: the
     /// machine is nearby and waiting; its address is a Bluetooth one (Port 0, Transport "ble").
-    func bluetoothPairings(known: Set<String>) -> [DiscoveredPairing] {
-        recentPairingAdverts().filter { !known.contains($0.advert.sessionID.hexString) }.map {
+    func bluetoothPairings(known: Set<String>) async -> [DiscoveredPairing] {
+        await ring.radio.recentPairingAdverts().filter { !known.contains($0.advert.sessionID.hexString) }.map {
             DiscoveredPairing(name: $0.advert.name, sessionID: $0.advert.sessionID.hexString, address: $0.address, port: 0,
                               host: "", transport: "ble", psm: $0.advert.psm ?? 0, addressType: $0.addressType)
-        }
-    }
-
-    /// Session ids of this device's pairing sessions still waiting for an initiator.
-    func ownWaitingSessionIDs() -> [String] {
-        sessions.values.filter { $0.state == "waiting" }.map { $0.sessionID.hexString }
-    }
-
-    func discoverMethod() -> DBusMethod {
-        DBusMethod("Discover", in: [DBusArgument("seconds", "u")], out: [DBusArgument("endpoints", "aa{sv}")]) { [weak self] call in
-            guard let self else { return [] }
-            _ = try await self.requirePrivilege(call.sender)
-            guard let seconds = call.arguments.first?.uint32Value, (1...Self.maxDiscoverSeconds).contains(seconds) else {
-                throw DBusError(name: ServiceErrorName.invalidArguments, message: "seconds must be 1-\(Self.maxDiscoverSeconds)")
-            }
-            let found = try await self.discoverPairingEndpoints(seconds: seconds)
-            return [.array(elementSignature: "a{sv}", found.map(\.dbusValue))]
         }
     }
 }

@@ -28,6 +28,7 @@ public enum PairingFailure: Error, Sendable, Equatable {
 /// clock ticks go in, one at a time (an actor serialises them); the session's actions come out.
 public actor PairingDriver {
     public typealias CodeHandler = @Sendable (String) async -> Void
+    static let lingerTimeout: Duration = .milliseconds(500)
 
     private var session: PairingSession
     private let channel: any FrameChannel
@@ -52,7 +53,15 @@ public actor PairingDriver {
         let result = await waitForOutcome()
         ticking.cancel()
         receiving.cancel()
-        await channel.closeGracefully(timeout: .seconds(2))
+        await receiving.value
+        // The side that finishes first may still have the peer's last frames unread: closing then
+        // resets the connection, which can destroy our own last frame before the peer read it
+        // (both users confirming at the same moment). So read until the peer hangs up or stays silent.
+        let channel = self.channel
+        Task {
+            while (try? await channel.receive(timeout: Self.lingerTimeout)) != nil {}
+            await channel.closeGracefully(timeout: .seconds(2))
+        }
         return result
     }
 

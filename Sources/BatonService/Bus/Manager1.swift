@@ -1,0 +1,78 @@
+import BatonCore
+import BatonDBus
+
+/// org.baton.Manager1 at /org/baton: create activities, find the current one, register handlers.
+extension ActivityService {
+    nonisolated func managerInterface() -> DBusInterface {
+        DBusInterface(BatonInterface.manager, methods: [
+            DBusMethod("CreateActivity", in: [.init("type", "s"), .init("title", "s"), .init("userInfo", "a{sv}"), .init("options", "a{sv}")],
+                       out: [.init("activity", "o")]) { [weak self] call in
+                guard let self else { throw DBusError.failed("stopping") }
+                return [.objectPath(try await self.createActivity(call))]
+            },
+            DBusMethod("GetCurrentActivity", out: [.init("activity", "o")]) { [weak self] call in
+                guard let self else { throw DBusError.failed("stopping") }
+                return [.objectPath(try await self.currentActivityPath(for: call.sender))]
+            },
+            DBusMethod("RegisterHandler", in: [.init("handler", "o"), .init("types", "as")]) { [weak self] call in
+                guard let self else { throw DBusError.failed("stopping") }
+                try await self.registerHandler(call)
+                return []
+            },
+            DBusMethod("UnregisterHandler", in: [.init("handler", "o")]) { [weak self] call in
+                guard let self else { throw DBusError.failed("stopping") }
+                try await self.unregisterHandler(call)
+                return []
+            },
+            DBusMethod("GetHandledTypes", out: [.init("types", "as")]) { [weak self] call in
+                guard let self else { throw DBusError.failed("stopping") }
+                return [.stringArray(try await self.handledTypes(for: call.sender))]
+            },
+            DBusMethod("GetStatus", out: [.init("status", "a{sv}")]) { [weak self] _ in
+                guard let self else { throw DBusError.failed("stopping") }
+                return [await self.statusDictionary()]
+            },
+        ], properties: [
+            DBusProperty("Version", signature: "s") { [configuration] in .string(configuration.version) },
+            DBusProperty("BusName", signature: "s") { [configuration] in .string(configuration.busName) },
+        ])
+    }
+
+    func createActivity(_ call: DBusMethodCall) async throws -> String {
+        let uid = try await callerUID(call.sender)
+        guard call.arguments.count == 4, let type = call.arguments[0].stringValue, let title = call.arguments[1].stringValue else {
+            throw DBusError.invalidArguments("CreateActivity takes (s type, s title, a{sv} userInfo, a{sv} options)")
+        }
+        let userInfo = try Self.decode { () throws(RegistryError) in try UserInfoCoding.decodeUserInfo(call.arguments[2]) }
+        let options = try Self.decodeOptions(call.arguments[3])
+        if let source = options.sourcePath, source == "/" {
+            throw DBusError.invalidArguments("Source must be an object path other than /")
+        }
+        guard !recentlyVanished.contains(call.sender) else { throw DBusError.failed("the calling connection has closed") }
+        let (id, events) = try Self.decode { () throws(RegistryError) in
+            try registry.create(owner: ActivityOwner(uid: uid, connection: call.sender), type: type, title: title,
+                                userInfo: userInfo, options: options)
+        }
+        await apply(events)
+        return id.objectPath
+    }
+
+    func currentActivityPath(for sender: String) async throws -> String {
+        let uid = try await callerUID(sender)
+        return registry.currentActivity(of: uid)?.objectPath ?? "/"
+    }
+
+    func statusDictionary() -> DBusValue {
+        let errors = errorLog.records.map { record in
+            DBusValue.propertyDictionary([
+                "Time": .int64(record.time), "Category": .string(record.category.rawValue), "Count": .uint32(record.count),
+            ])
+        }
+        return .propertyDictionary([
+            "State": .string(state.rawValue),
+            "Adapter": .string(configuration.adapter),
+            "Radio": .string(radioName),
+            "Errors": .array(elementSignature: "a{sv}", errors),
+        ])
+    }
+}

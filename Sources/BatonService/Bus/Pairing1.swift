@@ -1,0 +1,74 @@
+import BatonCore
+import BatonDBus
+import BatonTransport
+
+/// org.baton.Pairing1: Accept, Pair, Remove, Discover. Every method needs the pairing privilege.
+extension RingBus {
+    func pairing1Interface() -> DBusInterface {
+        DBusInterface(RingInterface.pairing, methods: [
+            DBusMethod("Accept", in: [DBusArgument("options", "a{sv}")], out: [DBusArgument("session", "o")]) { [weak self] call in
+                guard let self else { return [] }
+                let uid = try await self.requirePrivilege(call.sender)
+                let options = call.arguments.first?.asDictionary ?? [:]
+                guard Set(options.keys).isSubset(of: ["Host"]) else { throw DBusError(ServiceFailure.invalidArguments("unknown option")) }
+                let host = try options["Host"].map { value throws -> String in
+                    guard let text = value.stringValue else { throw DBusError(ServiceFailure.invalidArguments("Host must be a string")) }
+                    return text
+                }
+                let pairing = self.pairing
+                let path = try await mappingFailures { () throws(ServiceFailure) in try await pairing.acceptPairing(uid: uid, host: host) }
+                try await self.exportSession(path)
+                return [.objectPath(path)]
+            },
+            DBusMethod("Pair", in: [DBusArgument("target", "s"), DBusArgument("options", "a{sv}")], out: [DBusArgument("session", "o")]) { [weak self] call in
+                guard let self else { return [] }
+                let uid = try await self.requirePrivilege(call.sender)
+                guard let target = call.arguments.first?.stringValue else {
+                    throw DBusError(ServiceFailure.invalidArguments("target must be HOST:PORT or ble:ADDRESS/PSM"))
+                }
+                let options = call.arguments.last?.asDictionary ?? [:]
+                guard Set(options.keys).isSubset(of: ["SessionId", "AddressType"]) else { throw DBusError(ServiceFailure.invalidArguments("unknown option")) }
+                // The acceptor's session id (its pairing advert, its DNS-SD TXT record, or `bt-pair accept`'s output).
+                guard let text = options["SessionId"]?.stringValue, let sessionID = [UInt8](hex: text), sessionID.count == 8 else {
+                    throw DBusError(ServiceFailure.invalidArguments("SessionId must be 16 hex digits"))
+                }
+                let addressType = try options["AddressType"].map { value throws -> LEAddressType in
+                    switch value.stringValue {
+                    case "public": return .public
+                    case "random": return .random
+                    default: throw DBusError(ServiceFailure.invalidArguments("AddressType must be public or random"))
+                    }
+                }
+                let pairing = self.pairing
+                let path = try await mappingFailures { () throws(ServiceFailure) in
+                    try await pairing.pair(uid: uid, target: target, sessionID: sessionID, addressType: addressType)
+                }
+                try await self.exportSession(path)
+                return [.objectPath(path)]
+            },
+            DBusMethod("Remove", in: [DBusArgument("device", "s")]) { [weak self] call in
+                guard let self else { return [] }
+                _ = try await self.requirePrivilege(call.sender)
+                let ring = self.ring, device = call.arguments.first?.stringValue ?? ""
+                try await mappingFailures { () throws(ServiceFailure) in try await ring.remove(device) }
+                return []
+            },
+            DBusMethod("Discover", in: [DBusArgument("seconds", "u")], out: [DBusArgument("endpoints", "aa{sv}")]) { [weak self] call in
+                guard let self else { return [] }
+                _ = try await self.requirePrivilege(call.sender)
+                guard let seconds = call.arguments.first?.uint32Value, (1...DiscoveryService.maxDiscoverSeconds).contains(seconds) else {
+                    throw DBusError(ServiceFailure.invalidArguments("seconds must be 1-\(DiscoveryService.maxDiscoverSeconds)"))
+                }
+                let discovery = self.discovery
+                let found = try await mappingFailures { () throws(ServiceFailure) in try await discovery.discoverPairingEndpoints(seconds: seconds) }
+                return [.array(elementSignature: "a{sv}", found.map(Self.discoveredValue))]
+            },
+        ])
+    }
+
+    static func discoveredValue(_ found: DiscoveredPairing) -> DBusValue {
+        .propertyDictionary(["Name": .string(found.name), "SessionId": .string(found.sessionID), "Address": .string(found.address),
+                             "Port": .uint16(found.port), "Host": .string(found.host), "Transport": .string(found.transport),
+                             "Psm": .uint16(found.psm), "AddressType": .string(found.addressType)])
+    }
+}

@@ -1,0 +1,51 @@
+import BatonCore
+import BatonDBus
+
+/// org.baton.Ring1: members, the radio's diagnostics, Continue by hand.
+extension RingBus {
+    func ring1Interface() -> DBusInterface {
+        let ring = self.ring
+        return DBusInterface(RingInterface.ring, methods: [
+            DBusMethod("DumpRadio", in: [DBusArgument("format", "s")], out: [DBusArgument("dump", "s")]) { call in
+                let format = call.arguments.first?.stringValue ?? ""
+                return [.string(try await mappingFailures { () throws(ServiceFailure) in try await ring.radio.dumpRadio(format: format) })]
+            },
+            DBusMethod("GetRadioNotices", out: [DBusArgument("notices", "as")]) { _ in
+                [.stringArray(await ring.radio.notices())]
+            },
+            DBusMethod("ListMembers", out: [DBusArgument("members", "aa{sv}")]) { _ in
+                [.array(elementSignature: "a{sv}", await ring.memberSummaries().map(Self.memberValue))]
+            },
+            DBusMethod("Continue", in: [DBusArgument("device", "s"), DBusArgument("type", "s")], out: [DBusArgument("outcome", "s")]) { [weak self] call in
+                guard let self else { return [] }
+                let uid = try await self.requirePrivilege(call.sender)
+                guard call.arguments.count == 2, let device = call.arguments[0].stringValue, let type = call.arguments[1].stringValue else {
+                    throw DBusError(ServiceFailure.invalidArguments("Continue takes (s device, s type)"))
+                }
+                guard let continuation = self.continuation else { throw DBusError(ServiceFailure.notReady("the transfer is not running")) }
+                return [.string(try await mappingFailures { () throws(ServiceFailure) in
+                    try await continuation.continueActivity(from: device, type: type, uid: uid)
+                })]
+            },
+        ], properties: [
+            DBusProperty("DeviceId", signature: "s") { .string(await ring.snapshot().deviceID.description) },
+            DBusProperty("ShortId", signature: "s") { .string(await ring.snapshot().deviceID.shortForm) },
+            DBusProperty("Name", signature: "s") { .string(await ring.snapshot().name) },
+        ])
+    }
+
+    static func memberValue(_ member: MemberSummary) -> DBusValue {
+        let id = member.deviceID
+        var entry: [String: DBusValue] = [
+            "Name": .string(member.name), "DeviceId": .string(id.description), "ShortId": .string(id.shortForm),
+            "Self": .boolean(member.isSelf),
+        ]
+        if let info = member.peer {
+            entry["PairedSince"] = .int64(info.pairedSince)
+            if let seen = info.lastSeen { entry["LastSeen"] = .int64(seen) }
+            if let rssi = info.lastRSSI { entry["LastRSSI"] = .int16(Int16(clamping: rssi)) }
+            entry["Endpoints"] = .stringArray(info.endpoints)
+        }
+        return .propertyDictionary(entry)
+    }
+}

@@ -1,0 +1,54 @@
+import BatonCore
+import BatonDBus
+import Synchronization
+
+/// The D-Bus glue of the ring side (ring, radio, pairing, discovery, continuation): Ring1 and
+/// Pairing1 at /org/baton/ring, one PairingSession1
+/// object per session, one Suggestion1 object per suggestion. Closures check the caller, decode
+/// arguments and call typed actor methods; `ServiceFailure`s become D-Bus errors (BusErrors.swift).
+public final class RingBus: Sendable {
+    let connection: DBusConnection
+    let ring: RingService
+    let pairing: PairingService
+    let discovery: DiscoveryService
+    private let attached = Mutex<ContinuationService?>(nil)
+    /// Session objects exported, so that stop withdraws them.
+    private let sessionPaths = Mutex<Set<String>>([])
+
+    public init(connection: DBusConnection, ring: RingService, pairing: PairingService, discovery: DiscoveryService) {
+        self.connection = connection
+        self.ring = ring
+        self.pairing = pairing
+        self.discovery = discovery
+    }
+
+    /// The continuation behind Ring1.Continue and Suggestion1 (nil: "the transfer is not running").
+    public func attach(_ continuation: ContinuationService?) { attached.withLock { $0 = continuation } }
+
+    var continuation: ContinuationService? { attached.withLock { $0 } }
+
+    /// Exports Ring1 and Pairing1 and follows session changes.
+    public func export() async throws {
+        await pairing.onSessionChange { [weak self] path, before, after in self?.sessionChanged(path, before: before, after: after) }
+        try await connection.export([ring1Interface(), pairing1Interface()], at: RingInterface.path)
+    }
+
+    public func unexport() async {
+        await pairing.onSessionChange(nil)
+        for path in sessionPaths.withLock({ paths in defer { paths = [] }; return paths }) { try? connection.unexport(path: path) }
+        try? connection.unexport(path: RingInterface.path)
+    }
+
+    /// The caller's uid when it may pair and remove (PrivilegePolicy), else NotPermitted.
+    func requirePrivilege(_ sender: String) async throws -> UInt32 {
+        let uid = try await connection.connectionUnixUser(sender)
+        let privilege = ring.configuration.privilege
+        guard privilege.allows(uid: uid) else { throw DBusError(ServiceFailure.notPermitted("pairing needs root or group \(privilege.group)")) }
+        return uid
+    }
+
+    func exportSession(_ path: String) async throws {
+        try await connection.export([sessionInterface(path)], at: path)
+        sessionPaths.withLock { _ = $0.insert(path) }
+    }
+}

@@ -1,0 +1,57 @@
+import BatonDBus
+
+/// The ring side of the daemon, wired in dependency order: the ring (already started, with its
+/// radio) depends on nothing else; discovery and pairing use the ring (pairing also discovery);
+/// the transfer reads the ring and reaches the activities through a protocol; the continuation
+/// uses ring, transfer and activities; the D-Bus glue (RingBus) calls them all. Stopped in reverse order.
+public struct DaemonParts: Sendable {
+    public let ring: RingService
+    public let discovery: DiscoveryService
+    public let pairing: PairingService
+    public let transfer: TransferService
+    public let continuation: ContinuationService
+    public let bus: RingBus
+
+    public static func start(connection: DBusConnection, ring: RingService, activities: ActivityService,
+                             transfer configuration: TransferService.Configuration,
+                             log: @escaping @Sendable (String) -> Void) async throws -> DaemonParts {
+        let discovery = DiscoveryService(ring: ring, avahiBus: ring.configuration.avahiBus, clock: SystemWallClock(), log: log)
+        await discovery.start()
+        let pairing = PairingService(ring: ring, discovery: discovery, clock: SystemWallClock(), log: log)
+        let transfer: TransferService
+        do { transfer = try await TransferService.start(ring: ring, activities: activities, configuration: configuration, log: log) } catch {
+            await discovery.stop()
+            throw error
+        }
+        let bus = RingBus(connection: connection, ring: ring, pairing: pairing, discovery: discovery)
+        let continuation = ContinuationService(ring: ring, transfer: transfer, activities: activities, board: bus, log: log)
+        bus.attach(continuation)
+        await continuation.start()
+        do { try await bus.export() } catch {
+            await continuation.stop()
+            await transfer.stop()
+            await discovery.stop()
+            throw error
+        }
+        return DaemonParts(ring: ring, discovery: discovery, pairing: pairing, transfer: transfer, continuation: continuation, bus: bus)
+    }
+
+    /// The daemon's clock: epoch rotation of the advert and the matcher window, DNS-SD instance names.
+    public func tick() async {
+        await ring.tick()
+        await discovery.tick()
+    }
+
+    /// Stops the continuation and the transfer (no more fetches into the activities), then the
+    /// activities, the ring's radio and sessions, and withdraws the D-Bus objects.
+    public func stop(activities: ActivityService?) async {
+        await continuation.stop()
+        await transfer.stop()
+        await activities?.stop()
+        await pairing.stop()
+        await discovery.stop()
+        await ring.stop()
+        await bus.unexport()
+        bus.attach(nil)
+    }
+}

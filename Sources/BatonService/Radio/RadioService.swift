@@ -1,0 +1,90 @@
+import BatonCore
+import BatonCrypto
+import BatonTransport
+
+/// The radio: what is on the air (broadcaster: the ring advert with the current activity or
+/// presence, a waiting pairing session's advert) and what is heard (listener: accepted ring adverts
+/// become sightings, the advertiser table for diagnostics, proximity, heard pairing adverts).
+/// It knows the ring only through what the ring pushes: member secrets and the own secret.
+public actor RadioService {
+    public typealias SightingObserver = @Sendable (Sighting, _ rssi: Int?, _ near: Bool) async -> Void
+
+    let port: (any RadioPort)?
+    let store: RingStore
+    let clock: any WallClock
+    let companyID: UInt16
+    let log: @Sendable (String) -> Void
+    var sender: AdvertSender
+    var ownSecret: AdvertisingSecret
+    var matcher: AdvertMatcher
+    var hasMembers = false
+    /// The ring advert is connectable while the transfer listens on L2CAP and has no IP
+    /// endpoint for other machines (§8.3): a peer's kernel only connects to an advertising device.
+    var ringAdvertConnectable = false
+    /// The activity each user last published; the advert carries the newest one.
+    var published: [UInt32: ActivityRecord] = [:]
+    var advertisedUID: UInt32?
+    /// Own pairing sessions (hex ids) whose advert replaces the ring advert while they wait.
+    var waitingPairingSessions: Set<String> = []
+    var book = RadioBook()
+    var eventTask: Task<Void, Never>?
+    var sightingObservers: [String: SightingObserver] = [:]
+    /// Pairing adverts heard on the radio, by session id (hex).
+    var pairingAdverts: [String: HeardPairingAdvert] = [:]
+
+    /// `store` keeps the advert counters (persisted before the advert they cover goes on the air).
+    init(port: (any RadioPort)?, store: RingStore, clock: any WallClock, companyID: UInt16, ownSecret: AdvertisingSecret,
+         log: @escaping @Sendable (String) -> Void) throws {
+        self.port = port
+        self.store = store
+        self.clock = clock
+        self.companyID = companyID
+        self.log = log
+        self.ownSecret = ownSecret
+        sender = AdvertSender(secret: ownSecret, restored: try store.loadCounters())
+        matcher = AdvertMatcher(epoch: Protocol.epoch(unixSeconds: clock.unixSeconds()))
+    }
+
+    public func stop() async {
+        eventTask?.cancel()
+        await perform(sender.stop())
+    }
+
+    /// Accepted ring adverts go to every observer (the ring's last-seen times, the continuation's suggestions).
+    public func onSighting(_ key: String, _ observer: SightingObserver?) { sightingObservers[key] = observer }
+
+    // MARK: From the ring
+
+    /// The other members' advertising secrets (the matcher's table); presence goes on the air once there is a ring.
+    func setMembers(_ members: [DeviceID: AdvertisingSecret]) async {
+        for id in matcher.memberIDs where members[id] == nil { matcher.removeMember(id) }
+        for (id, secret) in members { matcher.setMember(id, secret: secret) }
+        hasMembers = !members.isEmpty
+    }
+
+    /// This device's secret changed (a removal): the advert is sealed with the new one (§4.2).
+    func rotateSecret(_ secret: AdvertisingSecret) async {
+        ownSecret = secret
+        await perform(sender.rotateSecret(secret, nowSeconds: clock.unixSeconds()))
+    }
+
+    // MARK: The adapter
+
+    /// The adapter's own address and type, nil without a ready adapter.
+    public func bluetoothAdapter() async -> (BluetoothAddress, LEAddressType)? {
+        guard let port, let own = await port.adapterAddress(), let address = try? BluetoothAddress(own.address) else { return nil }
+        return (address, own.addressType == "random" ? .random : .public)
+    }
+
+    /// BlueZ's discovery competes with the kernel's scan for the peer of an outgoing L2CAP connect.
+    public func pauseScanningForConnect() async {
+        await port?.stopScanning()
+    }
+
+    public func resumeScanningAfterConnect() async {
+        guard let port else { return }
+        do { try await port.startScanning() } catch { book.notice("scanning could not resume after an L2CAP connect: \(error)") }
+    }
+
+    var isPresent: Bool { port != nil }
+}

@@ -1,0 +1,60 @@
+import BatonCore
+import BatonCrypto
+
+/// What other parts of the daemon may know about the ring, as one value: published by
+/// `RingService` after every change, read by the transfer (pins, Hello) and the continuation.
+public struct RingSnapshot: Sendable {
+    public var deviceID: DeviceID
+    public var name: String
+    /// This device's identity (the TLS key, protocol §8.1).
+    public var identity: Ed25519PrivateKey
+    public var roster: Roster
+    /// This device's advertising secret (the advert seal, the DNS-SD instance name).
+    public var ownSecret: AdvertisingSecret
+    /// Where members reach this device's transfer listener; nil while the transfer is not running.
+    public var transferPort: UInt16?
+    public var localEndpoints: [String] = []
+    public var rosterVersion: UInt64 { roster.version }
+
+    /// Every member's advertising secret but this device's.
+    public var peerSecrets: [DeviceID: AdvertisingSecret] {
+        var out: [DeviceID: AdvertisingSecret] = [:]
+        for (id, member) in roster.members where id != deviceID { out[id] = member.secret }
+        return out
+    }
+
+    /// Identity keys of every member but this device: the TLS pins.
+    public var memberKeys: [DeviceID: [UInt8]] {
+        var keys: [DeviceID: [UInt8]] = [:]
+        for (id, member) in roster.members where id != deviceID { keys[id] = member.identityKey }
+        return keys
+    }
+
+    public func isMember(_ id: DeviceID) -> Bool { id != deviceID && roster.members[id] != nil }
+
+    public func memberName(_ id: DeviceID) -> String { roster.members[id]?.name ?? id.shortForm }
+
+    /// Resolves a name, a short id (xxxx-xxxx) or a full device id to one member.
+    public func member(matching text: String) -> RosterMember? {
+        let wanted = text.lowercased()
+        let matches = roster.members.values.filter { member in
+            let id = member.deviceID
+            return id.description == wanted || id.shortForm == wanted || member.name == text
+        }
+        return matches.count == 1 ? matches.first : nil
+    }
+}
+
+/// One ring change as observers see it: the new snapshot, and the members a RingSync is owed to.
+public struct RingChange: Sendable {
+    public var snapshot: RingSnapshot
+    public var syncTo: [DeviceID]
+}
+
+/// A ring member as Ring1.ListMembers shows it.
+struct MemberSummary: Sendable, Equatable {
+    var name: String
+    var deviceID: DeviceID
+    var isSelf: Bool
+    var peer: RingStore.PeerInfo?
+}

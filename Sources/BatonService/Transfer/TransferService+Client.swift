@@ -1,0 +1,174 @@
+import BatonCore
+import BatonTransport
+
+/// The client side of the transfer: connects to a member's endpoints in order, says Hello, syncs
+/// rosters when needed, then asks.
+extension TransferService {
+    /// The current activity of `member` with this type hash (computed with the member's secret) and
+    /// advert revision (`ActivityReference.anyRevision` for whatever is current).
+    public func fetch(member: DeviceID, typeHash: TypeHash, revision: UInt32) async throws(TransferError) -> ActivityRecord {
+        let request = Frame(type: .fetchActivity, requestID: requestIDs.make(),
+                            payload: ActivityReference(typeHash: typeHash, revision: revision).payload)
+        guard let reply = try await perform(request, member: member, forceSync: false) else { throw .protocolError("no reply") }
+        guard reply.type == .activityPayload else { throw .protocolError("unexpected \(reply.type)") }
+        do { return try ActivityRecord(decoding: reply.payload) } catch { throw .protocolError("payload: \(error)") }
+    }
+
+    /// Tells `member` its activity was continued here. Pass `requestID` to repeat an earlier report.
+    public func sendContinued(member: DeviceID, typeHash: TypeHash, revision: UInt32, requestID: UInt32? = nil) async throws(TransferError) {
+        let request = Frame(type: .activityContinued, requestID: requestID ?? requestIDs.make(),
+                            payload: ActivityReference(typeHash: typeHash, revision: revision).payload)
+        guard let reply = try await perform(request, member: member, forceSync: false), reply.type == .ack else {
+            throw .protocolError("no Ack")
+        }
+    }
+
+    /// Exchanges rosters with `member` (after pairing, after a removal).
+    public func syncRing(to member: DeviceID) async throws(TransferError) {
+        _ = try await perform(nil, member: member, forceSync: true)
+    }
+
+    /// A fresh request id (tests repeat one to check the exactly-once rule).
+    public nonisolated func makeRequestID() -> UInt32 { requestIDs.make() }
+
+    /// Fetches `member`'s current activity, hands it to `deliver` while the channel stays open and,
+    /// when `deliver` says so, reports ActivityContinued on that same channel: one TLS session per
+    /// Continue. A report that fails there is repeated once on a new connection with the same request id.
+    public func fetchAndReport<Outcome: Sendable>(
+        member: DeviceID, typeHash: TypeHash, revision: UInt32,
+        deliver: @Sendable (ActivityRecord) async -> (outcome: Outcome, report: Bool)
+    ) async throws(TransferError) -> (record: ActivityRecord, outcome: Outcome) {
+        let request = Frame(type: .fetchActivity, requestID: requestIDs.make(),
+                            payload: ActivityReference(typeHash: typeHash, revision: revision).payload)
+        let conversation = try await open(request, member: member, forceSync: false)
+        defer { conversation.channel.close() }
+        guard let reply = conversation.reply, reply.type == .activityPayload else { throw .protocolError("unexpected reply to FetchActivity") }
+        let record: ActivityRecord
+        do { record = try ActivityRecord(decoding: reply.payload) } catch { throw .protocolError("payload: \(error)") }
+        let (outcome, report) = await deliver(record)
+        guard report else { return (record, outcome) }
+        let continued = Frame(type: .activityContinued, requestID: requestIDs.make(),
+                              payload: ActivityReference(typeHash: typeHash, revision: record.revision).payload)
+        var repeatOnNewChannel = false
+        do throws(TransportError) {
+            let answer = try await conversation.exchange.request(continued, timeout: configuration.requestTimeout)
+            if answer.type != .ack { log("batond: ActivityContinued to \(member.shortForm) got no Ack") }
+        } catch .remote(let frame) {
+            log("batond: ActivityContinued to \(member.shortForm) refused: \(frame.code)")
+        } catch {
+            // The channel broke after the fetch: the report is repeated with the same request id (§6.2).
+            repeatOnNewChannel = true
+        }
+        if repeatOnNewChannel {
+            do { try await sendContinued(member: member, typeHash: typeHash, revision: record.revision, requestID: continued.requestID) } catch {
+                log("batond: ActivityContinued to \(member.shortForm) failed: \(error)")
+            }
+        }
+        return (record, outcome)
+    }
+
+    /// A conversation with a member: the channel (open, the caller closes it), and the reply to the first request.
+    struct Conversation {
+        var channel: SecureChannel
+        var exchange: FrameExchange
+        var reply: Frame?
+    }
+
+    private func perform(_ request: Frame?, member: DeviceID, forceSync: Bool) async throws(TransferError) -> Frame? {
+        let conversation = try await open(request, member: member, forceSync: forceSync)
+        conversation.channel.close()
+        return conversation.reply
+    }
+
+    /// Connects to the member's endpoints in order (newest first), says Hello, syncs rosters when the
+    /// versions differ (or `forceSync`), then sends `request`. A connection that breaks after it was
+    /// established is retried on a new one with the same request id (§6.2).
+    private func open(_ request: Frame?, member: DeviceID, forceSync: Bool) async throws(TransferError) -> Conversation {
+        guard snapshot.isMember(member) else { throw .notAMember }
+        var lastError = TransferError.noEndpoints
+        for _ in 0..<configuration.maxAttempts {
+            let endpoints = await ring.endpoints(of: member)
+            guard !endpoints.isEmpty else { throw .noEndpoints }
+            var broken = false
+            // A broken connection moves on to the next endpoint with the same request; another round
+            // follows only when one broke (the member was there, so trying again may succeed).
+            for endpoint in endpoints {
+                let channel: SecureChannel
+                do {
+                    if let (address, type, psm) = RingService.splitBluetoothEndpoint(endpoint) {
+                        guard configuration.bluetooth else { continue }
+                        channel = try await connectOverBluetooth(address: address, type: type, psm: psm)
+                    } else {
+                        guard let (host, port) = RingService.splitEndpoint(endpoint) else { continue }
+                        channel = try await connector.connect(host: host, port: port, timeout: configuration.connectTimeout)
+                    }
+                } catch {
+                    lastError = .unreachable(Self.describe(error))
+                    continue
+                }
+                guard channel.peerDeviceID == member else {
+                    channel.close()
+                    lastError = .unreachable("another ring member answers at that endpoint")
+                    continue
+                }
+                let exchange = FrameExchange(channel: channel)
+                do {
+                    let reply = try await converse(exchange, member: member, request: request, forceSync: forceSync)
+                    await ring.endpointWorked(member, endpoint)
+                    return Conversation(channel: channel, exchange: exchange, reply: reply)
+                } catch .remote(let error) {
+                    channel.close()
+                    throw .remote(error)
+                } catch .invalidFrame(let error) {
+                    channel.close()
+                    throw .protocolError("\(error)")
+                } catch {
+                    channel.close()
+                    lastError = .unreachable(Self.describe(error))
+                    broken = true
+                }
+            }
+            if !broken { break }
+        }
+        throw lastError
+    }
+
+    private func connectOverBluetooth(address: BluetoothAddress, type: LEAddressType, psm: UInt16) async throws(TransportError) -> SecureChannel {
+        guard let (own, ownType) = await radio.bluetoothAdapter() else { throw .addressUnavailable("no Bluetooth adapter is ready") }
+        await radio.pauseScanningForConnect()
+        let result: Result<SecureChannel, TransportError>
+        do {
+            result = .success(try await secureL2CAP.connect(adapterAddress: own, adapterAddressType: ownType, peerAddress: address,
+                                                           peerAddressType: type, psm: psm, timeout: configuration.bluetoothConnectTimeout))
+        } catch {
+            result = .failure(error)
+        }
+        await radio.resumeScanningAfterConnect()
+        return try result.get()
+    }
+
+    private func converse(_ exchange: FrameExchange, member: DeviceID, request: Frame?, forceSync: Bool) async throws(TransportError) -> Frame? {
+        let ours = ownHello()
+        let reply = try await exchange.request(Frame(type: .hello, requestID: requestIDs.make(), payload: ours.payload),
+                                               timeout: configuration.requestTimeout)
+        guard reply.type == .hello, let theirs = try? HelloMessage(payload: reply.payload), theirs.deviceID == member else {
+            throw .invalidFrame(.unexpectedMessage("Hello"))
+        }
+        if forceSync || theirs.rosterVersion != ours.rosterVersion {
+            // A second round when merging their answer changed ours again (a removal new to us made us
+            // rotate our secret): they must learn the new secret too.
+            for _ in 0..<2 {
+                let roster: [UInt8]
+                do { roster = try await ring.snapshot().roster.encoded() } catch { throw .unencodableFrame(error) }
+                let answer = try await exchange.request(Frame(type: .ringSync, requestID: requestIDs.make(), payload: roster),
+                                                        timeout: configuration.requestTimeout)
+                guard answer.type == .ringSync, let merged = try? Roster(decoding: answer.payload) else {
+                    throw .invalidFrame(.unexpectedMessage("RingSync"))
+                }
+                if await ring.receivedRoster(merged, from: member).version == merged.version { break }
+            }
+        }
+        guard let request else { return nil }
+        return try await exchange.request(request, timeout: configuration.requestTimeout)
+    }
+}

@@ -1,0 +1,215 @@
+import BatonTestBus
+import BatonCore
+import BatonStore
+import BatonTransport
+import Foundation
+import Synchronization
+import Testing
+@testable import BatonService
+
+/// The activities side as the transfer and the continuation see it, in memory: a fake. It holds
+/// one current activity, records what was delivered and which activities were continued elsewhere.
+final class FakeActivities: TransferActivities, ContinuationActivities {
+    private struct State {
+        var current: (ActivityID, ActivityRecord)?
+        var delivered: [(record: ActivityRecord, from: String, uid: UInt32)] = []
+        var continued: [(ActivityID, String)] = []
+    }
+    private let state = Mutex(State())
+    let handled: Set<String>
+    let outcome: DeliveryOutcome
+
+    init(handled: Set<String> = [], outcome: DeliveryOutcome = .delivered) {
+        self.handled = handled
+        self.outcome = outcome
+    }
+
+    func setCurrent(_ id: ActivityID, _ record: ActivityRecord) { state.withLock { $0.current = (id, record) } }
+    var delivered: [(record: ActivityRecord, from: String, uid: UInt32)] { state.withLock { $0.delivered } }
+    var continuedDevices: [String] { state.withLock { $0.continued.map(\.1) } }
+
+    func recordForTransfer(uid: UInt32) async -> (ActivityID, ActivityRecord)? {
+        state.withLock { state in state.current.flatMap { $0.0.uid == uid ? $0 : nil } }
+    }
+    func notifyWasContinued(_ id: ActivityID, device: String) async { state.withLock { $0.continued.append((id, device)) } }
+    func allHandledTypes() async -> Set<String> { handled }
+    func deliver(activity: ActivityRecord, from device: String, to uid: UInt32) async -> DeliveryOutcome {
+        state.withLock { $0.delivered.append((activity, device, uid)) }
+        return outcome
+    }
+}
+
+/// Where suggestions would be shown, in memory: a fake of the Suggestion1 objects.
+final class FakeSuggestionBoard: SuggestionBoard {
+    private let shown = Mutex<[String: Suggestion]>([:])
+    var suggestions: [Suggestion] { shown.withLock { Array($0.values) } }
+    func offer(_ suggestion: Suggestion) async throws { shown.withLock { $0[suggestion.path] = suggestion } }
+    func withdraw(_ suggestion: Suggestion) async { shown.withLock { $0[suggestion.path] = nil } }
+}
+
+/// A daemon's ring side without any bus: ring (fake radio), transfer on 127.0.0.1, continuation
+/// with fake activities and a fake suggestion board.
+struct BusLessNode {
+    let ring: RingService
+    let pairing: PairingService
+    let radio: FakeRadio
+    let transfer: TransferService
+    let continuation: ContinuationService
+    let activities: FakeActivities
+    let board: FakeSuggestionBoard
+
+    static func start(in directory: URL, name: String, handled: Set<String> = []) async throws -> BusLessNode {
+        let radio = FakeRadio()
+        let ring = try RingService(store: RingStore(directory: StateDirectory(path: directory.appendingPathComponent(name).path)),
+                                   radio: radio, clock: SystemWallClock(),
+                                   configuration: .init(deviceName: name, listenHost: "127.0.0.1"), log: { _ in })
+        await ring.start()
+        let pairing = PairingService(ring: ring, discovery: nil, clock: SystemWallClock(), log: { _ in })
+        let activities = FakeActivities(handled: handled)
+        let transfer = try await TransferService.start(ring: ring, activities: activities, configuration: .init(listenHost: "127.0.0.1", bluetooth: false),
+                                                       log: { _ in })
+        let board = FakeSuggestionBoard()
+        let continuation = ContinuationService(ring: ring, transfer: transfer, activities: activities, board: board, log: { _ in })
+        await continuation.start()
+        return BusLessNode(ring: ring, pairing: pairing, radio: radio, transfer: transfer, continuation: continuation, activities: activities, board: board)
+    }
+
+    func stop() async {
+        await continuation.stop()
+        await transfer.stop()
+        await pairing.stop()
+        await ring.stop()
+    }
+}
+
+/// Pairs two nodes directly over loopback TCP (Accept on `a`, Pair on `b`); both answer the code with `accept`.
+func pairWithoutBus(_ a: PairingService, _ b: PairingService, accept: (Bool, Bool) = (true, true)) async throws -> (pathA: String, pathB: String) {
+    let uid = getuid()
+    let pathA = try await a.acceptPairing(uid: uid, host: "127.0.0.1")
+    let waiting = try #require(await a.session(pathA))
+    #expect(waiting.state == "waiting" && waiting.port > 0)
+    let pathB = try await b.pair(uid: uid, target: "127.0.0.1:\(waiting.port)", sessionID: waiting.sessionID, addressType: nil)
+    for (pairing, path) in [(a, pathA), (b, pathB)] {
+        #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.state == "confirming" })
+    }
+    let codeA = await a.session(pathA)?.code, codeB = await b.session(pathB)?.code
+    #expect(codeA?.count == 6 && codeA == codeB)
+    try await a.confirm(pathA, uid: uid, accepted: accept.0)
+    try await b.confirm(pathB, uid: uid, accepted: accept.1)
+    return (pathA, pathB)
+}
+
+@Suite("BatonServiceTests: ring, pairing and continuation without a bus", .serialized)
+struct BusLessTests {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("busless-\(UUID().uuidString)")
+
+    @Test func twoRingsPairOverLoopbackTCP() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta")
+        let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing)
+        for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
+            let paired = await eventually(timeout: .seconds(10)) { await pairing.session(path)?.state == "paired" }
+            let session = await pairing.session(path)
+            #expect(paired, "\(String(describing: session))")
+        }
+        let idA = await a.ring.deviceID, idB = await b.ring.deviceID
+        #expect(await a.pairing.session(pathA)?.peerName == "beta")
+        #expect(await a.ring.isMember(idB))
+        #expect(await b.ring.isMember(idA))
+        #expect(await a.ring.radio.matcher.memberIDs == [idB])
+        // Each learned where the other's transfer listens (announced at pairing).
+        #expect(await b.ring.endpoints(of: idA).contains("127.0.0.1:\(a.transfer.port)"))
+        // The transfer follows the ring: the new member is pinned.
+        #expect(await a.transfer.snapshot.isMember(idB))
+        // Another user may not answer someone else's session.
+        await #expect(throws: ServiceFailure.notPermitted("not your pairing session")) {
+            try await a.pairing.confirm(pathA, uid: getuid() &+ 1, accepted: true)
+        }
+        await a.stop()
+        await b.stop()
+    }
+
+    @Test func aRefusedCodePairsNothing() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta")
+        let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing, accept: (true, false))
+        for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
+            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.state == "failed" })
+            let session = await pairing.session(path)
+            #expect(session?.error == "rejected", "\(String(describing: session))")
+        }
+        #expect(await a.ring.snapshot().roster.members.count == 1)
+        await a.stop()
+        await b.stop()
+    }
+
+    @Test func aHeardAdvertIsContinuedOverOneTLSSession() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let type = "org.example.Reader.reading"
+        let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta", handled: [type])
+        let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing)
+        for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
+            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.state == "paired" })
+        }
+
+        let uid = getuid()
+        let record = try ActivityRecord(activityType: type, title: "Chapter 3", userInfo: ["page": .integer(3)], webpageURL: nil, version: 1)
+        a.activities.setCurrent(ActivityID(uid: uid, serial: 1), record)
+        try await a.ring.radio.publish(record, uid: uid)
+        let advert = try #require(a.radio.lastAdvert)
+        b.radio.hear(advert)
+        #expect(await eventually(timeout: .seconds(10)) { b.board.suggestions.count == 1 })
+        let suggestion = try #require(b.board.suggestions.first)
+        #expect(suggestion.activityType == type && suggestion.memberName == "alpha")
+
+        let channelsBefore = await a.transfer.acceptedChannels
+        #expect(try await b.continuation.take(suggestion.path, uid: uid) == "delivered")
+        #expect(b.activities.delivered.map(\.record.title) == ["Chapter 3"])
+        #expect(b.activities.delivered.first?.from == "alpha")
+        // ActivityContinued reached the source on the fetch's channel: one TLS session for the Continue.
+        #expect(await eventually(timeout: .seconds(5)) { a.activities.continuedDevices == ["beta"] })
+        #expect(await a.transfer.acceptedChannels == channelsBefore + 1)
+        // Taken: the suggestion is withdrawn and the same revision is not offered again.
+        #expect(b.board.suggestions.isEmpty)
+        b.radio.hear(advert)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(b.board.suggestions.isEmpty)
+        await a.stop()
+        await b.stop()
+    }
+
+    @Test func continueByNameFailsCleanlyForStrangersAndBadTypes() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let a = try await BusLessNode.start(in: directory, name: "alpha")
+        await #expect(throws: ServiceFailure.unknownDevice("no single ring member matches")) {
+            _ = try await a.continuation.continueActivity(from: "nobody", type: "org.example.Reader.reading", uid: getuid())
+        }
+        await #expect(throws: ServiceFailure.unknownDevice("no single ring member matches")) {
+            _ = try await a.continuation.continueActivity(from: "alpha", type: "org.example.Reader.reading", uid: getuid())
+        }
+        await a.stop()
+    }
+
+    @Test func aWaitingSessionsPairingAdvertReplacesTheRingAdvertUntilItStopsWaiting() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta")
+        let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing)
+        for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
+            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.state == "paired" })
+        }
+        // In a ring: presence is on the air.
+        #expect(await eventually { a.radio.lastAdvert.flatMap { try? AdvertKind.classify($0) } == .ring })
+        let waiting = try await a.pairing.acceptPairing(uid: getuid(), host: "127.0.0.1")
+        let advert = try #require(a.radio.lastAdvert)
+        #expect(try AdvertKind.classify(advert) == .pairing)
+        #expect(try PairingAdvert(decoding: advert).sessionID == (await a.pairing.session(waiting))?.sessionID)
+        // A clock tick while it waits keeps the pairing advert on the air.
+        await a.ring.tick()
+        #expect(a.radio.lastAdvert == advert)
+        try await a.pairing.cancel(waiting, uid: getuid())
+        #expect(await eventually(timeout: .seconds(5)) { a.radio.lastAdvert.flatMap { try? AdvertKind.classify($0) } == .ring })
+        #expect(await a.pairing.session(waiting)?.state == "failed")
+        await a.stop()
+        await b.stop()
+    }
+}
