@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonAvahi
 import BatonCore
 import BatonDBus
@@ -239,10 +240,10 @@ extension RingService {
                 let heard = bluetoothPairings(known: [])
                 if !heard.isEmpty { return heard }
             }
-            throw DBusError(name: ServiceErrorName.notReady, message: "Avahi is not available")
+            throw DBusError(name: BatonErrorName.notReady, message: "Avahi is not available")
         }
         guard discovery.discoverRuns < Self.maxConcurrentDiscovers else {
-            throw DBusError(name: ServiceErrorName.notReady, message: "too many discoveries at once")
+            throw DBusError(name: BatonErrorName.notReady, message: "too many discoveries at once")
         }
         discovery.discoverRuns += 1
         defer { discovery.discoverRuns -= 1 }
@@ -254,7 +255,7 @@ extension RingService {
                 let heard = bluetoothPairings(known: [])
                 if !heard.isEmpty { return heard }
             }
-            throw DBusError(name: ServiceErrorName.notReady, message: "Avahi is not available: \(error)")
+            throw DBusError(name: BatonErrorName.notReady, message: "Avahi is not available: \(error)")
         }
         try? await Task.sleep(for: .seconds(Int(seconds)))
         let endpoints = await browser.endpoints
@@ -291,7 +292,7 @@ extension RingService {
             guard let self else { return [] }
             _ = try await self.requirePrivilege(call.sender)
             guard let seconds = call.arguments.first?.uint32Value, (1...Self.maxDiscoverSeconds).contains(seconds) else {
-                throw DBusError(name: ServiceErrorName.invalidArguments, message: "seconds must be 1-\(Self.maxDiscoverSeconds)")
+                throw DBusError(name: BatonErrorName.invalidArguments, message: "seconds must be 1-\(Self.maxDiscoverSeconds)")
             }
             let found = try await self.discoverPairingEndpoints(seconds: seconds)
             return [.array(elementSignature: "a{sv}", found.map(\.dbusValue))]

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import BatonAPI
 import BatonCore
 import BatonDBus
 import BatonTransport
@@ -95,7 +96,7 @@ extension RingService {
     /// else the one heard with that address in a recent pairing advert, else public.
     func connectPairingL2CAP(peer: BluetoothAddress, psm: UInt16, addressType: LEAddressType?) async throws -> L2CAPFrameChannel {
         guard let radio, let own = await radio.adapterAddress(), let local = try? BluetoothAddress(own.address) else {
-            throw DBusError(name: ServiceErrorName.notReady, message: "no Bluetooth adapter is ready")
+            throw DBusError(name: BatonErrorName.notReady, message: "no Bluetooth adapter is ready")
         }
         let heardType = recentPairingAdverts().first { $0.address.uppercased() == peer.description }?.addressType
         let peerType = addressType ?? (heardType == "random" ? .random : .public)
@@ -115,7 +116,7 @@ extension RingService {
             log("batond: pairing connected over L2CAP to \(channel.peer)")
             return channel
         case .failure(let error):
-            throw DBusError(name: ServiceErrorName.unknownDevice, message: "cannot reach ble:\(peer)/0x\(String(psm, radix: 16)): \(error)")
+            throw DBusError(name: BatonErrorName.unknownDevice, message: "cannot reach ble:\(peer)/0x\(String(psm, radix: 16)): \(error)")
         }
     }
 

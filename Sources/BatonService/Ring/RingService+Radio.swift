@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonCore
 import BatonDBus
 import Dispatch
@@ -124,7 +125,7 @@ extension RingService {
         case "json":
             return book.table.renderJSONLines(nowMilliseconds: now)
         default:
-            throw DBusError(name: ServiceErrorName.invalidArguments, message: "format must be text or json")
+            throw DBusError(name: BatonErrorName.invalidArguments, message: "format must be text or json")
         }
     }
 

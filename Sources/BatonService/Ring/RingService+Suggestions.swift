@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonCore
 import BatonDBus
 
@@ -10,11 +11,6 @@ struct Suggestion: Sendable {
     var activityType: String
     var revision: UInt32
     var hasWebpageURL: Bool
-}
-
-public enum SuggestionInterface {
-    public static let name = "org.baton.Suggestion1"
-    static let prefix = "/org/baton/suggestion"
 }
 
 extension ActivityService {
@@ -47,7 +43,7 @@ extension RingService {
         }
         withdrawSuggestion(of: member)
         nextSuggestion += 1
-        let suggestion = Suggestion(path: "\(SuggestionInterface.prefix)/\(nextSuggestion)", member: member, activityType: type,
+        let suggestion = Suggestion(path: "\(BatonObjectPath.suggestionPrefix)/\(nextSuggestion)", member: member, activityType: type,
                                     revision: body.revision, hasWebpageURL: body.flags.contains(.hasWebpageURL))
         suggestions[member] = suggestion
         do {
@@ -70,7 +66,7 @@ extension RingService {
 
     func takeSuggestion(_ path: String, caller: String) async throws -> String {
         guard let suggestion = suggestions.values.first(where: { $0.path == path }) else {
-            throw DBusError(name: ServiceErrorName.unknownObject, message: "the suggestion is gone")
+            throw DBusError(name: BatonErrorName.unknownObject, message: "the suggestion is gone")
         }
         // The activity is delivered to the caller's own handlers: any local user may take it.
         let uid = try await connection.connectionUnixUser(caller)
@@ -91,7 +87,7 @@ extension RingService {
             "HasWebpageURL": .boolean(suggestion.hasWebpageURL), "Near": .boolean(near),
         ]
         let signatures = ["Device": "s", "DeviceName": "s", "ActivityType": "s", "Revision": "u", "HasWebpageURL": "b", "Near": "b"]
-        return DBusInterface(SuggestionInterface.name, methods: [
+        return DBusInterface(BatonInterface.suggestion, methods: [
             DBusMethod("Continue", out: [DBusArgument("outcome", "s")]) { [weak self] call in
                 guard let self else { return [] }
                 return [.string(try await self.takeSuggestion(path, caller: call.sender))]

@@ -1,19 +1,11 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import BatonAPI
 import BatonCore
 import BatonCrypto
 import BatonDBus
 import BatonTransport
-
-/// Names of the ring part of the D-Bus API (docs/dbus-api.md, "Ring hierarchy").
-public enum RingInterface {
-    public static let ring = "org.baton.Ring1"
-    public static let pairing = "org.baton.Pairing1"
-    public static let session = "org.baton.PairingSession1"
-    public static let path = "/org/baton/ring"
-    static let sessionPrefix = "/org/baton/ring/pairing"
-}
 
 /// Who may pair and remove: root, the daemon's own user (session-bus daemons) and members of
 /// group `baton`. Listing needs no privilege.
@@ -131,7 +123,7 @@ public actor RingService: ActivityPublisher {
 
     public func start() async throws {
         book.table = AdvertiserTable(batonCompanyID: configuration.companyID)
-        try await connection.export(ringInterfaces(), at: RingInterface.path)
+        try await connection.export(ringInterfaces(), at: BatonObjectPath.ring)
         await startRadio()
         await startDiscovery()
     }
@@ -147,7 +139,7 @@ public actor RingService: ActivityPublisher {
         radioTask?.cancel()
         withdrawAllSuggestions()
         await perform(sender.stop())
-        try? connection.unexport(path: RingInterface.path)
+        try? connection.unexport(path: BatonObjectPath.ring)
     }
 
     // MARK: ActivityPublisher
@@ -270,7 +262,7 @@ public actor RingService: ActivityPublisher {
     func requirePrivilege(_ sender: String) async throws -> UInt32 {
         let uid = try await connection.connectionUnixUser(sender)
         guard configuration.privilege.allows(uid: uid) else {
-            throw DBusError(name: ServiceErrorName.notPermitted, message: "pairing needs root or group \(configuration.privilege.group)")
+            throw DBusError(name: BatonErrorName.notPermitted, message: "pairing needs root or group \(configuration.privilege.group)")
         }
         return uid
     }
@@ -278,7 +270,7 @@ public actor RingService: ActivityPublisher {
     func startSession(role: PairingSession.Role, uid: UInt32, channel: (any FrameChannel)?, listener: PlainFrameListener?,
                       bluetoothListener: L2CAPListener? = nil, sessionID: [UInt8]) async throws -> String {
         nextSession += 1
-        let path = "\(RingInterface.sessionPrefix)/\(nextSession)"
+        let path = "\(BatonObjectPath.pairingSessionPrefix)/\(nextSession)"
         var entry = PairingEntry(path: path, ownerUID: uid, role: role == .initiator ? "initiator" : "responder",
                                  state: channel == nil ? "waiting" : "connected", sessionID: sessionID)
         entry.listener = listener
@@ -380,7 +372,7 @@ public actor RingService: ActivityPublisher {
         let after = sessionProperties(entry)
         let changed = after.filter { before[$0.key] != $0.value }
         if !changed.isEmpty {
-            try? connection.emitPropertiesChanged(path: path, interface: RingInterface.session, changed: changed)
+            try? connection.emitPropertiesChanged(path: path, interface: BatonInterface.pairingSession, changed: changed)
         }
     }
 
@@ -393,16 +385,16 @@ public actor RingService: ActivityPublisher {
     }
 
     func sessionEntry(_ path: String, caller: String) async throws -> PairingEntry {
-        guard let entry = sessions[path] else { throw DBusError(name: ServiceErrorName.unknownObject, message: "no such pairing session") }
+        guard let entry = sessions[path] else { throw DBusError(name: BatonErrorName.unknownObject, message: "no such pairing session") }
         let uid = try await connection.connectionUnixUser(caller)
-        guard uid == entry.ownerUID || uid == 0 else { throw DBusError(name: ServiceErrorName.notPermitted, message: "not your pairing session") }
+        guard uid == entry.ownerUID || uid == 0 else { throw DBusError(name: BatonErrorName.notPermitted, message: "not your pairing session") }
         return entry
     }
 
     func confirm(_ path: String, caller: String, accepted: Bool) async throws {
         let entry = try await sessionEntry(path, caller: caller)
         guard entry.state == "confirming", let driver = entry.driver else {
-            throw DBusError(name: ServiceErrorName.notReady, message: "no code to confirm yet")
+            throw DBusError(name: BatonErrorName.notReady, message: "no code to confirm yet")
         }
         await driver.confirm(accepted)
     }
@@ -415,7 +407,7 @@ public actor RingService: ActivityPublisher {
 
     func remove(_ text: String) async throws {
         guard let member = findMember(text), member.deviceID != keeper.deviceID else {
-            throw DBusError(name: ServiceErrorName.unknownDevice, message: "no single ring member matches")
+            throw DBusError(name: BatonErrorName.unknownDevice, message: "no single ring member matches")
         }
         let actions = keeper.remove(member.deviceID, random: SystemRandom())
         peers[member.deviceID] = nil
@@ -427,7 +419,7 @@ public actor RingService: ActivityPublisher {
     // MARK: D-Bus
 
     func ringInterfaces() -> [DBusInterface] {
-        let ring = DBusInterface(RingInterface.ring, methods: radioInterfaceMethods() + [
+        let ring = DBusInterface(BatonInterface.ring, methods: radioInterfaceMethods() + [
             DBusMethod("ListMembers", out: [DBusArgument("members", "aa{sv}")]) { [weak self] _ in
                 guard let self else { return [] }
                 return [.array(elementSignature: "a{sv}", await self.memberList())]
@@ -437,21 +429,21 @@ public actor RingService: ActivityPublisher {
             DBusProperty("ShortId", signature: "s") { [weak self] in .string(await self?.keeper.deviceID.shortForm ?? "") },
             DBusProperty("Name", signature: "s") { [weak self] in .string(await self?.keeper.state.name ?? "") },
         ])
-        let pairing = DBusInterface(RingInterface.pairing, methods: [
+        let pairing = DBusInterface(BatonInterface.pairing, methods: [
             DBusMethod("Accept", in: [DBusArgument("options", "a{sv}")], out: [DBusArgument("session", "o")]) { [weak self] call in
                 guard let self else { return [] }
                 let uid = try await self.requirePrivilege(call.sender)
                 let options = call.arguments.first?.asDictionary ?? [:]
                 guard Set(options.keys).isSubset(of: ["Host"]) else {
-                    throw DBusError(name: ServiceErrorName.invalidArguments, message: "unknown option")
+                    throw DBusError(name: BatonErrorName.invalidArguments, message: "unknown option")
                 }
                 let host = try options["Host"].map { value throws -> String in
-                    guard let text = value.stringValue else { throw DBusError(name: ServiceErrorName.invalidArguments, message: "Host must be a string") }
+                    guard let text = value.stringValue else { throw DBusError(name: BatonErrorName.invalidArguments, message: "Host must be a string") }
                     return text
                 } ?? self.configuration.listenHost
                 let listener: PlainFrameListener
                 do { listener = try PlainFrameListener(host: host, port: 0) } catch {
-                    throw DBusError(name: ServiceErrorName.failed, message: "cannot listen for pairing: \(error)")
+                    throw DBusError(name: BatonErrorName.failed, message: "cannot listen for pairing: \(error)")
                 }
                 let sessionID = SystemRandom().bytes(8)
                 let bluetoothListener = await self.openPairingL2CAPListener()
@@ -464,15 +456,15 @@ public actor RingService: ActivityPublisher {
                 guard let self else { return [] }
                 let uid = try await self.requirePrivilege(call.sender)
                 guard let target = call.arguments.first?.stringValue else {
-                    throw DBusError(name: ServiceErrorName.invalidArguments, message: "target must be HOST:PORT or ble:ADDRESS/PSM")
+                    throw DBusError(name: BatonErrorName.invalidArguments, message: "target must be HOST:PORT or ble:ADDRESS/PSM")
                 }
                 let options = call.arguments.last?.asDictionary ?? [:]
                 guard Set(options.keys).isSubset(of: ["SessionId", "AddressType"]) else {
-                    throw DBusError(name: ServiceErrorName.invalidArguments, message: "unknown option")
+                    throw DBusError(name: BatonErrorName.invalidArguments, message: "unknown option")
                 }
                 // The acceptor's session id (its pairing advert, its DNS-SD TXT record, or `bt-pair accept`'s output).
                 guard let text = options["SessionId"]?.stringValue, let sessionID = [UInt8](hex: text), sessionID.count == 8 else {
-                    throw DBusError(name: ServiceErrorName.invalidArguments, message: "SessionId must be 16 hex digits")
+                    throw DBusError(name: BatonErrorName.invalidArguments, message: "SessionId must be 16 hex digits")
                 }
                 let channel: any FrameChannel
                 if let (address, psm) = Self.splitBluetoothTarget(target) {
@@ -480,16 +472,16 @@ public actor RingService: ActivityPublisher {
                         switch value.stringValue {
                         case "public": return .public
                         case "random": return .random
-                        default: throw DBusError(name: ServiceErrorName.invalidArguments, message: "AddressType must be public or random")
+                        default: throw DBusError(name: BatonErrorName.invalidArguments, message: "AddressType must be public or random")
                         }
                     }
                     channel = try await self.connectPairingL2CAP(peer: address, psm: psm, addressType: addressType)
                 } else if let (host, port) = Self.splitEndpoint(target), options["AddressType"] == nil {
                     do { channel = try await PlainFrameConnector.connect(host: host, port: port, timeout: .seconds(10)) } catch {
-                        throw DBusError(name: ServiceErrorName.unknownDevice, message: "cannot reach \(target): \(error)")
+                        throw DBusError(name: BatonErrorName.unknownDevice, message: "cannot reach \(target): \(error)")
                     }
                 } else {
-                    throw DBusError(name: ServiceErrorName.invalidArguments, message: "target must be HOST:PORT or ble:ADDRESS/PSM")
+                    throw DBusError(name: BatonErrorName.invalidArguments, message: "target must be HOST:PORT or ble:ADDRESS/PSM")
                 }
                 let path = try await self.startSession(role: .initiator, uid: uid, channel: channel, listener: nil, sessionID: sessionID)
                 return [.objectPath(path)]
@@ -508,11 +500,11 @@ public actor RingService: ActivityPublisher {
     func sessionInterface(_ path: String) -> DBusInterface {
         func property(_ name: String, _ signature: String) -> DBusProperty {
             DBusProperty(name, signature: signature) { [weak self] in
-                guard let self, let entry = await self.sessions[path] else { throw DBusError(name: ServiceErrorName.unknownObject, message: "gone") }
+                guard let self, let entry = await self.sessions[path] else { throw DBusError(name: BatonErrorName.unknownObject, message: "gone") }
                 return await self.sessionProperties(entry)[name] ?? .string("")
             }
         }
-        return DBusInterface(RingInterface.session, methods: [
+        return DBusInterface(BatonInterface.pairingSession, methods: [
             DBusMethod("Confirm", in: [DBusArgument("accepted", "b")]) { [weak self] call in
                 try await self?.confirm(path, caller: call.sender, accepted: call.arguments.first?.boolValue ?? false)
                 return []
@@ -543,14 +535,4 @@ public actor RingService: ActivityPublisher {
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         return host.isEmpty ? nil : (host, port)
     }
-}
-
-/// org.baton.Error.* names used by the ring part.
-public enum ServiceErrorName {
-    public static let invalidArguments = "org.baton.Error.InvalidArguments"
-    public static let notPermitted = "org.baton.Error.NotPermitted"
-    public static let notReady = "org.baton.Error.NotReady"
-    public static let failed = "org.baton.Error.Failed"
-    public static let unknownObject = "org.baton.Error.UnknownObject"
-    public static let unknownDevice = "org.baton.Error.UnknownDevice"
 }

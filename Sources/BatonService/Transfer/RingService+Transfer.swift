@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonCore
 import BatonCrypto
 import BatonDBus
@@ -133,7 +134,7 @@ extension RingService {
                 guard let self else { return [] }
                 let uid = try await self.requirePrivilege(call.sender)
                 guard call.arguments.count == 2, let device = call.arguments[0].stringValue, let type = call.arguments[1].stringValue else {
-                    throw DBusError(name: ServiceErrorName.invalidArguments, message: "Continue takes (s device, s type)")
+                    throw DBusError(name: BatonErrorName.invalidArguments, message: "Continue takes (s device, s type)")
                 }
                 return [.string(try await self.continueActivity(from: device, type: type, uid: uid))]
             },
@@ -144,12 +145,12 @@ extension RingService {
     /// delivered, tells the source (ActivityContinued → WasContinued). Returns the delivery outcome.
     func continueActivity(from device: String, type: String, uid: UInt32) async throws -> String {
         guard let member = findMember(device), member.deviceID != keeper.deviceID else {
-            throw DBusError(name: ServiceErrorName.unknownDevice, message: "no single ring member matches")
+            throw DBusError(name: BatonErrorName.unknownDevice, message: "no single ring member matches")
         }
         do { try ActivityRecord.validateType(type) } catch {
-            throw DBusError(name: ServiceErrorName.invalidArguments, message: "invalid activity type")
+            throw DBusError(name: BatonErrorName.invalidArguments, message: "invalid activity type")
         }
-        guard let transfer else { throw DBusError(name: ServiceErrorName.notReady, message: "the transfer is not running") }
+        guard let transfer else { throw DBusError(name: BatonErrorName.notReady, message: "the transfer is not running") }
         // The type hash is keyed with the sender's secret (§3).
         let typeHash = DerivedKeys(secret: member.secret).typeHash(type)
         let record: ActivityRecord
@@ -158,7 +159,7 @@ extension RingService {
         } catch {
             throw Self.dbusError(error)
         }
-        guard record.activityType == type else { throw DBusError(name: ServiceErrorName.failed, message: "the member sent another activity type") }
+        guard record.activityType == type else { throw DBusError(name: BatonErrorName.failed, message: "the member sent another activity type") }
         let outcome = await transfer.activities.deliver(activity: record, from: member.name, to: uid)
         guard outcome == .delivered else { return Self.outcomeName(outcome) }
         do {
@@ -181,15 +182,15 @@ extension RingService {
 
     static func dbusError(_ error: TransferError) -> DBusError {
         switch error {
-        case .notAMember: DBusError(name: ServiceErrorName.unknownDevice, message: "not a ring member")
-        case .noEndpoints: DBusError(name: ServiceErrorName.notReady, message: "no endpoint known for the member")
-        case .unreachable(let why): DBusError(name: ServiceErrorName.notReady, message: "the member cannot be reached: \(why)")
+        case .notAMember: DBusError(name: BatonErrorName.unknownDevice, message: "not a ring member")
+        case .noEndpoints: DBusError(name: BatonErrorName.notReady, message: "no endpoint known for the member")
+        case .unreachable(let why): DBusError(name: BatonErrorName.notReady, message: "the member cannot be reached: \(why)")
         case .remote(let frame) where frame.code == .unknownActivity:
             DBusError(name: BatonErrorName.unknownActivity, message: "the member has no such current activity")
         case .remote(let frame) where frame.code == .notPermitted:
-            DBusError(name: ServiceErrorName.notPermitted, message: "the member refused")
-        case .remote(let frame): DBusError(name: ServiceErrorName.failed, message: "the member answered \(frame.code)")
-        case .protocolError(let why): DBusError(name: ServiceErrorName.failed, message: "protocol error: \(why)")
+            DBusError(name: BatonErrorName.notPermitted, message: "the member refused")
+        case .remote(let frame): DBusError(name: BatonErrorName.failed, message: "the member answered \(frame.code)")
+        case .protocolError(let why): DBusError(name: BatonErrorName.failed, message: "protocol error: \(why)")
         }
     }
 }

@@ -1,14 +1,15 @@
-import BatonClient
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// Results go to stdout (as text or, with --json, as one JSON document); messages go to stderr.
-struct Output: Sendable {
-    let json: Bool
+public struct Output: Sendable {
+    public let json: Bool
+
+    public init(json: Bool) { self.json = json }
 
     /// Prints a command's result: `json` with --json, else `text` (nothing when empty).
-    func result(json document: JSONValue, text: String) {
+    public func result(json document: JSONValue, text: String) {
         if json {
             Output.write(document.rendered(pretty: true) + "\n", to: .standardOutput)
         } else if !text.isEmpty {
@@ -16,18 +17,28 @@ struct Output: Sendable {
         }
     }
 
+    /// One compact JSON document on one line of stdout, for tools whose readers go line by line.
+    public func jsonLine(_ document: JSONValue) {
+        Output.write(document.rendered() + "\n", to: .standardOutput)
+    }
+
+    /// A line of text on stdout.
+    public func line(_ text: String) {
+        Output.write(text + "\n", to: .standardOutput)
+    }
+
     /// A progress or informational message on stderr.
-    func message(_ text: String) {
+    public func message(_ text: String) {
         Output.write(text + "\n", to: .standardError)
     }
 
-    enum Stream: Int32 {
+    public enum Stream: Int32 {
         case standardOutput = 1
         case standardError = 2
     }
 
     /// Writes unbuffered, so that a reader sees results while the command keeps running.
-    static func write(_ text: String, to stream: Stream) {
+    public static func write(_ text: String, to stream: Stream) {
         var bytes = Array(text.utf8)[...]
         while !bytes.isEmpty {
             let written = bytes.withUnsafeBytes { Glibc.write(stream.rawValue, $0.baseAddress, $0.count) }
