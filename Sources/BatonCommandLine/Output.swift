@@ -8,10 +8,11 @@ public struct Output: Sendable {
 
     public init(json: Bool) { self.json = json }
 
-    /// Prints a command's result: `json` with --json, else `text` (nothing when empty).
-    public func result(json document: JSONValue, text: String) {
+    /// Prints a command's result: `json` with --json (indented, or on one line when `compact`),
+    /// else `text` (nothing when empty).
+    public func result(json document: JSONValue, text: String, compact: Bool = false) {
         if json {
-            Output.write(document.rendered(pretty: true) + "\n", to: .standardOutput)
+            Output.write(document.rendered(pretty: !compact) + "\n", to: .standardOutput)
         } else if !text.isEmpty {
             Output.write(text.hasSuffix("\n") ? text : text + "\n", to: .standardOutput)
         }
