@@ -72,3 +72,18 @@ struct PropertyValueCodingTests {
         } throws: { error in (error as? BatonAPIError)?.name == .invalidArguments }
     }
 }
+
+@Suite("BatonAPI: the strict rules the daemon and the client share")
+struct StrictPropertyValueCodingTests {
+    @Test func aNonByteInsideAnArrayOfBytesIsRefusedWithItsPath() {
+        let mixed = DBusValue.array(elementSignature: "y", [.byte(1), .string("x")])
+        #expect(throws: BatonAPIError(.invalidArguments, "userInfo.k[1] is a non-byte inside a byte array")) {
+            _ = try PropertyValueCoding.decodeUserInfo(.propertyDictionary(["k": mixed]))
+        }
+    }
+
+    @Test func emptyArraysOfRefusedTypesAreRefused() {
+        #expect(throws: BatonAPIError.self) { _ = try PropertyValueCoding.decode(.array(elementSignature: "o", [])) }
+        #expect(throws: BatonAPIError.self) { _ = try PropertyValueCoding.decode(.dictionary(keySignature: "s", valueSignature: "h", [:])) }
+    }
+}
