@@ -12,7 +12,7 @@ let package = Package(
         .executable(name: "baton", targets: ["baton"]),
         .executable(name: "bt-pair", targets: ["bt-pair"]),
         .executable(name: "baton-bench", targets: ["baton-bench"]),
-        .library(name: "BatonClient", targets: ["BatonClient"]),
+        .library(name: "BatonClient", targets: ["BatonClient", "BatonAPI"]),
     ],
     targets: [
         // C libraries from Debian packages.
@@ -26,17 +26,21 @@ let package = Package(
 
         // Adapters at the edges.
         .target(name: "BatonDBus", dependencies: ["CDBus"], swiftSettings: strict),
-        .target(name: "BatonStore", dependencies: ["COpenSSL"], swiftSettings: strict),
+        .target(name: "BatonStore", dependencies: ["BatonCrypto"], swiftSettings: strict),
         .target(name: "BatonTransport", dependencies: ["BatonCore", "BatonCrypto", "COpenSSL", "CBluetooth"], swiftSettings: strict),
         .target(name: "BatonBlueZ", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: strict),
         .target(name: "BatonAvahi", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: strict),
-        .target(name: "BatonService", dependencies: ["BatonCore", "BatonCrypto", "BatonDBus", "BatonStore", "BatonBlueZ", "BatonAvahi", "BatonTransport"], swiftSettings: strict),
-        .target(name: "BatonClient", dependencies: ["BatonDBus", "BatonCore"], swiftSettings: strict),
+        // The D-Bus contract (names, errors, value coding, typed replies) shared by daemon and clients.
+        .target(name: "BatonAPI", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: strict),
+        .target(name: "BatonService", dependencies: ["BatonAPI", "BatonCore", "BatonCrypto", "BatonDBus", "BatonStore", "BatonBlueZ", "BatonAvahi", "BatonTransport"], swiftSettings: strict),
+        .target(name: "BatonClient", dependencies: ["BatonAPI", "BatonDBus", "BatonCore"], swiftSettings: strict),
+        // What both command-line tools share: subcommands, argument parsing, output, JSON.
+        .target(name: "BatonCommandLine", dependencies: ["BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
 
         // Thin executables that only wire things together.
         .executableTarget(name: "batond", dependencies: ["BatonService"], swiftSettings: strict),
-        .executableTarget(name: "baton", dependencies: ["BatonClient", "BatonCore", "BatonDBus"], swiftSettings: strict),
-        .executableTarget(name: "bt-pair", dependencies: ["BatonClient", "BatonCore", "BatonDBus"], swiftSettings: strict),
+        .executableTarget(name: "baton", dependencies: ["BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
+        .executableTarget(name: "bt-pair", dependencies: ["BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
         .executableTarget(name: "baton-bench", dependencies: ["BatonCore", "BatonCrypto"], swiftSettings: strict),
         // Test helper: writes a counter record until SIGKILLed (BatonStoreTests fault injection).
         .executableTarget(name: "baton-store-torture", dependencies: ["BatonStore"], swiftSettings: strict),
@@ -49,8 +53,9 @@ let package = Package(
         .testTarget(name: "BatonTransportTests", dependencies: ["BatonTransport", "BatonCore", "BatonCrypto", "COpenSSL"], swiftSettings: strict),
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore"], swiftSettings: strict),
         .testTarget(name: "BatonDBusTests", dependencies: ["BatonTestBus", "BatonDBus"], swiftSettings: strict),
-        .testTarget(name: "BatonServiceTests", dependencies: ["BatonTestBus", "BatonService", "BatonClient", "BatonDBus", "BatonCore"], swiftSettings: strict),
-        .testTarget(name: "BatonClientTests", dependencies: ["BatonTestBus", "BatonClient", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
+        .testTarget(name: "BatonAPITests", dependencies: ["BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
+        .testTarget(name: "BatonServiceTests", dependencies: ["BatonTestBus", "BatonAPI", "BatonService", "BatonClient", "BatonDBus", "BatonCore"], swiftSettings: strict),
+        .testTarget(name: "BatonClientTests", dependencies: ["BatonTestBus", "BatonAPI", "BatonCommandLine", "BatonClient", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
         .testTarget(name: "BatonAvahiTests", dependencies: ["BatonAvahi", "BatonCore", "BatonCrypto", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonLabTests", dependencies: ["BatonBlueZ", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
     ],

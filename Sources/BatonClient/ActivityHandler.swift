@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import BatonAPI
 import BatonCore
 import BatonDBus
 
@@ -63,12 +64,12 @@ struct ActivityHandlerObject: Sendable {
 
     var interface: DBusInterface {
         let object = self
-        return DBusInterface(BatonConnection.handlerInterface, methods: [
+        return DBusInterface(BatonInterface.handler, methods: [
             DBusMethod("WillContinue", in: [DBusArgument("type", "s"), DBusArgument("device", "s")],
                        out: [DBusArgument("accept", "b")]) { call in
                 try await object.requireDaemon(call)
                 guard let type = call.arguments[0].stringValue, let device = call.arguments[1].stringValue else {
-                    throw DBusError(name: BatonClientError.Code.invalidArguments.rawValue, message: "WillContinue expects (ss)")
+                    throw DBusError(name: BatonErrorName.invalidArguments, message: "WillContinue expects (ss)")
                 }
                 return [.boolean(await object.handler.willContinue(type: type, from: device))]
             },
@@ -84,7 +85,7 @@ struct ActivityHandlerObject: Sendable {
                 try await object.requireDaemon(call)
                 guard let type = call.arguments[0].stringValue, let name = call.arguments[1].stringValue,
                       let message = call.arguments[2].stringValue else {
-                    throw DBusError(name: BatonClientError.Code.invalidArguments.rawValue, message: "FailedToContinue expects (sss)")
+                    throw DBusError(name: BatonErrorName.invalidArguments, message: "FailedToContinue expects (sss)")
                 }
                 await object.handler.didFailToContinue(type: type, error: BatonClientError(name: name, message: message))
                 return []
@@ -94,13 +95,13 @@ struct ActivityHandlerObject: Sendable {
 
     static func continuedActivity(from arguments: [DBusValue]) throws(DBusError) -> ContinuedActivity {
         func invalid(_ message: String) -> DBusError {
-            DBusError(name: BatonClientError.Code.invalidArguments.rawValue, message: message)
+            DBusError(name: BatonErrorName.invalidArguments, message: message)
         }
         guard arguments.count == 4, let type = arguments[0].stringValue, let title = arguments[1].stringValue,
               let info = arguments[3].asDictionary else { throw invalid("Continue expects (ssa{sv}a{sv})") }
         let userInfo: [String: PropertyValue]
         do {
-            userInfo = try PropertyValueCoding.decodeDictionary(arguments[2])
+            userInfo = try PropertyValueCoding.decodeUserInfo(arguments[2])
         } catch {
             throw error.dbusError
         }

@@ -1,20 +1,12 @@
+import BatonAPI
 import BatonDBus
 
 /// A failure reported by the daemon (an `org.baton.Error.*` name), by the bus (an
 /// `org.freedesktop.DBus.Error.*` name, e.g. when no daemon owns the bus name), or by this library
 /// when the daemon's reply has an unexpected shape (`org.baton.Error.Failed`).
 public struct BatonClientError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// The daemon's documented error names (docs/dbus-api.md).
-    public enum Code: String, Sendable, Hashable, CaseIterable {
-        case invalidArguments = "org.baton.Error.InvalidArguments"
-        case payloadTooLarge = "org.baton.Error.PayloadTooLarge"
-        case unknownActivity = "org.baton.Error.UnknownActivity"
-        case notPermitted = "org.baton.Error.NotPermitted"
-        case limitExceeded = "org.baton.Error.LimitExceeded"
-        case alreadyExists = "org.baton.Error.AlreadyExists"
-        case notReady = "org.baton.Error.NotReady"
-        case failed = "org.baton.Error.Failed"
-    }
+    /// The documented org.baton error names (one table, in BatonAPI).
+    public typealias Code = BatonErrorName
 
     /// The D-Bus error name, e.g. `org.baton.Error.UnknownActivity`.
     public var name: String
@@ -27,6 +19,11 @@ public struct BatonClientError: Error, Sendable, Hashable, CustomStringConvertib
 
     public init(_ code: Code, _ message: String) {
         self.init(name: code.rawValue, message: message)
+    }
+
+    /// A refused value or an unexpected reply, as the shared API decoding reports it.
+    public init(_ error: BatonAPIError) {
+        self.init(name: error.name.rawValue, message: error.message)
     }
 
     /// The documented daemon error, or nil for bus-level and other errors.
@@ -48,6 +45,7 @@ extension BatonClientError {
         switch error {
         case let error as BatonClientError: error
         case let error as DBusError: BatonClientError(name: error.name, message: error.message)
+        case let error as BatonAPIError: BatonClientError(error)
         case is CancellationError: BatonClientError(.failed, "cancelled")
         default: BatonClientError(.failed, String(describing: error))
         }
@@ -60,5 +58,14 @@ func translatingErrors<T>(_ body: () async throws -> T) async throws(BatonClient
         return try await body()
     } catch {
         throw BatonClientError.from(error)
+    }
+}
+
+/// Runs a shared API decoding step, rethrowing its refusal as `BatonClientError`.
+func decoding<T>(_ body: () throws(BatonAPIError) -> T) throws(BatonClientError) -> T {
+    do {
+        return try body()
+    } catch {
+        throw BatonClientError(error)
     }
 }

@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonCore
 import BatonDBus
 import Synchronization
@@ -8,18 +9,8 @@ import Synchronization
 /// it, or when the process exits), the daemon invalidates them and unregisters its handlers. Every
 /// method may be called from any thread or task.
 public final class BatonConnection: Sendable {
-    public static let defaultBusName = "org.baton"
-    public static let managerPath = "/org/baton"
-
-    static let managerInterface = "org.baton.Manager1"
-    static let activityInterface = "org.baton.Activity1"
-    static let suggestionInterface = "org.baton.Suggestion1"
-    static let sourceInterface = "org.baton.ActivitySource1"
-    static let handlerInterface = "org.baton.ActivityHandler1"
-    static let propertiesInterface = "org.freedesktop.DBus.Properties"
-    static let objectManagerInterface = "org.freedesktop.DBus.ObjectManager"
-    /// Where this library exports its own objects on the app's connection.
-    static let exportRoot = "/org/baton/client"
+    public static let defaultBusName = BatonBusName.daemon
+    public static let managerPath = BatonObjectPath.manager
 
     /// The underlying bus connection (for apps that export other objects on it).
     public let dbus: DBusConnection
@@ -55,9 +46,10 @@ public final class BatonConnection: Sendable {
     /// Manager1.GetStatus plus the Version property.
     public func status() async throws(BatonClientError) -> DaemonStatus {
         let reply = try await callManager("GetStatus")
-        guard let dictionary = reply.first?.asDictionary else { throw .unexpectedReply("GetStatus returned \(reply.map(\.signature))") }
-        let properties = try await properties(of: Self.managerPath, interface: Self.managerInterface)
-        return try DaemonStatus(status: dictionary, managerProperties: properties)
+        guard let value = reply.first else { throw .unexpectedReply("GetStatus returned nothing") }
+        let status = try decoding { () throws(BatonAPIError) in try ManagerStatus(value) }
+        let properties = try await properties(of: Self.managerPath, interface: BatonInterface.manager)
+        return try DaemonStatus(status: status, managerProperties: properties)
     }
 
     /// Manager1.GetHandledTypes.
@@ -71,13 +63,13 @@ public final class BatonConnection: Sendable {
     public func currentActivityPath() async throws(BatonClientError) -> String? {
         let reply = try await callManager("GetCurrentActivity")
         guard let path = reply.first?.objectPathValue else { throw .unexpectedReply("GetCurrentActivity returned \(reply.map(\.signature))") }
-        return path == "/" ? nil : path
+        return path == BatonObjectPath.none ? nil : path
     }
 
     /// Activities the daemon exports (ObjectManager.GetManagedObjects), sorted by path. Other users'
     /// activities show only their type and status.
     public func activities() async throws(BatonClientError) -> [ActivityInfo] {
-        let reply = try await call(path: Self.managerPath, interface: Self.objectManagerInterface, method: "GetManagedObjects")
+        let reply = try await call(path: Self.managerPath, interface: BatonInterface.objectManager, method: "GetManagedObjects")
         guard let objects = reply.first?.dictionaryValue else { throw .unexpectedReply("GetManagedObjects returned \(reply.map(\.signature))") }
         var result: [ActivityInfo] = []
         for (pathValue, interfacesValue) in objects {
@@ -85,7 +77,7 @@ public final class BatonConnection: Sendable {
                 throw .unexpectedReply("GetManagedObjects entry has the wrong type")
             }
             // An object being removed can be listed with properties that no longer read; skip it.
-            guard let properties = interfaces[Self.activityInterface]?.asDictionary, properties["Type"] != nil else { continue }
+            guard let properties = interfaces[BatonInterface.activity]?.asDictionary, properties["Type"] != nil else { continue }
             result.append(try ActivityInfo(path: path, properties: properties))
         }
         return result.sorted { $0.path < $1.path }
@@ -93,19 +85,19 @@ public final class BatonConnection: Sendable {
 
     /// The Activity1 properties of one activity.
     public func activity(at path: String) async throws(BatonClientError) -> ActivityInfo {
-        try ActivityInfo(path: path, properties: try await properties(of: path, interface: Self.activityInterface))
+        try ActivityInfo(path: path, properties: try await properties(of: path, interface: BatonInterface.activity))
     }
 
     /// Activity1.GetPayload: the state that would leave the machine, after the WillSave exchange.
     public func payload(ofActivityAt path: String) async throws(BatonClientError) -> ActivityPayload {
-        let reply = try await call(path: path, interface: Self.activityInterface, method: "GetPayload")
+        let reply = try await call(path: path, interface: BatonInterface.activity, method: "GetPayload")
         guard let dictionary = reply.first?.asDictionary else { throw .unexpectedReply("GetPayload returned \(reply.map(\.signature))") }
         return try ActivityPayload(dictionary)
     }
 
     /// Suggestion1.Continue on a suggestion object: continue that nearby activity here.
     public func continueSuggestion(at path: String) async throws(BatonClientError) {
-        _ = try await call(path: path, interface: Self.suggestionInterface, method: "Continue")
+        _ = try await call(path: path, interface: BatonInterface.suggestion, method: "Continue")
     }
 
     // MARK: Activities
@@ -157,21 +149,22 @@ public final class BatonConnection: Sendable {
             counter += 1
             return counter
         }
-        return "\(Self.exportRoot)/\(kind)\(number)"
+        return "\(BatonObjectPath.clientExportRoot)/\(kind)\(number)"
     }
 
     func callManager(_ method: String, _ arguments: [DBusValue] = []) async throws(BatonClientError) -> [DBusValue] {
-        try await call(path: Self.managerPath, interface: Self.managerInterface, method: method, arguments: arguments)
+        try await call(path: Self.managerPath, interface: BatonInterface.manager, method: method, arguments: arguments)
     }
 
-    func call(path: String, interface: String, method: String, arguments: [DBusValue] = []) async throws(BatonClientError) -> [DBusValue] {
+    func call(path: String, interface: String, method: String, arguments: [DBusValue] = [],
+              timeout: Duration? = nil) async throws(BatonClientError) -> [DBusValue] {
         try await translatingErrors {
-            try await dbus.call(destination: busName, path: path, interface: interface, method: method, arguments: arguments)
+            try await dbus.call(destination: busName, path: path, interface: interface, method: method, arguments: arguments, timeout: timeout)
         }
     }
 
     func properties(of path: String, interface: String) async throws(BatonClientError) -> [String: DBusValue] {
-        let reply = try await call(path: path, interface: Self.propertiesInterface, method: "GetAll", arguments: [.string(interface)])
+        let reply = try await call(path: path, interface: BatonInterface.properties, method: "GetAll", arguments: [.string(interface)])
         guard let properties = reply.first?.asDictionary else { throw .unexpectedReply("GetAll returned \(reply.map(\.signature))") }
         return properties
     }
@@ -188,7 +181,7 @@ public final class BatonConnection: Sendable {
 
     func requireDaemon(_ call: DBusMethodCall) async throws(DBusError) {
         guard await isDaemon(call.sender) else {
-            throw DBusError(name: BatonClientError.Code.notPermitted.rawValue, message: "only \(busName) may call this object")
+            throw DBusError(name: BatonErrorName.notPermitted, message: "only \(busName) may call this object")
         }
     }
 }

@@ -3,17 +3,13 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import BatonAPI
 import BatonCore
 import BatonDBus
 
 /// Manager1.GetStatus and the manager's properties.
 public struct DaemonStatus: Sendable, Hashable {
-    public struct ErrorRecord: Sendable, Hashable {
-        /// Unix seconds of the latest occurrence.
-        public var time: Int64
-        public var category: String
-        public var count: UInt32
-    }
+    public typealias ErrorRecord = ManagerStatus.ErrorRecord
 
     /// starting, running, degraded, stopping
     public var state: String
@@ -24,29 +20,14 @@ public struct DaemonStatus: Sendable, Hashable {
     public var version: String
     public var busName: String
 
-    init(status: [String: DBusValue], managerProperties: [String: DBusValue]) throws(BatonClientError) {
-        guard let state = status["State"]?.stringValue, let adapter = status["Adapter"]?.stringValue,
-              let radio = status["Radio"]?.stringValue else {
-            throw .unexpectedReply("GetStatus lacks State, Adapter or Radio strings")
-        }
-        var errors: [ErrorRecord] = []
-        if let records = status["Errors"] {
-            guard let items = records.arrayValue else { throw .unexpectedReply("GetStatus Errors is not an array") }
-            for item in items {
-                guard let record = item.asDictionary, let time = record["Time"]?.int64Value,
-                      let category = record["Category"]?.stringValue, let count = record["Count"]?.uint32Value else {
-                    throw .unexpectedReply("GetStatus error record lacks Time (x), Category (s) or Count (u)")
-                }
-                errors.append(ErrorRecord(time: time, category: category, count: count))
-            }
-        }
+    init(status: ManagerStatus, managerProperties: [String: DBusValue]) throws(BatonClientError) {
         guard let version = managerProperties["Version"]?.stringValue, let busName = managerProperties["BusName"]?.stringValue else {
             throw .unexpectedReply("Manager1 lacks the Version or BusName property")
         }
-        self.state = state
-        self.adapter = adapter
-        self.radio = radio
-        self.errors = errors
+        state = status.state
+        adapter = status.adapter
+        radio = status.radio
+        errors = status.errors
         self.version = version
         self.busName = busName
     }
@@ -79,7 +60,7 @@ public struct ActivityInfo: Sendable, Hashable {
         activityType = type
         self.status = status
         title = properties["Title"]?.stringValue
-        if let userInfo = properties["UserInfo"] { self.userInfo = try PropertyValueCoding.decodeDictionary(userInfo) }
+        if let userInfo = properties["UserInfo"] { self.userInfo = try decoding { () throws(BatonAPIError) in try PropertyValueCoding.decodeUserInfo(userInfo) } }
         webpageURL = properties["WebpageURL"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
         version = properties["Version"]?.int64Value
         needsSave = properties["NeedsSave"]?.boolValue
@@ -105,7 +86,7 @@ public struct ActivityPayload: Sendable, Hashable {
         }
         activityType = type
         self.title = title
-        self.userInfo = try PropertyValueCoding.decodeDictionary(userInfo)
+        self.userInfo = try decoding { () throws(BatonAPIError) in try PropertyValueCoding.decodeUserInfo(userInfo) }
         webpageURL = dictionary["WebpageURL"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
         self.version = version
     }

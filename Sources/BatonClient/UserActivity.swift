@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import BatonAPI
 import BatonCore
 import BatonDBus
 import Synchronization
@@ -67,7 +68,7 @@ public final class UserActivity: Sendable {
         let connection = connection
         if let sourcePath { try? connection.dbus.unexport(path: sourcePath) }
         if let objectPath {
-            Task { _ = try? await connection.call(path: objectPath, interface: BatonConnection.activityInterface, method: "Invalidate") }
+            Task { _ = try? await connection.call(path: objectPath, interface: BatonInterface.activity, method: "Invalidate") }
         }
     }
 
@@ -131,7 +132,7 @@ public final class UserActivity: Sendable {
     public func becomeCurrent() async throws(BatonClientError) {
         try await serially { activity throws(BatonClientError) in
             let path = try await activity.publishNow()
-            _ = try await activity.connection.call(path: path, interface: BatonConnection.activityInterface, method: "BecomeCurrent")
+            _ = try await activity.connection.call(path: path, interface: BatonInterface.activity, method: "BecomeCurrent")
         }
     }
 
@@ -139,7 +140,7 @@ public final class UserActivity: Sendable {
     public func resignCurrent() async throws(BatonClientError) {
         try await serially { activity throws(BatonClientError) in
             guard let path = activity.objectPath else { return }
-            _ = try await activity.connection.call(path: path, interface: BatonConnection.activityInterface, method: "ResignCurrent")
+            _ = try await activity.connection.call(path: path, interface: BatonInterface.activity, method: "ResignCurrent")
         }
     }
 
@@ -153,7 +154,7 @@ public final class UserActivity: Sendable {
                 return (state.objectPath, state.sourcePath)
             }
             if let objectPath {
-                _ = try? await activity.connection.call(path: objectPath, interface: BatonConnection.activityInterface, method: "Invalidate")
+                _ = try? await activity.connection.call(path: objectPath, interface: BatonInterface.activity, method: "Invalidate")
             }
             if let sourcePath { try? activity.connection.dbus.unexport(path: sourcePath) }
         }
@@ -187,7 +188,7 @@ public final class UserActivity: Sendable {
         if let existingPath, let published {
             let changes = Self.changes(from: published, to: fields)
             if !changes.isEmpty {
-                _ = try await connection.call(path: existingPath, interface: BatonConnection.activityInterface, method: "Update",
+                _ = try await connection.call(path: existingPath, interface: BatonInterface.activity, method: "Update",
                                               arguments: [.propertyDictionary(changes)])
             }
             state.withLock { $0.published = fields }
@@ -201,7 +202,7 @@ public final class UserActivity: Sendable {
         ]
         if let url = fields.webpageURL { options["WebpageURL"] = .string(url.absoluteString) }
         let reply = try await connection.callManager("CreateActivity", [
-            .string(activityType), .string(fields.title), PropertyValueCoding.encodeDictionary(fields.userInfo),
+            .string(activityType), .string(fields.title), PropertyValueCoding.encodeUserInfo(fields.userInfo),
             .propertyDictionary(options),
         ])
         guard let path = reply.first?.objectPathValue else { throw .unexpectedReply("CreateActivity returned \(reply.map(\.signature))") }
@@ -216,7 +217,7 @@ public final class UserActivity: Sendable {
     static func changes(from old: Fields, to new: Fields) -> [String: DBusValue] {
         var changes: [String: DBusValue] = [:]
         if old.title != new.title { changes["Title"] = .string(new.title) }
-        if old.userInfo != new.userInfo { changes["UserInfo"] = PropertyValueCoding.encodeDictionary(new.userInfo) }
+        if old.userInfo != new.userInfo { changes["UserInfo"] = PropertyValueCoding.encodeUserInfo(new.userInfo) }
         if old.webpageURL != new.webpageURL { changes["WebpageURL"] = .string(new.webpageURL?.absoluteString ?? "") }
         if old.version != new.version { changes["Version"] = .int64(new.version) }
         if old.needsSave != new.needsSave { changes["NeedsSave"] = .boolean(new.needsSave) }
@@ -239,7 +240,7 @@ public final class UserActivity: Sendable {
         let (fields, published) = state.withLock { ($0.fields, $0.published) }
         var answer: [String: DBusValue] = [
             "Title": .string(fields.title),
-            "UserInfo": PropertyValueCoding.encodeDictionary(fields.userInfo),
+            "UserInfo": PropertyValueCoding.encodeUserInfo(fields.userInfo),
             "Version": .int64(fields.version),
         ]
         if let url = fields.webpageURL {
@@ -261,17 +262,17 @@ struct ActivitySourceObject: Sendable {
     weak var activity: UserActivity?
 
     private func checkedActivity(_ call: DBusMethodCall) async throws(DBusError) -> UserActivity {
-        guard let activity else { throw DBusError(name: BatonClientError.Code.unknownActivity.rawValue, message: "the activity is gone") }
+        guard let activity else { throw DBusError(name: BatonErrorName.unknownActivity, message: "the activity is gone") }
         try await activity.connection.requireDaemon(call)
         if let path = activity.objectPath, call.arguments.first?.objectPathValue != path {
-            throw DBusError(name: BatonClientError.Code.unknownActivity.rawValue, message: "this source belongs to \(path)")
+            throw DBusError(name: BatonErrorName.unknownActivity, message: "this source belongs to \(path)")
         }
         return activity
     }
 
     var interface: DBusInterface {
         let object = self
-        return DBusInterface(BatonConnection.sourceInterface, methods: [
+        return DBusInterface(BatonInterface.source, methods: [
             DBusMethod("WillSave", in: [DBusArgument("activity", "o")], out: [DBusArgument("changes", "a{sv}")]) { call in
                 let activity = try await object.checkedActivity(call)
                 return [.propertyDictionary(await activity.willSaveAnswer())]

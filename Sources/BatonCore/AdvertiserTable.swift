@@ -156,27 +156,27 @@ extension AdvertiserTable {
         var out = ""
         for record in sortedRecords {
             var fields: [(String, String)] = [
-                ("address", JSONText.string(record.address)),
-                ("addressType", JSONText.string(record.addressType)),
-                ("rssi", JSONText.int(record.rssi.last)),
-                ("rssiMin", JSONText.int(record.rssi.minimum)),
-                ("rssiMax", JSONText.int(record.rssi.maximum)),
+                ("address", JSONWriter.quoted(record.address)),
+                ("addressType", JSONWriter.quoted(record.addressType)),
+                ("rssi", JSONWriter.integer(record.rssi.last)),
+                ("rssiMin", JSONWriter.integer(record.rssi.minimum)),
+                ("rssiMax", JSONWriter.integer(record.rssi.maximum)),
                 ("rssiSmoothed", record.rssi.smoothed.map { Self.oneDecimal($0) } ?? "null"),
                 ("rssiKnownSamples", String(record.rssi.knownSamples)),
                 ("rssiUnknownSamples", String(record.rssi.unknownSamples)),
-                ("txPower", JSONText.int(record.txPower)),
-                ("companyId", record.companyID.map { JSONText.string(Self.hex4($0)) } ?? "null"),
-                ("kind", JSONText.string(record.kind.jsonName)),
+                ("txPower", JSONWriter.integer(record.txPower)),
+                ("companyId", record.companyID.map { JSONWriter.quoted(Self.hex4($0)) } ?? "null"),
+                ("kind", JSONWriter.quoted(record.kind.jsonName)),
             ]
-            if case .ringMember(let member) = record.kind { fields.append(("member", JSONText.string(member.shortForm))) }
-            if let name = record.name { fields.append(("name", JSONText.string(name))) }
+            if case .ringMember(let member) = record.kind { fields.append(("member", JSONWriter.quoted(member.shortForm))) }
+            if let name = record.name { fields.append(("name", JSONWriter.quoted(name))) }
             fields += [
                 ("reports", String(record.reports)),
                 ("firstSeenMs", String(record.firstSeenMilliseconds)),
                 ("lastSeenMs", String(record.lastSeenMilliseconds)),
                 ("ageMs", String(max(0, nowMilliseconds - record.lastSeenMilliseconds))),
             ]
-            out += "{" + fields.map { JSONText.string($0.0) + ":" + $0.1 }.joined(separator: ",") + "}\n"
+            out += JSONWriter.object(fields.map { (name: $0.0, json: $0.1) }) + "\n"
         }
         return out
     }
@@ -214,31 +214,5 @@ extension AdvertiserKind {
         case .googleFastPair: "googleFastPair"
         case .other: "other"
         }
-    }
-}
-
-/// Minimal JSON text for the renderers (no Foundation in the core).
-enum JSONText {
-    static func int(_ value: Int?) -> String { value.map(String.init) ?? "null" }
-
-    static func string(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 {
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
     }
 }

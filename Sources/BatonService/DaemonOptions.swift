@@ -1,3 +1,5 @@
+import BatonAPI
+
 /// batond's command line, parsed without side effects so it can be tested.
 public struct DaemonOptions: Sendable, Hashable {
     public enum Bus: Sendable, Hashable {
@@ -6,7 +8,7 @@ public struct DaemonOptions: Sendable, Hashable {
     }
 
     public var bus: Bus = .system
-    public var busName = "org.baton"
+    public var busName = BatonBusName.daemon
     public var stateDirectory: String
     /// "auto": the first powered adapter.
     public var adapter = "auto"
@@ -64,7 +66,7 @@ public struct DaemonOptions: Sendable, Hashable {
 
     public static func parse(_ arguments: [String], environment: [String: String]) throws(UsageError) -> Command {
         var bus: Bus?
-        var busName = "org.baton"
+        var busName = BatonBusName.daemon
         var stateDirectory: String?
         var adapter = "auto"
         var listenHost = "0.0.0.0"

@@ -1,4 +1,4 @@
-import COpenSSL
+import BatonCrypto
 
 /// The on-disk container for a `DurableRecord`, all integers big-endian:
 ///
@@ -87,20 +87,9 @@ enum RecordFormat {
         return value
     }
 
-    /// SHA-256 of `first` followed by `second`, from libcrypto.
+    /// SHA-256 of `first` followed by `second` (BatonCrypto, which stops the process if libcrypto
+    /// fails rather than return a wrong digest; `digestFailed` stays for callers' exhaustive switches).
     static func sha256(_ first: ArraySlice<UInt8>, _ second: ArraySlice<UInt8>) throws(StoreError) -> [UInt8] {
-        guard let context = EVP_MD_CTX_new() else { throw .digestFailed }
-        defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestInit_ex(context, EVP_sha256(), nil) == 1 else { throw .digestFailed }
-        for part in [first, second] {
-            let updated = part.withUnsafeBytes { EVP_DigestUpdate(context, $0.baseAddress, $0.count) }
-            guard updated == 1 else { throw .digestFailed }
-        }
-        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
-        guard EVP_DigestFinal_ex(context, &digest, &length) == 1, Int(length) == digestSize else {
-            throw .digestFailed
-        }
-        return Array(digest[0..<digestSize])
+        SHA256.hash(Array(first) + Array(second))
     }
 }

@@ -3,4 +3,4 @@
 import Glibc
 #endif
 
-exit(await CommandLineTool.run(arguments: Array(CommandLine.arguments.dropFirst())))
+exit(await CommandLineTool.program.run(arguments: Array(CommandLine.arguments.dropFirst())))

@@ -1,4 +1,5 @@
 import BatonTestBus
+import BatonAPI
 import BatonClient
 import BatonCore
 import BatonDBus
@@ -104,7 +105,7 @@ struct ActivityHandlerTests {
 
         _ = try await callHandler(fakeDaemon, "Continue", [
             .string("org.example.Reader.reading"), .string("Chapter 3"),
-            PropertyValueCoding.encodeDictionary(["page": .integer(3), "at": .date(10)]),
+            PropertyValueCoding.encodeUserInfo(["page": .integer(3), "at": .date(10)]),
             .propertyDictionary(["WebpageURL": .string("https://example.org/3"), "Version": .int64(2), "Device": .string("laptop")]),
         ])
         let delivered = try #require(handler.delivered.withLock { $0.first })
@@ -204,7 +205,7 @@ struct ActivitySourceObjectTests {
                                               arguments: [.objectPath(activityPath)])
         let answer = try #require(reply.first?.asDictionary)
         #expect(answer["Title"] == .string("Saved 1"))
-        #expect(try PropertyValueCoding.decodeDictionary(try #require(answer["UserInfo"])) == ["page": .integer(101)])
+        #expect(try PropertyValueCoding.decodeUserInfo(try #require(answer["UserInfo"])) == ["page": .integer(101)])
         #expect(answer["Version"] == .int64(0))
         #expect(answer["WebpageURL"] == .string("https://example.org/"))
 

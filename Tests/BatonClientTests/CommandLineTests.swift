@@ -1,5 +1,6 @@
 import BatonTestBus
 import BatonClient
+import BatonCommandLine
 import BatonCore
 import BatonDBus
 import Foundation

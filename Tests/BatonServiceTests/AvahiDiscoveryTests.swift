@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonTestBus
 import BatonAvahi
 import BatonCore
@@ -99,25 +100,25 @@ final class NamespacedDaemon: @unchecked Sendable {
     }
 
     func call(_ client: DBusConnection, _ interface: String, _ method: String, _ arguments: [DBusValue] = [],
-              path: String = RingInterface.path, timeout: Duration? = nil) async throws -> [DBusValue] {
+              path: String = BatonObjectPath.ring, timeout: Duration? = nil) async throws -> [DBusValue] {
         try await client.call(destination: busName, path: path, interface: interface, method: method, arguments: arguments, timeout: timeout)
     }
 
     func sessionProperty(_ client: DBusConnection, _ path: String, _ name: String) async throws -> DBusValue {
         let reply = try await client.call(destination: busName, path: path, interface: "org.freedesktop.DBus.Properties", method: "Get",
-                                          arguments: [.string(RingInterface.session), .string(name)])
+                                          arguments: [.string(BatonInterface.pairingSession), .string(name)])
         return reply.first?.unwrapped ?? .string("")
     }
 
     /// Endpoint hints this daemon holds for the member called `name`.
     func endpoints(of name: String, _ client: DBusConnection) async throws -> [String] {
-        let reply = try await call(client, RingInterface.ring, "ListMembers")
+        let reply = try await call(client, BatonInterface.ring, "ListMembers")
         let member = (reply.first?.arrayValue ?? []).compactMap(\.asDictionary).first { $0["Name"]?.stringValue == name }
         return member?["Endpoints"]?.arrayValue?.compactMap(\.stringValue) ?? []
     }
 
     func discover(_ client: DBusConnection, seconds: UInt32) async throws -> [[String: DBusValue]] {
-        let reply = try await call(client, RingInterface.pairing, "Discover", [.uint32(seconds)], timeout: .seconds(Int(seconds) + 20))
+        let reply = try await call(client, BatonInterface.pairing, "Discover", [.uint32(seconds)], timeout: .seconds(Int(seconds) + 20))
         return (reply.first?.arrayValue ?? []).compactMap(\.asDictionary)
     }
 }
@@ -160,7 +161,7 @@ struct AvahiDiscoveryTests {
         }
 
         // (a) alpha accepts: beta discovers the session through _baton-pair._tcp, with the listener's address.
-        let pathA = try #require(try await alpha.call(client, RingInterface.pairing, "Accept", [.propertyDictionary([:])]).first?.objectPathValue)
+        let pathA = try #require(try await alpha.call(client, BatonInterface.pairing, "Accept", [.propertyDictionary([:])]).first?.objectPathValue)
         let session = try #require(try await alpha.sessionProperty(client, pathA, "SessionId").stringValue)
         let pairingPort = try #require(try await alpha.sessionProperty(client, pathA, "Port").uint16Value)
         var seen: [[String: DBusValue]] = []
@@ -183,7 +184,7 @@ struct AvahiDiscoveryTests {
         let betaBusName = beta.busName
         async let pairing = runTool(btPair, ["--bus", bus.address, "--bus-name", betaBusName, "with", "alpha", "--seconds", "2", "--yes"])
         #expect(try await eventually(timeout: .seconds(20)) { try await alpha.sessionProperty(client, pathA, "State").stringValue == "confirming" })
-        _ = try await alpha.call(client, RingInterface.session, "Confirm", [.boolean(true)], path: pathA)
+        _ = try await alpha.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: pathA)
         let (paired, pairedOutput, pairedErrors) = try await pairing
         #expect(paired == 0, "bt-pair with alpha: \(pairedOutput) \(pairedErrors)")
         // beta reports success as soon as its side is done; alpha may still be reading beta's roster.
@@ -259,8 +260,8 @@ func btPairExecutable() throws -> URL {
         let client = try DBusConnection(bus: .address(bus.address))
         defer { client.close() }
         let p = try await startPairing(a, b, client: client)
-        _ = try await a.call(client, RingInterface.session, "Confirm", [.boolean(true)], path: p.pathA)
-        _ = try await b.call(client, RingInterface.session, "Confirm", [.boolean(true)], path: p.pathB)
+        _ = try await a.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathA)
+        _ = try await b.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathB)
         #expect(try await eventually(timeout: .seconds(10)) { try await a.property(client, p.pathA, "State").stringValue == "paired" })
 
         let epoch = Protocol.epoch(unixSeconds: SystemWallClock().unixSeconds())
@@ -295,13 +296,13 @@ func btPairExecutable() throws -> URL {
         let a = try await RingNode.start(bus, name: "alpha")
         let client = try DBusConnection(bus: .address(bus.address))
         defer { client.close() }
-        for (seconds, expected) in [(UInt32(0), ServiceErrorName.invalidArguments), (31, ServiceErrorName.invalidArguments),
-                                    (1, ServiceErrorName.notReady)] {
+        for (seconds, expected) in [(UInt32(0), BatonErrorName.invalidArguments), (31, BatonErrorName.invalidArguments),
+                                    (1, BatonErrorName.notReady)] {
             do {
-                _ = try await a.call(client, RingInterface.pairing, "Discover", [.uint32(seconds)])
+                _ = try await a.call(client, BatonInterface.pairing, "Discover", [.uint32(seconds)])
                 Issue.record("Discover(\(seconds)) succeeded")
             } catch let error as DBusError {
-                #expect(error.name == expected)
+                #expect(error.name == expected.rawValue)
             }
         }
     }

@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonTestBus
 import BatonCore
 import BatonDBus
@@ -47,7 +48,7 @@ func suggestions(on node: TransferNode, client: DBusConnection) async throws -> 
                                       method: "GetManagedObjects")
     var out: [String: [String: DBusValue]] = [:]
     for (path, interfaces) in reply.first?.dictionaryValue ?? [:] {
-        if let properties = interfaces.asDictionary?[SuggestionInterface.name]?.asDictionary, let key = path.objectPathValue {
+        if let properties = interfaces.asDictionary?[BatonInterface.suggestion]?.asDictionary, let key = path.objectPathValue {
             out[key] = properties.mapValues(\.unwrapped)
         }
     }
@@ -81,7 +82,7 @@ struct HandoffTests {
         let introspected = try await client.call(destination: b.node.busName, path: path, interface: "org.freedesktop.DBus.Introspectable",
                                                  method: "Introspect")
         let shapes = try IntrospectionReader.parse(try #require(introspected.first?.stringValue))
-        #expect(shapes[SuggestionInterface.name] == (try InterfaceFiles.shape(SuggestionInterface.name)))
+        #expect(shapes[BatonInterface.suggestion] == (try InterfaceFiles.shape(BatonInterface.suggestion)))
         #expect(properties["ActivityType"] == .string("org.example.Reader.reading"))
         #expect(properties["DeviceName"] == .string("alpha"))
         #expect(properties["HasWebpageURL"] == .boolean(true))
@@ -93,7 +94,7 @@ struct HandoffTests {
         #expect(try await suggestions(on: b.node, client: client).count == 1)
 
         // One click: fetch over TLS, deliver to beta's handler, alpha's app hears WasContinued.
-        let reply = try await client.call(destination: b.node.busName, path: path, interface: SuggestionInterface.name, method: "Continue")
+        let reply = try await client.call(destination: b.node.busName, path: path, interface: BatonInterface.suggestion, method: "Continue")
         #expect(reply == [.string("delivered")])
         #expect(handler.members == ["WillContinue", "Continue"])
         #expect(handler.calls.last?.arguments[1] == .string("Chapter 3"))

@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonTestBus
 import BatonCore
 import BatonDBus
@@ -35,28 +36,28 @@ struct RingNode {
                         stateDirectory: directory)
     }
 
-    func call(_ client: DBusConnection, _ interface: String, _ method: String, _ arguments: [DBusValue] = [], path: String = RingInterface.path) async throws -> [DBusValue] {
+    func call(_ client: DBusConnection, _ interface: String, _ method: String, _ arguments: [DBusValue] = [], path: String = BatonObjectPath.ring) async throws -> [DBusValue] {
         try await client.call(destination: busName, path: path, interface: interface, method: method, arguments: arguments)
     }
 
     func property(_ client: DBusConnection, _ path: String, _ name: String) async throws -> DBusValue {
         let reply = try await client.call(destination: busName, path: path, interface: "org.freedesktop.DBus.Properties", method: "Get",
-                                          arguments: [.string(RingInterface.session), .string(name)])
+                                          arguments: [.string(BatonInterface.pairingSession), .string(name)])
         return reply.first?.unwrapped ?? .string("")
     }
 
     func members(_ client: DBusConnection) async throws -> [[String: DBusValue]] {
-        let reply = try await call(client, RingInterface.ring, "ListMembers")
+        let reply = try await call(client, BatonInterface.ring, "ListMembers")
         return (reply.first?.arrayValue ?? []).compactMap(\.asDictionary)
     }
 }
 
 /// Starts pairing between two nodes through their D-Bus API and waits for both codes.
 func startPairing(_ a: RingNode, _ b: RingNode, client: DBusConnection) async throws -> (pathA: String, pathB: String, codeA: String, codeB: String) {
-    let pathA = try #require(try await a.call(client, RingInterface.pairing, "Accept", [.propertyDictionary([:])]).first?.objectPathValue)
+    let pathA = try #require(try await a.call(client, BatonInterface.pairing, "Accept", [.propertyDictionary([:])]).first?.objectPathValue)
     let port = try #require(try await a.property(client, pathA, "Port").uint16Value)
     let session = try #require(try await a.property(client, pathA, "SessionId").stringValue)
-    let pathB = try #require(try await b.call(client, RingInterface.pairing, "Pair",
+    let pathB = try #require(try await b.call(client, BatonInterface.pairing, "Pair",
                                               [.string("127.0.0.1:\(port)"), .propertyDictionary(["SessionId": .string(session)])]).first?.objectPathValue)
     for (node, path) in [(a, pathA), (b, pathB)] {
         #expect(try await eventually(timeout: .seconds(10)) { try await node.property(client, path, "State").stringValue == "confirming" })
@@ -73,16 +74,16 @@ func startPairing(_ a: RingNode, _ b: RingNode, client: DBusConnection) async th
         let a = try await RingNode.start(bus, name: "alpha"), b = try await RingNode.start(bus, name: "beta")
         let client = try DBusConnection(bus: .address(bus.address))
         // The ring objects match dbus/org.baton.{Ring1,Pairing1,PairingSession1}.xml.
-        let ring = try await client.call(destination: a.busName, path: RingInterface.path, interface: "org.freedesktop.DBus.Introspectable", method: "Introspect")
+        let ring = try await client.call(destination: a.busName, path: BatonObjectPath.ring, interface: "org.freedesktop.DBus.Introspectable", method: "Introspect")
         let ringShapes = try IntrospectionReader.parse(try #require(ring.first?.stringValue))
-        #expect(ringShapes[RingInterface.ring] == (try InterfaceFiles.shape(RingInterface.ring)))
-        #expect(ringShapes[RingInterface.pairing] == (try InterfaceFiles.shape(RingInterface.pairing)))
+        #expect(ringShapes[BatonInterface.ring] == (try InterfaceFiles.shape(BatonInterface.ring)))
+        #expect(ringShapes[BatonInterface.pairing] == (try InterfaceFiles.shape(BatonInterface.pairing)))
         let p = try await startPairing(a, b, client: client)
         let session = try await client.call(destination: a.busName, path: p.pathA, interface: "org.freedesktop.DBus.Introspectable", method: "Introspect")
-        #expect(try IntrospectionReader.parse(try #require(session.first?.stringValue))[RingInterface.session] == (try InterfaceFiles.shape(RingInterface.session)))
+        #expect(try IntrospectionReader.parse(try #require(session.first?.stringValue))[BatonInterface.pairingSession] == (try InterfaceFiles.shape(BatonInterface.pairingSession)))
         #expect(p.codeA.count == 6 && p.codeA == p.codeB)
-        _ = try await a.call(client, RingInterface.session, "Confirm", [.boolean(true)], path: p.pathA)
-        _ = try await b.call(client, RingInterface.session, "Confirm", [.boolean(true)], path: p.pathB)
+        _ = try await a.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathA)
+        _ = try await b.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathB)
         for (node, path) in [(a, p.pathA), (b, p.pathB)] {
             #expect(try await eventually(timeout: .seconds(10)) { try await node.property(client, path, "State").stringValue == "paired" })
         }
@@ -110,8 +111,8 @@ func startPairing(_ a: RingNode, _ b: RingNode, client: DBusConnection) async th
         let a = try await RingNode.start(bus, name: "alpha"), b = try await RingNode.start(bus, name: "beta")
         let client = try DBusConnection(bus: .address(bus.address))
         let p = try await startPairing(a, b, client: client)
-        _ = try await a.call(client, RingInterface.session, "Confirm", [.boolean(true)], path: p.pathA)
-        _ = try await b.call(client, RingInterface.session, "Confirm", [.boolean(false)], path: p.pathB)
+        _ = try await a.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathA)
+        _ = try await b.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(false)], path: p.pathB)
         for (node, path) in [(a, p.pathA), (b, p.pathB)] {
             #expect(try await eventually(timeout: .seconds(10)) { try await node.property(client, path, "State").stringValue == "failed" })
             #expect(try await node.property(client, path, "Error").stringValue == "rejected")
@@ -126,18 +127,18 @@ func startPairing(_ a: RingNode, _ b: RingNode, client: DBusConnection) async th
         let a = try await RingNode.start(bus, name: "alpha"), b = try await RingNode.start(bus, name: "beta")
         let client = try DBusConnection(bus: .address(bus.address))
         let p = try await startPairing(a, b, client: client)
-        _ = try await a.call(client, RingInterface.session, "Confirm", [.boolean(true)], path: p.pathA)
-        _ = try await b.call(client, RingInterface.session, "Confirm", [.boolean(true)], path: p.pathB)
+        _ = try await a.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathA)
+        _ = try await b.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathB)
         #expect(try await eventually(timeout: .seconds(10)) { try await a.property(client, p.pathA, "State").stringValue == "paired" })
         let before = await a.service.keeper.ownSecret
         let shortB = await b.service.deviceID.shortForm
-        _ = try await a.call(client, RingInterface.pairing, "Remove", [.string(shortB)])
+        _ = try await a.call(client, BatonInterface.pairing, "Remove", [.string(shortB)])
         #expect(try await a.members(client).count == 1)
         #expect(await a.service.radio.matcher.memberIDs.isEmpty)
         #expect(await a.service.keeper.ownSecret.generation == before.generation + 1)
-        await #expect(throws: DBusError.self) { _ = try await a.call(client, RingInterface.pairing, "Remove", [.string(shortB)]) }
+        await #expect(throws: DBusError.self) { _ = try await a.call(client, BatonInterface.pairing, "Remove", [.string(shortB)]) }
         do {
-            _ = try await a.call(client, RingInterface.pairing, "Remove", [.string("nobody-here")])
+            _ = try await a.call(client, BatonInterface.pairing, "Remove", [.string("nobody-here")])
             Issue.record("removing an unknown device succeeded")
         } catch let error as DBusError {
             #expect(error.name == "org.baton.Error.UnknownDevice")
@@ -151,27 +152,27 @@ func startPairing(_ a: RingNode, _ b: RingNode, client: DBusConnection) async th
         let client = try DBusConnection(bus: .address(bus.address))
         for target in ["nohost", "host:0", "host:99999", ":80"] {
             do {
-                _ = try await a.call(client, RingInterface.pairing, "Pair", [.string(target), .propertyDictionary(["SessionId": .string("0011223344556677")])])
+                _ = try await a.call(client, BatonInterface.pairing, "Pair", [.string(target), .propertyDictionary(["SessionId": .string("0011223344556677")])])
                 Issue.record("\(target) accepted")
             } catch let error as DBusError {
                 #expect(error.name == "org.baton.Error.InvalidArguments")
             }
         }
         do {
-            _ = try await a.call(client, RingInterface.pairing, "Pair", [.string("127.0.0.1:80"), .propertyDictionary([:])])
+            _ = try await a.call(client, BatonInterface.pairing, "Pair", [.string("127.0.0.1:80"), .propertyDictionary([:])])
             Issue.record("missing session id accepted")
         } catch let error as DBusError {
             #expect(error.name == "org.baton.Error.InvalidArguments")
         }
         do {
-            _ = try await a.call(client, RingInterface.pairing, "Accept", [.propertyDictionary(["Bogus": .boolean(true)])])
+            _ = try await a.call(client, BatonInterface.pairing, "Accept", [.propertyDictionary(["Bogus": .boolean(true)])])
             Issue.record("unknown option accepted")
         } catch let error as DBusError {
             #expect(error.name == "org.baton.Error.InvalidArguments")
         }
         // Nothing listens on this port: the target cannot be reached.
         do {
-            _ = try await a.call(client, RingInterface.pairing, "Pair", [.string("127.0.0.1:9"), .propertyDictionary(["SessionId": .string("0011223344556677")])])
+            _ = try await a.call(client, BatonInterface.pairing, "Pair", [.string("127.0.0.1:9"), .propertyDictionary(["SessionId": .string("0011223344556677")])])
             Issue.record("unreachable target accepted")
         } catch let error as DBusError {
             #expect(error.name == "org.baton.Error.UnknownDevice")

@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonTestBus
 import BatonCore
 import BatonCrypto
@@ -56,8 +57,8 @@ struct TransferNode {
 /// Pairs two nodes through their D-Bus API, both users confirming.
 func pair(_ a: TransferNode, _ b: TransferNode, client: DBusConnection) async throws {
     let p = try await startPairing(a.ringNode, b.ringNode, client: client)
-    _ = try await a.ringNode.call(client, RingInterface.session, "Confirm", [.boolean(true)], path: p.pathA)
-    _ = try await b.ringNode.call(client, RingInterface.session, "Confirm", [.boolean(true)], path: p.pathB)
+    _ = try await a.ringNode.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathA)
+    _ = try await b.ringNode.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathB)
     for (node, path) in [(a.ringNode, p.pathA), (b.ringNode, p.pathB)] {
         #expect(try await eventually(timeout: .seconds(10)) { try await node.property(client, path, "State").stringValue == "paired" })
     }
@@ -142,7 +143,7 @@ struct TransferTests {
         defer { handlerApp.close() }
 
         // By hand over D-Bus: fetch, deliver to B's handler, ActivityContinued back to A.
-        let reply = try await b.ringNode.call(client, RingInterface.ring, "Continue", [.string("alpha"), .string("org.example.Reader.reading")])
+        let reply = try await b.ringNode.call(client, BatonInterface.ring, "Continue", [.string("alpha"), .string("org.example.Reader.reading")])
         #expect(reply == [.string("delivered")])
         #expect(handler.members == ["WillContinue", "Continue"])
         let delivered = try #require(handler.calls.last)
@@ -273,7 +274,7 @@ struct TransferTests {
 
         let secretOfB = await b.ring.keeper.ownSecret
         let oldSecretOfA = await a.ring.keeper.ownSecret
-        _ = try await a.ringNode.call(client, RingInterface.pairing, "Remove", [.string(idC.shortForm)])
+        _ = try await a.ringNode.call(client, BatonInterface.pairing, "Remove", [.string(idC.shortForm)])
         // A closed C's open channel itself (TLS does not re-check pins on an open connection).
         await #expect(throws: TransportError.self) { _ = try await openChannel.receive(timeout: .seconds(3)) }
         #expect(await a.transfer.openChannelCount(from: idC) == 0)
@@ -321,7 +322,7 @@ struct TransferTests {
         #expect(await eventually(timeout: .seconds(10)) { await b.ring.isMember(idC) })
         // B goes away (its listener closes), then A removes C: the RingSync to B fails.
         await b.transfer.stop()
-        _ = try await a.ringNode.call(client, RingInterface.pairing, "Remove", [.string(idC.shortForm)])
+        _ = try await a.ringNode.call(client, BatonInterface.pairing, "Remove", [.string(idC.shortForm)])
         try await Task.sleep(for: .milliseconds(500))
         #expect(await b.ring.isMember(idC))
         // B's next contact with A: Hello shows differing ring versions, RingSync follows.

@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonCore
 import BatonDBus
 import Testing
@@ -6,7 +7,7 @@ import Testing
 @Suite("BatonServiceTests: userInfo a{sv} <-> PropertyValue")
 struct UserInfoCodingTests {
     func decodeOne(_ value: DBusValue) throws(RegistryError) -> PropertyValue? {
-        try UserInfoCoding.decodeUserInfo(.propertyDictionary(["k": value]))["k"]
+        try PropertyValueCoding.registryUserInfo(.propertyDictionary(["k": value]))["k"]
     }
 
     static let accepted: [(DBusValue, PropertyValue)] = [
@@ -64,6 +65,8 @@ struct UserInfoCodingTests {
         .dictionary(keySignature: "o", valueSignature: "v", [:]),
         .dictionary(keySignature: "s", valueSignature: "o", [:]),
         .propertyDictionary(["bad": .signature("g")]),
+        // A hand-built `ay` holding a non-byte: refused, not dropped.
+        .array(elementSignature: "y", [.byte(1), .string("x")]),
     ]
 
     @Test(arguments: 0..<refused.count)
@@ -72,11 +75,11 @@ struct UserInfoCodingTests {
     }
 
     @Test func topLevelMustBeAStringKeyedDictionary() throws {
-        #expect(throws: RegistryError.self) { _ = try UserInfoCoding.decodeUserInfo(.stringArray(["a"])) }
+        #expect(throws: RegistryError.self) { _ = try PropertyValueCoding.registryUserInfo(.stringArray(["a"])) }
         #expect(throws: RegistryError.self) {
-            _ = try UserInfoCoding.decodeUserInfo(.dictionary(keySignature: "u", valueSignature: "v", [:]))
+            _ = try PropertyValueCoding.registryUserInfo(.dictionary(keySignature: "u", valueSignature: "v", [:]))
         }
-        #expect(try UserInfoCoding.decodeUserInfo(.propertyDictionary([:])).isEmpty)
+        #expect(try PropertyValueCoding.registryUserInfo(.propertyDictionary([:])).isEmpty)
     }
 
     @Test func depthSixteenIsTheLimit() throws {
@@ -87,7 +90,7 @@ struct UserInfoCodingTests {
             return value
         }
         _ = try decodeOne(nested(14))
-        #expect(throws: RegistryError.invalidArguments("userInfo nests deeper than 16")) { _ = try decodeOne(nested(15)) }
+        #expect(throws: RegistryError.invalidArguments("userInfo.k" + String(repeating: "[0]", count: 15) + " is nested deeper than 16")) { _ = try decodeOne(nested(15)) }
     }
 
     @Test func canonicalEncodingRoundTrips() throws {
@@ -95,13 +98,13 @@ struct UserInfoCodingTests {
             "s": .string("x"), "i": .integer(-1), "d": .double(0.5), "b": .boolean(true), "y": .bytes([0, 255]),
             "t": .date(12.5), "a": .array([.integer(1), .array([])]), "m": .dictionary(["n": .dictionary([:])]),
         ]
-        let encoded = UserInfoCoding.encodeUserInfo(original)
+        let encoded = PropertyValueCoding.encodeUserInfo(original)
         #expect(encoded.signature == "a{sv}")
         let entries = try #require(encoded.asDictionary)
         #expect(entries["i"] == .int64(-1))
         #expect(entries["t"] == .structure([.string("date"), .double(12.5)]))
         #expect(entries["a"]?.signature == "av")
         #expect(entries["m"]?.signature == "a{sv}")
-        #expect(try UserInfoCoding.decodeUserInfo(encoded) == original)
+        #expect(try PropertyValueCoding.registryUserInfo(encoded) == original)
     }
 }

@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonCore
 
 /// Why an activity could not be published or handed over. A closed set: these strings are all
@@ -29,7 +30,7 @@ public enum ActivityStatus: Sendable, Hashable {
 
 /// An activity's identity: the owning Unix user and a daemon-wide serial number.
 public struct ActivityID: Sendable, Hashable, Comparable {
-    public static let pathPrefix = "/org/baton/activity/"
+    public static let pathPrefix = BatonObjectPath.activityPrefix
 
     public var uid: UInt32
     public var serial: UInt64

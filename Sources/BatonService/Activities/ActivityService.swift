@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonCore
 import BatonDBus
 import BatonStore
@@ -17,7 +18,7 @@ public struct ServiceConfiguration: Sendable {
     /// Timeout for each call into an application's handler.
     public var handlerCallTimeout: Duration
 
-    public init(busName: String = "org.baton", version: String = batonVersion, adapter: String = "hci0", radioEnabled: Bool = true,
+    public init(busName: String = BatonBusName.daemon, version: String = batonVersion, adapter: String = "hci0", radioEnabled: Bool = true,
                 saveTimeout: Duration = defaultSaveTimeout, handlerWait: Duration = defaultHandlerWait,
                 handlerCallTimeout: Duration = .seconds(10)) {
         self.busName = busName
@@ -31,15 +32,6 @@ public struct ServiceConfiguration: Sendable {
 }
 
 public let batonVersion = "0.1.0"
-
-/// Interface and object names of docs/dbus-api.md.
-public enum BatonInterface {
-    public static let manager = "org.baton.Manager1"
-    public static let activity = "org.baton.Activity1"
-    public static let source = "org.baton.ActivitySource1"
-    public static let handler = "org.baton.ActivityHandler1"
-    public static let managerPath = "/org/baton"
-}
 
 /// What `deliver(activity:from:to:)` achieved.
 public enum DeliveryOutcome: Sendable, Hashable {
@@ -118,8 +110,8 @@ public actor ActivityService {
                 await self?.connectionVanished(change.name)
             }
         }
-        try connection.addObjectManager(at: BatonInterface.managerPath)
-        try await connection.export([managerInterface()], at: BatonInterface.managerPath)
+        try connection.addObjectManager(at: BatonObjectPath.manager)
+        try await connection.export([managerInterface()], at: BatonObjectPath.manager)
         state = radioName == "unavailable" ? .degraded : .running
         logger.log("batond: \(state.rawValue) on \(configuration.busName), radio \(radioName)")
         writeStatus()
@@ -135,7 +127,7 @@ public actor ActivityService {
         if let publisher {
             for uid in Set(registry.activities.values.filter(\.isCurrent).map(\.owner.uid)) { await publisher.withdraw(uid: uid) }
         }
-        try? connection.unexport(path: BatonInterface.managerPath)
+        try? connection.unexport(path: BatonObjectPath.manager)
         logger.log("batond: stopping")
     }
 
@@ -294,7 +286,7 @@ public actor ActivityService {
         switch field {
         case .type: .string(activity.record.activityType)
         case .title: .string(activity.record.title)
-        case .userInfo: UserInfoCoding.encodeUserInfo(activity.record.userInfo)
+        case .userInfo: PropertyValueCoding.encodeUserInfo(activity.record.userInfo)
         case .webpageURL: .string(activity.record.webpageURL ?? "")
         case .version: .int64(activity.record.version)
         case .needsSave: .boolean(activity.needsSave)

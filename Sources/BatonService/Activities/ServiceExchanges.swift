@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import BatonAPI
 import BatonCore
 import BatonDBus
 
@@ -12,7 +13,7 @@ extension ActivityService {
         let record = try await recordLeavingMachine(id, uid: uid)
         var entries: [String: DBusValue] = [
             "Type": .string(record.activityType), "Title": .string(record.title),
-            "UserInfo": UserInfoCoding.encodeUserInfo(record.userInfo), "Version": .int64(record.version),
+            "UserInfo": PropertyValueCoding.encodeUserInfo(record.userInfo), "Version": .int64(record.version),
         ]
         if let url = record.webpageURL { entries["WebpageURL"] = .string(url) }
         return .propertyDictionary(entries)
@@ -171,14 +172,14 @@ extension ActivityService {
         do {
             _ = try await connection.call(destination: target.connection, path: target.path, interface: BatonInterface.handler,
                                           method: "Continue",
-                                          arguments: [.string(type), .string(record.title), UserInfoCoding.encodeUserInfo(record.userInfo),
+                                          arguments: [.string(type), .string(record.title), PropertyValueCoding.encodeUserInfo(record.userInfo),
                                                       .propertyDictionary(info)],
                                           timeout: configuration.handlerCallTimeout)
             logger.log("batond: activity delivered to \(target.connection)")
             return .delivered
         } catch {
             recordError(.handlerFailed)
-            await failedToContinue(target, type: type, error: BatonErrorName.failed, message: "the handler did not accept the activity")
+            await failedToContinue(target, type: type, error: BatonErrorName.failed.rawValue, message: "the handler did not accept the activity")
             return .failed
         }
     }

@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonCore
 import BatonDBus
 

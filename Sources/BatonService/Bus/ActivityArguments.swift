@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonCore
 import BatonDBus
 
@@ -47,7 +48,7 @@ extension ActivityService {
                 guard case .string(let title) = raw else { throw DBusError.invalidArguments("Title must be a string (s)") }
                 changes.title = title
             case "UserInfo":
-                changes.userInfo = try decode { () throws(RegistryError) in try UserInfoCoding.decodeUserInfo(raw) }
+                changes.userInfo = try decode { () throws(RegistryError) in try PropertyValueCoding.registryUserInfo(raw) }
             case "WebpageURL":
                 guard case .string(let url) = raw else { throw DBusError.invalidArguments("WebpageURL must be a string (s)") }
                 changes.webpageURL = .some(url.isEmpty ? nil : url)

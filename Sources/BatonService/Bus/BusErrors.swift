@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonDBus
 
 /// Why a ring, pairing or continuation request was refused. The actors throw these; the D-Bus
@@ -15,12 +16,12 @@ public enum ServiceFailure: Error, Sendable, Equatable {
 extension DBusError {
     init(_ failure: ServiceFailure) {
         switch failure {
-        case .invalidArguments(let message): self.init(name: ServiceErrorName.invalidArguments, message: message)
-        case .notPermitted(let message): self.init(name: ServiceErrorName.notPermitted, message: message)
-        case .notReady(let message): self.init(name: ServiceErrorName.notReady, message: message)
-        case .failed(let message): self.init(name: ServiceErrorName.failed, message: message)
-        case .unknownObject(let message): self.init(name: ServiceErrorName.unknownObject, message: message)
-        case .unknownDevice(let message): self.init(name: ServiceErrorName.unknownDevice, message: message)
+        case .invalidArguments(let message): self.init(name: BatonErrorName.invalidArguments, message: message)
+        case .notPermitted(let message): self.init(name: BatonErrorName.notPermitted, message: message)
+        case .notReady(let message): self.init(name: BatonErrorName.notReady, message: message)
+        case .failed(let message): self.init(name: BatonErrorName.failed, message: message)
+        case .unknownObject(let message): self.init(name: BatonErrorName.unknownObject, message: message)
+        case .unknownDevice(let message): self.init(name: BatonErrorName.unknownDevice, message: message)
         case .unknownActivity(let message): self.init(name: BatonErrorName.unknownActivity, message: message)
         }
     }

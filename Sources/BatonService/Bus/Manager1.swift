@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonCore
 import BatonDBus
 
@@ -43,7 +44,7 @@ extension ActivityService {
         guard call.arguments.count == 4, let type = call.arguments[0].stringValue, let title = call.arguments[1].stringValue else {
             throw DBusError.invalidArguments("CreateActivity takes (s type, s title, a{sv} userInfo, a{sv} options)")
         }
-        let userInfo = try Self.decode { () throws(RegistryError) in try UserInfoCoding.decodeUserInfo(call.arguments[2]) }
+        let userInfo = try Self.decode { () throws(RegistryError) in try PropertyValueCoding.registryUserInfo(call.arguments[2]) }
         let options = try Self.decodeOptions(call.arguments[3])
         if let source = options.sourcePath, source == "/" {
             throw DBusError.invalidArguments("Source must be an object path other than /")

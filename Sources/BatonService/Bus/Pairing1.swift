@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonCore
 import BatonDBus
 import BatonTransport
@@ -5,7 +6,7 @@ import BatonTransport
 /// org.baton.Pairing1: Accept, Pair, Remove, Discover. Every method needs the pairing privilege.
 extension RingBus {
     func pairing1Interface() -> DBusInterface {
-        DBusInterface(RingInterface.pairing, methods: [
+        DBusInterface(BatonInterface.pairing, methods: [
             DBusMethod("Accept", in: [DBusArgument("options", "a{sv}")], out: [DBusArgument("session", "o")]) { [weak self] call in
                 guard let self else { return [] }
                 let uid = try await self.requirePrivilege(call.sender)
@@ -66,9 +67,5 @@ extension RingBus {
         ])
     }
 
-    static func discoveredValue(_ found: DiscoveredPairing) -> DBusValue {
-        .propertyDictionary(["Name": .string(found.name), "SessionId": .string(found.sessionID), "Address": .string(found.address),
-                             "Port": .uint16(found.port), "Host": .string(found.host), "Transport": .string(found.transport),
-                             "Psm": .uint16(found.psm), "AddressType": .string(found.addressType)])
-    }
+    static func discoveredValue(_ found: DiscoveredPairing) -> DBusValue { found.dbusValue }
 }

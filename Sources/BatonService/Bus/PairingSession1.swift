@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonCore
 import BatonDBus
 
@@ -15,7 +16,7 @@ extension RingBus {
         let old = Self.properties(before)
         let changed = Self.properties(after).filter { old[$0.key] != $0.value }
         guard !changed.isEmpty else { return }
-        try? connection.emitPropertiesChanged(path: path, interface: RingInterface.session, changed: changed)
+        try? connection.emitPropertiesChanged(path: path, interface: BatonInterface.pairingSession, changed: changed)
     }
 
     func sessionInterface(_ path: String) -> DBusInterface {
@@ -26,7 +27,7 @@ extension RingBus {
                 return Self.properties(session)[name] ?? .string("")
             }
         }
-        return DBusInterface(RingInterface.session, methods: [
+        return DBusInterface(BatonInterface.pairingSession, methods: [
             DBusMethod("Confirm", in: [DBusArgument("accepted", "b")]) { [weak self] call in
                 guard let self else { return [] }
                 let uid = try await self.connection.connectionUnixUser(call.sender)

@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonCore
 import BatonDBus
 
@@ -5,7 +6,7 @@ import BatonDBus
 extension RingBus {
     func ring1Interface() -> DBusInterface {
         let ring = self.ring
-        return DBusInterface(RingInterface.ring, methods: [
+        return DBusInterface(BatonInterface.ring, methods: [
             DBusMethod("DumpRadio", in: [DBusArgument("format", "s")], out: [DBusArgument("dump", "s")]) { call in
                 let format = call.arguments.first?.stringValue ?? ""
                 return [.string(try await mappingFailures { () throws(ServiceFailure) in try await ring.radio.dumpRadio(format: format) })]

@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonCore
 import BatonDBus
 import Synchronization
@@ -30,13 +31,13 @@ public final class RingBus: Sendable {
     /// Exports Ring1 and Pairing1 and follows session changes.
     public func export() async throws {
         await pairing.onSessionChange { [weak self] path, before, after in self?.sessionChanged(path, before: before, after: after) }
-        try await connection.export([ring1Interface(), pairing1Interface()], at: RingInterface.path)
+        try await connection.export([ring1Interface(), pairing1Interface()], at: BatonObjectPath.ring)
     }
 
     public func unexport() async {
         await pairing.onSessionChange(nil)
         for path in sessionPaths.withLock({ paths in defer { paths = [] }; return paths }) { try? connection.unexport(path: path) }
-        try? connection.unexport(path: RingInterface.path)
+        try? connection.unexport(path: BatonObjectPath.ring)
     }
 
     /// The caller's uid when it may pair and remove (PrivilegePolicy), else NotPermitted.

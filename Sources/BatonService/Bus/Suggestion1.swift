@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonCore
 import BatonDBus
 
@@ -19,7 +20,7 @@ extension RingBus: SuggestionBoard {
             "HasWebpageURL": .boolean(suggestion.hasWebpageURL), "Near": .boolean(suggestion.near),
         ]
         let signatures = ["Device": "s", "DeviceName": "s", "ActivityType": "s", "Revision": "u", "HasWebpageURL": "b", "Near": "b"]
-        return DBusInterface(SuggestionInterface.name, methods: [
+        return DBusInterface(BatonInterface.suggestion, methods: [
             DBusMethod("Continue", out: [DBusArgument("outcome", "s")]) { [weak self] call in
                 guard let self, let continuation = self.continuation else { return [] }
                 // The activity is delivered to the caller's own handlers: any local user may take it.

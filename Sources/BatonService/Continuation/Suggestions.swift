@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonCore
 
 /// The suggestions part of the continuation: one per member whose newest accepted advert carries
@@ -16,7 +17,7 @@ struct SuggestionList: Sendable {
 
     mutating func nextPath() -> String {
         nextNumber += 1
-        return "\(SuggestionInterface.prefix)/\(nextNumber)"
+        return "\(BatonObjectPath.suggestionPrefix)/\(nextNumber)"
     }
 
     func suggestion(at path: String) -> Suggestion? { byMember.values.first { $0.path == path } }

@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonAvahi
 import BatonCore
 import BatonDBus
@@ -25,20 +26,8 @@ struct DiscoveryBook: Sendable {
     }
 }
 
-/// One `_baton-pair._tcp` endpoint found by Pairing1.Discover.
-struct DiscoveredPairing: Sendable, Hashable {
-    var name: String
-    var sessionID: String
-    var address: String
-    var port: UInt16
-    var host: String
-    /// "tcp" (DNS-SD) or "ble" (a pairing advert heard on the radio; no TCP endpoint).
-    var transport = "tcp"
-    /// The acceptor's L2CAP PSM from its pairing advert (0: none, or a TCP entry).
-    var psm: UInt16 = 0
-    /// The Bluetooth address type as heard ("" for TCP entries).
-    var addressType = ""
-}
+/// One `_baton-pair._tcp` endpoint found by Pairing1.Discover: the reply type clients decode.
+typealias DiscoveredPairing = PairingEndpoint
 
 /// DNS-SD through Avahi: announces this device's keyed `_baton._tcp` name while the transfer runs
 /// and there are members, turns members' resolved names into endpoint hints (for the ring), and

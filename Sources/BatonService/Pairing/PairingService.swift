@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonCore
 import BatonCrypto
 import BatonTransport
@@ -87,7 +88,7 @@ public actor PairingService {
     func startSession(role: PairingSession.Role, uid: UInt32, channel: (any FrameChannel)?, listener: PlainFrameListener?,
                       bluetoothListener: L2CAPListener? = nil, sessionID: [UInt8]) async -> String {
         nextSession += 1
-        let path = "\(RingInterface.sessionPrefix)/\(nextSession)"
+        let path = "\(BatonObjectPath.pairingSessionPrefix)/\(nextSession)"
         let visible = PairingSessionState(role: role == .initiator ? "initiator" : "responder",
                                           state: channel == nil ? "waiting" : "connected", port: listener?.port ?? 0, sessionID: sessionID)
         sessions[path] = PairingEntry(path: path, ownerUID: uid, visible: visible, listener: listener, bluetoothListener: bluetoothListener)

@@ -1,4 +1,5 @@
 import BatonClient
+import BatonCommandLine
 
 /// `baton continue`: continues a nearby activity (a suggestion object) on this machine.
 struct ContinueCommand: Subcommand {

@@ -1,4 +1,5 @@
 import BatonClient
+import BatonCommandLine
 import Foundation
 
 /// `baton diag rssi`: every advertiser the daemon hears, for people (a table), scripts

@@ -1,4 +1,5 @@
 import BatonClient
+import BatonCommandLine
 
 /// `baton handled-types`: what this user's apps can continue.
 struct HandledTypesCommand: Subcommand {

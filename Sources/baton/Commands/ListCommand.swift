@@ -1,4 +1,5 @@
 import BatonClient
+import BatonCommandLine
 
 /// `baton list`: the activities the daemon shows this user.
 struct ListCommand: Subcommand {

@@ -1,4 +1,5 @@
 import BatonClient
+import BatonCommandLine
 import BatonCore
 import Dispatch
 import Foundation

@@ -1,4 +1,5 @@
 import BatonClient
+import BatonCommandLine
 
 /// `baton status`: the daemon's lifecycle state, radio and recent errors.
 struct StatusCommand: Subcommand {

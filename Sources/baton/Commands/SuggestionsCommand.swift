@@ -1,4 +1,5 @@
 import BatonClient
+import BatonCommandLine
 
 /// `baton suggestions`: what nearby ring members are doing that an app here can continue.
 struct SuggestionsCommand: Subcommand {

@@ -1,3 +1,5 @@
+import BatonCore
+
 /// A JSON document. Integers and doubles are kept apart (a number with a fraction or exponent is a
 /// double), and object members keep their order. Parsing and rendering are done here rather than
 /// with Foundation so that the integer/double distinction and error positions are exact.
@@ -81,8 +83,8 @@ extension JSONValue {
         case .null: out += "null"
         case .boolean(let b): out += b ? "true" : "false"
         case .integer(let i): out += String(i)
-        case .double(let d): out += JSONValue.renderDouble(d)
-        case .string(let s): JSONValue.renderString(s, into: &out)
+        case .double(let d): out += JSONWriter.double(d)
+        case .string(let s): JSONWriter.appendQuoted(s, to: &out)
         case .array(let items):
             guard !items.isEmpty else { out += "[]"; return }
             out += "[" + newline
@@ -97,46 +99,13 @@ extension JSONValue {
             out += "{" + newline
             for (index, member) in members.enumerated() {
                 out += pad(indent + 1)
-                JSONValue.renderString(member.key, into: &out)
+                JSONWriter.appendQuoted(member.key, to: &out)
                 out += pretty ? ": " : ":"
                 member.value.render(into: &out, pretty: pretty, indent: indent + 1)
                 out += (index == members.count - 1 ? "" : ",") + newline
             }
             out += pad(indent) + "}"
         }
-    }
-
-    /// Doubles always carry a fraction or exponent so they read back as doubles. JSON has no
-    /// infinities; ±1e999 reads back as ±infinity here and in most parsers. NaN (never a valid
-    /// property-list value) renders as null.
-    static func renderDouble(_ d: Double) -> String {
-        if d.isNaN { return "null" }
-        if d.isInfinite { return d < 0 ? "-1e999" : "1e999" }
-        let text = "\(d)"
-        return text.contains(where: { $0 == "." || $0 == "e" || $0 == "E" }) ? text : text + ".0"
-    }
-
-    static func renderString(_ s: String, into out: inout String) {
-        out += "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "\u{08}": out += "\\b"
-            case "\u{0C}": out += "\\f"
-            default:
-                if scalar.value < 0x20 || scalar.value == 0x7F {
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        out += "\""
     }
 }
 
@@ -346,8 +315,6 @@ public enum JSONPath {
             ($0 >= "a" && $0 <= "z") || ($0 >= "A" && $0 <= "Z") || ($0 >= "0" && $0 <= "9") || $0 == "_" || $0 == "$"
         }
         if simple { return "." + name }
-        var quoted = ""
-        JSONValue.renderString(name, into: &quoted)
-        return "[" + quoted + "]"
+        return "[" + JSONWriter.quoted(name) + "]"
     }
 }

@@ -1,28 +1,28 @@
 /// A command line was wrong; `message` says how.
-struct UsageError: Error, Sendable {
-    var message: String
-    init(_ message: String) { self.message = message }
+public struct UsageError: Error, Sendable {
+    public var message: String
+    public init(_ message: String) { self.message = message }
 }
 
 /// The arguments of one command, consumed front to back. Options may be written `--name value` or
 /// `--name=value`; `--` ends options.
-struct ArgumentList: Sendable {
-    private(set) var remaining: [String]
+public struct ArgumentList: Sendable {
+    public private(set) var remaining: [String]
     private var optionsEnded = false
 
-    init(_ arguments: [String]) { remaining = arguments }
+    public init(_ arguments: [String]) { remaining = arguments }
 
-    var isEmpty: Bool { remaining.isEmpty }
+    public var isEmpty: Bool { remaining.isEmpty }
 
     /// The next argument if it is an option (`--name`, `--name=value` or `-x`), without consuming it.
-    var nextOption: String? {
+    public var nextOption: String? {
         guard !optionsEnded, let first = remaining.first, first.hasPrefix("-"), first != "-" else { return nil }
         return first
     }
 
     /// Consumes the next argument as an option; returns its name and inline `=value`, if any.
     /// Returns nil at the end, at a positional argument, or after `--`.
-    mutating func popOption() -> (name: String, inlineValue: String?)? {
+    public mutating func popOption() -> (name: String, inlineValue: String?)? {
         while !optionsEnded, remaining.first == "--" {
             remaining.removeFirst()
             optionsEnded = true
@@ -36,7 +36,7 @@ struct ArgumentList: Sendable {
     }
 
     /// The value of an option just popped: its inline value or the next argument.
-    mutating func value(for option: (name: String, inlineValue: String?)) throws(UsageError) -> String {
+    public mutating func value(for option: (name: String, inlineValue: String?)) throws(UsageError) -> String {
         if let inline = option.inlineValue { return inline }
         guard let next = remaining.first else { throw UsageError("\(option.name) needs a value") }
         remaining.removeFirst()
@@ -44,12 +44,12 @@ struct ArgumentList: Sendable {
     }
 
     /// Refuses an inline value for a flag (`--current=yes`).
-    func flag(_ option: (name: String, inlineValue: String?)) throws(UsageError) {
+    public func flag(_ option: (name: String, inlineValue: String?)) throws(UsageError) {
         if option.inlineValue != nil { throw UsageError("\(option.name) takes no value") }
     }
 
     /// Consumes the next positional argument, or nil when none is left.
-    mutating func popPositional() throws(UsageError) -> String? {
+    public mutating func popPositional() throws(UsageError) -> String? {
         while !optionsEnded, remaining.first == "--" {
             remaining.removeFirst()
             optionsEnded = true
@@ -61,7 +61,7 @@ struct ArgumentList: Sendable {
     }
 
     /// Fails if anything is left.
-    func expectEnd() throws(UsageError) {
+    public func expectEnd() throws(UsageError) {
         guard let first = remaining.first else { return }
         if !optionsEnded, first.hasPrefix("-"), first != "-" { throw UsageError("unknown option \(first)") }
         throw UsageError("unexpected argument \(first)")

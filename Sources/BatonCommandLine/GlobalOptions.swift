@@ -2,13 +2,15 @@ import BatonClient
 import BatonDBus
 
 /// Options valid before or after the subcommand name.
-struct GlobalOptions: Sendable {
-    var bus: DBusBusKind = .system
-    var busName = BatonConnection.defaultBusName
-    var json = false
-    var help = false
+public struct GlobalOptions: Sendable {
+    public var bus: DBusBusKind = .system
+    public var busName = BatonConnection.defaultBusName
+    public var json = false
+    public var help = false
 
-    static let usage = """
+    public init() {}
+
+    public static let usage = """
         Global options:
           --bus session|system|ADDRESS  the bus batond is on (default: system); ADDRESS is a
                                         D-Bus address such as unix:path=/run/baton/bus
@@ -19,7 +21,7 @@ struct GlobalOptions: Sendable {
 
     /// Removes the global options from `arguments` (anywhere before `--`) and returns them with
     /// the arguments that are left.
-    static func extract(from arguments: [String]) throws(UsageError) -> (GlobalOptions, [String]) {
+    public static func extract(from arguments: [String]) throws(UsageError) -> (GlobalOptions, [String]) {
         var options = GlobalOptions()
         var rest: [String] = []
         var index = 0
@@ -61,7 +63,7 @@ struct GlobalOptions: Sendable {
         return (options, rest)
     }
 
-    static func parseBus(_ text: String) throws(UsageError) -> DBusBusKind {
+    public static func parseBus(_ text: String) throws(UsageError) -> DBusBusKind {
         switch text {
         case "session": return .session
         case "system": return .system
@@ -76,7 +78,7 @@ struct GlobalOptions: Sendable {
 
     /// Well-known bus name syntax: two or more dot-separated elements of [A-Za-z0-9_-], not starting
     /// with a digit, at most 255 bytes.
-    static func isValidWellKnownName(_ name: String) -> Bool {
+    public static func isValidWellKnownName(_ name: String) -> Bool {
         let bytes = Array(name.utf8)
         guard !bytes.isEmpty, bytes.count <= 255 else { return false }
         let elements = name.split(separator: ".", omittingEmptySubsequences: false)

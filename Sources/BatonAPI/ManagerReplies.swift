@@ -1,0 +1,103 @@
+import BatonDBus
+
+/// Manager1.GetStatus (`a{sv}`).
+public struct ManagerStatus: Sendable, Hashable {
+    /// One entry of "Errors": a failure category, how often and when it last happened.
+    public struct ErrorRecord: Sendable, Hashable {
+        /// Unix seconds of the latest occurrence.
+        public var time: Int64
+        public var category: String
+        public var count: UInt32
+
+        public init(time: Int64, category: String, count: UInt32) {
+            self.time = time
+            self.category = category
+            self.count = count
+        }
+    }
+
+    /// starting, running, degraded, stopping
+    public var state: String
+    public var adapter: String
+    /// off, advertising, scanning, both, unavailable
+    public var radio: String
+    public var errors: [ErrorRecord]
+
+    public init(state: String, adapter: String, radio: String, errors: [ErrorRecord] = []) {
+        self.state = state
+        self.adapter = adapter
+        self.radio = radio
+        self.errors = errors
+    }
+
+    public init(_ value: DBusValue) throws(BatonAPIError) {
+        guard let status = value.asDictionary else { throw .unexpectedReply("GetStatus returned '\(value.signature)'") }
+        guard let state = status["State"]?.stringValue, let adapter = status["Adapter"]?.stringValue,
+              let radio = status["Radio"]?.stringValue else {
+            throw .unexpectedReply("GetStatus lacks State, Adapter or Radio strings")
+        }
+        var errors: [ErrorRecord] = []
+        if let records = status["Errors"] {
+            guard let items = records.arrayValue else { throw .unexpectedReply("GetStatus Errors is not an array") }
+            for item in items {
+                guard let record = item.asDictionary, let time = record["Time"]?.int64Value,
+                      let category = record["Category"]?.stringValue, let count = record["Count"]?.uint32Value else {
+                    throw .unexpectedReply("GetStatus error record lacks Time (x), Category (s) or Count (u)")
+                }
+                errors.append(ErrorRecord(time: time, category: category, count: count))
+            }
+        }
+        self.init(state: state, adapter: adapter, radio: radio, errors: errors)
+    }
+
+    public var dbusValue: DBusValue {
+        let records = errors.map { record in
+            DBusValue.propertyDictionary([
+                "Time": .int64(record.time), "Category": .string(record.category), "Count": .uint32(record.count),
+            ])
+        }
+        return .propertyDictionary([
+            "State": .string(state), "Adapter": .string(adapter), "Radio": .string(radio),
+            "Errors": .array(elementSignature: "a{sv}", records),
+        ])
+    }
+}
+
+/// The properties of an org.baton.Suggestion1 object: a ring member's activity that can be
+/// continued here.
+public struct SuggestionProperties: Sendable, Hashable {
+    /// The member's short id.
+    public var device: String
+    public var deviceName: String
+    public var activityType: String
+    public var revision: UInt32
+    public var hasWebpageURL: Bool
+    /// Whether the member is close enough to hand off to (true when the daemon does not say).
+    public var near: Bool
+
+    /// The D-Bus signature of each property.
+    public static let signatures = ["Device": "s", "DeviceName": "s", "ActivityType": "s", "Revision": "u", "HasWebpageURL": "b", "Near": "b"]
+
+    public init(device: String, deviceName: String, activityType: String, revision: UInt32 = 0, hasWebpageURL: Bool = false, near: Bool = true) {
+        self.device = device
+        self.deviceName = deviceName
+        self.activityType = activityType
+        self.revision = revision
+        self.hasWebpageURL = hasWebpageURL
+        self.near = near
+    }
+
+    /// Missing properties read as empty (a suggestion being withdrawn may list fewer).
+    public init(_ properties: [String: DBusValue]) {
+        self.init(device: properties["Device"]?.stringValue ?? "", deviceName: properties["DeviceName"]?.stringValue ?? "",
+                  activityType: properties["ActivityType"]?.stringValue ?? "", revision: properties["Revision"]?.uint32Value ?? 0,
+                  hasWebpageURL: properties["HasWebpageURL"]?.boolValue ?? false, near: properties["Near"]?.boolValue ?? true)
+    }
+
+    public var dbusProperties: [String: DBusValue] {
+        [
+            "Device": .string(device), "DeviceName": .string(deviceName), "ActivityType": .string(activityType),
+            "Revision": .uint32(revision), "HasWebpageURL": .boolean(hasWebpageURL), "Near": .boolean(near),
+        ]
+    }
+}

@@ -1,0 +1,41 @@
+import BatonAPI
+import BatonClient
+import BatonCommandLine
+
+/// `bt-pair accept`: waits for another machine to pair with this one.
+struct AcceptCommand: Subcommand {
+    static let name = "accept"
+    static let summary = "wait up to 120 s for another machine to pair with this one"
+    static let synopsis = "[--host ADDR] [--yes]"
+    static let details = """
+          --host ADDR   the address the other machine should dial (only printed)
+          --yes         confirm the code without asking (scripts that check it themselves)
+        """
+
+    var host: String?
+    var yes = false
+
+    init(parsing arguments: inout ArgumentList) throws(UsageError) {
+        while let option = arguments.popOption() {
+            switch option.name {
+            case "--host": host = try arguments.value(for: option)
+            case "--yes":
+                try arguments.flag(option)
+                yes = true
+            default: throw UsageError("unknown option \(option.name)")
+            }
+        }
+    }
+
+    func run(_ context: CommandContext) async throws(BatonClientError) -> Int32 {
+        let connection = try context.connect()
+        defer { connection.close() }
+        let path = try await connection.acceptPairing(AcceptOptions(host: host))
+        let session = try await connection.pairingSession(at: path)
+        context.output.message("Waiting up to 120 s. On the other machine run:\n  bt-pair with \(host ?? "THIS-HOST"):\(session.port) --session \(session.sessionID)")
+        if context.output.json {
+            context.output.jsonLine(.object([("port", .integer(Int64(session.port))), ("session", .string(session.sessionID))]))
+        }
+        return try await PairingFollower(connection: connection, context: context, path: path, confirmWithoutAsking: yes).follow()
+    }
+}

@@ -1,0 +1,61 @@
+import BatonAPI
+import BatonDBus
+import Testing
+
+/// Each typed argument/reply reads back what it writes, in the signatures docs/dbus-api.md gives.
+@Suite("BatonAPI: typed arguments and replies")
+struct TypedReplyTests {
+    @Test func ringMemberRoundTrips() throws {
+        let peer = RingMember(name: "alpha", deviceID: String(repeating: "ab", count: 16), shortID: "abab-abab", isSelf: false,
+                              pairedSince: 10, lastSeen: 20, lastRSSI: -60, endpoints: ["10.0.0.1:7000"])
+        let me = RingMember(name: "beta", deviceID: String(repeating: "cd", count: 16), shortID: "cdcd-cdcd", isSelf: true)
+        let reply: [DBusValue] = [.array(elementSignature: "a{sv}", [peer.dbusValue, me.dbusValue])]
+        #expect(reply[0].signature == "aa{sv}")
+        #expect(peer.dbusValue.asDictionary?["LastRSSI"] == .int16(-60))
+        #expect(try RingMember.list(reply) == [peer, me])
+    }
+
+    @Test func ringMemberWithoutItsRequiredFieldsIsAnUnexpectedReply() {
+        #expect(throws: BatonAPIError.self) { _ = try RingMember(.propertyDictionary(["Name": .string("x")])) }
+        #expect(throws: BatonAPIError.self) { _ = try RingMember.list([.string("x")]) }
+    }
+
+    @Test func pairingEndpointRoundTripsAndSkipsMalformedEntries() throws {
+        let ble = PairingEndpoint(name: "alpha", sessionID: "0123456789abcdef", address: "AA:BB:CC:DD:EE:FF", port: 0,
+                                  transport: "ble", psm: 0x81, addressType: "random")
+        let reply: [DBusValue] = [.array(elementSignature: "a{sv}", [ble.dbusValue, .propertyDictionary(["Name": .string("half")])])]
+        #expect(try PairingEndpoint.list(reply) == [ble])
+    }
+
+    @Test func sessionPropertiesRoundTrip() throws {
+        let session = PairingSessionProperties(state: "confirming", role: "initiator", code: "123456", port: 7001, sessionID: "00ff")
+        #expect(session.dbusProperties["Port"] == .uint16(7001))
+        let read = try PairingSessionProperties(session.dbusProperties)
+        #expect(read == session && read.knownState == .confirming)
+        #expect(throws: BatonAPIError.self) { _ = try PairingSessionProperties([:]) }
+    }
+
+    @Test func managerStatusRoundTrips() throws {
+        let status = ManagerStatus(state: "running", adapter: "hci0", radio: "both",
+                                   errors: [ManagerStatus.ErrorRecord(time: 5, category: "source-timeout", count: 2)])
+        #expect(status.dbusValue.signature == "a{sv}")
+        #expect(try ManagerStatus(status.dbusValue) == status)
+        #expect(throws: BatonAPIError.self) { _ = try ManagerStatus(.propertyDictionary(["State": .string("running")])) }
+    }
+
+    @Test func suggestionPropertiesRoundTripInTheirSignatures() {
+        let suggestion = SuggestionProperties(device: "abab-abab", deviceName: "alpha", activityType: "org.example.doc", revision: 3,
+                                              hasWebpageURL: true, near: false)
+        for (name, value) in suggestion.dbusProperties {
+            #expect(SuggestionProperties.signatures[name] == value.signature, "\(name)")
+        }
+        #expect(SuggestionProperties(suggestion.dbusProperties) == suggestion)
+    }
+
+    @Test func pairingOptionsCarryOnlyWhatIsSet() {
+        #expect(AcceptOptions().dbusValue == .propertyDictionary([:]))
+        #expect(AcceptOptions(host: "h").dbusValue == .propertyDictionary(["Host": .string("h")]))
+        #expect(PairOptions(sessionID: "s").dbusValue == .propertyDictionary(["SessionId": .string("s")]))
+        #expect(PairOptions(sessionID: "s", addressType: "random").dbusValue.asDictionary?["AddressType"] == .string("random"))
+    }
+}
