@@ -75,8 +75,7 @@ public actor AvahiBrowser {
     /// While a browser is being created its path is unknown; signals wait here (bounded).
     private var creatingBrowser = false
     private var earlySignals: [DBusSignal] = []
-    private var subscriptions: [DBusSubscription] = []
-    private var signalTask: Task<Void, Never>?
+    private var feed: SignalFeed?
     private var stopped = false
 
     public init(connection: DBusConnection, serviceType: String = BatonServiceType.ring,
@@ -95,27 +94,17 @@ public actor AvahiBrowser {
     /// on the bus (browsing then still starts when it appears, until `stop()`).
     public func start() async throws {
         guard !stopped else { throw AvahiError.badState }
-        guard signalTask == nil else { return }
-        let (stream, sink) = AsyncStream.makeStream(of: DBusSignal.self, bufferingPolicy: .bufferingNewest(1024))
+        guard feed == nil else { return }
         let rules = [
             AvahiBus.ownerChangedRule,
             // The whole interface, not one path: with the ServiceBrowserNew fallback the path is known
             // only after the browser may already have sent signals.
             DBusMatchRule(sender: AvahiBus.name, interface: AvahiBus.serviceBrowser),
         ]
-        var added: [DBusSubscription] = []
-        do {
-            for rule in rules { added.append(try await connection.subscribe(rule) { sink.yield($0) }) }
-        } catch let error as DBusError {
-            for subscription in added { connection.unsubscribe(subscription) }
-            throw AvahiError(error)
-        }
-        subscriptions = added
-        signalTask = Task { [weak self] in
-            for await signal in stream {
-                guard let self else { return }
-                await self.handle(signal)
-            }
+        feed = try await SignalFeed.start(on: connection, rules: rules, buffer: 1024) { [weak self] signal in
+            guard let self else { return false }
+            await self.handle(signal)
+            return true
         }
         try await createBrowser()
     }
@@ -124,10 +113,8 @@ public actor AvahiBrowser {
     public func stop() async {
         guard !stopped else { return }
         stopped = true
-        signalTask?.cancel()
-        signalTask = nil
-        for subscription in subscriptions { connection.unsubscribe(subscription) }
-        subscriptions = []
+        feed?.stop(on: connection)
+        feed = nil
         if let path = browserPath {
             browserPath = nil
             _ = try? await connection.call(destination: AvahiBus.name, path: path, interface: AvahiBus.serviceBrowser,

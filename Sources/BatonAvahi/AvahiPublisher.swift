@@ -36,8 +36,7 @@ public actor AvahiPublisher {
     private var groupPath: String?
     /// Name last committed in the group; nil when nothing is (being) announced.
     private var committedName: String?
-    private var subscriptions: [DBusSubscription] = []
-    private var signalTask: Task<Void, Never>?
+    private var feed: SignalFeed?
     private var gate = SerialGate()
     private var closed = false
 
@@ -80,10 +79,8 @@ public actor AvahiPublisher {
     public func close() async {
         await withdraw()
         closed = true
-        signalTask?.cancel()
-        signalTask = nil
-        for subscription in subscriptions { connection.unsubscribe(subscription) }
-        subscriptions = []
+        feed?.stop(on: connection)
+        feed = nil
         eventSink.finish()
     }
 
@@ -161,30 +158,16 @@ public actor AvahiPublisher {
     // MARK: - Signals
 
     private func startWatching() async throws {
-        guard signalTask == nil else { return }
-        let (stream, sink) = AsyncStream.makeStream(of: DBusSignal.self, bufferingPolicy: .bufferingNewest(256))
+        guard feed == nil else { return }
         let rules = [
             AvahiBus.ownerChangedRule,
             DBusMatchRule(sender: AvahiBus.name, interface: AvahiBus.server, member: "StateChanged", path: AvahiBus.serverPath),
             DBusMatchRule(sender: AvahiBus.name, interface: AvahiBus.entryGroup, member: "StateChanged"),
         ]
-        // One stream for all rules: handlers run in order on the connection queue, so the order of
-        // owner changes and state changes is kept.
-        var added: [DBusSubscription] = []
-        do {
-            for rule in rules {
-                added.append(try await connection.subscribe(rule) { sink.yield($0) })
-            }
-        } catch let error as DBusError {
-            for subscription in added { connection.unsubscribe(subscription) }
-            throw AvahiError(error)
-        }
-        subscriptions = added
-        signalTask = Task { [weak self] in
-            for await signal in stream {
-                guard let self else { return }
-                await self.handle(signal)
-            }
+        feed = try await SignalFeed.start(on: connection, rules: rules, buffer: 256) { [weak self] signal in
+            guard let self else { return false }
+            await self.handle(signal)
+            return true
         }
     }
 

@@ -1,3 +1,4 @@
+import BatonTestBus
 import Foundation
 import Testing
 
@@ -68,24 +69,8 @@ struct AvahiTestEnvironment: Sendable {
 
     /// Runs a command; output is stdout and stderr together.
     static func run(_ arguments: [String]) async throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        process.standardInput = FileHandle.nullDevice
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do {
-                try process.run()
-            } catch {
-                process.terminationHandler = nil
-                continuation.resume(throwing: error)
-            }
-        }
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        return (status, String(decoding: data, as: UTF8.self))
+        let result = try await runProgram("/bin/bash", arguments, mergeStandardError: true)
+        return (result.status, result.stdout)
     }
 
     static func runSync(_ arguments: [String]) -> (Int32, String) {

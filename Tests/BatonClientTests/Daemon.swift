@@ -138,47 +138,7 @@ func eventually(timeout: Duration = .seconds(5), _ what: String,
     }
 }
 
-/// The result of running a program to completion.
-struct ToolResult: Sendable {
-    var status: Int32
-    var stdout: String
-    var stderr: String
-}
-
-/// Runs a program with stdout and stderr captured separately, without blocking a cooperative thread.
+/// A program run with stdout and stderr captured separately (BatonTestBus.runProgram).
 func runTool(_ path: String, _ arguments: [String], environment: [String: String]? = nil) async throws -> ToolResult {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: path)
-    process.arguments = arguments
-    if let environment { process.environment = environment }
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    // Drain both pipes while the program runs, so a full pipe never blocks it. The blocking reads
-    // run on private queues: on the cooperative pool (2 threads here) they could starve every task,
-    // including the one that would end the program.
-    let stdoutTask = Task { await readToEnd(output.fileHandleForReading) }
-    let stderrTask = Task { await readToEnd(errors.fileHandleForReading) }
-    let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-        process.terminationHandler = { finished in continuation.resume(returning: finished.terminationStatus) }
-        do {
-            try process.run()
-        } catch {
-            process.terminationHandler = nil
-            // Nothing will write: end the readers.
-            try? output.fileHandleForWriting.close()
-            try? errors.fileHandleForWriting.close()
-            continuation.resume(throwing: error)
-        }
-    }
-    return ToolResult(status: status, stdout: String(decoding: await stdoutTask.value, as: UTF8.self),
-                      stderr: String(decoding: await stderrTask.value, as: UTF8.self))
-}
-
-/// Reads a pipe to its end on a private serial queue (its own thread), not on the cooperative pool.
-func readToEnd(_ handle: FileHandle) async -> Data {
-    await withCheckedContinuation { continuation in
-        DispatchQueue(label: "tests.pipe-reader").async { continuation.resume(returning: handle.readDataToEndOfFile()) }
-    }
+    try await runProgram(path, arguments, environment: environment)
 }
