@@ -15,7 +15,7 @@ import BatonCrypto
 func localInfo(_ name: String, seed: UInt8) -> LocalPairingInfo {
     let identity = try! Ed25519PrivateKey(seed: [UInt8](repeating: seed, count: 32))
     let secret = try! AdvertisingSecret(bytes: [UInt8](repeating: seed &+ 100, count: 32), generation: UInt32(seed))
-    let own = try! RosterMember(name: name, identityKey: identity.publicKey, secret: secret)
+    let own = try! RosterMember.signed(name: name, identity: identity, secret: secret)
     return LocalPairingInfo(name: name, identityKey: identity, secret: secret, roster: Roster(version: 1, members: [own]))
 }
 

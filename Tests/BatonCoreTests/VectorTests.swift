@@ -140,6 +140,10 @@ func computeVectors() throws -> ProtocolVectors {
         .init(decoder: "pairingAdvert", input: "120102030405060708020100" + "616263" + String(repeating: "00", count: 9), error: "malformed(psm)"),
         .init(decoder: "pairingAdvert", input: "120102030405060708000081" + "616263" + String(repeating: "00", count: 9), error: "malformed(psm)"),
         .init(decoder: "roster", input: hex(try forgedRoster()), error: "malformed(roster member id)"),
+        .init(decoder: "roster", input: hex(try tamperedRoster("secret", .bytes(Array(repeating: 0x67, count: 32)))), error: "badSignature"),
+        .init(decoder: "roster", input: hex(try tamperedRoster("name", .string("desktop"))), error: "badSignature"),
+        .init(decoder: "roster", input: hex(try tamperedRoster("signature", nil)), error: "malformed(roster member)"),
+        .init(decoder: "roster", input: hex(try tamperedRoster("generation", .integer(Int64(UInt32.max)))), error: "malformed(roster member)"),
     ]
     return ProtocolVectors(keySchedule: .init(secret: hex(s.bytes), tagKey: hex(keys.tagKey), sealKey: hex(keys.sealKeyBytes),
                                               typeKey: hex(keys.typeKey), mdnsKey: hex(keys.mdnsKey), epochs: epochs, typeHashes: types),
@@ -161,8 +165,21 @@ func forgedRoster() throws -> [UInt8] {
         "version": .integer(1), "removed": .array([]),
         "members": .array([.dictionary([
             "deviceId": .bytes(Array(repeating: 1, count: 16)), "name": .string("x"), "identityKey": .bytes(Array(repeating: 2, count: 32)),
-            "secret": .bytes(Array(repeating: 3, count: 32)), "generation": .integer(1),
+            "secret": .bytes(Array(repeating: 3, count: 32)), "generation": .integer(1), "signature": .bytes(Array(repeating: 4, count: 64)),
         ])]),
+    ]))
+}
+
+/// A one-member roster whose entry is not signed by its own identity key, or whose generation
+/// is 2³²−1 (§7.3): `field` replaces one field of a correctly signed entry.
+func tamperedRoster(_ field: String, _ value: PropertyValue?) throws -> [UInt8] {
+    let identity = try Ed25519PrivateKey(seed: Array(repeating: 0x55, count: 32))
+    let member = try RosterMember.signed(name: "laptop", identity: identity,
+                                         secret: AdvertisingSecret(bytes: Array(repeating: 0x66, count: 32), generation: 1))
+    guard case .dictionary(var entry) = member.propertyValue else { return [] }
+    entry[field] = value
+    return try PropertyValueCodec.encode(.dictionary([
+        "version": .integer(1), "removed": .array([]), "members": .array([.dictionary(entry)]),
     ]))
 }
 
