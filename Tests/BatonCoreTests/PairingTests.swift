@@ -8,6 +8,8 @@ struct PairingHarness {
     var codes: [String] = []
     var results: [PairingSession.Role: PairingResult] = [:]
     var failures: [PairingSession.Role: WireError] = [:]
+    /// Every frame sent, by whom, in order.
+    var sent: [(role: PairingSession.Role, frame: Frame)] = []
 
     static func local(_ name: String, seed: UInt8) -> LocalPairingInfo {
         let identity = try! Ed25519PrivateKey(seed: [UInt8](repeating: seed, count: 32))
@@ -30,6 +32,7 @@ struct PairingHarness {
             let (sender, action) = queue.removeFirst()
             switch action {
             case .send(let frame):
+                sent.append((sender, frame))
                 // Every frame crosses the wire as bytes.
                 let wire = try! Frame.decode(frame.encoded())
                 if sender == .initiator { queue += responder.receive(wire, nowSeconds: now).map { (.responder, $0) } }
