@@ -56,9 +56,12 @@ public struct AdvertSender: Sendable {
     public private(set) var currentAdvert: [UInt8]?
     /// True when a change waits for the next epoch because 256 seals were used.
     public private(set) var deferred = false
-    /// The restored counters came from another machine: the own secret must be replaced
-    /// (RingKeeper.rekey, then rotateSecret) before anything is sealed again.
+    /// The own secret must be replaced (RingKeeper.rekey, then rotateSecret) before anything is
+    /// sealed again: the restored counters came from another machine, or the clock is so far
+    /// behind the high-water epoch that waiting for it would silence the device.
     public private(set) var needsRekey = false
+    /// How far behind the high-water epoch the clock may be before a re-key beats waiting (a day).
+    public static let maxEpochsBehind: UInt64 = 96
     private var secret: AdvertisingSecret
     private var keys: DerivedKeys
     private var enabled = false
@@ -126,6 +129,8 @@ public struct AdvertSender: Sendable {
         keys = DerivedKeys(secret: newSecret)
         counters.generation = newSecret.generation
         counters.nextSequence = 0
+        // The high-water mark protects one key's nonces; a new key starts from the clock.
+        counters.epoch = 0
         needsRekey = false
         counters.revision = Revision.next(counters.revision)
         return enabled ? seal(nowSeconds: nowSeconds, forceNewEpochState: true) : [.persist(counters)]
@@ -138,6 +143,7 @@ public struct AdvertSender: Sendable {
         // bytes on the air, or stay silent, until the clock passes it again (§4.2).
         guard !needsRekey, epoch >= counters.epoch else {
             deferred = true
+            if epoch + Self.maxEpochsBehind < counters.epoch { needsRekey = true }
             return needsRekey ? [] : [.persist(counters)]
         }
         if epoch > counters.epoch {

@@ -197,7 +197,7 @@ import BatonCrypto
     func record(_ actions: [AdvertSender.Action], secret: AdvertisingSecret, into seals: inout [Seal: [[UInt8]]]) {
         let keys = DerivedKeys(secret: secret)
         for case .advertise(let advert) in actions {
-            for epoch in UInt64(1_999_990)...2_000_010 {
+            for epoch in UInt64(1_999_900)...2_000_010 {
                 let material = keys.epochMaterial(epoch)
                 guard Array(advert[1..<7]) == material.tag,
                       let opened = try? RingAdvert.open(advert, keys: keys, epoch: epoch, mask: material.mask) else { continue }
@@ -231,6 +231,23 @@ import BatonCrypto
         #expect(seals.values.allSatisfy { $0.count == 1 }, "\(seals.filter { $0.value.count > 1 }.keys)")
         #expect(seals.keys.map(\.epoch).allSatisfy { $0 == 2_000_001 })
         #expect(seals.count == 4)
+    }
+
+    @Test func aClockFarBehindReKeysInsteadOfGoingSilent() {
+        let old = secret(0x42), fresh = secret(0x43, generation: 2)
+        var sender = AdvertSender(secret: old, restored: nil)
+        var seals: [Seal: [[UInt8]]] = [:]
+        record(sender.start(nowSeconds: seconds(epoch: 2_000_010)), secret: old, into: &seals)
+        // Less than a day behind: wait. More: a new secret, since waiting would silence the device.
+        #expect(sender.update(AdvertContent(activityType: "org.example.a"), nowSeconds: seconds(epoch: 2_000_001)) == [.persist(sender.counters)])
+        #expect(!sender.needsRekey)
+        let farBehind = seconds(epoch: 2_000_010 - AdvertSender.maxEpochsBehind - 1)
+        #expect(sender.tick(nowSeconds: farBehind).isEmpty)
+        #expect(sender.needsRekey)
+        let after = sender.rotateSecret(fresh, nowSeconds: farBehind)
+        record(after, secret: fresh, into: &seals)
+        #expect(seals.keys.contains(Seal(generation: 2, epoch: UInt64(farBehind / 900), sequence: 0)))
+        #expect(seals.values.allSatisfy { $0.count == 1 })
     }
 
     @Test func countersFromAnotherMachineForceARekeyBeforeAnySeal() throws {
