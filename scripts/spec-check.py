@@ -59,10 +59,14 @@ class Keys:
 
     def __init__(self, secret):
         assert len(secret) == 32
+        self.secret = secret
         self.tag = hkdf(secret, SALT, b"baton/v1 tag", 32)
-        self.seal = hkdf(secret, SALT, b"baton/v1 seal", 16)
         self.type = hkdf(secret, SALT, b"baton/v1 type", 32)
         self.mdns = hkdf(secret, SALT, b"baton/v1 mdns", 32)
+
+    def seal(self, epoch):
+        """K_seal_e: one AES-128-GCM key per epoch."""
+        return hkdf(self.secret, SALT, b"baton/v1 seal" + u64be(epoch), 16)
 
     def epoch_value(self, epoch):
         return hmac_sha256(self.tag, b"baton/v1 epoch" + u64be(epoch))
@@ -90,7 +94,7 @@ def seal_ring_advert(keys, epoch, seq, type_hash, revision, flags):
     assert 0 <= seq < 256 and 0 <= revision < 1 << 24 and len(type_hash) == 4
     head = bytes([RING_HEADER]) + keys.advert_tag(epoch) + bytes([seq ^ keys.mask(epoch)])
     body = type_hash + revision.to_bytes(3, "big") + bytes([flags])
-    sealed = AESGCM(keys.seal).encrypt(advert_nonce(epoch, seq), body, head)
+    sealed = AESGCM(keys.seal(epoch)).encrypt(advert_nonce(epoch, seq), body, head)
     return head + sealed[:8] + sealed[8:16]  # ciphertext (8) || first 8 bytes of the tag
 
 
@@ -137,7 +141,7 @@ class Receiver:
         for member, epoch, mask, generation, keys in entries:
             seq = advert[7] ^ mask
             try:
-                body = open_with(keys.seal, advert_nonce(epoch, seq), advert[0:8], advert[8:16], advert[16:24])
+                body = open_with(keys.seal(epoch), advert_nonce(epoch, seq), advert[0:8], advert[8:16], advert[16:24])
             except InvalidTag:
                 continue
             type_hash, revision, flags = body[0:4], int.from_bytes(body[4:7], "big"), body[7]
@@ -750,13 +754,13 @@ def main():
     secret = h(schedule["secret"])
     keys = Keys(secret)
     check.equal("keys: K_tag", keys.tag.hex(), schedule["tagKey"])
-    check.equal("keys: K_seal", keys.seal.hex(), schedule["sealKey"])
     check.equal("keys: K_type", keys.type.hex(), schedule["typeKey"])
     check.equal("keys: K_mdns", keys.mdns.hex(), schedule["mdnsKey"])
     for entry in schedule["epochs"]:
         e = entry["epoch"]
         check.equal(f"keys: tag_e epoch {e}", keys.advert_tag(e).hex(), entry["tag"])
         check.equal(f"keys: mask_e epoch {e}", f"{keys.mask(e):02x}", entry["mask"])
+        check.equal(f"keys: K_seal_e epoch {e}", keys.seal(e).hex(), entry["sealKey"])
         check.equal(f"keys: mDNS instance epoch {e}", keys.mdns_instance(e), entry["mdnsInstance"])
     for entry in schedule["typeHashes"]:
         check.equal(f"keys: typeHash {entry['activityType']}", keys.type_hash(entry["activityType"]).hex(), entry["typeHash"])

@@ -10,9 +10,9 @@ out = ["## 10. Test vectors", "",
        "`VectorTests` checks it against the code in both directions.", "",
        "### 10.1 Key schedule", "",
        f"- S = `{k['secret']}` (bytes 00..1f), generation 1",
-       f"- K_tag = `{k['tagKey']}`", f"- K_seal = `{k['sealKey']}`", f"- K_type = `{k['typeKey']}`", f"- K_mdns = `{k['mdnsKey']}`", "",
-       "| epoch | tag_e | mask_e | mDNS instance |", "|---|---|---|---|"]
-out += [f"| {e['epoch']} | `{e['tag']}` | `{e['mask']}` | `{e['mdnsInstance']}` |" for e in k["epochs"]]
+       f"- K_tag = `{k['tagKey']}`", f"- K_type = `{k['typeKey']}`", f"- K_mdns = `{k['mdnsKey']}`", "",
+       "| epoch | tag_e | mask_e | K_seal_e | mDNS instance |", "|---|---|---|---|---|"]
+out += [f"| {e['epoch']} | `{e['tag']}` | `{e['mask']}` | `{e['sealKey']}` | `{e['mdnsInstance']}` |" for e in k["epochs"]]
 out += ["", "| activity type | typeHash |", "|---|---|"]
 out += [f"| `{t['activityType']}` | `{t['typeHash']}` |" for t in k["typeHashes"]]
 out += ["", "### 10.2 Ring adverts (S as above)", "",

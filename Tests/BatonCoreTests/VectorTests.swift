@@ -9,11 +9,11 @@ import BatonCrypto
 /// `BATON_WRITE_VECTORS=path swift test --filter VectorTests` regenerates the file.
 struct ProtocolVectors: Codable, Equatable {
     struct KeySchedule: Codable, Equatable {
-        var secret: String, tagKey: String, sealKey: String, typeKey: String, mdnsKey: String
+        var secret: String, tagKey: String, typeKey: String, mdnsKey: String
         var epochs: [EpochVector]
         var typeHashes: [TypeHashVector]
     }
-    struct EpochVector: Codable, Equatable { var epoch: UInt64, tag: String, mask: String, mdnsInstance: String }
+    struct EpochVector: Codable, Equatable { var epoch: UInt64, tag: String, mask: String, sealKey: String, mdnsInstance: String }
     struct TypeHashVector: Codable, Equatable { var activityType: String, typeHash: String }
     struct RingAdvertVector: Codable, Equatable {
         var comment: String, secret: String, generation: UInt32, epoch: UInt64, sequence: UInt8
@@ -53,7 +53,7 @@ func computeVectors() throws -> ProtocolVectors {
     let keys = DerivedKeys(secret: s)
     let epochs = [UInt64(0), 2_000_000, 2_000_001].map { e -> ProtocolVectors.EpochVector in
         let m = keys.epochMaterial(e)
-        return .init(epoch: e, tag: hex(m.tag), mask: hex([m.mask]), mdnsInstance: keys.mdnsInstanceName(epoch: e))
+        return .init(epoch: e, tag: hex(m.tag), mask: hex([m.mask]), sealKey: hex(keys.sealKeyBytes(epoch: e)), mdnsInstance: keys.mdnsInstanceName(epoch: e))
     }
     let types = ["org.example.Reader.reading", "org.mozilla.firefox.browsing", "a.b"].map {
         ProtocolVectors.TypeHashVector(activityType: $0, typeHash: hex(keys.typeHash($0).bytes))
@@ -145,7 +145,7 @@ func computeVectors() throws -> ProtocolVectors {
         .init(decoder: "roster", input: hex(try tamperedRoster("signature", nil)), error: "malformed(roster member)"),
         .init(decoder: "roster", input: hex(try tamperedRoster("generation", .integer(Int64(UInt32.max)))), error: "malformed(roster member)"),
     ]
-    return ProtocolVectors(keySchedule: .init(secret: hex(s.bytes), tagKey: hex(keys.tagKey), sealKey: hex(keys.sealKeyBytes),
+    return ProtocolVectors(keySchedule: .init(secret: hex(s.bytes), tagKey: hex(keys.tagKey),
                                               typeKey: hex(keys.typeKey), mdnsKey: hex(keys.mdnsKey), epochs: epochs, typeHashes: types),
                            ringAdverts: rings, pairingAdverts: pairingAdverts, values: values, frames: frames, pairing: pairing,
                            pairingExchange: try PairingVectorSource.exchange(), rosters: try PairingVectorSource.rosters(),
