@@ -75,15 +75,17 @@ public struct Roster: Hashable, Sendable {
         var vouched = members.mapValues(\.identityKey)
         if let anchor, let entry = other.members[anchor], removalMarks[anchor] == nil, anchor != me { vouched[anchor] = entry.identityKey }
         var pending = other.members.filter { id, _ in vouched[id] == nil && id != me && removalMarks[id] == nil }
-        var progress = true
-        while progress {
-            progress = false
-            for (id, member) in pending {
-                guard let introduction = member.introduction, let introducer = vouched[introduction.introducer] else { continue }
-                guard introduction.isValid(for: member.identityKey, introducerKey: introducer) else { throw .badSignature }
+        // Walk from the vouched members along introductions: linear in the roster size.
+        var introducedBy: [DeviceID: [DeviceID]] = [:]
+        for (id, member) in pending { if let by = member.introduction?.introducer { introducedBy[by, default: []].append(id) } }
+        var frontier = Array(vouched.keys)
+        while let introducer = frontier.popLast() {
+            guard let introducerKey = vouched[introducer] else { continue }
+            for id in introducedBy.removeValue(forKey: introducer) ?? [] {
+                guard let member = pending.removeValue(forKey: id), let introduction = member.introduction else { continue }
+                guard introduction.isValid(for: member.identityKey, introducerKey: introducerKey) else { throw .badSignature }
                 vouched[id] = member.identityKey
-                pending[id] = nil
-                progress = true
+                frontier.append(id)
             }
         }
         ignored.formUnion(pending.keys)

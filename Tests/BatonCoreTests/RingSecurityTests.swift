@@ -111,6 +111,27 @@ import BatonCrypto
         #expect(a.introduced(by: m.deviceID) == [DeviceID(identityKey: x.publicKey)])
     }
 
+    @Test func introductionsChainFromACurrentMemberButNotInACircle() throws {
+        var (a, _, m) = try ring()
+        let x = try Ed25519PrivateKey(seed: random.bytes(32)), y = try Ed25519PrivateKey(seed: random.bytes(32))
+        let z = try Ed25519PrivateKey(seed: random.bytes(32)), w = try Ed25519PrivateKey(seed: random.bytes(32))
+        func signed(_ key: Ed25519PrivateKey, by introducer: Ed25519PrivateKey) throws -> RosterMember {
+            try RosterMember.signed(name: "n", identity: key, secret: .generate(generation: 1, using: random),
+                                    introduction: Introduction.make(for: key.publicKey, by: introducer))
+        }
+        let mEntry = try #require(m.state.roster.members[m.deviceID])
+        // m introduced x, x introduced y: both join. z and w only vouch for each other: neither does.
+        let received = Roster(version: 400, members: [mEntry, try signed(y, by: x), try signed(x, by: m.identity),
+                                                      try signed(z, by: w), try signed(w, by: z)])
+        var roster = a.state.roster
+        let result = try roster.merge(received, me: a.deviceID)
+        for key in [x, y] { #expect(roster.members[DeviceID(identityKey: key.publicKey)] != nil) }
+        for key in [z, w] { #expect(roster.members[DeviceID(identityKey: key.publicKey)] == nil) }
+        #expect(result.ignored == [DeviceID(identityKey: z.publicKey), DeviceID(identityKey: w.publicKey)])
+        _ = try a.receive(received, from: m.deviceID, random: random)
+        #expect(a.peers[DeviceID(identityKey: y.publicKey)] != nil)
+    }
+
     @Test func oneRosterCannotDissolveTheRing() throws {
         var (a, b, m) = try ring()
         let members = Array(m.state.roster.members.values)
