@@ -24,7 +24,7 @@ public struct Roster: Hashable, Sendable {
         guard removalMarks[id] == nil else { return false }
         if let existing = members[id], existing.secret.generation >= member.secret.generation { return false }
         members[id] = member
-        version += 1
+        bumpVersion()
         return true
     }
 
@@ -42,7 +42,7 @@ public struct Roster: Hashable, Sendable {
         for (other, member) in members where member.introduction?.introducer == id {
             members[other] = member.introduced(by: try? Introduction.make(for: member.identityKey, by: remover))
         }
-        version += 1
+        bumpVersion()
         return true
     }
 
@@ -52,7 +52,7 @@ public struct Roster: Hashable, Sendable {
         guard let member = members[id], let introduction = try? Introduction.make(for: member.identityKey, by: introducer),
               member.introduction != introduction else { return false }
         members[id] = member.introduced(by: introduction)
-        version += 1
+        bumpVersion()
         return true
     }
 
@@ -121,8 +121,14 @@ public struct Roster: Hashable, Sendable {
         // Members holding the same roster agree on its version, so a Hello stops triggering syncs (§7.3).
         let sameAsReceived = members == other.members && removalMarks == other.removalMarks
         let highest = max(version, other.version)
-        version = changed && !sameAsReceived && highest < UInt64(Int64.max) ? highest + 1 : highest
+        version = highest
+        if changed && !sameAsReceived { bumpVersion() }
         return MergeResult(changed: changed, newlyRemoved: newlyRemoved, ignored: ignored)
+    }
+
+    /// Versions travel as non-negative integers (§7.3): they stop at 2⁶³ − 1 rather than wrap.
+    private mutating func bumpVersion() {
+        if version < UInt64(Int64.max) { version += 1 }
     }
 
     private func removerGone(_ mark: RemovalMark, _ vouched: [DeviceID: [UInt8]]) -> Bool {

@@ -79,6 +79,15 @@ import BatonCrypto
         #expect(a.ownSecret.generation == before + 1)
     }
 
+    @Test func aHugeRosterVersionStaysEncodable() throws {
+        var (a, _, m) = try ring()
+        let top = Roster(version: UInt64(Int64.max), members: Array(m.state.roster.members.values))
+        _ = try a.receive(top, from: m.deviceID, random: random)
+        _ = a.remove(m.deviceID, random: random)
+        #expect(a.state.roster.version == UInt64(Int64.max))
+        #expect(try Roster(decoding: a.state.roster.encoded()) == a.state.roster)
+    }
+
     @Test func aMemberCannotPlantAnIdentityNobodyVouchesFor() throws {
         var (a, b, m) = try ring()
         let x = try Ed25519PrivateKey(seed: random.bytes(32))
