@@ -59,10 +59,14 @@ class Keys:
 
     def __init__(self, secret):
         assert len(secret) == 32
+        self.secret = secret
         self.tag = hkdf(secret, SALT, b"baton/v1 tag", 32)
-        self.seal = hkdf(secret, SALT, b"baton/v1 seal", 16)
         self.type = hkdf(secret, SALT, b"baton/v1 type", 32)
         self.mdns = hkdf(secret, SALT, b"baton/v1 mdns", 32)
+
+    def seal(self, epoch):
+        """K_seal_e: one AES-128-GCM key per epoch."""
+        return hkdf(self.secret, SALT, b"baton/v1 seal" + u64be(epoch), 16)
 
     def epoch_value(self, epoch):
         return hmac_sha256(self.tag, b"baton/v1 epoch" + u64be(epoch))
@@ -90,7 +94,7 @@ def seal_ring_advert(keys, epoch, seq, type_hash, revision, flags):
     assert 0 <= seq < 256 and 0 <= revision < 1 << 24 and len(type_hash) == 4
     head = bytes([RING_HEADER]) + keys.advert_tag(epoch) + bytes([seq ^ keys.mask(epoch)])
     body = type_hash + revision.to_bytes(3, "big") + bytes([flags])
-    sealed = AESGCM(keys.seal).encrypt(advert_nonce(epoch, seq), body, head)
+    sealed = AESGCM(keys.seal(epoch)).encrypt(advert_nonce(epoch, seq), body, head)
     return head + sealed[:8] + sealed[8:16]  # ciphertext (8) || first 8 bytes of the tag
 
 
@@ -137,7 +141,7 @@ class Receiver:
         for member, epoch, mask, generation, keys in entries:
             seq = advert[7] ^ mask
             try:
-                body = open_with(keys.seal, advert_nonce(epoch, seq), advert[0:8], advert[8:16], advert[16:24])
+                body = open_with(keys.seal(epoch), advert_nonce(epoch, seq), advert[0:8], advert[8:16], advert[16:24])
             except InvalidTag:
                 continue
             type_hash, revision, flags = body[0:4], int.from_bytes(body[4:7], "big"), body[7]
@@ -477,22 +481,55 @@ def decode_roster_value(value):
         raise ProtocolError("malformed", "roster")
     if not isinstance(value["members"], list) or not isinstance(value["removed"], list):
         raise ProtocolError("malformed", "roster")
+    if not isinstance(value["version"], int) or value["version"] < 0:
+        raise ProtocolError("malformed", "roster")
     member_shape = {"deviceId": (bytes, 16), "name": (str, None), "identityKey": (bytes, 32),
-                    "secret": (bytes, 32), "generation": (int, None)}
+                    "secret": (bytes, 32), "generation": (int, None), "signature": (bytes, 64)}
     for member in value["members"]:
         if not isinstance(member, dict) or not set(member_shape) <= set(member):
             raise ProtocolError("malformed", "roster member")
         for key, (kind, size) in member_shape.items():
             if not isinstance(member[key], kind) or isinstance(member[key], bool) or (size and len(member[key]) != size):
                 raise ProtocolError("malformed", f"roster {key}")
-        if len(member["name"].encode()) > 64 or not 0 <= member["generation"] < 1 << 32:
+        # Generation 2^32-1 is refused: its successor would wrap.
+        if len(member["name"].encode()) > 64 or not 0 <= member["generation"] < (1 << 32) - 1:
+            raise ProtocolError("malformed", "roster member")
+        # "introducedBy" and "introduction" come together or not at all.
+        if ("introducedBy" in member) != ("introduction" in member):
+            raise ProtocolError("malformed", "roster member")
+        if "introducedBy" in member and not (isinstance(member["introducedBy"], bytes) and len(member["introducedBy"]) == 16
+                                             and isinstance(member["introduction"], bytes) and len(member["introduction"]) == 64):
             raise ProtocolError("malformed", "roster member")
         if device_id_of(member["identityKey"]) != member["deviceId"]:
             raise ProtocolError("malformed", "roster member id")
-    for device_id in value["removed"]:
-        if not isinstance(device_id, bytes) or len(device_id) != 16:
-            raise ProtocolError("malformed", "roster removed")
+        signed = member_signed_bytes(member["name"], member["identityKey"], member["secret"], member["generation"])
+        if not ed25519_verifies(member["identityKey"], member["signature"], signed):
+            raise ProtocolError("badSignature")
+    for mark in value["removed"]:
+        shape = {"deviceId": 16, "removedBy": 16, "signature": 64}
+        if not isinstance(mark, dict) or not all(isinstance(mark.get(k), bytes) and len(mark[k]) == n for k, n in shape.items()):
+            raise ProtocolError("malformed", "roster removed entry")
     return value
+
+
+def member_signed_bytes(name, identity_key, secret, generation):
+    return b"baton/v1 member" + identity_key + secret + u32be(generation) + name.encode("utf-8")
+
+
+def introduction_signed_bytes(identity_key):
+    return b"baton/v1 introduce" + identity_key
+
+
+def removal_signed_bytes(device_id):
+    return b"baton/v1 remove" + device_id
+
+
+def ed25519_verifies(public_key, signature, message):
+    try:
+        Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)
+        return True
+    except Exception:  # noqa: BLE001 - any failure is a bad signature
+        return False
 
 
 # The checks.
@@ -581,11 +618,26 @@ def x25519_public(private):
     return X25519PrivateKey.from_private_bytes(private).public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
 
 
+def sign(seed, message):
+    return Ed25519PrivateKey.from_private_bytes(seed).sign(message)
+
+
 def roster_value(version, members, removed):
-    """§7.3: members as (name, identity key, secret, generation); sorted as senders sort them."""
-    entries = sorted(({"deviceId": device_id_of(key), "name": name, "identityKey": key, "secret": secret,
-                       "generation": generation} for name, key, secret, generation in members), key=lambda m: m["deviceId"])
-    return {"version": version, "members": entries, "removed": sorted(removed)}
+    """§7.3: members as (name, identity seed, secret, generation, introducer seed or None), removed as
+    (device id, remover seed); every signature made here from the seeds; sorted as senders sort them."""
+    entries = []
+    for name, seed, secret, generation, introducer in members:
+        key = identity_public(seed)
+        entry = {"deviceId": device_id_of(key), "name": name, "identityKey": key, "secret": secret, "generation": generation,
+                 "signature": sign(seed, member_signed_bytes(name, key, secret, generation))}
+        if introducer is not None:
+            entry["introducedBy"] = device_id_of(identity_public(introducer))
+            entry["introduction"] = sign(introducer, introduction_signed_bytes(key))
+        entries.append(entry)
+    marks = [{"deviceId": device_id, "removedBy": device_id_of(identity_public(remover)),
+              "signature": sign(remover, removal_signed_bytes(device_id))} for device_id, remover in removed]
+    return {"version": version, "members": sorted(entries, key=lambda m: m["deviceId"]),
+            "removed": sorted(marks, key=lambda m: m["deviceId"])}
 
 
 def identity_signed_bytes(role, h, name, key, secret, generation):
@@ -624,7 +676,7 @@ def check_pairing_exchange(check, x):
                     "generation": q["generation"], "signature": signature}
         if q["endpoints"]:
             identity["endpoints"] = list(q["endpoints"])
-        roster = roster_value(q["rosterVersion"], [(q["name"], key, h(q["secret"]), q["generation"])], [])
+        roster = roster_value(q["rosterVersion"], [(q["name"], h(q["identitySeed"]), h(q["secret"]), q["generation"], None)], [])
         messages[role] = [{"msg": "confirm", "accepted": True}, identity, {"msg": "roster", "roster": encode_value(roster)}]
         for counter, message in enumerate(messages[role]):
             expected[(role, message["msg"])] = encode_frame(0x23, 0, seal_pairing_message(keys[role], transcript, counter, message))
@@ -658,16 +710,37 @@ def check_rosters(check, rosters):
     for vector in rosters:
         name = f"roster: {vector['comment']}"
         members = []
+        seeds = {}
         for m in vector["members"]:
             key = identity_public(h(m["identitySeed"]))
+            seeds[device_id_of(key).hex()] = h(m["identitySeed"])
             check.equal(f"{name}: {m['name']} device id", device_id_of(key).hex(), m["deviceId"])
-            members.append((m["name"], key, h(m["secret"]), m["generation"]))
-        encoded = encode_value(roster_value(vector["version"], members, [h(d) for d in vector["removed"]]))
+            signed = member_signed_bytes(m["name"], key, h(m["secret"]), m["generation"])
+            check.equal(f"{name}: {m['name']} signed bytes", signed.hex(), m["signedBytes"])
+            check.equal(f"{name}: {m['name']} signature", sign(h(m["identitySeed"]), signed).hex(), m["signature"])
+        for m in vector["members"]:
+            introducer = seeds.get(m.get("introducedBy") or "")
+            check.equal(f"{name}: {m['name']} introducer is a member", m.get("introducedBy") is None or introducer is not None, True)
+            if introducer is not None:
+                key = identity_public(h(m["identitySeed"]))
+                check.equal(f"{name}: {m['name']} introduction signed bytes", introduction_signed_bytes(key).hex(), m["introductionSignedBytes"])
+                check.equal(f"{name}: {m['name']} introduction", sign(introducer, introduction_signed_bytes(key)).hex(), m["introduction"])
+            members.append((m["name"], h(m["identitySeed"]), h(m["secret"]), m["generation"], introducer))
+        removed = []
+        for mark in vector["removed"]:
+            remover = seeds.get(mark["removedBy"])
+            check.equal(f"{name}: remover of {mark['deviceId']} is a member", remover is not None, True)
+            check.equal(f"{name}: removal signed bytes", removal_signed_bytes(h(mark["deviceId"])).hex(), mark["signedBytes"])
+            if remover is not None:
+                check.equal(f"{name}: removal signature", sign(remover, removal_signed_bytes(h(mark["deviceId"]))).hex(), mark["signature"])
+                removed.append((h(mark["deviceId"]), remover))
+        encoded = encode_value(roster_value(vector["version"], members, removed))
         check.equal(f"{name}: encode", encoded.hex(), vector["roster"])
         check.equal(f"{name}: RingSync frame", encode_frame(0x10, vector["ringSyncRequestID"], encoded).hex(), vector["ringSyncFrame"])
         frame_type, request_id, payload, fields = decode_frame(h(vector["ringSyncFrame"]))
-        check.equal(f"{name}: decode", (fields["version"], sorted(m["deviceId"].hex() for m in fields["members"]), sorted(d.hex() for d in fields["removed"])),
-                    (vector["version"], sorted(m["deviceId"] for m in vector["members"]), sorted(vector["removed"])))
+        check.equal(f"{name}: decode", (fields["version"], sorted(m["deviceId"].hex() for m in fields["members"]),
+                                        sorted(d["deviceId"].hex() for d in fields["removed"])),
+                    (vector["version"], sorted(m["deviceId"] for m in vector["members"]), sorted(d["deviceId"] for d in vector["removed"])))
         check.equal(f"{name}: re-encode", encode_value(fields).hex(), vector["roster"])
 
 
@@ -681,13 +754,13 @@ def main():
     secret = h(schedule["secret"])
     keys = Keys(secret)
     check.equal("keys: K_tag", keys.tag.hex(), schedule["tagKey"])
-    check.equal("keys: K_seal", keys.seal.hex(), schedule["sealKey"])
     check.equal("keys: K_type", keys.type.hex(), schedule["typeKey"])
     check.equal("keys: K_mdns", keys.mdns.hex(), schedule["mdnsKey"])
     for entry in schedule["epochs"]:
         e = entry["epoch"]
         check.equal(f"keys: tag_e epoch {e}", keys.advert_tag(e).hex(), entry["tag"])
         check.equal(f"keys: mask_e epoch {e}", f"{keys.mask(e):02x}", entry["mask"])
+        check.equal(f"keys: K_seal_e epoch {e}", keys.seal(e).hex(), entry["sealKey"])
         check.equal(f"keys: mDNS instance epoch {e}", keys.mdns_instance(e), entry["mdnsInstance"])
     for entry in schedule["typeHashes"]:
         check.equal(f"keys: typeHash {entry['activityType']}", keys.type_hash(entry["activityType"]).hex(), entry["typeHash"])

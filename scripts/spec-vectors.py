@@ -10,9 +10,9 @@ out = ["## 10. Test vectors", "",
        "`VectorTests` checks it against the code in both directions.", "",
        "### 10.1 Key schedule", "",
        f"- S = `{k['secret']}` (bytes 00..1f), generation 1",
-       f"- K_tag = `{k['tagKey']}`", f"- K_seal = `{k['sealKey']}`", f"- K_type = `{k['typeKey']}`", f"- K_mdns = `{k['mdnsKey']}`", "",
-       "| epoch | tag_e | mask_e | mDNS instance |", "|---|---|---|---|"]
-out += [f"| {e['epoch']} | `{e['tag']}` | `{e['mask']}` | `{e['mdnsInstance']}` |" for e in k["epochs"]]
+       f"- K_tag = `{k['tagKey']}`", f"- K_type = `{k['typeKey']}`", f"- K_mdns = `{k['mdnsKey']}`", "",
+       "| epoch | tag_e | mask_e | K_seal_e | mDNS instance |", "|---|---|---|---|---|"]
+out += [f"| {e['epoch']} | `{e['tag']}` | `{e['mask']}` | `{e['sealKey']}` | `{e['mdnsInstance']}` |" for e in k["epochs"]]
 out += ["", "| activity type | typeHash |", "|---|---|"]
 out += [f"| `{t['activityType']}` | `{t['typeHash']}` |" for t in k["typeHashes"]]
 out += ["", "### 10.2 Ring adverts (S as above)", "",
@@ -73,11 +73,22 @@ for r in v["replays"]:
     out.append(f"- {r['comment']}: " + ", then ".join(f"`{a}` → {o}" for a, o in zip(r["adverts"], r["outcomes"])))
 out += ["", "### 10.10 Rosters and RingSync", "",
         "Members are given by their Ed25519 seed (identity key and device id follow from it), name, secret and",
-        "generation.", ""]
+        "generation; each entry's signature (§7.3) is by its own seed, an introduction by the introducer's seed,",
+        "a removal mark by the remover's seed. Ed25519 signatures are deterministic.", ""]
 for r in v["rosters"]:
-    out.append(f"- {r['comment']}: version {r['version']}, members "
-               + "; ".join(f"\"{m['name']}\" (seed `{m['identitySeed']}`, device id `{m['deviceId']}`, secret `{m['secret']}`, generation {m['generation']})" for m in r["members"])
-               + ", removed " + (", ".join(f"`{d}`" for d in r["removed"]) or "none"))
+    def member_line(m):
+        text = f"\"{m['name']}\" (seed `{m['identitySeed']}`, device id `{m['deviceId']}`, secret `{m['secret']}`, generation {m['generation']}"
+        if m.get("introducedBy"):
+            text += f", introduced by `{m['introducedBy']}`"
+        return text + ")"
+    out.append(f"- {r['comment']}: version {r['version']}, members " + "; ".join(member_line(m) for m in r["members"])
+               + ", removed " + (", ".join(f"`{d['deviceId']}` by `{d['removedBy']}`" for d in r["removed"]) or "none"))
+    for m in r["members"]:
+        out.append(f"  - \"{m['name']}\": signed bytes `{m['signedBytes']}`, signature `{m['signature']}`")
+        if m.get("introduction"):
+            out.append(f"  - \"{m['name']}\" introduction: signed bytes `{m['introductionSignedBytes']}`, signature `{m['introduction']}`")
+    for d in r["removed"]:
+        out.append(f"  - removal of `{d['deviceId']}`: signed bytes `{d['signedBytes']}`, signature `{d['signature']}`")
     out.append(f"  - roster `{r['roster']}`")
     out.append(f"  - RingSync, request id {r['ringSyncRequestID']}: `{r['ringSyncFrame']}`")
 out += ["", "### 10.11 Independent check", "",
@@ -86,7 +97,7 @@ out += ["", "### 10.11 Independent check", "",
         "type hashes, mDNS names, sealed adverts, pairing adverts, values, frames, C, H, SAS and the pairing keys",
         "from their inputs, runs both pairing roles over the exchange of §10.8 (seals each message from its",
         "inputs and compares the bytes, opens each one, verifies and recomputes the identity signatures), builds",
-        "the rosters of §10.10 from their members, replays §10.9, decodes and re-encodes every encoded item, and",
+        "the rosters of §10.10 from their members (making and verifying every signature), replays §10.9, decodes and re-encodes every encoded item, and",
         "expects each rejection's error.",
         "`scripts/test` runs it; a failure there means this text and the code disagree."]
 spec = root / "docs/protocol.md"

@@ -82,8 +82,10 @@ public func fuzzInitialize(_ argc: UnsafeMutableRawPointer?, _ argv: UnsafeMutab
                                                     "when": .date(1_700_000_000), "zoom": .double(1.5), "dark": .boolean(true)],
                                          webpageURL: "https://example.org/n", version: 2, revision: 9).encoded()
         let secret = try! AdvertisingSecret(bytes: [UInt8](repeating: 9, count: 32), generation: 3)
-        let member = try! RosterMember(name: "desk", identityKey: [UInt8](repeating: 3, count: 32), secret: secret)
-        let roster = try! Roster(version: 5, members: [member], removed: [DeviceID(identityKey: [UInt8](repeating: 4, count: 32))]).encoded()
+        let identity = try! Ed25519PrivateKey(seed: [UInt8](repeating: 3, count: 32))
+        let member = try! RosterMember.signed(name: "desk", identity: identity, secret: secret)
+        let gone = DeviceID(identityKey: [UInt8](repeating: 4, count: 32))
+        let roster = try! Roster(version: 5, members: [member], removalMarks: [gone: RemovalMark.make(removing: gone, by: identity)]).encoded()
 
         var stream: [UInt8] = [0]
         for (type, payload) in [(FrameType.hello, hello), (.fetchActivity, reference), (.error, error),

@@ -15,7 +15,7 @@ import BatonCrypto
 func localInfo(_ name: String, seed: UInt8) -> LocalPairingInfo {
     let identity = try! Ed25519PrivateKey(seed: [UInt8](repeating: seed, count: 32))
     let secret = try! AdvertisingSecret(bytes: [UInt8](repeating: seed &+ 100, count: 32), generation: UInt32(seed))
-    let own = try! RosterMember(name: name, identityKey: identity.publicKey, secret: secret)
+    let own = try! RosterMember.signed(name: name, identity: identity, secret: secret)
     return LocalPairingInfo(name: name, identityKey: identity, secret: secret, roster: Roster(version: 1, members: [own]))
 }
 
@@ -100,14 +100,20 @@ let fixture: Fixture = {
     _ = initiator.receive(responderConfirm, nowSeconds: 0)
     stages.append(Stage(name: "initiator confirming, peer confirmed", session: initiator, sealer: at(towardsInitiator, 1),
                         expectedPeerKey: responderPublic))
-    let initiatorMessages = frames(initiator.userConfirmed(true))
-    precondition(initiatorMessages.count == 3, "initiator should send confirm, identity and roster")
+    var initiatorMessages = frames(initiator.userConfirmed(true))
+    // The roster waits for the peer's identity (§7.2), so it is not among these.
+    precondition(initiatorMessages.count == 2, "initiator should send confirm and identity")
     stages.append(Stage(name: "initiator exchanging", session: initiator, sealer: at(towardsInitiator, 1), expectedPeerKey: responderPublic))
-    _ = responder.receive(initiatorMessages[0], nowSeconds: 0)
+    let responderIdentity = frames(responder.receive(initiatorMessages[0], nowSeconds: 0))
+    precondition(responderIdentity.count == 1, "responder should send its identity")
     stages.append(Stage(name: "responder exchanging", session: responder, sealer: at(towardsResponder, 1), expectedPeerKey: initiatorPublic))
     _ = responder.receive(initiatorMessages[1], nowSeconds: 0)
     stages.append(Stage(name: "responder holding identity", session: responder, sealer: at(towardsResponder, 2),
                         expectedPeerKey: initiatorPublic))
+    // The initiator sends its roster once it holds the responder's identity.
+    var initiatorAfterIdentity = initiator
+    initiatorMessages += frames(initiatorAfterIdentity.receive(responderIdentity[0], nowSeconds: 0))
+    precondition(initiatorMessages.count == 3, "initiator should send its roster after the peer's identity")
 
     // The harness's own key derivation must agree with the session's, or sealed fuzzing is blind.
     let confirmPlaintext = towardsResponder.open(initiatorMessages[0].payload)

@@ -171,7 +171,7 @@ public struct AdvertMatcher: Sendable {
         let low = currentEpoch == 0 ? 0 : currentEpoch - 1
         for epoch in low...(currentEpoch + 1) {
             let material = derived.epochMaterial(epoch)
-            let candidate = Candidate(member: id, generation: generation, epoch: epoch, mask: material.mask, sealKey: derived.sealKey)
+            let candidate = Candidate(member: id, generation: generation, epoch: epoch, mask: material.mask, sealKey: derived.sealKey(epoch: epoch))
             if table[material.tagKey] != nil {
                 table[material.tagKey]!.others.append(candidate)
             } else {

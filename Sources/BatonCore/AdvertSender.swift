@@ -21,16 +21,21 @@ public struct AdvertContent: Hashable, Sendable {
 /// handed to the radio, so that a restart never seals a second body under a used nonce.
 public struct SenderCounters: Hashable, Sendable, Codable {
     public var generation: UInt32
+    /// The highest epoch ever sealed in (high-water mark): nothing is sealed below it (§4.2).
     public var epoch: UInt64
     /// The next unused sequence in `epoch`; 256 means the epoch is used up.
     public var nextSequence: Int
     public var revision: UInt32
+    /// Identifies the machine that wrote the counters (the service passes a digest of
+    /// /etc/machine-id). Counters read back on another machine mean a cloned state directory.
+    public var machine: [UInt8]?
 
-    public init(generation: UInt32, epoch: UInt64, nextSequence: Int, revision: UInt32) {
+    public init(generation: UInt32, epoch: UInt64, nextSequence: Int, revision: UInt32, machine: [UInt8]? = nil) {
         self.generation = generation
         self.epoch = epoch
         self.nextSequence = nextSequence
         self.revision = revision
+        self.machine = machine
     }
 }
 
@@ -51,12 +56,19 @@ public struct AdvertSender: Sendable {
     public private(set) var currentAdvert: [UInt8]?
     /// True when a change waits for the next epoch because 256 seals were used.
     public private(set) var deferred = false
+    /// The own secret must be replaced (RingKeeper.rekey, then rotateSecret) before anything is
+    /// sealed again: the restored counters came from another machine, or the clock is so far
+    /// behind the high-water epoch that waiting for it would silence the device.
+    public private(set) var needsRekey = false
+    /// How far behind the high-water epoch the clock may be before a re-key beats waiting (a day).
+    public static let maxEpochsBehind: UInt64 = 96
     private var secret: AdvertisingSecret
     private var keys: DerivedKeys
     private var enabled = false
 
-    /// `restored` are the counters read back from disk, if any.
-    public init(secret: AdvertisingSecret, restored: SenderCounters?) {
+    /// `restored` are the counters read back from disk, if any; `machine` identifies this machine
+    /// (nil: no check). Counters written on another machine set `needsRekey`.
+    public init(secret: AdvertisingSecret, restored: SenderCounters?, machine: [UInt8]? = nil) {
         self.secret = secret
         self.keys = DerivedKeys(secret: secret)
         self.content = .presence
@@ -65,6 +77,11 @@ public struct AdvertSender: Sendable {
         } else {
             counters = SenderCounters(generation: secret.generation, epoch: restored?.epoch ?? 0,
                                       nextSequence: 0, revision: restored?.revision ?? 0)
+        }
+        if let machine {
+            // Counters without a machine value predate the check: adopt them.
+            needsRekey = restored?.machine.map { $0 != machine } ?? false
+            counters.machine = machine
         }
     }
 
@@ -95,7 +112,7 @@ public struct AdvertSender: Sendable {
     public mutating func tick(nowSeconds: Int64) -> [Action] {
         guard enabled else { return [] }
         let epoch = Protocol.epoch(unixSeconds: nowSeconds)
-        guard epoch != counters.epoch || deferred else { return [] }
+        guard epoch > counters.epoch || deferred else { return [] }
         return seal(nowSeconds: nowSeconds)
     }
 
@@ -112,13 +129,24 @@ public struct AdvertSender: Sendable {
         keys = DerivedKeys(secret: newSecret)
         counters.generation = newSecret.generation
         counters.nextSequence = 0
+        // The high-water mark protects one key's nonces; a new key starts from the clock.
+        counters.epoch = 0
+        needsRekey = false
         counters.revision = Revision.next(counters.revision)
         return enabled ? seal(nowSeconds: nowSeconds, forceNewEpochState: true) : [.persist(counters)]
     }
 
     private mutating func seal(nowSeconds: Int64, forceNewEpochState: Bool = false) -> [Action] {
         let epoch = Protocol.epoch(unixSeconds: nowSeconds)
-        if epoch != counters.epoch {
+        // A clock that stepped back below the high-water epoch (NTP step, local-time RTC,
+        // restored snapshot) would reuse (K_seal, e, seq) with another body: keep the current
+        // bytes on the air, or stay silent, until the clock passes it again (§4.2).
+        guard !needsRekey, epoch >= counters.epoch else {
+            deferred = true
+            if epoch + Self.maxEpochsBehind < counters.epoch { needsRekey = true }
+            return needsRekey ? [] : [.persist(counters)]
+        }
+        if epoch > counters.epoch {
             counters.epoch = epoch
             counters.nextSequence = 0
         }

@@ -52,21 +52,32 @@ public struct EpochMaterial: Hashable, Sendable {
 /// Keys derived from one advertising secret with HKDF and distinct labels (§3).
 public struct DerivedKeys: Sendable {
     public let tagKey: [UInt8]
-    public let sealKey: AESGCMKey
-    public let sealKeyBytes: [UInt8]
     public let typeKey: [UInt8]
     public let mdnsKey: [UInt8]
+    private let secret: [UInt8]
 
     public init(secret: AdvertisingSecret) {
         func derive(_ label: String, _ count: Int) -> [UInt8] {
             // HKDF with a fixed small length cannot fail.
             try! HKDF.deriveKey(ikm: secret.bytes, salt: Protocol.hkdfSalt, info: label.utf8Bytes, count: count)
         }
+        self.secret = secret.bytes
         tagKey = derive("baton/v1 tag", 32)
-        sealKeyBytes = derive("baton/v1 seal", 16)
-        sealKey = try! AESGCMKey(sealKeyBytes)
         typeKey = derive("baton/v1 type", 32)
         mdnsKey = derive("baton/v1 mdns", 32)
+    }
+
+    /// K_seal for one epoch (§3): a key per epoch, so a nonce reuse, should one ever happen,
+    /// exposes one epoch's GHASH key only, and no key sees more than a few epochs of decryptions.
+    public func sealKeyBytes(epoch: UInt64) -> [UInt8] {
+        var info = "baton/v1 seal".utf8Bytes
+        info.appendBigEndian(epoch)
+        return try! HKDF.deriveKey(ikm: secret, salt: Protocol.hkdfSalt, info: info, count: 16)
+    }
+
+    public func sealKey(epoch: UInt64) -> AESGCMKey {
+        // 16 bytes by construction.
+        try! AESGCMKey(sealKeyBytes(epoch: epoch))
     }
 
     public func epochMaterial(_ epoch: UInt64) -> EpochMaterial {

@@ -82,8 +82,10 @@ public struct PairingSession: Sendable {
     private var receiveCounter: UInt64 = 0
     private var localConfirmed = false
     private var peerConfirmed = false
-    private var peer: RosterMember?
+    /// The peer's identity message, checked; its signed roster entry comes with its roster.
+    private var peer: (name: String, identityKey: [UInt8], secret: AdvertisingSecret)?
     private var peerRoster: Roster?
+    private var rosterSent = false
     private var peerEndpoints: [String] = []
     public private(set) var code: String?
 
@@ -263,21 +265,31 @@ public struct PairingSession: Sendable {
                 }
                 try PairingEndpoints.validate(endpoints)
             }
-            let member = try RosterMember(name: name, identityKey: key, secret: AdvertisingSecret(bytes: secret, generation: UInt32(generation)))
+            guard key.count == 32, name.utf8.count <= RosterMember.maxNameBytes, generation <= Int64(RosterMember.maxGeneration) else {
+                throw .malformed("identity")
+            }
+            let member = (name: name, identityKey: key, secret: try AdvertisingSecret(bytes: secret, generation: UInt32(generation)))
             // Signed by the peer in the peer's role: our own identity reflected back does not verify.
             let peerRole: Role = role == .initiator ? .responder : .initiator
             guard key != local.identityKey.publicKey,
-                  Ed25519.isValidSignature(signature, for: identitySigningInput(member, signer: peerRole), publicKey: key) else {
+                  Ed25519.isValidSignature(signature, for: identitySigningInput(name: name, identityKey: key, secret: member.secret, signer: peerRole),
+                                           publicKey: key) else {
                 throw .badSignature
             }
+            // A device this ring removed learns nothing of it: refused before our roster goes out (§7.2).
+            guard !local.roster.removed.contains(DeviceID(identityKey: key)) else { throw .peerRemoved }
             peer = member
             peerEndpoints = endpoints
-            return finishIfComplete()
+            return sendRoster() + finishIfComplete()
         case "roster":
             guard phase == .exchanging, peer != nil, peerRoster == nil, let bytes = message["roster"]?.bytesValue else {
                 throw .unexpectedMessage("roster")
             }
-            peerRoster = try Roster(decoding: bytes)
+            let roster = try Roster(decoding: bytes)
+            // The roster lists its sender (§7.3): that signed entry must be the identity just checked.
+            guard let peer, let entry = roster.members[DeviceID(identityKey: peer.identityKey)], entry.name == peer.name,
+                  entry.secret == peer.secret else { throw .malformed("roster sender entry") }
+            peerRoster = roster
             return finishIfComplete()
         default:
             throw .unexpectedMessage("sealed message kind")
@@ -285,36 +297,44 @@ public struct PairingSession: Sendable {
     }
 
     /// "baton/v1 identity" || role of the signer (1 initiator, 2 responder) || H || name || key || secret || generation.
-    private func identitySigningInput(_ member: RosterMember, signer: Role) -> [UInt8] {
-        var input = "baton/v1 identity".utf8Bytes + [signer == .initiator ? 1 : 2] + transcript + Array(member.name.utf8)
-            + member.identityKey + member.secret.bytes
-        input.appendBigEndian(member.secret.generation)
+    private func identitySigningInput(name: String, identityKey: [UInt8], secret: AdvertisingSecret, signer: Role) -> [UInt8] {
+        var input = "baton/v1 identity".utf8Bytes + [signer == .initiator ? 1 : 2] + transcript + Array(name.utf8)
+            + identityKey + secret.bytes
+        input.appendBigEndian(secret.generation)
         return input
     }
 
     private mutating func sendIdentityAndRoster() -> [Action] {
         phase = .exchanging
-        guard let me = try? RosterMember(name: local.name, identityKey: local.identityKey.publicKey, secret: local.secret),
-              let signature = try? local.identityKey.signature(for: identitySigningInput(me, signer: role)),
-              let roster = try? local.roster.encoded() else {
+        let key = local.identityKey.publicKey
+        guard let signature = try? local.identityKey.signature(
+            for: identitySigningInput(name: local.name, identityKey: key, secret: local.secret, signer: role)) else {
             return fail(.malformed("local identity"), tellPeer: true)
         }
         var message: [String: PropertyValue] = [
-            "msg": .string("identity"), "name": .string(me.name), "identityKey": .bytes(me.identityKey),
-            "secret": .bytes(me.secret.bytes), "generation": .integer(Int64(me.secret.generation)), "signature": .bytes(signature),
+            "msg": .string("identity"), "name": .string(local.name), "identityKey": .bytes(key),
+            "secret": .bytes(local.secret.bytes), "generation": .integer(Int64(local.secret.generation)), "signature": .bytes(signature),
         ]
         // Hints only, so an invalid local list is left out rather than failing the pairing.
         if !local.endpoints.isEmpty, (try? PairingEndpoints.validate(local.endpoints)) != nil {
             message["endpoints"] = .array(local.endpoints.map { .string($0) })
         }
-        let identity = sendSealed(message)
-        return identity + sendSealed(["msg": .string("roster"), "roster": .bytes(roster)]) + finishIfComplete()
+        return sendSealed(message) + sendRoster() + finishIfComplete()
+    }
+
+    /// Message 3 goes out only once our identity is sent and the peer's identity was checked.
+    private mutating func sendRoster() -> [Action] {
+        guard phase == .exchanging, sendCounter >= 2, peer != nil, !rosterSent else { return [] }
+        guard let roster = try? local.roster.encoded() else { return fail(.malformed("local roster"), tellPeer: true) }
+        rosterSent = true
+        return sendSealed(["msg": .string("roster"), "roster": .bytes(roster)])
     }
 
     private mutating func finishIfComplete() -> [Action] {
-        guard phase == .exchanging, let peer, let peerRoster else { return [] }
+        guard phase == .exchanging, rosterSent, let peer, let peerRoster,
+              let entry = peerRoster.members[DeviceID(identityKey: peer.identityKey)] else { return [] }
         phase = .done
-        return [.completed(PairingResult(peer: peer, peerRoster: peerRoster, peerEndpoints: peerEndpoints))]
+        return [.completed(PairingResult(peer: entry, peerRoster: peerRoster, peerEndpoints: peerEndpoints))]
     }
 
     /// The Error frame that tells the peer why pairing ended (§7.2 "Failures"): the code by the
@@ -331,6 +351,7 @@ public struct PairingSession: Sendable {
         case .authenticationFailed: ErrorFrame(code: .malformed, message: "authenticationFailed")
         case .replayedSequence: ErrorFrame(code: .malformed, message: "replayedSequence")
         case .unexpectedMessage: ErrorFrame(code: .malformed, message: "unexpectedMessage")
+        case .peerRemoved: ErrorFrame(code: .notPermitted, message: "peerRemoved")
         default: ErrorFrame(code: .malformed, message: "malformed")
         }
     }

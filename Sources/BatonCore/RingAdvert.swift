@@ -89,7 +89,7 @@ public enum RingAdvert {
         advert.append(contentsOf: epoch.tag)
         advert.append(sequence ^ epoch.mask)
         // 12-byte nonce, 16-byte key and 8-byte tag are valid by construction.
-        let sealed = try! AESGCM.seal(key: keys.sealKey, nonce: nonce(epoch: epoch.epoch, sequence: sequence),
+        let sealed = try! AESGCM.seal(key: keys.sealKey(epoch: epoch.epoch), nonce: nonce(epoch: epoch.epoch, sequence: sequence),
                                       plaintext: body.encoded, aad: advert, tagLength: tagLength)
         advert.append(contentsOf: sealed.ciphertext)
         advert.append(contentsOf: sealed.tag)
@@ -99,7 +99,7 @@ public enum RingAdvert {
     /// Opens a ring advert with one candidate's keys. Returns the sequence and body, or
     /// throws `authenticationFailed` / `malformed`.
     public static func open(_ advert: [UInt8], keys: DerivedKeys, epoch: UInt64, mask: UInt8) throws(WireError) -> (sequence: UInt8, body: AdvertBody) {
-        try open(advert, sealKey: keys.sealKey, epoch: epoch, mask: mask)
+        try open(advert, sealKey: keys.sealKey(epoch: epoch), epoch: epoch, mask: mask)
     }
 
     /// The matcher's hot path: nonce on the stack and the packet's own bytes handed to

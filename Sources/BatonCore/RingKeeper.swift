@@ -8,11 +8,15 @@ public struct RingKeeper: Sendable {
         public var name: String
         public var identitySeed: [UInt8]
         public var roster: Roster
+        /// Members that still need our roster, with the roster version they must reach (§7.4).
+        /// Kept durably so a re-key that failed to reach a member is retried at its next sighting.
+        public var pendingSyncs: [DeviceID: UInt64]
 
-        public init(name: String, identitySeed: [UInt8], roster: Roster) {
+        public init(name: String, identitySeed: [UInt8], roster: Roster, pendingSyncs: [DeviceID: UInt64] = [:]) {
             self.name = name
             self.identitySeed = identitySeed
             self.roster = roster
+            self.pendingSyncs = pendingSyncs
         }
     }
 
@@ -23,7 +27,7 @@ public struct RingKeeper: Sendable {
         case rotateOwnSecret(AdvertisingSecret)
         /// The matcher's member set changed (everyone but this device).
         case membersChanged([DeviceID: AdvertisingSecret])
-        /// Send our roster to this member (RingSync).
+        /// Send our roster to this member (RingSync); report the outcome with `syncDelivered`.
         case sync(DeviceID)
     }
 
@@ -41,7 +45,7 @@ public struct RingKeeper: Sendable {
     public static func create(name: String, random: some RandomSource) throws(WireError) -> RingKeeper {
         let seed = random.bytes(32)
         guard let key = try? Ed25519PrivateKey(seed: seed) else { throw .malformed("identity seed") }
-        let me = try RosterMember(name: name, identityKey: key.publicKey, secret: .generate(generation: 1, using: random))
+        let me = try RosterMember.signed(name: name, identity: key, secret: .generate(generation: 1, using: random))
         return try RingKeeper(state: State(name: name, identitySeed: seed, roster: Roster(version: 1, members: [me])))
     }
 
@@ -61,26 +65,47 @@ public struct RingKeeper: Sendable {
         LocalPairingInfo(name: state.name, identityKey: identity, secret: ownSecret, roster: state.roster)
     }
 
-    /// Pairing succeeded: the two rings merge, and every other member hears of it.
-    public mutating func paired(_ result: PairingResult, random: some RandomSource) -> [Action] {
-        var roster = state.roster
-        roster.merge(result.peerRoster)
-        roster.upsert(result.peer)
-        return apply(roster, from: result.peer.deviceID, random: random)
+    /// Whether `id` may join by pairing: not this device, not a removed device (§7.4). Checked
+    /// before this device's roster is sent (PairingSession does it with the same roster).
+    public func checkPairingPeer(_ id: DeviceID) throws(WireError) {
+        guard id != deviceID else { throw .badSignature }
+        guard !state.roster.removed.contains(id) else { throw .peerRemoved }
     }
 
-    /// `bt-pair remove`: tombstone, drop keys, rotate own secret, tell the rest.
+    /// Pairing succeeded: the two rings merge, we vouch for the peer, and every other member hears of it.
+    public mutating func pair(_ result: PairingResult, random: some RandomSource) throws(WireError) -> [Action] {
+        let peerID = result.peer.deviceID
+        try checkPairingPeer(peerID)
+        var roster = state.roster
+        let merged = try roster.merge(result.peerRoster, me: deviceID, anchor: peerID)
+        if roster.members[peerID] == nil { roster.upsert(result.peer) }
+        roster.introduce(peerID, by: identity)
+        return apply(roster, from: peerID, random: random, forceRotation: !merged.newlyRemoved.isEmpty)
+    }
+
+    /// `pair`, ignoring a refused peer (nothing changes then).
+    public mutating func paired(_ result: PairingResult, random: some RandomSource) -> [Action] {
+        (try? pair(result, random: random)) ?? []
+    }
+
+    /// `bt-pair remove`: signed tombstone, drop keys, rotate own secret, tell the rest.
     public mutating func remove(_ id: DeviceID, random: some RandomSource) -> [Action] {
         guard id != deviceID else { return [] }
         var roster = state.roster
-        guard roster.remove(id) else { return [] }
+        guard roster.remove(id, by: identity) else { return [] }
+        state.pendingSyncs[id] = nil
         return apply(roster, from: nil, random: random, forceRotation: true)
     }
 
-    /// A member's RingSync arrived (inside pinned TLS).
-    public mutating func received(_ roster: Roster, from sender: DeviceID, random: some RandomSource) -> [Action] {
+    /// Members `id` introduced, so `bt-pair remove` can offer to remove them too.
+    public func introduced(by id: DeviceID) -> [DeviceID] {
+        state.roster.members.values.filter { $0.introduction?.introducer == id }.map(\.deviceID).sorted()
+    }
+
+    /// A member's RingSync arrived (inside pinned TLS). Throws when a signature in it is bad.
+    public mutating func receive(_ roster: Roster, from sender: DeviceID, random: some RandomSource) throws(WireError) -> [Action] {
         var merged = state.roster
-        let result = merged.merge(roster)
+        let result = try merged.merge(roster, me: deviceID)
         guard result.changed else {
             guard merged.version != state.roster.version else { return [] }
             state.roster = merged
@@ -89,26 +114,59 @@ public struct RingKeeper: Sendable {
         return apply(merged, from: sender, random: random, forceRotation: !result.newlyRemoved.isEmpty)
     }
 
+    /// `receive`, ignoring a refused roster (nothing changes then).
+    public mutating func received(_ roster: Roster, from sender: DeviceID, random: some RandomSource) -> [Action] {
+        (try? receive(roster, from: sender, random: random)) ?? []
+    }
+
+    /// A RingSync to `id` was answered; `version` is the roster version it carried.
+    public mutating func syncDelivered(to id: DeviceID, version: UInt64) -> [Action] {
+        guard let needed = state.pendingSyncs[id], version >= needed else { return [] }
+        state.pendingSyncs[id] = nil
+        return [.persist(state)]
+    }
+
+    /// A member was heard (accepted advert, Hello): retry a sync it still needs.
+    public func sighted(_ id: DeviceID) -> [Action] {
+        state.pendingSyncs[id] != nil && state.roster.members[id] != nil ? [.sync(id)] : []
+    }
+
+    /// The state directory was copied from another machine (SenderCounters.machine differs):
+    /// a fresh own secret, so the two copies never seal under the same key, and everyone hears of it.
+    public mutating func rekey(random: some RandomSource) -> [Action] {
+        apply(state.roster, from: nil, random: random, forceRotation: true)
+    }
+
+    private func nextOwnSecret(random: some RandomSource) -> AdvertisingSecret? {
+        let (next, overflow) = ownSecret.generation.addingReportingOverflow(1)
+        guard !overflow, next <= RosterMember.maxGeneration else { return nil }
+        return .generate(generation: next, using: random)
+    }
+
     private mutating func apply(_ roster: Roster, from sender: DeviceID?, random: some RandomSource, forceRotation: Bool = false) -> [Action] {
         let before = peers
         state.roster = roster
         var actions: [Action] = []
         if state.roster.removed.contains(deviceID) {
             // We were removed: start over alone with a fresh secret and a fresh ring.
-            let fresh = AdvertisingSecret.generate(generation: ownSecret.generation &+ 1, using: random)
-            let me = try! RosterMember(name: state.name, identityKey: identity.publicKey, secret: fresh)
+            let fresh = nextOwnSecret(random: random) ?? .generate(generation: 1, using: random)
+            let me = try! RosterMember.signed(name: state.name, identity: identity, secret: fresh)
             state.roster = Roster(version: 1, members: [me])
+            state.pendingSyncs = [:]
             return [.persist(state), .rotateOwnSecret(fresh), .membersChanged([:])]
         }
-        if forceRotation {
-            let fresh = AdvertisingSecret.generate(generation: ownSecret.generation &+ 1, using: random)
-            let me = try! RosterMember(name: state.name, identityKey: identity.publicKey, secret: fresh)
+        if forceRotation, let fresh = nextOwnSecret(random: random),
+           let me = try? RosterMember.signed(name: state.name, identity: identity, secret: fresh,
+                                             introduction: state.roster.members[deviceID]?.introduction) {
             state.roster.upsert(me)
             actions.append(.rotateOwnSecret(fresh))
         }
+        for id in state.pendingSyncs.keys where state.roster.members[id] == nil { state.pendingSyncs[id] = nil }
+        let targets = peers.keys.sorted().filter { $0 != sender }
+        for id in targets { state.pendingSyncs[id] = state.roster.version }
         actions.insert(.persist(state), at: 0)
         if peers != before { actions.append(.membersChanged(peers)) }
-        for id in peers.keys.sorted() where id != sender { actions.append(.sync(id)) }
+        for id in targets { actions.append(.sync(id)) }
         return actions
     }
 }

@@ -24,4 +24,6 @@ public enum WireError: Error, Equatable, Hashable, Sendable {
     case timedOut
     case unexpectedMessage(String)
     case sequenceExhausted
+    /// Pairing with a device this ring removed (§7.4): refused before any roster is sent.
+    case peerRemoved
 }

@@ -6,18 +6,18 @@ import BatonCrypto
     @Test func keysAreDistinctAndSized() {
         let keys = DerivedKeys(secret: secret(7))
         #expect(keys.tagKey.count == 32)
-        #expect(keys.sealKeyBytes.count == 16)
+        #expect(keys.sealKeyBytes(epoch: 5).count == 16)
         #expect(keys.typeKey.count == 32)
         #expect(keys.mdnsKey.count == 32)
-        let all = [keys.tagKey, keys.sealKeyBytes, keys.typeKey, keys.mdnsKey]
-        #expect(Set(all).count == 4)
+        let all = [keys.tagKey, keys.sealKeyBytes(epoch: 5), keys.sealKeyBytes(epoch: 6), keys.typeKey, keys.mdnsKey]
+        #expect(Set(all).count == 5)
     }
 
     @Test func keysFollowTheSpecFormula() throws {
         let s = secret(0x42)
         let keys = DerivedKeys(secret: s)
-        let expected = try HKDF.deriveKey(ikm: s.bytes, salt: Array("baton/v1".utf8), info: Array("baton/v1 seal".utf8), count: 16)
-        #expect(keys.sealKeyBytes == expected)
+        let expected = try HKDF.deriveKey(ikm: s.bytes, salt: Array("baton/v1".utf8), info: Array("baton/v1 seal".utf8) + [0, 0, 0, 0, 0, 0, 0, 5], count: 16)
+        #expect(keys.sealKeyBytes(epoch: 5) == expected)
         let mac = HMACSHA256.mac(key: keys.tagKey, message: Array("baton/v1 epoch".utf8) + [0, 0, 0, 0, 0, 0, 0, 5])
         let material = keys.epochMaterial(5)
         #expect(material.tag == Array(mac[0..<6]))

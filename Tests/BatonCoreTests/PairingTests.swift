@@ -8,10 +8,12 @@ struct PairingHarness {
     var codes: [String] = []
     var results: [PairingSession.Role: PairingResult] = [:]
     var failures: [PairingSession.Role: WireError] = [:]
+    /// Every frame sent, by whom, in order.
+    var sent: [(role: PairingSession.Role, frame: Frame)] = []
 
     static func local(_ name: String, seed: UInt8) -> LocalPairingInfo {
         let identity = try! Ed25519PrivateKey(seed: [UInt8](repeating: seed, count: 32))
-        let own = try! RosterMember(name: name, identityKey: identity.publicKey, secret: secret(seed))
+        let own = try! RosterMember.signed(name: name, identity: identity, secret: secret(seed))
         return LocalPairingInfo(name: name, identityKey: identity, secret: secret(seed), roster: Roster(version: 1, members: [own]))
     }
 
@@ -30,6 +32,7 @@ struct PairingHarness {
             let (sender, action) = queue.removeFirst()
             switch action {
             case .send(let frame):
+                sent.append((sender, frame))
                 // Every frame crosses the wire as bytes.
                 let wire = try! Frame.decode(frame.encoded())
                 if sender == .initiator { queue += responder.receive(wire, nowSeconds: now).map { (.responder, $0) } }
@@ -185,38 +188,43 @@ struct PairingHarness {
 }
 
 @Suite struct RosterTests {
-    func member(_ seed: UInt8, generation: UInt32 = 1) -> RosterMember {
-        try! RosterMember(name: "m\(seed)", identityKey: [UInt8](repeating: seed, count: 32), secret: secret(seed, generation: generation))
+    func key(_ seed: UInt8) -> Ed25519PrivateKey { try! Ed25519PrivateKey(seed: [UInt8](repeating: seed, count: 32)) }
+
+    /// A signed entry; `introducer` vouches for it (§7.3).
+    func member(_ seed: UInt8, generation: UInt32 = 1, introducer: UInt8? = nil) -> RosterMember {
+        let introduction = introducer.map { try! Introduction.make(for: key(seed).publicKey, by: key($0)) }
+        return try! RosterMember.signed(name: "m\(seed)", identity: key(seed), secret: secret(seed, generation: generation),
+                                        introduction: introduction)
     }
 
-    @Test func mergeUnionsAndPrefersNewerGenerations() {
+    @Test func mergeUnionsAndPrefersNewerGenerations() throws {
         var a = Roster(version: 3, members: [member(1), member(2)])
-        let b = Roster(version: 5, members: [member(2, generation: 4), member(3)])
-        let result = a.merge(b)
+        let b = Roster(version: 5, members: [member(2, generation: 4), member(3, introducer: 2)])
+        let result = try a.merge(b, me: member(1).deviceID)
         #expect(result.changed)
         #expect(a.members.count == 3)
         #expect(a.members[member(2).deviceID]?.secret.generation == 4)
         #expect(a.version == 6)
-        #expect(!a.merge(b).changed)
+        #expect(try !a.merge(b, me: member(1).deviceID).changed)
     }
 
-    @Test func removalWinsAndStays() {
+    @Test func removalWinsAndStays() throws {
         var a = Roster(version: 1, members: [member(1), member(2)])
         var b = a
-        b.remove(member(2).deviceID)
-        let result = a.merge(b)
+        b.remove(member(2).deviceID, by: key(1))
+        let result = try a.merge(b, me: member(3).deviceID)
         #expect(result.newlyRemoved == [member(2).deviceID])
         #expect(a.members[member(2).deviceID] == nil)
         // An old roster still listing the member cannot resurrect it.
-        a.merge(Roster(version: 1, members: [member(1), member(2, generation: 9)]))
+        try a.merge(Roster(version: 1, members: [member(1), member(2, generation: 9)]), me: member(3).deviceID)
         #expect(a.members[member(2).deviceID] == nil)
         let resurrected = a.upsert(member(2, generation: 10))
         #expect(!resurrected)
     }
 
     @Test func encodingRoundTripAndValidation() throws {
-        var roster = Roster(version: 7, members: [member(1), member(2)])
-        roster.remove(member(3).deviceID)
+        var roster = Roster(version: 7, members: [member(1), member(2, introducer: 1)])
+        roster.remove(member(3).deviceID, by: key(1))
         let decoded = try Roster(decoding: roster.encoded())
         #expect(decoded == roster)
         guard case .dictionary(var entries) = roster.propertyValue, case .array(var members) = entries["members"],

@@ -23,9 +23,16 @@ extension ProtocolVectors {
     }
     struct RosterMemberVector: Codable, Equatable {
         var name: String, identitySeed: String, identityKey: String, deviceId: String, secret: String, generation: UInt32
+        /// Ed25519 by the member over `signedBytes` (§7.3).
+        var signedBytes: String, signature: String
+        /// The introducer's device id and its signature over `introductionSignedBytes`, when the entry has one.
+        var introducedBy: String?, introductionSignedBytes: String?, introduction: String?
+    }
+    struct RemovalVector: Codable, Equatable {
+        var deviceId: String, removedBy: String, signedBytes: String, signature: String
     }
     struct RosterVector: Codable, Equatable {
-        var comment: String, version: UInt64, members: [RosterMemberVector], removed: [String]
+        var comment: String, version: UInt64, members: [RosterMemberVector], removed: [RemovalVector]
         var roster: String, ringSyncRequestID: UInt32, ringSyncFrame: String
     }
     struct ReplayVector: Codable, Equatable {
@@ -42,7 +49,7 @@ struct PairingParty {
     var secret: AdvertisingSecret
     var endpoints: [String]
     var identity: Ed25519PrivateKey { try! Ed25519PrivateKey(seed: seed) }
-    var member: RosterMember { try! RosterMember(name: name, identityKey: identity.publicKey, secret: secret) }
+    var member: RosterMember { try! RosterMember.signed(name: name, identity: identity, secret: secret) }
     var roster: Roster { Roster(version: 1, members: [member]) }
     var info: LocalPairingInfo { LocalPairingInfo(name: name, identityKey: identity, secret: secret, roster: roster, endpoints: endpoints) }
 
@@ -141,24 +148,41 @@ enum PairingVectorSource {
                      initiator: try i.vector(transcript: h), responder: try r.vector(transcript: h), frames: frameVectors)
     }
 
-    static func rosterMember(name: String, seedByte: UInt8, secretByte: UInt8, generation: UInt32) throws -> (RosterMember, ProtocolVectors.RosterMemberVector) {
+    static func rosterMember(name: String, seedByte: UInt8, secretByte: UInt8, generation: UInt32,
+                             introducer: Ed25519PrivateKey? = nil) throws -> (RosterMember, ProtocolVectors.RosterMemberVector) {
         let seed = [UInt8](repeating: seedByte, count: 32)
-        let key = try Ed25519PrivateKey(seed: seed).publicKey
-        let member = try RosterMember(name: name, identityKey: key, secret: AdvertisingSecret(bytes: Array(repeating: secretByte, count: 32), generation: generation))
+        let identity = try Ed25519PrivateKey(seed: seed)
+        let key = identity.publicKey
+        let introduction = try introducer.map { introducer throws(WireError) in try Introduction.make(for: key, by: introducer) }
+        let member = try RosterMember.signed(name: name, identity: identity,
+                                             secret: AdvertisingSecret(bytes: Array(repeating: secretByte, count: 32), generation: generation),
+                                             introduction: introduction)
         return (member, .init(name: name, identitySeed: hex(seed), identityKey: hex(key), deviceId: hex(member.deviceID.bytes),
-                              secret: hex(member.secret.bytes), generation: generation))
+                              secret: hex(member.secret.bytes), generation: generation,
+                              signedBytes: hex(RosterMember.signingInput(name: name, identityKey: key, secret: member.secret)),
+                              signature: hex(member.signature), introducedBy: introduction.map { hex($0.introducer.bytes) },
+                              introductionSignedBytes: introduction.map { _ in hex(Introduction.signingInput(member: key)) },
+                              introduction: introduction.map { hex($0.signature) }))
     }
 
     static func rosters() throws -> [ProtocolVectors.RosterVector] {
+        let laptopKey = try Ed25519PrivateKey(seed: Array(repeating: 0x55, count: 32))
+        let deskKey = try Ed25519PrivateKey(seed: Array(repeating: 0x77, count: 32))
         let laptop = try rosterMember(name: "laptop", seedByte: 0x55, secretByte: 0x66, generation: 1)
-        let desk = try rosterMember(name: "Schreibtisch-Ü", seedByte: 0x77, secretByte: 0x88, generation: 3)
-        let tablet = try rosterMember(name: "tablet", seedByte: 0x99, secretByte: 0xAA, generation: 2)
+        let desk = try rosterMember(name: "Schreibtisch-Ü", seedByte: 0x77, secretByte: 0x88, generation: 3, introducer: laptopKey)
+        let tablet = try rosterMember(name: "tablet", seedByte: 0x99, secretByte: 0xAA, generation: 2, introducer: deskKey)
         let gone = try DeviceID(bytes: Array(repeating: 0xEE, count: 16)), alsoGone = try DeviceID(bytes: Array(repeating: 0x0E, count: 16))
         func vector(_ comment: String, _ version: UInt64, _ members: [(RosterMember, ProtocolVectors.RosterMemberVector)],
                     _ removed: [DeviceID], requestID: UInt32) throws -> ProtocolVectors.RosterVector {
-            let roster = Roster(version: version, members: members.map(\.0), removed: Set(removed))
+            var marks: [DeviceID: RemovalMark] = [:]
+            for id in removed { marks[id] = try RemovalMark.make(removing: id, by: laptopKey) }
+            let roster = Roster(version: version, members: members.map(\.0), removalMarks: marks)
             let bytes = try roster.encoded()
-            return .init(comment: comment, version: version, members: members.map(\.1), removed: removed.map { hex($0.bytes) },
+            let removedVectors = removed.sorted().map { id in
+                ProtocolVectors.RemovalVector(deviceId: hex(id.bytes), removedBy: hex(marks[id]!.remover.bytes),
+                                              signedBytes: hex(RemovalMark.signingInput(removed: id)), signature: hex(marks[id]!.signature))
+            }
+            return .init(comment: comment, version: version, members: members.map(\.1), removed: removedVectors,
                          roster: hex(bytes), ringSyncRequestID: requestID,
                          ringSyncFrame: hex(try Frame(type: .ringSync, requestID: requestID, payload: bytes).encoded()))
         }
@@ -242,7 +266,16 @@ extension VectorTests {
             let roster = try Roster(decoding: unhex(vector.roster))
             #expect(roster.version == vector.version)
             #expect(Set(roster.members.keys.map { hex($0.bytes) }) == Set(vector.members.map(\.deviceId)))
-            #expect(Set(roster.removed.map { hex($0.bytes) }) == Set(vector.removed))
+            #expect(Set(roster.removed.map { hex($0.bytes) }) == Set(vector.removed.map(\.deviceId)))
+            for member in vector.members {
+                #expect(Ed25519.isValidSignature(unhex(member.signature), for: unhex(member.signedBytes), publicKey: unhex(member.identityKey)))
+                let decoded = try #require(try roster.members[DeviceID(bytes: unhex(member.deviceId))])
+                #expect(hex(decoded.signature) == member.signature && decoded.introduction.map { hex($0.signature) } == member.introduction)
+            }
+            for mark in vector.removed {
+                let decoded = try #require(try roster.removalMarks[DeviceID(bytes: unhex(mark.deviceId))])
+                #expect(hex(decoded.remover.bytes) == mark.removedBy && hex(decoded.signature) == mark.signature)
+            }
             #expect(hex(try roster.encoded()) == vector.roster)
             let frame = try Frame.decode(unhex(vector.ringSyncFrame))
             #expect(frame.type == .ringSync && frame.requestID == vector.ringSyncRequestID && hex(frame.payload) == vector.roster)

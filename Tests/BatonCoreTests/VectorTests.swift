@@ -9,11 +9,11 @@ import BatonCrypto
 /// `BATON_WRITE_VECTORS=path swift test --filter VectorTests` regenerates the file.
 struct ProtocolVectors: Codable, Equatable {
     struct KeySchedule: Codable, Equatable {
-        var secret: String, tagKey: String, sealKey: String, typeKey: String, mdnsKey: String
+        var secret: String, tagKey: String, typeKey: String, mdnsKey: String
         var epochs: [EpochVector]
         var typeHashes: [TypeHashVector]
     }
-    struct EpochVector: Codable, Equatable { var epoch: UInt64, tag: String, mask: String, mdnsInstance: String }
+    struct EpochVector: Codable, Equatable { var epoch: UInt64, tag: String, mask: String, sealKey: String, mdnsInstance: String }
     struct TypeHashVector: Codable, Equatable { var activityType: String, typeHash: String }
     struct RingAdvertVector: Codable, Equatable {
         var comment: String, secret: String, generation: UInt32, epoch: UInt64, sequence: UInt8
@@ -53,7 +53,7 @@ func computeVectors() throws -> ProtocolVectors {
     let keys = DerivedKeys(secret: s)
     let epochs = [UInt64(0), 2_000_000, 2_000_001].map { e -> ProtocolVectors.EpochVector in
         let m = keys.epochMaterial(e)
-        return .init(epoch: e, tag: hex(m.tag), mask: hex([m.mask]), mdnsInstance: keys.mdnsInstanceName(epoch: e))
+        return .init(epoch: e, tag: hex(m.tag), mask: hex([m.mask]), sealKey: hex(keys.sealKeyBytes(epoch: e)), mdnsInstance: keys.mdnsInstanceName(epoch: e))
     }
     let types = ["org.example.Reader.reading", "org.mozilla.firefox.browsing", "a.b"].map {
         ProtocolVectors.TypeHashVector(activityType: $0, typeHash: hex(keys.typeHash($0).bytes))
@@ -140,8 +140,12 @@ func computeVectors() throws -> ProtocolVectors {
         .init(decoder: "pairingAdvert", input: "120102030405060708020100" + "616263" + String(repeating: "00", count: 9), error: "malformed(psm)"),
         .init(decoder: "pairingAdvert", input: "120102030405060708000081" + "616263" + String(repeating: "00", count: 9), error: "malformed(psm)"),
         .init(decoder: "roster", input: hex(try forgedRoster()), error: "malformed(roster member id)"),
+        .init(decoder: "roster", input: hex(try tamperedRoster("secret", .bytes(Array(repeating: 0x67, count: 32)))), error: "badSignature"),
+        .init(decoder: "roster", input: hex(try tamperedRoster("name", .string("desktop"))), error: "badSignature"),
+        .init(decoder: "roster", input: hex(try tamperedRoster("signature", nil)), error: "malformed(roster member)"),
+        .init(decoder: "roster", input: hex(try tamperedRoster("generation", .integer(Int64(UInt32.max)))), error: "malformed(roster member)"),
     ]
-    return ProtocolVectors(keySchedule: .init(secret: hex(s.bytes), tagKey: hex(keys.tagKey), sealKey: hex(keys.sealKeyBytes),
+    return ProtocolVectors(keySchedule: .init(secret: hex(s.bytes), tagKey: hex(keys.tagKey),
                                               typeKey: hex(keys.typeKey), mdnsKey: hex(keys.mdnsKey), epochs: epochs, typeHashes: types),
                            ringAdverts: rings, pairingAdverts: pairingAdverts, values: values, frames: frames, pairing: pairing,
                            pairingExchange: try PairingVectorSource.exchange(), rosters: try PairingVectorSource.rosters(),
@@ -161,8 +165,21 @@ func forgedRoster() throws -> [UInt8] {
         "version": .integer(1), "removed": .array([]),
         "members": .array([.dictionary([
             "deviceId": .bytes(Array(repeating: 1, count: 16)), "name": .string("x"), "identityKey": .bytes(Array(repeating: 2, count: 32)),
-            "secret": .bytes(Array(repeating: 3, count: 32)), "generation": .integer(1),
+            "secret": .bytes(Array(repeating: 3, count: 32)), "generation": .integer(1), "signature": .bytes(Array(repeating: 4, count: 64)),
         ])]),
+    ]))
+}
+
+/// A one-member roster whose entry is not signed by its own identity key, or whose generation
+/// is 2³²−1 (§7.3): `field` replaces one field of a correctly signed entry.
+func tamperedRoster(_ field: String, _ value: PropertyValue?) throws -> [UInt8] {
+    let identity = try Ed25519PrivateKey(seed: Array(repeating: 0x55, count: 32))
+    let member = try RosterMember.signed(name: "laptop", identity: identity,
+                                         secret: AdvertisingSecret(bytes: Array(repeating: 0x66, count: 32), generation: 1))
+    guard case .dictionary(var entry) = member.propertyValue else { return [] }
+    entry[field] = value
+    return try PropertyValueCodec.encode(.dictionary([
+        "version": .integer(1), "removed": .array([]), "members": .array([.dictionary(entry)]),
     ]))
 }
 

@@ -108,7 +108,14 @@ public actor PairingDriver {
         }
     }
 
+    /// One `perform` at a time, in call order: a send suspends the actor, and the roster (sent
+    /// when the peer's identity arrives) must not overtake the identity still being sent (§7.2).
+    private var performing = false
+    private var waitingToPerform: [CheckedContinuation<Void, Never>] = []
+
     private func perform(_ actions: [PairingSession.Action]) async {
+        if performing { await withCheckedContinuation { waitingToPerform.append($0) } } else { performing = true }
+        defer { if waitingToPerform.isEmpty { performing = false } else { waitingToPerform.removeFirst().resume() } }
         // A failed send (the peer already hung up) only decides the outcome when the session
         // itself did not: a timeout or refusal that was being reported to the peer wins.
         var sendFailure: TransportError?

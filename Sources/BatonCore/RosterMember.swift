@@ -1,0 +1,137 @@
+import BatonCrypto
+
+/// Who paired a member into the ring: the introducer's device id and its Ed25519 signature over
+/// `"baton/v1 introduce" || identityKey of the member` (§7.3). Lets receivers check that a new
+/// entry was vouched for by a current member, and show "introduced by".
+public struct Introduction: Hashable, Sendable {
+    public let introducer: DeviceID
+    public let signature: [UInt8]
+
+    public init(introducer: DeviceID, signature: [UInt8]) throws(WireError) {
+        guard signature.count == Ed25519.signatureByteCount else { throw .malformed("introduction") }
+        self.introducer = introducer
+        self.signature = signature
+    }
+
+    static func signingInput(member identityKey: [UInt8]) -> [UInt8] { "baton/v1 introduce".utf8Bytes + identityKey }
+
+    public static func make(for identityKey: [UInt8], by introducer: Ed25519PrivateKey) throws(WireError) -> Introduction {
+        guard let signature = try? introducer.signature(for: signingInput(member: identityKey)) else { throw .badSignature }
+        return try Introduction(introducer: DeviceID(identityKey: introducer.publicKey), signature: signature)
+    }
+
+    public func isValid(for identityKey: [UInt8], introducerKey: [UInt8]) -> Bool {
+        DeviceID(identityKey: introducerKey) == introducer
+            && Ed25519.isValidSignature(signature, for: Self.signingInput(member: identityKey), publicKey: introducerKey)
+    }
+}
+
+/// A removal mark (§7.3): the removed device id, who removed it, and the remover's Ed25519
+/// signature over `"baton/v1 remove" || removed device id`.
+public struct RemovalMark: Hashable, Sendable {
+    public let remover: DeviceID
+    public let signature: [UInt8]
+
+    public init(remover: DeviceID, signature: [UInt8]) throws(WireError) {
+        guard signature.count == Ed25519.signatureByteCount else { throw .malformed("roster removed entry") }
+        self.remover = remover
+        self.signature = signature
+    }
+
+    static func signingInput(removed id: DeviceID) -> [UInt8] { "baton/v1 remove".utf8Bytes + id.bytes }
+
+    public static func make(removing id: DeviceID, by remover: Ed25519PrivateKey) throws(WireError) -> RemovalMark {
+        guard let signature = try? remover.signature(for: signingInput(removed: id)) else { throw .badSignature }
+        return try RemovalMark(remover: DeviceID(identityKey: remover.publicKey), signature: signature)
+    }
+
+    public func isValid(removing id: DeviceID, removerKey: [UInt8]) -> Bool {
+        DeviceID(identityKey: removerKey) == remover
+            && Ed25519.isValidSignature(signature, for: Self.signingInput(removed: id), publicKey: removerKey)
+    }
+}
+
+/// One ring member as the roster carries it (§7.3), signed by the identity it describes, so no
+/// other member can change its name, secret or generation.
+public struct RosterMember: Hashable, Sendable {
+    public static let maxNameBytes = 64
+    /// 2³²−1 is never a valid generation: a successor could not be issued without wrapping.
+    public static let maxGeneration = UInt32.max - 1
+    public let name: String
+    public let identityKey: [UInt8]
+    public let secret: AdvertisingSecret
+    /// Ed25519 by `identityKey` over `signingInput` (§7.3).
+    public let signature: [UInt8]
+    /// Who paired this member in; nil for a ring's founder and for an entry only its owner holds.
+    public let introduction: Introduction?
+    public var deviceID: DeviceID { DeviceID(identityKey: identityKey) }
+
+    /// Checks lengths, the generation and the self-signature: every RosterMember is signed.
+    public init(name: String, identityKey: [UInt8], secret: AdvertisingSecret, signature: [UInt8],
+                introduction: Introduction? = nil) throws(WireError) {
+        guard identityKey.count == 32 else { throw .malformed("identity key length") }
+        guard name.utf8.count <= Self.maxNameBytes else { throw .malformed("name length") }
+        guard secret.generation <= Self.maxGeneration else { throw .malformed("generation") }
+        guard Ed25519.isValidSignature(signature, for: Self.signingInput(name: name, identityKey: identityKey, secret: secret),
+                                       publicKey: identityKey) else { throw .badSignature }
+        self.name = name
+        self.identityKey = identityKey
+        self.secret = secret
+        self.signature = signature
+        self.introduction = introduction
+    }
+
+    /// This device's own entry, signed with its identity.
+    public static func signed(name: String, identity: Ed25519PrivateKey, secret: AdvertisingSecret,
+                              introduction: Introduction? = nil) throws(WireError) -> RosterMember {
+        let input = signingInput(name: name, identityKey: identity.publicKey, secret: secret)
+        guard let signature = try? identity.signature(for: input) else { throw .badSignature }
+        return try RosterMember(name: name, identityKey: identity.publicKey, secret: secret, signature: signature,
+                                introduction: introduction)
+    }
+
+    /// `"baton/v1 member" || identityKey || secret || u32be(generation) || name` (the device id
+    /// follows from the key; the name goes last because only it has a variable length).
+    public static func signingInput(name: String, identityKey: [UInt8], secret: AdvertisingSecret) -> [UInt8] {
+        var input = "baton/v1 member".utf8Bytes + identityKey + secret.bytes
+        input.appendBigEndian(secret.generation)
+        return input + Array(name.utf8)
+    }
+
+    /// The same entry vouched for by another introducer.
+    public func introduced(by introduction: Introduction?) -> RosterMember {
+        // The self-signature does not cover the introduction, so it stays valid.
+        try! RosterMember(name: name, identityKey: identityKey, secret: secret, signature: signature, introduction: introduction)
+    }
+
+    var propertyValue: PropertyValue {
+        var entry: [String: PropertyValue] = [
+            "deviceId": .bytes(deviceID.bytes), "name": .string(name), "identityKey": .bytes(identityKey),
+            "secret": .bytes(secret.bytes), "generation": .integer(Int64(secret.generation)), "signature": .bytes(signature),
+        ]
+        if let introduction {
+            entry["introducedBy"] = .bytes(introduction.introducer.bytes)
+            entry["introduction"] = .bytes(introduction.signature)
+        }
+        return .dictionary(entry)
+    }
+
+    init(value: PropertyValue) throws(WireError) {
+        guard let m = value.dictionaryValue, let id = m["deviceId"]?.bytesValue, let name = m["name"]?.stringValue,
+              let key = m["identityKey"]?.bytesValue, let secret = m["secret"]?.bytesValue,
+              let generation = m["generation"]?.integerValue, generation >= 0, generation <= Int64(Self.maxGeneration),
+              let signature = m["signature"]?.bytesValue else {
+            throw .malformed("roster member")
+        }
+        var introduction: Introduction?
+        switch (m["introducedBy"]?.bytesValue, m["introduction"]?.bytesValue) {
+        case (nil, nil) where m["introducedBy"] == nil && m["introduction"] == nil: introduction = nil
+        case (let by?, let signature?): introduction = try Introduction(introducer: DeviceID(bytes: by), signature: signature)
+        default: throw .malformed("roster member")
+        }
+        // The id is derived from the key; a mismatch means a forged or broken entry.
+        guard DeviceID(identityKey: key).bytes == id else { throw .malformed("roster member id") }
+        try self.init(name: name, identityKey: key, secret: AdvertisingSecret(bytes: secret, generation: UInt32(generation)),
+                      signature: signature, introduction: introduction)
+    }
+}
