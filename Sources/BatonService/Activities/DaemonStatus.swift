@@ -1,3 +1,6 @@
+import BatonBlueZ
+import BatonCore
+
 /// The daemon lifecycle state, as Manager1.GetStatus and the status file say it.
 public enum DaemonState: String, Sendable, Codable, Hashable {
     case starting, running, degraded, stopping
@@ -60,9 +63,12 @@ protocol RadioSummaryReporting: Sendable {
 
 extension RadioService: RadioSummaryReporting {
     /// Scanning runs whenever the adapter is ready; advertising when an advert is registered.
-    func radioSummary() -> RadioSummary {
-        guard isPresent else { return RadioSummary(.unavailable, detail: "BlueZ cannot be reached on the system bus") }
-        switch book.state {
+    /// BlueZ's own state is asked first: the radio's event stream may not have delivered it yet
+    /// (right after start).
+    func radioSummary() async -> RadioSummary {
+        guard let port else { return RadioSummary(.unavailable, detail: "BlueZ cannot be reached on the system bus") }
+        let state = if let bluez = port as? BlueZRadio { await bluez.status().state } else { book.state }
+        switch state {
         case .unavailable(let why): return RadioSummary(.unavailable, detail: why)
         case .poweredOff: return RadioSummary(.unavailable, detail: "the adapter is powered off")
         case .ready: return RadioSummary(sender.currentAdvert == nil ? .scanning : .both)
