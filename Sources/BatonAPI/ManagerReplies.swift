@@ -21,12 +21,16 @@ public struct ManagerStatus: Sendable, Hashable {
     public var adapter: String
     /// off, advertising, scanning, both, unavailable
     public var radio: String
+    /// Why the radio is unavailable ("bluetoothd is not running"); nil when it is not, or from
+    /// a daemon that does not say.
+    public var radioDetail: String?
     public var errors: [ErrorRecord]
 
-    public init(state: String, adapter: String, radio: String, errors: [ErrorRecord] = []) {
+    public init(state: String, adapter: String, radio: String, radioDetail: String? = nil, errors: [ErrorRecord] = []) {
         self.state = state
         self.adapter = adapter
         self.radio = radio
+        self.radioDetail = radioDetail
         self.errors = errors
     }
 
@@ -47,7 +51,12 @@ public struct ManagerStatus: Sendable, Hashable {
                 errors.append(ErrorRecord(time: time, category: category, count: count))
             }
         }
-        self.init(state: state, adapter: adapter, radio: radio, errors: errors)
+        var detail: String?
+        if let value = status["RadioDetail"] {
+            guard let text = value.stringValue else { throw .unexpectedReply("GetStatus RadioDetail is not a string") }
+            detail = text
+        }
+        self.init(state: state, adapter: adapter, radio: radio, radioDetail: detail, errors: errors)
     }
 
     public var dbusValue: DBusValue {
@@ -56,10 +65,12 @@ public struct ManagerStatus: Sendable, Hashable {
                 "Time": .int64(record.time), "Category": .string(record.category), "Count": .uint32(record.count),
             ])
         }
-        return .propertyDictionary([
+        var status: [String: DBusValue] = [
             "State": .string(state), "Adapter": .string(adapter), "Radio": .string(radio),
             "Errors": .array(elementSignature: "a{sv}", records),
-        ])
+        ]
+        if let radioDetail { status["RadioDetail"] = .string(radioDetail) }
+        return .propertyDictionary(status)
     }
 }
 

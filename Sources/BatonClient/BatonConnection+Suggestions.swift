@@ -9,6 +9,8 @@ public struct SuggestionInfo: Sendable, Hashable {
     public var deviceName: String
     public var hasWebpageURL: Bool
     public var near: Bool
+    /// The member's advert revision this suggestion stands for.
+    public var revision: UInt32
 
     init(path: String, _ properties: SuggestionProperties) {
         self.path = path
@@ -17,6 +19,7 @@ public struct SuggestionInfo: Sendable, Hashable {
         deviceName = properties.deviceName
         hasWebpageURL = properties.hasWebpageURL
         near = properties.near
+        revision = properties.revision
     }
 }
 

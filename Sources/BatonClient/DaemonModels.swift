@@ -16,6 +16,8 @@ public struct DaemonStatus: Sendable, Hashable {
     public var adapter: String
     /// off, advertising, scanning, both, unavailable
     public var radio: String
+    /// Why the radio is unavailable; nil when it is not.
+    public var radioDetail: String?
     public var errors: [ErrorRecord]
     public var version: String
     public var busName: String
@@ -27,6 +29,7 @@ public struct DaemonStatus: Sendable, Hashable {
         state = status.state
         adapter = status.adapter
         radio = status.radio
+        radioDetail = status.radioDetail
         errors = status.errors
         self.version = version
         self.busName = busName

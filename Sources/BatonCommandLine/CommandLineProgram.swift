@@ -77,7 +77,8 @@ public struct CommandLineProgram: Sendable {
         do {
             return try await parsed.run(CommandContext(options: options, output: output, program: name))
         } catch {
-            output.message("\(name) \(command.name): \(error.name): \(error.message)")
+            let explanation = DaemonReachability.explanation(for: error, options: options) ?? "\(error.name): \(error.message)"
+            output.message("\(name) \(command.name): \(explanation)")
             return failureStatus(error)
         }
     }

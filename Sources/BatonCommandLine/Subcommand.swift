@@ -44,9 +44,13 @@ public struct CommandContext: Sendable {
         self.program = program
     }
 
-    /// Opens the connection the command works through.
+    /// Opens the connection the command works through; a bus that cannot be reached is said in words.
     public func connect() throws(BatonClientError) -> BatonConnection {
-        try BatonConnection(bus: options.bus, busName: options.busName)
+        do {
+            return try BatonConnection(bus: options.bus, busName: options.busName)
+        } catch {
+            throw DaemonReachability.connectionFailure(error, options: options)
+        }
     }
 }
 

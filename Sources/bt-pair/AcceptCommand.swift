@@ -34,7 +34,7 @@ struct AcceptCommand: Subcommand {
         let session = try await connection.pairingSession(at: path)
         context.output.message("Waiting up to 120 s. On the other machine run:\n  bt-pair with \(host ?? "THIS-HOST"):\(session.port) --session \(session.sessionID)")
         if context.output.json {
-            context.output.jsonLine(.object([("port", .integer(Int64(session.port))), ("session", .string(session.sessionID))]))
+            context.output.jsonLine(OutputDocument.acceptOffer(port: session.port, sessionID: session.sessionID))
         }
         return try await PairingFollower(connection: connection, context: context, path: path, confirmWithoutAsking: yes).follow()
     }

@@ -23,7 +23,7 @@ struct DiscoverCommand: Subcommand {
         defer { connection.close() }
         let found = try await connection.discoverPairing(seconds: seconds)
         if context.output.json {
-            context.output.jsonLine(.array(found.map(Self.json)))
+            context.output.jsonLine(.array(found.map(OutputDocument.pairingEndpoint)))
         } else {
             context.output.line("NAME                           SESSION           ADDRESS")
             for endpoint in found {
@@ -32,13 +32,5 @@ struct DiscoverCommand: Subcommand {
         }
         if found.isEmpty { context.output.message("No machine is waiting in `bt-pair accept` nearby.") }
         return found.isEmpty ? PairExit.notFound : PairExit.ok
-    }
-
-    static func json(_ endpoint: PairingEndpoint) -> JSONValue {
-        .object([
-            ("address", .string(endpoint.address)), ("addressType", .string(endpoint.addressType)), ("name", .string(endpoint.name)),
-            ("port", .integer(Int64(endpoint.port))), ("psm", .integer(Int64(endpoint.psm))), ("session", .string(endpoint.sessionID)),
-            ("transport", .string(endpoint.transport)),
-        ])
     }
 }

@@ -17,7 +17,7 @@ struct ListMembersCommand: Subcommand {
         defer { connection.close() }
         let members = try await connection.ringMembers()
         if context.output.json {
-            context.output.jsonLine(.array(members.map(Self.json)))
+            context.output.jsonLine(.array(members.map(OutputDocument.ringMember)))
             return PairExit.ok
         }
         context.output.line("NAME                 ID         PAIRED SINCE      LAST SEEN         RSSI")
@@ -30,19 +30,6 @@ struct ListMembersCommand: Subcommand {
                 + " " + rssi)
         }
         return PairExit.ok
-    }
-
-    /// The ListMembers entry under its D-Bus property names, keys sorted.
-    static func json(_ member: RingMember) -> JSONValue {
-        var members: [(key: String, value: JSONValue)] = [
-            ("Name", .string(member.name)), ("DeviceId", .string(member.deviceID)), ("ShortId", .string(member.shortID)),
-            ("Self", .boolean(member.isSelf)),
-        ]
-        if let pairedSince = member.pairedSince { members.append(("PairedSince", .integer(pairedSince))) }
-        if let lastSeen = member.lastSeen { members.append(("LastSeen", .integer(lastSeen))) }
-        if let lastRSSI = member.lastRSSI { members.append(("LastRSSI", .integer(Int64(lastRSSI)))) }
-        if let endpoints = member.endpoints { members.append(("Endpoints", .array(endpoints.map { .string($0) }))) }
-        return .object(members.sorted { $0.key < $1.key })
     }
 
     static func formatTime(_ seconds: Int64?) -> String {

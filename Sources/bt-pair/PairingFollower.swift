@@ -28,12 +28,11 @@ struct PairingFollower {
             case .paired:
                 let id = session.peerID
                 let short = id.count >= 8 ? String(id.prefix(4)) + "-" + String(id.dropFirst(4).prefix(4)) : id
-                context.output.result(json: .object([("code", .string(session.code)), ("deviceId", .string(id)),
-                                                     ("name", .string(session.peerName)), ("result", .string("paired"))]),
+                context.output.result(json: OutputDocument.paired(name: session.peerName, deviceID: id, code: session.code),
                                       text: "Paired with \(session.peerName) (\(short)).", compact: true)
                 return PairExit.ok
             case .failed:
-                if context.output.json { context.output.jsonLine(.object([("error", .string(session.error)), ("result", .string("failed"))])) }
+                if context.output.json { context.output.jsonLine(OutputDocument.pairingFailed(error: session.error)) }
                 return switch session.error {
                 case "rejected": context.fail("pairing was refused or cancelled; nothing was stored", PairExit.rejected)
                 case "timed-out": context.fail("timed out; nothing was stored", PairExit.timedOut)

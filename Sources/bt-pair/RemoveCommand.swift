@@ -19,7 +19,7 @@ struct RemoveCommand: Subcommand {
         let connection = try context.connect()
         defer { connection.close() }
         try await connection.removeMember(device)
-        context.output.result(json: .object([("device", .string(device)), ("result", .string("removed"))]),
+        context.output.result(json: OutputDocument.removed(device: device),
                               text: "Removed \(device); the ring re-keys.", compact: true)
         return PairExit.ok
     }

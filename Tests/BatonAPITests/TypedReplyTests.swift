@@ -43,6 +43,18 @@ struct TypedReplyTests {
         #expect(throws: BatonAPIError.self) { _ = try ManagerStatus(.propertyDictionary(["State": .string("running")])) }
     }
 
+    @Test func managerStatusCarriesWhyTheRadioIsUnavailable() throws {
+        let status = ManagerStatus(state: "degraded", adapter: "hci0", radio: "unavailable", radioDetail: "bluetoothd is not running")
+        #expect(status.dbusValue.asDictionary?["RadioDetail"] == .string("bluetoothd is not running"))
+        #expect(try ManagerStatus(status.dbusValue) == status)
+        // Absent when the radio works (or from an older daemon); a wrong type is refused.
+        #expect(ManagerStatus(state: "running", adapter: "hci0", radio: "both").dbusValue.asDictionary?["RadioDetail"] == nil)
+        #expect(throws: BatonAPIError.self) {
+            _ = try ManagerStatus(.propertyDictionary(["State": .string("degraded"), "Adapter": .string("hci0"),
+                                                       "Radio": .string("unavailable"), "RadioDetail": .uint32(1)]))
+        }
+    }
+
     @Test func suggestionPropertiesRoundTripInTheirSignatures() {
         let suggestion = SuggestionProperties(device: "abab-abab", deviceName: "alpha", activityType: "org.example.doc", revision: 3,
                                               hasWebpageURL: true, near: false)

@@ -85,9 +85,9 @@ struct CommandLineTests {
         try await withDaemon { daemon in
             let tool = BatonTool(daemon: daemon)
             let (_, status) = try await tool.json(["status"])
-            #expect(status["busName"] == .string(daemon.busName))
-            #expect(status["state"] != nil && status["radio"] != nil && status["adapter"] != nil && status["version"] != nil)
-            guard case .array = status["errors"] else {
+            #expect(status["BusName"] == .string(daemon.busName))
+            #expect(status["State"] != nil && status["Radio"] != nil && status["Adapter"] != nil && status["Version"] != nil)
+            guard case .array = status["Errors"] else {
                 Issue.record("errors is not an array: \(status)")
                 return
             }
@@ -141,12 +141,12 @@ struct CommandLineTests {
                 Issue.record("list is not one activity: \(list)")
                 return
             }
-            #expect(entries[0]["path"] == .string(info.path))
-            #expect(entries[0]["type"] == .string("org.example.Reader.reading"))
-            #expect(entries[0]["current"] == .boolean(true))
-            #expect(entries[0]["userInfo"]?["tag"] == .object([("$bytes", .string("AQI="))]))
-            #expect(entries[0]["userInfo"]?["at"] == .object([("$date", .string("2026-11-29T12:00:00Z"))]))
-            #expect(entries[0]["userInfo"]?["ratio"] == .double(0.5))
+            #expect(entries[0]["Path"] == .string(info.path))
+            #expect(entries[0]["Type"] == .string("org.example.Reader.reading"))
+            #expect(entries[0]["Current"] == .boolean(true))
+            #expect(entries[0]["UserInfo"]?["tag"] == .object([("$bytes", .string("AQI="))]))
+            #expect(entries[0]["UserInfo"]?["at"] == .object([("$date", .string("2026-11-29T12:00:00Z"))]))
+            #expect(entries[0]["UserInfo"]?["ratio"] == .double(0.5))
             let text = try await tool.run(["list"])
             #expect(text.stdout.hasPrefix(info.path + "\torg.example.Reader.reading\t"))
             #expect(text.stdout.contains("\tcurrent\tChapter 9"))
@@ -159,8 +159,8 @@ struct CommandLineTests {
             }
             #expect(status == 0)
             let printed = try JSONValue.parse(String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
-            #expect(printed["path"] == .string(info.path))
-            #expect(printed["current"] == .boolean(true))
+            #expect(printed["Path"] == .string(info.path))
+            #expect(printed["Current"] == .boolean(true))
             try await eventually("activity invalidated after SIGTERM") { try await connection.activities().isEmpty }
         }
     }

@@ -30,27 +30,43 @@ enum FixtureError: Error {
     case timedOut(String)
 }
 
-/// A private dbus-daemon plus the real `batond` (built executable, --no-radio) owning a unique bus
-/// name on it, so several fixtures can run side by side.
+/// The radio a fixture's batond gets. BlueZ is always looked for on the "system bus", which the
+/// fixture points elsewhere, so the outcome does not depend on this machine's Bluetooth.
+enum FixtureRadio: Sendable {
+    /// `--no-radio`.
+    case off
+    /// The system bus is the private test bus, where no bluetoothd owns org.bluez.
+    case bluetoothdAbsent
+    /// The system bus address leads nowhere: BlueZ cannot be reached at all.
+    case noSystemBus
+}
+
+/// A private dbus-daemon plus the real `batond` (built executable, --no-radio unless asked)
+/// owning a unique bus name on it, so several fixtures can run side by side.
 final class DaemonFixture: Sendable {
     let bus: TestBus
     let busName: String
     let stateDirectory: String
     private let process: Process
 
-    init(saveTimeout: Double = 0.5) async throws {
+    init(saveTimeout: Double = 0.5, radio: FixtureRadio = .off) async throws {
         bus = try TestBus()
         busName = "org.baton.Test\(UInt32.random(in: 0...UInt32.max))"
         stateDirectory = bus.directory.appendingPathComponent("state").path
         try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
         process = Process()
         process.executableURL = URL(fileURLWithPath: try Built.executable("batond"))
-        process.arguments = ["--bus-address", bus.address, "--bus-name", busName, "--state-dir", stateDirectory, "--no-radio", "--no-avahi",
-                             "--save-timeout", String(saveTimeout)]
+        process.arguments = ["--bus-address", bus.address, "--bus-name", busName, "--state-dir", stateDirectory, "--no-avahi",
+                             "--save-timeout", String(saveTimeout)] + (radio == .off ? ["--no-radio"] : [])
         var environment = ProcessInfo.processInfo.environment
         // No .desktop files from this machine: handled types must come from the test alone.
         environment["XDG_DATA_HOME"] = bus.directory.appendingPathComponent("data").path
         environment["XDG_DATA_DIRS"] = bus.directory.appendingPathComponent("data-dirs").path
+        switch radio {
+        case .off: break
+        case .bluetoothdAbsent: environment["DBUS_SYSTEM_BUS_ADDRESS"] = bus.address
+        case .noSystemBus: environment["DBUS_SYSTEM_BUS_ADDRESS"] = "unix:path=" + bus.directory.appendingPathComponent("no-such-bus").path
+        }
         process.environment = environment
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
@@ -94,8 +110,8 @@ final class DaemonFixture: Sendable {
 }
 
 /// Runs `body` against a fresh bus and daemon, always stopping both afterwards.
-func withDaemon<T>(saveTimeout: Double = 0.5, _ body: (DaemonFixture) async throws -> T) async throws -> T {
-    let daemon = try await DaemonFixture(saveTimeout: saveTimeout)
+func withDaemon<T>(saveTimeout: Double = 0.5, radio: FixtureRadio = .off, _ body: (DaemonFixture) async throws -> T) async throws -> T {
+    let daemon = try await DaemonFixture(saveTimeout: saveTimeout, radio: radio)
     defer { daemon.stop() }
     return try await body(daemon)
 }

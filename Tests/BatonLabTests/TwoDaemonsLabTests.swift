@@ -116,13 +116,13 @@ struct TwoDaemonsLabTests {
         func alphaEntry() async throws -> [String: Any]? {
             let (_, out, _) = try await lab.cli("bt-pair", "beta", ["--json", "discover", "--seconds", "2"])
             let entries = ((try? JSONSerialization.jsonObject(with: Data(out.utf8))) as? [[String: Any]]) ?? []
-            return entries.first { $0["name"] as? String == "alpha" && ($0["psm"] as? Int ?? 0) != 0 }
+            return entries.first { $0["Name"] as? String == "alpha" && ($0["Psm"] as? Int ?? 0) != 0 }
         }
         #expect(try await lab.eventually(20) { try await alphaEntry() != nil }, "alpha log:\n\(lab.log("alpha"))")
         let entry = try #require(try await alphaEntry())
-        #expect(entry["transport"] as? String == "ble")
-        #expect((0x80...0xFF).contains(entry["psm"] as? Int ?? 0))
-        #expect(entry["address"] as? String == ProcessInfo.processInfo.environment["LAB_HCI0_ADDR"])
+        #expect(entry["Transport"] as? String == "ble")
+        #expect((0x80...0xFF).contains(entry["Psm"] as? Int ?? 0))
+        #expect(entry["Address"] as? String == ProcessInfo.processInfo.environment["LAB_HCI0_ADDR"])
 
         let (withStatus, withOut, withErr) = try await lab.cli("bt-pair", "beta", ["--json", "with", "alpha", "--yes"])
         #expect(withStatus == 0, "\(withErr)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))")

@@ -82,25 +82,36 @@ func json(_ line: String?) -> [String: Any] {
         let common = ["--bus", bus.address, "--json"]
         let accept = try RunningTool(tool, common + ["--bus-name", a.busName, "accept", "--host", "127.0.0.1", "--yes"])
         let offer = json(await accept.nextLine())
-        let port = try #require(offer["port"] as? Int), session = try #require(offer["session"] as? String)
+        #expect(Set(offer.keys) == ["Port", "SessionId"])
+        let port = try #require(offer["Port"] as? Int), session = try #require(offer["SessionId"] as? String)
         let (status, out, err) = try await runTool(tool, common + ["--bus-name", b.busName, "with", "127.0.0.1:\(port)", "--session", session, "--yes"])
         #expect(status == 0, "\(err) accept: \(accept.stderr) offer: \(offer)")
         let result = json(out.split(separator: "\n").last.map(String.init))
-        #expect(result["result"] as? String == "paired")
-        #expect(result["name"] as? String == "alpha")
+        #expect(result["Result"] as? String == "paired")
+        #expect(Set(result.keys) == ["Result", "Name", "DeviceId", "Code"])
+        #expect(result["Name"] as? String == "alpha")
         #expect(await accept.status() == 0)
         let acceptResult = json(await accept.nextLine())
-        #expect(acceptResult["code"] as? String == result["code"] as? String)
+        #expect(acceptResult["Code"] as? String == result["Code"] as? String)
         #expect(err.contains("Code: "))
 
         let (listStatus, listOut, _) = try await runTool(tool, common + ["--bus-name", b.busName, "list"])
         #expect(listStatus == 0)
         let members = (try JSONSerialization.jsonObject(with: Data(listOut.utf8)) as? [[String: Any]]) ?? []
         #expect(Set(members.compactMap { $0["Name"] as? String }) == ["alpha", "beta"])
+        // docs/dbus-api.md: the peer's entry has every key; this machine's lacks the peer fields.
+        let listKeys: Set<String> = ["Name", "DeviceId", "ShortId", "Self", "PairedSince", "LastSeen", "LastRSSI", "Endpoints"]
+        for member in members {
+            let peerOnly: Set<String> = member["Self"] as? Bool == true ? ["PairedSince", "LastSeen", "LastRSSI", "Endpoints"] : []
+            #expect(Set(member.keys).isSubset(of: listKeys) && listKeys.subtracting(peerOnly).subtracting(["LastSeen", "LastRSSI"]).isSubset(of: Set(member.keys)),
+                    "\(member.keys)")
+        }
         let (tableStatus, table, _) = try await runTool(tool, ["--bus", bus.address, "--bus-name", b.busName])
         #expect(tableStatus == 0 && table.contains("alpha") && table.contains("(this machine)"))
 
-        #expect(try await runTool(tool, common + ["--bus-name", b.busName, "remove", "alpha"]).0 == 0)
+        let (removeStatus, removeOut, _) = try await runTool(tool, common + ["--bus-name", b.busName, "remove", "alpha"])
+        #expect(removeStatus == 0)
+        #expect(json(removeOut) as NSDictionary == ["Result": "removed", "Device": "alpha"] as NSDictionary)
         #expect(try await runTool(tool, common + ["--bus-name", b.busName, "remove", "alpha"]).0 == 4)
     }
 
@@ -110,7 +121,7 @@ func json(_ line: String?) -> [String: Any] {
         let a = try await RingNode.start(bus, name: "alpha"), b = try await RingNode.start(bus, name: "beta")
         let accept = try RunningTool(tool, ["--bus", bus.address, "--bus-name", a.busName, "--json", "accept", "--host", "127.0.0.1", "--yes"])
         let offer = json(await accept.nextLine())
-        let port = try #require(offer["port"] as? Int), session = try #require(offer["session"] as? String)
+        let port = try #require(offer["Port"] as? Int), session = try #require(offer["SessionId"] as? String)
         let with = try RunningTool(tool, ["--bus", bus.address, "--bus-name", b.busName, "with", "127.0.0.1:\(port)", "--session", session], stdin: "n\n")
         #expect(await with.status() == 2, "\(with.stderr)")
         #expect(with.stderr.contains("Does the other machine show"))

@@ -77,6 +77,8 @@ public actor ActivityService {
     var registry = ActivityRegistry()
     var errorLog = ErrorLog()
     var state: DaemonState = .starting
+    /// The radio as last asked (`refreshRadio`): the status file is written synchronously.
+    var radio: RadioSummary = .off
     var uidBySender: [String: UInt32] = [:]
     /// Unique names seen leaving the bus, so a call racing its caller's disconnect leaves nothing behind.
     var recentlyVanished: Set<String> = []
@@ -112,8 +114,9 @@ public actor ActivityService {
         }
         try connection.addObjectManager(at: BatonObjectPath.manager)
         try await connection.export([managerInterface()], at: BatonObjectPath.manager)
-        state = radioName == "unavailable" ? .degraded : .running
-        logger.log("batond: \(state.rawValue) on \(configuration.busName), radio \(radioName)")
+        state = .running
+        await refreshRadio()
+        logger.log("batond: \(state.rawValue) on \(configuration.busName), radio \(radio.description)")
         writeStatus()
     }
 
@@ -131,9 +134,17 @@ public actor ActivityService {
         logger.log("batond: stopping")
     }
 
-    var radioName: String {
-        if !configuration.radioEnabled { return "off" }
-        return publisher == nil ? "unavailable" : "advertising"
+    /// Asks the radio what it can do and derives the lifecycle state from it: a radio that was
+    /// asked for (no --no-radio) but cannot work makes the daemon degraded, not running.
+    func refreshRadio() async {
+        if !configuration.radioEnabled {
+            radio = .off
+        } else if let reporter = publisher as? any RadioSummaryReporting {
+            radio = await reporter.radioSummary()
+        } else {
+            radio = publisher == nil ? RadioSummary(.unavailable, detail: "no radio") : RadioSummary(.advertising)
+        }
+        if state == .running || state == .degraded { state = radio.isUnavailable ? .degraded : .running }
     }
 
     // MARK: Callers
@@ -239,6 +250,7 @@ public actor ActivityService {
     }
 
     func publishFinished(_ id: ActivityID, revision: UInt32, failure: FailureCategory?) async {
+        await refreshRadio()
         if let failure {
             errorLog.record(ErrorCategory(failure), at: clock.unixSeconds())
             await apply(registry.publishFailed(id, revision: revision, category: failure))
@@ -256,7 +268,8 @@ public actor ActivityService {
 
     public func status() -> DaemonStatus {
         DaemonStatus(
-            state: state, busName: configuration.busName, adapter: configuration.adapter, radio: radioName,
+            state: state, busName: configuration.busName, adapter: configuration.adapter, radio: radio.word.rawValue,
+            radioDetail: radio.detail,
             activities: registry.activities.values.sorted { $0.id < $1.id }.map {
                 DaemonStatus.ActivityEntry(objectPath: $0.id.objectPath, type: $0.record.activityType, status: $0.status.name,
                                            current: $0.isCurrent, lastError: $0.lastError?.rawValue)

@@ -1,3 +1,6 @@
+import BatonBlueZ
+import BatonCore
+
 /// The daemon lifecycle state, as Manager1.GetStatus and the status file say it.
 public enum DaemonState: String, Sendable, Codable, Hashable {
     case starting, running, degraded, stopping
@@ -17,9 +20,58 @@ public struct DaemonStatus: Sendable, Codable, Hashable {
     public var state: DaemonState
     public var busName: String
     public var adapter: String
+    /// off, advertising, scanning, both, unavailable
     public var radio: String
+    /// Why the radio is unavailable; absent otherwise.
+    public var radioDetail: String?
     public var activities: [ActivityEntry]
     public var errors: [ErrorRecord]
     /// Unix seconds of this snapshot.
     public var updated: Int64
+}
+
+/// What the radio can do now, as Manager1.GetStatus and the status file say it: one word
+/// (off, advertising, scanning, both, unavailable) and, when it cannot work, why.
+public struct RadioSummary: Sendable, Hashable {
+    public enum Word: String, Sendable, Hashable {
+        case off, advertising, scanning, both, unavailable
+    }
+
+    public var word: Word
+    /// Why the radio is unavailable ("bluetoothd is not running"); nil otherwise.
+    public var detail: String?
+
+    public init(_ word: Word, detail: String? = nil) {
+        self.word = word
+        self.detail = detail
+    }
+
+    public static let off = RadioSummary(.off)
+
+    /// The daemon is degraded when the radio it was asked to use cannot work.
+    public var isUnavailable: Bool { word == .unavailable }
+
+    /// "unavailable (bluetoothd is not running)", "both".
+    public var description: String { detail.map { "\(word.rawValue) (\($0))" } ?? word.rawValue }
+}
+
+/// A publisher that can say what its radio is doing (the radio service in batond), so the status
+/// reports the radio's real condition rather than the mere presence of a publisher.
+protocol RadioSummaryReporting: Sendable {
+    func radioSummary() async -> RadioSummary
+}
+
+extension RadioService: RadioSummaryReporting {
+    /// Scanning runs whenever the adapter is ready; advertising when an advert is registered.
+    /// BlueZ's own state is asked first: the radio's event stream may not have delivered it yet
+    /// (right after start).
+    func radioSummary() async -> RadioSummary {
+        guard let port else { return RadioSummary(.unavailable, detail: "BlueZ cannot be reached on the system bus") }
+        let state = if let bluez = port as? BlueZRadio { await bluez.status().state } else { book.state }
+        switch state {
+        case .unavailable(let why): return RadioSummary(.unavailable, detail: why)
+        case .poweredOff: return RadioSummary(.unavailable, detail: "the adapter is powered off")
+        case .ready: return RadioSummary(sender.currentAdvert == nil ? .scanning : .both)
+        }
+    }
 }

@@ -31,7 +31,8 @@ extension ActivityService {
             },
             DBusMethod("GetStatus", out: [.init("status", "a{sv}")]) { [weak self] _ in
                 guard let self else { throw DBusError.failed("stopping") }
-                return [await self.statusDictionary()]
+                await self.refreshRadio()
+                return [await self.managerStatus().dbusValue]
             },
         ], properties: [
             DBusProperty("Version", signature: "s") { [configuration] in .string(configuration.version) },
@@ -63,17 +64,9 @@ extension ActivityService {
         return registry.currentActivity(of: uid)?.objectPath ?? "/"
     }
 
-    func statusDictionary() -> DBusValue {
-        let errors = errorLog.records.map { record in
-            DBusValue.propertyDictionary([
-                "Time": .int64(record.time), "Category": .string(record.category.rawValue), "Count": .uint32(record.count),
-            ])
-        }
-        return .propertyDictionary([
-            "State": .string(state.rawValue),
-            "Adapter": .string(configuration.adapter),
-            "Radio": .string(radioName),
-            "Errors": .array(elementSignature: "a{sv}", errors),
-        ])
+    /// GetStatus in BatonAPI's coding (the one the client decodes).
+    func managerStatus() -> ManagerStatus {
+        ManagerStatus(state: state.rawValue, adapter: configuration.adapter, radio: radio.word.rawValue, radioDetail: radio.detail,
+                      errors: errorLog.records.map { .init(time: $0.time, category: $0.category.rawValue, count: $0.count) })
     }
 }

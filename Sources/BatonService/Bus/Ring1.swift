@@ -15,7 +15,7 @@ extension RingBus {
                 [.stringArray(await ring.radio.notices())]
             },
             DBusMethod("ListMembers", out: [DBusArgument("members", "aa{sv}")]) { _ in
-                [.array(elementSignature: "a{sv}", await ring.memberSummaries().map(Self.memberValue))]
+                [.array(elementSignature: "a{sv}", await ring.memberSummaries().map { Self.ringMember($0).dbusValue })]
             },
             DBusMethod("Continue", in: [DBusArgument("device", "s"), DBusArgument("type", "s")], out: [DBusArgument("outcome", "s")]) { [weak self] call in
                 guard let self else { return [] }
@@ -35,18 +35,11 @@ extension RingBus {
         ])
     }
 
-    static func memberValue(_ member: MemberSummary) -> DBusValue {
+    /// One ListMembers entry, in BatonAPI's coding (the one the client decodes).
+    static func ringMember(_ member: MemberSummary) -> RingMember {
         let id = member.deviceID
-        var entry: [String: DBusValue] = [
-            "Name": .string(member.name), "DeviceId": .string(id.description), "ShortId": .string(id.shortForm),
-            "Self": .boolean(member.isSelf),
-        ]
-        if let info = member.peer {
-            entry["PairedSince"] = .int64(info.pairedSince)
-            if let seen = info.lastSeen { entry["LastSeen"] = .int64(seen) }
-            if let rssi = info.lastRSSI { entry["LastRSSI"] = .int16(Int16(clamping: rssi)) }
-            entry["Endpoints"] = .stringArray(info.endpoints)
-        }
-        return .propertyDictionary(entry)
+        return RingMember(name: member.name, deviceID: id.description, shortID: id.shortForm, isSelf: member.isSelf,
+                          pairedSince: member.peer?.pairedSince, lastSeen: member.peer?.lastSeen,
+                          lastRSSI: member.peer?.lastRSSI.map { Int16(clamping: $0) }, endpoints: member.peer?.endpoints)
     }
 }

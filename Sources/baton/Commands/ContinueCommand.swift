@@ -9,7 +9,7 @@ struct ContinueCommand: Subcommand {
     static let details = """
         SUGGESTION is an org.baton.Suggestion1 object path as listed by `baton suggestions`,
         e.g. /org/baton/suggestion/1. Prints the outcome: delivered, declined, no-handler,
-        launch-failed or failed (with --json: {"continued": PATH, "outcome": OUTCOME});
+        launch-failed or failed (with --json: {"Continued": PATH, "Outcome": OUTCOME});
         exits 1 unless it was delivered.
         """
 
@@ -25,7 +25,7 @@ struct ContinueCommand: Subcommand {
         let connection = try context.connect()
         defer { connection.close() }
         let outcome = try await connection.continueSuggestionOutcome(at: suggestion)
-        context.output.result(json: .object([("continued", .string(suggestion)), ("outcome", .string(outcome))]), text: outcome)
+        context.output.result(json: OutputDocument.continued(suggestion, outcome: outcome), text: outcome)
         return outcome == "delivered" ? ExitStatus.success : ExitStatus.failure
     }
 

@@ -14,7 +14,7 @@ struct HandledTypesCommand: Subcommand {
         let connection = try context.connect()
         defer { connection.close() }
         let types = try await connection.handledTypes().sorted()
-        context.output.result(json: .array(types.map { .string($0) }), text: types.joined(separator: "\n"))
+        context.output.result(json: OutputDocument.handledTypes(types), text: types.joined(separator: "\n"))
         return ExitStatus.success
     }
 }

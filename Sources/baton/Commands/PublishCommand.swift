@@ -23,7 +23,12 @@ struct PublishCommand: Subcommand {
           --current          make it the current activity
           --for SECONDS      stop after SECONDS instead of waiting for a signal
 
-        Prints the activity's object path (with --json: {"path", "type", "current"}).
+        Prints the activity's object path (with --json: {"Path", "Type", "Current", "Status",
+        "LastError" (when set), "OnAir"}). With --current it then says on stderr whether the
+        activity is on the air ("published TYPE") or not and why ("TYPE is held but not on the
+        air: the radio is unavailable (...)"). Either way the activity is held until stopped and
+        the exit status is 0: a machine without a radio can still hand it over by TCP once a
+        peer knows of it; scripts read OnAir.
         """
 
     var activityType: String
@@ -96,16 +101,27 @@ struct PublishCommand: Subcommand {
         activity.version = version
         activity.needsSave = needsSave
         let path: String
+        var report: OnAirReport?
         if current {
             try await activity.becomeCurrent()
             path = activity.objectPath ?? ""
+            report = try await OnAirReport.read(connection, path: path)
         } else {
             path = try await activity.publish()
         }
-        context.output.result(
-            json: .object([("path", .string(path)), ("type", .string(activityType)), ("current", .boolean(current))]),
-            text: path)
-        context.output.message("published \(activityType); " + (duration.map { "stopping after \($0) s" } ?? "stop with Ctrl-C"))
+        var status = report?.status ?? "idle"
+        if report == nil, let info = try? await connection.activity(at: path) { status = info.status }
+        context.output.result(json: OutputDocument.published(path: path, type: activityType, current: current, status: status,
+                                                             lastError: report?.lastError, onAir: report?.isOnAir ?? false),
+                              text: path)
+        let stopping = duration.map { "stopping after \($0) s" } ?? "stop with Ctrl-C"
+        if let reason = report?.reason {
+            context.output.message("\(activityType) is held but not on the air: \(reason); \(stopping)")
+        } else if report == nil {
+            context.output.message("published \(activityType) (not current, so not advertised); \(stopping)")
+        } else {
+            context.output.message("published \(activityType), on the air; \(stopping)")
+        }
         let reason = await stop.wait()
         await activity.invalidate()
         connection.close()

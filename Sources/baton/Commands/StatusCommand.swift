@@ -7,8 +7,9 @@ struct StatusCommand: Subcommand {
     static let summary = "show the daemon's state, adapter, radio, version and recent errors"
     static let synopsis = ""
     static let details = """
-        With --json: {"state", "adapter", "radio", "version", "busName",
-        "errors": [{"time", "category", "count"}]}.
+        State is degraded when the radio batond was asked to use cannot work; Radio then says
+        unavailable and why. With --json: {"State", "Adapter", "Radio", "RadioDetail" (only
+        when unavailable), "Version", "BusName", "Errors": [{"Time", "Category", "Count"}]}.
         """
 
     init(parsing arguments: inout ArgumentList) throws(UsageError) {}
@@ -17,14 +18,10 @@ struct StatusCommand: Subcommand {
         let connection = try context.connect()
         defer { connection.close() }
         let status = try await connection.status()
-        let errors = status.errors.map { record in
-            JSONValue.object([("time", .integer(record.time)), ("category", .string(record.category)),
-                              ("count", .integer(Int64(record.count)))])
-        }
         var text = """
             State:    \(status.state)
             Adapter:  \(status.adapter)
-            Radio:    \(status.radio)
+            Radio:    \(status.radio)\(status.radioDetail.map { " (\($0))" } ?? "")
             Version:  \(status.version)
             Bus name: \(status.busName)
             """
@@ -34,12 +31,7 @@ struct StatusCommand: Subcommand {
             text += "\nErrors:"
             for record in status.errors { text += "\n  \(record.category) ×\(record.count) (last at \(record.time))" }
         }
-        context.output.result(
-            json: .object([
-                ("state", .string(status.state)), ("adapter", .string(status.adapter)), ("radio", .string(status.radio)),
-                ("version", .string(status.version)), ("busName", .string(status.busName)), ("errors", .array(errors)),
-            ]),
-            text: text)
+        context.output.result(json: OutputDocument.status(status), text: text)
         return ExitStatus.success
     }
 }

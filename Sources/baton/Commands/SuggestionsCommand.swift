@@ -8,7 +8,7 @@ struct SuggestionsCommand: Subcommand {
     static let synopsis = "[--wait SECONDS]"
     static let details = """
           --wait SECONDS   wait up to this long (0-600) for at least one suggestion
-        With --json: [{"path", "activityType", "device", "deviceName", "hasWebpageURL", "near"}].
+        With --json: [{"Path", "ActivityType", "Device", "DeviceName", "HasWebpageURL", "Near", "Revision"}].
         Continue one with: baton continue PATH
         """
 
@@ -34,10 +34,7 @@ struct SuggestionsCommand: Subcommand {
             try? await Task.sleep(for: .milliseconds(250))
             found = try await connection.suggestions()
         }
-        let json = JSONValue.array(found.map { s in
-            .object([("path", .string(s.path)), ("activityType", .string(s.activityType)), ("device", .string(s.device)),
-                     ("deviceName", .string(s.deviceName)), ("hasWebpageURL", .boolean(s.hasWebpageURL)), ("near", .boolean(s.near))])
-        })
+        let json = JSONValue.array(found.map(OutputDocument.suggestion))
         let text = found.isEmpty ? "no suggestions" : found.map { "\($0.path)  \($0.activityType) from \($0.deviceName) (\($0.device))" }.joined(separator: "\n")
         context.output.result(json: json, text: text)
         return ExitStatus.success
