@@ -184,4 +184,25 @@ struct TransferRuleTests {
         #expect((idle + more).filter { !closedByPeer($0, waitingMilliseconds: 0) }.count == 32)
         await p.stop()
     }
+
+    @Test func membersHaveABudgetOfTheirOwn() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let p = try await PublishedPair.start(in: directory)
+        var channels: [SecureChannel] = []
+        defer { channels.forEach { $0.close() } }
+        for _ in 0..<TransferService.maxMemberChannels { channels.append(try await p.channelFromB()) }
+        // One more passes the handshake (the client finishes first in TLS 1.3) and is then closed.
+        let keyOfA = await p.a.ring.keeper.identity.publicKey
+        let connector = try TLSConnector(identity: await p.b.ring.keeper.identity, pins: { PinSet([keyOfA]) })
+        let extra = try await connector.connect(host: "127.0.0.1", port: p.a.transfer.port, timeout: .seconds(3))
+        defer { extra.close() }
+        await #expect(throws: TransportError.self) { _ = try await extra.receive(timeout: .seconds(3)) }
+        // Strangers still get their handshake slots meanwhile, and a member channel that ends frees its slot.
+        let stranger = try idleTCPConnection(port: p.a.transfer.port)
+        defer { close(stranger) }
+        #expect(!closedByPeer(stranger, waitingMilliseconds: 300))
+        channels.removeFirst().close()
+        #expect(await eventually { (try? await p.channelFromB()).map { $0.close(); return true } ?? false })
+        await p.stop()
+    }
 }
