@@ -86,9 +86,9 @@ public actor PairingService {
     func acceptPairing(uid: UInt32, host: String?) async throws(ServiceFailure) -> String {
         if let host, !Self.isNumericAddress(host) { throw .invalidArguments("Host must be a numeric IPv4 or IPv6 address") }
         try reserveSlot()
-        defer { startingSessions -= 1 }
         let listener: PlainFrameListener
         do { listener = try PlainFrameListener(host: host ?? listenHost, port: 0) } catch {
+            startingSessions -= 1
             throw .failed("cannot listen for pairing on that address: \(Self.describe(error))")
         }
         let sessionID = SystemRandom().bytes(8)
@@ -102,21 +102,27 @@ public actor PairingService {
     /// Pair: connects to an acceptor at "HOST:PORT" or "ble:ADDRESS/PSM" with its session id.
     func pair(uid: UInt32, target: String, sessionID: [UInt8], addressType: LEAddressType?) async throws(ServiceFailure) -> String {
         try reserveSlot()
-        defer { startingSessions -= 1 }
         let channel: any FrameChannel
-        if let (address, psm) = RingService.splitBluetoothTarget(target) {
-            channel = try await connectPairingL2CAP(peer: address, psm: psm, addressType: addressType)
-        } else if let (host, port) = RingService.splitEndpoint(target), addressType == nil {
-            do { channel = try await PlainFrameConnector.connect(host: host, port: port, timeout: .seconds(10)) } catch {
-                throw .unknownDevice("cannot reach \(echoed(target)): \(Self.describe(error))")
-            }
-        } else {
-            throw .invalidArguments("target must be HOST:PORT or ble:ADDRESS/PSM")
+        do { channel = try await openPairingChannel(to: target, addressType: addressType) } catch {
+            startingSessions -= 1
+            throw error
         }
         return await startSession(role: .initiator, uid: uid, channel: channel, listener: nil, sessionID: sessionID)
     }
 
-    /// Takes one of the unfinished-session slots (given back by the caller once its session is registered).
+    private func openPairingChannel(to target: String, addressType: LEAddressType?) async throws(ServiceFailure) -> any FrameChannel {
+        if let (address, psm) = RingService.splitBluetoothTarget(target) {
+            return try await connectPairingL2CAP(peer: address, psm: psm, addressType: addressType)
+        }
+        guard let (host, port) = RingService.splitEndpoint(target), addressType == nil else {
+            throw .invalidArguments("target must be HOST:PORT or ble:ADDRESS/PSM")
+        }
+        do { return try await PlainFrameConnector.connect(host: host, port: port, timeout: .seconds(10)) } catch {
+            throw .unknownDevice("cannot reach \(echoed(target)): \(Self.describe(error))")
+        }
+    }
+
+    /// Takes one of the unfinished-session slots; `startSession` takes it over (or the caller gives it back).
     private func reserveSlot() throws(ServiceFailure) {
         let unfinished = sessions.values.filter { !$0.progress.phase.isFinished }.count + startingSessions
         guard unfinished < limits.maxUnfinishedSessions else {
@@ -125,12 +131,15 @@ public actor PairingService {
         startingSessions += 1
     }
 
-    func startSession(role: PairingSession.Role, uid: UInt32, channel: (any FrameChannel)?, listener: PlainFrameListener?,
-                      bluetoothListener: L2CAPListener? = nil, sessionID: [UInt8]) async -> String {
+    /// Registers a session whose slot `reserveSlot` reserved, and runs it.
+    private func startSession(role: PairingSession.Role, uid: UInt32, channel: (any FrameChannel)?, listener: PlainFrameListener?,
+                              bluetoothListener: L2CAPListener? = nil, sessionID: [UInt8]) async -> String {
         nextSession += 1
         let path = "\(BatonObjectPath.pairingSessionPrefix)/\(nextSession)"
         let progress = PairingProgress(role: role, sessionID: sessionID, listeningPort: channel == nil ? listener?.port ?? 0 : nil)
         sessions[path] = PairingEntry(path: path, ownerUID: uid, progress: progress, listener: listener, bluetoothListener: bluetoothListener)
+        // The session now counts itself: the slot reserved for it is given back.
+        startingSessions -= 1
         if listener != nil {
             await radio.advertisePairing(sessionID: sessionID, name: await ring.snapshot().name, tcpPublished: await discovery?.isConnected ?? false,
                                          psm: bluetoothListener?.local.psm)
@@ -173,6 +182,11 @@ public actor PairingService {
         }
         let driver = PairingDriver(session: session, channel: channel, clock: clock) { [weak self] code in
             await self?.codeShown(path, code)
+        }
+        // Cancelled (or stopped) while the session was being set up: nothing runs.
+        guard sessions[path]?.progress.phase.isFinished == false else {
+            channel.close()
+            return
         }
         sessions[path]?.driver = driver
         switch await driver.run() {
