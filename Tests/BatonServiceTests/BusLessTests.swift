@@ -87,12 +87,12 @@ func pairWithoutBus(_ a: PairingService, _ b: PairingService, accept: (Bool, Boo
     let uid = getuid()
     let pathA = try await a.acceptPairing(uid: uid, host: "127.0.0.1")
     let waiting = try #require(await a.session(pathA))
-    #expect(waiting.state == "waiting" && waiting.port > 0)
+    #expect(waiting.phase.isWaiting && waiting.port > 0)
     let pathB = try await b.pair(uid: uid, target: "127.0.0.1:\(waiting.port)", sessionID: waiting.sessionID, addressType: nil)
     for (pairing, path) in [(a, pathA), (b, pathB)] {
-        #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.state == "confirming" })
+        #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.phase.stateName == "confirming" })
     }
-    let codeA = await a.session(pathA)?.code, codeB = await b.session(pathB)?.code
+    let codeA = await a.session(pathA)?.shownCode, codeB = await b.session(pathB)?.shownCode
     #expect(codeA?.count == 6 && codeA == codeB)
     try await a.confirm(pathA, uid: uid, accepted: accept.0)
     try await b.confirm(pathB, uid: uid, accepted: accept.1)
@@ -108,12 +108,12 @@ struct BusLessTests {
         let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta")
         let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing)
         for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
-            let paired = await eventually(timeout: .seconds(10)) { await pairing.session(path)?.state == "paired" }
+            let paired = await eventually(timeout: .seconds(10)) { await pairing.session(path)?.phase.stateName == "paired" }
             let session = await pairing.session(path)
             #expect(paired, "\(String(describing: session))")
         }
         let idA = await a.ring.deviceID, idB = await b.ring.deviceID
-        #expect(await a.pairing.session(pathA)?.peerName == "beta")
+        #expect(await a.pairing.session(pathA)?.textProperties["PeerName"] == "beta")
         #expect(await a.ring.isMember(idB))
         #expect(await b.ring.isMember(idA))
         #expect(await a.ring.radio.matcher.memberIDs == [idB])
@@ -134,9 +134,9 @@ struct BusLessTests {
         let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta")
         let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing, accept: (true, false))
         for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
-            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.state == "failed" })
+            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.phase.stateName == "failed" })
             let session = await pairing.session(path)
-            #expect(session?.error == "rejected", "\(String(describing: session))")
+            #expect(session?.phase == .failed(.rejected), "\(String(describing: session))")
         }
         #expect(await a.ring.snapshot().roster.members.count == 1)
         await a.stop()
@@ -149,7 +149,7 @@ struct BusLessTests {
         let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta", handled: [type])
         let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing)
         for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
-            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.state == "paired" })
+            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.phase.stateName == "paired" })
         }
 
         let uid = getuid()
@@ -195,7 +195,7 @@ struct BusLessTests {
         let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta")
         let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing)
         for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
-            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.state == "paired" })
+            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.phase.stateName == "paired" })
         }
         // In a ring: presence is on the air.
         #expect(await eventually { a.radio.lastAdvert.flatMap { try? AdvertKind.classify($0) } == .ring })
@@ -208,7 +208,7 @@ struct BusLessTests {
         #expect(a.radio.lastAdvert == advert)
         try await a.pairing.cancel(waiting, uid: getuid())
         #expect(await eventually(timeout: .seconds(5)) { a.radio.lastAdvert.flatMap { try? AdvertKind.classify($0) } == .ring })
-        #expect(await a.pairing.session(waiting)?.state == "failed")
+        #expect(await a.pairing.session(waiting)?.phase.stateName == "failed")
         await a.stop()
         await b.stop()
     }

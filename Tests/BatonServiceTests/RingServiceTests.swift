@@ -18,7 +18,8 @@ struct RingNode {
     let busName: String
     let stateDirectory: String
 
-    static func start(_ bus: TestBus, name: String, stateDirectory: String? = nil) async throws -> RingNode {
+    static func start(_ bus: TestBus, name: String, stateDirectory: String? = nil,
+                      pairingLimits: PairingLimits = PairingLimits()) async throws -> RingNode {
         let connection = try DBusConnection(bus: .address(bus.address))
         let directory = stateDirectory ?? bus.directory.appendingPathComponent("state-\(name)").path
         let service = try RingService(store: RingStore(directory: StateDirectory(path: directory)),
@@ -27,7 +28,7 @@ struct RingNode {
         await service.start()
         let discovery = DiscoveryService(ring: service, avahiBus: nil, clock: SystemWallClock(), log: { _ in })
         await discovery.start()
-        let pairing = PairingService(ring: service, discovery: discovery, clock: SystemWallClock(), log: { _ in })
+        let pairing = PairingService(ring: service, discovery: discovery, clock: SystemWallClock(), limits: pairingLimits, log: { _ in })
         let bus = RingBus(connection: connection, ring: service, pairing: pairing, discovery: discovery)
         try await bus.export()
         let busName = "org.baton.test.\(name)"

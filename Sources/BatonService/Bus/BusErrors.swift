@@ -11,19 +11,22 @@ public enum ServiceFailure: Error, Sendable, Equatable {
     case unknownObject(String)
     case unknownDevice(String)
     case unknownActivity(String)
+    case limitExceeded(String)
 }
 
 extension DBusError {
     init(_ failure: ServiceFailure) {
-        switch failure {
-        case .invalidArguments(let message): self.init(name: BatonErrorName.invalidArguments, message: message)
-        case .notPermitted(let message): self.init(name: BatonErrorName.notPermitted, message: message)
-        case .notReady(let message): self.init(name: BatonErrorName.notReady, message: message)
-        case .failed(let message): self.init(name: BatonErrorName.failed, message: message)
-        case .unknownObject(let message): self.init(name: BatonErrorName.unknownObject, message: message)
-        case .unknownDevice(let message): self.init(name: BatonErrorName.unknownDevice, message: message)
-        case .unknownActivity(let message): self.init(name: BatonErrorName.unknownActivity, message: message)
+        let name: BatonErrorName = switch failure {
+        case .invalidArguments: .invalidArguments
+        case .notPermitted: .notPermitted
+        case .notReady: .notReady
+        case .failed: .failed
+        case .unknownObject: .unknownObject
+        case .unknownDevice: .unknownDevice
+        case .unknownActivity: .unknownActivity
+        case .limitExceeded: .limitExceeded
         }
+        self.init(name: name, message: String(failure.message.prefix(ServiceFailure.maxMessageCharacters)))
     }
 }
 

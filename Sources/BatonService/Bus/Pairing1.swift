@@ -10,35 +10,31 @@ extension RingBus {
             DBusMethod("Accept", in: [DBusArgument("options", "a{sv}")], out: [DBusArgument("session", "o")]) { [weak self] call in
                 guard let self else { return [] }
                 let uid = try await self.requirePrivilege(call.sender)
-                let options = call.arguments.first?.asDictionary ?? [:]
-                guard Set(options.keys).isSubset(of: ["Host"]) else { throw DBusError(ServiceFailure.invalidArguments("unknown option")) }
-                let host = try options["Host"].map { value throws -> String in
-                    guard let text = value.stringValue else { throw DBusError(ServiceFailure.invalidArguments("Host must be a string")) }
-                    return text
-                }
+                let options: AcceptOptions
+                do throws(BatonAPIError) { options = try AcceptOptions(call.arguments.first ?? .propertyDictionary([:])) } catch { throw error.dbusError }
                 let pairing = self.pairing
-                let path = try await mappingFailures { () throws(ServiceFailure) in try await pairing.acceptPairing(uid: uid, host: host) }
+                let path = try await mappingFailures { () throws(ServiceFailure) in try await pairing.acceptPairing(uid: uid, host: options.host) }
                 try await self.exportSession(path)
                 return [.objectPath(path)]
             },
             DBusMethod("Pair", in: [DBusArgument("target", "s"), DBusArgument("options", "a{sv}")], out: [DBusArgument("session", "o")]) { [weak self] call in
                 guard let self else { return [] }
                 let uid = try await self.requirePrivilege(call.sender)
-                guard let target = call.arguments.first?.stringValue else {
+                guard let target = call.arguments.first?.stringValue, target.utf8.count <= Self.maxTargetBytes else {
                     throw DBusError(ServiceFailure.invalidArguments("target must be HOST:PORT or ble:ADDRESS/PSM"))
                 }
-                let options = call.arguments.last?.asDictionary ?? [:]
-                guard Set(options.keys).isSubset(of: ["SessionId", "AddressType"]) else { throw DBusError(ServiceFailure.invalidArguments("unknown option")) }
+                let options: PairOptions
+                do throws(BatonAPIError) { options = try PairOptions(call.arguments.last ?? .propertyDictionary([:])) } catch { throw error.dbusError }
                 // The acceptor's session id (its pairing advert, its DNS-SD TXT record, or `bt-pair accept`'s output).
-                guard let text = options["SessionId"]?.stringValue, let sessionID = [UInt8](hex: text), sessionID.count == 8 else {
+                guard let sessionID = [UInt8](hex: options.sessionID), sessionID.count == 8 else {
                     throw DBusError(ServiceFailure.invalidArguments("SessionId must be 16 hex digits"))
                 }
-                let addressType = try options["AddressType"].map { value throws -> LEAddressType in
-                    switch value.stringValue {
-                    case "public": return .public
-                    case "random": return .random
-                    default: throw DBusError(ServiceFailure.invalidArguments("AddressType must be public or random"))
-                    }
+                let addressType: LEAddressType?
+                switch options.addressType {
+                case nil: addressType = nil
+                case "public": addressType = .public
+                case "random": addressType = .random
+                default: throw DBusError(ServiceFailure.invalidArguments("AddressType must be public or random"))
                 }
                 let pairing = self.pairing
                 let path = try await mappingFailures { () throws(ServiceFailure) in
@@ -68,4 +64,7 @@ extension RingBus {
     }
 
     static func discoveredValue(_ found: DiscoveredPairing) -> DBusValue { found.dbusValue }
+
+    /// The longest Pair target taken: "[IPv6]:port" and "ble:ADDRESS/PSM" fit easily, a host name too.
+    static let maxTargetBytes = 300
 }

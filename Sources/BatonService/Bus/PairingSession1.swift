@@ -2,36 +2,63 @@ import BatonAPI
 import BatonCore
 import BatonDBus
 
+extension PairingSessionProperties {
+    /// What PairingSession1 shows for a session: the client reads it back with `init(_:)`, one coding.
+    init(_ progress: PairingProgress) {
+        let text = progress.textProperties
+        self.init(state: progress.phase.stateName, role: progress.role.name, code: progress.shownCode,
+                  peerName: text["PeerName"] ?? "", peerID: text["PeerId"] ?? "", error: text["Error"] ?? "",
+                  port: progress.port, sessionID: progress.sessionID.hexString)
+    }
+}
+
 /// org.baton.PairingSession1: one object per pairing session; its owner (or root) confirms or cancels.
+/// A finished session's object stays for the grace of `PairingLimits` (60 s in batond), then goes.
 extension RingBus {
-    static func properties(_ session: PairingSessionState) -> [String: DBusValue] {
-        [
-            "State": .string(session.state), "Role": .string(session.role), "Code": .string(session.code),
-            "PeerName": .string(session.peerName), "PeerId": .string(session.peerID), "Error": .string(session.error),
-            "Port": .uint16(session.port), "SessionId": .string(session.sessionID.hexString),
-        ]
+    static func properties(_ progress: PairingProgress) -> [String: DBusValue] {
+        PairingSessionProperties(progress).dbusProperties
     }
 
-    func sessionChanged(_ path: String, before: PairingSessionState, after: PairingSessionState) {
-        let old = Self.properties(before)
-        let changed = Self.properties(after).filter { old[$0.key] != $0.value }
-        guard !changed.isEmpty else { return }
-        try? connection.emitPropertiesChanged(path: path, interface: BatonInterface.pairingSession, changed: changed)
+    func sessionEvent(_ event: PairingSessionEvent) {
+        switch event {
+        case .changed(let path, let before, let after):
+            let old = Self.properties(before)
+            let changed = Self.properties(after).filter { old[$0.key] != $0.value }
+            guard !changed.isEmpty else { return }
+            try? connection.emitPropertiesChanged(path: path, interface: BatonInterface.pairingSession, changed: changed)
+        case .removed(let path):
+            withdrawSession(path)
+        }
+    }
+
+    /// Exports a new session's object. A session that ended and was dropped before its object was
+    /// exported (a very short grace) is withdrawn at once.
+    func exportSession(_ path: String) async throws {
+        try await connection.export([sessionInterface(path)], at: path)
+        sessionPaths.withLock { _ = $0.insert(path) }
+        if await pairing.session(path) == nil { withdrawSession(path) }
+    }
+
+    func withdrawSession(_ path: String) {
+        guard sessionPaths.withLock({ $0.remove(path) }) != nil else { return }
+        try? connection.unexport(path: path)
     }
 
     func sessionInterface(_ path: String) -> DBusInterface {
         let pairing = self.pairing
         func property(_ name: String, _ signature: String) -> DBusProperty {
             DBusProperty(name, signature: signature) {
-                guard let session = await pairing.session(path) else { throw DBusError(ServiceFailure.unknownObject("gone")) }
-                return Self.properties(session)[name] ?? .string("")
+                guard let progress = await pairing.session(path) else { throw DBusError(ServiceFailure.unknownObject("gone")) }
+                return Self.properties(progress)[name] ?? .string("")
             }
         }
         return DBusInterface(BatonInterface.pairingSession, methods: [
             DBusMethod("Confirm", in: [DBusArgument("accepted", "b")]) { [weak self] call in
                 guard let self else { return [] }
                 let uid = try await self.connection.connectionUnixUser(call.sender)
-                let accepted = call.arguments.first?.boolValue ?? false
+                guard let accepted = call.arguments.first?.boolValue else {
+                    throw DBusError(ServiceFailure.invalidArguments("accepted must be a boolean"))
+                }
                 try await mappingFailures { () throws(ServiceFailure) in try await pairing.confirm(path, uid: uid, accepted: accepted) }
                 return []
             },

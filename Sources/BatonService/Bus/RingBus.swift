@@ -14,7 +14,7 @@ public final class RingBus: Sendable {
     let discovery: DiscoveryService
     private let attached = Mutex<ContinuationService?>(nil)
     /// Session objects exported, so that stop withdraws them.
-    private let sessionPaths = Mutex<Set<String>>([])
+    let sessionPaths = Mutex<Set<String>>([])
 
     public init(connection: DBusConnection, ring: RingService, pairing: PairingService, discovery: DiscoveryService) {
         self.connection = connection
@@ -30,7 +30,7 @@ public final class RingBus: Sendable {
 
     /// Exports Ring1 and Pairing1 and follows session changes.
     public func export() async throws {
-        await pairing.onSessionChange { [weak self] path, before, after in self?.sessionChanged(path, before: before, after: after) }
+        await pairing.onSessionChange { [weak self] event in self?.sessionEvent(event) }
         try await connection.export([ring1Interface(), pairing1Interface()], at: BatonObjectPath.ring)
     }
 
@@ -46,10 +46,5 @@ public final class RingBus: Sendable {
         let privilege = ring.configuration.privilege
         guard privilege.allows(uid: uid) else { throw DBusError(ServiceFailure.notPermitted("pairing needs root or group \(privilege.group)")) }
         return uid
-    }
-
-    func exportSession(_ path: String) async throws {
-        try await connection.export([sessionInterface(path)], at: path)
-        sessionPaths.withLock { _ = $0.insert(path) }
     }
 }

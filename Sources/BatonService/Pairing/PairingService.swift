@@ -2,27 +2,44 @@ import BatonAPI
 import BatonCore
 import BatonCrypto
 import BatonTransport
+#if canImport(Glibc)
+import Glibc
+#endif
 
-/// One pairing session as the outside sees it (PairingSession1's properties).
-public struct PairingSessionState: Sendable, Equatable {
-    public var role: String
-    public var state: String
-    public var code = ""
-    public var peerName = ""
-    public var peerID = ""
-    public var error = ""
-    public var port: UInt16 = 0
-    public var sessionID: [UInt8]
+/// How many pairing sessions a daemon keeps, and for how long.
+public struct PairingLimits: Sendable {
+    /// Sessions not yet paired or failed (waiting Accepts, connecting Pairs, codes on screen):
+    /// one more is refused with LimitExceeded, so callers cannot pile up listeners.
+    public var maxUnfinishedSessions: Int
+    /// A finished session's object stays this long so its owner can read the final State and Error.
+    public var finishedGrace: Duration
+    /// Finished sessions kept at most; the oldest goes early when more finish within the grace.
+    public var maxFinishedSessions: Int
+
+    public init(maxUnfinishedSessions: Int = 4, finishedGrace: Duration = .seconds(60), maxFinishedSessions: Int = 16) {
+        self.maxUnfinishedSessions = max(1, maxUnfinishedSessions)
+        self.finishedGrace = finishedGrace
+        self.maxFinishedSessions = max(0, maxFinishedSessions)
+    }
+}
+
+/// What the D-Bus glue hears about sessions: a change of what PairingSession1 shows, or the end of
+/// a session's life (its object goes).
+enum PairingSessionEvent: Sendable {
+    case changed(path: String, before: PairingProgress, after: PairingProgress)
+    case removed(path: String)
 }
 
 struct PairingEntry {
     var path: String
     var ownerUID: UInt32
-    var visible: PairingSessionState
+    var progress: PairingProgress
     var driver: PairingDriver?
     var listener: PlainFrameListener?
     /// The L2CAP channel an acceptor also waits on (§8.3), when the radio has an adapter.
     var bluetoothListener: L2CAPListener?
+    /// Order of finishing, for dropping the oldest finished session first.
+    var finishedOrder: Int?
 
     func closeListeners() {
         listener?.close()
@@ -32,35 +49,47 @@ struct PairingEntry {
 
 /// Pairing sessions (protocol §7) driven over TCP or L2CAP: Accept waits for an initiator (its
 /// pairing advert on the radio, its endpoint on DNS-SD), Pair connects to one; both end in the
-/// ring (`RingService.joined`) or in a failure name.
+/// ring (`RingService.joined`) or in a failure reason. At most `limits.maxUnfinishedSessions` run at
+/// once; a finished session is dropped after `limits.finishedGrace`.
 public actor PairingService {
-    typealias SessionObserver = @Sendable (_ path: String, _ before: PairingSessionState, _ after: PairingSessionState) -> Void
+    typealias SessionObserver = @Sendable (PairingSessionEvent) -> Void
 
     let ring: RingService
     let discovery: DiscoveryService?
     let clock: any WallClock
     let log: @Sendable (String) -> Void
+    let limits: PairingLimits
     var sessions: [String: PairingEntry] = [:]
     var nextSession = 0
+    /// Slots taken by Accept and Pair calls still setting up (listening, connecting): counted
+    /// against the limit before their first suspension, so concurrent calls cannot overshoot it.
+    var startingSessions = 0
+    var finishedCount = 0
     var sessionObserver: SessionObserver?
     var radio: RadioService { ring.radio }
     var listenHost: String { ring.configuration.listenHost }
 
-    public init(ring: RingService, discovery: DiscoveryService?, clock: any WallClock, log: @escaping @Sendable (String) -> Void) {
+    public init(ring: RingService, discovery: DiscoveryService?, clock: any WallClock, limits: PairingLimits = PairingLimits(),
+                log: @escaping @Sendable (String) -> Void) {
         self.ring = ring
         self.discovery = discovery
         self.clock = clock
+        self.limits = limits
         self.log = log
     }
 
     func onSessionChange(_ observer: SessionObserver?) { sessionObserver = observer }
 
     /// Accept: listens on TCP (and L2CAP with a ready adapter), puts the pairing advert on the air
-    /// and announces the endpoint over DNS-SD. Returns the session's path.
+    /// and announces the endpoint over DNS-SD. Returns the session's path. `host` must be a numeric
+    /// IPv4 or IPv6 address (nil: the daemon's listen address).
     func acceptPairing(uid: UInt32, host: String?) async throws(ServiceFailure) -> String {
+        if let host, !Self.isNumericAddress(host) { throw .invalidArguments("Host must be a numeric IPv4 or IPv6 address") }
+        try reserveSlot()
         let listener: PlainFrameListener
         do { listener = try PlainFrameListener(host: host ?? listenHost, port: 0) } catch {
-            throw .failed("cannot listen for pairing: \(error)")
+            startingSessions -= 1
+            throw .failed("cannot listen for pairing on that address: \(Self.describe(error))")
         }
         let sessionID = SystemRandom().bytes(8)
         let bluetoothListener = await openPairingL2CAPListener()
@@ -72,26 +101,45 @@ public actor PairingService {
 
     /// Pair: connects to an acceptor at "HOST:PORT" or "ble:ADDRESS/PSM" with its session id.
     func pair(uid: UInt32, target: String, sessionID: [UInt8], addressType: LEAddressType?) async throws(ServiceFailure) -> String {
+        try reserveSlot()
         let channel: any FrameChannel
-        if let (address, psm) = RingService.splitBluetoothTarget(target) {
-            channel = try await connectPairingL2CAP(peer: address, psm: psm, addressType: addressType)
-        } else if let (host, port) = RingService.splitEndpoint(target), addressType == nil {
-            do { channel = try await PlainFrameConnector.connect(host: host, port: port, timeout: .seconds(10)) } catch {
-                throw .unknownDevice("cannot reach \(target): \(error)")
-            }
-        } else {
-            throw .invalidArguments("target must be HOST:PORT or ble:ADDRESS/PSM")
+        do { channel = try await openPairingChannel(to: target, addressType: addressType) } catch {
+            startingSessions -= 1
+            throw error
         }
         return await startSession(role: .initiator, uid: uid, channel: channel, listener: nil, sessionID: sessionID)
     }
 
-    func startSession(role: PairingSession.Role, uid: UInt32, channel: (any FrameChannel)?, listener: PlainFrameListener?,
-                      bluetoothListener: L2CAPListener? = nil, sessionID: [UInt8]) async -> String {
+    private func openPairingChannel(to target: String, addressType: LEAddressType?) async throws(ServiceFailure) -> any FrameChannel {
+        if let (address, psm) = RingService.splitBluetoothTarget(target) {
+            return try await connectPairingL2CAP(peer: address, psm: psm, addressType: addressType)
+        }
+        guard let (host, port) = RingService.splitEndpoint(target), addressType == nil else {
+            throw .invalidArguments("target must be HOST:PORT or ble:ADDRESS/PSM")
+        }
+        do { return try await PlainFrameConnector.connect(host: host, port: port, timeout: .seconds(10)) } catch {
+            throw .unknownDevice("cannot reach \(echoed(target)): \(Self.describe(error))")
+        }
+    }
+
+    /// Takes one of the unfinished-session slots; `startSession` takes it over (or the caller gives it back).
+    private func reserveSlot() throws(ServiceFailure) {
+        let unfinished = sessions.values.filter { !$0.progress.phase.isFinished }.count + startingSessions
+        guard unfinished < limits.maxUnfinishedSessions else {
+            throw .limitExceeded("at most \(limits.maxUnfinishedSessions) pairing sessions at once; cancel one or let it end")
+        }
+        startingSessions += 1
+    }
+
+    /// Registers a session whose slot `reserveSlot` reserved, and runs it.
+    private func startSession(role: PairingSession.Role, uid: UInt32, channel: (any FrameChannel)?, listener: PlainFrameListener?,
+                              bluetoothListener: L2CAPListener? = nil, sessionID: [UInt8]) async -> String {
         nextSession += 1
         let path = "\(BatonObjectPath.pairingSessionPrefix)/\(nextSession)"
-        let visible = PairingSessionState(role: role == .initiator ? "initiator" : "responder",
-                                          state: channel == nil ? "waiting" : "connected", port: listener?.port ?? 0, sessionID: sessionID)
-        sessions[path] = PairingEntry(path: path, ownerUID: uid, visible: visible, listener: listener, bluetoothListener: bluetoothListener)
+        let progress = PairingProgress(role: role, sessionID: sessionID, listeningPort: channel == nil ? listener?.port ?? 0 : nil)
+        sessions[path] = PairingEntry(path: path, ownerUID: uid, progress: progress, listener: listener, bluetoothListener: bluetoothListener)
+        // The session now counts itself: the slot reserved for it is given back.
+        startingSessions -= 1
         if listener != nil {
             await radio.advertisePairing(sessionID: sessionID, name: await ring.snapshot().name, tcpPublished: await discovery?.isConnected ?? false,
                                          psm: bluetoothListener?.local.psm)
@@ -108,27 +156,37 @@ public actor PairingService {
                 channel = try await Self.acceptFirst(tcp: listener, bluetooth: entry.bluetoothListener,
                                                      timeout: .seconds(PairingSession.timeoutSeconds))
             } catch {
-                finishSession(path, error: error == .timedOut ? "timed-out" : "transport")
+                update(path) { $0.failed(error == .timedOut ? .timedOut : .transport) }
                 entry.closeListeners()
-                await radio.pairingStoppedWaiting(sessionID: entry.visible.sessionID)
+                await radio.pairingStoppedWaiting(sessionID: entry.progress.sessionID)
                 return
             }
             entry.closeListeners()
             if let bluetooth = channel as? L2CAPFrameChannel { log("batond: pairing initiator connected over L2CAP from \(bluetooth.peer)") }
-            update(path) { $0.state = "connected" }
-            await radio.pairingStoppedWaiting(sessionID: entry.visible.sessionID)
+            await radio.pairingStoppedWaiting(sessionID: entry.progress.sessionID)
+            // Cancelled while the initiator arrived: the session stays as cancelled.
+            guard update(path, { $0.connected() }) else {
+                channel?.close()
+                return
+            }
         }
         guard let channel else { return }
         let session: PairingSession
         do {
-            session = try PairingSession(role: role, sessionID: entry.visible.sessionID, ephemeralKey: X25519PrivateKey(),
+            session = try PairingSession(role: role, sessionID: entry.progress.sessionID, ephemeralKey: X25519PrivateKey(),
                                          nonce: SystemRandom().bytes(16), local: await ring.pairingInfoWithEndpoints())
         } catch {
-            finishSession(path, error: "protocol")
+            update(path) { $0.failed(.protocolError) }
+            channel.close()
             return
         }
         let driver = PairingDriver(session: session, channel: channel, clock: clock) { [weak self] code in
             await self?.codeShown(path, code)
+        }
+        // Cancelled (or stopped) while the session was being set up: nothing runs.
+        guard sessions[path]?.progress.phase.isFinished == false else {
+            channel.close()
+            return
         }
         sessions[path]?.driver = driver
         switch await driver.run() {
@@ -136,52 +194,56 @@ public actor PairingService {
             let id = pairing.peer.deviceID
             await ring.joined(pairing, observedHost: (channel as? PlainFrameChannel)?.peerDescription,
                               bluetoothPeer: (channel as? L2CAPFrameChannel)?.peer)
-            update(path) {
-                $0.state = "paired"
-                $0.peerName = pairing.peer.name
-                $0.peerID = id.description
-            }
+            update(path) { $0.paired(peerName: pairing.peer.name, peerID: id) }
             log("batond: paired with \(id.shortForm)")
         case .failure(let failure):
-            let name: String = switch failure {
-            case .rejected: "rejected"
-            case .timedOut: "timed-out"
-            case .verificationFailed: "verification-failed"
-            case .transport: "transport"
-            case .protocolError: "protocol"
-            }
-            finishSession(path, error: name)
-            log("batond: pairing failed: \(name)")
+            update(path) { $0.failed(failure.reason) }
+            log("batond: pairing failed: \(failure.reason.rawValue)")
         }
     }
 
     private func codeShown(_ path: String, _ code: String) {
-        update(path) {
-            $0.code = code
-            $0.state = "confirming"
-        }
+        update(path) { $0.codeShown(code) }
     }
 
-    private func finishSession(_ path: String, error: String) {
-        update(path) {
-            $0.state = "failed"
-            $0.error = error
+    /// Applies a transition; the observer hears of a change, and a session that just finished is
+    /// dropped after the grace. Returns false when the phase did not change.
+    @discardableResult
+    private func update(_ path: String, _ change: (inout PairingProgress) -> Bool) -> Bool {
+        guard var entry = sessions[path] else { return false }
+        let before = entry.progress
+        guard change(&entry.progress) else { return false }
+        if entry.progress.phase.isFinished {
+            finishedCount += 1
+            entry.finishedOrder = finishedCount
+            entry.closeListeners()
         }
-    }
-
-    private func update(_ path: String, _ change: (inout PairingSessionState) -> Void) {
-        guard var entry = sessions[path] else { return }
-        let before = entry.visible
-        change(&entry.visible)
         sessions[path] = entry
-        if entry.visible.state != "waiting", let discovery {
+        if before.phase.isWaiting, !entry.progress.phase.isWaiting, let discovery {
             Task { await discovery.pairingSessionLeftWaiting(path) }
         }
-        if before != entry.visible { sessionObserver?(path, before, entry.visible) }
+        sessionObserver?(.changed(path: path, before: before, after: entry.progress))
+        if entry.progress.phase.isFinished { scheduleRemoval(of: path) }
+        return true
     }
 
-    /// A session's state; nil when there is no such session.
-    public func session(_ path: String) -> PairingSessionState? { sessions[path]?.visible }
+    private func scheduleRemoval(of path: String) {
+        let grace = limits.finishedGrace
+        Task { [weak self] in
+            try? await Task.sleep(for: grace)
+            await self?.remove(path)
+        }
+        let finished = sessions.values.compactMap { entry in entry.finishedOrder.map { ($0, entry.path) } }.sorted { $0.0 < $1.0 }
+        for (_, oldest) in finished.dropLast(limits.maxFinishedSessions) { remove(oldest) }
+    }
+
+    private func remove(_ path: String) {
+        guard sessions.removeValue(forKey: path) != nil else { return }
+        sessionObserver?(.removed(path: path))
+    }
+
+    /// A session's progress; nil when there is no such session (never was, or ended and dropped).
+    public func session(_ path: String) -> PairingProgress? { sessions[path]?.progress }
 
     /// Paths of every session, for the D-Bus glue to withdraw them.
     func sessionPaths() -> [String] { Array(sessions.keys) }
@@ -195,14 +257,14 @@ public actor PairingService {
     /// The user's answer to the code, from the session's owner (or root).
     public func confirm(_ path: String, uid: UInt32, accepted: Bool) async throws(ServiceFailure) {
         let entry = try ownedSession(path, uid: uid)
-        guard entry.visible.state == "confirming", let driver = entry.driver else { throw .notReady("no code to confirm yet") }
+        guard case .confirming = entry.progress.phase, let driver = entry.driver else { throw .notReady("no code to confirm yet") }
         await driver.confirm(accepted)
     }
 
     public func cancel(_ path: String, uid: UInt32) async throws(ServiceFailure) {
         let entry = try ownedSession(path, uid: uid)
         entry.closeListeners()
-        if let driver = entry.driver { await driver.cancel() } else { finishSession(path, error: "rejected") }
+        if let driver = entry.driver { await driver.cancel() } else { update(path) { $0.failed(.rejected) } }
     }
 
     public func stop() async {
@@ -211,5 +273,36 @@ public actor PairingService {
             await entry.driver?.cancel()
         }
         sessions = [:]
+    }
+
+    /// A numeric IPv4 or IPv6 address (no name, no brackets, no zone), as a listener binds it.
+    static func isNumericAddress(_ text: String) -> Bool {
+        guard !text.isEmpty, text.utf8.count <= Int(INET6_ADDRSTRLEN) else { return false }
+        var buffer = [UInt8](repeating: 0, count: 16)
+        return inet_pton(AF_INET, text, &buffer) == 1 || inet_pton(AF_INET6, text, &buffer) == 1
+    }
+
+    /// A transport failure for an error message, without the caller's text that some carry.
+    static func describe(_ error: TransportError) -> String {
+        switch error {
+        case .addressUnavailable: "address unavailable"
+        case .socket(let operation, let code): "\(operation) failed (errno \(code))"
+        case .connectTimedOut, .timedOut: "timed out"
+        case .closed: "connection closed"
+        default: echoed("\(error)", limit: 80)
+        }
+    }
+}
+
+extension PairingFailure {
+    /// PairingSession1.Error for this failure.
+    var reason: PairingFailureReason {
+        switch self {
+        case .rejected: .rejected
+        case .timedOut: .timedOut
+        case .verificationFailed: .verificationFailed
+        case .transport: .transport
+        case .protocolError: .protocolError
+        }
     }
 }

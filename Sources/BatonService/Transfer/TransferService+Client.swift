@@ -149,7 +149,8 @@ extension TransferService {
 
     private func converse(_ exchange: FrameExchange, member: DeviceID, request: Frame?, forceSync: Bool) async throws(TransportError) -> Frame? {
         let ours = ownHello()
-        let reply = try await exchange.request(Frame(type: .hello, requestID: requestIDs.make(), payload: ours.payload),
+        // Hello carries request id 0 (§6.2): it is never cached, so it needs no id of its own.
+        let reply = try await exchange.request(Frame(type: .hello, requestID: 0, payload: ours.payload),
                                                timeout: configuration.requestTimeout)
         guard reply.type == .hello, let theirs = try? HelloMessage(payload: reply.payload), theirs.deviceID == member else {
             throw .invalidFrame(.unexpectedMessage("Hello"))

@@ -37,7 +37,9 @@ public actor TransferService {
 
     /// The largest frame payload we accept (RingSync's limit), announced in Hello.
     static let maxFramePayload = UInt32(FrameType.ringSync.maxPayload)
-    /// FetchActivity answers remembered for ActivityContinued.
+    /// Authenticated channels kept at once (over TCP and over L2CAP, each), apart from the handshake limit.
+    static let maxMemberChannels = 32
+    /// FetchActivity answers remembered for ActivityContinued (each until its first report).
     static let servedLimit = 64
 
     struct Served {
@@ -76,7 +78,7 @@ public actor TransferService {
         let identity = snapshot.identity
         let pins = PinBox()
         let listener = try TLSListener(identity: identity, pins: { pins.current }, host: configuration.listenHost, port: configuration.port,
-                                       onHandshakeFailure: { error in log("batond: transfer handshake refused: \(Self.describe(error))") })
+                                       maxMemberConnections: maxMemberChannels, onHandshakeFailure: { error in log("batond: transfer handshake refused: \(Self.describe(error))") })
         let connector = try TLSConnector(identity: identity, pins: { pins.current })
         let secureL2CAP = try SecureL2CAP(identity: identity, pins: { pins.current })
         let service = TransferService(ring: ring, activities: activities, configuration: configuration, pins: pins, snapshot: snapshot,
@@ -132,25 +134,35 @@ public actor TransferService {
         }
         bluetoothListener = listener
         log("batond: transfers also on \(RingService.bluetoothTransferEndpoint(address, type))")
-        // Unauthenticated peers may hold at most this many channels at once (as the TCP listener's limit).
-        let budget = ChannelBudget(limit: secureL2CAP.configuration.maxConnections)
+        // As the TCP listener (§8.1, §8.3): at most this many channels in the handshake, and members'
+        // channels on a budget of their own, so strangers holding channels cannot lock members out.
+        let handshakes = ChannelBudget(limit: secureL2CAP.configuration.maxConnections)
+        let members = ChannelBudget(limit: Self.maxMemberChannels)
         bluetoothAcceptTask = Task { [weak self, listener, secureL2CAP, log] in
             while !Task.isCancelled {
                 let raw: L2CAPFrameChannel
                 do { raw = try await listener.accept(timeout: .seconds(3600)) } catch TransportError.timedOut { continue } catch { return }
-                guard budget.take() else {
+                guard handshakes.take() else {
                     raw.close()
                     continue
                 }
                 Task {
-                    defer { budget.give() }
+                    let channel: SecureChannel
                     do throws(TransportError) {
-                        let channel = try await secureL2CAP.accept(raw)
-                        log("batond: transfer channel over L2CAP from \(raw.peer)")
-                        await self?.serve(channel)
+                        channel = try await secureL2CAP.accept(raw)
+                        handshakes.give()
                     } catch {
+                        handshakes.give()
                         log("batond: transfer handshake over L2CAP refused: \(Self.describe(error))")
+                        return
                     }
+                    guard members.take() else {
+                        channel.close()
+                        return
+                    }
+                    defer { members.give() }
+                    log("batond: transfer channel over L2CAP from \(raw.peer)")
+                    await self?.serve(channel)
                 }
             }
         }
@@ -231,10 +243,14 @@ public actor TransferService {
             case .fetchActivity:
                 return try await fetchRequested(ActivityReference(payload: request.payload), by: peer, requestID: request.requestID)
             case .activityContinued:
+                // Each answered fetch entitles its peer to one report (§9): the entry is used up here,
+                // and a repeat of this request id is answered from the dispatcher's reply cache.
                 let reference = try ActivityReference(payload: request.payload)
-                guard let entry = served.last(where: { $0.peer == peer && $0.reference == reference }) else {
+                guard reference.revision != ActivityReference.anyRevision,
+                      let index = served.lastIndex(where: { $0.peer == peer && $0.reference == reference }) else {
                     throw ErrorFrame(code: .unknownActivity, message: "no such transfer")
                 }
+                let entry = served.remove(at: index)
                 await activities.notifyWasContinued(entry.activity, device: snapshot.memberName(peer))
                 return Frame(type: .ack, requestID: request.requestID, payload: [])
             case .ringSync:

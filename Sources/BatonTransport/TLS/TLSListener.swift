@@ -8,20 +8,38 @@ import Glibc
 import Synchronization
 
 /// Accepts channels from ring members on one TCP address. Each connection must complete the TLS
-/// handshake within `handshakeTimeout`, and at most `maxConnections` are kept at once (handshaking,
-/// waiting in `accept()`, or open), so unauthenticated peers cannot exhaust the daemon.
+/// handshake within `handshakeTimeout`. Two budgets (§8.1), so that strangers cannot lock members out:
+/// - at most `maxConnections` connections in the handshake (unauthenticated). One arriving when all
+///   are taken closes the oldest of them if that one has waited `evictionAge`, else it is itself
+///   closed: idle connections held open cannot keep a member's fresh handshake out.
+/// - at most `maxMemberConnections` authenticated channels (waiting in `accept()` or open); a
+///   handshake that completes beyond it is closed.
 public final class TLSListener: Sendable {
+    private struct Handshaking {
+        let socket: OwnedSocket
+        let since: ContinuousClock.Instant
+    }
+
     private struct State {
         var ready: [SecureChannel] = []
         var waiters: [UInt64: CheckedContinuation<Result<SecureChannel, TransportError>, Never>] = [:]
         var nextWaiterID: UInt64 = 0
-        var liveConnections = 0
+        /// Connections in the handshake by arrival number (the smallest is the oldest).
+        var handshaking: [UInt64: Handshaking] = [:]
+        var authenticated: Set<UInt64> = []
+        var nextConnectionID: UInt64 = 0
         var closed = false
     }
+
+    /// How long a handshaking connection is safe from being closed for a newcomer: a member's
+    /// handshake takes milliseconds, so only a flood of new connections could evict it.
+    public static let evictionAge: Duration = .seconds(1)
 
     /// The bound port (the ephemeral one when 0 was asked for).
     public let port: UInt16
     public let configuration: TransportConfiguration
+    /// Authenticated channels kept at once (ring members), apart from `configuration.maxConnections`.
+    public let maxMemberConnections: Int
     private let context: TLSContext
     private let pins: PinProvider
     private let onHandshakeFailure: @Sendable (TransportError) -> Void
@@ -36,12 +54,14 @@ public final class TLSListener: Sendable {
         host: String,
         port: UInt16,
         configuration: TransportConfiguration = .init(),
+        maxMemberConnections: Int = 32,
         onHandshakeFailure: @escaping @Sendable (TransportError) -> Void = { _ in }
     ) throws(TransportError) {
         let (socket, port) = try OwnedSocket.tcpListener(host: host, port: port, backlog: 64)
         self.context = try TLSContext(identity: identity, role: .server)
         self.port = port
         self.configuration = configuration
+        self.maxMemberConnections = max(1, maxMemberConnections)
         self.pins = pins
         self.onHandshakeFailure = onHandshakeFailure
         self.acceptSource = SendableReadSource(socket.makeReadSource(queue: socketEventQueue))
@@ -93,8 +113,11 @@ public final class TLSListener: Sendable {
         for channel in unaccepted { channel.close() }
     }
 
-    /// Connections currently counted against `maxConnections`.
-    public var liveConnections: Int { state.withLock { $0.liveConnections } }
+    /// Connections currently held: in the handshake, or authenticated and not yet closed.
+    public var liveConnections: Int { state.withLock { $0.handshaking.count + $0.authenticated.count } }
+
+    /// Connections in the handshake, counted against `configuration.maxConnections`.
+    public var handshakingConnections: Int { state.withLock { $0.handshaking.count } }
 
     private func acceptPending(_ listening: OwnedSocket) {
         while true {
@@ -112,32 +135,53 @@ public final class TLSListener: Sendable {
                 }
                 return
             }
-            let admitted = state.withLock { state in
-                guard !state.closed, state.liveConnections < configuration.maxConnections else { return false }
-                state.liveConnections += 1
-                return true
+            let now = ContinuousClock.now
+            let admission: (id: UInt64, evicted: OwnedSocket?)? = state.withLock { state in
+                guard !state.closed else { return nil }
+                var evicted: OwnedSocket?
+                if state.handshaking.count >= configuration.maxConnections {
+                    guard let oldest = state.handshaking.keys.min(), let entry = state.handshaking[oldest],
+                          now - entry.since >= Self.evictionAge else { return nil }
+                    state.handshaking[oldest] = nil
+                    evicted = entry.socket
+                }
+                let id = state.nextConnectionID
+                state.nextConnectionID += 1
+                state.handshaking[id] = Handshaking(socket: connection, since: now)
+                return (id, evicted)
             }
-            // One not admitted is closed as `connection` goes.
-            guard admitted else { continue }
+            // One not admitted is closed as `connection` goes; an evicted one's handshake fails as `.closed`.
+            guard let admission else { continue }
+            admission.evicted?.close()
             connection.setOption(Int32(IPPROTO_TCP), TCP_NODELAY, 1)
-            Task { await self.establish(connection) }
+            Task { await self.establish(connection, id: admission.id) }
         }
     }
 
-    private func establish(_ socket: OwnedSocket) async {
+    private func establish(_ socket: OwnedSocket, id: UInt64) async {
         do {
             let channel = try await context.secure(
                 socket, pins: pins, until: configuration.handshakeTimeout.deadlineFromNow, configuration: configuration,
-                onClose: { [weak self] in self?.state.withLock { $0.liveConnections -= 1 } })
-            deliver(channel)
+                onClose: { [weak self] in self?.connectionClosed(id) })
+            deliver(channel, id: id)
         } catch {
             onHandshakeFailure(error)
         }
     }
 
-    private func deliver(_ channel: SecureChannel) {
+    private func connectionClosed(_ id: UInt64) {
+        state.withLock { state in
+            if state.handshaking.removeValue(forKey: id) == nil { state.authenticated.remove(id) }
+        }
+    }
+
+    /// Moves a channel whose handshake passed from the unauthenticated budget to the members' one.
+    private func deliver(_ channel: SecureChannel, id: UInt64) {
         let waiter: CheckedContinuation<Result<SecureChannel, TransportError>, Never>?? = state.withLock { state in
-            if state.closed { return .some(nil) }
+            // Evicted or the listener closed meanwhile; or the members' budget is spent.
+            guard !state.closed, state.handshaking.removeValue(forKey: id) != nil,
+                  state.authenticated.count < maxMemberConnections else { return .some(nil) }
+            state.authenticated.insert(id)
             if let first = state.waiters.keys.min() { return .some(state.waiters.removeValue(forKey: first)) }
             state.ready.append(channel)
             return nil
