@@ -34,16 +34,19 @@ public actor RadioService {
 
     /// `store` keeps the advert counters (persisted before the advert they cover goes on the air).
     init(port: (any RadioPort)?, store: RingStore, clock: any WallClock, companyID: UInt16, ownSecret: AdvertisingSecret,
-         log: @escaping @Sendable (String) -> Void) throws {
+         machine: [UInt8]? = nil, log: @escaping @Sendable (String) -> Void) throws {
         self.port = port
         self.store = store
         self.clock = clock
         self.companyID = companyID
         self.log = log
         self.ownSecret = ownSecret
-        sender = AdvertSender(secret: ownSecret, restored: try store.loadCounters())
+        sender = AdvertSender(secret: ownSecret, restored: try store.loadCounters(), machine: machine)
         matcher = AdvertMatcher(epoch: Protocol.epoch(unixSeconds: clock.unixSeconds()))
     }
+
+    /// The ring must re-key before the advert is sealed again (AdvertSender.needsRekey).
+    var needsRekey: Bool { sender.needsRekey }
 
     public func stop() async {
         eventTask?.cancel()

@@ -17,9 +17,13 @@ public actor RingService {
         public var privilege: PrivilegePolicy
         /// The bus where avahi-daemon lives (the system bus on a real system); nil: no DNS-SD.
         public var avahiBus: DBusBusKind?
+        /// Machine id files, first existing one wins (MachineIdentity); tests point them elsewhere.
+        public var machineIDPaths: [String]
 
         public init(deviceName: String, listenHost: String = "0.0.0.0", companyID: UInt16 = Protocol.defaultCompanyID,
-                    privilege: PrivilegePolicy = PrivilegePolicy(), avahiBus: DBusBusKind? = nil) {
+                    privilege: PrivilegePolicy = PrivilegePolicy(), avahiBus: DBusBusKind? = nil,
+                    machineIDPaths: [String] = MachineIdentity.defaultPaths) {
+            self.machineIDPaths = machineIDPaths
             self.deviceName = deviceName
             self.listenHost = listenHost
             self.companyID = companyID
@@ -39,6 +43,8 @@ public actor RingService {
     var observers: [String: ChangeObserver] = [:]
     /// Where ring members reach this device's transfer listener (set by the transfer; nil: not running).
     var transferReachability: (port: UInt16, localEndpoints: [String])?
+    /// When a pending RingSync was last retried after a sighting, per member (not persisted).
+    var lastSyncRetry: [DeviceID: Int64] = [:]
 
     /// The radio actor (Radio/): the ring pushes member secrets and its own secret rotation to it.
     public nonisolated let radio: RadioService
@@ -57,7 +63,8 @@ public actor RingService {
         }
         peers = try store.loadPeers()
         self.radio = try RadioService(port: radio, store: store, clock: clock, companyID: configuration.companyID,
-                                      ownSecret: keeper.ownSecret, log: log)
+                                      ownSecret: keeper.ownSecret,
+                                      machine: MachineIdentity.value(paths: configuration.machineIDPaths, store: store), log: log)
     }
 
     public var deviceID: DeviceID { keeper.deviceID }
@@ -65,7 +72,11 @@ public actor RingService {
     /// Gives the radio the members' secrets, follows its sightings (last seen, RSSI) and starts it and DNS-SD.
     public func start() async {
         await radio.setMembers(keeper.peers)
-        await radio.onSighting(Self.observerKey) { [weak self] sighting, rssi, _ in await self?.memberSeen(sighting.member, rssi: rssi) }
+        await rekeyIfCloned()
+        await radio.onSighting(Self.observerKey) { [weak self] sighting, rssi, _ in
+            await self?.memberSeen(sighting.member, rssi: rssi)
+            await self?.sighted(sighting.member, byHello: false)
+        }
         await radio.start()
     }
 
@@ -79,6 +90,16 @@ public actor RingService {
     /// Clock tick from the daemon: epoch rotation of the advert and of the matcher window.
     public func tick() async {
         await radio.tick()
+        await rekeyIfCloned()
+    }
+
+    /// The advert sender cannot seal safely any more (its counters were written on another machine,
+    /// or the clock is far behind its high-water epoch): a fresh own secret, a new roster version,
+    /// and every member hears of it, so the two copies never seal under one key (§4.2).
+    func rekeyIfCloned() async {
+        guard await radio.needsRekey else { return }
+        log("batond: advert counters from another machine or far ahead of the clock: re-keying")
+        await apply(keeper.rekey(random: SystemRandom()))
     }
 
     // MARK: Observers
@@ -129,9 +150,15 @@ public actor RingService {
     }
 
     /// A member's RingSync (inside pinned TLS): merged, persisted and acted on; returns our roster after it.
-    public func receivedRoster(_ roster: Roster, from sender: DeviceID) async -> Roster {
+    /// A roster with a bad signature, an entry for this device or a refused generation changes nothing
+    /// and is refused (the transfer answers an Error frame); the log names the sender and the check, no key.
+    public func receivedRoster(_ roster: Roster, from sender: DeviceID) async throws(WireError) -> Roster {
         let before = Set(keeper.state.roster.members.keys)
-        let actions = keeper.received(roster, from: sender, random: SystemRandom())
+        let actions: [RingKeeper.Action]
+        do { actions = try keeper.receive(roster, from: sender, random: SystemRandom()) } catch {
+            log("batond: RingSync from \(sender.shortForm) refused: \(Self.describe(error))")
+            throw error
+        }
         let gone = before.subtracting(keeper.state.roster.members.keys)
         if !gone.isEmpty {
             for id in gone { peers[id] = nil }
@@ -141,6 +168,32 @@ public actor RingService {
         await apply(actions)
         return keeper.state.roster
     }
+
+    /// A refusal's kind for logs (WireError's texts are fixed, none carries key bytes).
+    nonisolated static func describe(_ error: WireError) -> String { "\(error)" }
+
+    /// A RingSync carrying roster `version` was answered by `member`: it no longer needs a retry.
+    public func syncDelivered(to member: DeviceID, version: UInt64) async {
+        await apply(keeper.syncDelivered(to: member, version: version))
+    }
+
+    /// A member showed it is there (an accepted advert, or a Hello it sent): a RingSync it still owes
+    /// us (a re-key it missed while away) is retried. Adverts repeat every ~100 ms, so a retry after
+    /// an advert waits `syncRetryInterval` since the last one; a Hello retries at once.
+    public func sighted(_ member: DeviceID, byHello: Bool) async {
+        let actions = keeper.sighted(member)
+        guard !actions.isEmpty else { return }
+        let now = clock.unixSeconds()
+        if !byHello, let last = lastSyncRetry[member], now - last < Self.syncRetryInterval { return }
+        lastSyncRetry[member] = now
+        log("batond: retrying the RingSync owed to \(member.shortForm)")
+        await apply(actions)
+    }
+
+    /// Members owed a RingSync (durable; for tests and diagnostics).
+    public func pendingSyncs() -> [DeviceID: UInt64] { keeper.state.pendingSyncs }
+
+    static let syncRetryInterval: Int64 = 30
 
     func memberSummaries() -> [MemberSummary] {
         keeper.state.roster.members.values.sorted { $0.name < $1.name }.map { member in

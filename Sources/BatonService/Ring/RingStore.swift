@@ -6,14 +6,19 @@ import Foundation
 /// The trust store: one durable record per concern under the state directory, each written
 /// atomically with mode 0600 (BatonStore). A corrupt file is reported and kept, never replaced.
 ///
-/// - `ring`: identity seed, name, roster (keys of every member). Changes on pairing and removal.
+/// - `ring`: identity seed, name, roster (keys of every member), the RingSyncs still owed (retried
+///   at the member's next sighting, so a re-key reaches a member that was away). Changes on pairing and removal.
 /// - `peers`: when each member was paired, last seen, last RSSI, endpoint hints. Changes often.
-/// - `advert-counters`: the advert sender's nonce counters (protocol §4.2).
+/// - `advert-counters`: the advert sender's nonce counters (protocol §4.2), with the machine value.
+/// - `machine-fallback`: a random machine value, only on systems without a machine id file.
 public final class RingStore: Sendable {
     struct RingRecord: Codable, Sendable {
         var name: String
         var identitySeed: String
         var roster: Data
+        /// Members owed our roster, by device id (hex), with the version they must reach (§7.4).
+        /// Optional: records written before it have none.
+        var pendingSyncs: [String: UInt64]?
     }
 
     public struct PeerInfo: Codable, Sendable, Hashable {
@@ -34,11 +39,13 @@ public final class RingStore: Sendable {
     private let ring: DurableRecord<RingRecord>
     private let peerInfo: DurableRecord<[String: PeerInfo]>
     private let counters: DurableRecord<SenderCounters>
+    private let machine: DurableRecord<String>
 
     public init(directory: StateDirectory) throws(StoreError) {
         ring = try DurableRecord(name: "ring", schemaVersion: 1, in: directory)
         peerInfo = try DurableRecord(name: "peers", schemaVersion: 1, in: directory)
         counters = try DurableRecord(name: "advert-counters", schemaVersion: 1, in: directory)
+        machine = try DurableRecord(name: "machine-fallback", schemaVersion: 1, in: directory)
     }
 
     public enum LoadError: Error, Sendable, Equatable {
@@ -52,16 +59,21 @@ public final class RingStore: Sendable {
         do { record = try ring.load() } catch { throw .store(error) }
         guard let record else { return nil }
         guard let seed = [UInt8](hex: record.identitySeed), seed.count == 32 else { throw .invalidContent("identity seed") }
-        do {
-            return RingKeeper.State(name: record.name, identitySeed: seed, roster: try Roster(decoding: [UInt8](record.roster)))
-        } catch {
-            throw .invalidContent("roster")
+        let roster: Roster
+        do { roster = try Roster(decoding: [UInt8](record.roster)) } catch { throw .invalidContent("roster") }
+        var pending: [DeviceID: UInt64] = [:]
+        for (key, version) in record.pendingSyncs ?? [:] {
+            guard let bytes = [UInt8](hex: key), let id = try? DeviceID(bytes: bytes) else { throw .invalidContent("pending syncs") }
+            pending[id] = version
         }
+        return RingKeeper.State(name: record.name, identitySeed: seed, roster: roster, pendingSyncs: pending)
     }
 
     public func saveRing(_ state: RingKeeper.State) throws {
+        var pending: [String: UInt64] = [:]
+        for (id, version) in state.pendingSyncs { pending[id.description] = version }
         try ring.save(RingRecord(name: state.name, identitySeed: state.identitySeed.hexString,
-                                 roster: Data(try state.roster.encoded())))
+                                 roster: Data(try state.roster.encoded()), pendingSyncs: pending))
     }
 
     public func loadPeers() throws(StoreError) -> [DeviceID: PeerInfo] {
@@ -80,4 +92,12 @@ public final class RingStore: Sendable {
 
     public func loadCounters() throws(StoreError) -> SenderCounters? { try counters.load() }
     public func saveCounters(_ value: SenderCounters) throws(StoreError) { try counters.save(value) }
+
+    /// The random machine value used when the system has no machine id (created on first use).
+    func machineFallback() throws(StoreError) -> [UInt8] {
+        if let text = try machine.load(), let bytes = [UInt8](hex: text), bytes.count == 32 { return bytes }
+        let fresh = SystemRandom().bytes(32)
+        try machine.save(fresh.hexString)
+        return fresh
+    }
 }

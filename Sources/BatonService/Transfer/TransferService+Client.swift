@@ -155,18 +155,25 @@ extension TransferService {
         guard reply.type == .hello, let theirs = try? HelloMessage(payload: reply.payload), theirs.deviceID == member else {
             throw .invalidFrame(.unexpectedMessage("Hello"))
         }
-        if forceSync || theirs.rosterVersion != ours.rosterVersion {
+        // A RingSync still owed to this member (a re-key it missed) goes out now that it answers.
+        let owed = await ring.pendingSyncs()[member] != nil
+        if forceSync || owed || theirs.rosterVersion != ours.rosterVersion {
             // A second round when merging their answer changed ours again (a removal new to us made us
             // rotate our secret): they must learn the new secret too.
             for _ in 0..<2 {
+                let sent = await ring.snapshot().roster
                 let roster: [UInt8]
-                do { roster = try await ring.snapshot().roster.encoded() } catch { throw .unencodableFrame(error) }
+                do { roster = try sent.encoded() } catch { throw .unencodableFrame(error) }
                 let answer = try await exchange.request(Frame(type: .ringSync, requestID: requestIDs.make(), payload: roster),
                                                         timeout: configuration.requestTimeout)
                 guard answer.type == .ringSync, let merged = try? Roster(decoding: answer.payload) else {
                     throw .invalidFrame(.unexpectedMessage("RingSync"))
                 }
-                if await ring.receivedRoster(merged, from: member).version == merged.version { break }
+                // Answered: the member holds this version now, so the durable pending sync ends (§7.4).
+                await ring.syncDelivered(to: member, version: sent.version)
+                let ours: Roster
+                do { ours = try await ring.receivedRoster(merged, from: member) } catch { throw .invalidFrame(error) }
+                if ours.version == merged.version { break }
             }
         }
         guard let request else { return nil }

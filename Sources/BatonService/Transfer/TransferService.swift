@@ -208,7 +208,7 @@ public actor TransferService {
         for member in syncTo {
             Task {
                 do { try await self.syncRing(to: member) } catch {
-                    // It learns at its next contact with any member (Hello).
+                    // Still pending (durable): retried at the member's next sighting or Hello.
                     self.log("batond: RingSync to \(member.shortForm) failed: \(error)")
                 }
             }
@@ -239,6 +239,8 @@ public actor TransferService {
             case .hello:
                 let hello = try HelloMessage(payload: request.payload)
                 guard hello.deviceID == peer else { throw ErrorFrame(code: .malformed, message: "Hello names another device") }
+                // The member is here: a RingSync it missed (a re-key while it was away) goes out now.
+                Task { await ring.sighted(peer, byHello: true) }
                 return Frame(type: .hello, requestID: request.requestID, payload: ownHello().payload)
             case .fetchActivity:
                 return try await fetchRequested(ActivityReference(payload: request.payload), by: peer, requestID: request.requestID)
@@ -255,7 +257,7 @@ public actor TransferService {
                 return Frame(type: .ack, requestID: request.requestID, payload: [])
             case .ringSync:
                 let roster = try Roster(decoding: request.payload)
-                let merged = await ring.receivedRoster(roster, from: peer)
+                let merged = try await ring.receivedRoster(roster, from: peer)
                 return Frame(type: .ringSync, requestID: request.requestID, payload: try merged.encoded())
             default:
                 throw ErrorFrame(code: .malformed, message: "not a request")
