@@ -58,11 +58,12 @@ struct BusLessNode {
     let activities: FakeActivities
     let board: FakeSuggestionBoard
 
-    static func start(in directory: URL, name: String, handled: Set<String> = []) async throws -> BusLessNode {
+    static func start(in directory: URL, name: String, handled: Set<String> = [],
+                      machineIDPaths: [String] = MachineIdentity.defaultPaths) async throws -> BusLessNode {
         let radio = FakeRadio()
         let ring = try RingService(store: RingStore(directory: StateDirectory(path: directory.appendingPathComponent(name).path)),
                                    radio: radio, clock: SystemWallClock(),
-                                   configuration: .init(deviceName: name, listenHost: "127.0.0.1"), log: { _ in })
+                                   configuration: .init(deviceName: name, listenHost: "127.0.0.1", machineIDPaths: machineIDPaths), log: { _ in })
         await ring.start()
         let pairing = PairingService(ring: ring, discovery: nil, clock: SystemWallClock(), log: { _ in })
         let activities = FakeActivities(handled: handled)

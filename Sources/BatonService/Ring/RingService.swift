@@ -110,10 +110,12 @@ public actor RingService {
                      localEndpoints: transferReachability?.localEndpoints ?? [])
     }
 
-    /// Calls `observer` now and after every ring change, until `stopObserving(key)`.
+    /// Calls `observer` now and after every ring change, until `stopObserving(key)`. The first call
+    /// names the RingSyncs still owed (durable, §7.4), so the transfer retries them when it starts.
     public func observe(_ key: String, _ observer: @escaping ChangeObserver) async {
         observers[key] = observer
-        await observer(RingChange(snapshot: snapshot(), syncTo: []))
+        let owed = keeper.state.pendingSyncs.keys.filter { keeper.state.roster.members[$0] != nil }.sorted()
+        await observer(RingChange(snapshot: snapshot(), syncTo: owed))
     }
 
     public func stopObserving(_ key: String) { observers[key] = nil }

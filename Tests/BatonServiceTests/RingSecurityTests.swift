@@ -1,0 +1,120 @@
+import BatonTestBus
+import BatonCore
+import BatonStore
+import Foundation
+import Testing
+@testable import BatonService
+
+/// Issue 11 on the service side: durable re-keys, clone detection, removed machines, introducers.
+@Suite("BatonServiceTests: ring security in the daemon", .serialized)
+struct DaemonRingSecurityTests {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ringsec-\(UUID().uuidString)")
+
+    func pairedNodes(_ a: BusLessNode, _ b: BusLessNode) async throws {
+        let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing)
+        for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
+            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.phase.stateName == "paired" })
+        }
+    }
+
+    @Test func aMemberAwayDuringARemovalGetsTheRekeyAtItsNextSightingEvenAfterARestart() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var a = try await BusLessNode.start(in: directory, name: "alpha")
+        let b = try await BusLessNode.start(in: directory, name: "beta")
+        var c = try await BusLessNode.start(in: directory, name: "gamma")
+        try await pairedNodes(a, b)
+        try await pairedNodes(a, c)
+        let idA = await a.ring.deviceID, idB = await b.ring.deviceID, idC = await c.ring.deviceID
+        #expect(await eventually(timeout: .seconds(10)) { await a.ring.pendingSyncs().isEmpty })
+        let oldGeneration = await a.ring.snapshot().ownSecret.generation
+        #expect(await c.ring.snapshot().roster.members[idA]?.secret.generation == oldGeneration)
+
+        // gamma is away while alpha removes beta: the RingSync with alpha's new secret fails and stays owed.
+        await c.stop()
+        try await a.ring.remove(idB.description)
+        let newSecret = await a.ring.snapshot().ownSecret
+        #expect(newSecret.generation == oldGeneration + 1)
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(await a.ring.pendingSyncs()[idC] != nil)
+
+        // Durable: alpha restarts and still owes gamma the re-key.
+        await a.stop()
+        a = try await BusLessNode.start(in: directory, name: "alpha")
+        #expect(await a.ring.pendingSyncs()[idC] == (await a.ring.snapshot().rosterVersion))
+        c = try await BusLessNode.start(in: directory, name: "gamma")
+        #expect(await c.ring.snapshot().roster.members[idA]?.secret.generation == oldGeneration)
+        // gamma listens on a new port now (DNS-SD would tell alpha); then alpha hears its advert.
+        await a.ring.endpointFound(idC, "127.0.0.1:\(c.transfer.port)")
+        let record = try ActivityRecord(activityType: "org.example.Reader.reading", title: "t", userInfo: [:], webpageURL: nil, version: 1)
+        try await c.ring.radio.publish(record, uid: getuid())
+        a.radio.hear(try #require(c.radio.lastAdvert))
+        #expect(await eventually(timeout: .seconds(10)) { await c.ring.snapshot().roster.members[idA]?.secret == newSecret })
+        #expect(await eventually(timeout: .seconds(10)) { await a.ring.pendingSyncs().isEmpty })
+        #expect(await c.ring.snapshot().roster.members[idB] == nil)
+        await a.stop()
+        await b.stop()
+        await c.stop()
+    }
+
+    @Test func aHelloFromAMemberRetriesTheRekeyItMissed() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let a = try await BusLessNode.start(in: directory, name: "alpha")
+        let b = try await BusLessNode.start(in: directory, name: "beta")
+        var c = try await BusLessNode.start(in: directory, name: "gamma")
+        try await pairedNodes(a, b)
+        try await pairedNodes(a, c)
+        let idA = await a.ring.deviceID, idB = await b.ring.deviceID, idC = await c.ring.deviceID
+        await c.stop()
+        try await a.ring.remove(idB.description)
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(await a.ring.pendingSyncs()[idC] != nil)
+        c = try await BusLessNode.start(in: directory, name: "gamma")
+        await a.ring.endpointFound(idC, "127.0.0.1:\(c.transfer.port)")
+        // gamma says Hello to alpha (any request opens with one): alpha's own retry delivers and clears the debt.
+        try await c.transfer.syncRing(to: idA)
+        #expect(await eventually(timeout: .seconds(10)) { await a.ring.pendingSyncs().isEmpty })
+        #expect(await c.ring.snapshot().roster.members[idA]?.secret == (await a.ring.snapshot().ownSecret))
+        await a.stop()
+        await b.stop()
+        await c.stop()
+    }
+
+    @Test func countersWrittenOnAnotherMachineRekeyTheRing() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let machineA = directory.appendingPathComponent("machine-a").path, machineB = directory.appendingPathComponent("machine-b").path
+        try "0123456789abcdef0123456789abcdef\n".write(toFile: machineA, atomically: true, encoding: .utf8)
+        try "fedcba9876543210fedcba9876543210\n".write(toFile: machineB, atomically: true, encoding: .utf8)
+        var a = try await BusLessNode.start(in: directory, name: "alpha", machineIDPaths: ["/nonexistent/machine-id", machineA])
+        let b = try await BusLessNode.start(in: directory, name: "beta")
+        try await pairedNodes(a, b)
+        let idA = await a.ring.deviceID
+        let before = await a.ring.snapshot()
+        // The counters are written with machine A's value.
+        let record = try ActivityRecord(activityType: "org.example.Reader.reading", title: "t", userInfo: [:], webpageURL: nil, version: 1)
+        try await a.ring.radio.publish(record, uid: getuid())
+        await a.stop()
+
+        // Same machine: nothing changes.
+        a = try await BusLessNode.start(in: directory, name: "alpha", machineIDPaths: [machineA])
+        #expect(await a.ring.snapshot().ownSecret == before.ownSecret)
+        #expect(await a.ring.snapshot().rosterVersion == before.rosterVersion)
+        await a.stop()
+
+        // The state directory "copied" to machine B: a new secret, a new roster version, beta hears of it.
+        a = try await BusLessNode.start(in: directory, name: "alpha", machineIDPaths: [machineB])
+        let after = await a.ring.snapshot()
+        #expect(after.ownSecret != before.ownSecret)
+        #expect(after.ownSecret.generation == before.ownSecret.generation + 1)
+        #expect(after.rosterVersion > before.rosterVersion)
+        #expect(await a.ring.radio.needsRekey == false)
+        #expect(await a.ring.radio.sender.counters.generation == after.ownSecret.generation)
+        #expect(await eventually(timeout: .seconds(10)) { await b.ring.snapshot().roster.members[idA]?.secret == after.ownSecret })
+        // Restarting on B again is not a clone any more.
+        await a.stop()
+        a = try await BusLessNode.start(in: directory, name: "alpha", machineIDPaths: [machineB])
+        #expect(await a.ring.snapshot().ownSecret == after.ownSecret)
+        await a.stop()
+        await b.stop()
+    }
+}
