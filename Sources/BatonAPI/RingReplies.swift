@@ -14,9 +14,13 @@ public struct RingMember: Sendable, Hashable {
     public var lastRSSI: Int16?
     /// HOST:PORT endpoints last announced by the member; nil for this machine.
     public var endpoints: [String]?
+    /// The short id of the member that paired this one, when this machine learned it from another
+    /// member's roster (not by pairing with it itself); nil otherwise.
+    public var introducedBy: String?
 
     public init(name: String, deviceID: String, shortID: String, isSelf: Bool, pairedSince: Int64? = nil,
-                lastSeen: Int64? = nil, lastRSSI: Int16? = nil, endpoints: [String]? = nil) {
+                lastSeen: Int64? = nil, lastRSSI: Int16? = nil, endpoints: [String]? = nil, introducedBy: String? = nil) {
+        self.introducedBy = introducedBy
         self.name = name
         self.deviceID = deviceID
         self.shortID = shortID
@@ -34,7 +38,7 @@ public struct RingMember: Sendable, Hashable {
         }
         self.init(name: name, deviceID: deviceID, shortID: shortID, isSelf: isSelf, pairedSince: entry["PairedSince"]?.int64Value,
                   lastSeen: entry["LastSeen"]?.int64Value, lastRSSI: entry["LastRSSI"]?.int16Value,
-                  endpoints: entry["Endpoints"]?.stringArrayValue)
+                  endpoints: entry["Endpoints"]?.stringArrayValue, introducedBy: entry["IntroducedBy"]?.stringValue)
     }
 
     public var dbusValue: DBusValue {
@@ -45,6 +49,7 @@ public struct RingMember: Sendable, Hashable {
         if let lastSeen { entry["LastSeen"] = .int64(lastSeen) }
         if let lastRSSI { entry["LastRSSI"] = .int16(lastRSSI) }
         if let endpoints { entry["Endpoints"] = .stringArray(endpoints) }
+        if let introducedBy { entry["IntroducedBy"] = .string(introducedBy) }
         return .propertyDictionary(entry)
     }
 
@@ -142,13 +147,13 @@ public struct PairOptions: Sendable, Hashable {
 public struct PairingSessionProperties: Sendable, Hashable {
     /// The states docs/dbus-api.md lists for PairingSession1.State.
     public enum State: String, Sendable, Hashable {
-        case waiting, connected, confirming, paired, failed
+        case waiting, connected, confirming, reviewing, paired, failed
     }
 
     /// A `State` raw value, or another word from a newer daemon.
     public var state: String
     public var role: String
-    /// The 6-digit code both sides show, once known.
+    /// The 6-digit code, shown by the acceptor only (the initiator's user types it: ConfirmCode).
     public var code: String
     public var peerName: String
     public var peerID: String
@@ -156,9 +161,12 @@ public struct PairingSessionProperties: Sendable, Hashable {
     public var error: String
     public var port: UInt16
     public var sessionID: String
+    /// While "reviewing": the members the peer's ring would add, "name (xxxx-xxxx)" each.
+    public var peerMembers: [String]
 
     public init(state: String, role: String = "", code: String = "", peerName: String = "", peerID: String = "",
-                error: String = "", port: UInt16 = 0, sessionID: String = "") {
+                error: String = "", port: UInt16 = 0, sessionID: String = "", peerMembers: [String] = []) {
+        self.peerMembers = peerMembers
         self.state = state
         self.role = role
         self.code = code
@@ -175,7 +183,8 @@ public struct PairingSessionProperties: Sendable, Hashable {
         self.init(state: state, role: properties["Role"]?.stringValue ?? "", code: properties["Code"]?.stringValue ?? "",
                   peerName: properties["PeerName"]?.stringValue ?? "", peerID: properties["PeerId"]?.stringValue ?? "",
                   error: properties["Error"]?.stringValue ?? "", port: properties["Port"]?.uint16Value ?? 0,
-                  sessionID: properties["SessionId"]?.stringValue ?? "")
+                  sessionID: properties["SessionId"]?.stringValue ?? "",
+                  peerMembers: properties["PeerMembers"]?.stringArrayValue ?? [])
     }
 
     public var knownState: State? { State(rawValue: state) }
@@ -184,7 +193,7 @@ public struct PairingSessionProperties: Sendable, Hashable {
         [
             "State": .string(state), "Role": .string(role), "Code": .string(code),
             "PeerName": .string(peerName), "PeerId": .string(peerID), "Error": .string(error),
-            "Port": .uint16(port), "SessionId": .string(sessionID),
+            "Port": .uint16(port), "SessionId": .string(sessionID), "PeerMembers": .stringArray(peerMembers),
         ]
     }
 }

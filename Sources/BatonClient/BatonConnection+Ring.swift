@@ -67,6 +67,16 @@ extension BatonConnection {
         _ = try await call(path: path, interface: BatonInterface.pairingSession, method: "Confirm", arguments: [.boolean(accepted)])
     }
 
+    /// PairingSession1.ConfirmCode: the initiator's user typed the code the acceptor shows.
+    public func confirmPairingCode(at path: String, code: String) async throws(BatonClientError) {
+        _ = try await call(path: path, interface: BatonInterface.pairingSession, method: "ConfirmCode", arguments: [.string(code)])
+    }
+
+    /// PairingSession1.Commit: merge the members shown while reviewing.
+    public func commitPairing(at path: String) async throws(BatonClientError) {
+        _ = try await call(path: path, interface: BatonInterface.pairingSession, method: "Commit")
+    }
+
     /// PairingSession1.Cancel.
     public func cancelPairing(at path: String) async throws(BatonClientError) {
         _ = try await call(path: path, interface: BatonInterface.pairingSession, method: "Cancel")

@@ -71,6 +71,7 @@ public enum OutputDocument {
         if let lastSeen = member.lastSeen { members.append(("LastSeen", .integer(lastSeen))) }
         if let lastRSSI = member.lastRSSI { members.append(("LastRSSI", .integer(Int64(lastRSSI)))) }
         if let endpoints = member.endpoints { members.append(("Endpoints", .array(endpoints.map { .string($0) }))) }
+        if let introducedBy = member.introducedBy { members.append(("IntroducedBy", .string(introducedBy))) }
         return .object(members)
     }
 
@@ -96,8 +97,10 @@ public enum OutputDocument {
         .object([("Result", .string("failed")), ("Error", .string(error))])
     }
 
-    /// `bt-pair --json remove`.
-    public static func removed(device: String) -> JSONValue {
-        .object([("Result", .string("removed")), ("Device", .string(device))])
+    /// `bt-pair --json remove`: `introduced` are the short ids of the members the removed one paired
+    /// into the ring; `alsoRemoved` says whether they were removed too (--yes).
+    public static func removed(device: String, introduced: [String] = [], alsoRemoved: Bool = false) -> JSONValue {
+        .object([("Result", .string("removed")), ("Device", .string(device)), ("Introduced", .array(introduced.map { .string($0) })),
+                 ("IntroducedRemoved", .boolean(alsoRemoved && !introduced.isEmpty))])
     }
 }

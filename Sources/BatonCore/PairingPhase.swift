@@ -9,6 +9,10 @@ public enum PairingFailureReason: String, Hashable, Sendable, CaseIterable {
     case verificationFailed = "verification-failed"
     case transport
     case protocolError = "protocol"
+    /// The peer is a device this ring removed: refused before any of the ring was sent (§7.2).
+    case peerRemoved = "peer-removed"
+    /// A second initiator reached the acceptor during the session: treated as an attack, nothing joined.
+    case contested
 
     /// The reason a `PairingSession` failure gives.
     public init(_ error: WireError) {
@@ -16,6 +20,7 @@ public enum PairingFailureReason: String, Hashable, Sendable, CaseIterable {
         case .rejected: self = .rejected
         case .timedOut: self = .timedOut
         case .commitMismatch, .authenticationFailed, .badSignature, .weakKey, .replayedSequence: self = .verificationFailed
+        case .peerRemoved: self = .peerRemoved
         default: self = .protocolError
         }
     }
@@ -28,6 +33,9 @@ public enum PairingPhase: Hashable, Sendable {
     case connected
     /// The code is shown; the user's answer is awaited.
     case confirming(code: String)
+    /// Keys and rosters exchanged: the members the peer brings are shown, and the user's final
+    /// Commit (or Cancel, or the timeout: a refusal) decides whether they are merged here.
+    case reviewing(peerMembers: [ReviewedMember])
     case paired(peerName: String, peerID: DeviceID)
     case failed(PairingFailureReason)
 
@@ -37,6 +45,7 @@ public enum PairingPhase: Hashable, Sendable {
         case .waiting: "waiting"
         case .connected: "connected"
         case .confirming: "confirming"
+        case .reviewing: "reviewing"
         case .paired: "paired"
         case .failed: "failed"
         }
@@ -47,7 +56,7 @@ public enum PairingPhase: Hashable, Sendable {
     public var isFinished: Bool {
         switch self {
         case .paired, .failed: true
-        case .waiting, .connected, .confirming: false
+        case .waiting, .connected, .confirming, .reviewing: false
         }
     }
 }
@@ -66,8 +75,13 @@ public struct PairingProgress: Hashable, Sendable {
     /// The TCP listener's port for an acceptor; 0 for an initiator. Shown for the session's life.
     public let port: UInt16
     public private(set) var phase: PairingPhase
-    /// The code once shown; still shown after the session finished.
+    /// The code once computed; still kept after the session finished.
     public private(set) var shownCode = ""
+
+    /// The code as PairingSession1.Code shows it: only the acceptor shows it. The initiator's user
+    /// must type what the acceptor shows (ConfirmCode), so the code is never on the initiator's
+    /// screen for a reflex to copy.
+    public var visibleCode: String { role == .responder ? shownCode : "" }
 
     /// An acceptor starts waiting; an initiator starts connected.
     public init(role: PairingSession.Role, sessionID: [UInt8], listeningPort: UInt16?) {
@@ -88,11 +102,28 @@ public struct PairingProgress: Hashable, Sendable {
         return true
     }
 
+    /// The rosters are exchanged; `peerMembers` wait for the user's Commit.
+    @discardableResult
+    public mutating func reviewing(_ peerMembers: [ReviewedMember]) -> Bool {
+        move(to: .reviewing(peerMembers: peerMembers), from: { phase in
+            if case .confirming = phase { true } else { phase == .connected }
+        })
+    }
+
     @discardableResult
     public mutating func paired(peerName: String, peerID: DeviceID) -> Bool {
         move(to: .paired(peerName: peerName, peerID: peerID), from: { phase in
-            if case .confirming = phase { true } else { phase == .connected }
+            switch phase {
+            case .confirming, .reviewing, .connected: true
+            default: false
+            }
         })
+    }
+
+    /// The members shown while reviewing (PairingSession1.PeerMembers), "name (xxxx-xxxx)" each.
+    public var peerMemberLines: [String] {
+        guard case .reviewing(let members) = phase else { return [] }
+        return members.map { "\($0.name) (\($0.deviceID.shortForm))" }
     }
 
     @discardableResult
@@ -112,9 +143,20 @@ public struct PairingProgress: Hashable, Sendable {
         switch phase {
         case .paired(let name, let id): peerName = name; peerID = id.description
         case .failed(let reason): error = reason.rawValue
-        case .waiting, .connected, .confirming: break
+        case .waiting, .connected, .confirming, .reviewing: break
         }
-        return ["State": phase.stateName, "Role": role.name, "Code": shownCode, "PeerName": peerName, "PeerId": peerID,
+        return ["State": phase.stateName, "Role": role.name, "Code": visibleCode, "PeerName": peerName, "PeerId": peerID,
                 "Error": error, "SessionId": sessionID.hexString]
+    }
+}
+
+/// One member the peer's roster brings, shown before it is merged.
+public struct ReviewedMember: Hashable, Sendable {
+    public var name: String
+    public var deviceID: DeviceID
+
+    public init(name: String, deviceID: DeviceID) {
+        self.name = name
+        self.deviceID = deviceID
     }
 }

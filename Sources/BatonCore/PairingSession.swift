@@ -155,6 +155,8 @@ public struct PairingSession: Sendable {
         switch (frame.type, phase) {
         case (.error, _):
             let error = try ErrorFrame(payload: frame.payload)
+            // The peer refused us as a removed device: say so, not just "rejected" (§7.2).
+            if error.code == .notPermitted, error.message == "peerRemoved" { throw .peerRemoved }
             throw error.code == .notPermitted ? .rejected : (error.code == .timedOut ? .timedOut : .unexpectedMessage("peer error \(error.code)"))
         case (.pairCommit, .awaitingCommit):
             var reader = ByteReader(frame.payload)

@@ -9,7 +9,7 @@ struct AcceptCommand: Subcommand {
     static let synopsis = "[--host ADDR] [--yes]"
     static let details = """
           --host ADDR   the address the other machine should dial (only printed)
-          --yes         confirm the code without asking (scripts that check it themselves)
+          --yes         confirm the code and add the other ring's members without asking
         """
 
     var host: String?

@@ -27,7 +27,7 @@ struct ListMembersCommand: Subcommand {
             let seen = member.isSelf ? "" : Self.formatTime(member.lastSeen)
             context.output.line(member.name.padding(toLength: 20, withPad: " ", startingAt: 0) + " " + member.shortID + "  "
                 + since.padding(toLength: 17, withPad: " ", startingAt: 0) + " " + seen.padding(toLength: 17, withPad: " ", startingAt: 0)
-                + " " + rssi)
+                + " " + rssi + (member.introducedBy.map { "  learned from \($0)" } ?? ""))
         }
         return PairExit.ok
     }

@@ -6,17 +6,19 @@ import BatonCommandLine
 struct PairWithCommand: Subcommand {
     static let name = "with"
     static let summary = "pair with the machine running `bt-pair accept`"
-    static let synopsis = "HOST:PORT|ble:ADDRESS/PSM --session ID | NAME-OR-SESSION [--seconds N] [--yes]"
+    static let synopsis = "HOST:PORT|ble:ADDRESS/PSM --session ID | NAME-OR-SESSION [--seconds N] [--code CODE] [--yes]"
     static let details = """
           --session ID  the session id `bt-pair accept` printed (needed with an address)
           --seconds N   how long to look for a NAME-OR-SESSION (1-30, default 5)
-          --yes         confirm the code without asking (scripts that check it themselves)
+          --code CODE   the code `bt-pair accept` shows (asked for when absent)
+          --yes         add the other ring's members without asking (scripts that check them themselves)
         """
 
     var target: String
     var session: String?
     var seconds: UInt32 = 5
     var yes = false
+    var code: String?
 
     init(parsing arguments: inout ArgumentList) throws(UsageError) {
         var target: String?
@@ -25,6 +27,7 @@ struct PairWithCommand: Subcommand {
                 switch option.name {
                 case "--session": session = try arguments.value(for: option)
                 case "--seconds": seconds = try parseSeconds(try arguments.value(for: option))
+                case "--code": code = try arguments.value(for: option)
                 case "--yes":
                     try arguments.flag(option)
                     yes = true
@@ -46,6 +49,7 @@ struct PairWithCommand: Subcommand {
         let connection = try context.connect()
         defer { connection.close() }
         var dial = target
+        var peerLabel = "the other machine"
         var options = PairOptions(sessionID: session ?? "")
         if !isEndpoint(target) {
             switch TargetMatch(target, in: try await connection.discoverPairing(seconds: seconds)) {
@@ -56,12 +60,14 @@ struct PairWithCommand: Subcommand {
             case .found(let endpoint):
                 context.output.message("Found \(endpoint.name) at \(endpoint.target).")
                 dial = endpoint.target
+                peerLabel = endpoint.name
                 options.sessionID = endpoint.sessionID
                 if endpoint.transport == "ble", ["public", "random"].contains(endpoint.addressType) { options.addressType = endpoint.addressType }
             }
         }
         let path = try await connection.pair(with: dial, options: options)
         context.output.message("Connected; exchanging keys...")
-        return try await PairingFollower(connection: connection, context: context, path: path, confirmWithoutAsking: yes).follow()
+        return try await PairingFollower(connection: connection, context: context, path: path, confirmWithoutAsking: yes,
+                                         typedCode: code, peerLabel: peerLabel).follow()
     }
 }

@@ -83,8 +83,10 @@ struct BusLessNode {
     }
 }
 
-/// Pairs two nodes directly over loopback TCP (Accept on `a`, Pair on `b`); both answer the code with `accept`.
-func pairWithoutBus(_ a: PairingService, _ b: PairingService, accept: (Bool, Bool) = (true, true)) async throws -> (pathA: String, pathB: String) {
+/// Pairs two nodes directly over loopback TCP (Accept on `a`, Pair on `b`); both answer the code with `accept`
+/// (the initiator by typing the acceptor's code) and, with `commit`, commit the merge.
+func pairWithoutBus(_ a: PairingService, _ b: PairingService, accept: (Bool, Bool) = (true, true),
+                    commit: Bool = true) async throws -> (pathA: String, pathB: String) {
     let uid = getuid()
     let pathA = try await a.acceptPairing(uid: uid, host: "127.0.0.1")
     let waiting = try #require(await a.session(pathA))
@@ -95,8 +97,15 @@ func pairWithoutBus(_ a: PairingService, _ b: PairingService, accept: (Bool, Boo
     }
     let codeA = await a.session(pathA)?.shownCode, codeB = await b.session(pathB)?.shownCode
     #expect(codeA?.count == 6 && codeA == codeB)
+    // The acceptor answers yes or no; the initiator's user types the acceptor's code (or refuses).
     try await a.confirm(pathA, uid: uid, accepted: accept.0)
-    try await b.confirm(pathB, uid: uid, accepted: accept.1)
+    if accept.1 { try await b.confirmCode(pathB, uid: uid, code: try #require(codeA)) } else { try await b.confirm(pathB, uid: uid, accepted: false) }
+    guard accept.0 && accept.1 && commit else { return (pathA, pathB) }
+    // Both review the members the other ring brings and commit.
+    for (pairing, path) in [(a, pathA), (b, pathB)] {
+        #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.phase.stateName == "reviewing" })
+        try await pairing.commit(path, uid: uid, accepted: true)
+    }
     return (pathA, pathB)
 }
 

@@ -6,9 +6,9 @@ extension PairingSessionProperties {
     /// What PairingSession1 shows for a session: the client reads it back with `init(_:)`, one coding.
     init(_ progress: PairingProgress) {
         let text = progress.textProperties
-        self.init(state: progress.phase.stateName, role: progress.role.name, code: progress.shownCode,
+        self.init(state: progress.phase.stateName, role: progress.role.name, code: progress.visibleCode,
                   peerName: text["PeerName"] ?? "", peerID: text["PeerId"] ?? "", error: text["Error"] ?? "",
-                  port: progress.port, sessionID: progress.sessionID.hexString)
+                  port: progress.port, sessionID: progress.sessionID.hexString, peerMembers: progress.peerMemberLines)
     }
 }
 
@@ -62,6 +62,21 @@ extension RingBus {
                 try await mappingFailures { () throws(ServiceFailure) in try await pairing.confirm(path, uid: uid, accepted: accepted) }
                 return []
             },
+            DBusMethod("ConfirmCode", in: [DBusArgument("code", "s")]) { [weak self] call in
+                guard let self else { return [] }
+                let uid = try await self.connection.connectionUnixUser(call.sender)
+                guard let code = call.arguments.first?.stringValue else {
+                    throw DBusError(ServiceFailure.invalidArguments("code must be a string"))
+                }
+                try await mappingFailures { () throws(ServiceFailure) in try await pairing.confirmCode(path, uid: uid, code: code) }
+                return []
+            },
+            DBusMethod("Commit") { [weak self] call in
+                guard let self else { return [] }
+                let uid = try await self.connection.connectionUnixUser(call.sender)
+                try await mappingFailures { () throws(ServiceFailure) in try await pairing.commit(path, uid: uid, accepted: true) }
+                return []
+            },
             DBusMethod("Cancel") { [weak self] call in
                 guard let self else { return [] }
                 let uid = try await self.connection.connectionUnixUser(call.sender)
@@ -71,6 +86,7 @@ extension RingBus {
         ], properties: [
             property("State", "s"), property("Role", "s"), property("Code", "s"), property("PeerName", "s"),
             property("PeerId", "s"), property("Error", "s"), property("Port", "q"), property("SessionId", "s"),
+            property("PeerMembers", "as"),
         ])
     }
 }

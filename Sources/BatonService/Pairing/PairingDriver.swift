@@ -12,10 +12,15 @@ public enum PairingFailure: Error, Sendable, Equatable {
     case verificationFailed(String)
     case transport(String)
     case protocolError(String)
+    /// The peer is a device this ring removed (or this ring removed us): nothing was merged.
+    case peerRemoved
+    /// A second initiator arrived during the session (the acceptor treats it as an attack).
+    case contested
 
     init(_ error: WireError) {
         switch error {
         case .rejected: self = .rejected
+        case .peerRemoved: self = .peerRemoved
         case .timedOut: self = .timedOut
         case .commitMismatch, .authenticationFailed, .badSignature, .weakKey, .replayedSequence:
             self = .verificationFailed("\(error)")
@@ -70,11 +75,11 @@ public actor PairingDriver {
         await perform(session.userConfirmed(accepted))
     }
 
-    /// Cancels from this side (the peer is told).
-    public func cancel() async {
+    /// Cancels from this side (the peer is told it was refused); the session ends with `failure`.
+    public func cancel(as failure: PairingFailure = .rejected) async {
         guard outcome == nil else { return }
         await perform(session.userConfirmed(false))
-        finish(.failure(.rejected))
+        finish(.failure(failure))
     }
 
     private func waitForOutcome() async -> Result<PairingResult, PairingFailure> {

@@ -54,9 +54,11 @@ extension PairingService {
         }
     }
 
-    /// The first initiator to arrive on either listener; both listeners are closed then, and a
-    /// channel that arrived at the same moment on the other is closed too.
-    static func acceptFirst(tcp: PlainFrameListener, bluetooth: L2CAPListener?, timeout: Duration) async throws(TransportError) -> any FrameChannel {
+    /// The first initiator to arrive on either listener; a channel that arrived at the same moment on
+    /// the other is closed. Both listeners are closed then, unless `keepListening` (an acceptor's
+    /// session watches them for a second initiator).
+    static func acceptFirst(tcp: PlainFrameListener, bluetooth: L2CAPListener?, timeout: Duration,
+                            keepListening: Bool = false) async throws(TransportError) -> any FrameChannel {
         typealias Outcome = Result<any FrameChannel, TransportError>
         let outcome: Outcome = await withTaskGroup(of: Outcome.self) { group in
             group.addTask {
@@ -74,8 +76,10 @@ extension PairingService {
                 case .success(let channel):
                     if winner == nil {
                         winner = channel
-                        tcp.close()
-                        bluetooth?.close()
+                        if !keepListening {
+                            tcp.close()
+                            bluetooth?.close()
+                        }
                         // A closed descriptor does not always wake a waiting dispatch source.
                         group.cancelAll()
                     } else {

@@ -15,8 +15,12 @@ public struct PairingLimits: Sendable {
     public var finishedGrace: Duration
     /// Finished sessions kept at most; the oldest goes early when more finish within the grace.
     public var maxFinishedSessions: Int
+    /// How long a session shows the peer's members for the user's Commit; no answer refuses them.
+    public var reviewTimeout: Duration
 
-    public init(maxUnfinishedSessions: Int = 4, finishedGrace: Duration = .seconds(60), maxFinishedSessions: Int = 16) {
+    public init(maxUnfinishedSessions: Int = 4, finishedGrace: Duration = .seconds(60), maxFinishedSessions: Int = 16,
+                reviewTimeout: Duration = .seconds(120)) {
+        self.reviewTimeout = reviewTimeout
         self.maxUnfinishedSessions = max(1, maxUnfinishedSessions)
         self.finishedGrace = finishedGrace
         self.maxFinishedSessions = max(0, maxFinishedSessions)
@@ -40,8 +44,11 @@ struct PairingEntry {
     var bluetoothListener: L2CAPListener?
     /// Order of finishing, for dropping the oldest finished session first.
     var finishedOrder: Int?
+    /// An acceptor keeps listening during its session: any second initiator aborts it (`contested`).
+    var contestWatch: Task<Void, Never>?
 
     func closeListeners() {
+        contestWatch?.cancel()
         listener?.close()
         bluetoothListener?.close()
     }
@@ -66,6 +73,8 @@ public actor PairingService {
     var startingSessions = 0
     var finishedCount = 0
     var sessionObserver: SessionObserver?
+    /// Sessions showing the peer's members, waiting for Commit (true) or a refusal (false).
+    var reviews: [String: CheckedContinuation<ReviewAnswer, Never>] = [:]
     var radio: RadioService { ring.radio }
     var listenHost: String { ring.configuration.listenHost }
 
@@ -153,22 +162,24 @@ public actor PairingService {
         var channel = channel
         if channel == nil, let listener = entry.listener {
             do {
+                // The listeners stay open for the session's life: a second initiator is an attack.
                 channel = try await Self.acceptFirst(tcp: listener, bluetooth: entry.bluetoothListener,
-                                                     timeout: .seconds(PairingSession.timeoutSeconds))
+                                                     timeout: .seconds(PairingSession.timeoutSeconds), keepListening: true)
             } catch {
                 update(path) { $0.failed(error == .timedOut ? .timedOut : .transport) }
                 entry.closeListeners()
                 await radio.pairingStoppedWaiting(sessionID: entry.progress.sessionID)
                 return
             }
-            entry.closeListeners()
             if let bluetooth = channel as? L2CAPFrameChannel { log("batond: pairing initiator connected over L2CAP from \(bluetooth.peer)") }
             await radio.pairingStoppedWaiting(sessionID: entry.progress.sessionID)
             // Cancelled while the initiator arrived: the session stays as cancelled.
             guard update(path, { $0.connected() }) else {
                 channel?.close()
+                entry.closeListeners()
                 return
             }
+            watchForSecondInitiator(path, tcp: listener, bluetooth: entry.bluetoothListener)
         }
         guard let channel else { return }
         let session: PairingSession
@@ -183,7 +194,7 @@ public actor PairingService {
         let driver = PairingDriver(session: session, channel: channel, clock: clock) { [weak self] code in
             await self?.codeShown(path, code)
         }
-        // Cancelled (or stopped) while the session was being set up: nothing runs.
+        // Cancelled (or stopped, or contested) while the session was being set up: nothing runs.
         guard sessions[path]?.progress.phase.isFinished == false else {
             channel.close()
             return
@@ -191,15 +202,79 @@ public actor PairingService {
         sessions[path]?.driver = driver
         switch await driver.run() {
         case .success(let pairing):
-            let id = pairing.peer.deviceID
-            await ring.joined(pairing, observedHost: (channel as? PlainFrameChannel)?.peerDescription,
-                              bluetoothPeer: (channel as? L2CAPFrameChannel)?.peer)
-            update(path) { $0.paired(peerName: pairing.peer.name, peerID: id) }
-            log("batond: paired with \(id.shortForm)")
+            await review(path, pairing, channel: channel)
         case .failure(let failure):
             update(path) { $0.failed(failure.reason) }
             log("batond: pairing failed: \(failure.reason.rawValue)")
         }
+    }
+
+    /// The peer's roster arrived: its members are shown (those new to this ring) and merged only
+    /// after the user's Commit; Cancel, a second initiator or the review timeout refuse them.
+    private func review(_ path: String, _ pairing: PairingResult, channel: any FrameChannel) async {
+        let ours = await ring.snapshot().roster
+        let incoming = pairing.peerRoster.members.values.filter { ours.members[$0.deviceID] == nil }
+            .sorted { ($0.name, $0.deviceID) < ($1.name, $1.deviceID) }
+            .map { ReviewedMember(name: $0.name, deviceID: $0.deviceID) }
+        guard update(path, { $0.reviewing(incoming) }) else { return }
+        let timeout = limits.reviewTimeout
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: timeout)
+            await self?.answerReview(path, .timedOut)
+        }
+        let answer = await withCheckedContinuation { reviews[path] = $0 }
+        timer.cancel()
+        switch answer {
+        case .commit: break
+        case .refused, .timedOut:
+            update(path) { $0.failed(answer == .timedOut ? .timedOut : .rejected) }
+            log("batond: pairing not committed (\(answer == .timedOut ? "no answer" : "refused")); nothing merged")
+            return
+        }
+        let id = pairing.peer.deviceID
+        do throws(WireError) {
+            try await ring.joined(pairing, observedHost: (channel as? PlainFrameChannel)?.peerDescription,
+                                  bluetoothPeer: (channel as? L2CAPFrameChannel)?.peer)
+        } catch {
+            update(path) { $0.failed(PairingFailureReason(error)) }
+            log("batond: pairing refused: \(PairingFailureReason(error).rawValue)")
+            return
+        }
+        update(path) { $0.paired(peerName: pairing.peer.name, peerID: id) }
+        log("batond: paired with \(id.shortForm)")
+    }
+
+    enum ReviewAnswer: Sendable { case commit, refused, timedOut }
+
+    func answerReview(_ path: String, _ answer: ReviewAnswer) {
+        reviews.removeValue(forKey: path)?.resume(returning: answer)
+    }
+
+    /// While an acceptor's session runs, its listeners stay open: the first further initiator
+    /// fails the session as `contested` (an attacker racing the real initiator, or the real one
+    /// arriving after an attacker), both connections closed and nothing joined.
+    private func watchForSecondInitiator(_ path: String, tcp: PlainFrameListener, bluetooth: L2CAPListener?) {
+        sessions[path]?.contestWatch = Task { [weak self] in
+            while !Task.isCancelled {
+                do throws(TransportError) {
+                    let second = try await Self.acceptFirst(tcp: tcp, bluetooth: bluetooth, timeout: .seconds(60), keepListening: true)
+                    second.close()
+                    await self?.contested(path)
+                    return
+                } catch {
+                    guard error == .timedOut else { return }
+                }
+            }
+        }
+    }
+
+    private func contested(_ path: String) async {
+        guard let entry = sessions[path], !entry.progress.phase.isFinished else { return }
+        log("batond: a second pairing initiator arrived during a session: aborted as contested")
+        update(path) { $0.failed(.contested) }
+        entry.closeListeners()
+        answerReview(path, .refused)
+        await entry.driver?.cancel(as: .contested)
     }
 
     private func codeShown(_ path: String, _ code: String) {
@@ -254,20 +329,56 @@ public actor PairingService {
         return entry
     }
 
-    /// The user's answer to the code, from the session's owner (or root).
+    /// The user's answer to the code, from the session's owner (or root). Only the acceptor accepts
+    /// with a yes; the initiator accepts by typing the acceptor's code (`confirmCode`), and may refuse here.
     public func confirm(_ path: String, uid: UInt32, accepted: Bool) async throws(ServiceFailure) {
         let entry = try ownedSession(path, uid: uid)
         guard case .confirming = entry.progress.phase, let driver = entry.driver else { throw .notReady("no code to confirm yet") }
+        if accepted, entry.progress.role == .initiator {
+            throw .invalidArguments("the initiator confirms by typing the code shown on the other machine (ConfirmCode)")
+        }
         await driver.confirm(accepted)
+    }
+
+    /// The initiator's user typed the code the acceptor shows. Compared in constant time; a different
+    /// code fails the session (`verification-failed`): the other machine may not be the one meant.
+    public func confirmCode(_ path: String, uid: UInt32, code: String) async throws(ServiceFailure) {
+        let entry = try ownedSession(path, uid: uid)
+        guard entry.progress.role == .initiator else {
+            throw .invalidArguments("the acceptor shows the code and answers with Confirm")
+        }
+        guard case .confirming(let expected) = entry.progress.phase, let driver = entry.driver else { throw .notReady("no code to confirm yet") }
+        let typed = code.filter { !$0.isWhitespace }
+        if constantTimeEquals(Array(typed.utf8), Array(expected.utf8)) {
+            await driver.confirm(true)
+        } else {
+            log("batond: pairing code typed wrong; session failed")
+            update(path) { $0.failed(.verificationFailed) }
+            await driver.cancel(as: .verificationFailed("typed code differs"))
+        }
+    }
+
+    /// The user's final word on the members shown while reviewing: merge them (true) or not.
+    public func commit(_ path: String, uid: UInt32, accepted: Bool) async throws(ServiceFailure) {
+        let entry = try ownedSession(path, uid: uid)
+        guard case .reviewing = entry.progress.phase, reviews[path] != nil else { throw .notReady("nothing to commit yet") }
+        answerReview(path, accepted ? .commit : .refused)
     }
 
     public func cancel(_ path: String, uid: UInt32) async throws(ServiceFailure) {
         let entry = try ownedSession(path, uid: uid)
         entry.closeListeners()
-        if let driver = entry.driver { await driver.cancel() } else { update(path) { $0.failed(.rejected) } }
+        if reviews[path] != nil {
+            answerReview(path, .refused)
+        } else if let driver = entry.driver {
+            await driver.cancel()
+        } else {
+            update(path) { $0.failed(.rejected) }
+        }
     }
 
     public func stop() async {
+        for path in Array(reviews.keys) { answerReview(path, .refused) }
         for entry in sessions.values {
             entry.closeListeners()
             await entry.driver?.cancel()
@@ -303,6 +414,8 @@ extension PairingFailure {
         case .verificationFailed: .verificationFailed
         case .transport: .transport
         case .protocolError: .protocolError
+        case .peerRemoved: .peerRemoved
+        case .contested: .contested
         }
     }
 }

@@ -199,8 +199,10 @@ public actor RingService {
 
     func memberSummaries() -> [MemberSummary] {
         keeper.state.roster.members.values.sorted { $0.name < $1.name }.map { member in
-            MemberSummary(name: member.name, deviceID: member.deviceID, isSelf: member.deviceID == keeper.deviceID,
-                          peer: peers[member.deviceID])
+            let isSelf = member.deviceID == keeper.deviceID
+            let introducer = member.introduction?.introducer
+            return MemberSummary(name: member.name, deviceID: member.deviceID, isSelf: isSelf, peer: peers[member.deviceID],
+                                 introducedBy: isSelf || introducer == keeper.deviceID ? nil : introducer)
         }
     }
 
@@ -219,6 +221,13 @@ public actor RingService {
         if due { try? store.savePeers(peers) }
     }
 
+    /// The members `text` (one member) paired into the ring, so `bt-pair remove` can offer them too.
+    func introduced(by text: String) throws(ServiceFailure) -> [MemberSummary] {
+        guard let member = findMember(text) else { throw .unknownDevice("no single ring member matches") }
+        let ids = Set(keeper.introduced(by: member.deviceID))
+        return memberSummaries().filter { ids.contains($0.deviceID) && !$0.isSelf }
+    }
+
     func remove(_ text: String) async throws(ServiceFailure) {
         guard let member = findMember(text), member.deviceID != keeper.deviceID else {
             throw .unknownDevice("no single ring member matches")
@@ -234,8 +243,9 @@ public actor RingService {
 extension RingService {
     /// A pairing succeeded: the rings merge (every other member hears of it by RingSync), the peer's
     /// endpoints become hints, and the radio advertises presence.
-    func joined(_ pairing: PairingResult, observedHost: String?, bluetoothPeer: L2CAPSocketAddress?) async {
-        var actions = keeper.paired(pairing, random: SystemRandom())
+    /// Throws, changing nothing, when the peer may not join (removed from this ring, or this device).
+    func joined(_ pairing: PairingResult, observedHost: String?, bluetoothPeer: L2CAPSocketAddress?) async throws(WireError) {
+        var actions = try keeper.pair(pairing, random: SystemRandom())
         let id = pairing.peer.deviceID
         if peers[id] == nil { peers[id] = RingStore.PeerInfo(pairedSince: clock.unixSeconds()) }
         do { try store.savePeers(peers) } catch { log("batond: cannot save peers: \(error)") }

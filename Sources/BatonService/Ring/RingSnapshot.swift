@@ -57,4 +57,6 @@ struct MemberSummary: Sendable, Equatable {
     var deviceID: DeviceID
     var isSelf: Bool
     var peer: RingStore.PeerInfo?
+    /// The member that paired this one, when this device learned it from another member's roster.
+    var introducedBy: DeviceID?
 }
