@@ -59,13 +59,14 @@ struct BusLessNode {
     let board: FakeSuggestionBoard
 
     static func start(in directory: URL, name: String, handled: Set<String> = [],
-                      machineIDPaths: [String] = MachineIdentity.defaultPaths) async throws -> BusLessNode {
+                      machineIDPaths: [String] = MachineIdentity.defaultPaths,
+                      pairingLimits: PairingLimits = PairingLimits()) async throws -> BusLessNode {
         let radio = FakeRadio()
         let ring = try RingService(store: RingStore(directory: StateDirectory(path: directory.appendingPathComponent(name).path)),
                                    radio: radio, clock: SystemWallClock(),
                                    configuration: .init(deviceName: name, listenHost: "127.0.0.1", machineIDPaths: machineIDPaths), log: { _ in })
         await ring.start()
-        let pairing = PairingService(ring: ring, discovery: nil, clock: SystemWallClock(), log: { _ in })
+        let pairing = PairingService(ring: ring, discovery: nil, clock: SystemWallClock(), limits: pairingLimits, log: { _ in })
         let activities = FakeActivities(handled: handled)
         let transfer = try await TransferService.start(ring: ring, activities: activities, configuration: .init(listenHost: "127.0.0.1", bluetooth: false),
                                                        log: { _ in })
