@@ -25,19 +25,21 @@ struct PairingFollower {
         let interrupt = cancelOnInterrupt()
         defer { interrupt.cancel() }
         var asked = false, reviewed = false
+        var typed = ""
         while true {
             let session = try await connection.pairingSession(at: path)
             switch session.knownState {
             case .confirming where !asked:
                 asked = true
-                if session.role == "initiator" { try await typeCode() } else { try await confirm(code: session.code) }
+                if session.role == "initiator" { typed = try await typeCode() } else { try await confirm(code: session.code) }
             case .reviewing where !reviewed:
                 reviewed = true
                 try await review(session.peerMembers)
             case .paired:
                 let id = session.peerID
                 let short = id.count >= 8 ? String(id.prefix(4)) + "-" + String(id.dropFirst(4).prefix(4)) : id
-                context.output.result(json: OutputDocument.paired(name: session.peerName, deviceID: id, code: session.code),
+                context.output.result(json: OutputDocument.paired(name: session.peerName, deviceID: id,
+                                                                           code: session.code.isEmpty ? typed : session.code),
                                       text: "Paired with \(session.peerName) (\(short)).", compact: true)
                 return PairExit.ok
             case .failed:
@@ -87,17 +89,19 @@ struct PairingFollower {
     }
 
     /// The initiator: the person types the code the acceptor shows (never shown here, so a reflex cannot pass it).
-    private func typeCode() async throws(BatonClientError) {
+    private func typeCode() async throws(BatonClientError) -> String {
         var code = typedCode
         if code == nil {
             Output.write("Type the code shown on \(peerLabel): ", to: .standardError)
             code = await Self.readAnswer()
         }
+        let typed = (code ?? "").trimmingCharacters(in: .whitespaces)
         do {
-            try await connection.confirmPairingCode(at: path, code: (code ?? "").trimmingCharacters(in: .whitespaces))
+            try await connection.confirmPairingCode(at: path, code: typed)
         } catch where error.code == .notReady {
             // The session ended meanwhile: the next poll reports how.
         }
+        return typed
     }
 
     /// Keys and rosters are exchanged: the members the other ring brings are shown, merged only on a yes.

@@ -182,11 +182,16 @@ struct AvahiDiscoveryTests {
         #expect(listed == 0)
         #expect(listing.contains(session))
         let betaBusName = beta.busName
-        async let pairing = runTool(btPair, ["--bus", bus.address, "--bus-name", betaBusName, "with", "alpha", "--seconds", "2", "--yes"])
+        let pairing = try RunningTool(btPair, ["--bus", bus.address, "--bus-name", betaBusName, "with", "alpha", "--seconds", "2", "--yes"])
         #expect(try await eventually(timeout: .seconds(20)) { try await alpha.sessionProperty(client, pathA, "State").stringValue == "confirming" })
+        // beta's user types the code alpha shows; alpha confirms, then commits the members beta brings.
+        pairing.send((try #require(try await alpha.sessionProperty(client, pathA, "Code").stringValue)) + "\n")
         _ = try await alpha.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: pathA)
-        let (paired, pairedOutput, pairedErrors) = try await pairing
-        #expect(paired == 0, "bt-pair with alpha: \(pairedOutput) \(pairedErrors)")
+        #expect(try await eventually(timeout: .seconds(15)) { try await alpha.sessionProperty(client, pathA, "State").stringValue == "reviewing" })
+        _ = try await alpha.call(client, BatonInterface.pairingSession, "Commit", path: pathA)
+        let paired = await pairing.status()
+        #expect(paired == 0, "bt-pair with alpha: \(pairing.stderr)")
+        #expect(pairing.stderr.contains("Type the code shown on alpha"))
         // beta reports success as soon as its side is done; alpha may still be reading beta's roster.
         #expect(try await eventually(timeout: .seconds(15)) { try await alpha.sessionProperty(client, pathA, "State").stringValue == "paired" })
         // The pairing announcement is gone with the waiting session.
@@ -260,8 +265,7 @@ func btPairExecutable() throws -> URL {
         let client = try DBusConnection(bus: .address(bus.address))
         defer { client.close() }
         let p = try await startPairing(a, b, client: client)
-        _ = try await a.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathA)
-        _ = try await b.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathB)
+        try await confirmAndCommit(a, b, p, client: client)
         #expect(try await eventually(timeout: .seconds(10)) { try await a.property(client, p.pathA, "State").stringValue == "paired" })
 
         let epoch = Protocol.epoch(unixSeconds: SystemWallClock().unixSeconds())

@@ -11,12 +11,14 @@ final class RunningTool: Sendable {
     private let lines: AsyncStream<String>
     private let errorText = TextBox()
     private let exit: Task<Int32, Never>
+    private let input: Pipe
 
     init(_ path: String, _ arguments: [String], stdin: String? = nil) throws {
         process = Process()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
         let output = Pipe(), errors = Pipe(), input = Pipe()
+        self.input = input
         process.standardOutput = output
         process.standardError = errors
         process.standardInput = input
@@ -48,6 +50,20 @@ final class RunningTool: Sendable {
         try process.run()
         if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
         exit = Task { var it = exitStream.makeAsyncIterator(); return await it.next() ?? -1 }
+    }
+
+    /// Writes to the program's standard input (an answer to a prompt).
+    func send(_ text: String) { input.fileHandleForWriting.write(Data(text.utf8)) }
+
+    /// The 6-digit code `bt-pair accept` shows ("Code: NNNNNN" on stderr), once shown.
+    func shownCode() async -> String? {
+        for _ in 0..<200 {
+            if let range = stderr.range(of: #"Code: [0-9]{6}"#, options: .regularExpression) {
+                return String(stderr[range].suffix(6))
+            }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return nil
     }
 
     func nextLine() async -> String? { var it = lines.makeAsyncIterator(); return await it.next() }
@@ -84,26 +100,33 @@ func json(_ line: String?) -> [String: Any] {
         let offer = json(await accept.nextLine())
         #expect(Set(offer.keys) == ["Port", "SessionId"])
         let port = try #require(offer["Port"] as? Int), session = try #require(offer["SessionId"] as? String)
-        let (status, out, err) = try await runTool(tool, common + ["--bus-name", b.busName, "with", "127.0.0.1:\(port)", "--session", session, "--yes"])
+        // The initiator's user types the code the acceptor shows.
+        let with = try RunningTool(tool, common + ["--bus-name", b.busName, "with", "127.0.0.1:\(port)", "--session", session, "--yes"])
+        with.send((try #require(await accept.shownCode())) + "\n")
+        var lines: [String] = []
+        while let line = await with.nextLine() { lines.append(line) }
+        let status = await with.status(), err = with.stderr
         #expect(status == 0, "\(err) accept: \(accept.stderr) offer: \(offer)")
-        let result = json(out.split(separator: "\n").last.map(String.init))
+        #expect(err.contains("Type the code shown on the other machine:"))
+        let result = json(lines.last)
         #expect(result["Result"] as? String == "paired")
         #expect(Set(result.keys) == ["Result", "Name", "DeviceId", "Code"])
         #expect(result["Name"] as? String == "alpha")
         #expect(await accept.status() == 0)
         let acceptResult = json(await accept.nextLine())
         #expect(acceptResult["Code"] as? String == result["Code"] as? String)
-        #expect(err.contains("Code: "))
+        #expect(!err.contains("Code: "))
+        #expect(accept.stderr.contains("Code: "))
 
         let (listStatus, listOut, _) = try await runTool(tool, common + ["--bus-name", b.busName, "list"])
         #expect(listStatus == 0)
         let members = (try JSONSerialization.jsonObject(with: Data(listOut.utf8)) as? [[String: Any]]) ?? []
         #expect(Set(members.compactMap { $0["Name"] as? String }) == ["alpha", "beta"])
         // docs/dbus-api.md: the peer's entry has every key; this machine's lacks the peer fields.
-        let listKeys: Set<String> = ["Name", "DeviceId", "ShortId", "Self", "PairedSince", "LastSeen", "LastRSSI", "Endpoints"]
+        let listKeys: Set<String> = ["Name", "DeviceId", "ShortId", "Self", "PairedSince", "LastSeen", "LastRSSI", "Endpoints", "IntroducedBy"]
         for member in members {
             let peerOnly: Set<String> = member["Self"] as? Bool == true ? ["PairedSince", "LastSeen", "LastRSSI", "Endpoints"] : []
-            #expect(Set(member.keys).isSubset(of: listKeys) && listKeys.subtracting(peerOnly).subtracting(["LastSeen", "LastRSSI"]).isSubset(of: Set(member.keys)),
+            #expect(Set(member.keys).isSubset(of: listKeys) && listKeys.subtracting(peerOnly).subtracting(["LastSeen", "LastRSSI", "IntroducedBy"]).isSubset(of: Set(member.keys)),
                     "\(member.keys)")
         }
         let (tableStatus, table, _) = try await runTool(tool, ["--bus", bus.address, "--bus-name", b.busName])
@@ -111,11 +134,13 @@ func json(_ line: String?) -> [String: Any] {
 
         let (removeStatus, removeOut, _) = try await runTool(tool, common + ["--bus-name", b.busName, "remove", "alpha"])
         #expect(removeStatus == 0)
-        #expect(json(removeOut) as NSDictionary == ["Result": "removed", "Device": "alpha"] as NSDictionary)
+        #expect(json(removeOut) as NSDictionary == ["Result": "removed", "Device": "alpha", "Introduced": [String](),
+                                                    "IntroducedRemoved": false] as NSDictionary)
         #expect(try await runTool(tool, common + ["--bus-name", b.busName, "remove", "alpha"]).0 == 4)
     }
 
-    @Test func refusedCodeExitsTwoOnBothSides() async throws {
+    /// The initiator's user types something else than the acceptor's code: both fail, nothing joins.
+    @Test func aWrongTypedCodeFailsBothSides() async throws {
         let bus = try TestBus()
         defer { bus.stop() }
         let a = try await RingNode.start(bus, name: "alpha"), b = try await RingNode.start(bus, name: "beta")
@@ -123,8 +148,9 @@ func json(_ line: String?) -> [String: Any] {
         let offer = json(await accept.nextLine())
         let port = try #require(offer["Port"] as? Int), session = try #require(offer["SessionId"] as? String)
         let with = try RunningTool(tool, ["--bus", bus.address, "--bus-name", b.busName, "with", "127.0.0.1:\(port)", "--session", session], stdin: "n\n")
-        #expect(await with.status() == 2, "\(with.stderr)")
-        #expect(with.stderr.contains("Does the other machine show"))
+        #expect(await with.status() == 1, "\(with.stderr)")
+        #expect(with.stderr.contains("Type the code shown on the other machine:"))
+        #expect(with.stderr.contains("the code did not match"))
         #expect(await accept.status() == 2, "\(accept.stderr)")
         #expect(try await b.members(DBusConnection(bus: .address(bus.address))).count == 1)
     }

@@ -68,6 +68,17 @@ func startPairing(_ a: RingNode, _ b: RingNode, client: DBusConnection) async th
     return (pathA, pathB, codeA, codeB)
 }
 
+/// The acceptor (`a`) confirms its code, the initiator (`b`) types it; both then commit the members shown.
+func confirmAndCommit(_ a: RingNode, _ b: RingNode, _ p: (pathA: String, pathB: String, codeA: String, codeB: String),
+                      client: DBusConnection) async throws {
+    _ = try await a.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathA)
+    _ = try await b.call(client, BatonInterface.pairingSession, "ConfirmCode", [.string(p.codeA)], path: p.pathB)
+    for (node, path) in [(a, p.pathA), (b, p.pathB)] {
+        #expect(try await eventually(timeout: .seconds(10)) { try await node.property(client, path, "State").stringValue == "reviewing" })
+        _ = try await node.call(client, BatonInterface.pairingSession, "Commit", path: path)
+    }
+}
+
 @Suite struct RingServiceTests {
     @Test func pairingOverDBusJoinsTheRingAndSurvivesRestart() async throws {
         let bus = try TestBus()
@@ -82,9 +93,12 @@ func startPairing(_ a: RingNode, _ b: RingNode, client: DBusConnection) async th
         let p = try await startPairing(a, b, client: client)
         let session = try await client.call(destination: a.busName, path: p.pathA, interface: "org.freedesktop.DBus.Introspectable", method: "Introspect")
         #expect(try IntrospectionReader.parse(try #require(session.first?.stringValue))[BatonInterface.pairingSession] == (try InterfaceFiles.shape(BatonInterface.pairingSession)))
-        #expect(p.codeA.count == 6 && p.codeA == p.codeB)
-        _ = try await a.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathA)
-        _ = try await b.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathB)
+        // Only the acceptor shows the code: the initiator's user types it (ConfirmCode).
+        #expect(p.codeA.count == 6 && p.codeB == "")
+        await #expect(throws: DBusError.self) {
+            _ = try await b.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathB)
+        }
+        try await confirmAndCommit(a, b, p, client: client)
         for (node, path) in [(a, p.pathA), (b, p.pathB)] {
             #expect(try await eventually(timeout: .seconds(10)) { try await node.property(client, path, "State").stringValue == "paired" })
         }
@@ -128,8 +142,7 @@ func startPairing(_ a: RingNode, _ b: RingNode, client: DBusConnection) async th
         let a = try await RingNode.start(bus, name: "alpha"), b = try await RingNode.start(bus, name: "beta")
         let client = try DBusConnection(bus: .address(bus.address))
         let p = try await startPairing(a, b, client: client)
-        _ = try await a.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathA)
-        _ = try await b.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathB)
+        try await confirmAndCommit(a, b, p, client: client)
         #expect(try await eventually(timeout: .seconds(10)) { try await a.property(client, p.pathA, "State").stringValue == "paired" })
         let before = await a.service.keeper.ownSecret
         let shortB = await b.service.deviceID.shortForm

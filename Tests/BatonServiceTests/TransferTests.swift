@@ -57,8 +57,7 @@ struct TransferNode {
 /// Pairs two nodes through their D-Bus API, both users confirming.
 func pair(_ a: TransferNode, _ b: TransferNode, client: DBusConnection) async throws {
     let p = try await startPairing(a.ringNode, b.ringNode, client: client)
-    _ = try await a.ringNode.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathA)
-    _ = try await b.ringNode.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathB)
+    try await confirmAndCommit(a.ringNode, b.ringNode, p, client: client)
     for (node, path) in [(a.ringNode, p.pathA), (b.ringNode, p.pathB)] {
         #expect(try await eventually(timeout: .seconds(10)) { try await node.property(client, path, "State").stringValue == "paired" })
     }

@@ -209,74 +209,6 @@ public actor PairingService {
         }
     }
 
-    /// The peer's roster arrived: its members are shown (those new to this ring) and merged only
-    /// after the user's Commit; Cancel, a second initiator or the review timeout refuse them.
-    private func review(_ path: String, _ pairing: PairingResult, channel: any FrameChannel) async {
-        let ours = await ring.snapshot().roster
-        let incoming = pairing.peerRoster.members.values.filter { ours.members[$0.deviceID] == nil }
-            .sorted { ($0.name, $0.deviceID) < ($1.name, $1.deviceID) }
-            .map { ReviewedMember(name: $0.name, deviceID: $0.deviceID) }
-        guard update(path, { $0.reviewing(incoming) }) else { return }
-        let timeout = limits.reviewTimeout
-        let timer = Task { [weak self] in
-            try? await Task.sleep(for: timeout)
-            await self?.answerReview(path, .timedOut)
-        }
-        let answer = await withCheckedContinuation { reviews[path] = $0 }
-        timer.cancel()
-        switch answer {
-        case .commit: break
-        case .refused, .timedOut:
-            update(path) { $0.failed(answer == .timedOut ? .timedOut : .rejected) }
-            log("batond: pairing not committed (\(answer == .timedOut ? "no answer" : "refused")); nothing merged")
-            return
-        }
-        let id = pairing.peer.deviceID
-        do throws(WireError) {
-            try await ring.joined(pairing, observedHost: (channel as? PlainFrameChannel)?.peerDescription,
-                                  bluetoothPeer: (channel as? L2CAPFrameChannel)?.peer)
-        } catch {
-            update(path) { $0.failed(PairingFailureReason(error)) }
-            log("batond: pairing refused: \(PairingFailureReason(error).rawValue)")
-            return
-        }
-        update(path) { $0.paired(peerName: pairing.peer.name, peerID: id) }
-        log("batond: paired with \(id.shortForm)")
-    }
-
-    enum ReviewAnswer: Sendable { case commit, refused, timedOut }
-
-    func answerReview(_ path: String, _ answer: ReviewAnswer) {
-        reviews.removeValue(forKey: path)?.resume(returning: answer)
-    }
-
-    /// While an acceptor's session runs, its listeners stay open: the first further initiator
-    /// fails the session as `contested` (an attacker racing the real initiator, or the real one
-    /// arriving after an attacker), both connections closed and nothing joined.
-    private func watchForSecondInitiator(_ path: String, tcp: PlainFrameListener, bluetooth: L2CAPListener?) {
-        sessions[path]?.contestWatch = Task { [weak self] in
-            while !Task.isCancelled {
-                do throws(TransportError) {
-                    let second = try await Self.acceptFirst(tcp: tcp, bluetooth: bluetooth, timeout: .seconds(60), keepListening: true)
-                    second.close()
-                    await self?.contested(path)
-                    return
-                } catch {
-                    guard error == .timedOut else { return }
-                }
-            }
-        }
-    }
-
-    private func contested(_ path: String) async {
-        guard let entry = sessions[path], !entry.progress.phase.isFinished else { return }
-        log("batond: a second pairing initiator arrived during a session: aborted as contested")
-        update(path) { $0.failed(.contested) }
-        entry.closeListeners()
-        answerReview(path, .refused)
-        await entry.driver?.cancel(as: .contested)
-    }
-
     private func codeShown(_ path: String, _ code: String) {
         update(path) { $0.codeShown(code) }
     }
@@ -284,7 +216,7 @@ public actor PairingService {
     /// Applies a transition; the observer hears of a change, and a session that just finished is
     /// dropped after the grace. Returns false when the phase did not change.
     @discardableResult
-    private func update(_ path: String, _ change: (inout PairingProgress) -> Bool) -> Bool {
+    func update(_ path: String, _ change: (inout PairingProgress) -> Bool) -> Bool {
         guard var entry = sessions[path] else { return false }
         let before = entry.progress
         guard change(&entry.progress) else { return false }
@@ -323,7 +255,7 @@ public actor PairingService {
     /// Paths of every session, for the D-Bus glue to withdraw them.
     func sessionPaths() -> [String] { Array(sessions.keys) }
 
-    private func ownedSession(_ path: String, uid: UInt32) throws(ServiceFailure) -> PairingEntry {
+    func ownedSession(_ path: String, uid: UInt32) throws(ServiceFailure) -> PairingEntry {
         guard let entry = sessions[path] else { throw .unknownObject("no such pairing session") }
         guard uid == entry.ownerUID || uid == 0 else { throw .notPermitted("not your pairing session") }
         return entry
@@ -338,31 +270,6 @@ public actor PairingService {
             throw .invalidArguments("the initiator confirms by typing the code shown on the other machine (ConfirmCode)")
         }
         await driver.confirm(accepted)
-    }
-
-    /// The initiator's user typed the code the acceptor shows. Compared in constant time; a different
-    /// code fails the session (`verification-failed`): the other machine may not be the one meant.
-    public func confirmCode(_ path: String, uid: UInt32, code: String) async throws(ServiceFailure) {
-        let entry = try ownedSession(path, uid: uid)
-        guard entry.progress.role == .initiator else {
-            throw .invalidArguments("the acceptor shows the code and answers with Confirm")
-        }
-        guard case .confirming(let expected) = entry.progress.phase, let driver = entry.driver else { throw .notReady("no code to confirm yet") }
-        let typed = code.filter { !$0.isWhitespace }
-        if constantTimeEquals(Array(typed.utf8), Array(expected.utf8)) {
-            await driver.confirm(true)
-        } else {
-            log("batond: pairing code typed wrong; session failed")
-            update(path) { $0.failed(.verificationFailed) }
-            await driver.cancel(as: .verificationFailed("typed code differs"))
-        }
-    }
-
-    /// The user's final word on the members shown while reviewing: merge them (true) or not.
-    public func commit(_ path: String, uid: UInt32, accepted: Bool) async throws(ServiceFailure) {
-        let entry = try ownedSession(path, uid: uid)
-        guard case .reviewing = entry.progress.phase, reviews[path] != nil else { throw .notReady("nothing to commit yet") }
-        answerReview(path, accepted ? .commit : .refused)
     }
 
     public func cancel(_ path: String, uid: UInt32) async throws(ServiceFailure) {

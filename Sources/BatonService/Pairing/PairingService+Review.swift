@@ -1,0 +1,100 @@
+import BatonCore
+import BatonCrypto
+import BatonTransport
+
+// MARK: Pairing that one careless click cannot defeat (issue 11, security.md "Pairing")
+
+extension PairingService {
+    /// The initiator's user typed the code the acceptor shows. Compared in constant time; a different
+    /// code fails the session (`verification-failed`): the other machine may not be the one meant.
+    public func confirmCode(_ path: String, uid: UInt32, code: String) async throws(ServiceFailure) {
+        let entry = try ownedSession(path, uid: uid)
+        guard entry.progress.role == .initiator else {
+            throw .invalidArguments("the acceptor shows the code and answers with Confirm")
+        }
+        guard case .confirming(let expected) = entry.progress.phase, let driver = entry.driver else { throw .notReady("no code to confirm yet") }
+        let typed = code.filter { !$0.isWhitespace }
+        if constantTimeEquals(Array(typed.utf8), Array(expected.utf8)) {
+            await driver.confirm(true)
+        } else {
+            log("batond: pairing code typed wrong; session failed")
+            update(path) { $0.failed(.verificationFailed) }
+            await driver.cancel(as: .verificationFailed("typed code differs"))
+        }
+    }
+
+    /// The user's final word on the members shown while reviewing: merge them (true) or not.
+    public func commit(_ path: String, uid: UInt32, accepted: Bool) async throws(ServiceFailure) {
+        let entry = try ownedSession(path, uid: uid)
+        guard case .reviewing = entry.progress.phase, reviews[path] != nil else { throw .notReady("nothing to commit yet") }
+        answerReview(path, accepted ? .commit : .refused)
+    }
+
+    /// The peer's roster arrived: its members are shown (those new to this ring) and merged only
+    /// after the user's Commit; Cancel, a second initiator or the review timeout refuse them.
+    func review(_ path: String, _ pairing: PairingResult, channel: any FrameChannel) async {
+        let ours = await ring.snapshot().roster
+        let incoming = pairing.peerRoster.members.values.filter { ours.members[$0.deviceID] == nil }
+            .sorted { ($0.name, $0.deviceID) < ($1.name, $1.deviceID) }
+            .map { ReviewedMember(name: $0.name, deviceID: $0.deviceID) }
+        guard update(path, { $0.reviewing(incoming) }) else { return }
+        let timeout = limits.reviewTimeout
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: timeout)
+            await self?.answerReview(path, .timedOut)
+        }
+        let answer = await withCheckedContinuation { reviews[path] = $0 }
+        timer.cancel()
+        switch answer {
+        case .commit: break
+        case .refused, .timedOut:
+            update(path) { $0.failed(answer == .timedOut ? .timedOut : .rejected) }
+            log("batond: pairing not committed (\(answer == .timedOut ? "no answer" : "refused")); nothing merged")
+            return
+        }
+        let id = pairing.peer.deviceID
+        do throws(WireError) {
+            try await ring.joined(pairing, observedHost: (channel as? PlainFrameChannel)?.peerDescription,
+                                  bluetoothPeer: (channel as? L2CAPFrameChannel)?.peer)
+        } catch {
+            update(path) { $0.failed(PairingFailureReason(error)) }
+            log("batond: pairing refused: \(PairingFailureReason(error).rawValue)")
+            return
+        }
+        update(path) { $0.paired(peerName: pairing.peer.name, peerID: id) }
+        log("batond: paired with \(id.shortForm)")
+    }
+
+    enum ReviewAnswer: Sendable { case commit, refused, timedOut }
+
+    func answerReview(_ path: String, _ answer: ReviewAnswer) {
+        reviews.removeValue(forKey: path)?.resume(returning: answer)
+    }
+
+    /// While an acceptor's session runs, its listeners stay open: the first further initiator
+    /// fails the session as `contested` (an attacker racing the real initiator, or the real one
+    /// arriving after an attacker), both connections closed and nothing joined.
+    func watchForSecondInitiator(_ path: String, tcp: PlainFrameListener, bluetooth: L2CAPListener?) {
+        sessions[path]?.contestWatch = Task { [weak self] in
+            while !Task.isCancelled {
+                do throws(TransportError) {
+                    let second = try await Self.acceptFirst(tcp: tcp, bluetooth: bluetooth, timeout: .seconds(60), keepListening: true)
+                    second.close()
+                    await self?.contested(path)
+                    return
+                } catch {
+                    guard error == .timedOut else { return }
+                }
+            }
+        }
+    }
+
+    func contested(_ path: String) async {
+        guard let entry = sessions[path], !entry.progress.phase.isFinished else { return }
+        log("batond: a second pairing initiator arrived during a session: aborted as contested")
+        update(path) { $0.failed(.contested) }
+        entry.closeListeners()
+        answerReview(path, .refused)
+        await entry.driver?.cancel(as: .contested)
+    }
+}
