@@ -3,17 +3,23 @@ import Foundation
 import Synchronization
 import Testing
 
-/// Runs a program to completion: (status, stdout, stderr). Off the cooperative pool.
-func runProgram(_ path: String, _ arguments: [String]) async throws -> (Int32, String, String) {
+/// Runs a program to completion: (status, stdout, stderr). Off the cooperative pool. `input`, when
+/// given, is awaited while the program runs and written to its standard input (a typed answer).
+func runProgram(_ path: String, _ arguments: [String],
+                input: (@Sendable () async -> String?)? = nil) async throws -> (Int32, String, String) {
     try await withCheckedThrowingContinuation { continuation in
         DispatchQueue(label: "lab.run").async {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: path)
             process.arguments = arguments
-            let out = Pipe(), err = Pipe()
+            let out = Pipe(), err = Pipe(), stdin = Pipe()
             process.standardOutput = out
             process.standardError = err
+            if input != nil { process.standardInput = stdin }
             do { try process.run() } catch { continuation.resume(throwing: error); return }
+            if let input {
+                Task { if let text = await input() { stdin.fileHandleForWriting.write(Data(text.utf8)) } }
+            }
             let output = out.fileHandleForReading.readDataToEndOfFile()
             let errors = err.fileHandleForReading.readDataToEndOfFile()
             process.waitUntilExit()
@@ -78,6 +84,30 @@ final class DaemonPair: @unchecked Sendable {
         try await runProgram(product(tool), ["--bus", address, "--bus-name", "org.baton.\(name)"] + arguments)
     }
 
+    /// `bt-pair with` on `name`, its user typing the code that `acceptor`'s confirming session shows.
+    func pairWith(_ name: String, acceptor: String, _ arguments: [String]) async throws -> (Int32, String, String) {
+        let address = address
+        return try await runProgram(product("bt-pair"), ["--bus", address, "--bus-name", "org.baton.\(name)", "with"] + arguments) {
+            for _ in 0..<120 {
+                if let code = try? await Self.confirmingCode(address: address, daemon: acceptor) { return code + "\n" }
+                try? await Task.sleep(for: .milliseconds(250))
+            }
+            return nil
+        }
+    }
+
+    /// The Code of the daemon's pairing session that is confirming (the acceptor shows it), if any.
+    static func confirmingCode(address: String, daemon: String) async throws -> String? {
+        let (_, out, _) = try await runProgram("/usr/bin/dbus-send", ["--bus=\(address)", "--print-reply", "--dest=org.baton.\(daemon)",
+            "/org/baton", "org.freedesktop.DBus.ObjectManager.GetManagedObjects"])
+        for session in out.components(separatedBy: "object path \"/org/baton/ring/pairing/").dropFirst()
+        where session.contains("string \"confirming\"") {
+            guard let range = session.range(of: #"\"Code\"\s*variant\s*string \"[0-9]{6}\""#, options: .regularExpression) else { continue }
+            return String(session[range].dropLast().suffix(6))
+        }
+        return nil
+    }
+
     func log(_ name: String) -> String {
         (try? String(contentsOf: directory.appendingPathComponent("\(name).log"), encoding: .utf8)) ?? ""
     }
@@ -124,7 +154,7 @@ struct TwoDaemonsLabTests {
         #expect((0x80...0xFF).contains(entry["Psm"] as? Int ?? 0))
         #expect(entry["Address"] as? String == ProcessInfo.processInfo.environment["LAB_HCI0_ADDR"])
 
-        let (withStatus, withOut, withErr) = try await lab.cli("bt-pair", "beta", ["--json", "with", "alpha", "--yes"])
+        let (withStatus, withOut, withErr) = try await lab.pairWith("beta", acceptor: "alpha", ["--json", "alpha", "--yes"])
         #expect(withStatus == 0, "\(withErr)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))")
         #expect(withOut.contains("\"paired\""))
         #expect(withErr.contains("ble:"))
@@ -164,7 +194,7 @@ struct TwoDaemonsLabTests {
         let (discoverStatus, discovered, discoverErr) = try await lab.cli("bt-pair", "beta", ["--json", "discover", "--seconds", "3"])
         #expect(discoverStatus == 0, "\(discoverErr)")
         #expect(discovered.contains("\"alpha\"") && discovered.contains(String(session)) && discovered.contains("ble"), "\(discovered)")
-        let (withStatus, withOut, withErr) = try await lab.cli("bt-pair", "beta", ["--json", "with", "127.0.0.1:\(port)", "--session", String(session), "--yes"])
+        let (withStatus, withOut, withErr) = try await lab.pairWith("beta", acceptor: "alpha", ["--json", "127.0.0.1:\(port)", "--session", String(session), "--yes"])
         #expect(withStatus == 0, "\(withErr)")
         #expect(withOut.contains("\"paired\""))
         #expect(try await accept.value.0 == 0)
@@ -231,7 +261,7 @@ struct TwoDaemonsLabTests {
             let (_, out, _) = try await lab.cli("bt-pair", "beta", ["--json", "discover", "--seconds", "2"])
             return out.contains("\"alpha\"") && out.contains("ble")
         })
-        let (withStatus, _, withErr) = try await lab.cli("bt-pair", "beta", ["--json", "with", "alpha", "--yes"])
+        let (withStatus, _, withErr) = try await lab.pairWith("beta", acceptor: "alpha", ["--json", "alpha", "--yes"])
         #expect(withStatus == 0, "\(withErr)\nbeta log:\n\(lab.log("beta"))")
         _ = try await accept.value
 
