@@ -108,7 +108,12 @@ struct DaemonRingSecurityTests {
         #expect(after.ownSecret.generation == before.ownSecret.generation + 1)
         #expect(after.rosterVersion > before.rosterVersion)
         #expect(await a.ring.radio.needsRekey == false)
-        #expect(await a.ring.radio.sender.counters.generation == after.ownSecret.generation)
+        // The counters on disk now belong to machine B and to the new secret.
+        let store = try RingStore(directory: StateDirectory(path: directory.appendingPathComponent("alpha").path))
+        let counters = try #require(try store.loadCounters())
+        #expect(counters.generation == after.ownSecret.generation)
+        #expect(counters.machine == MachineIdentity.value(paths: [machineB], store: store))
+        #expect(counters.machine != MachineIdentity.value(paths: [machineA], store: store))
         #expect(await eventually(timeout: .seconds(10)) { await b.ring.snapshot().roster.members[idA]?.secret == after.ownSecret })
         // Restarting on B again is not a clone any more.
         await a.stop()
