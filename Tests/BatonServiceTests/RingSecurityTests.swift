@@ -1,5 +1,6 @@
 import BatonTestBus
 import BatonCore
+import BatonCrypto
 import BatonStore
 import Foundation
 import Testing
@@ -119,6 +120,24 @@ struct DaemonRingSecurityTests {
         await a.stop()
         a = try await BusLessNode.start(in: directory, name: "alpha", machineIDPaths: [machineB])
         #expect(await a.ring.snapshot().ownSecret == after.ownSecret)
+        await a.stop()
+        await b.stop()
+    }
+
+    @Test func aRosterWithABadIntroductionIsRefusedAndChangesNothing() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta")
+        try await pairedNodes(a, b)
+        let idB = await b.ring.deviceID
+        // beta's roster with a planted member whose introduction by beta does not verify.
+        var forged = await b.ring.snapshot().roster
+        let stranger = try RosterMember.signed(name: "stranger", identity: Ed25519PrivateKey(),
+                                               secret: .generate(generation: 1, using: SystemRandom()))
+        forged.upsert(stranger.introduced(by: try Introduction(introducer: idB, signature: [UInt8](repeating: 7, count: 64))))
+        let before = await a.ring.snapshot().roster
+        await #expect(throws: WireError.badSignature) { _ = try await a.ring.receivedRoster(forged, from: idB) }
+        #expect(await a.ring.snapshot().roster == before)
+        #expect(await a.ring.isMember(stranger.deviceID) == false)
         await a.stop()
         await b.stop()
     }
