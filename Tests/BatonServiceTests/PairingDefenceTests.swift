@@ -31,9 +31,14 @@ struct PairingDefenceTests {
         #expect(await finished(a.pairing, again.pathA) == .failed(.peerRemoved))
         #expect(await finished(b.pairing, again.pathB) == .failed(.peerRemoved))
         #expect(await b.pairing.session(again.pathB)?.textProperties["Error"] == "peer-removed")
-        // alpha's ring is as the removal left it; beta holds none of alpha's post-removal secrets.
-        #expect(await a.ring.snapshot().roster == afterRemoval.roster)
+        // beta merged nothing of alpha's; alpha still lacks beta, and replaced the own secret that
+        // beta saw in alpha's identity message (the identities cross before the refusal).
         #expect(await b.ring.snapshot().roster.members[idA]?.secret != afterRemoval.ownSecret)
+        let afterRefusal = await a.ring.snapshot()
+        #expect(afterRefusal.roster.members[idB] == nil && afterRefusal.roster.removed.contains(idB))
+        #expect(afterRefusal.ownSecret != afterRemoval.ownSecret)
+        #expect(afterRefusal.ownSecret.generation == afterRemoval.ownSecret.generation + 1)
+        #expect(afterRefusal.rosterVersion > afterRemoval.rosterVersion)
         await a.stop()
         await b.stop()
     }

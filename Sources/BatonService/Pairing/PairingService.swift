@@ -206,6 +206,9 @@ public actor PairingService {
         case .failure(let failure):
             update(path) { $0.failed(failure.reason) }
             log("batond: pairing failed: \(failure.reason.rawValue)")
+            // Identities (with the own secret) cross at the same moment, before the peer can be
+            // recognised as removed: the removed machine saw our current secret, so it is replaced.
+            if failure == .peerRemoved { await ring.rekey(reason: "a removed machine tried to pair") }
         }
     }
 

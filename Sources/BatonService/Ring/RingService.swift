@@ -93,6 +93,12 @@ public actor RingService {
         await rekeyIfCloned()
     }
 
+    /// A fresh own secret, a new roster version, every member told (RingSync): the current secret was exposed.
+    func rekey(reason: String) async {
+        log("batond: re-keying: \(reason)")
+        await apply(keeper.rekey(random: SystemRandom()))
+    }
+
     /// The advert sender cannot seal safely any more (its counters were written on another machine,
     /// or the clock is far behind its high-water epoch): a fresh own secret, a new roster version,
     /// and every member hears of it, so the two copies never seal under one key (§4.2).
