@@ -68,6 +68,16 @@ final class RunningTool: Sendable {
 
     func nextLine() async -> String? { var it = lines.makeAsyncIterator(); return await it.next() }
     func status() async -> Int32 { await exit.value }
+    /// The exit status, the program terminated first if it still runs after `limit` (a hang fails the test instead of stalling the suite).
+    func status(killedAfter limit: Duration) async -> Int32 {
+        let process = process
+        let watchdog = Task {
+            try await Task.sleep(for: limit)
+            if process.isRunning { process.terminate() }
+        }
+        defer { watchdog.cancel() }
+        return await exit.value
+    }
     var stderr: String { errorText.text.withLock { $0 } }
 }
 
@@ -103,9 +113,9 @@ func json(_ line: String?) -> [String: Any] {
         // The initiator's user types the code the acceptor shows.
         let with = try RunningTool(tool, common + ["--bus-name", b.busName, "with", "127.0.0.1:\(port)", "--session", session, "--yes"])
         with.send((try #require(await accept.shownCode())) + "\n")
+        let status = await with.status(killedAfter: .seconds(60)), err = with.stderr
         var lines: [String] = []
         while let line = await with.nextLine() { lines.append(line) }
-        let status = await with.status(), err = with.stderr
         #expect(status == 0, "\(err) accept: \(accept.stderr) offer: \(offer)")
         #expect(err.contains("Type the code shown on the other machine:"))
         let result = json(lines.last)
