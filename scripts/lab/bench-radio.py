@@ -10,6 +10,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -169,7 +170,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--idle", type=float, default=60)
-    parser.add_argument("--churn", type=float, default=20)
+    parser.add_argument("--churn", type=float, default=20, help="seconds of foreign advert churn")
+    parser.add_argument("--churn-interval", type=int, default=20, help="ms between new data on each foreign controller")
+    parser.add_argument("--perf", action="store_true", help="profile beta's batond with perf during the churn")
     args = parser.parse_args()
 
     DBusGMainLoop(set_as_default=True)
@@ -244,11 +247,11 @@ def main():
         bare_manager = dbus.Interface(system.get_object("org.bluez", "/org/bluez/hci3"), "org.bluez.LEAdvertisingManager1")
         iterate_until(lambda: False, 2)
 
-        def radio_state(name):
-            manager = dbus.Interface(baton.get_object(f"org.baton.{name}", "/org/baton"), "org.baton.Manager1")
-            return str(manager.GetStatus().get("Radio", "?"))
+        def radio_state(adapter):
+            properties = dbus.Interface(system.get_object("org.bluez", f"/org/bluez/{adapter}"), "org.freedesktop.DBus.Properties")
+            return "discovering" if properties.Get("org.bluez.Adapter1", "Discovering") else "not discovering"
 
-        log("radio before the rounds: alpha", radio_state("alpha"), "beta", radio_state("beta"))
+        log("before the rounds: alpha's hci0", radio_state("hci0"), "beta's hci1", radio_state("hci1"))
         results = {"bare": [], "publish": [], "create": [], "suggest": [], "published_reply": []}
         misses = {"bare": 0, "publish": 0, "suggest": 0}
         previous_activity = None
@@ -335,7 +338,7 @@ def main():
               f"  ratio (bare + this) / bare {report['ratio_suggest']}")
         print(f"misses {misses}", flush=True)
 
-        log("radio after the rounds: alpha", radio_state("alpha"), "beta", radio_state("beta"))
+        log("after the rounds: alpha's hci0", radio_state("hci0"), "beta's hci1", radio_state("hci1"))
         # Radio notices and failed registrations seen so far.
         notices = dbus.Interface(baton.get_object("org.baton.alpha", "/org/baton/ring"), "org.baton.Ring1").GetRadioNotices()
         print("alpha radio notices:", len(notices), "distinct:", len(set(str(n) for n in notices)), flush=True)
@@ -364,10 +367,42 @@ def main():
                     log("foreign advert refused:", call.get("error"))
                     break
                 foreign.append((manager, advert, path))
+        # Churn: new advertising data straight to the controllers over raw HCI sockets (LE Set
+        # Advertising Data), past the kernel's mgmt and bluetoothd, so neither daemon pays for
+        # making the reports, only for hearing them.
+        raw = []
+        for index in (3, 4, 5):
+            sock = socket.socket(socket.AF_BLUETOOTH, socket.SOCK_RAW, socket.BTPROTO_HCI)
+            sock.bind((index,))
+            raw.append(sock)
+
+        def churn():
+            for sock in raw:
+                payload = bytes([27, 0xFF, BARE_COMPANY & 0xFF, BARE_COMPANY >> 8]) + os.urandom(24)
+                parameters = bytes([len(payload)]) + payload + bytes(31 - len(payload))
+                # HCI command packet: type 0x01, opcode 0x2008 (LE Set Advertising Data), length.
+                sock.send(bytes([0x01, 0x08, 0x20, len(parameters)]) + parameters)
+            return True
+
+        churn_source = GLib.timeout_add(args.churn_interval, churn)
+        profile = None
+        if args.perf:
+            profile = subprocess.Popen(["perf", "record", "-F", "499", "-g", "-p", str(beta), "-o", f"{work}/perf.data"],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         reports_before = observer.counts.get("hci1", 0)
         cpu_before = (process_cpu_seconds(beta), process_cpu_seconds(bluetoothd))
         iterate_until(lambda: False, args.churn)
         cpu_after = (process_cpu_seconds(beta), process_cpu_seconds(bluetoothd))
+        GLib.source_remove(churn_source)
+        for sock in raw:
+            sock.close()
+        if profile is not None:
+            profile.send_signal(signal.SIGINT)
+            profile.wait()
+            report = subprocess.run(["perf", "report", "-i", f"{work}/perf.data", "--stdio", "--no-children",
+                                     "--sort", "dso,symbol", "-g", "none", "--percent-limit", "0.7"],
+                                    capture_output=True, text=True).stdout
+            print("perf profile of beta's batond during the churn:\n" + report, flush=True)
         reports = observer.counts.get("hci1", 0) - reports_before
         for manager, advert, path in foreign:
             try:
