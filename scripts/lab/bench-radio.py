@@ -25,7 +25,7 @@ BATON_COMPANY = 0xFFFF
 BARE_COMPANY = 0x0BA7
 ACTIVITY_TYPE = "org.example.Reader.reading"
 REPO = os.getcwd()
-BIN = os.path.join(REPO, ".build/debug")
+BIN = os.environ.get("BATON_BENCH_BIN") or os.path.join(REPO, ".build/debug")
 
 
 def log(*parts):
@@ -172,7 +172,6 @@ def main():
     parser.add_argument("--idle", type=float, default=60)
     parser.add_argument("--churn", type=float, default=20, help="seconds of foreign advert churn")
     parser.add_argument("--churn-interval", type=int, default=20, help="ms between new data on each foreign controller")
-    parser.add_argument("--perf", action="store_true", help="profile beta's batond with perf during the churn")
     args = parser.parse_args()
 
     DBusGMainLoop(set_as_default=True)
@@ -345,12 +344,40 @@ def main():
         for text in sorted(set(str(n) for n in notices)):
             print("   ", text)
 
-        # CPU per heard foreign report: only beta scans (alpha stops, the observer stops).
+        # Idle first (after the churn bluetoothd expires a thousand devices for minutes): only
+        # beta runs, scanning, with its own advert on the air and nothing else. Wakeups are the
+        # blocking system calls (poll, epoll, futex, sleeps) that returned, over all threads,
+        # counted by strace -f -c; CPU from /proc.
         scan.StopDiscovery()
         daemons["alpha"].terminate()
         daemons["alpha"].wait()
-        iterate_until(lambda: False, 2)
         beta, bluetoothd = daemons["beta"].pid, pid_of("bluetoothd")
+        iterate_until(lambda: False, 5)
+
+        def wakeups(pid, seconds):
+            trace = subprocess.Popen(["strace", "-f", "-c", "-q", "-p", str(pid), "-e",
+                                      "trace=poll,ppoll,epoll_wait,epoll_pwait,select,pselect6,futex,nanosleep,clock_nanosleep"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            return trace
+
+        before = (process_cpu_seconds(beta), process_cpu_seconds(bluetoothd))
+        reports_before = observer.counts.get("hci1", 0)
+        traces = {"batond": wakeups(beta, args.idle), "bluetoothd": wakeups(bluetoothd, args.idle)}
+        iterate_until(lambda: False, args.idle)
+        after = (process_cpu_seconds(beta), process_cpu_seconds(bluetoothd))
+        calls = {}
+        for name, trace in traces.items():
+            trace.send_signal(signal.SIGINT)
+            table = trace.communicate()[1]
+            calls[name] = {line.split()[-1]: int(line.split()[3]) for line in table.splitlines()
+                           if len(line.split()) >= 5 and line.split()[3].isdigit() and not line.startswith("100")}
+        idle = {"seconds": args.idle, "reports_on_hci1": observer.counts.get("hci1", 0) - reports_before,
+                "batond_cpu_ms": round((after[0] - before[0]) * 1000), "bluetoothd_cpu_ms": round((after[1] - before[1]) * 1000),
+                "batond_wakeups": sum(calls["batond"].values()), "bluetoothd_wakeups": sum(calls["bluetoothd"].values()),
+                "batond_calls": calls["batond"], "bluetoothd_calls": calls["bluetoothd"]}
+        print("LAB BENCH radio-idle", json.dumps(idle), flush=True)
+
+        # CPU per heard foreign report: only beta scans.
         foreign = []
         for adapter in ("hci3", "hci4", "hci5"):
             manager = dbus.Interface(system.get_object("org.bluez", f"/org/bluez/{adapter}"), "org.bluez.LEAdvertisingManager1")
@@ -367,28 +394,32 @@ def main():
                     log("foreign advert refused:", call.get("error"))
                     break
                 foreign.append((manager, advert, path))
-        # Churn: new advertising data straight to the controllers over raw HCI sockets (LE Set
-        # Advertising Data), past the kernel's mgmt and bluetoothd, so neither daemon pays for
-        # making the reports, only for hearing them.
+        # Churn: the foreign adverts above turn advertising on; then new addresses and data go
+        # straight to those controllers over raw HCI sockets, past the kernel's mgmt and
+        # bluetoothd, so neither daemon pays for making the reports, only for hearing them.
         raw = []
         for index in (3, 4, 5):
             sock = socket.socket(socket.AF_BLUETOOTH, socket.SOCK_RAW, socket.BTPROTO_HCI)
             sock.bind((index,))
             raw.append(sock)
 
+        def command(sock, opcode, parameters):
+            sock.send(bytes([0x01, opcode & 0xFF, opcode >> 8, len(parameters)]) + parameters)
+
         def churn():
+            # A new static random address each time (the scanner's duplicate filter is per
+            # address), then new data: a new foreign advertiser as far as the scanner can tell.
             for sock in raw:
+                address = bytearray(os.urandom(6))
+                address[5] |= 0xC0
                 payload = bytes([27, 0xFF, BARE_COMPANY & 0xFF, BARE_COMPANY >> 8]) + os.urandom(24)
-                parameters = bytes([len(payload)]) + payload + bytes(31 - len(payload))
-                # HCI command packet: type 0x01, opcode 0x2008 (LE Set Advertising Data), length.
-                sock.send(bytes([0x01, 0x08, 0x20, len(parameters)]) + parameters)
+                command(sock, 0x200A, bytes([0]))                     # LE Set Advertising Enable: off
+                command(sock, 0x2005, bytes(address))                 # LE Set Random Address
+                command(sock, 0x2008, bytes([len(payload)]) + payload + bytes(31 - len(payload)))  # data
+                command(sock, 0x200A, bytes([1]))                     # on
             return True
 
         churn_source = GLib.timeout_add(args.churn_interval, churn)
-        profile = None
-        if args.perf:
-            profile = subprocess.Popen(["perf", "record", "-F", "499", "-g", "-p", str(beta), "-o", f"{work}/perf.data"],
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         reports_before = observer.counts.get("hci1", 0)
         cpu_before = (process_cpu_seconds(beta), process_cpu_seconds(bluetoothd))
         iterate_until(lambda: False, args.churn)
@@ -396,20 +427,10 @@ def main():
         GLib.source_remove(churn_source)
         for sock in raw:
             sock.close()
-        if profile is not None:
-            profile.send_signal(signal.SIGINT)
-            profile.wait()
-            report = subprocess.run(["perf", "report", "-i", f"{work}/perf.data", "--stdio", "--no-children",
-                                     "--sort", "dso,symbol", "-g", "none", "--percent-limit", "0.7"],
-                                    capture_output=True, text=True).stdout
-            print("perf profile of beta's batond during the churn:\n" + report, flush=True)
         reports = observer.counts.get("hci1", 0) - reports_before
         for manager, advert, path in foreign:
-            try:
-                call = call_async(manager.UnregisterAdvertisement, dbus.ObjectPath(path))
-                iterate_until(lambda: "time" in call, 5)
-            except dbus.exceptions.DBusException:
-                pass
+            call = call_async(manager.UnregisterAdvertisement, dbus.ObjectPath(path))
+            iterate_until(lambda: "time" in call, 5)
             advert.remove_from_connection()
         per_thousand = lambda before, after: round((after - before) / max(1, reports) * 1000, 2)
         cpu = {"foreign_adverts": len(foreign), "seconds": args.churn, "reports_on_hci1": reports,
@@ -417,18 +438,6 @@ def main():
                "bluetoothd_cpu_s_per_1000": per_thousand(cpu_before[1], cpu_after[1])}
         print("LAB BENCH radio-cpu", json.dumps(cpu), flush=True)
 
-        # Idle: nothing on the air but beta's own advert; beta keeps scanning.
-        iterate_until(lambda: False, 5)
-        before = (process_cpu_seconds(beta), context_switches(beta), process_cpu_seconds(bluetoothd), context_switches(bluetoothd))
-        reports_before = observer.counts.get("hci1", 0)
-        iterate_until(lambda: False, args.idle)
-        after = (process_cpu_seconds(beta), context_switches(beta), process_cpu_seconds(bluetoothd), context_switches(bluetoothd))
-        idle = {"seconds": args.idle, "reports_on_hci1": observer.counts.get("hci1", 0) - reports_before,
-                "batond_cpu_ms": round((after[0] - before[0]) * 1000), "batond_voluntary_switches": after[1][0] - before[1][0],
-                "batond_involuntary_switches": after[1][1] - before[1][1],
-                "bluetoothd_cpu_ms": round((after[2] - before[2]) * 1000),
-                "bluetoothd_voluntary_switches": after[3][0] - before[3][0]}
-        print("LAB BENCH radio-idle", json.dumps(idle), flush=True)
         failures = subprocess.run(["grep", "-c", "Failed to add advertisement\\|Failed to register advertisement",
                                    f"{os.environ.get('LAB_RUN_DIR', '/run/lab')}/bluetoothd.log"], capture_output=True, text=True)
         print("bluetoothd advertisement failures logged:", failures.stdout.strip() or "0", flush=True)
