@@ -169,7 +169,8 @@ def pid_of(name):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--idle", type=float, default=60)
+    parser.add_argument("--idle", type=float, default=60, help="seconds of idle wakeup counting")
+    parser.add_argument("--idle-cpu", type=float, default=30, help="seconds of idle CPU measurement (before the wakeups)")
     parser.add_argument("--churn", type=float, default=20, help="seconds of foreign advert churn")
     parser.add_argument("--churn-interval", type=int, default=20, help="ms between new data on each foreign controller")
     args = parser.parse_args()
@@ -360,18 +361,22 @@ def main():
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             return trace
 
+        # CPU without strace (tracing costs the traced process), then the wakeups with it.
         before = (process_cpu_seconds(beta), process_cpu_seconds(bluetoothd))
         reports_before = observer.counts.get("hci1", 0)
+        iterate_until(lambda: False, args.idle_cpu)
+        after = (process_cpu_seconds(beta), process_cpu_seconds(bluetoothd))
         traces = {"batond": wakeups(beta, args.idle), "bluetoothd": wakeups(bluetoothd, args.idle)}
         iterate_until(lambda: False, args.idle)
-        after = (process_cpu_seconds(beta), process_cpu_seconds(bluetoothd))
         calls = {}
         for name, trace in traces.items():
             trace.send_signal(signal.SIGINT)
             table = trace.communicate()[1]
-            calls[name] = {line.split()[-1]: int(line.split()[3]) for line in table.splitlines()
-                           if len(line.split()) >= 5 and line.split()[3].isdigit() and not line.startswith("100")}
-        idle = {"seconds": args.idle, "reports_on_hci1": observer.counts.get("hci1", 0) - reports_before,
+            # Rows: % time, seconds, usecs/call, calls, [errors,] syscall; the last row is the total.
+            rows = [line.split() for line in table.splitlines()]
+            calls[name] = {row[-1]: int(row[3]) for row in rows
+                           if len(row) >= 5 and row[3].isdigit() and row[-1] != "total"}
+        idle = {"seconds": args.idle, "cpu_seconds": args.idle_cpu, "reports_on_hci1": observer.counts.get("hci1", 0) - reports_before,
                 "batond_cpu_ms": round((after[0] - before[0]) * 1000), "bluetoothd_cpu_ms": round((after[1] - before[1]) * 1000),
                 "batond_wakeups": sum(calls["batond"].values()), "bluetoothd_wakeups": sum(calls["bluetoothd"].values()),
                 "batond_calls": calls["batond"], "bluetoothd_calls": calls["bluetoothd"]}
