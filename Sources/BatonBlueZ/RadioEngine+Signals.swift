@@ -33,9 +33,18 @@ extension RadioEngine {
     }
 
     func interfacesAdded(_ arguments: [DBusValue]) async {
-        guard arguments.count == 2, let path = arguments[0].objectPathValue,
-            let interfaces = Self.interfaceMap(arguments[1])
-        else { return }
+        guard arguments.count == 2, let path = arguments[0].objectPathValue else { return }
+        // The common case, a device heard for the first time: only its Device1 properties are
+        // unpacked, and nothing at all for a device of another adapter.
+        if let device = arguments[1].dictionaryValue?[.string(BlueZ.deviceInterface)] {
+            guard isOnAdapter(path), let properties = device.asDictionary else { return }
+            var state = DeviceState(path: path)
+            state.apply(properties)
+            devices.set(path, state)
+            if wantsScanning, state.carriesAdvert { events.yield(.report(state.report)) }
+            return
+        }
+        guard let interfaces = Self.interfaceMap(arguments[1]) else { return }
         if interfaces[BlueZ.adapterInterface] != nil {
             bluezPresent = true
             guard adapterPath == nil, isWanted(adapter: path) else { return }
@@ -43,12 +52,6 @@ extension RadioEngine {
             notice("adapter \(adapterName) appeared")
             await reconcile(reason: "adapter \(adapterName) appeared")
             return
-        }
-        if let properties = interfaces[BlueZ.deviceInterface], isOnAdapter(path) {
-            var device = DeviceState(path: path)
-            device.apply(properties)
-            devices.set(path, device)
-            if wantsScanning, device.carriesAdvert { events.yield(.report(device.report)) }
         }
     }
 
