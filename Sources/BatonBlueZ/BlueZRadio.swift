@@ -47,6 +47,10 @@ public struct BlueZRadioStatus: Sendable, Hashable {
     public var experimentalAdvertising: Bool
     /// Adapter1.Address and AddressType of the chosen adapter.
     public var adapterAddress: RadioAdapterAddress?
+    /// RegisterAdvertisement calls bluetoothd refused since the radio started.
+    public var refusedRegistrations: Int
+    /// The chosen adapter refused an advert while scanning once; adverts there pause the scan first.
+    public var pausesScanToAdvertise: Bool
 }
 
 /// `RadioPort` over BlueZ's D-Bus API (system bus): LE advertising through
