@@ -7,7 +7,7 @@ extension ActivityService {
     nonisolated func managerInterface() -> DBusInterface {
         DBusInterface(BatonInterface.manager, methods: [
             DBusMethod("CreateActivity", in: [.init("type", "s"), .init("title", "s"), .init("userInfo", "a{sv}"), .init("options", "a{sv}")],
-                       out: [.init("activity", "o")]) { [weak self] call in
+                       out: [.init("activity", "o")], budget: .userInfoCall) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
                 return [.objectPath(try await self.createActivity(call))]
             },
@@ -143,7 +143,7 @@ extension ActivityService {
     nonisolated func activityInterface(_ id: ActivityID) -> DBusInterface {
         func method(_ name: String, in inArguments: [DBusArgument] = [], out outArguments: [DBusArgument] = [],
                     _ body: @escaping @Sendable (ActivityService, UInt32, DBusMethodCall) async throws -> [DBusValue]) -> DBusMethod {
-            DBusMethod(name, in: inArguments, out: outArguments) { [weak self] call in
+            DBusMethod(name, in: inArguments, out: outArguments, budget: .userInfoCall) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
                 let uid = try await self.callerUID(call.sender)
                 return try await body(self, uid, call)
