@@ -39,7 +39,7 @@ def create(user_info, options):
                              ["org.example.Hostile", "t", user_info, options], timeout=60)
 
 empty = dbus.Dictionary({}, signature="sv")
-step("huge", lambda: create(dbus.Dictionary({"k%d" % i: dbus.Int32(i) for i in range(200000)}, signature="sv"), empty))
+step("huge", lambda: create(dbus.Dictionary({"k%d" % i: dbus.Int32(i) for i in range(50000)}, signature="sv"), empty))
 step("longstring", lambda: create(dbus.Dictionary({"k": "x" * 200000}, signature="sv"), empty))
 step("dupkey", lambda: create(Pairs([("k", "first"), ("k", "second")]), empty))
 step("dupnested", lambda: create({"outer": Pairs([("a", 1), ("a", 2)])}, empty))
@@ -52,7 +52,7 @@ step("dupupdate", lambda: bus.call_blocking("org.baton", mine, "org.baton.Activi
 step("title", lambda: bus.call_blocking("org.baton", mine, "org.freedesktop.DBus.Properties", "Get", "ss",
                                          ["org.baton.Activity1", "Title"]))
 step("bigupdate", lambda: bus.call_blocking("org.baton", mine, "org.baton.Activity1", "Update", "a{sv}",
-                                             [{"UserInfo": dbus.Dictionary({"k%d" % i: True for i in range(150000)}, signature="sv")}],
+                                             [{"UserInfo": dbus.Dictionary({"k%d" % i: True for i in range(50000)}, signature="sv")}],
                                              timeout=60))
 """#
 
