@@ -7,7 +7,7 @@ extension ActivityService {
     nonisolated func activityInterface(_ id: ActivityID) -> DBusInterface {
         func method(_ name: String, in inArguments: [DBusArgument] = [], out outArguments: [DBusArgument] = [],
                     _ body: @escaping @Sendable (ActivityService, UInt32, DBusMethodCall) async throws -> [DBusValue]) -> DBusMethod {
-            DBusMethod(name, in: inArguments, out: outArguments) { [weak self] call in
+            DBusMethod(name, in: inArguments, out: outArguments, budget: .userInfoCall) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
                 let uid = try await self.callerUID(call.sender)
                 return try await body(self, uid, call)
