@@ -41,10 +41,10 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
 
 /// Where suggestions would be shown, in memory: a fake of the Suggestion1 objects.
 final class FakeSuggestionBoard: SuggestionBoard {
-    private let shown = Mutex<[String: BatonService.Suggestion]>([:])
-    var suggestions: [BatonService.Suggestion] { shown.withLock { Array($0.values) } }
-    func offer(_ suggestion: BatonService.Suggestion) async throws { shown.withLock { $0[suggestion.path] = suggestion } }
-    func withdraw(_ suggestion: BatonService.Suggestion) async { shown.withLock { $0[suggestion.path] = nil } }
+    private let shown = Mutex<[String: ShownSuggestion]>([:])
+    var suggestions: [ShownSuggestion] { shown.withLock { Array($0.values) } }
+    func offer(_ suggestion: ShownSuggestion) async throws { shown.withLock { $0[suggestion.path] = suggestion } }
+    func withdraw(_ suggestion: ShownSuggestion) async { shown.withLock { $0[suggestion.path] = nil } }
 }
 
 /// A daemon's ring side without any bus: ring (fake radio), transfer on 127.0.0.1, continuation

@@ -12,18 +12,26 @@ import Testing
 /// into the daemon's scanner. A fake; the real radio is tested in the lab.
 final class FakeRadio: RadioPort {
     private let adverts = Mutex<[[UInt8]]>([])
+    private let advertising = Mutex<[UInt8]?>(nil)
     private let stream: AsyncStream<RadioEvent>
     private let continuation: AsyncStream<RadioEvent>.Continuation
 
     init() { (stream, continuation) = AsyncStream.makeStream() }
 
     func events() -> AsyncStream<RadioEvent> { stream }
-    func advertise(companyID: UInt16, data: [UInt8], connectable: Bool) async throws(RadioError) { adverts.withLock { $0.append(data) } }
-    func stopAdvertising() async {}
+    func advertise(companyID: UInt16, data: [UInt8], connectable: Bool) async throws(RadioError) {
+        adverts.withLock { $0.append(data) }
+        advertising.withLock { $0 = data }
+    }
+    func stopAdvertising() async { advertising.withLock { $0 = nil } }
     func startScanning() async throws(RadioError) { continuation.yield(.stateChanged(.ready)) }
     func stopScanning() async {}
 
     var lastAdvert: [UInt8]? { adverts.withLock { $0.last } }
+    /// Every advert handed to the radio, oldest first.
+    var allAdverts: [[UInt8]] { adverts.withLock { $0 } }
+    /// What the radio carries now: the last advert unless advertising stopped after it.
+    var onAir: [UInt8]? { advertising.withLock { $0 } }
 
     /// Plays an advert as if heard from `address` with an unknown RSSI (as the lab reports it).
     func hear(_ data: [UInt8], from address: String = "C0:11:22:33:44:55") {

@@ -371,7 +371,8 @@ struct TransferTests {
 
     @Test func endpointHintsPutTheObservedAddressFirstAndStayBounded() {
         #expect(RingService.formatEndpoint(host: "::1", port: 7) == "[::1]:7")
-        let merged = RingService.mergeEndpoints(new: ["a:1", "b:2"], old: ["b:2", "c:3"] + (4...20).map { "h:\($0)" })
+        let hints = { (texts: [String]) in texts.compactMap { try? Endpoint(parsing: $0) } }
+        let merged = Endpoint.merge(new: hints(["a:1", "b:2"]), old: hints(["b:2", "c:3"] + (4...20).map { "h:\($0)" })).map(\.description)
         #expect(merged.prefix(3) == ["a:1", "b:2", "c:3"])
         #expect(merged.count == RingService.maxEndpointsPerMember)
         #expect(LocalAddresses.endpoints(listenHost: "127.0.0.1", port: 9) == ["127.0.0.1:9"])

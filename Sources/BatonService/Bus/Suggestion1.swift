@@ -4,15 +4,15 @@ import BatonDBus
 
 /// org.baton.Suggestion1: one object per suggestion, under /org/baton so InterfacesAdded announces it.
 extension RingBus: SuggestionBoard {
-    public func offer(_ suggestion: Suggestion) async throws {
+    public func offer(_ suggestion: ShownSuggestion) async throws {
         try await connection.export([suggestionInterface(suggestion)], at: suggestion.path)
     }
 
-    public func withdraw(_ suggestion: Suggestion) async {
+    public func withdraw(_ suggestion: ShownSuggestion) async {
         try? connection.unexport(path: suggestion.path)
     }
 
-    func suggestionInterface(_ suggestion: Suggestion) -> DBusInterface {
+    func suggestionInterface(_ suggestion: ShownSuggestion) -> DBusInterface {
         let path = suggestion.path
         let properties: [String: DBusValue] = [
             "Device": .string(suggestion.member.shortForm), "DeviceName": .string(suggestion.memberName),

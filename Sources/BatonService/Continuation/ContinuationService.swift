@@ -11,7 +11,9 @@ public actor ContinuationService {
     let activities: any ContinuationActivities
     let board: (any SuggestionBoard)?
     let log: @Sendable (String) -> Void
-    var book = SuggestionList()
+    var book = SuggestionBook()
+    /// What the board shows for each offered suggestion, by number.
+    var shown: [Int: ShownSuggestion] = [:]
 
     static let observerKey = "continuation"
 
@@ -33,75 +35,55 @@ public actor ContinuationService {
     public func stop() async {
         await ring.radio.onSighting(Self.observerKey, nil)
         await ring.stopObserving(Self.observerKey)
-        for member in Array(book.byMember.keys) { await withdraw(member) }
+        await carry(book.withdrawAll())
     }
 
     // MARK: Suggestions
 
     /// The suggestions on offer, by path.
-    public func suggestions() -> [Suggestion] { book.byMember.values.sorted { $0.path < $1.path } }
+    public func suggestions() -> [ShownSuggestion] { shown.values.sorted { $0.suggestion.number < $1.suggestion.number } }
 
-    /// Keeps the member's suggestion in step with its newest accepted advert.
-    func suggest(for sighting: Sighting, near: Bool) async {
-        let member = sighting.member
-        let body = sighting.body
-        guard body.isActivity else {
-            await withdraw(member)
-            return
-        }
-        guard book.wantsOffer(member, revision: body.revision), let keys = await ring.radio.advertKeys(of: member) else { return }
-        // The type hash is keyed with the member's secret: hash what we handle and compare (§4.3 step 7).
-        let handled = await activities.allHandledTypes()
-        guard let type = handled.sorted().first(where: { keys.typeHash($0) == body.typeHash }) else {
-            await withdraw(member)
-            return
-        }
-        // Checked again: another sighting may have offered this revision while we asked.
-        guard book.wantsOffer(member, revision: body.revision) else { return }
-        await withdraw(member)
-        let name = await ring.memberName(member)
-        let suggestion = Suggestion(path: book.nextPath(), member: member, memberName: name, activityType: type,
-                                    revision: body.revision, hasWebpageURL: body.flags.contains(.hasWebpageURL), near: near)
-        book.byMember[member] = suggestion
-        do {
-            try await board?.offer(suggestion)
-            log("batond: suggestion \(suggestion.path): continue \(type) from \(name)")
-        } catch {
-            book.byMember[member] = nil
-            log("batond: cannot offer a suggestion: \(error)")
-        }
-    }
-
-    private func withdraw(_ member: DeviceID) async {
-        guard let old = book.byMember.removeValue(forKey: member) else { return }
-        await board?.withdraw(old)
-    }
-
-    private func ringChanged(_ snapshot: RingSnapshot) async {
-        for member in Array(book.byMember.keys) where !snapshot.isMember(member) { await withdraw(member) }
-    }
-
-    /// Suggestion1.Continue: continues the suggested activity for `uid` (any local user may take it).
+    /// Suggestion1.Continue: continues exactly the suggested revision for `uid` (any local user may
+    /// take it): FetchActivity(h, r), never "whatever is current" (§9 step 2). When the member has
+    /// moved on the suggestion goes and the call fails with UnknownActivity "noLongerCurrent".
     public func take(_ path: String, uid: UInt32) async throws(ServiceFailure) -> String {
-        guard let suggestion = book.suggestion(at: path) else { throw .unknownObject("the suggestion is gone") }
-        let outcome = try await continueActivity(from: suggestion.member.description, type: suggestion.activityType, uid: uid)
-        if outcome == "delivered" {
-            book.settle(suggestion)
-            await withdraw(suggestion.member)
+        guard let number = ShownSuggestion.number(inPath: path), let suggestion = book.suggestion(number: number) else {
+            throw .unknownObject("the suggestion is gone")
         }
-        return outcome
+        let snapshot = await ring.snapshot()
+        guard let member = snapshot.roster.members[suggestion.member] else {
+            await carry(book.withdraw(suggestion.member))
+            throw .unknownDevice("the member left the ring")
+        }
+        let delivered: DeliveryOutcome?
+        do {
+            delivered = try await fetchAndDeliver(from: member, type: suggestion.activityType, revision: suggestion.revision, uid: uid)
+        } catch .remote(let frame) where frame.code == .unknownActivity {
+            // The member published something newer (or nothing): this revision is gone for good;
+            // a suggestion for the newer one comes with its advert (§9 step 3).
+            await carry(book.settle(number: number))
+            throw .unknownActivity(Self.noLongerCurrent)
+        } catch {
+            throw Self.failure(error)
+        }
+        guard let delivered else { throw Self.otherType }
+        if delivered == .delivered { await carry(book.settle(number: number)) }
+        return Self.outcomeName(delivered)
     }
+
+    /// The message of Suggestion1.Continue's UnknownActivity when the member moved on (§9, dbus-api.md).
+    public static let noLongerCurrent = "noLongerCurrent"
 
     public func dismiss(_ path: String) async {
-        guard let suggestion = book.suggestion(at: path) else { return }
-        book.settle(suggestion)
-        await withdraw(suggestion.member)
+        guard let number = ShownSuggestion.number(inPath: path) else { return }
+        await carry(book.settle(number: number))
     }
 
     // MARK: Continue
 
-    /// Fetches `device`'s current activity of `type`, delivers it to `uid`'s handler and, when it was
-    /// delivered, tells the source on the same channel (ActivityContinued → WasContinued).
+    /// Ring1.Continue (by hand, no advert heard): fetches `device`'s current activity of `type`
+    /// (revision 0xFFFFFFFF, §9 step 2), delivers it to `uid`'s handler and, when it was delivered,
+    /// tells the source on the same channel (ActivityContinued → WasContinued).
     /// Returns the delivery outcome's name.
     public func continueActivity(from device: String, type: String, uid: UInt32) async throws(ServiceFailure) -> String {
         let snapshot = await ring.snapshot()
@@ -109,22 +91,31 @@ public actor ContinuationService {
             throw .unknownDevice("no single ring member matches")
         }
         do { try ActivityRecord.validateType(type) } catch { throw .invalidArguments("invalid activity type") }
-        // The type hash is keyed with the sender's secret (§3).
-        let typeHash = DerivedKeys(secret: member.secret).typeHash(type)
-        let activities = self.activities
-        let result: (record: ActivityRecord, outcome: DeliveryOutcome?)
+        let delivered: DeliveryOutcome?
         do {
-            result = try await transfer.fetchAndReport(member: member.deviceID, typeHash: typeHash, revision: ActivityReference.anyRevision) { record in
-                // Another type is refused before any handler sees it (nil: not delivered, not reported).
-                guard record.activityType == type else { return (nil, false) }
-                let outcome = await activities.deliver(activity: record, from: member.name, to: uid)
-                return (outcome, outcome == .delivered)
-            }
+            delivered = try await fetchAndDeliver(from: member, type: type, revision: ActivityReference.anyRevision, uid: uid)
         } catch {
             throw Self.failure(error)
         }
-        guard let outcome = result.outcome else { throw .failed("the member sent another activity type") }
-        return Self.outcomeName(outcome)
+        guard let delivered else { throw Self.otherType }
+        return Self.outcomeName(delivered)
+    }
+
+    static let otherType = ServiceFailure.failed("the member sent another activity type")
+
+    /// One TLS session: FetchActivity(h, revision), delivery, ActivityContinued when delivered.
+    /// nil when the member sent another type (nothing delivered, nothing reported).
+    private func fetchAndDeliver(from member: RosterMember, type: String, revision: UInt32, uid: UInt32) async throws(TransferError) -> DeliveryOutcome? {
+        // The type hash is keyed with the sender's secret (§3).
+        let typeHash = DerivedKeys(secret: member.secret).typeHash(type)
+        let activities = self.activities
+        let result = try await transfer.fetchAndReport(member: member.deviceID, typeHash: typeHash, revision: revision) { record -> (outcome: DeliveryOutcome?, report: Bool) in
+            // Another type is refused before any handler sees it (nil: not delivered, not reported).
+            guard record.activityType == type else { return (nil, false) }
+            let outcome = await activities.deliver(activity: record, from: member.name, to: uid)
+            return (outcome, outcome == .delivered)
+        }
+        return result.outcome
     }
 
     static func outcomeName(_ outcome: DeliveryOutcome) -> String {

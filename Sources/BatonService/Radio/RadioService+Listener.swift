@@ -26,9 +26,10 @@ extension RadioService {
         Int64(DispatchTime.now().uptimeNanoseconds / 1_000_000)
     }
 
-    /// Starts consuming radio events and scanning; advertising presence once there is a ring.
+    /// Starts consuming radio events and scanning; advertising once the ring has other members.
     public func start() async {
         book.table = AdvertiserTable(batonCompanyID: companyID)
+        started = true
         guard let radio = port else { return }
         let events = radio.events()
         eventTask = Task { [weak self] in
@@ -38,7 +39,7 @@ extension RadioService {
             }
         }
         do { try await radio.startScanning() } catch { book.notice("scanning failed: \(error)") }
-        await advertisePresenceIfRinged()
+        await carry(planner.ringMembersChanged(hasOthers: hasMembers, nowSeconds: clock.unixSeconds()))
     }
 
     func handle(_ event: RadioEvent) async {
@@ -60,24 +61,30 @@ extension RadioService {
         }
     }
 
+    /// Classifies the report once (one AES-GCM open for a ring advert with a member's tag) and
+    /// records that one value everywhere: the diagnostics table, sightings, heard pairing adverts.
     @discardableResult
     func record(_ report: AdvertisementReport) -> Sighting? {
         let now = Self.monotonicMilliseconds()
-        let matcher = self.matcher
-        book.table.record(report, nowMilliseconds: now, ringLookup: { data in matcher.recognise(data)?.member })
-        guard let data = report.manufacturerData[companyID], let kind = try? AdvertKind.classify(data) else { return nil }
-        if kind == .pairing { heardPairing(data, from: report.address, addressType: report.addressType) }
-        guard kind == .ring else { return nil }
-        do throws(WireError) {
-            let sighting = try self.matcher.receive(data)
+        let heard = matcher.hear(report, batonCompanyID: companyID)
+        book.table.record(report, heard: heard, nowMilliseconds: now)
+        switch heard {
+        case .ringMember(let sighting):
             sighted(sighting, rssi: report.rssi)
             return sighting
-        } catch {
-            // Foreign adverts are the common case; count the rest for the dump.
-            if error != .notRingMember { book.rejected["\(error)", default: 0] += 1 }
-            return nil
+        case .ringRefused(_, let reason):
+            // Foreign adverts are the common case; a refused one with a member's tag is counted for the dump.
+            book.rejected["\(reason)", default: 0] += 1
+        case .pairing(let advert):
+            heardPairing(advert, from: report.address, addressType: report.addressType)
+        case .otherRing, .malformedPairing, .malformedBaton, .foreign:
+            break
         }
+        return nil
     }
+
+    /// AES-GCM opens the matcher attempted so far (one per heard ring advert with a member's tag).
+    var sealOpens: Int { matcher.sealOpens }
 
     func sighted(_ sighting: Sighting, rssi: Int?) {
         let member = sighting.member
@@ -110,9 +117,9 @@ extension RadioService {
             if !book.rejected.isEmpty {
                 header += "; rejected ring adverts: " + book.rejected.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
             }
-            return header + "\n" + book.table.renderText(nowMilliseconds: now)
+            return header + "\n" + AdvertiserTableRendering.text(book.table, nowMilliseconds: now)
         case "json":
-            return book.table.renderJSONLines(nowMilliseconds: now)
+            return AdvertiserTableRendering.jsonLines(book.table, nowMilliseconds: now)
         default:
             throw .invalidArguments("format must be text or json")
         }

@@ -178,7 +178,7 @@ public actor RingService {
 
 extension RingService {
     /// A pairing succeeded: the rings merge (every other member hears of it by RingSync), the peer's
-    /// endpoints become hints, and the radio advertises presence.
+    /// endpoints become hints, and the radio starts advertising (the ring is no longer one, §4.2).
     func joined(_ pairing: PairingResult, observedHost: String?, bluetoothPeer: L2CAPSocketAddress?) async {
         var actions = keeper.paired(pairing, random: SystemRandom())
         let id = pairing.peer.deviceID
@@ -188,6 +188,5 @@ extension RingService {
         // The new member got our roster in the pairing itself.
         actions.removeAll { if case .sync(let to) = $0 { return to == id }; return false }
         await apply(actions)
-        await radio.advertisePresenceIfRinged()
     }
 }
