@@ -98,7 +98,7 @@ struct RadioServiceTests {
         let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta", handled: handled)
         let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing)
         for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
-            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.state == "paired" })
+            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.phase.stateName == "paired" })
         }
         return (a, b)
     }
@@ -203,7 +203,7 @@ struct RadioServiceTests {
 
         let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing)
         for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
-            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.state == "paired" })
+            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.phase.stateName == "paired" })
         }
         // Joined: the current activity (not presence) is on the air at once, with the same revision.
         #expect(await eventually(timeout: .seconds(5)) { a.radio.onAir.flatMap { try? AdvertKind.classify($0) } == .ring })
