@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import BatonBlueZ
+import BatonCore
 import BatonDBus
 import BatonStore
 import Dispatch
@@ -89,10 +90,11 @@ public enum Daemon {
                 logger.log("batond: Bluetooth unavailable: \(error)")
             }
         }
+        let clock = ShiftableWallClock()
         let ring: RingService
         do {
             ring = try RingService(
-                store: RingStore(directory: StateDirectory(path: options.stateDirectory)), radio: radio, clock: SystemWallClock(),
+                store: RingStore(directory: StateDirectory(path: options.stateDirectory)), radio: radio, clock: clock,
                 configuration: .init(deviceName: options.deviceName ?? hostName(), listenHost: options.listenHost,
                                      companyID: options.companyID, avahiBus: options.avahiBus.map(dbusBusKind)),
                 log: { logger.log($0) })
@@ -110,7 +112,7 @@ public enum Daemon {
         do {
             parts = try await DaemonParts.start(connection: connection, ring: ring, activities: service,
                                                 transfer: .init(listenHost: options.listenHost, port: options.transferPort),
-                                                log: { logger.log($0) })
+                                                clock: clock, log: { logger.log($0) })
         } catch {
             logger.log("batond: cannot start the ring part: \(error)")
             await ring.stop()
@@ -133,9 +135,14 @@ public enum Daemon {
         logger.log("batond: owns \(options.busName), transfers on port \(transfer.port)")
         // Epoch rotation of the advert and of the matcher window (§4.2, §4.3): one sleep until the
         // next boundary, nothing in between (a laptop daemon must not wake periodically).
+        for _ in 0..<options.simulatedEpochs {
+            clock.advance(Protocol.epochSeconds)
+            await parts.tick()
+        }
+        if options.simulatedEpochs > 0 { logger.log("batond: simulated \(options.simulatedEpochs) epochs") }
         let discovery = parts.discovery
         let ticker = Task {
-            await EpochAlarm.run(clock: SystemWallClock(), retryAt: { await discovery.retryAt }, fire: { await parts.tick() })
+            await EpochAlarm.run(clock: clock, retryAt: { await discovery.retryAt }, fire: { await parts.tick() })
         }
         defer { ticker.cancel() }
 

@@ -1,4 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import BatonCore
+import Synchronization
 
 /// When the daemon next needs the clock: the next epoch boundary (advert rotation, matcher window,
 /// DNS-SD name), or earlier when a part asks for a retry. Pure, so the schedule is tested without waiting.
@@ -39,4 +43,12 @@ public enum EpochAlarm {
             await fire()
         }
     }
+}
+
+/// The system clock plus an offset that only `--simulate-epochs` moves: a benchmark runs an hour
+/// of epochs in a moment. Without that option the offset stays 0 and this reads `time()`.
+final class ShiftableWallClock: WallClock {
+    private let offset = Atomic<Int64>(0)
+    func unixSeconds() -> Int64 { Int64(time(nil)) + offset.load(ordering: .relaxed) }
+    func advance(_ seconds: Int64) { offset.add(seconds, ordering: .relaxed) }
 }

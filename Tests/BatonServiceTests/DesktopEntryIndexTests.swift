@@ -1,3 +1,4 @@
+import BatonTestBus
 import Foundation
 import Testing
 @testable import BatonService

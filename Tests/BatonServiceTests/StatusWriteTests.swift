@@ -1,3 +1,4 @@
+import BatonTestBus
 import Foundation
 import Synchronization
 import Testing

@@ -24,7 +24,8 @@ public final class DesktopEntryIndex: DesktopEntrySource {
     private final class Shared: Sendable { let state = Mutex(State()) }
     private let shared = Shared()
     private let inotify: Int32
-    private let source: (any DispatchSourceRead)?
+    /// Set in init, cancelled in deinit; never touched in between (Dispatch sources are thread-safe).
+    nonisolated(unsafe) private let source: (any DispatchSourceRead)?
 
     public init(scanner: XDGDesktopEntryScanner) {
         self.scanner = scanner
