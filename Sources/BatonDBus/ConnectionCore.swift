@@ -80,8 +80,6 @@ final class TimeoutSource {
 
     func disarm() {
         guard !cancelled, !suspended else { return }
-        // A suspended repeating timer stays in Dispatch's heap and wakes its manager every interval.
-        timer.schedule(deadline: .distantFuture, repeating: .never)
         timer.suspend()
         suspended = true
     }

