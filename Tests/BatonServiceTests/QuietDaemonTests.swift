@@ -150,3 +150,23 @@ func voluntarySwitches(_ pid: Int32) -> [String: Int]? {
 func wakes(from before: [String: Int], to after: [String: Int]) -> Int {
     after.reduce(0) { total, entry in total + entry.value - (before[entry.key] ?? 0) }
 }
+
+@Suite("BatonServiceTests: the hidden benchmark option")
+struct SimulatedEpochsOptionTests {
+    @Test func parsesOnlyACountInRangeAndStaysOutOfTheUsage() throws {
+        guard case .run(let options) = try DaemonOptions.parse(["--session", "--state-dir", "/tmp/s", "--simulate-epochs", "4"],
+                                                               environment: [:]) else {
+            Issue.record("expected a run command")
+            return
+        }
+        #expect(options.simulatedEpochs == 4)
+        guard case .run(let plain) = try DaemonOptions.parse(["--session", "--state-dir", "/tmp/s"], environment: [:]) else { return }
+        #expect(plain.simulatedEpochs == 0)
+        for bad in ["-1", "x", "100001"] {
+            #expect(throws: DaemonOptions.UsageError.self) {
+                try DaemonOptions.parse(["--session", "--state-dir", "/tmp/s", "--simulate-epochs", bad], environment: [:])
+            }
+        }
+        #expect(!DaemonOptions.usage.contains("simulate"))
+    }
+}
