@@ -38,7 +38,11 @@ let package = Package(
         .target(name: "BatonCommandLine", dependencies: ["BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
 
         // Thin executables that only wire things together.
-        .executableTarget(name: "batond", dependencies: ["BatonService"], swiftSettings: strict),
+        // The release daemon links the Swift runtime statically: only the pages it touches become
+        // resident (idle RSS, docs/benchmarks.md). Allowed for a root package's executable.
+        .executableTarget(name: "batond", dependencies: ["BatonService"], swiftSettings: strict,
+                          linkerSettings: [.unsafeFlags(["-static-stdlib", "-l_FoundationCShims", "-l_FoundationCollections"],
+                                                         .when(platforms: [.linux], configuration: .release))]),
         .executableTarget(name: "baton", dependencies: ["BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
         .executableTarget(name: "bt-pair", dependencies: ["BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
         .executableTarget(name: "baton-bench", dependencies: ["BatonCore", "BatonCrypto"], swiftSettings: strict),

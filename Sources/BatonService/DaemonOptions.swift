@@ -24,6 +24,9 @@ public struct DaemonOptions: Sendable, Hashable {
     public var radioEnabled = true
     /// The bus of avahi-daemon for DNS-SD (§8.2); nil: no DNS-SD.
     public var avahiBus: Bus? = .system
+    /// Benchmarks only (hidden, not in the usage): after starting, move the daemon's clock through
+    /// this many epochs at once, one rotation each (docs/benchmarks.md, memory after an hour).
+    public var simulatedEpochs = 0
 
     public enum Command: Sendable, Hashable {
         case run(DaemonOptions)
@@ -77,6 +80,7 @@ public struct DaemonOptions: Sendable, Hashable {
         var radioEnabled = true
         var avahiBus: Bus? = .system
         var avahiChosen = false
+        var simulatedEpochs = 0
         var index = 0
         func value(_ option: String) throws(UsageError) -> String {
             index += 1
@@ -137,6 +141,11 @@ public struct DaemonOptions: Sendable, Hashable {
                 let name = try value(argument)
                 guard name.utf8.count <= 64 else { throw UsageError(message: "--name is at most 64 bytes") }
                 deviceName = name
+            case "--simulate-epochs":
+                guard let count = Int(try value(argument)), count >= 0, count <= 100_000 else {
+                    throw UsageError(message: "--simulate-epochs takes a number from 0 to 100000")
+                }
+                simulatedEpochs = count
             default:
                 throw UsageError(message: "unknown option \(argument)")
             }
@@ -163,6 +172,7 @@ public struct DaemonOptions: Sendable, Hashable {
         options.companyID = companyID
         options.transferPort = transferPort
         options.deviceName = deviceName
+        options.simulatedEpochs = simulatedEpochs
         return .run(options)
     }
 

@@ -86,6 +86,10 @@ public actor ActivityService {
     var handlers: [HandlerKey: RegisteredHandler] = [:]
     var handlerSequence: UInt64 = 0
     var ownerWatch: Task<Void, Never>?
+    /// Publishes handed to the radio and not finished: status writes wait for them (issue 12).
+    var publishesInFlight = 0
+    /// Status files written (tests: at most one per publish).
+    var statusWrites = 0
 
     public init(connection: DBusConnection, configuration: ServiceConfiguration, publisher: (any ActivityPublisher)? = nil,
                 statusFile: StatusFile<DaemonStatus>? = nil, desktopEntries: any DesktopEntrySource,
@@ -235,6 +239,7 @@ public actor ActivityService {
             return
         }
         guard let record = registry.activities[id]?.record else { return }
+        publishesInFlight += 1
         Task {
             do throws(RadioError) {
                 try await publisher.publish(record, uid: id.uid)
@@ -250,6 +255,7 @@ public actor ActivityService {
     }
 
     func publishFinished(_ id: ActivityID, revision: UInt32, failure: FailureCategory?) async {
+        publishesInFlight -= 1
         await refreshRadio()
         if let failure {
             errorLog.record(ErrorCategory(failure), at: clock.unixSeconds())
@@ -277,8 +283,13 @@ public actor ActivityService {
             errors: errorLog.records, updated: clock.unixSeconds())
     }
 
+    /// Writes the status file now, or once the publishes in flight have finished: only the advert
+    /// counters may precede an advert (the nonce rule), so status waits and the writes coalesce.
     func writeStatus() {
         guard let statusFile else { return }
+        // publishFinished writes once the last one is done.
+        guard publishesInFlight == 0 || state == .stopping else { return }
+        statusWrites += 1
         do {
             try statusFile.write(status())
         } catch {

@@ -64,7 +64,7 @@ extension RadioService: ActivityPublisher {
     /// advertising peer (§8.3).
     public func advertisePairing(sessionID: [UInt8], name: String, tcpPublished: Bool, psm: UInt16?) async {
         guard let advert = try? PairingAdvert(sessionID: sessionID, tcpPublished: tcpPublished, psm: psm, name: name) else {
-            book.notice("pairing advert refused: invalid fields")
+            notice("pairing advert refused: invalid fields")
             return
         }
         await carry(planner.pairingStartedWaiting(advert))
@@ -84,7 +84,7 @@ extension RadioService: ActivityPublisher {
 
     /// Carries out actions whose failure only shows in the notices.
     func carry(_ actions: [OnAirPlanner.Action]) async {
-        do { try await carryOrThrow(actions) } catch { book.notice("advertising failed: \(error)") }
+        do { try await carryOrThrow(actions) } catch { notice("advertising failed: \(error)") }
     }
 
     /// In order: counters reach the disk before the advert they cover reaches the radio (§4.2).
@@ -100,9 +100,9 @@ extension RadioService: ActivityPublisher {
                 guard let port else { continue }
                 do {
                     try await port.advertise(companyID: companyID, data: advert.encoded, connectable: connectable)
-                    book.notice("pairing advert on the air")
+                    notice("pairing advert on the air")
                 } catch {
-                    book.notice("pairing advert refused: \(error)")
+                    notice("pairing advert refused: \(error)")
                 }
             case .stop:
                 await port?.stopAdvertising()

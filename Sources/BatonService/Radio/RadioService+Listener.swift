@@ -2,20 +2,16 @@ import BatonCore
 import Dispatch
 
 /// What the radio part keeps between events. Bounded: the advertiser table evicts the least
-/// recently heard, notices keep the last 32.
+/// recently heard, notices keep 32 distinct texts (a repeat is counted, not repeated).
 struct RadioBook: Sendable {
     var table = AdvertiserTable()
     var state: RadioState = .unavailable("not started")
-    var notices: [String] = []
+    var notices = NoticeBook()
     /// The newest accepted sighting per member (what a suggestion and a fetch start from).
     var sightings: [DeviceID: Sighting] = [:]
     var proximity: [DeviceID: (statistics: RSSIStatistics, detector: ProximityDetector)] = [:]
     var rejected: [String: Int] = [:]
 
-    mutating func notice(_ text: String) {
-        notices.append(text)
-        if notices.count > 32 { notices.removeFirst(notices.count - 32) }
-    }
 }
 
 /// The listener: heard adverts become sightings (accepted ring adverts), the advertiser table
@@ -38,7 +34,7 @@ extension RadioService {
                 await self.handle(event)
             }
         }
-        do { try await radio.startScanning() } catch { book.notice("scanning failed: \(error)") }
+        do { try await radio.startScanning() } catch { notice("scanning failed: \(error)") }
         await carry(planner.ringMembersChanged(hasOthers: hasMembers, nowSeconds: clock.unixSeconds()))
     }
 
@@ -53,10 +49,10 @@ extension RadioService {
             book.table.forget(address: address)
         case .stateChanged(let state):
             book.state = state
-            book.notice("radio \(Self.describe(state))")
+            notice("radio \(Self.describe(state))")
             log("batond: radio \(Self.describe(state))")
         case .notice(let text):
-            book.notice(text)
+            notice(text)
             log("batond: radio: \(text)")
         }
     }
@@ -128,9 +124,9 @@ extension RadioService {
 
 extension RadioService {
     /// The last radio notices (Ring1.GetRadioNotices).
-    public func notices() -> [String] { book.notices }
+    public func notices() -> [String] { book.notices.lines }
 
-    func notice(_ text: String) { book.notice(text) }
+    func notice(_ text: String) { book.notices.note(text, at: clock.unixSeconds()) }
 
     /// The keys the matcher holds for a member's current secret (type hashes, §3).
     public func advertKeys(of member: DeviceID) -> DerivedKeys? { matcher.keys(of: member) }

@@ -86,7 +86,7 @@ public actor RadioService {
 
     public func resumeScanningAfterConnect() async {
         guard let port else { return }
-        do { try await port.startScanning() } catch { book.notice("scanning could not resume after an L2CAP connect: \(error)") }
+        do { try await port.startScanning() } catch { notice("scanning could not resume after an L2CAP connect: \(error)") }
     }
 
     var isPresent: Bool { port != nil }

@@ -1,7 +1,11 @@
 import BatonCore
 import BatonCrypto
 import BatonStore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The trust store: one durable record per concern under the state directory, each written
 /// atomically with mode 0600 (BatonStore). A corrupt file is reported and kept, never replaced.
