@@ -113,20 +113,12 @@ struct QuietDaemonTests {
     @Test func anIdleBatondHardlyWakes() async throws {
         let bus = try TestBus()
         defer { bus.stop() }
-        let process = Process()
-        process.executableURL = try batondExecutable()
-        process.arguments = ["--bus-address", bus.address, "--state-dir", bus.directory.appendingPathComponent("state").path,
-                             "--no-radio", "--no-avahi"]
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        defer { if process.isRunning { process.terminate() } }
-        let client = try DBusConnection(bus: .address(bus.address))
-        defer { client.close() }
-        #expect(try await eventually { try await client.nameHasOwner("org.baton") })
+        let daemon = try await RunningBatond.start(on: bus)
+        defer { daemon.stop() }
         try await Task.sleep(for: .seconds(1))
-        let before = try #require(voluntarySwitches(process.processIdentifier))
+        let before = try #require(voluntarySwitches(daemon.pid))
         try await Task.sleep(for: .seconds(4))
-        let after = try #require(voluntarySwitches(process.processIdentifier))
+        let after = try #require(voluntarySwitches(daemon.pid))
         let woke = wakes(from: before, to: after)
         #expect(woke <= 12, "woke \(woke) times in 4 s")
     }
