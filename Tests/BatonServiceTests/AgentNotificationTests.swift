@@ -13,8 +13,10 @@ import Testing
 /// CloseNotification, and its test-only method Invoke(id, key) emits ActionInvoked then
 /// NotificationClosed(id, 2), as dunst does when the user clicks.
 let testNotificationServerScript = """
-import dbus, dbus.service, dbus.mainloop.glib, json, sys
+import dbus, dbus.service, dbus.mainloop.glib, json, signal, sys
 from gi.repository import GLib
+# The test process spawns us from a thread that blocks signals; take SIGTERM back.
+signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
 dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
 bus = dbus.bus.BusConnection(sys.argv[1])
 IFACE = 'org.freedesktop.Notifications'
@@ -53,7 +55,9 @@ class TestNotificationServer(dbus.service.Object):
         return json.dumps(self.calls)
 server = TestNotificationServer()
 name = dbus.service.BusName(IFACE, bus)
-GLib.MainLoop().run()
+loop = GLib.MainLoop()
+bus.call_on_disconnection(lambda connection: loop.quit())
+loop.run()
 """
 
 /// The test notification server process on `bus`.
