@@ -113,6 +113,52 @@ final class TestNotificationServer: @unchecked Sendable {
     }
 }
 
+/// Debian's dunst drawing on a private Xvfb display, serving org.freedesktop.Notifications on `bus`.
+final class DunstUnderXvfb: @unchecked Sendable {
+    private let xvfb = Process()
+    private let dunst = Process()
+    let environment: [String: String]
+
+    static var available: Bool {
+        ["/usr/bin/dunst", "/usr/bin/dunstctl", "/usr/bin/Xvfb"].allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    init(bus: TestBus) async throws {
+        let display = ":\(Int.random(in: 300...9000))"
+        xvfb.executableURL = URL(fileURLWithPath: "/usr/bin/Xvfb")
+        xvfb.arguments = [display, "-screen", "0", "800x600x24", "-nolisten", "tcp"]
+        xvfb.standardError = FileHandle.nullDevice
+        try xvfb.run()
+        let socket = "/tmp/.X11-unix/X" + display.dropFirst()
+        #expect(await eventually(timeout: .seconds(10)) { FileManager.default.fileExists(atPath: socket) }, "Xvfb did not start")
+        let configuration = bus.directory.appendingPathComponent("dunstrc")
+        try "[global]\n    font = Monospace 8\n".write(to: configuration, atomically: true, encoding: .utf8)
+        environment = ["DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": bus.address, "HOME": bus.directory.path, "PATH": "/usr/bin:/bin"]
+        dunst.executableURL = URL(fileURLWithPath: "/usr/bin/dunst")
+        dunst.arguments = ["-conf", configuration.path]
+        dunst.environment = environment
+        dunst.standardError = FileHandle.nullDevice
+        dunst.standardOutput = FileHandle.nullDevice
+        try dunst.run()
+        let connection = try DBusConnection(bus: .address(bus.address))
+        defer { connection.close() }
+        #expect(await eventually(timeout: .seconds(10)) { (try? await connection.nameHasOwner(NotificationServerClient.busName)) == true },
+                "dunst did not take org.freedesktop.Notifications")
+    }
+
+    /// dunstctl, as a user at the desktop would run it.
+    func control(_ arguments: [String]) async throws -> String {
+        let result = try await runProgram("/usr/bin/dunstctl", arguments, environment: environment)
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    func stop() {
+        // Both may have inherited blocked signals from the test's thread: SIGKILL is never blocked.
+        kill(dunst.processIdentifier, SIGKILL)
+        kill(xvfb.processIdentifier, SIGKILL)
+    }
+}
+
 final class CollectingAgentLog: AgentLog {
     private let stored = Mutex<[String]>([])
     func log(_ line: String) { stored.withLock { $0.append(line) } }
@@ -125,37 +171,47 @@ private struct AgentScene {
     let a: HandoffNode
     let b: HandoffNode
     let client: DBusConnection
-    let server: TestNotificationServer
+    let server: TestNotificationServer?
+    let dunst: DunstUnderXvfb?
     let agent: SuggestionAgent
     let log: CollectingAgentLog
 
-    static func start(capabilities: [String] = ["actions", "body"]) async throws -> AgentScene {
+    /// With `dunst`, Debian's dunst under Xvfb is the notification server instead of the test one.
+    static func start(capabilities: [String] = ["actions", "body"], dunst useDunst: Bool = false) async throws -> AgentScene {
         let bus = try TestBus()
         let a = try await HandoffNode.start(bus, name: "alpha"), b = try await HandoffNode.start(bus, name: "beta")
         let client = try DBusConnection(bus: .address(bus.address))
         try await pair(a.node, b.node, client: client)
-        let server = try await TestNotificationServer(bus: bus, capabilities: capabilities)
+        let dunst = useDunst ? try await DunstUnderXvfb(bus: bus) : nil
+        let server = useDunst ? nil : try await TestNotificationServer(bus: bus, capabilities: capabilities)
         let log = CollectingAgentLog()
         // One bus plays both roles here: batond's (system) bus and the user's session bus.
         let daemon = BatonConnection(connection: try DBusConnection(bus: .address(bus.address)), busName: b.node.busName)
         let agent = SuggestionAgent(daemon: daemon, session: try DBusConnection(bus: .address(bus.address)), logger: log)
         try await agent.start()
-        return AgentScene(bus: bus, a: a, b: b, client: client, server: server, agent: agent, log: log)
+        return AgentScene(bus: bus, a: a, b: b, client: client, server: server, dunst: dunst, agent: agent, log: log)
     }
 
-    /// Publishes on alpha and plays its advert to beta; returns the Notify the server got.
-    func publishAndAwaitNotification(_ source: FakeSourceApp) async throws -> TestNotificationServer.Call {
+    /// Publishes on alpha and plays its advert to beta.
+    func publishAndHear(_ source: FakeSourceApp) async throws {
         let before = a.radio.lastAdvert
         try await source.publish(on: a.node)
         #expect(await eventually(timeout: .seconds(15)) { a.radio.lastAdvert != before })
         b.radio.hear(try #require(a.radio.lastAdvert))
+    }
+
+    /// Publishes and returns the Notify the test server got.
+    func publishAndAwaitNotification(_ source: FakeSourceApp) async throws -> TestNotificationServer.Call {
+        let server = try #require(server)
+        try await publishAndHear(source)
         #expect(try await eventually(timeout: .seconds(15)) { try await server.calls().contains { $0.name == "Notify" } }, "\(log.lines)")
         return try #require(try await server.calls().first { $0.name == "Notify" })
     }
 
     func stop() async {
         await agent.stop()
-        server.stop()
+        server?.stop()
+        dunst?.stop()
         await a.node.stop()
         await b.node.stop()
         bus.stop()
@@ -177,14 +233,14 @@ struct AgentNotificationTests {
         #expect(await scene.agent.notificationID(forDevice: (await scene.a.node.deviceID).shortForm) == notify.id)
 
         // The user clicks: the server emits ActionInvoked; the agent continues through the daemon.
-        try await scene.server.invoke(id: notify.id, key: "default")
+        try await #require(scene.server).invoke(id: notify.id, key: "default")
         #expect(await eventually(timeout: .seconds(15)) { handler.members == ["WillContinue", "Continue"] }, "\(scene.log.lines)")
         #expect(handler.calls.last?.arguments[1] == .string("Chapter 3"))
         #expect(await eventually(timeout: .seconds(15)) { source.wasContinued == ["beta"] })
         #expect(try await eventually(timeout: .seconds(10)) {
-            try await scene.server.calls().contains { $0.name == "CloseNotification" && $0.id == notify.id }
+            try await #require(scene.server).calls().contains { $0.name == "CloseNotification" && $0.id == notify.id }
         })
-        #expect(try await scene.server.calls().filter { $0.name == "Notify" }.count == 1)
+        #expect(try await #require(scene.server).calls().filter { $0.name == "Notify" }.count == 1)
         source.connection.close()
         await scene.stop()
     }
@@ -206,8 +262,30 @@ struct AgentNotificationTests {
         try await Task.sleep(for: .milliseconds(100))
         scene.b.radio.hear(try #require(scene.a.radio.lastAdvert))
         #expect(try await eventually(timeout: .seconds(15)) {
-            try await scene.server.calls().contains { $0.name == "CloseNotification" && $0.id == notify.id }
+            try await #require(scene.server).calls().contains { $0.name == "CloseNotification" && $0.id == notify.id }
         }, "\(scene.log.lines)")
+        await scene.stop()
+    }
+
+    @Test(.enabled(if: DunstUnderXvfb.available))
+    func dunstShowsTheSuggestionAndItsActionContinues() async throws {
+        let scene = try await AgentScene.start(dunst: true)
+        let dunst = try #require(scene.dunst)
+        let (handlerApp, handler) = try await registerHandler(on: scene.b.node, bus: scene.bus)
+        defer { handlerApp.close() }
+        let source = try FakeSourceApp(bus: scene.bus)
+        try await scene.publishAndHear(source)
+        let device = (await scene.a.node.deviceID).shortForm
+        #expect(await eventually(timeout: .seconds(15)) { await scene.agent.notificationID(forDevice: device) != nil }, "\(scene.log.lines)")
+        // Read back from dunst itself: it is on screen.
+        #expect(try await eventually(timeout: .seconds(10)) { try await dunst.control(["count", "displayed"]) == "1" })
+
+        // dunstctl action: dunst invokes the "default" action and sends ActionInvoked to the agent.
+        _ = try await dunst.control(["action", "0"])
+        #expect(await eventually(timeout: .seconds(15)) { handler.members == ["WillContinue", "Continue"] }, "\(scene.log.lines)")
+        #expect(await eventually(timeout: .seconds(15)) { source.wasContinued == ["beta"] })
+        #expect(try await eventually(timeout: .seconds(10)) { try await dunst.control(["count", "displayed"]) == "0" })
+        source.connection.close()
         await scene.stop()
     }
 }
