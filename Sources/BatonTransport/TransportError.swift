@@ -2,9 +2,12 @@ import BatonCore
 
 /// Every failure of the transport. Input from the network never traps; it ends up here.
 public enum TransportError: Error, Equatable, Sendable {
-    /// The peer's certificate key is a valid Ed25519 key but not in the pin set.
+    /// The peer proved an identity key (§8.1) that is not in the pin set.
     case peerNotPinned(identityKey: [UInt8])
-    /// The peer's certificate does not carry an Ed25519 key.
+    /// The peer's identity proof (§8.1) does not verify: its signature is not its key's over this
+    /// session's exporter value for its role.
+    case identityProofInvalid
+    /// The peer's (throw-away) certificate does not carry an Ed25519 key.
     case peerKeyNotEd25519
     /// The peer presented no certificate.
     case peerCertificateMissing

@@ -41,9 +41,11 @@ struct HandshakeRefusalTests {
             await #expect(throws: TransportError.peerNotPinned(identityKey: pair.serverIdentity.publicKey)) {
                 try await connector.connect(host: "127.0.0.1", port: pair.listener.port)
             }
-            // The server hears the client's alert as a failed handshake, not a channel.
-            let failures = await pair.failures.waitForCount(1)
-            #expect(failures.count == 1)
+            // The client proved itself first (§8.1), so the server accepted it; it sees the client leave.
+            let accepted = try await pair.listener.accept()
+            #expect(accepted.peerIdentityKey == pair.clientIdentity.publicKey)
+            await #expect(throws: TransportError.closed) { try await accepted.receive(timeout: .seconds(5)) }
+            #expect(pair.failures.all.isEmpty)
         }
     }
 
@@ -186,6 +188,13 @@ struct HandshakeRefusalTests {
             let (first, _) = try await pair.connectedChannels()
             first.close()
 
+            // The client proves itself first (§8.1): with the server still pinning it, the client's own
+            // check of the server is what refuses.
+            pair.clientPins.remove(pair.serverIdentity.publicKey)
+            await #expect(throws: TransportError.peerNotPinned(identityKey: pair.serverIdentity.publicKey)) {
+                try await pair.connect()
+            }
+
             pair.serverPins.remove(pair.clientIdentity.publicKey)
             do {
                 let channel = try await pair.connect()
@@ -194,11 +203,6 @@ struct HandshakeRefusalTests {
                 // Refused during connect: also correct.
             }
             #expect(await pair.failures.waitForCount(1) == [.peerNotPinned(identityKey: pair.clientIdentity.publicKey)])
-
-            pair.clientPins.remove(pair.serverIdentity.publicKey)
-            await #expect(throws: TransportError.peerNotPinned(identityKey: pair.serverIdentity.publicKey)) {
-                try await pair.connect()
-            }
         }
     }
 
