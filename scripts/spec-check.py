@@ -622,6 +622,47 @@ def sign(seed, message):
     return Ed25519PrivateKey.from_private_bytes(seed).sign(message)
 
 
+# §8.1 identity proof inside the TLS channel (§10.11).
+CHANNEL_LABELS = {"client": b"baton/v1 channel client", "server": b"baton/v1 channel server"}
+
+
+def channel_proof(role, seed, exporter):
+    """identityKey (32) || Ed25519(identity, label(role) || X): 96 bytes, no header."""
+    if len(exporter) != 32:
+        raise ProtocolError("malformed", "exporter length")
+    return identity_public(seed) + sign(seed, CHANNEL_LABELS[role] + exporter)
+
+
+def check_channel_proof(role, proof, exporter, pinned):
+    """What the receiving side checks (§8.1 steps 2 and 3); returns the identity key or raises."""
+    if len(proof) != 96:
+        raise ProtocolError("malformed", "channel proof length")
+    key, signature = proof[:32], proof[32:]
+    if not ed25519_verifies(key, signature, CHANNEL_LABELS[role] + exporter):
+        raise ProtocolError("badSignature")
+    if key not in pinned:
+        raise ProtocolError("notRingMember")
+    return key
+
+
+def check_channel_proofs(check, proofs):
+    h = bytes.fromhex
+    for c in proofs:
+        role, seed, exporter, proof = c["role"], h(c["identitySeed"]), h(c["exporter"]), h(c["proof"])
+        other = "server" if role == "client" else "client"
+        name = f"channel proof ({role})"
+        check.equal(f"{name}: identity key", identity_public(seed), h(c["identityKey"]))
+        check.equal(f"{name}: signed bytes", CHANNEL_LABELS[role] + exporter, h(c["signedBytes"]))
+        check.equal(f"{name}: bytes", channel_proof(role, seed, exporter), proof)
+        check.equal(f"{name}: signature", proof[32:], h(c["signature"]))
+        check.equal(f"{name}: accepted by a pinning peer", attempt(check_channel_proof, role, proof, exporter, {identity_public(seed)}),
+                    identity_public(seed))
+        check.rejects(f"{name}: checked as the other role", lambda: check_channel_proof(other, proof, exporter, {identity_public(seed)}), "badSignature")
+        check.rejects(f"{name}: another session's X", lambda: check_channel_proof(role, proof, bytes(32), {identity_public(seed)}), "badSignature")
+        check.rejects(f"{name}: a peer that does not pin it", lambda: check_channel_proof(role, proof, exporter, set()), "notRingMember")
+        check.rejects(f"{name}: one byte short", lambda: check_channel_proof(role, proof[:95], exporter, {identity_public(seed)}), "malformed")
+
+
 def roster_value(version, members, removed):
     """§7.3: members as (name, identity seed, secret, generation, introducer seed or None), removed as
     (device id, remover seed); every signature made here from the seeds; sorted as senders sort them."""
@@ -862,6 +903,7 @@ def main():
 
     check_pairing_exchange(check, vectors["pairingExchange"])
     check_rosters(check, vectors["rosters"])
+    check_channel_proofs(check, vectors["channelProofs"])
     # §4.3 step 6 replay outcomes (§10.9).
     for vector in vectors["replays"]:
         receiver = Receiver({"m": (secret, 1)}, clock_epoch=2000000)
