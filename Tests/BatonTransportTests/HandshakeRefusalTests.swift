@@ -105,7 +105,7 @@ struct HandshakeRefusalTests {
             let client = try TLSContext(identity: pair.clientIdentity, role: .client)
             #expect(SSL_CTX_ctrl(client.pointer, SSL_CTRL_SET_MIN_PROTO_VERSION, Int(TLS1_2_VERSION), nil) == 1)
             #expect(SSL_CTX_ctrl(client.pointer, SSL_CTRL_SET_MAX_PROTO_VERSION, Int(TLS1_2_VERSION), nil) == 1)
-            let verification = HandshakeVerification(pins: pair.clientPins.provider)
+            let verification = HandshakeVerification()
             let outcome = await runRawClient(port: pair.listener.port, context: RawContext(pointer: client.pointer), verification: verification)
             #expect(outcome == .handshakeRefused)
             let failures = await pair.failures.waitForCount(1)
@@ -131,7 +131,7 @@ struct HandshakeRefusalTests {
             } else {
                 #expect(SSL_CTX_set_alpn_protos(client.pointer, wire, UInt32(wire.count)) == 0)
             }
-            let verification = HandshakeVerification(pins: pair.clientPins.provider)
+            let verification = HandshakeVerification()
             let outcome = await runRawClient(port: pair.listener.port, context: RawContext(pointer: client.pointer), verification: verification)
             // With a foreign ALPN the server aborts in its first flight; with none it finds out after the handshake.
             #expect(outcome == (offered.isEmpty ? .refusedAfterHandshake : .handshakeRefused))

@@ -53,7 +53,7 @@ extension TLSContext {
                 configuration: TransportConfiguration, counter: HandshakeCounter? = nil,
                 onClose: @escaping @Sendable () -> Void = {}) async throws(TransportError) -> SecureChannel {
         counter?.increment()
-        let engine = try TLSEngine(context: self, transport: transport, pins: pins, onClose: onClose)
+        let engine = try TLSEngine(context: self, transport: transport, onClose: onClose)
         do {
             try await engine.handshake(until: deadline)
             let key = try await ChannelIdentityExchange.run(engine, role: role, identity: identity, pins: pins, until: deadline)

@@ -12,22 +12,19 @@ private let batonALPNWire: [UInt8] = [UInt8(batonALPN.count)] + batonALPN
 /// app-data slot (ex_data index 0); the owning connection keeps it alive as long as the SSL.
 final class HandshakeVerification: Sendable {
     private struct State {
-        var verifiedKey: [UInt8]?
+        var certificateKey: [UInt8]?
         var rejection: TransportError?
     }
 
-    let pins: PinProvider
     private let state = Mutex(State())
 
-    init(pins: @escaping PinProvider) {
-        self.pins = pins
-    }
+    init() {}
 
     /// The peer's certificate key (a throw-away key, not its identity).
-    var verifiedKey: [UInt8]? { state.withLock { $0.verifiedKey } }
+    var certificateKey: [UInt8]? { state.withLock { $0.certificateKey } }
     var rejection: TransportError? { state.withLock { $0.rejection } }
 
-    func accept(_ key: [UInt8]) { state.withLock { $0.verifiedKey = key } }
+    func accept(_ key: [UInt8]) { state.withLock { $0.certificateKey = key } }
 
     func reject(_ error: TransportError) {
         state.withLock { if $0.rejection == nil { $0.rejection = error } }

@@ -5,7 +5,7 @@ import Synchronization
 
 /// One TLS 1.3 session over any byte transport (§8.1, §8.3): libssl works on two memory BIOs; the
 /// bytes it writes go out over the transport, and the bytes the transport receives are fed to it in
-/// order. TCP and L2CAP SDUs share this engine and one SSL_CTX per role, so the pin check, TLS 1.3 and
+/// order. TCP and L2CAP SDUs share this engine and one SSL_CTX per role, so the certificate check, TLS 1.3 and
 /// ALPN are the same on both. libssl calls happen under `state`'s lock (an SSL object must not be used
 /// by two threads at once); transport I/O happens outside it, so a pending receive never holds up a
 /// send or a close. The engine is itself a byte transport: the plaintext stream that frames ride on.
@@ -45,7 +45,7 @@ final class TLSEngine: ByteTransport {
     private let onClose: Mutex<(@Sendable () -> Void)?>
 
     /// Takes ownership of `transport`: it is closed (and `onClose` called) however this ends.
-    init(context: TLSContext, transport: any ByteTransport, pins: @escaping PinProvider,
+    init(context: TLSContext, transport: any ByteTransport,
          onClose: @escaping @Sendable () -> Void = {}) throws(TransportError) {
         let ssl = SSL_new(context.pointer)
         let incoming = BIO_new(BIO_s_mem())
@@ -67,7 +67,7 @@ final class TLSEngine: ByteTransport {
             throw error
         }
         self.transport = transport
-        self.verification = HandshakeVerification(pins: pins)
+        self.verification = HandshakeVerification()
         self.state = Mutex(State(handle: SSLHandle(pointer: ssl), outgoing: SSLHandle(pointer: outgoing)))
         self.onClose = Mutex(onClose)
         // The verification object lives as long as this engine, which outlives the SSL.
@@ -254,7 +254,7 @@ final class TLSEngine: ByteTransport {
         }
         guard let certificate = SSL_get0_peer_certificate(ssl) else { throw .peerCertificateMissing }
         guard let key = ed25519PublicKey(of: certificate) else { throw .peerKeyNotEd25519 }
-        guard let verified = verification.verifiedKey, verified == key else { throw .peerKeyNotEd25519 }
+        guard let verified = verification.certificateKey, verified == key else { throw .peerKeyNotEd25519 }
     }
 }
 
