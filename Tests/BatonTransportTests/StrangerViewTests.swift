@@ -150,7 +150,7 @@ struct StrangerViewTests {
         }
     }
 
-    @Test("A member's key with a proof not bound to this session (other exporter, server role) is refused",
+    @Test("A member's proof bound to another session or to the server's label, or cut short, is refused and told nothing",
           arguments: ["replayed", "reflected", "truncated"])
     func unboundProofRefused(kind: String) async throws {
         try await withTimeLimit {
