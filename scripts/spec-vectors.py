@@ -93,11 +93,10 @@ for r in v["rosters"]:
     out.append(f"  - RingSync, request id {r['ringSyncRequestID']}: `{r['ringSyncFrame']}`")
 out += ["", "### 10.11 Channel identity proofs", "",
         "§8.1 proofs of one identity (given by its Ed25519 seed) for a fixed exporter value X, both roles. A proof",
-        "checked with the other role's label must fail.", ""]
+        "checked with the other role's label, or under another key, must fail.", ""]
 for c in v["channelProofs"]:
     out.append(f"- {c['role']}: seed `{c['identitySeed']}`, identity key `{c['identityKey']}`, X `{c['exporter']}`")
     out.append(f"  - signed bytes `{c['signedBytes']}`")
-    out.append(f"  - signature `{c['signature']}`")
     out.append(f"  - proof `{c['proof']}`")
 out += ["", "### 10.12 Independent check", "",
         "`scripts/spec-check.py` (Python 3 and python3-cryptography) implements §3–§7.3 and the identity proof of §8.1 from this document alone,",

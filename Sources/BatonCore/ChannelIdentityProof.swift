@@ -1,9 +1,9 @@
 import BatonCrypto
 
 /// The identity proof each side of a ring TLS channel sends inside the channel, right after the
-/// handshake (§8.1): its Ed25519 identity key and a signature binding that key to this one TLS
-/// session. The certificates are throw-away keys, so a stranger who completes the handshake sees
-/// nothing stable; only a peer that proved membership first gets the server's identity.
+/// handshake (§8.1): an Ed25519 signature by its identity key that binds it to this one TLS session.
+/// The key itself is never sent: the receiver finds it by trying the identity keys it pins. So the
+/// certificates (throw-away keys) and the proofs show a stranger nothing stable, whichever side it is on.
 public struct ChannelIdentityProof: Equatable, Sendable {
     public enum Role: Sendable {
         /// The side that opened the connection; it sends its proof first.
@@ -23,10 +23,9 @@ public struct ChannelIdentityProof: Equatable, Sendable {
     public static let exporterLabel = "EXPORTER-baton/v1 channel"
     /// Bytes taken from the exporter.
     public static let exporterByteCount = 32
-    /// identity key (32) ‖ signature (64), with no header.
-    public static let byteCount = Ed25519.publicKeyByteCount + Ed25519.signatureByteCount
+    /// The signature alone, with no header.
+    public static let byteCount = Ed25519.signatureByteCount
 
-    public let identityKey: [UInt8]
     public let signature: [UInt8]
 
     /// `"baton/v1 channel client"` or `"baton/v1 channel server"` ‖ exporter value: the role label
@@ -40,26 +39,27 @@ public struct ChannelIdentityProof: Equatable, Sendable {
         guard exporter.count == exporterByteCount,
               let signature = try? identity.signature(for: signedBytes(role: role, exporter: exporter))
         else { throw .badSignature }
-        return ChannelIdentityProof(identityKey: identity.publicKey, signature: signature)
+        return ChannelIdentityProof(signature: signature)
     }
 
-    private init(identityKey: [UInt8], signature: [UInt8]) {
-        self.identityKey = identityKey
+    private init(signature: [UInt8]) {
         self.signature = signature
     }
 
-    /// Splits the 96 bytes; the signature is not checked here (see `isValid`).
+    /// Takes the 64 bytes as they came; the signature is checked by `signer(among:)`.
     public init(decoding bytes: [UInt8]) throws(WireError) {
         guard bytes.count == Self.byteCount else { throw .malformed("channel proof length") }
-        identityKey = Array(bytes[0..<Ed25519.publicKeyByteCount])
-        signature = Array(bytes[Ed25519.publicKeyByteCount...])
+        signature = bytes
     }
 
-    public var encoded: [UInt8] { identityKey + signature }
+    public var encoded: [UInt8] { signature }
 
-    /// True when the signature is the identity key's over this role's signed bytes for `exporter`.
-    public func isValid(role: Role, exporter: [UInt8]) -> Bool {
-        exporter.count == Self.exporterByteCount
-            && Ed25519.isValidSignature(signature, for: Self.signedBytes(role: role, exporter: exporter), publicKey: identityKey)
+    /// The one key among `candidates` whose signature this is for `role` and `exporter`; nil when none
+    /// (a stranger, a removed member, or a proof made for another session or role).
+    public func signer<Keys: Sequence>(among candidates: Keys, role: Role, exporter: [UInt8]) -> [UInt8]?
+    where Keys.Element == [UInt8] {
+        guard exporter.count == Self.exporterByteCount else { return nil }
+        let message = Self.signedBytes(role: role, exporter: exporter)
+        return candidates.first { Ed25519.isValidSignature(signature, for: message, publicKey: $0) }
     }
 }

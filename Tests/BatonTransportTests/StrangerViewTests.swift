@@ -126,9 +126,10 @@ struct StrangerViewTests {
                 (try? ChannelIdentityProof.make(role: .client, exporter: exporter, identity: identity).encoded) ?? []
             }
             let answer = try ChannelIdentityProof(decoding: view.received)
-            #expect(answer.identityKey == pair.serverIdentity.publicKey)
-            #expect(answer.isValid(role: .server, exporter: view.exporter))
-            #expect(!answer.isValid(role: .client, exporter: view.exporter))
+            let candidates = [pair.clientIdentity.publicKey, pair.serverIdentity.publicKey]
+            #expect(answer.signer(among: candidates, role: .server, exporter: view.exporter) == pair.serverIdentity.publicKey)
+            #expect(answer.signer(among: candidates, role: .client, exporter: view.exporter) == nil)
+            #expect(!view.received.contains(subsequence: pair.serverIdentity.publicKey))
             let accepted = try await pair.listener.accept()
             #expect(accepted.peerIdentityKey == pair.clientIdentity.publicKey)
         }
@@ -145,8 +146,24 @@ struct StrangerViewTests {
                 (try? ChannelIdentityProof.make(role: .client, exporter: exporter, identity: impostor).encoded) ?? []
             }
             #expect(view.received.isEmpty)
-            #expect(await pair.failures.waitForCount(1) == [.peerNotPinned(identityKey: impostor.publicKey)])
+            #expect(await pair.failures.waitForCount(1) == [.peerNotRecognised])
             #expect(pair.listener.liveConnections == 0)
+        }
+    }
+
+    @Test("A client dialling a stranger's listener shows it no identity: the stranger cannot name the key")
+    func strangerServerLearnsNoClientIdentity() async throws {
+        try await withTimeLimit {
+            let pair = try PinnedPair()
+            defer { pair.listener.close() }
+            let strangerFailures = FailureLog()
+            let strangerListener = try TLSListener(identity: try Ed25519PrivateKey(), pins: { PinSet([]) }, host: "127.0.0.1", port: 0,
+                                                   onHandshakeFailure: strangerFailures.record)
+            defer { strangerListener.close() }
+            await #expect(throws: TransportError.closed) {
+                try await pair.connector.connect(host: "127.0.0.1", port: strangerListener.port, timeout: .seconds(5))
+            }
+            #expect(await strangerFailures.waitForCount(1) == [.peerNotRecognised])
         }
     }
 
@@ -164,10 +181,10 @@ struct StrangerViewTests {
                 default: try? .make(role: .server, exporter: exporter, identity: member)
                 }
                 let bytes = proof?.encoded ?? []
-                return kind == "truncated" ? Array(bytes.prefix(95)) : bytes
+                return kind == "truncated" ? Array(bytes.dropLast()) : bytes
             }
             #expect(view.received.isEmpty)
-            let expected: TransportError = kind == "truncated" ? .handshakeTimedOut : .identityProofInvalid
+            let expected: TransportError = kind == "truncated" ? .handshakeTimedOut : .peerNotRecognised
             #expect(await pair.failures.waitForCount(1) == [expected])
             #expect(pair.listener.liveConnections == 0)
         }

@@ -3,8 +3,9 @@ import BatonCrypto
 import Dispatch
 
 /// The identity proofs right after the TLS handshake, before any frame (§8.1). The client proves
-/// first; the server checks the client's key against its pins and only then sends its own proof, so a
-/// peer that is not a ring member never learns the server's identity. Both proofs sign the session's
+/// first; the server finds the pinned key that made the proof and only then sends its own, so a peer
+/// that is not a ring member never gets the server's proof. A proof is a bare signature: whoever does
+/// not already hold the signer's identity key cannot tell whose it is. Both proofs sign the session's
 /// exporter value, so a proof cannot be replayed on another connection or relayed by a man in the middle.
 enum ChannelIdentityExchange {
     /// Runs this side's half of the exchange within `deadline`; returns the peer's pinned identity key.
@@ -39,10 +40,9 @@ enum ChannelIdentityExchange {
             bytes += chunk
         }
         let proof: ChannelIdentityProof
-        do { proof = try ChannelIdentityProof(decoding: bytes) } catch { throw .identityProofInvalid }
-        guard proof.isValid(role: role, exporter: exporter) else { throw .identityProofInvalid }
-        guard pins().contains(proof.identityKey) else { throw .peerNotPinned(identityKey: proof.identityKey) }
-        return proof.identityKey
+        do { proof = try ChannelIdentityProof(decoding: bytes) } catch { throw .peerNotRecognised }
+        guard let key = proof.signer(among: pins().keys, role: role, exporter: exporter) else { throw .peerNotRecognised }
+        return key
     }
 }
 

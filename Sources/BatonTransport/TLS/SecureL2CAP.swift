@@ -20,7 +20,7 @@ public final class SecureL2CAP: Sendable {
     }
 
     /// Runs the server side of the handshake on a channel from an `L2CAPListener`, within the
-    /// configuration's handshake timeout. An unpinned client fails with `.peerNotPinned`.
+    /// configuration's handshake timeout. An unpinned client fails with `.peerNotRecognised`.
     public func accept(_ channel: L2CAPFrameChannel) async throws(TransportError) -> SecureChannel {
         try await secure(channel, context: serverContext, until: configuration.handshakeTimeout.deadlineFromNow)
     }

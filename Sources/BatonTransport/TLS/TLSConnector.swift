@@ -18,8 +18,8 @@ public final class TLSConnector: Sendable {
 
     /// Connects and authenticates within `timeout` (TCP connect, handshake and identity proofs together).
     /// This device proves its identity first (§8.1); a server that refuses it closes the connection
-    /// (`.closed` or `.connectionFailed`), and a server whose proven key is not pinned fails with
-    /// `.peerNotPinned` before any frame is sent.
+    /// (`.closed` or `.connectionFailed`), and a server whose proof verifies under no pinned key fails
+    /// with `.peerNotRecognised` before any frame is sent.
     public func connect(host: String, port: UInt16, timeout: Duration = .seconds(10)) async throws(TransportError) -> SecureChannel {
         let deadline = timeout.deadlineFromNow
         let socket = try await OwnedSocket.connectTCP(host: host, port: port, until: deadline)
