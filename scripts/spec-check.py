@@ -622,6 +622,46 @@ def sign(seed, message):
     return Ed25519PrivateKey.from_private_bytes(seed).sign(message)
 
 
+# §8.1 identity proof inside the TLS channel (§10.11).
+CHANNEL_LABELS = {"client": b"baton/v1 channel client", "server": b"baton/v1 channel server"}
+
+
+def channel_proof(role, seed, exporter):
+    """Ed25519(identity, label(role) || X): the bare 64-byte signature, no key, no header."""
+    if len(exporter) != 32:
+        raise ProtocolError("malformed", "exporter length")
+    return sign(seed, CHANNEL_LABELS[role] + exporter)
+
+
+def check_channel_proof(role, proof, exporter, pinned):
+    """What the receiving side does (§8.1 steps 2 and 3): the pinned key the proof verifies under, or raises."""
+    if len(proof) != 64:
+        raise ProtocolError("malformed", "channel proof length")
+    for key in pinned:
+        if ed25519_verifies(key, proof, CHANNEL_LABELS[role] + exporter):
+            return key
+    raise ProtocolError("notRingMember")
+
+
+def check_channel_proofs(check, proofs):
+    h = bytes.fromhex
+    for c in proofs:
+        role, seed, exporter, proof = c["role"], h(c["identitySeed"]), h(c["exporter"]), h(c["proof"])
+        other = "server" if role == "client" else "client"
+        name = f"channel proof ({role})"
+        check.equal(f"{name}: identity key", identity_public(seed), h(c["identityKey"]))
+        check.equal(f"{name}: signed bytes", CHANNEL_LABELS[role] + exporter, h(c["signedBytes"]))
+        check.equal(f"{name}: bytes", channel_proof(role, seed, exporter), proof)
+        pinned = [identity_public(bytes([0x55] * 32)), identity_public(seed)]
+        check.equal(f"{name}: found among the pinned keys", attempt(check_channel_proof, role, proof, exporter, pinned),
+                    identity_public(seed))
+        check.record(f"{name}: carries no key", identity_public(seed) not in proof)
+        check.rejects(f"{name}: checked as the other role", lambda: check_channel_proof(other, proof, exporter, pinned), "notRingMember")
+        check.rejects(f"{name}: another session's X", lambda: check_channel_proof(role, proof, bytes(32), pinned), "notRingMember")
+        check.rejects(f"{name}: a peer that does not pin it", lambda: check_channel_proof(role, proof, exporter, pinned[:1]), "notRingMember")
+        check.rejects(f"{name}: one byte short", lambda: check_channel_proof(role, proof[:63], exporter, pinned), "malformed")
+
+
 def roster_value(version, members, removed):
     """§7.3: members as (name, identity seed, secret, generation, introducer seed or None), removed as
     (device id, remover seed); every signature made here from the seeds; sorted as senders sort them."""
@@ -862,6 +902,7 @@ def main():
 
     check_pairing_exchange(check, vectors["pairingExchange"])
     check_rosters(check, vectors["rosters"])
+    check_channel_proofs(check, vectors["channelProofs"])
     # §4.3 step 6 replay outcomes (§10.9).
     for vector in vectors["replays"]:
         receiver = Receiver({"m": (secret, 1)}, clock_epoch=2000000)

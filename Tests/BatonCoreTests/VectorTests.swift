@@ -31,6 +31,10 @@ struct ProtocolVectors: Codable, Equatable {
         var keyInitiatorToResponder: String, keyResponderToInitiator: String
     }
     struct RejectVector: Codable, Equatable { var decoder: String, input: String, error: String }
+    struct ChannelProofVector: Codable, Equatable {
+        var role: String, identitySeed: String, identityKey: String, exporter: String
+        var signedBytes: String, proof: String
+    }
 
     var keySchedule: KeySchedule
     var ringAdverts: [RingAdvertVector]
@@ -42,6 +46,7 @@ struct ProtocolVectors: Codable, Equatable {
     var rosters: [RosterVector]
     var replays: [ReplayVector]
     var rejects: [RejectVector]
+    var channelProofs: [ChannelProofVector]
 }
 
 func hex(_ bytes: [UInt8]) -> String { bytes.hexString }
@@ -149,7 +154,20 @@ func computeVectors() throws -> ProtocolVectors {
                                               typeKey: hex(keys.typeKey), mdnsKey: hex(keys.mdnsKey), epochs: epochs, typeHashes: types),
                            ringAdverts: rings, pairingAdverts: pairingAdverts, values: values, frames: frames, pairing: pairing,
                            pairingExchange: try PairingVectorSource.exchange(), rosters: try PairingVectorSource.rosters(),
-                           replays: try PairingVectorSource.replays(keys: keys), rejects: rejects)
+                           replays: try PairingVectorSource.replays(keys: keys), rejects: rejects,
+                           channelProofs: try channelProofVectors())
+}
+
+/// §8.1 identity proofs of one fixed identity for a fixed exporter value, both roles.
+func channelProofVectors() throws -> [ProtocolVectors.ChannelProofVector] {
+    let identity = try Ed25519PrivateKey(seed: Array(repeating: 0x77, count: 32))
+    let exporter = Array(UInt8(0x20)..<UInt8(0x40))
+    return try [(ChannelIdentityProof.Role.client, "client"), (.server, "server")].map { role, name in
+        let proof = try ChannelIdentityProof.make(role: role, exporter: exporter, identity: identity)
+        return .init(role: name, identitySeed: hex(identity.seed), identityKey: hex(identity.publicKey), exporter: hex(exporter),
+                     signedBytes: hex(ChannelIdentityProof.signedBytes(role: role, exporter: exporter)),
+                     proof: hex(proof.encoded))
+    }
 }
 
 /// An activity value with every key of §6.4 but the given type (to build reject vectors).
@@ -251,6 +269,14 @@ func specName(_ error: WireError) -> String {
         for f in v.frames {
             let frame = try Frame.decode(unhex(f.frame))
             #expect(frame.type.rawValue == f.type && frame.requestID == f.requestID && hex(frame.payload) == f.payload)
+        }
+        for c in v.channelProofs {
+            let proof = try ChannelIdentityProof(decoding: unhex(c.proof))
+            let role: ChannelIdentityProof.Role = c.role == "client" ? .client : .server
+            let other: ChannelIdentityProof.Role = c.role == "client" ? .server : .client
+            let candidates = [try Ed25519PrivateKey(seed: Array(repeating: 0x55, count: 32)).publicKey, unhex(c.identityKey)]
+            #expect(proof.signer(among: candidates, role: role, exporter: unhex(c.exporter)) == unhex(c.identityKey))
+            #expect(proof.signer(among: candidates, role: other, exporter: unhex(c.exporter)) == nil)
         }
         let p = v.pairing
         let i = try X25519PrivateKey(rawRepresentation: unhex(p.initiatorPrivate))

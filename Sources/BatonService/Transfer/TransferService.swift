@@ -290,7 +290,7 @@ public actor TransferService {
     /// A refusal's cause without key bytes, for logs.
     nonisolated static func describe(_ error: TransportError) -> String {
         switch error {
-        case .peerNotPinned: "peer not pinned"
+        case .peerNotRecognised: "peer not recognised"
         case .remote(let frame): "remote error \(frame.code)"
         default: "\(error)"
         }
