@@ -14,6 +14,7 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
         var current: (ActivityID, ActivityRecord)?
         var delivered: [(record: ActivityRecord, from: String, uid: UInt32)] = []
         var continued: [(ActivityID, String)] = []
+        var transferDelay: Duration?
     }
     private let state = Mutex(State())
     let handled: Set<String>
@@ -25,11 +26,14 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
     }
 
     func setCurrent(_ id: ActivityID, _ record: ActivityRecord) { state.withLock { $0.current = (id, record) } }
+    /// Makes the source's side slow to hand its activity out, as a hanging WillSave would.
+    func setTransferDelay(_ delay: Duration?) { state.withLock { $0.transferDelay = delay } }
     var delivered: [(record: ActivityRecord, from: String, uid: UInt32)] { state.withLock { $0.delivered } }
     var continuedDevices: [String] { state.withLock { $0.continued.map(\.1) } }
 
     func recordForTransfer(uid: UInt32) async -> (ActivityID, ActivityRecord)? {
-        state.withLock { state in state.current.flatMap { $0.0.uid == uid ? $0 : nil } }
+        if let delay = state.withLock({ $0.transferDelay }) { try? await Task.sleep(for: delay) }
+        return state.withLock { state in state.current.flatMap { $0.0.uid == uid ? $0 : nil } }
     }
     func notifyWasContinued(_ id: ActivityID, device: String) async { state.withLock { $0.continued.append((id, device)) } }
     func allHandledTypes() async -> Set<String> { handled }
@@ -58,7 +62,8 @@ struct BusLessNode {
     let activities: FakeActivities
     let board: FakeSuggestionBoard
 
-    static func start(in directory: URL, name: String, handled: Set<String> = []) async throws -> BusLessNode {
+    static func start(in directory: URL, name: String, handled: Set<String> = [],
+                      transfer configuration: TransferService.Configuration = .init(listenHost: "127.0.0.1", bluetooth: false)) async throws -> BusLessNode {
         let radio = FakeRadio()
         let ring = try RingService(store: RingStore(directory: StateDirectory(path: directory.appendingPathComponent(name).path)),
                                    radio: radio, clock: SystemWallClock(),
@@ -66,8 +71,7 @@ struct BusLessNode {
         await ring.start()
         let pairing = PairingService(ring: ring, discovery: nil, clock: SystemWallClock(), log: { _ in })
         let activities = FakeActivities(handled: handled)
-        let transfer = try await TransferService.start(ring: ring, activities: activities, configuration: .init(listenHost: "127.0.0.1", bluetooth: false),
-                                                       log: { _ in })
+        let transfer = try await TransferService.start(ring: ring, activities: activities, configuration: configuration, log: { _ in })
         let board = FakeSuggestionBoard()
         let continuation = ContinuationService(ring: ring, transfer: transfer, activities: activities, board: board, log: { _ in })
         await continuation.start()

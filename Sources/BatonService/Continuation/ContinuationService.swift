@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonCore
 import BatonCrypto
 
@@ -14,6 +15,8 @@ public actor ContinuationService {
     var book = SuggestionBook()
     /// What the board shows for each offered suggestion, by number.
     var shown: [Int: ShownSuggestion] = [:]
+    /// Continues of a suggestion still running, by suggestion number (Dismiss cancels them).
+    var attempts: [Int: [ContinueAttempt]] = [:]
 
     static let observerKey = "continuation"
 
@@ -45,7 +48,9 @@ public actor ContinuationService {
 
     /// Suggestion1.Continue: continues exactly the suggested revision for `uid` (any local user may
     /// take it): FetchActivity(h, r), never "whatever is current" (§9 step 2). When the member has
-    /// moved on the suggestion goes and the call fails with UnknownActivity "noLongerCurrent".
+    /// moved on the suggestion goes and the call fails with UnknownActivity "noLongerCurrent"; any
+    /// other failure leaves the suggestion for a retry. Dismiss while it runs cancels it (nothing
+    /// is delivered afterwards).
     public func take(_ path: String, uid: UInt32) async throws(ServiceFailure) -> String {
         guard let number = ShownSuggestion.number(inPath: path), let suggestion = book.suggestion(number: number) else {
             throw .unknownObject("the suggestion is gone")
@@ -55,15 +60,24 @@ public actor ContinuationService {
             await carry(book.withdraw(suggestion.member))
             throw .unknownDevice("the member left the ring")
         }
+        let attempt = ContinueAttempt()
+        attempts[number, default: []].append(attempt)
+        defer { attempts[number]?.removeAll { $0 === attempt } }
+        let result = await attempt.run { [self] () async throws(TransferError) -> DeliveryOutcome? in
+            try await fetchAndDeliver(from: member, type: suggestion.activityType, revision: suggestion.revision, uid: uid, attempt: attempt)
+        }
         let delivered: DeliveryOutcome?
-        do {
-            delivered = try await fetchAndDeliver(from: member, type: suggestion.activityType, revision: suggestion.revision, uid: uid)
-        } catch .remote(let frame) where frame.code == .unknownActivity {
+        switch result {
+        case .cancelled:
+            throw .continuation(.cancelled, "the suggestion was dismissed")
+        case .finished(.success(let outcome)):
+            delivered = outcome
+        case .finished(.failure(.remote(let frame))) where frame.code == .unknownActivity:
             // The member published something newer (or nothing): this revision is gone for good;
             // a suggestion for the newer one comes with its advert (§9 step 3).
             await carry(book.settle(number: number))
-            throw .unknownActivity(Self.noLongerCurrent)
-        } catch {
+            throw .continuation(.noLongerCurrent)
+        case .finished(.failure(let error)):
             throw Self.failure(error)
         }
         guard let delivered else { throw Self.otherType }
@@ -72,10 +86,12 @@ public actor ContinuationService {
     }
 
     /// The message of Suggestion1.Continue's UnknownActivity when the member moved on (§9, dbus-api.md).
-    public static let noLongerCurrent = "noLongerCurrent"
+    public static let noLongerCurrent = ContinuationFailure.noLongerCurrent.rawValue
 
+    /// Suggestion1.Dismiss: the suggestion goes, and a Continue of it still fetching is cancelled.
     public func dismiss(_ path: String) async {
         guard let number = ShownSuggestion.number(inPath: path) else { return }
+        for attempt in attempts.removeValue(forKey: number) ?? [] { attempt.cancel() }
         await carry(book.settle(number: number))
     }
 
@@ -105,13 +121,16 @@ public actor ContinuationService {
 
     /// One TLS session: FetchActivity(h, revision), delivery, ActivityContinued when delivered.
     /// nil when the member sent another type (nothing delivered, nothing reported).
-    private func fetchAndDeliver(from member: RosterMember, type: String, revision: UInt32, uid: UInt32) async throws(TransferError) -> DeliveryOutcome? {
+    private func fetchAndDeliver(from member: RosterMember, type: String, revision: UInt32, uid: UInt32,
+                                 attempt: ContinueAttempt? = nil) async throws(TransferError) -> DeliveryOutcome? {
         // The type hash is keyed with the sender's secret (§3).
         let typeHash = DerivedKeys(secret: member.secret).typeHash(type)
         let activities = self.activities
         let result = try await transfer.fetchAndReport(member: member.deviceID, typeHash: typeHash, revision: revision) { record -> (outcome: DeliveryOutcome?, report: Bool) in
             // Another type is refused before any handler sees it (nil: not delivered, not reported).
             guard record.activityType == type else { return (nil, false) }
+            // Cancelled while fetching: nothing reaches a handler, nothing is reported.
+            guard attempt?.beginDelivery() ?? true else { return (nil, false) }
             let outcome = await activities.deliver(activity: record, from: member.name, to: uid)
             return (outcome, outcome == .delivered)
         }
@@ -131,8 +150,10 @@ public actor ContinuationService {
     static func failure(_ error: TransferError) -> ServiceFailure {
         switch error {
         case .notAMember: .unknownDevice("not a ring member")
-        case .noEndpoints: .notReady("no endpoint known for the member")
-        case .unreachable(let why): .notReady("the member cannot be reached: \(why)")
+        case .noEndpoints: .continuation(.unreachable, "no endpoint known for the member")
+        case .unreachable(let why): .continuation(.unreachable, "the member cannot be reached: \(why)")
+        case .interrupted(let why): .continuation(.interrupted, "the connection to the member broke: \(why)")
+        case .timedOut(let why): .continuation(.timedOut, "the member did not answer in time: \(why)")
         case .remote(let frame) where frame.code == .unknownActivity: .unknownActivity("the member has no such current activity")
         case .remote(let frame) where frame.code == .notPermitted: .notPermitted("the member refused")
         case .remote(let frame): .failed("the member answered \(frame.code)")
