@@ -24,6 +24,8 @@ public struct DaemonOptions: Sendable, Hashable {
     public var radioEnabled = true
     /// The bus of avahi-daemon for DNS-SD (§8.2); nil: no DNS-SD.
     public var avahiBus: Bus? = .system
+    /// Smoothed RSSI (dBm) from which a member's suggestion is shown (issue 13; unknown RSSI is near).
+    public var nearRSSI: Double = -70
 
     public enum Command: Sendable, Hashable {
         case run(DaemonOptions)
@@ -40,6 +42,7 @@ public struct DaemonOptions: Sendable, Hashable {
         Usage: batond [--session | --system | --bus-address ADDR] [--bus-name NAME] [--state-dir DIR]
                       [--adapter hciN] [--listen ADDR] [--port N] [--name NAME] [--company-id ID]
                       [--save-timeout SECONDS] [--no-radio] [--avahi-bus ADDR | --no-avahi]
+                      [--near-rssi DBM]
                       [--version] [--help]
 
           --session            use the session bus (tests, per-user use)
@@ -58,6 +61,9 @@ public struct DaemonOptions: Sendable, Hashable {
           --no-radio           do not use Bluetooth (activities are kept but not advertised)
           --avahi-bus ADDR     reach avahi-daemon on the bus at ADDR (default: the system bus)
           --no-avahi           no DNS-SD: neither publish nor browse _baton._tcp / _baton-pair._tcp
+          --near-rssi DBM      show a member's suggestion from this smoothed RSSI, -127 to 20
+                               (default -70; it goes 10 dB lower for 3 s, or after 10 s unheard;
+                               an unknown RSSI counts as near)
           --version            print the version and exit
           --help               print this help and exit
         """
@@ -77,6 +83,7 @@ public struct DaemonOptions: Sendable, Hashable {
         var radioEnabled = true
         var avahiBus: Bus? = .system
         var avahiChosen = false
+        var nearRSSI: Double = -70
         var index = 0
         func value(_ option: String) throws(UsageError) -> String {
             index += 1
@@ -114,6 +121,11 @@ public struct DaemonOptions: Sendable, Hashable {
                 }
                 saveTimeout = .milliseconds(Int64((seconds * 1000).rounded()))
             case "--no-radio": radioEnabled = false
+            case "--near-rssi":
+                guard let dbm = Double(try value(argument)), dbm.isFinite, dbm >= -127, dbm <= 20 else {
+                    throw UsageError(message: "--near-rssi takes a number of dBm between -127 and 20")
+                }
+                nearRSSI = dbm
             case "--avahi-bus", "--no-avahi":
                 guard !avahiChosen else { throw UsageError(message: "give only one of --avahi-bus, --no-avahi") }
                 avahiChosen = true
@@ -163,6 +175,7 @@ public struct DaemonOptions: Sendable, Hashable {
         options.companyID = companyID
         options.transferPort = transferPort
         options.deviceName = deviceName
+        options.nearRSSI = nearRSSI
         return .run(options)
     }
 

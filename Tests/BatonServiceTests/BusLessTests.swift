@@ -63,7 +63,8 @@ struct BusLessNode {
     let board: FakeSuggestionBoard
 
     static func start(in directory: URL, name: String, handled: Set<String> = [],
-                      transfer configuration: TransferService.Configuration = .init(listenHost: "127.0.0.1", bluetooth: false)) async throws -> BusLessNode {
+                      transfer configuration: TransferService.Configuration = .init(listenHost: "127.0.0.1", bluetooth: false),
+                      continuation continuationConfiguration: ContinuationService.Configuration = .init()) async throws -> BusLessNode {
         let radio = FakeRadio()
         let ring = try RingService(store: RingStore(directory: StateDirectory(path: directory.appendingPathComponent(name).path)),
                                    radio: radio, clock: SystemWallClock(),
@@ -73,7 +74,8 @@ struct BusLessNode {
         let activities = FakeActivities(handled: handled)
         let transfer = try await TransferService.start(ring: ring, activities: activities, configuration: configuration, log: { _ in })
         let board = FakeSuggestionBoard()
-        let continuation = ContinuationService(ring: ring, transfer: transfer, activities: activities, board: board, log: { _ in })
+        let continuation = ContinuationService(ring: ring, transfer: transfer, activities: activities, board: board,
+                                               configuration: continuationConfiguration, log: { _ in })
         await continuation.start()
         return BusLessNode(ring: ring, pairing: pairing, radio: radio, transfer: transfer, continuation: continuation, activities: activities, board: board)
     }

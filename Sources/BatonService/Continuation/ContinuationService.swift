@@ -12,7 +12,13 @@ public actor ContinuationService {
     let activities: any ContinuationActivities
     let board: (any SuggestionBoard)?
     let log: @Sendable (String) -> Void
+    let configuration: Configuration
     var book = SuggestionBook()
+    /// Which members are near enough for their suggestion to be shown (RSSI and silence).
+    var presence: PresenceTracker
+    /// Withdraws suggestions of members that fell silent; runs only while some member is tracked.
+    var sweeper: Task<Void, Never>?
+    let origin = ContinuousClock.now
     /// What the board shows for each offered suggestion, by number.
     var shown: [Int: ShownSuggestion] = [:]
     /// Continues of a suggestion still running, by suggestion number (Dismiss cancels them).
@@ -20,8 +26,22 @@ public actor ContinuationService {
 
     static let observerKey = "continuation"
 
+    public struct Configuration: Sendable {
+        /// Near/far thresholds (batond --near-rssi sets `enterNear`).
+        public var proximity: PresenceTracker.Thresholds
+        /// How often silent members are looked for while any is tracked.
+        public var sweepInterval: Duration
+
+        public init(proximity: PresenceTracker.Thresholds = .init(), sweepInterval: Duration = .seconds(1)) {
+            self.proximity = proximity
+            self.sweepInterval = sweepInterval
+        }
+    }
+
     public init(ring: RingService, transfer: TransferService, activities: any ContinuationActivities, board: (any SuggestionBoard)?,
-                log: @escaping @Sendable (String) -> Void) {
+                configuration: Configuration = .init(), log: @escaping @Sendable (String) -> Void) {
+        self.configuration = configuration
+        self.presence = PresenceTracker(configuration.proximity)
         self.ring = ring
         self.transfer = transfer
         self.activities = activities
@@ -31,13 +51,15 @@ public actor ContinuationService {
 
     /// Starts following sightings and ring changes.
     public func start() async {
-        await ring.radio.onSighting(Self.observerKey) { [weak self] sighting, _, near in await self?.suggest(for: sighting, near: near) }
+        await ring.radio.onSighting(Self.observerKey) { [weak self] sighting, rssi, _ in await self?.suggest(for: sighting, rssi: rssi) }
         await ring.observe(Self.observerKey) { [weak self] change in await self?.ringChanged(change.snapshot) }
     }
 
     public func stop() async {
         await ring.radio.onSighting(Self.observerKey, nil)
         await ring.stopObserving(Self.observerKey)
+        sweeper?.cancel()
+        sweeper = nil
         await carry(book.withdrawAll())
     }
 
