@@ -23,6 +23,9 @@ public actor ContinuationService {
     var shown: [Int: ShownSuggestion] = [:]
     /// Continues of a suggestion still running, by suggestion number (Dismiss cancels them).
     var attempts: [Int: [ContinueAttempt]] = [:]
+    /// Activities fetched ahead, by suggestion number, in memory only (dropped with the suggestion).
+    var prefetched: [Int: Prefetched] = [:]
+    var prefetching: [Int: Task<Void, Never>] = [:]
 
     static let observerKey = "continuation"
 
@@ -31,10 +34,17 @@ public actor ContinuationService {
         public var proximity: PresenceTracker.Thresholds
         /// How often silent members are looked for while any is tracked.
         public var sweepInterval: Duration
+        /// A suggestion shown this long is fetched ahead (nil: no prefetch).
+        public var prefetchAfter: Duration?
+        /// A prefetched activity older than this at accept is fetched afresh.
+        public var prefetchMaxAge: Duration
 
-        public init(proximity: PresenceTracker.Thresholds = .init(), sweepInterval: Duration = .seconds(1)) {
+        public init(proximity: PresenceTracker.Thresholds = .init(), sweepInterval: Duration = .seconds(1),
+                    prefetchAfter: Duration? = .seconds(2), prefetchMaxAge: Duration = .seconds(10)) {
             self.proximity = proximity
             self.sweepInterval = sweepInterval
+            self.prefetchAfter = prefetchAfter
+            self.prefetchMaxAge = prefetchMaxAge
         }
     }
 
@@ -82,6 +92,7 @@ public actor ContinuationService {
             await carry(book.withdraw(suggestion.member))
             throw .unknownDevice("the member left the ring")
         }
+        if let outcome = await deliverPrefetched(suggestion, from: member, uid: uid) { return outcome }
         let attempt = ContinueAttempt()
         attempts[number, default: []].append(attempt)
         defer { attempts[number]?.removeAll { $0 === attempt } }

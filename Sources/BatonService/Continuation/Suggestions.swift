@@ -63,12 +63,14 @@ extension ContinuationService {
                 do {
                     try await board?.offer(shown)
                     log("batond: suggestion \(shown.path): continue \(suggestion.activityType) from \(shown.memberName)")
+                    schedulePrefetch(suggestion)
                 } catch {
                     book.exportFailed(suggestion)
                     self.shown[suggestion.number] = nil
                     log("batond: cannot offer a suggestion: \(error)")
                 }
             case .unexport(let suggestion):
+                dropPrefetch(suggestion.number)
                 guard let old = self.shown.removeValue(forKey: suggestion.number) else { continue }
                 await board?.withdraw(old)
             }
