@@ -42,6 +42,8 @@ let package = Package(
         .executableTarget(name: "baton", dependencies: ["BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
         .executableTarget(name: "bt-pair", dependencies: ["BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
         .executableTarget(name: "baton-bench", dependencies: ["BatonCore", "BatonCrypto"], swiftSettings: strict),
+        // Accept → delivered over loopback TLS, two rings in one process (docs/benchmarks.md).
+        .executableTarget(name: "baton-continue-bench", dependencies: ["BatonService", "BatonStore", "BatonCore"], swiftSettings: strict),
         // Test helper: writes a counter record until SIGKILLed (BatonStoreTests fault injection).
         .executableTarget(name: "baton-store-torture", dependencies: ["BatonStore"], swiftSettings: strict),
 

@@ -33,7 +33,6 @@ final class FakeRadio: RadioPort {
     /// What the radio carries now: the last advert unless advertising stopped after it.
     var onAir: [UInt8]? { advertising.withLock { $0 } }
 
-    /// Plays an advert as if heard from `address` with an unknown RSSI (as the lab reports it).
     /// An advert heard with `rssi` (127: the controller does not know it).
     func hear(_ data: [UInt8], from address: String = "C0:11:22:33:44:55", rssi: Int = 127) {
         continuation.yield(.report(AdvertisementReport(address: address, addressType: "random", rssi: rssi, txPower: nil,
