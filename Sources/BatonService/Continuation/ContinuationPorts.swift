@@ -28,6 +28,8 @@ public struct ShownSuggestion: Sendable, Equatable {
     public var activityType: String { suggestion.activityType }
     public var revision: UInt32 { suggestion.revision }
     public var hasWebpageURL: Bool { suggestion.hasWebpageURL }
+    /// "browser" when no local handler has the type and only the webpage URL can serve; "" otherwise.
+    public var fallback: String { suggestion.opensInBrowser ? "browser" : "" }
 
     static func path(of number: Int) -> String { "\(BatonObjectPath.suggestionPrefix)/\(number)" }
 

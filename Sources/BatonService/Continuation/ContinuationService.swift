@@ -87,6 +87,7 @@ public actor ContinuationService {
         guard let number = ShownSuggestion.number(inPath: path), let suggestion = book.suggestion(number: number) else {
             throw .unknownObject("the suggestion is gone")
         }
+        guard !suggestion.opensInBrowser else { throw .invalidArguments("no local handler: take it with ContinueInBrowser") }
         let snapshot = await ring.snapshot()
         guard let member = snapshot.roster.members[suggestion.member] else {
             await carry(book.withdraw(suggestion.member))

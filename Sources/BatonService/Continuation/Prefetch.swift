@@ -13,7 +13,8 @@ struct Prefetched: Sendable {
 /// the suggestion (newer revision, withdrawn, far, taken, dismissed).
 extension ContinuationService {
     func schedulePrefetch(_ suggestion: BatonCore.Suggestion) {
-        guard let delay = configuration.prefetchAfter, prefetching[suggestion.number] == nil else { return }
+        // A browser suggestion is fetched when taken: its fetch tells the source at once.
+        guard let delay = configuration.prefetchAfter, !suggestion.opensInBrowser, prefetching[suggestion.number] == nil else { return }
         prefetching[suggestion.number] = Task { [weak self] in
             try? await Task.sleep(for: delay)
             guard !Task.isCancelled else { return }

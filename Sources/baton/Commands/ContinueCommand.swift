@@ -5,7 +5,7 @@ import BatonCommandLine
 struct ContinueCommand: Subcommand {
     static let name = "continue"
     static let summary = "continue a nearby activity here (SUGGESTION is its object path)"
-    static let synopsis = "SUGGESTION"
+    static let synopsis = "[--browser] SUGGESTION"
     static let details = """
         SUGGESTION is an org.baton.Suggestion1 object path as listed by `baton suggestions`,
         e.g. /org/baton/suggestion/1. Prints the outcome: delivered, declined, no-handler,
@@ -14,11 +14,20 @@ struct ContinueCommand: Subcommand {
         10 cancelled (dismissed, or the handler declined), 11 unreachable, 12 interrupted,
         13 versionUnsupported, 14 noLongerCurrent, 15 timedOut; 1 for any other failure.
         Every category but noLongerCurrent and versionUnsupported may be retried.
+        --browser takes a suggestion whose Fallback is "browser" (no local app, a webpage URL):
+        the source is told and the URL is printed (outcome open-url; with --json also
+        "WebpageURL") for the caller to open, e.g. with xdg-open.
         """
 
     var suggestion: String
+    var browser = false
 
     init(parsing arguments: inout ArgumentList) throws(UsageError) {
+        while let option = arguments.popOption() {
+            guard option.name == "--browser" else { throw UsageError("unknown option \(option.name)") }
+            try arguments.flag(option)
+            browser = true
+        }
         guard let path = try arguments.popPositional() else { throw UsageError("SUGGESTION is required") }
         guard Self.isValidObjectPath(path) else { throw UsageError("\(path) is not a D-Bus object path") }
         suggestion = path
@@ -27,6 +36,11 @@ struct ContinueCommand: Subcommand {
     func run(_ context: CommandContext) async throws(BatonClientError) -> Int32 {
         let connection = try context.connect()
         defer { connection.close() }
+        if browser {
+            let url = try await connection.continueSuggestionInBrowser(at: suggestion)
+            context.output.result(json: OutputDocument.continuedInBrowser(suggestion, url: url), text: url)
+            return ExitStatus.success
+        }
         let outcome = try await connection.continueSuggestionOutcome(at: suggestion)
         context.output.result(json: OutputDocument.continued(suggestion, outcome: outcome), text: outcome)
         switch outcome {
