@@ -15,6 +15,7 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
         var delivered: [(record: ActivityRecord, from: String, uid: UInt32)] = []
         var continued: [(ActivityID, String)] = []
         var transferDelay: Duration?
+        var versions: ActivityVersions?
     }
     private let state = Mutex(State())
     let handled: Set<String>
@@ -28,6 +29,11 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
     func setCurrent(_ id: ActivityID, _ record: ActivityRecord) { state.withLock { $0.current = (id, record) } }
     /// Makes the source's side slow to hand its activity out, as a hanging WillSave would.
     func setTransferDelay(_ delay: Duration?) { state.withLock { $0.transferDelay = delay } }
+    /// The versions the (fake) handlers accept; nil: every version.
+    func setAcceptedVersions(_ versions: ActivityVersions?) { state.withLock { $0.versions = versions } }
+    func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool {
+        state.withLock { $0.versions?.accepts(version) ?? true }
+    }
     var delivered: [(record: ActivityRecord, from: String, uid: UInt32)] { state.withLock { $0.delivered } }
     var continuedDevices: [String] { state.withLock { $0.continued.map(\.1) } }
 

@@ -128,6 +128,26 @@ struct ContinuationFailureTests {
         await b.stop()
     }
 
+    /// The handlers here accept versions 2-3 only: version 1 is refused, nothing delivered, the source not told.
+    @Test func aVersionNoHandlerAcceptsIsVersionUnsupportedAndNeverDelivered() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (a, b, suggestion) = try await suggested()
+        b.activities.setAcceptedVersions(try ActivityVersions(pairs: [(2, 3)]))
+        let (category, failure) = await failureOf { () throws(ServiceFailure) in try await b.continuation.take(suggestion.path, uid: getuid()) }
+        #expect(category == .versionUnsupported, "\(String(describing: failure))")
+        #expect(b.activities.delivered.isEmpty)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(a.activities.continuedDevices.isEmpty, "the source heard WasContinued for a refused version")
+        // Ring1.Continue refuses it the same way.
+        let (byHand, _) = await failureOf { () throws(ServiceFailure) in try await b.continuation.continueActivity(from: "alpha", type: type, uid: getuid()) }
+        #expect(byHand == .versionUnsupported)
+        // Once a handler accepts version 1, the same suggestion is delivered.
+        b.activities.setAcceptedVersions(try ActivityVersions(desktopValue: "1;2-3;"))
+        #expect(try await b.continuation.take(suggestion.path, uid: getuid()) == "delivered")
+        await a.stop()
+        await b.stop()
+    }
+
     /// The source moved on: noLongerCurrent, the one category that takes the suggestion away.
     @Test func aSourceThatMovedOnIsNoLongerCurrentAndTheSuggestionGoes() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }

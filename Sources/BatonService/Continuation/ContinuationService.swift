@@ -97,15 +97,15 @@ public actor ContinuationService {
         let attempt = ContinueAttempt()
         attempts[number, default: []].append(attempt)
         defer { attempts[number]?.removeAll { $0 === attempt } }
-        let result = await attempt.run { [self] () async throws(TransferError) -> DeliveryOutcome? in
+        let result = await attempt.run { [self] () async throws(TransferError) -> Handover in
             try await fetchAndDeliver(from: member, type: suggestion.activityType, revision: suggestion.revision, uid: uid, attempt: attempt)
         }
-        let delivered: DeliveryOutcome?
+        let delivered: DeliveryOutcome
         switch result {
-        case .cancelled:
+        case .cancelled, .finished(.success(.cancelled)):
             throw .continuation(.cancelled, "the suggestion was dismissed")
-        case .finished(.success(let outcome)):
-            delivered = outcome
+        case .finished(.success(let handover)):
+            delivered = try Self.outcome(of: handover)
         case .finished(.failure(.remote(let frame))) where frame.code == .unknownActivity:
             // The member published something newer (or nothing): this revision is gone for good;
             // a suggestion for the newer one comes with its advert (§9 step 3).
@@ -114,7 +114,6 @@ public actor ContinuationService {
         case .finished(.failure(let error)):
             throw Self.failure(error)
         }
-        guard let delivered else { throw Self.otherType }
         if delivered == .delivered { await carry(book.settle(number: number)) }
         return Self.outcomeName(delivered)
     }
@@ -141,32 +140,42 @@ public actor ContinuationService {
             throw .unknownDevice("no single ring member matches")
         }
         do { try ActivityRecord.validateType(type) } catch { throw .invalidArguments("invalid activity type") }
-        let delivered: DeliveryOutcome?
+        let handover: Handover
         do {
-            delivered = try await fetchAndDeliver(from: member, type: type, revision: ActivityReference.anyRevision, uid: uid)
+            handover = try await fetchAndDeliver(from: member, type: type, revision: ActivityReference.anyRevision, uid: uid)
         } catch {
             throw Self.failure(error)
         }
-        guard let delivered else { throw Self.otherType }
-        return Self.outcomeName(delivered)
+        return Self.outcomeName(try Self.outcome(of: handover))
     }
 
     static let otherType = ServiceFailure.failed("the member sent another activity type")
 
-    /// One TLS session: FetchActivity(h, revision), delivery, ActivityContinued when delivered.
-    /// nil when the member sent another type (nothing delivered, nothing reported).
+    static func outcome(of handover: Handover) throws(ServiceFailure) -> DeliveryOutcome {
+        switch handover {
+        case .handled(let outcome): outcome
+        case .otherType: throw otherType
+        case .versionUnsupported(let version): throw .continuation(.versionUnsupported, "no handler here accepts version \(version)")
+        case .cancelled: throw .continuation(.cancelled)
+        }
+    }
+
+    /// One TLS session: FetchActivity(h, revision), the version check, delivery, ActivityContinued
+    /// when delivered. Another type, an unaccepted version or a cancel deliver and report nothing.
     private func fetchAndDeliver(from member: RosterMember, type: String, revision: UInt32, uid: UInt32,
-                                 attempt: ContinueAttempt? = nil) async throws(TransferError) -> DeliveryOutcome? {
+                                 attempt: ContinueAttempt? = nil) async throws(TransferError) -> Handover {
         // The type hash is keyed with the sender's secret (§3).
         let typeHash = DerivedKeys(secret: member.secret).typeHash(type)
         let activities = self.activities
-        let result = try await transfer.fetchAndReport(member: member.deviceID, typeHash: typeHash, revision: revision) { record -> (outcome: DeliveryOutcome?, report: Bool) in
-            // Another type is refused before any handler sees it (nil: not delivered, not reported).
-            guard record.activityType == type else { return (nil, false) }
+        let result = try await transfer.fetchAndReport(member: member.deviceID, typeHash: typeHash, revision: revision) { record -> (outcome: Handover, report: Bool) in
+            // Another type is refused before any handler sees it.
+            guard record.activityType == type else { return (.otherType, false) }
+            // A version no handler here accepts is refused: never a wrong restore.
+            guard await activities.acceptsVersion(record.version, type: type, uid: uid) else { return (.versionUnsupported(record.version), false) }
             // Cancelled while fetching: nothing reaches a handler, nothing is reported.
-            guard attempt?.beginDelivery() ?? true else { return (nil, false) }
+            guard attempt?.beginDelivery() ?? true else { return (.cancelled, false) }
             let outcome = await activities.deliver(activity: record, from: member.name, to: uid)
-            return (outcome, outcome == .delivered)
+            return (.handled(outcome), outcome == .delivered)
         }
         return result.outcome
     }

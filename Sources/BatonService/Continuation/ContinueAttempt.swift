@@ -3,9 +3,20 @@ import Synchronization
 /// One running Continue of a suggestion, which Dismiss may cancel: the caller gets "cancelled" at
 /// once (the fetch may still be waiting on the network), and a record that arrives afterwards is
 /// not delivered. Once delivery began, cancelling has no effect (the handler already has it).
+/// How a fetched activity was handed over (or why not).
+enum Handover: Sendable, Equatable {
+    case handled(DeliveryOutcome)
+    /// The member sent another type: nothing delivered, nothing reported.
+    case otherType
+    /// No handler here accepts the activity's version: nothing delivered, nothing reported.
+    case versionUnsupported(Int64)
+    /// Cancelled before delivery: nothing delivered, nothing reported.
+    case cancelled
+}
+
 final class ContinueAttempt: Sendable {
     enum Result: Sendable {
-        case finished(Swift.Result<DeliveryOutcome?, TransferError>)
+        case finished(Swift.Result<Handover, TransferError>)
         case cancelled
     }
 
@@ -24,9 +35,9 @@ final class ContinueAttempt: Sendable {
     private let state = Mutex(State())
 
     /// Runs `work` in its own task and returns its result, or `.cancelled` as soon as `cancel()` is called.
-    func run(_ work: @escaping @Sendable () async throws(TransferError) -> DeliveryOutcome?) async -> Result {
+    func run(_ work: @escaping @Sendable () async throws(TransferError) -> Handover) async -> Result {
         Task {
-            let result: Swift.Result<DeliveryOutcome?, TransferError>
+            let result: Swift.Result<Handover, TransferError>
             do throws(TransferError) { result = .success(try await work()) } catch { result = .failure(error) }
             self.resume(.finished(result))
         }

@@ -53,6 +53,8 @@ extension ContinuationService {
         guard let held = prefetched.removeValue(forKey: suggestion.number) else { return nil }
         guard ContinuousClock.now - held.fetchedAt <= configuration.prefetchMaxAge,
               held.record.revision == suggestion.revision else { return nil }
+        // Unaccepted version: the usual path fetches and refuses it with versionUnsupported.
+        guard await activities.acceptsVersion(held.record.version, type: suggestion.activityType, uid: uid) else { return nil }
         let outcome = await activities.deliver(activity: held.record, from: member.name, to: uid)
         if outcome == .delivered {
             await carry(book.settle(number: suggestion.number))
