@@ -101,9 +101,10 @@ public final class BlueZRadio: RadioPort {
 
     public func events() -> AsyncStream<RadioEvent> { eventStream }
 
-    /// Registers the advert (after unregistering the previous one, so a non-connectable advert
-    /// gets a fresh random address). When the adapter is not ready, the advert is kept and
-    /// registered as soon as it is; that is not an error.
+    /// Registers the advert as a new advertisement instance (its own random address). Where the
+    /// controller has a free instance the previous advert is removed only after the new one is
+    /// registered (make-before-break), else before. When the adapter is not ready, the advert is
+    /// kept and registered as soon as it is; that is not an error.
     public func advertise(companyID: UInt16, data: [UInt8], connectable: Bool) async throws(RadioError) {
         let request = AdvertRequest(companyID: companyID, data: data, connectable: connectable)
         try await send { .advertise(request, $0) }
