@@ -17,7 +17,7 @@ extension RadioEngine {
         // Make-before-break (issue 13): where the controller has a free instance, the next advert
         // is registered before the previous one is removed, so the air is never silent at a
         // rotation. The new instance gets its own random address either way.
-        if let previous = registeredAdvertPath, let adapterPath, (await freeInstances(adapterPath) ?? 0) >= 1 {
+        if options.makeBeforeBreak, let previous = registeredAdvertPath, let adapterPath, (await freeInstances(adapterPath) ?? 0) >= 1 {
             registeredAdvertPath = nil
             let result = await register(request)
             if case .success = result {

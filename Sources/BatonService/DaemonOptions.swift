@@ -26,6 +26,8 @@ public struct DaemonOptions: Sendable, Hashable {
     public var avahiBus: Bus? = .system
     /// Smoothed RSSI (dBm) from which a member's suggestion is shown (issue 13; unknown RSSI is near).
     public var nearRSSI: Double = -70
+    /// Fetch a suggestion ahead once it was shown this long; nil: no prefetch (the default).
+    public var prefetchAfter: Duration?
 
     public enum Command: Sendable, Hashable {
         case run(DaemonOptions)
@@ -42,7 +44,7 @@ public struct DaemonOptions: Sendable, Hashable {
         Usage: batond [--session | --system | --bus-address ADDR] [--bus-name NAME] [--state-dir DIR]
                       [--adapter hciN] [--listen ADDR] [--port N] [--name NAME] [--company-id ID]
                       [--save-timeout SECONDS] [--no-radio] [--avahi-bus ADDR | --no-avahi]
-                      [--near-rssi DBM]
+                      [--near-rssi DBM] [--prefetch-after SECONDS]
                       [--version] [--help]
 
           --session            use the session bus (tests, per-user use)
@@ -64,6 +66,8 @@ public struct DaemonOptions: Sendable, Hashable {
           --near-rssi DBM      show a member's suggestion from this smoothed RSSI, -127 to 20
                                (default -70; it goes 10 dB lower for 3 s, or after 10 s unheard;
                                an unknown RSSI counts as near)
+          --prefetch-after S   fetch a suggestion ahead once shown S seconds, 0-60 (default: never);
+                               accept then delivers the held activity if at most 10 s old
           --version            print the version and exit
           --help               print this help and exit
         """
@@ -84,6 +88,7 @@ public struct DaemonOptions: Sendable, Hashable {
         var avahiBus: Bus? = .system
         var avahiChosen = false
         var nearRSSI: Double = -70
+        var prefetchAfter: Duration?
         var index = 0
         func value(_ option: String) throws(UsageError) -> String {
             index += 1
@@ -126,6 +131,11 @@ public struct DaemonOptions: Sendable, Hashable {
                     throw UsageError(message: "--near-rssi takes a number of dBm between -127 and 20")
                 }
                 nearRSSI = dbm
+            case "--prefetch-after":
+                guard let seconds = Double(try value(argument)), seconds.isFinite, seconds >= 0, seconds <= 60 else {
+                    throw UsageError(message: "--prefetch-after takes 0 to 60 seconds")
+                }
+                prefetchAfter = .milliseconds(Int64((seconds * 1000).rounded()))
             case "--avahi-bus", "--no-avahi":
                 guard !avahiChosen else { throw UsageError(message: "give only one of --avahi-bus, --no-avahi") }
                 avahiChosen = true
@@ -176,6 +186,7 @@ public struct DaemonOptions: Sendable, Hashable {
         options.transferPort = transferPort
         options.deviceName = deviceName
         options.nearRSSI = nearRSSI
+        options.prefetchAfter = prefetchAfter
         return .run(options)
     }
 

@@ -34,13 +34,15 @@ public actor ContinuationService {
         public var proximity: PresenceTracker.Thresholds
         /// How often silent members are looked for while any is tracked.
         public var sweepInterval: Duration
-        /// A suggestion shown this long is fetched ahead (nil: no prefetch).
+        /// A suggestion shown this long is fetched ahead (nil, the default: no prefetch; batond
+        /// --prefetch-after). Off by default because a held payload is delivered even when the
+        /// source moved on after it was fetched and its new advert is not heard yet.
         public var prefetchAfter: Duration?
         /// A prefetched activity older than this at accept is fetched afresh.
         public var prefetchMaxAge: Duration
 
         public init(proximity: PresenceTracker.Thresholds = .init(), sweepInterval: Duration = .seconds(1),
-                    prefetchAfter: Duration? = .seconds(2), prefetchMaxAge: Duration = .seconds(10)) {
+                    prefetchAfter: Duration? = nil, prefetchMaxAge: Duration = .seconds(10)) {
             self.proximity = proximity
             self.sweepInterval = sweepInterval
             self.prefetchAfter = prefetchAfter
