@@ -9,11 +9,25 @@ extension RadioEngine {
         // BlueZ 5.66 refuses longer data only with a generic "Failed to parse advertisement".
         guard request.data.count <= Self.maxManufacturerDataLength else { return .failure(.invalidLength) }
         wantedAdvert = request
-        await unregisterAdvert(keepWanted: true)
         guard currentState == .ready else {
+            await unregisterAdvert(keepWanted: true)
             notice("advert kept until \(adapterName) is ready")
             return .success(())
         }
+        // Make-before-break (issue 13): where the controller has a free instance, the next advert
+        // is registered before the previous one is removed, so the air is never silent at a
+        // rotation. The new instance gets its own random address either way.
+        if options.makeBeforeBreak, let previous = registeredAdvertPath, let adapterPath, (await freeInstances(adapterPath) ?? 0) >= 1 {
+            registeredAdvertPath = nil
+            let result = await register(request)
+            if case .success = result {
+                await unregister(path: previous)
+                return result
+            }
+            // Refused: back to break-before-make with the previous advert still registered.
+            registeredAdvertPath = registeredAdvertPath ?? previous
+        }
+        await unregisterAdvert(keepWanted: true)
         let result = await register(request)
         if case .failure = result { wantedAdvert = nil }
         return result
@@ -127,13 +141,18 @@ extension RadioEngine {
     func unregisterAdvert(keepWanted: Bool = false) async {
         guard let path = registeredAdvertPath else { return }
         registeredAdvertPath = nil
+        await unregister(path: path)
+        if !keepWanted { wantedAdvert = nil }
+    }
+
+    /// Unregisters and unexports one advert object (errors ignored).
+    func unregister(path: String) async {
         if let adapterPath, bluezPresent {
             _ = try? await connection.call(destination: BlueZ.service, path: adapterPath, interface: BlueZ.advertisingManagerInterface,
                                            method: "UnregisterAdvertisement", arguments: [.objectPath(path)],
                                            timeout: options.callTimeout)
         }
         try? connection.unexport(path: path)
-        if !keepWanted { wantedAdvert = nil }
     }
 
     /// BlueZ dropped an advert by itself (it calls Release after the fact).

@@ -112,7 +112,9 @@ public enum Daemon {
         do {
             parts = try await DaemonParts.start(connection: connection, ring: ring, activities: service,
                                                 transfer: .init(listenHost: options.listenHost, port: options.transferPort),
-                                                clock: clock, log: { logger.log($0) })
+                                                clock: clock,
+                                                continuation: .init(proximity: .init(enterNear: options.nearRSSI), prefetchAfter: options.prefetchAfter),
+                                                log: { logger.log($0) })
         } catch {
             logger.log("batond: cannot start the ring part: \(error)")
             await ring.stop()

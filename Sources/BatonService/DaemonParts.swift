@@ -15,6 +15,7 @@ public struct DaemonParts: Sendable {
 
     public static func start(connection: DBusConnection, ring: RingService, activities: ActivityService,
                              transfer configuration: TransferService.Configuration, clock: any WallClock = SystemWallClock(),
+                             continuation continuationConfiguration: ContinuationService.Configuration = .init(),
                              log: @escaping @Sendable (String) -> Void) async throws -> DaemonParts {
         let discovery = DiscoveryService(ring: ring, avahiBus: ring.configuration.avahiBus, clock: clock, log: log)
         await discovery.start()
@@ -25,7 +26,8 @@ public struct DaemonParts: Sendable {
             throw error
         }
         let bus = RingBus(connection: connection, ring: ring, pairing: pairing, discovery: discovery)
-        let continuation = ContinuationService(ring: ring, transfer: transfer, activities: activities, board: bus, log: log)
+        let continuation = ContinuationService(ring: ring, transfer: transfer, activities: activities, board: bus,
+                                                   configuration: continuationConfiguration, log: log)
         bus.attach(continuation)
         await continuation.start()
         do { try await bus.export() } catch {

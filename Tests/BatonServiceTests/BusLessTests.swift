@@ -14,6 +14,8 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
         var current: (ActivityID, ActivityRecord)?
         var delivered: [(record: ActivityRecord, from: String, uid: UInt32)] = []
         var continued: [(ActivityID, String)] = []
+        var transferDelay: Duration?
+        var versions: ActivityVersions?
     }
     private let state = Mutex(State())
     let handled: Set<String>
@@ -25,11 +27,19 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
     }
 
     func setCurrent(_ id: ActivityID, _ record: ActivityRecord) { state.withLock { $0.current = (id, record) } }
+    /// Makes the source's side slow to hand its activity out, as a hanging WillSave would.
+    func setTransferDelay(_ delay: Duration?) { state.withLock { $0.transferDelay = delay } }
+    /// The versions the (fake) handlers accept; nil: every version.
+    func setAcceptedVersions(_ versions: ActivityVersions?) { state.withLock { $0.versions = versions } }
+    func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool {
+        state.withLock { $0.versions?.accepts(version) ?? true }
+    }
     var delivered: [(record: ActivityRecord, from: String, uid: UInt32)] { state.withLock { $0.delivered } }
     var continuedDevices: [String] { state.withLock { $0.continued.map(\.1) } }
 
     func recordForTransfer(uid: UInt32) async -> (ActivityID, ActivityRecord)? {
-        state.withLock { state in state.current.flatMap { $0.0.uid == uid ? $0 : nil } }
+        if let delay = state.withLock({ $0.transferDelay }) { try? await Task.sleep(for: delay) }
+        return state.withLock { state in state.current.flatMap { $0.0.uid == uid ? $0 : nil } }
     }
     func notifyWasContinued(_ id: ActivityID, device: String) async { state.withLock { $0.continued.append((id, device)) } }
     func allHandledTypes() async -> Set<String> { handled }
@@ -58,7 +68,9 @@ struct BusLessNode {
     let activities: FakeActivities
     let board: FakeSuggestionBoard
 
-    static func start(in directory: URL, name: String, handled: Set<String> = []) async throws -> BusLessNode {
+    static func start(in directory: URL, name: String, handled: Set<String> = [],
+                      transfer configuration: TransferService.Configuration = .init(listenHost: "127.0.0.1", bluetooth: false),
+                      continuation continuationConfiguration: ContinuationService.Configuration = .init()) async throws -> BusLessNode {
         let radio = FakeRadio()
         let ring = try RingService(store: RingStore(directory: StateDirectory(path: directory.appendingPathComponent(name).path)),
                                    radio: radio, clock: SystemWallClock(),
@@ -66,10 +78,10 @@ struct BusLessNode {
         await ring.start()
         let pairing = PairingService(ring: ring, discovery: nil, clock: SystemWallClock(), log: { _ in })
         let activities = FakeActivities(handled: handled)
-        let transfer = try await TransferService.start(ring: ring, activities: activities, configuration: .init(listenHost: "127.0.0.1", bluetooth: false),
-                                                       log: { _ in })
+        let transfer = try await TransferService.start(ring: ring, activities: activities, configuration: configuration, log: { _ in })
         let board = FakeSuggestionBoard()
-        let continuation = ContinuationService(ring: ring, transfer: transfer, activities: activities, board: board, log: { _ in })
+        let continuation = ContinuationService(ring: ring, transfer: transfer, activities: activities, board: board,
+                                               configuration: continuationConfiguration, log: { _ in })
         await continuation.start()
         return BusLessNode(ring: ring, pairing: pairing, radio: radio, transfer: transfer, continuation: continuation, activities: activities, board: board)
     }

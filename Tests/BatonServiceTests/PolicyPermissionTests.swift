@@ -58,6 +58,7 @@ run("PairingSession1.Confirm (another user's session)",
     lambda: call(foreign_session, "org.baton.PairingSession1", "Confirm", "b", [True]))
 run("Suggestion1.Dismiss", lambda: call("/org/baton/suggestion/999999", "org.baton.Suggestion1", "Dismiss"))
 run("Suggestion1.Continue", lambda: call("/org/baton/suggestion/999999", "org.baton.Suggestion1", "Continue"))
+run("Suggestion1.ContinueInBrowser", lambda: call("/org/baton/suggestion/999999", "org.baton.Suggestion1", "ContinueInBrowser"))
 # Keep a session of our own open for the other users' "another user's session" row.
 if "session" not in own:
     try:

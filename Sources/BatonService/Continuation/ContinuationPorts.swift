@@ -6,6 +6,15 @@ import BatonCore
 public protocol ContinuationActivities: Sendable {
     func allHandledTypes() async -> Set<String>
     func deliver(activity: ActivityRecord, from device: String, to uid: UInt32) async -> DeliveryOutcome
+    /// Whether some handler of `uid` for `type` (registered, or an installed app) accepts this
+    /// activity version; checked before any handler is asked (versionUnsupported otherwise).
+    func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool
+}
+
+extension ContinuationActivities {
+    /// Until handlers declare versions (RegisterHandler option Versions, X-Baton-ActivityVersions),
+    /// every version is accepted.
+    public func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool { true }
 }
 
 /// Where suggestions are shown (Suggestion1 objects on D-Bus; a fake in tests).
@@ -28,6 +37,8 @@ public struct ShownSuggestion: Sendable, Equatable {
     public var activityType: String { suggestion.activityType }
     public var revision: UInt32 { suggestion.revision }
     public var hasWebpageURL: Bool { suggestion.hasWebpageURL }
+    /// "browser" when no local handler has the type and only the webpage URL can serve; "" otherwise.
+    public var fallback: String { suggestion.opensInBrowser ? "browser" : "" }
 
     static func path(of number: Int) -> String { "\(BatonObjectPath.suggestionPrefix)/\(number)" }
 

@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonCore
 import BatonCrypto
 
@@ -11,14 +12,48 @@ public actor ContinuationService {
     let activities: any ContinuationActivities
     let board: (any SuggestionBoard)?
     let log: @Sendable (String) -> Void
+    let configuration: Configuration
     var book = SuggestionBook()
+    /// Which members are near enough for their suggestion to be shown (RSSI and silence).
+    var presence: PresenceTracker
+    /// Withdraws suggestions of members that fell silent; runs only while some member is tracked.
+    var sweeper: Task<Void, Never>?
+    let origin = ContinuousClock.now
     /// What the board shows for each offered suggestion, by number.
     var shown: [Int: ShownSuggestion] = [:]
+    /// Continues of a suggestion still running, by suggestion number (Dismiss cancels them).
+    var attempts: [Int: [ContinueAttempt]] = [:]
+    /// Activities fetched ahead, by suggestion number, in memory only (dropped with the suggestion).
+    var prefetched: [Int: Prefetched] = [:]
+    var prefetching: [Int: Task<Void, Never>] = [:]
 
     static let observerKey = "continuation"
 
+    public struct Configuration: Sendable {
+        /// Near/far thresholds (batond --near-rssi sets `enterNear`).
+        public var proximity: PresenceTracker.Thresholds
+        /// How often silent members are looked for while any is tracked.
+        public var sweepInterval: Duration
+        /// A suggestion shown this long is fetched ahead (nil, the default: no prefetch; batond
+        /// --prefetch-after). Off by default because a held payload is delivered even when the
+        /// source moved on after it was fetched and its new advert is not heard yet.
+        public var prefetchAfter: Duration?
+        /// A prefetched activity older than this at accept is fetched afresh.
+        public var prefetchMaxAge: Duration
+
+        public init(proximity: PresenceTracker.Thresholds = .init(), sweepInterval: Duration = .seconds(1),
+                    prefetchAfter: Duration? = nil, prefetchMaxAge: Duration = .seconds(10)) {
+            self.proximity = proximity
+            self.sweepInterval = sweepInterval
+            self.prefetchAfter = prefetchAfter
+            self.prefetchMaxAge = prefetchMaxAge
+        }
+    }
+
     public init(ring: RingService, transfer: TransferService, activities: any ContinuationActivities, board: (any SuggestionBoard)?,
-                log: @escaping @Sendable (String) -> Void) {
+                configuration: Configuration = .init(), log: @escaping @Sendable (String) -> Void) {
+        self.configuration = configuration
+        self.presence = PresenceTracker(configuration.proximity)
         self.ring = ring
         self.transfer = transfer
         self.activities = activities
@@ -28,13 +63,15 @@ public actor ContinuationService {
 
     /// Starts following sightings and ring changes.
     public func start() async {
-        await ring.radio.onSighting(Self.observerKey) { [weak self] sighting, _, near in await self?.suggest(for: sighting, near: near) }
+        await ring.radio.onSighting(Self.observerKey) { [weak self] sighting, rssi, _ in await self?.suggest(for: sighting, rssi: rssi) }
         await ring.observe(Self.observerKey) { [weak self] change in await self?.ringChanged(change.snapshot) }
     }
 
     public func stop() async {
         await ring.radio.onSighting(Self.observerKey, nil)
         await ring.stopObserving(Self.observerKey)
+        sweeper?.cancel()
+        sweeper = nil
         await carry(book.withdrawAll())
     }
 
@@ -45,37 +82,51 @@ public actor ContinuationService {
 
     /// Suggestion1.Continue: continues exactly the suggested revision for `uid` (any local user may
     /// take it): FetchActivity(h, r), never "whatever is current" (§9 step 2). When the member has
-    /// moved on the suggestion goes and the call fails with UnknownActivity "noLongerCurrent".
+    /// moved on the suggestion goes and the call fails with UnknownActivity "noLongerCurrent"; any
+    /// other failure leaves the suggestion for a retry. Dismiss while it runs cancels it (nothing
+    /// is delivered afterwards).
     public func take(_ path: String, uid: UInt32) async throws(ServiceFailure) -> String {
         guard let number = ShownSuggestion.number(inPath: path), let suggestion = book.suggestion(number: number) else {
             throw .unknownObject("the suggestion is gone")
         }
+        guard !suggestion.opensInBrowser else { throw .invalidArguments("no local handler: take it with ContinueInBrowser") }
         let snapshot = await ring.snapshot()
         guard let member = snapshot.roster.members[suggestion.member] else {
             await carry(book.withdraw(suggestion.member))
             throw .unknownDevice("the member left the ring")
         }
-        let delivered: DeliveryOutcome?
-        do {
-            delivered = try await fetchAndDeliver(from: member, type: suggestion.activityType, revision: suggestion.revision, uid: uid)
-        } catch .remote(let frame) where frame.code == .unknownActivity {
+        if let outcome = await deliverPrefetched(suggestion, from: member, uid: uid) { return outcome }
+        let attempt = ContinueAttempt()
+        attempts[number, default: []].append(attempt)
+        defer { attempts[number]?.removeAll { $0 === attempt } }
+        let result = await attempt.run { [self] () async throws(TransferError) -> Handover in
+            try await fetchAndDeliver(from: member, type: suggestion.activityType, revision: suggestion.revision, uid: uid, attempt: attempt)
+        }
+        let delivered: DeliveryOutcome
+        switch result {
+        case .cancelled, .finished(.success(.cancelled)):
+            throw .continuation(.cancelled, "the suggestion was dismissed")
+        case .finished(.success(let handover)):
+            delivered = try Self.outcome(of: handover)
+        case .finished(.failure(.remote(let frame))) where frame.code == .unknownActivity:
             // The member published something newer (or nothing): this revision is gone for good;
             // a suggestion for the newer one comes with its advert (§9 step 3).
             await carry(book.settle(number: number))
-            throw .unknownActivity(Self.noLongerCurrent)
-        } catch {
+            throw .continuation(.noLongerCurrent)
+        case .finished(.failure(let error)):
             throw Self.failure(error)
         }
-        guard let delivered else { throw Self.otherType }
         if delivered == .delivered { await carry(book.settle(number: number)) }
         return Self.outcomeName(delivered)
     }
 
     /// The message of Suggestion1.Continue's UnknownActivity when the member moved on (§9, dbus-api.md).
-    public static let noLongerCurrent = "noLongerCurrent"
+    public static let noLongerCurrent = ContinuationFailure.noLongerCurrent.rawValue
 
+    /// Suggestion1.Dismiss: the suggestion goes, and a Continue of it still fetching is cancelled.
     public func dismiss(_ path: String) async {
         guard let number = ShownSuggestion.number(inPath: path) else { return }
+        for attempt in attempts.removeValue(forKey: number) ?? [] { attempt.cancel() }
         await carry(book.settle(number: number))
     }
 
@@ -91,29 +142,42 @@ public actor ContinuationService {
             throw .unknownDevice("no single ring member matches")
         }
         do { try ActivityRecord.validateType(type) } catch { throw .invalidArguments("invalid activity type") }
-        let delivered: DeliveryOutcome?
+        let handover: Handover
         do {
-            delivered = try await fetchAndDeliver(from: member, type: type, revision: ActivityReference.anyRevision, uid: uid)
+            handover = try await fetchAndDeliver(from: member, type: type, revision: ActivityReference.anyRevision, uid: uid)
         } catch {
             throw Self.failure(error)
         }
-        guard let delivered else { throw Self.otherType }
-        return Self.outcomeName(delivered)
+        return Self.outcomeName(try Self.outcome(of: handover))
     }
 
     static let otherType = ServiceFailure.failed("the member sent another activity type")
 
-    /// One TLS session: FetchActivity(h, revision), delivery, ActivityContinued when delivered.
-    /// nil when the member sent another type (nothing delivered, nothing reported).
-    private func fetchAndDeliver(from member: RosterMember, type: String, revision: UInt32, uid: UInt32) async throws(TransferError) -> DeliveryOutcome? {
+    static func outcome(of handover: Handover) throws(ServiceFailure) -> DeliveryOutcome {
+        switch handover {
+        case .handled(let outcome): outcome
+        case .otherType: throw otherType
+        case .versionUnsupported(let version): throw .continuation(.versionUnsupported, "no handler here accepts version \(version)")
+        case .cancelled: throw .continuation(.cancelled)
+        }
+    }
+
+    /// One TLS session: FetchActivity(h, revision), the version check, delivery, ActivityContinued
+    /// when delivered. Another type, an unaccepted version or a cancel deliver and report nothing.
+    private func fetchAndDeliver(from member: RosterMember, type: String, revision: UInt32, uid: UInt32,
+                                 attempt: ContinueAttempt? = nil) async throws(TransferError) -> Handover {
         // The type hash is keyed with the sender's secret (§3).
         let typeHash = DerivedKeys(secret: member.secret).typeHash(type)
         let activities = self.activities
-        let result = try await transfer.fetchAndReport(member: member.deviceID, typeHash: typeHash, revision: revision) { record -> (outcome: DeliveryOutcome?, report: Bool) in
-            // Another type is refused before any handler sees it (nil: not delivered, not reported).
-            guard record.activityType == type else { return (nil, false) }
+        let result = try await transfer.fetchAndReport(member: member.deviceID, typeHash: typeHash, revision: revision) { record -> (outcome: Handover, report: Bool) in
+            // Another type is refused before any handler sees it.
+            guard record.activityType == type else { return (.otherType, false) }
+            // A version no handler here accepts is refused: never a wrong restore.
+            guard await activities.acceptsVersion(record.version, type: type, uid: uid) else { return (.versionUnsupported(record.version), false) }
+            // Cancelled while fetching: nothing reaches a handler, nothing is reported.
+            guard attempt?.beginDelivery() ?? true else { return (.cancelled, false) }
             let outcome = await activities.deliver(activity: record, from: member.name, to: uid)
-            return (outcome, outcome == .delivered)
+            return (.handled(outcome), outcome == .delivered)
         }
         return result.outcome
     }
@@ -131,8 +195,10 @@ public actor ContinuationService {
     static func failure(_ error: TransferError) -> ServiceFailure {
         switch error {
         case .notAMember: .unknownDevice("not a ring member")
-        case .noEndpoints: .notReady("no endpoint known for the member")
-        case .unreachable(let why): .notReady("the member cannot be reached: \(why)")
+        case .noEndpoints: .continuation(.unreachable, "no endpoint known for the member")
+        case .unreachable(let why): .continuation(.unreachable, "the member cannot be reached: \(why)")
+        case .interrupted(let why): .continuation(.interrupted, "the connection to the member broke: \(why)")
+        case .timedOut(let why): .continuation(.timedOut, "the member did not answer in time: \(why)")
         case .remote(let frame) where frame.code == .unknownActivity: .unknownActivity("the member has no such current activity")
         case .remote(let frame) where frame.code == .notPermitted: .notPermitted("the member refused")
         case .remote(let frame): .failed("the member answered \(frame.code)")

@@ -25,8 +25,12 @@ public enum TransferError: Error, Sendable, Equatable {
     case notAMember
     /// No endpoint is known for the member.
     case noEndpoints
-    /// No endpoint answered as that member, or every connection broke; the last cause.
+    /// No endpoint answered as that member; the last cause.
     case unreachable(String)
+    /// The member answered Hello but the connection broke before its reply (every attempt).
+    case interrupted(String)
+    /// The member answered Hello but not the request within the request timeout.
+    case timedOut(String)
     /// The member answered with an Error frame.
     case remote(ErrorFrame)
     /// The member's answer broke the protocol.
