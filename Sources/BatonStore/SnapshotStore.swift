@@ -49,14 +49,15 @@ public struct SnapshotStore: Sendable {
     /// Copies the regular file behind `descriptor` (from its start, whatever its offset) into the
     /// store as `name` of `uid`, hashing it on the way. The caps are checked against the file's size
     /// before copying and again while copying, in case the file grows meanwhile.
-    public func commit(from descriptor: Int32, uid: UInt32, name: String) throws(SnapshotError) -> StoredSnapshot {
+    /// `replacing` names the snapshot this one supersedes: it does not count against the user's cap.
+    public func commit(from descriptor: Int32, uid: UInt32, name: String, replacing: String? = nil) throws(SnapshotError) -> StoredSnapshot {
         try Self.checkName(name)
         var status = stat()
         guard fstat(descriptor, &status) == 0 else { throw .io(operation: "fstat", errno: errno) }
         guard status.st_mode & S_IFMT == S_IFREG else { throw .notARegularFile }
         let userDirectory = directory + "/" + String(uid)
         try Self.makeDirectory(userDirectory)
-        let othersSize = try usedBytes(uid: uid, excluding: name)
+        let othersSize = try usedBytes(uid: uid, excluding: [name, replacing ?? name])
         let limit = min(perDocumentLimit, perUserLimit > othersSize ? perUserLimit - othersSize : 0)
         let announced = UInt64(max(0, status.st_size))
         guard announced <= limit else { throw .payloadTooLarge(limit: limit, actual: announced) }
@@ -104,8 +105,21 @@ public struct SnapshotStore: Sendable {
         unlink(directory + "/" + String(uid) + "/" + name)
     }
 
+    /// Removes every snapshot of `uid` whose name starts with `prefix` (an activity's, when it ends).
+    public func removeAll(uid: UInt32, prefix: String) {
+        let userDirectory = directory + "/" + String(uid)
+        guard !prefix.isEmpty, let handle = opendir(userDirectory) else { return }
+        var doomed: [String] = []
+        while let entry = readdir(handle) {
+            let entryName = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if entryName.hasPrefix(prefix) { doomed.append(entryName) }
+        }
+        closedir(handle)
+        for name in doomed { unlink(userDirectory + "/" + name) }
+    }
+
     /// Bytes held for `uid`, leaving out `name` (the snapshot a commit replaces) and temporary files.
-    func usedBytes(uid: UInt32, excluding name: String) throws(SnapshotError) -> UInt64 {
+    func usedBytes(uid: UInt32, excluding names: Set<String>) throws(SnapshotError) -> UInt64 {
         let userDirectory = directory + "/" + String(uid)
         guard let handle = opendir(userDirectory) else { return 0 }
         defer { closedir(handle) }
@@ -114,7 +128,7 @@ public struct SnapshotStore: Sendable {
             let entryName = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
             }
-            guard !entryName.hasPrefix("."), entryName != name else { continue }
+            guard !entryName.hasPrefix("."), !names.contains(entryName) else { continue }
             var status = stat()
             if lstat(userDirectory + "/" + entryName, &status) == 0, status.st_mode & S_IFMT == S_IFREG {
                 total += UInt64(max(0, status.st_size))

@@ -86,6 +86,9 @@ public actor ActivityService {
     var handlers: [HandlerKey: RegisteredHandler] = [:]
     var handlerSequence: UInt64 = 0
     var ownerWatch: Task<Void, Never>?
+    /// Where attached document snapshots are kept; nil: AttachDocument is refused (NotReady).
+    var documents: SnapshotStore?
+    var snapshotSerial: UInt64 = 0
 
     public init(connection: DBusConnection, configuration: ServiceConfiguration, publisher: (any ActivityPublisher)? = nil,
                 statusFile: StatusFile<DaemonStatus>? = nil, desktopEntries: any DesktopEntrySource,
@@ -195,6 +198,7 @@ public actor ActivityService {
                 }
             case .removed(let id):
                 try? connection.unexport(path: id.objectPath)
+                removeSnapshots(of: id)
                 logger.log("batond: activity \(id.objectPath) invalidated")
             case .changed(let id, let fields):
                 emitChanges(id, fields)
