@@ -12,6 +12,7 @@ let package = Package(
         .executable(name: "baton", targets: ["baton"]),
         .executable(name: "bt-pair", targets: ["bt-pair"]),
         .executable(name: "baton-bench", targets: ["baton-bench"]),
+        .executable(name: "baton-bench-documents", targets: ["baton-bench-documents"]),
         .library(name: "BatonClient", targets: ["BatonClient", "BatonAPI"]),
     ],
     targets: [
@@ -42,6 +43,9 @@ let package = Package(
         .executableTarget(name: "baton", dependencies: ["BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
         .executableTarget(name: "bt-pair", dependencies: ["BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
         .executableTarget(name: "baton-bench", dependencies: ["BatonCore", "BatonCrypto"], swiftSettings: strict),
+        // A 1 GiB document over pinned TLS on loopback against raw TCP (docs/benchmarks.md).
+        .executableTarget(name: "baton-bench-documents", dependencies: ["BatonService", "BatonStore", "BatonTransport", "BatonCore", "BatonCrypto"],
+                          swiftSettings: strict),
         // Test helper: writes a counter record until SIGKILLed (BatonStoreTests fault injection).
         .executableTarget(name: "baton-store-torture", dependencies: ["BatonStore"], swiftSettings: strict),
 

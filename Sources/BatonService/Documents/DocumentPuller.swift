@@ -28,19 +28,28 @@ public enum DocumentPullError: Error, Equatable, Sendable {
 /// The receiving side of FetchDocument (§6.5): asks, writes the chunks into the inbox's partial file,
 /// resumes from that file's length after a broken connection, and checks the digest at the end (a
 /// mismatch drops the partial and starts over once).
-struct DocumentPuller {
+public struct DocumentPuller {
     /// Opens a connection (Hello done), sends the request and returns the channel with the first
     /// reply; the puller closes the channel.
-    typealias Connect = @Sendable (Frame) async throws(TransportError) -> (channel: SecureChannel, reply: Frame)
+    public typealias Connect = @Sendable (Frame) async throws(TransportError) -> (channel: SecureChannel, reply: Frame)
 
-    let inbox: DocumentInbox
-    let activity: ActivityReference
-    let chunkTimeout: Duration
+    public let inbox: DocumentInbox
+    public let activity: ActivityReference
+    public let chunkTimeout: Duration
     /// Broken connections tolerated in one pull.
-    let maxInterruptions: Int
-    let makeRequestID: @Sendable () -> UInt32
+    public let maxInterruptions: Int
+    public let makeRequestID: @Sendable () -> UInt32
 
-    func pull(connect: Connect, progress: @Sendable (_ received: UInt64, _ total: UInt64) -> Void) async throws(DocumentPullError) -> PulledDocument {
+    public init(inbox: DocumentInbox, activity: ActivityReference, chunkTimeout: Duration, maxInterruptions: Int,
+                makeRequestID: @escaping @Sendable () -> UInt32) {
+        self.inbox = inbox
+        self.activity = activity
+        self.chunkTimeout = chunkTimeout
+        self.maxInterruptions = maxInterruptions
+        self.makeRequestID = makeRequestID
+    }
+
+    public func pull(connect: Connect, progress: @Sendable (_ received: UInt64, _ total: UInt64) -> Void) async throws(DocumentPullError) -> PulledDocument {
         var known: DocumentInfo?
         var interruptions = 0
         var mismatches = 0

@@ -19,11 +19,11 @@ public struct AttachedDocument: Hashable, Sendable {
 
 /// The source side of FetchDocument (§6.5): DocumentInfo, then the snapshot from the asked offset in
 /// chunks of 64 KiB, all with the request's id, as fast as the channel takes them.
-enum DocumentSender {
+public enum DocumentSender {
     /// Streams `document` for `request`; at most `atMost` chunks (the whole rest by default; tests cut
     /// a stream short with it to play a source that dies). Returns the chunks sent.
     @discardableResult
-    static func stream(_ document: AttachedDocument, for request: DocumentRequest, requestID: UInt32, on channel: SecureChannel,
+    public static func stream(_ document: AttachedDocument, for request: DocumentRequest, requestID: UInt32, on channel: SecureChannel,
                        atMost: Int = .max) async throws -> Int {
         guard request.asksForAnySnapshot || request.digest == document.info.digest else {
             throw ErrorFrame(code: .unknownActivity, message: "the snapshot changed")
