@@ -259,5 +259,5 @@ let cut = max(1, Int(Double(chunks) * options.cutAt))
 let resumed = try await pull(from: try Source(document: document, cutAfterChunks: cut), into: root + "/b-inbox-2")
 precondition(resumed.resumes == 1, "the cut did not happen")
 print("TLS pull cut at \(Int(options.cutAt * 100)) % and resumed: \(milliseconds(resumed.total)); "
-      + "resume cost \(milliseconds(resumed.longestGap)) (reconnect, handshake, re-hash of the \(cut * DocumentChunk.maxDataBytes >> 20) MiB kept), "
+      + "resume cost \(milliseconds(resumed.longestGap)) (reconnect, handshake, re-hash of the \((cut * DocumentChunk.maxDataBytes) >> 20) MiB kept), "
       + "\(milliseconds(resumed.total - whole.total)) over the uncut pull")
