@@ -14,6 +14,7 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
         var current: (ActivityID, ActivityRecord)?
         var delivered: [(record: ActivityRecord, from: String, uid: UInt32)] = []
         var continued: [(ActivityID, String)] = []
+        var document: AttachedDocument?
     }
     private let state = Mutex(State())
     let handled: Set<String>
@@ -32,6 +33,10 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
         state.withLock { state in state.current.flatMap { $0.0.uid == uid ? $0 : nil } }
     }
     func notifyWasContinued(_ id: ActivityID, device: String) async { state.withLock { $0.continued.append((id, device)) } }
+    func setDocument(_ document: AttachedDocument?) { state.withLock { $0.document = document } }
+    func documentForTransfer(uid: UInt32) async -> AttachedDocument? {
+        state.withLock { state in state.current?.0.uid == uid ? state.document : nil }
+    }
     func allHandledTypes() async -> Set<String> { handled }
     func deliver(activity: ActivityRecord, from device: String, to uid: UInt32) async -> DeliveryOutcome {
         state.withLock { $0.delivered.append((activity, device, uid)) }

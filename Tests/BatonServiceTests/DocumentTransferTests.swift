@@ -1,3 +1,4 @@
+import BatonTestBus
 import BatonCore
 import BatonCrypto
 import BatonStore
@@ -202,5 +203,53 @@ struct DocumentTransferTests {
         await #expect(throws: TransportError.remote(ErrorFrame(code: .malformed, message: "offset beyond the snapshot"))) {
             _ = try await source.connect(Frame(type: .fetchDocument, requestID: 2, payload: beyond.payload))
         }
+    }
+}
+
+@Suite("BatonServiceTests: documents between two paired transfer services", .serialized)
+struct DocumentBetweenMembersTests {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("documents-members-\(UUID().uuidString)")
+
+    @Test func aMemberPullsTheDocumentOfTheActivityOnTheAirAndNothingElse() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let type = "org.example.Drawing.editing"
+        let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta", handled: [type])
+        let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing)
+        for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
+            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.phase.stateName == "paired" })
+        }
+        let uid = getuid()
+        let idA = await a.ring.deviceID
+        let record = try ActivityRecord(activityType: type, title: "Plan", userInfo: [:], webpageURL: nil, version: 1)
+        a.activities.setCurrent(ActivityID(uid: uid, serial: 1), record)
+        try await a.ring.radio.publish(record, uid: uid)
+        let publication = try #require(await a.ring.radio.currentPublication())
+
+        var bytes = [UInt8](repeating: 0, count: 3 * DocumentChunk.maxDataBytes + 99)
+        for index in bytes.indices { bytes[index] = UInt8(truncatingIfNeeded: index &* 7) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let snapshotPath = directory.appendingPathComponent("snapshot").path
+        try Data(bytes).write(to: URL(fileURLWithPath: snapshotPath))
+        let info = try DocumentInfo(totalSize: UInt64(bytes.count), digest: SHA256.hash(bytes), mediaType: "image/svg+xml", documentID: "plan")
+        let inbox = try DocumentInbox(directory: directory.appendingPathComponent("inbox-beta").path)
+
+        // No document attached: the source refuses.
+        await #expect(throws: DocumentPullError.refused(ErrorFrame(code: .unknownActivity, message: "no document for that activity"))) {
+            _ = try await b.transfer.pullDocument(member: idA, typeHash: publication.typeHash, revision: publication.revision, inbox: inbox, progress: { _, _ in })
+        }
+        a.activities.setDocument(AttachedDocument(path: snapshotPath, info: info))
+        let totals = Mutex<Set<UInt64>>([])
+        let pulled = try await b.transfer.pullDocument(member: idA, typeHash: publication.typeHash, revision: publication.revision, inbox: inbox,
+                                                       progress: { _, total in totals.withLock { _ = $0.insert(total) } })
+        #expect(pulled.info == info)
+        #expect(try Array(Data(contentsOf: URL(fileURLWithPath: pulled.path))) == bytes)
+        #expect(totals.withLock { $0 } == [UInt64(bytes.count)])
+        // Another revision than the one on the air is not served.
+        await #expect(throws: DocumentPullError.refused(ErrorFrame(code: .unknownActivity, message: "no document for that activity"))) {
+            _ = try await b.transfer.pullDocument(member: idA, typeHash: publication.typeHash, revision: (publication.revision + 1) & 0xFF_FFFF,
+                                                  inbox: inbox, progress: { _, _ in })
+        }
+        await a.stop()
+        await b.stop()
     }
 }
