@@ -123,6 +123,7 @@ struct DocumentTransferTests {
         })
         #expect(pulled.info == document.info)
         #expect(pulled.resumes == 2)
+        #expect(pulled.resumedBytes == 0, "every byte came over the network in this pull")
         #expect(try Array(Data(contentsOf: URL(fileURLWithPath: pulled.path))) == bytes)
         // First any snapshot from 0; then the digest learned, from where each cut left the partial file.
         let offsets = source.seen.map(\.offset)

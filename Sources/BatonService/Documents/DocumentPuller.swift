@@ -8,7 +8,7 @@ public struct PulledDocument: Hashable, Sendable {
     public var info: DocumentInfo
     /// Connections broken mid-stream and resumed from their offset.
     public var resumes: Int
-    /// Bytes taken from an earlier partial file rather than the network.
+    /// Bytes taken from the partial file of an earlier, interrupted pull rather than the network.
     public var resumedBytes: UInt64
 }
 
@@ -91,8 +91,6 @@ public struct DocumentPuller {
                     resumedBytes = held
                     continue
                 }
-            } else if offset > 0 {
-                resumedBytes = max(resumedBytes, offset)
             }
             let partial: PartialDocument
             do throws(SnapshotError) { partial = try inbox.open(digest: info.digest, offset: check.next) } catch { throw .store(error) }
