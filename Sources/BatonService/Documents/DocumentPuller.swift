@@ -123,37 +123,56 @@ public struct DocumentPuller {
     }
 
     /// Receives chunks until the stream is complete; returns why the connection broke, nil when complete.
+    /// Receives chunks until the stream is complete; returns why the connection broke, nil when complete.
+    /// Each chunk is hashed and written by a task of its own while the next one is received and
+    /// decrypted (one write in flight, so the partial file stays in order and has one writer).
     private func receiveRest(on channel: SecureChannel, requestID: UInt32, check: inout DocumentStreamCheck, into partial: PartialDocument,
                              progress: @Sendable (UInt64, UInt64) -> Void) async throws(DocumentPullError) -> String? {
         let total = check.info?.totalSize ?? 0
+        var writing: Task<SnapshotError?, Never>?
+        func finishWriting() async throws(DocumentPullError) {
+            if let failure = await writing?.value { throw .store(failure) }
+            writing = nil
+        }
         while !check.isComplete {
             let reply: Frame
             do throws(TransportError) {
                 reply = try await channel.receive(timeout: chunkTimeout)
             } catch .invalidFrame(let error) {
+                try await finishWriting()
                 throw .protocolError("\(error)")
             } catch {
+                // What arrived before the break is kept for the resume.
+                try await finishWriting()
                 return "\(error)"
             }
             guard reply.requestID == requestID else { continue }
-            if reply.type == .error {
-                throw .refused((try? ErrorFrame(payload: reply.payload)) ?? ErrorFrame(code: .malformed, message: ""))
-            }
             let chunk: DocumentChunk
-            do throws(WireError) {
-                guard reply.type == .documentChunk else { throw .unexpectedMessage("\(reply.type)") }
-                chunk = try DocumentChunk(payload: reply.payload)
-                try check.accept(chunk)
+            do throws(DocumentPullError) {
+                if reply.type == .error {
+                    throw .refused((try? ErrorFrame(payload: reply.payload)) ?? ErrorFrame(code: .malformed, message: ""))
+                }
+                do throws(WireError) {
+                    guard reply.type == .documentChunk else { throw .unexpectedMessage("\(reply.type)") }
+                    chunk = try DocumentChunk(payload: reply.payload)
+                    try check.accept(chunk)
+                } catch {
+                    throw .protocolError("\(error)")
+                }
             } catch {
-                throw .protocolError("\(error)")
+                try await finishWriting()
+                throw error
             }
-            let failure: SnapshotError? = chunk.data.withUnsafeBytes { raw in
-                do throws(SnapshotError) { try partial.append(raw) } catch { return error }
-                return nil
+            try await finishWriting()
+            writing = Task.detached {
+                chunk.data.withUnsafeBytes { raw in
+                    do throws(SnapshotError) { try partial.append(raw) } catch { return error }
+                    return nil
+                }
             }
-            if let failure { throw .store(failure) }
             progress(check.next, total)
         }
+        try await finishWriting()
         return nil
     }
 }
