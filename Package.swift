@@ -13,6 +13,7 @@ let package = Package(
         .executable(name: "bt-pair", targets: ["bt-pair"]),
         .executable(name: "baton-bench", targets: ["baton-bench"]),
         .executable(name: "baton-agent", targets: ["baton-agent"]),
+        .executable(name: "baton-bench-documents", targets: ["baton-bench-documents"]),
         .library(name: "BatonClient", targets: ["BatonClient", "BatonAPI"]),
     ],
     targets: [
@@ -54,6 +55,9 @@ let package = Package(
         .executableTarget(name: "baton-bench", dependencies: ["BatonCore", "BatonCrypto"], swiftSettings: strict),
         // Accept → delivered over loopback TLS, two rings in one process (docs/benchmarks.md).
         .executableTarget(name: "baton-continue-bench", dependencies: ["BatonService", "BatonStore", "BatonCore"], swiftSettings: strict),
+        // A 1 GiB document over pinned TLS on loopback against raw TCP (docs/benchmarks.md).
+        .executableTarget(name: "baton-bench-documents", dependencies: ["BatonService", "BatonStore", "BatonTransport", "BatonCore", "BatonCrypto"],
+                          swiftSettings: strict),
         // Test helper: writes a counter record until SIGKILLed (BatonStoreTests fault injection).
         .executableTarget(name: "baton-store-torture", dependencies: ["BatonStore"], swiftSettings: strict),
 

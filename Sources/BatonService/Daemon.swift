@@ -108,6 +108,12 @@ public enum Daemon {
             desktopEntries: DesktopEntryIndex(scanner: XDGDesktopEntryScanner(environment: environment)),
             launcher: SpawningApplicationLauncher(connection: connection, busAddressForChildren: childBusAddress),
             logger: logger)
+        do {
+            await service.useDocuments(try SnapshotStore(directory: options.stateDirectory + "/documents", perDocumentLimit: ActivityService.defaultDocumentLimit,
+                                                          perUserLimit: ActivityService.defaultUserDocumentLimit))
+        } catch {
+            logger.log("batond: documents disabled, no snapshot store: \(error)")
+        }
         let parts: DaemonParts
         do {
             parts = try await DaemonParts.start(connection: connection, ring: ring, activities: service,

@@ -98,6 +98,13 @@ func computeVectors() throws -> ProtocolVectors {
         Frame(type: .activityContinued, requestID: 8, payload: ActivityReference(typeHash: keys.typeHash("org.example.Reader.reading"), revision: 1).payload),
         Frame(type: .ack, requestID: 8, payload: []),
         Frame(type: .error, requestID: 9, payload: ErrorFrame(code: .unknownActivity, message: "no such activity").payload),
+        Frame(type: .fetchDocument, requestID: 10, payload: DocumentRequest(activity: ActivityReference(typeHash: keys.typeHash("org.example.Reader.reading"), revision: 1),
+                                                                            digest: DocumentRequest.anySnapshot, offset: 0).payload),
+        Frame(type: .documentInfo, requestID: 10, payload: DocumentInfo(totalSize: 3, digest: SHA256.hash([0x61, 0x62, 0x63]), mediaType: "text/plain",
+                                                                        documentID: "note-1").payload),
+        Frame(type: .documentChunk, requestID: 10, payload: DocumentChunk(offset: 0, data: [0x61, 0x62, 0x63]).payload),
+        Frame(type: .fetchDocument, requestID: 11, payload: DocumentRequest(activity: ActivityReference(typeHash: keys.typeHash("org.example.Reader.reading"), revision: 1),
+                                                                            digest: SHA256.hash([0x61, 0x62, 0x63]), offset: 2).payload),
     ]
     let frames = try frameSamples.map { ProtocolVectors.FrameVector(type: $0.type.rawValue, requestID: $0.requestID, payload: hex($0.payload), frame: hex(try $0.encoded())) }
 
@@ -141,6 +148,11 @@ func computeVectors() throws -> ProtocolVectors {
         .init(decoder: "frame", input: hex(try Frame(type: .activityPayload, requestID: 7, payload: activityPayload(type: "org..example")).encoded()),
               error: "malformed(activity type labels)"),
         .init(decoder: "frame", input: "010100000000000000000018" + String(repeating: "00", count: 24), error: "truncated"),
+        .init(decoder: "frame", input: "01070000000000100000003071" + String(repeating: "00", count: 46) + "01",
+              error: "malformed(an offset needs the snapshot's digest)"),
+        .init(decoder: "frame", input: "010900000000001000000008" + "0000000000000000", error: "malformed(empty chunk)"),
+        .init(decoder: "frame", input: "010800000000001000000029" + "0000000000000003" + String(repeating: "11", count: 32) + "00", error: "truncated"),
+        .init(decoder: "frame", input: "010900000000001000010009", error: "payloadTooLarge"),
         .init(decoder: "pairingAdvert", input: "120102030405060708020000" + "6162ff00" + String(repeating: "00", count: 8), error: "malformed(name)"),
         .init(decoder: "pairingAdvert", input: "120102030405060708020100" + "616263" + String(repeating: "00", count: 9), error: "malformed(psm)"),
         .init(decoder: "pairingAdvert", input: "120102030405060708000081" + "616263" + String(repeating: "00", count: 9), error: "malformed(psm)"),
@@ -210,6 +222,9 @@ func decodeFrameAndPayload(_ bytes: [UInt8]) throws(WireError) {
     case .activityPayload: _ = try ActivityRecord(decoding: frame.payload)
     case .error: _ = try ErrorFrame(payload: frame.payload)
     case .ringSync: _ = try Roster(decoding: frame.payload)
+    case .fetchDocument: _ = try DocumentRequest(payload: frame.payload)
+    case .documentInfo: _ = try DocumentInfo(payload: frame.payload)
+    case .documentChunk: _ = try DocumentChunk(payload: frame.payload)
     default: break
     }
 }

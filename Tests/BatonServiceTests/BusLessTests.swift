@@ -16,6 +16,7 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
         var continued: [(ActivityID, String)] = []
         var transferDelay: Duration?
         var versions: ActivityVersions?
+        var document: AttachedDocument?
     }
     private let state = Mutex(State())
     let handled: Set<String>
@@ -42,6 +43,10 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
         return state.withLock { state in state.current.flatMap { $0.0.uid == uid ? $0 : nil } }
     }
     func notifyWasContinued(_ id: ActivityID, device: String) async { state.withLock { $0.continued.append((id, device)) } }
+    func setDocument(_ document: AttachedDocument?) { state.withLock { $0.document = document } }
+    func documentForTransfer(uid: UInt32) async -> AttachedDocument? {
+        state.withLock { state in state.current?.0.uid == uid ? state.document : nil }
+    }
     func allHandledTypes() async -> Set<String> { handled }
     func deliver(activity: ActivityRecord, from device: String, to uid: UInt32) async -> DeliveryOutcome {
         state.withLock { $0.delivered.append((activity, device, uid)) }

@@ -90,6 +90,9 @@ public actor ActivityService {
     var publishesInFlight = 0
     /// Status files written (tests: at most one per publish).
     var statusWrites = 0
+    /// Where attached document snapshots are kept; nil: AttachDocument is refused (NotReady).
+    var documents: SnapshotStore?
+    var snapshotSerial: UInt64 = 0
 
     public init(connection: DBusConnection, configuration: ServiceConfiguration, publisher: (any ActivityPublisher)? = nil,
                 statusFile: StatusFile<DaemonStatus>? = nil, desktopEntries: any DesktopEntrySource,
@@ -199,6 +202,7 @@ public actor ActivityService {
                 }
             case .removed(let id):
                 try? connection.unexport(path: id.objectPath)
+                removeSnapshots(of: id)
                 logger.log("batond: activity \(id.objectPath) invalidated")
             case .changed(let id, let fields):
                 emitChanges(id, fields)

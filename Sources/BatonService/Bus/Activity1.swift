@@ -36,6 +36,14 @@ extension ActivityService {
                 try await service.transition(id, uid: uid) { registry, id, uid throws(RegistryError) in try registry.invalidate(id, by: uid) }
                 return []
             },
+            method("AttachDocument", in: [.init("snapshot", "h"), .init("mediaType", "s"), .init("documentId", "s")]) { service, uid, call in
+                try await service.attachDocument(id, uid: uid, arguments: call.arguments)
+                return []
+            },
+            method("DocumentEdited") { service, uid, _ in
+                try await service.transition(id, uid: uid) { registry, id, uid throws(RegistryError) in try registry.documentEdited(id, by: uid) }
+                return []
+            },
             method("GetPayload", out: [.init("payload", "a{sv}")]) { service, uid, _ in
                 [try await service.payload(id, uid: uid)]
             },

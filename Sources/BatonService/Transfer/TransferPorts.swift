@@ -9,6 +9,8 @@ public protocol TransferActivities: Sendable {
     /// nil when there is none. The id comes back in `notifyWasContinued`.
     func recordForTransfer(uid: UInt32) async -> (ActivityID, ActivityRecord)?
     func notifyWasContinued(_ id: ActivityID, device: String) async
+    /// The snapshot attached to the user's published activity, if any (§6.5).
+    func documentForTransfer(uid: UInt32) async -> AttachedDocument?
 }
 
 /// The identity keys of the current ring members (not this device, not removed), read by the TLS

@@ -83,7 +83,7 @@ extension TransferService {
     /// Connects to the member's endpoints in order (newest first), says Hello, syncs rosters when the
     /// versions differ (or `forceSync`), then sends `request`. A connection that breaks after it was
     /// established is retried on a new one with the same request id (§6.2).
-    private func open(_ request: Frame?, member: DeviceID, forceSync: Bool) async throws(TransferError) -> Conversation {
+    func open(_ request: Frame?, member: DeviceID, forceSync: Bool) async throws(TransferError) -> Conversation {
         guard snapshot.isMember(member) else { throw .notAMember }
         var lastError = TransferError.noEndpoints
         // A member that was reached once explains the failure better than a later refused connect.

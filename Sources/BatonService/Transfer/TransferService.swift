@@ -107,7 +107,10 @@ public actor TransferService {
     }
 
     private func run() {
-        dispatcher = FrameDispatcher { [weak self] request, peer in
+        dispatcher = FrameDispatcher(streamedTypes: [.fetchDocument], streamer: { [weak self] request, channel in
+            guard let self else { throw ErrorFrame(code: .internalError, message: "stopping") }
+            try await self.streamDocument(request, on: channel)
+        }) { [weak self] request, peer in
             guard let self else { throw ErrorFrame(code: .internalError, message: "stopping") }
             return try await self.handle(request, from: peer)
         }
