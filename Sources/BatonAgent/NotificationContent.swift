@@ -41,7 +41,7 @@ public struct NotificationCapabilities: Sendable, Hashable {
 public enum NotificationContent {
     public static func request(for suggestion: SuggestionSnapshot, capabilities: NotificationCapabilities,
                                replacing replacesID: UInt32) -> NotificationRequest {
-        let what = suggestion.title ?? readableType(suggestion.activityType)
+        let what = suggestion.title ?? (suggestion.activityType.isEmpty ? "a web page" : readableType(suggestion.activityType))
         let browserOnly = suggestion.onlyBrowserCanServe
         let summary = browserOnly
             ? "Open ‘\(what)’ from \(suggestion.deviceName) in the browser"
