@@ -12,6 +12,8 @@ let package = Package(
         .executable(name: "baton", targets: ["baton"]),
         .executable(name: "bt-pair", targets: ["bt-pair"]),
         .executable(name: "baton-bench", targets: ["baton-bench"]),
+        .executable(name: "baton-agent", targets: ["baton-agent"]),
+        .executable(name: "baton-bench-documents", targets: ["baton-bench-documents"]),
         .library(name: "BatonClient", targets: ["BatonClient", "BatonAPI"]),
     ],
     targets: [
@@ -19,6 +21,7 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         .systemLibrary(name: "CBluetooth", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
+        .systemLibrary(name: "CGio", pkgConfig: "gio-unix-2.0", providers: [.apt(["libglib2.0-dev"])]),
 
         // Pure layers: no I/O.
         .target(name: "BatonCrypto", dependencies: ["COpenSSL"], swiftSettings: strict),
@@ -37,11 +40,24 @@ let package = Package(
         // What both command-line tools share: subcommands, argument parsing, output, JSON.
         .target(name: "BatonCommandLine", dependencies: ["BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
 
+        // The per-user session agent: notifications for suggestions, app launching in the session.
+        .target(name: "BatonAgent", dependencies: ["BatonClient", "BatonAPI", "BatonCommandLine", "BatonDBus", "CGio"], swiftSettings: strict),
+
         // Thin executables that only wire things together.
-        .executableTarget(name: "batond", dependencies: ["BatonService"], swiftSettings: strict),
+        // The release daemon links the Swift runtime statically: only the pages it touches become
+        // resident (idle RSS, docs/benchmarks.md). Allowed for a root package's executable.
+        .executableTarget(name: "batond", dependencies: ["BatonService"], swiftSettings: strict,
+                          linkerSettings: [.unsafeFlags(["-static-stdlib", "-l_FoundationCShims", "-l_FoundationCollections"],
+                                                         .when(platforms: [.linux], configuration: .release))]),
         .executableTarget(name: "baton", dependencies: ["BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
         .executableTarget(name: "bt-pair", dependencies: ["BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
+        .executableTarget(name: "baton-agent", dependencies: ["BatonAgent"], swiftSettings: strict),
         .executableTarget(name: "baton-bench", dependencies: ["BatonCore", "BatonCrypto"], swiftSettings: strict),
+        // Accept → delivered over loopback TLS, two rings in one process (docs/benchmarks.md).
+        .executableTarget(name: "baton-continue-bench", dependencies: ["BatonService", "BatonStore", "BatonCore"], swiftSettings: strict),
+        // A 1 GiB document over pinned TLS on loopback against raw TCP (docs/benchmarks.md).
+        .executableTarget(name: "baton-bench-documents", dependencies: ["BatonService", "BatonStore", "BatonTransport", "BatonCore", "BatonCrypto"],
+                          swiftSettings: strict),
         // Test helper: writes a counter record until SIGKILLed (BatonStoreTests fault injection).
         .executableTarget(name: "baton-store-torture", dependencies: ["BatonStore"], swiftSettings: strict),
 
@@ -54,7 +70,8 @@ let package = Package(
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore"], swiftSettings: strict),
         .testTarget(name: "BatonDBusTests", dependencies: ["BatonTestBus", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonAPITests", dependencies: ["BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
-        .testTarget(name: "BatonServiceTests", dependencies: ["BatonTestBus", "BatonAPI", "BatonService", "BatonClient", "BatonDBus", "BatonCore"], swiftSettings: strict),
+        .testTarget(name: "BatonServiceTests", dependencies: ["BatonTestBus", "BatonAPI", "BatonService", "BatonClient", "BatonDBus", "BatonCore", "BatonAgent", "BatonBlueZ"], swiftSettings: strict),
+        .testTarget(name: "BatonAgentTests", dependencies: ["BatonTestBus", "BatonAgent", "BatonClient", "BatonAPI", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonClientTests", dependencies: ["BatonTestBus", "BatonAPI", "BatonCommandLine", "BatonClient", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
         .testTarget(name: "BatonAvahiTests", dependencies: ["BatonTestBus", "BatonAvahi", "BatonCore", "BatonCrypto", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonLabTests", dependencies: ["BatonBlueZ", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),

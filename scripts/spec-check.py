@@ -351,7 +351,8 @@ def validate_activity(value):
 
 
 # §6.1–6.3 frames.
-FRAME_LIMITS = {0x01: 28, 0x02: 8, 0x03: 262144, 0x04: 8, 0x05: 0, 0x06: 4 + 256, 0x10: 1048576,
+FRAME_LIMITS = {0x01: 28, 0x02: 8, 0x03: 262144, 0x04: 8, 0x05: 0, 0x06: 4 + 256,
+                0x07: 48, 0x08: 8 + 32 + 2 * (1 + 255), 0x09: 8 + 65536, 0x10: 1048576,
                 0x20: 41, 0x21: 48, 0x22: 48, 0x23: 8 + 4096 + 16}
 ERROR_CODES = {1: "malformed", 2: "unsupportedVersion", 3: "payloadTooLarge", 4: "unknownActivity",
                5: "notPermitted", 6: "timedOut", 7: "internal"}
@@ -395,6 +396,27 @@ def decode_payload(frame_type, payload):
     elif frame_type == 0x06:
         code = reader.u16()
         fields = {"code": ERROR_CODES.get(code, code), "message": reader.take(reader.u16()).decode("utf-8")}
+    elif frame_type == 0x07:  # §6.5 FetchDocument
+        fields = {"typeHash": reader.take(4), "revision": reader.u32(), "digest": reader.take(32), "offset": reader.u64()}
+        if fields["revision"] >= 1 << 24 and fields["revision"] != 0xFFFFFFFF:
+            raise ProtocolError("malformed", "revision")
+        if fields["digest"] == bytes(32) and fields["offset"] != 0:
+            raise ProtocolError("malformed", "an offset needs the snapshot's digest")
+    elif frame_type == 0x08:  # §6.5 DocumentInfo
+        fields = {"totalSize": reader.u64(), "digest": reader.take(32)}
+        for key in ("mediaType", "documentId"):
+            text = reader.take(reader.u8())
+            try:
+                fields[key] = text.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ProtocolError("malformed", "text not UTF-8")
+        for key in ("mediaType", "documentId"):
+            if not fields[key] or any(ord(c) < 0x20 or ord(c) == 0x7F for c in fields[key]):
+                raise ProtocolError("malformed", key)
+    elif frame_type == 0x09:  # §6.5 DocumentChunk
+        fields = {"offset": reader.u64(), "data": reader.take(reader.remaining())}
+        if not fields["data"]:
+            raise ProtocolError("malformed", "empty chunk")
     elif frame_type == 0x10:
         fields = decode_roster_value(read_value(reader))
     elif frame_type == 0x20:
@@ -416,6 +438,13 @@ def encode_payload(frame_type, fields):
         return encode_value(fields)
     if frame_type == 0x05:
         return b""
+    if frame_type == 0x07:
+        return fields["typeHash"] + u32be(fields["revision"]) + fields["digest"] + u64be(fields["offset"])
+    if frame_type == 0x08:
+        texts = [fields[k].encode("utf-8") for k in ("mediaType", "documentId")]
+        return u64be(fields["totalSize"]) + fields["digest"] + b"".join(bytes([len(t)]) + t for t in texts)
+    if frame_type == 0x09:
+        return u64be(fields["offset"]) + fields["data"]
     if frame_type == 0x06:
         code = {v: k for k, v in ERROR_CODES.items()}.get(fields["code"], fields["code"])
         message = fields["message"].encode("utf-8")
@@ -620,6 +649,46 @@ def x25519_public(private):
 
 def sign(seed, message):
     return Ed25519PrivateKey.from_private_bytes(seed).sign(message)
+
+
+# §8.1 identity proof inside the TLS channel (§10.11).
+CHANNEL_LABELS = {"client": b"baton/v1 channel client", "server": b"baton/v1 channel server"}
+
+
+def channel_proof(role, seed, exporter):
+    """Ed25519(identity, label(role) || X): the bare 64-byte signature, no key, no header."""
+    if len(exporter) != 32:
+        raise ProtocolError("malformed", "exporter length")
+    return sign(seed, CHANNEL_LABELS[role] + exporter)
+
+
+def check_channel_proof(role, proof, exporter, pinned):
+    """What the receiving side does (§8.1 steps 2 and 3): the pinned key the proof verifies under, or raises."""
+    if len(proof) != 64:
+        raise ProtocolError("malformed", "channel proof length")
+    for key in pinned:
+        if ed25519_verifies(key, proof, CHANNEL_LABELS[role] + exporter):
+            return key
+    raise ProtocolError("notRingMember")
+
+
+def check_channel_proofs(check, proofs):
+    h = bytes.fromhex
+    for c in proofs:
+        role, seed, exporter, proof = c["role"], h(c["identitySeed"]), h(c["exporter"]), h(c["proof"])
+        other = "server" if role == "client" else "client"
+        name = f"channel proof ({role})"
+        check.equal(f"{name}: identity key", identity_public(seed), h(c["identityKey"]))
+        check.equal(f"{name}: signed bytes", CHANNEL_LABELS[role] + exporter, h(c["signedBytes"]))
+        check.equal(f"{name}: bytes", channel_proof(role, seed, exporter), proof)
+        pinned = [identity_public(bytes([0x55] * 32)), identity_public(seed)]
+        check.equal(f"{name}: found among the pinned keys", attempt(check_channel_proof, role, proof, exporter, pinned),
+                    identity_public(seed))
+        check.record(f"{name}: carries no key", identity_public(seed) not in proof)
+        check.rejects(f"{name}: checked as the other role", lambda: check_channel_proof(other, proof, exporter, pinned), "notRingMember")
+        check.rejects(f"{name}: another session's X", lambda: check_channel_proof(role, proof, bytes(32), pinned), "notRingMember")
+        check.rejects(f"{name}: a peer that does not pin it", lambda: check_channel_proof(role, proof, exporter, pinned[:1]), "notRingMember")
+        check.rejects(f"{name}: one byte short", lambda: check_channel_proof(role, proof[:63], exporter, pinned), "malformed")
 
 
 def roster_value(version, members, removed):
@@ -835,6 +904,14 @@ def main():
         if frame_type == 0x01:  # §6.2: Hello carries request id 0 and, in v1, announces 1,048,576
             check.equal(f"{name}: Hello id and max payload", (request_id, fields["maxPayload"]), (0, 1048576))
 
+    # §6.5: the chunks of a document stream, in order, hash to the digest its DocumentInfo announced.
+    infos = [decode_frame(h(v["frame"]))[3] for v in vectors["frames"] if v["type"] == 0x08]
+    chunks = [decode_frame(h(v["frame"]))[3] for v in vectors["frames"] if v["type"] == 0x09]
+    for info in infos:
+        data = b"".join(c["data"] for c in sorted(chunks, key=lambda c: c["offset"]))
+        check.equal("document stream: size and SHA-256 of the chunks", (len(data), hashlib.sha256(data).digest().hex()),
+                    (info["totalSize"], info["digest"].hex()))
+
     # §7.1–7.2 pairing key agreement.
     p = {k: (h(v) if k not in ("sas",) else v) for k, v in vectors["pairing"].items()}
     check.equal("pairing: initiator public", X25519PrivateKey.from_private_bytes(p["initiatorPrivate"]).public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex(), p["initiatorPublic"].hex())
@@ -862,6 +939,7 @@ def main():
 
     check_pairing_exchange(check, vectors["pairingExchange"])
     check_rosters(check, vectors["rosters"])
+    check_channel_proofs(check, vectors["channelProofs"])
     # §4.3 step 6 replay outcomes (§10.9).
     for vector in vectors["replays"]:
         receiver = Receiver({"m": (secret, 1)}, clock_epoch=2000000)

@@ -91,13 +91,22 @@ for r in v["rosters"]:
         out.append(f"  - removal of `{d['deviceId']}`: signed bytes `{d['signedBytes']}`, signature `{d['signature']}`")
     out.append(f"  - roster `{r['roster']}`")
     out.append(f"  - RingSync, request id {r['ringSyncRequestID']}: `{r['ringSyncFrame']}`")
-out += ["", "### 10.11 Independent check", "",
-        "`scripts/spec-check.py` (Python 3 and python3-cryptography) implements §3–§7.3 from this document alone,",
+out += ["", "### 10.11 Channel identity proofs", "",
+        "§8.1 proofs of one identity (given by its Ed25519 seed) for a fixed exporter value X, both roles. A proof",
+        "checked with the other role's label, or under another key, must fail.", ""]
+for c in v["channelProofs"]:
+    out.append(f"- {c['role']}: seed `{c['identitySeed']}`, identity key `{c['identityKey']}`, X `{c['exporter']}`")
+    out.append(f"  - signed bytes `{c['signedBytes']}`")
+    out.append(f"  - proof `{c['proof']}`")
+out += ["", "### 10.12 Independent check", "",
+        "`scripts/spec-check.py` (Python 3 and python3-cryptography) implements §3–§7.3 and the identity proof of §8.1 from this document alone,",
         "without the Swift code, and checks every vector in `protocol-v1.json`: it recomputes keys, tags, masks,",
         "type hashes, mDNS names, sealed adverts, pairing adverts, values, frames, C, H, SAS and the pairing keys",
         "from their inputs, runs both pairing roles over the exchange of §10.8 (seals each message from its",
-        "inputs and compares the bytes, opens each one, verifies and recomputes the identity signatures), builds",
-        "the rosters of §10.10 from their members (making and verifying every signature), replays §10.9, decodes and re-encodes every encoded item, and",
+        "inputs and compares the bytes, opens each one, verifies and recomputes the identity signatures), checks that the document stream of §10.5 hashes to its",
+        "DocumentInfo's digest (§6.5), builds",
+        "the rosters of §10.10 from their members (making and verifying every signature), makes and verifies the",
+        "channel identity proofs of §10.11 in both roles, replays §10.9, decodes and re-encodes every encoded item, and",
         "expects each rejection's error.",
         "`scripts/test` runs it; a failure there means this text and the code disagree."]
 spec = root / "docs/protocol.md"

@@ -1,9 +1,9 @@
 // Fuzzes frame decoding: FrameDecoder fed a byte stream in arbitrary chunks, and the typed
-// payload decoders (Hello, ActivityReference, Error, ActivityRecord, Roster).
+// payload decoders (Hello, ActivityReference, Error, ActivityRecord, Roster, and the document frames).
 //
 // First byte below 0xC0: stream mode, the rest is a list of chunks (FuzzInput.chunk) appended
 // one by one, taking out every complete frame. Otherwise the rest is one payload for the
-// decoder numbered by the first byte minus 0xC0 (mod 5). Whatever decodes must encode back to the same
+// decoder numbered by the first byte minus 0xC0 (mod 8). Whatever decodes must encode back to the same
 // bytes (the encodings are canonical), except rosters, which are compared after a round trip.
 import BatonCore
 import BatonCrypto
@@ -31,12 +31,24 @@ func checkPayload(_ type: FrameType, _ payload: [UInt8]) {
             let again = (try? roster.encoded()).flatMap { try? Roster(decoding: $0) }
             fuzzCheck(again == roster, "Roster changes in an encode/decode round trip")
         }
+    case .fetchDocument:
+        if let request = try? DocumentRequest(payload: payload) {
+            fuzzCheck(request.payload == payload, "DocumentRequest does not re-encode to its input")
+        }
+    case .documentInfo:
+        if let info = try? DocumentInfo(payload: payload) {
+            fuzzCheck(info.payload == payload, "DocumentInfo does not re-encode to its input")
+        }
+    case .documentChunk:
+        if let chunk = try? DocumentChunk(payload: payload) {
+            fuzzCheck(chunk.payload == payload, "DocumentChunk does not re-encode to its input")
+        }
     case .ack, .pairCommit, .pairHello, .pairReveal, .pairSealed:
         break
     }
 }
 
-let directDecoders: [FrameType] = [.hello, .fetchActivity, .error, .activityPayload, .ringSync]
+let directDecoders: [FrameType] = [.hello, .fetchActivity, .error, .activityPayload, .ringSync, .fetchDocument, .documentInfo, .documentChunk]
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ count: Int) -> CInt {

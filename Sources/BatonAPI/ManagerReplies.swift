@@ -85,30 +85,38 @@ public struct SuggestionProperties: Sendable, Hashable {
     public var hasWebpageURL: Bool
     /// Whether the member is close enough to hand off to (true when the daemon does not say).
     public var near: Bool
+    /// "browser" when no local handler has the type and only the webpage URL can serve (take it
+    /// with ContinueInBrowser; ActivityType is then ""); "" otherwise.
+    public var fallback: String
 
     /// The D-Bus signature of each property.
-    public static let signatures = ["Device": "s", "DeviceName": "s", "ActivityType": "s", "Revision": "u", "HasWebpageURL": "b", "Near": "b"]
+    public static let signatures = ["Device": "s", "DeviceName": "s", "ActivityType": "s", "Revision": "u", "HasWebpageURL": "b", "Near": "b",
+                                    "Fallback": "s"]
 
-    public init(device: String, deviceName: String, activityType: String, revision: UInt32 = 0, hasWebpageURL: Bool = false, near: Bool = true) {
+    public init(device: String, deviceName: String, activityType: String, revision: UInt32 = 0, hasWebpageURL: Bool = false, near: Bool = true,
+                fallback: String = "") {
         self.device = device
         self.deviceName = deviceName
         self.activityType = activityType
         self.revision = revision
         self.hasWebpageURL = hasWebpageURL
         self.near = near
+        self.fallback = fallback
     }
 
     /// Missing properties read as empty (a suggestion being withdrawn may list fewer).
     public init(_ properties: [String: DBusValue]) {
         self.init(device: properties["Device"]?.stringValue ?? "", deviceName: properties["DeviceName"]?.stringValue ?? "",
                   activityType: properties["ActivityType"]?.stringValue ?? "", revision: properties["Revision"]?.uint32Value ?? 0,
-                  hasWebpageURL: properties["HasWebpageURL"]?.boolValue ?? false, near: properties["Near"]?.boolValue ?? true)
+                  hasWebpageURL: properties["HasWebpageURL"]?.boolValue ?? false, near: properties["Near"]?.boolValue ?? true,
+                  fallback: properties["Fallback"]?.stringValue ?? "")
     }
 
     public var dbusProperties: [String: DBusValue] {
         [
             "Device": .string(device), "DeviceName": .string(deviceName), "ActivityType": .string(activityType),
             "Revision": .uint32(revision), "HasWebpageURL": .boolean(hasWebpageURL), "Near": .boolean(near),
+            "Fallback": .string(fallback),
         ]
     }
 }

@@ -54,6 +54,7 @@ public enum BatonErrorName: String, Sendable, Hashable, CaseIterable {
     case failed = "org.baton.Error.Failed"
     case unknownObject = "org.baton.Error.UnknownObject"
     case unknownDevice = "org.baton.Error.UnknownDevice"
+    case diskFull = "org.baton.Error.DiskFull"
 }
 
 extension DBusError {

@@ -18,10 +18,15 @@ public struct BlueZRadioOptions: Sendable {
     public var eventBufferLimit: Int
     /// Timeout of each call to bluetoothd.
     public var callTimeout: Duration
+    /// Register the next advert before removing the previous one when a second instance is free
+    /// (issue 13). Off by default: on the lab's emulated controllers (kernel 6.1, legacy
+    /// advertising) overlapping instances while scanning left the new advert unheard.
+    public var makeBeforeBreak: Bool
 
     public init(adapter: String? = nil, bus: DBusBusKind = .system, deviceCacheLimit: Int = 512,
                 advertTxPower: Int16? = nil, advertIntervalMilliseconds: ClosedRange<UInt32>? = nil,
-                eventBufferLimit: Int = 4096, callTimeout: Duration = .seconds(10)) {
+                eventBufferLimit: Int = 4096, callTimeout: Duration = .seconds(10), makeBeforeBreak: Bool = false) {
+        self.makeBeforeBreak = makeBeforeBreak
         self.adapter = adapter
         self.bus = bus
         self.deviceCacheLimit = deviceCacheLimit
@@ -47,6 +52,10 @@ public struct BlueZRadioStatus: Sendable, Hashable {
     public var experimentalAdvertising: Bool
     /// Adapter1.Address and AddressType of the chosen adapter.
     public var adapterAddress: RadioAdapterAddress?
+    /// RegisterAdvertisement calls bluetoothd refused since the radio started.
+    public var refusedRegistrations: Int
+    /// The chosen adapter refused an advert while scanning once; adverts there pause the scan first.
+    public var pausesScanToAdvertise: Bool
 }
 
 /// `RadioPort` over BlueZ's D-Bus API (system bus): LE advertising through
@@ -97,9 +106,10 @@ public final class BlueZRadio: RadioPort {
 
     public func events() -> AsyncStream<RadioEvent> { eventStream }
 
-    /// Registers the advert (after unregistering the previous one, so a non-connectable advert
-    /// gets a fresh random address). When the adapter is not ready, the advert is kept and
-    /// registered as soon as it is; that is not an error.
+    /// Registers the advert as a new advertisement instance (its own random address). With
+    /// `makeBeforeBreak` and a free instance the previous advert is removed only after the new one
+    /// is registered, else before. When the adapter is not ready, the advert is
+    /// kept and registered as soon as it is; that is not an error.
     public func advertise(companyID: UInt16, data: [UInt8], connectable: Bool) async throws(RadioError) {
         let request = AdvertRequest(companyID: companyID, data: data, connectable: connectable)
         try await send { .advertise(request, $0) }

@@ -24,6 +24,14 @@ struct DeviceState: Sendable, Hashable {
         self.path = path
     }
 
+    /// Properties that change when an advert is heard (and so make a report).
+    static func isAdvertProperty(_ name: String) -> Bool {
+        switch name {
+        case "ManufacturerData", "RSSI", "TxPower", "UUIDs", "Name": true
+        default: false
+        }
+    }
+
     /// A device learnt from an advert, rather than from pairing or an earlier session.
     var carriesAdvert: Bool { rssi != nil || !manufacturerData.isEmpty }
 

@@ -16,31 +16,38 @@ enum BlueZ {
 /// Owns all state of one `BlueZRadio`. Mutated only from `run`'s loop (and `synchronize` before
 /// the loop starts), one command at a time.
 actor RadioEngine {
-    private let connection: DBusConnection
-    private let options: BlueZRadioOptions
-    private let events: AsyncStream<RadioEvent>.Continuation
-    private let commands: AsyncStream<RadioCommand>.Continuation
+    let connection: DBusConnection
+    let options: BlueZRadioOptions
+    let events: AsyncStream<RadioEvent>.Continuation
+    let commands: AsyncStream<RadioCommand>.Continuation
     /// Unique prefix so several radios in one process never share an advert path.
-    private let pathPrefix: String
+    let pathPrefix: String
 
-    private var bluezPresent = false
-    private var adapterPath: String?
-    private var adapterPowered = false
-    private var adapterAddress: RadioAdapterAddress?
-    private var experimentalAdvertising = false
-    private var canSetTxPower = false
-    private var warnedAboutIgnoredOptions = false
+    var bluezPresent = false
+    var adapterPath: String?
+    var adapterPowered = false
+    var adapterAddress: RadioAdapterAddress?
+    var experimentalAdvertising = false
+    var canSetTxPower = false
+    var warnedAboutIgnoredOptions = false
 
-    private var wantedAdvert: AdvertRequest?
-    private var registeredAdvertPath: String?
-    private var advertCounter = 0
+    var wantedAdvert: AdvertRequest?
+    var registeredAdvertPath: String?
+    var advertCounter = 0
 
-    private var wantsScanning = false
-    private var scanning = false
+    var wantsScanning = false
+    var scanning = false
 
-    private var devices: LRUCache<String, DeviceState>
-    private var lastState: RadioState?
-    private var closed = false
+    /// Adapters (by address, else path) whose controller refused an advert while our scan ran
+    /// (legacy LE controllers cannot set an advert's random address while scanning): later
+    /// registrations there pause the scan first instead of failing again.
+    var advertNeedsPausedScan: Set<String> = []
+    /// RegisterAdvertisement calls bluetoothd refused, for diagnostics and tests.
+    var refusedRegistrations = 0
+
+    var devices: LRUCache<String, DeviceState>
+    var lastState: RadioState?
+    var closed = false
 
     init(connection: DBusConnection, options: BlueZRadioOptions, events: AsyncStream<RadioEvent>.Continuation,
          commands: AsyncStream<RadioCommand>.Continuation) {
@@ -57,7 +64,8 @@ actor RadioEngine {
         BlueZRadioStatus(state: currentState, adapterPath: adapterPath, advertPath: registeredAdvertPath,
                          wantsAdvert: wantedAdvert != nil, scanning: scanning, wantsScanning: wantsScanning,
                          cachedDevices: devices.count, deviceCacheLimit: devices.capacity,
-                         experimentalAdvertising: experimentalAdvertising, adapterAddress: adapterAddress)
+                         experimentalAdvertising: experimentalAdvertising, adapterAddress: adapterAddress,
+                         refusedRegistrations: refusedRegistrations, pausesScanToAdvertise: advertNeedsPausedScan.contains(adapterKey))
     }
 
     /// The adapter's address once it is ready (L2CAP sockets bind it).
@@ -76,9 +84,14 @@ actor RadioEngine {
                           path: "/org/freedesktop/DBus", stringArguments: [0: BlueZ.service]), handler: forward)
         _ = try await connection.subscribe(
             DBusMatchRule(sender: BlueZ.service, interface: BlueZ.objectManagerInterface, path: "/"), handler: forward)
-        _ = try await connection.subscribe(
-            DBusMatchRule(sender: BlueZ.service, interface: BlueZ.propertiesInterface, member: "PropertiesChanged",
-                          pathNamespace: "/org/bluez"), handler: forward)
+        // Only Adapter1 and Device1 changes, and only below the configured adapter when there is
+        // one: GATT values, media players and other adapters' devices never wake the radio.
+        let namespace = options.adapter.map { $0.hasPrefix("/") ? $0 : "/org/bluez/" + $0 } ?? "/org/bluez"
+        for interface in [BlueZ.adapterInterface, BlueZ.deviceInterface] {
+            _ = try await connection.subscribe(
+                DBusMatchRule(sender: BlueZ.service, interface: BlueZ.propertiesInterface, member: "PropertiesChanged",
+                              pathNamespace: namespace, stringArguments: [0: interface]), handler: forward)
+        }
     }
 
     func run(_ stream: AsyncStream<RadioCommand>) async {
@@ -108,7 +121,7 @@ actor RadioEngine {
         if !closed { await shutDown() }
     }
 
-    private static func reply(_ command: RadioCommand, _ result: Result<Void, RadioError>) {
+    static func reply(_ command: RadioCommand, _ result: Result<Void, RadioError>) {
         switch command {
         case .signal, .released: break
         case .advertise(_, let reply), .stopAdvertising(let reply), .startScanning(let reply),
@@ -117,7 +130,7 @@ actor RadioEngine {
         }
     }
 
-    private func shutDown() async {
+    func shutDown() async {
         wantedAdvert = nil
         wantsScanning = false
         await unregisterAdvert()
@@ -129,7 +142,7 @@ actor RadioEngine {
 
     // MARK: - State
 
-    private var currentState: RadioState {
+    var currentState: RadioState {
         if !bluezPresent { return .unavailable("bluetoothd is not running") }
         guard adapterPath != nil else {
             return .unavailable(options.adapter.map { "adapter \($0) is not present" } ?? "no Bluetooth adapter")
@@ -137,18 +150,22 @@ actor RadioEngine {
         return adapterPowered ? .ready : .poweredOff
     }
 
-    private func publishState() {
+    func publishState() {
         let state = currentState
         guard state != lastState else { return }
         lastState = state
         events.yield(.stateChanged(state))
     }
 
-    private func notice(_ text: String) {
+    func notice(_ text: String) {
         events.yield(.notice(text))
     }
 
-    private var adapterName: String { adapterPath.map(Self.lastComponent) ?? "adapter" }
+    var adapterName: String { adapterPath.map(Self.lastComponent) ?? "adapter" }
+
+    /// What the radio remembers a controller by: its address survives bluetoothd restarts and
+    /// renumbering; the path is the fallback while the address is unknown.
+    var adapterKey: String { adapterAddress?.address ?? adapterPath ?? "" }
 
     /// Re-reads everything from bluetoothd (at start and whenever it (re)appears), then resumes
     /// advertising and scanning if the adapter is ready. `reason` goes into the notices.
@@ -173,7 +190,7 @@ actor RadioEngine {
         await reconcile(reason: reason)
     }
 
-    private func chooseAdapter(_ adapters: [String: [String: [String: DBusValue]]]) -> String? {
+    func chooseAdapter(_ adapters: [String: [String: [String: DBusValue]]]) -> String? {
         if let wanted = options.adapter {
             let path = wanted.hasPrefix("/") ? wanted : "/org/bluez/" + wanted
             return adapters[path] != nil ? path : nil
@@ -182,12 +199,12 @@ actor RadioEngine {
         return ordered.first { adapters[$0]?[BlueZ.adapterInterface]?["Powered"]?.boolValue == true } ?? ordered.first
     }
 
-    private func isWanted(adapter path: String) -> Bool {
+    func isWanted(adapter path: String) -> Bool {
         guard let wanted = options.adapter else { return true }
         return path == (wanted.hasPrefix("/") ? wanted : "/org/bluez/" + wanted)
     }
 
-    private func adoptAdapter(_ adapter: (path: String, interfaces: [String: [String: DBusValue]])?) {
+    func adoptAdapter(_ adapter: (path: String, interfaces: [String: [String: DBusValue]])?) {
         if adapter?.path != adapterPath { forgetDevices() }
         adapterPath = adapter?.path
         let properties = adapter?.interfaces[BlueZ.adapterInterface] ?? [:]
@@ -203,14 +220,14 @@ actor RadioEngine {
     }
 
     /// The radio lost what it had registered (bluetoothd gone, adapter gone or powered off).
-    private func dropRegistrations() {
+    func dropRegistrations() {
         if let path = registeredAdvertPath { try? connection.unexport(path: path) }
         registeredAdvertPath = nil
         scanning = false
     }
 
     /// Brings BlueZ in line with what the owner wants, when the adapter is ready.
-    private func reconcile(reason: String?) async {
+    func reconcile(reason: String?) async {
         publishState()
         guard currentState == .ready else { return }
         // Scanning first, then the advert: the order that works on controllers that cannot
@@ -231,288 +248,6 @@ actor RadioEngine {
                 notice("could not resume advertising on \(adapterName): \(error)")
             }
         }
-    }
-
-    // MARK: - Signals
-
-    private func handle(_ signal: DBusSignal) async {
-        switch (signal.interface, signal.member) {
-        case ("org.freedesktop.DBus", "NameOwnerChanged"):
-            guard signal.arguments.count == 3, signal.arguments[0].stringValue == BlueZ.service else { return }
-            let newOwner = signal.arguments[2].stringValue ?? ""
-            dropRegistrations()
-            forgetDevices()
-            if newOwner.isEmpty {
-                bluezPresent = false
-                adapterPath = nil
-                adapterPowered = false
-                notice("bluetoothd left the bus")
-                publishState()
-            } else {
-                notice("bluetoothd (re)started")
-                await synchronize(reason: "bluetoothd restarted")
-            }
-        case (BlueZ.objectManagerInterface, "InterfacesAdded"):
-            await interfacesAdded(signal.arguments)
-        case (BlueZ.objectManagerInterface, "InterfacesRemoved"):
-            interfacesRemoved(signal.arguments)
-        case (BlueZ.propertiesInterface, "PropertiesChanged"):
-            await propertiesChanged(path: signal.path, signal.arguments)
-        default:
-            break
-        }
-    }
-
-    private func interfacesAdded(_ arguments: [DBusValue]) async {
-        guard arguments.count == 2, let path = arguments[0].objectPathValue,
-            let interfaces = Self.interfaceMap(arguments[1])
-        else { return }
-        if interfaces[BlueZ.adapterInterface] != nil {
-            bluezPresent = true
-            guard adapterPath == nil, isWanted(adapter: path) else { return }
-            adoptAdapter((path, interfaces))
-            notice("adapter \(adapterName) appeared")
-            await reconcile(reason: "adapter \(adapterName) appeared")
-            return
-        }
-        if let properties = interfaces[BlueZ.deviceInterface], isOnAdapter(path) {
-            var device = DeviceState(path: path)
-            device.apply(properties)
-            devices.set(path, device)
-            if wantsScanning, device.carriesAdvert { events.yield(.report(device.report)) }
-        }
-    }
-
-    private func interfacesRemoved(_ arguments: [DBusValue]) {
-        guard arguments.count == 2, let path = arguments[0].objectPathValue,
-            let interfaces = arguments[1].stringArrayValue
-        else { return }
-        if path == adapterPath, interfaces.contains(BlueZ.adapterInterface) {
-            let name = adapterName
-            dropRegistrations()
-            forgetDevices()
-            adapterPath = nil
-            adapterPowered = false
-            notice("adapter \(name) was removed")
-            publishState()
-            return
-        }
-        if interfaces.contains(BlueZ.deviceInterface), isOnAdapter(path) {
-            let address = devices.removeValue(forKey: path)?.address ?? DeviceState.address(fromPath: path)
-            if wantsScanning, let address { events.yield(.vanished(address: address)) }
-        }
-    }
-
-    private func propertiesChanged(path: String, _ arguments: [DBusValue]) async {
-        guard arguments.count >= 2, let interface = arguments[0].stringValue, let changed = arguments[1].asDictionary else { return }
-        let invalidated = arguments.count > 2 ? (arguments[2].stringArrayValue ?? []) : []
-        if interface == BlueZ.adapterInterface, path == adapterPath {
-            if let powered = changed["Powered"]?.boolValue, powered != adapterPowered {
-                adapterPowered = powered
-                if powered {
-                    notice("adapter \(adapterName) powered on")
-                    // BlueZ may or may not have kept the old registration: start clean.
-                    await unregisterAdvert(keepWanted: true)
-                    scanning = false
-                    await reconcile(reason: "adapter powered on")
-                } else {
-                    dropRegistrations()
-                    notice("adapter \(adapterName) powered off")
-                    publishState()
-                }
-            } else if changed["Discovering"]?.boolValue == false, scanning, adapterPowered {
-                // Our session ended without our StopDiscovery (another client cannot stop ours).
-                scanning = false
-                await reconcile(reason: "discovery stopped by the adapter")
-            }
-            return
-        }
-        guard interface == BlueZ.deviceInterface, isOnAdapter(path) else { return }
-        var device = devices.get(path) ?? DeviceState(path: path)
-        device.apply(changed)
-        device.invalidate(invalidated)
-        devices.set(path, device)
-        let advertProperties: Set<String> = ["ManufacturerData", "RSSI", "TxPower", "UUIDs", "Name"]
-        if wantsScanning, !advertProperties.isDisjoint(with: changed.keys) { events.yield(.report(device.report)) }
-    }
-
-    private func isOnAdapter(_ path: String) -> Bool {
-        guard let adapterPath else { return false }
-        return path.hasPrefix(adapterPath + "/")
-    }
-
-    private func forgetDevices() {
-        devices.removeAll()
-    }
-
-    // MARK: - Advertising
-
-    private func advertise(_ request: AdvertRequest) async -> Result<Void, RadioError> {
-        // A legacy AD structure holds at most 31 bytes: length, type, company ID, then the data.
-        // BlueZ 5.66 refuses longer data only with a generic "Failed to parse advertisement".
-        guard request.data.count <= Self.maxManufacturerDataLength else { return .failure(.invalidLength) }
-        wantedAdvert = request
-        await unregisterAdvert(keepWanted: true)
-        guard currentState == .ready else {
-            notice("advert kept until \(adapterName) is ready")
-            return .success(())
-        }
-        let result = await register(request)
-        if case .failure = result { wantedAdvert = nil }
-        return result
-    }
-
-    private func register(_ request: AdvertRequest) async -> Result<Void, RadioError> {
-        guard let adapterPath else { return .failure(.unavailable("no adapter")) }
-        advertCounter += 1
-        let path = "\(pathPrefix)/advert\(advertCounter)"
-        let commands = self.commands
-        var properties: [DBusProperty] = [
-            DBusProperty("Type", signature: "s") { .string(request.connectable ? "peripheral" : "broadcast") },
-            DBusProperty("ManufacturerData", signature: "a{qv}") {
-                .dictionary(keySignature: "q", valueSignature: "v", [.uint16(request.companyID): .variant(.bytes(request.data))])
-            },
-            DBusProperty("Includes", signature: "as") { .stringArray([]) },
-        ]
-        properties += experimentalProperties()
-        let release = DBusMethod("Release") { _ in
-            commands.yield(.released(path: path))
-            return []
-        }
-        do {
-            try await connection.export([DBusInterface(BlueZ.advertisementInterface, methods: [release], properties: properties)], at: path)
-        } catch {
-            return .failure(.failed("cannot export the advert object: \(error)"))
-        }
-        do {
-            do {
-                try await registerAdvertisement(path, on: adapterPath)
-            } catch let error as DBusError where error.name == BlueZ.errorPrefix + "Failed" && scanning {
-                // Some controllers (the lab's emulated ones among them) cannot start advertising
-                // while a scan runs: pause the scan, register, resume the scan.
-                await stopDiscovery()
-                defer { Task { await self.resumeScanningAfterRegistration() } }
-                try await registerAdvertisement(path, on: adapterPath)
-                notice("advertising on \(Self.lastComponent(adapterPath)) needed a pause of the scan")
-            }
-        } catch {
-            try? connection.unexport(path: path)
-            var mapped = Self.radioError(error)
-            // 5.66 answers a full controller with NotPermitted, or with Failed when the kernel
-            // refuses the instance; the manager's instance counters tell the two apart.
-            if case .failed = mapped, await freeInstances(adapterPath) == 0 { mapped = .instanceLimit }
-            notice("RegisterAdvertisement on \(Self.lastComponent(adapterPath)) failed: \(error)")
-            return .failure(mapped)
-        }
-        registeredAdvertPath = path
-        return .success(())
-    }
-
-    private func registerAdvertisement(_ path: String, on adapterPath: String) async throws {
-        _ = try await connection.call(destination: BlueZ.service, path: adapterPath, interface: BlueZ.advertisingManagerInterface,
-                                      method: "RegisterAdvertisement",
-                                      arguments: [.objectPath(path), .propertyDictionary([:])], timeout: options.callTimeout)
-    }
-
-    private func resumeScanningAfterRegistration() async {
-        guard wantsScanning, !scanning, currentState == .ready else { return }
-        if case .failure(let error) = await startDiscovery() { notice("scanning could not resume after advertising: \(error)") }
-    }
-
-    /// SupportedInstances of the advertising manager (the free ones), nil when unreadable.
-    private func freeInstances(_ adapterPath: String) async -> Int? {
-        let reply = try? await connection.call(destination: BlueZ.service, path: adapterPath, interface: BlueZ.propertiesInterface,
-                                               method: "Get", arguments: [.string(BlueZ.advertisingManagerInterface),
-                                                                           .string("SupportedInstances")],
-                                               timeout: options.callTimeout)
-        return reply?.first?.byteValue.map(Int.init)
-    }
-
-    /// TxPower and intervals only where bluetoothd honours them; 5.66 ignores them silently otherwise.
-    private func experimentalProperties() -> [DBusProperty] {
-        var properties: [DBusProperty] = []
-        var ignored: [String] = []
-        if let power = options.advertTxPower {
-            if canSetTxPower {
-                properties.append(DBusProperty("TxPower", signature: "n") { .int16(power) })
-            } else {
-                ignored.append("TxPower")
-            }
-        }
-        if let interval = options.advertIntervalMilliseconds {
-            if experimentalAdvertising {
-                properties.append(DBusProperty("MinInterval", signature: "u") { .uint32(interval.lowerBound) })
-                properties.append(DBusProperty("MaxInterval", signature: "u") { .uint32(interval.upperBound) })
-            } else {
-                ignored.append("interval")
-            }
-        }
-        if !ignored.isEmpty, !warnedAboutIgnoredOptions {
-            warnedAboutIgnoredOptions = true
-            notice("advert \(ignored.joined(separator: " and ")) not set: bluetoothd offers no experimental advertising features (-E)")
-        }
-        return properties
-    }
-
-    /// Unregisters the current advert (errors ignored: BlueZ may have dropped it already).
-    private func unregisterAdvert(keepWanted: Bool = false) async {
-        guard let path = registeredAdvertPath else { return }
-        registeredAdvertPath = nil
-        if let adapterPath, bluezPresent {
-            _ = try? await connection.call(destination: BlueZ.service, path: adapterPath, interface: BlueZ.advertisingManagerInterface,
-                                           method: "UnregisterAdvertisement", arguments: [.objectPath(path)],
-                                           timeout: options.callTimeout)
-        }
-        try? connection.unexport(path: path)
-        if !keepWanted { wantedAdvert = nil }
-    }
-
-    /// BlueZ dropped an advert by itself (it calls Release after the fact).
-    private func released(_ path: String) async {
-        guard path == registeredAdvertPath else { return }
-        registeredAdvertPath = nil
-        try? connection.unexport(path: path)
-        notice("BlueZ released the advert on \(adapterName)")
-        await reconcile(reason: "advert was released")
-    }
-
-    // MARK: - Scanning
-
-    private func startScanning() async -> Result<Void, RadioError> {
-        wantsScanning = true
-        guard currentState == .ready else { return .success(()) }
-        guard !scanning else { return .success(()) }
-        let result = await startDiscovery()
-        if case .failure = result { wantsScanning = false }
-        return result
-    }
-
-    private func startDiscovery() async -> Result<Void, RadioError> {
-        guard let adapterPath else { return .failure(.unavailable("no adapter")) }
-        let filter = DBusValue.propertyDictionary(["Transport": .string("le"), "DuplicateData": .boolean(true)])
-        do {
-            _ = try await connection.call(destination: BlueZ.service, path: adapterPath, interface: BlueZ.adapterInterface,
-                                          method: "SetDiscoveryFilter", arguments: [filter], timeout: options.callTimeout)
-        } catch {
-            return .failure(Self.radioError(error))
-        }
-        do {
-            _ = try await connection.call(destination: BlueZ.service, path: adapterPath, interface: BlueZ.adapterInterface,
-                                          method: "StartDiscovery", timeout: options.callTimeout)
-        } catch let error as DBusError where error.name == BlueZ.errorPrefix + "InProgress" {
-            // Our session is already running.
-        } catch {
-            return .failure(Self.radioError(error))
-        }
-        scanning = true
-        return .success(())
-    }
-
-    private func stopDiscovery() async {
-        guard scanning, let adapterPath else { scanning = false; return }
-        scanning = false
-        _ = try? await connection.call(destination: BlueZ.service, path: adapterPath, interface: BlueZ.adapterInterface,
-                                       method: "StopDiscovery", timeout: options.callTimeout)
     }
 
     // MARK: - Helpers

@@ -7,6 +7,8 @@ import BatonDBus
 public struct BatonClientError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The documented org.baton error names (one table, in BatonAPI).
     public typealias Code = BatonErrorName
+    /// The continuation failure categories (one table, in BatonAPI).
+    public typealias ContinuationCategory = ContinuationFailure
 
     /// The D-Bus error name, e.g. `org.baton.Error.UnknownActivity`.
     public var name: String
@@ -28,6 +30,13 @@ public struct BatonClientError: Error, Sendable, Hashable, CustomStringConvertib
 
     /// The documented daemon error, or nil for bus-level and other errors.
     public var code: Code? { Code(rawValue: name) }
+
+    /// Why a Continue failed (cancelled, unreachable, interrupted, versionUnsupported,
+    /// noLongerCurrent, timedOut), from the daemon's error; nil for other errors.
+    public var continuationFailure: ContinuationCategory? {
+        guard code == .failed || code == .notReady || code == .unknownActivity else { return nil }
+        return ContinuationFailure(errorMessage: message)
+    }
 
     public var description: String { message.isEmpty ? name : "\(name): \(message)" }
 

@@ -36,6 +36,14 @@ extension BatonConnection {
         return out.sorted { $0.path < $1.path }
     }
 
+    /// Suggestion1.ContinueInBrowser (a suggestion whose Fallback is "browser"): the source is told
+    /// it was continued and the webpage URL is returned, for the caller to open (xdg-open).
+    public func continueSuggestionInBrowser(at path: String) async throws(BatonClientError) -> String {
+        let reply = try await call(path: path, interface: BatonInterface.suggestion, method: "ContinueInBrowser")
+        guard let url = reply.first?.stringValue else { throw .unexpectedReply("ContinueInBrowser") }
+        return url
+    }
+
     /// Suggestion1.Continue; returns the outcome ("delivered", "declined", ...).
     public func continueSuggestionOutcome(at path: String) async throws(BatonClientError) -> String {
         let reply = try await call(path: path, interface: BatonInterface.suggestion, method: "Continue")

@@ -50,6 +50,11 @@ public enum OutputDocument {
         .object([("Continued", .string(suggestionPath)), ("Outcome", .string(outcome))])
     }
 
+    /// `baton --json continue --browser`: the webpage URL to open.
+    public static func continuedInBrowser(_ suggestionPath: String, url: String) -> JSONValue {
+        .object([("Continued", .string(suggestionPath)), ("Outcome", .string("open-url")), ("WebpageURL", .string(url))])
+    }
+
     /// `baton --json publish`: `onAir` says whether the activity went on the air.
     public static func published(path: String, type: String, current: Bool, status: String, lastError: String?, onAir: Bool) -> JSONValue {
         var members: Members = [("Path", .string(path)), ("Type", .string(type)), ("Current", .boolean(current)), ("Status", .string(status))]

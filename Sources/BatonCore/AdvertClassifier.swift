@@ -8,19 +8,6 @@ public enum AdvertiserKind: Hashable, Sendable {
     case googleFastPair
     case other(companyID: UInt16?)
 
-    public var label: String {
-        switch self {
-        case .ringMember(let id): "baton ring member \(id.shortForm)"
-        case .foreignBaton: "baton (other ring)"
-        case .batonPairing(let name): "baton pairing (\(name))"
-        case .appleContinuity: "Apple Continuity"
-        case .microsoftCDP: "Microsoft CDP"
-        case .googleFastPair: "Google Fast Pair"
-        case .other(let company?): String(format4Hex: company)
-        case .other(nil): "unknown"
-        }
-    }
-
     /// Classifies by company ID and service UUIDs, no keys needed. Ring members are decided
     /// by the matcher, not here.
     public static func classify(companyID: UInt16?, batonCompanyID: UInt16, manufacturerData: [UInt8]?,
@@ -36,12 +23,5 @@ public enum AdvertiserKind: Hashable, Sendable {
         case 0x0006: return .microsoftCDP
         default: return .other(companyID: companyID)
         }
-    }
-}
-
-extension String {
-    init(format4Hex value: UInt16) {
-        let hex = String(value, radix: 16)
-        self = "company 0x" + String(repeating: "0", count: 4 - hex.count) + hex
     }
 }

@@ -21,12 +21,6 @@ public struct RingAdvertRefusal: Error, Hashable, Sendable {
     public let reason: WireError
 }
 
-/// A ring advert that opened under a member's keys, replay state not consulted.
-public struct Recognition: Hashable, Sendable {
-    public let member: DeviceID
-    public let epoch: UInt64
-}
-
 /// Recognises ring members' adverts with one hash-table lookup, whatever the number of
 /// members, then opens the seal and rejects replays (§4.3). Input in, verdict out; no I/O.
 public struct AdvertMatcher: Sendable {
@@ -129,18 +123,6 @@ public struct AdvertMatcher: Sendable {
         } catch {
             return .failure(RingAdvertRefusal(taggedMember: candidate.member, reason: error))
         }
-    }
-
-    /// Which member sealed this advert, and in which epoch, without the replay check and without
-    /// changing any state: for diagnostics, which must not disturb the receiver's replay rules.
-    public func recognise(_ advert: [UInt8]) -> Recognition? {
-        guard (try? AdvertKind.classify(advert)) == .ring, let bucket = table[tagKeyOf(advert[1..<7])] else { return nil }
-        for candidate in [bucket.first] + bucket.others {
-            if let opened = try? open(advert, candidate) {
-                return Recognition(member: opened.candidate.member, epoch: opened.candidate.epoch)
-            }
-        }
-        return nil
     }
 
     private func open(_ advert: [UInt8], _ candidate: Candidate) throws(WireError) -> (candidate: Candidate, sequence: UInt8, body: AdvertBody) {

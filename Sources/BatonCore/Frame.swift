@@ -6,6 +6,9 @@ public enum FrameType: UInt8, CaseIterable, Sendable {
     case activityContinued = 0x04
     case ack = 0x05
     case error = 0x06
+    case fetchDocument = 0x07
+    case documentInfo = 0x08
+    case documentChunk = 0x09
     case ringSync = 0x10
     case pairCommit = 0x20
     case pairHello = 0x21
@@ -19,6 +22,9 @@ public enum FrameType: UInt8, CaseIterable, Sendable {
         case .activityPayload: 262_144
         case .ack: 0
         case .error: 4 + ErrorFrame.maxMessageBytes
+        case .fetchDocument: DocumentRequest.byteCount
+        case .documentInfo: DocumentInfo.maxByteCount
+        case .documentChunk: DocumentChunk.headerByteCount + DocumentChunk.maxDataBytes
         case .ringSync: 1_048_576
         case .pairCommit: 41
         case .pairHello, .pairReveal: 48

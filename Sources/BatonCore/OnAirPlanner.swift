@@ -1,7 +1,8 @@
 /// What this device has on the air (swift-nio style: inputs in, actions out, carried out in order).
 /// Wraps `AdvertSender` and adds the daemon's rules around it:
-/// - the ring advert (activity or presence) goes out once something was published, or, with no
-///   activity, as presence as soon as the ring has other members;
+/// - a ring of one is silent (§4.2): the revision and counters still move, but nothing is sealed;
+///   the ring advert (the current activity, else presence) goes out as soon as the ring has another
+///   member and stops when the last other member leaves;
 /// - while a pairing session waits, the radio carries its clear pairing advert (§5) instead, and
 ///   the ring advert waits: its counters are still persisted at once, the bytes are put back when
 ///   no session waits any more;
@@ -49,9 +50,9 @@ public struct OnAirPlanner: Sendable {
     /// The session ids of this device's own waiting sessions (not listed as heard nearby).
     public var waitingSessionIDs: [[UInt8]] { waitingPairing.map(\.sessionID) }
 
-    /// The radio became usable (the daemon started scanning): presence when there is a ring.
+    /// The radio became usable (the daemon started scanning): the ring advert when there is a ring.
     public mutating func radioStarted(nowSeconds: Int64) -> [Action] {
-        presenceIfRinged(nowSeconds: nowSeconds)
+        startIfRinged(nowSeconds: nowSeconds)
     }
 
     /// A user published an activity: a new revision even when type and flags stayed (`changed`).
@@ -76,11 +77,17 @@ public struct OnAirPlanner: Sendable {
         ring(sender.rotateSecret(secret, nowSeconds: nowSeconds))
     }
 
-    /// The ring gained or lost other members. Gaining starts presence; losing the last one leaves
-    /// the advert as it was (as before: nothing withdraws it).
+    /// The ring gained or lost other members. Gaining starts the ring advert with the current
+    /// content (activity, else presence); losing the last one stops it (§4.2). A waiting pairing
+    /// advert keeps the air either way.
     public mutating func ringMembersChanged(hasOthers: Bool, nowSeconds: Int64) -> [Action] {
         ringHasOtherMembers = hasOthers
-        return presenceIfRinged(nowSeconds: nowSeconds)
+        if hasOthers { return startIfRinged(nowSeconds: nowSeconds) }
+        guard sender.currentAdvert != nil else { return [] }
+        _ = sender.stop()
+        guard hasRadio, waitingPairing.isEmpty else { return [] }
+        onAir = .nothing
+        return [.stop]
     }
 
     /// A session started waiting for its initiator: its pairing advert goes on the air.
@@ -129,20 +136,22 @@ public struct OnAirPlanner: Sendable {
         let actions = sender.radioReset()
         if actions.isEmpty {
             onAir = .nothing
-            return [.stop] + presenceIfRinged(nowSeconds: nowSeconds)
+            return [.stop] + startIfRinged(nowSeconds: nowSeconds)
         }
         return ring(actions)
     }
 
-    /// A ring of one has nobody to tell; with members, the device advertises at least presence.
-    private mutating func presenceIfRinged(nowSeconds: Int64) -> [Action] {
-        guard hasRadio, ringHasOtherMembers, !activityPublished else { return [] }
-        return advertise(.presence, changed: false, nowSeconds: nowSeconds)
+    /// A ring of one has nobody to tell (§4.2); with members, the sender starts with what it holds
+    /// (the current activity, else presence), without a new revision.
+    private mutating func startIfRinged(nowSeconds: Int64) -> [Action] {
+        guard hasRadio, ringHasOtherMembers, sender.currentAdvert == nil else { return [] }
+        return ring(sender.start(nowSeconds: nowSeconds))
     }
 
+    /// New content: a new revision always; sealed and sent only with a radio and a ring.
     private mutating func advertise(_ content: AdvertContent, changed: Bool, nowSeconds: Int64) -> [Action] {
         var actions = sender.update(content, nowSeconds: nowSeconds, changed: changed)
-        guard hasRadio else { return ring(actions) }
+        guard hasRadio, ringHasOtherMembers else { return ring(actions) }
         if sender.currentAdvert == nil { actions = sender.start(nowSeconds: nowSeconds) }
         return ring(actions)
     }

@@ -59,3 +59,88 @@ public struct ProximityDetector: Hashable, Sendable {
         return range
     }
 }
+
+/// Whether a ring member is close enough for its suggestion to be shown (issue 13), from its
+/// adverts' RSSI and their timing, with hysteresis in dB and in time so a device at the edge or a
+/// missed advert does not make suggestions flicker:
+/// - it becomes near when its smoothed RSSI reaches `enterNear` (an advert with unknown RSSI, HCI's
+///   127, counts as near: a controller that cannot measure never hides a member);
+/// - it stays near until the smoothed RSSI has stayed below `leaveNear` for `leaveAfter` seconds
+///   (walking away), or no advert was heard for `silenceTimeout` seconds (the advert stopped).
+/// Times are seconds on a monotonic clock; pure, so recorded traces test it.
+public struct PresenceTracker: Sendable {
+    public struct Thresholds: Hashable, Sendable {
+        public var enterNear: Double
+        public var leaveNear: Double
+        public var leaveAfter: Double
+        public var silenceTimeout: Double
+
+        /// `enterNear` -70 dBm; far again 10 dB lower for 3 s, or after 10 s without an advert.
+        public init(enterNear: Double = -70, hysteresisDB: Double = 10, leaveAfter: Double = 3, silenceTimeout: Double = 10) {
+            self.enterNear = enterNear
+            self.leaveNear = enterNear - max(0, hysteresisDB)
+            self.leaveAfter = max(0, leaveAfter)
+            self.silenceTimeout = max(0, silenceTimeout)
+        }
+    }
+
+    private struct Member {
+        var statistics = RSSIStatistics()
+        var near = false
+        var lastHeard: Double
+        /// Since when the smoothed RSSI has been below `leaveNear` while near.
+        var weakSince: Double?
+    }
+
+    public let thresholds: Thresholds
+    private var members: [DeviceID: Member] = [:]
+
+    public init(_ thresholds: Thresholds = Thresholds()) { self.thresholds = thresholds }
+
+    /// Records an advert of `member` heard at `time` with `rssi` (nil or 127: unknown); returns
+    /// whether the member is near now.
+    @discardableResult
+    public mutating func heard(_ member: DeviceID, rssi: Int?, at time: Double) -> Bool {
+        var entry = members[member] ?? Member(lastHeard: time)
+        entry.lastHeard = time
+        if let rssi, RSSIStatistics.isKnown(rssi) {
+            entry.statistics.record(rssi)
+        } else if entry.statistics.knownSamples == 0 {
+            // Only unknown RSSI so far: near enough to suggest.
+            entry.near = true
+        }
+        if let smoothed = entry.statistics.smoothed {
+            if !entry.near {
+                if smoothed >= thresholds.enterNear { entry.near = true }
+                entry.weakSince = nil
+            } else if smoothed < thresholds.leaveNear {
+                let since = entry.weakSince ?? time
+                entry.weakSince = since
+                if time - since >= thresholds.leaveAfter {
+                    entry.near = false
+                    entry.weakSince = nil
+                }
+            } else {
+                entry.weakSince = nil
+            }
+        }
+        members[member] = entry
+        return entry.near
+    }
+
+    public func isNear(_ member: DeviceID) -> Bool { members[member]?.near ?? false }
+
+    /// No member is tracked (nothing heard since the last silence).
+    public var isEmpty: Bool { members.isEmpty }
+
+    /// The members that were near and have not been heard for `silenceTimeout` seconds at `time`:
+    /// they are far now (and forgotten, so their next advert starts afresh).
+    public mutating func silenced(at time: Double) -> [DeviceID] {
+        let gone = members.filter { time - $0.value.lastHeard >= thresholds.silenceTimeout }.map(\.key)
+        for member in gone { members[member] = nil }
+        return gone.sorted { $0.description < $1.description }
+    }
+
+    /// Forgets a member (it left the ring).
+    public mutating func forget(_ member: DeviceID) { members[member] = nil }
+}

@@ -6,6 +6,12 @@ public struct Suggestion: Hashable, Sendable {
     public let activityType: String
     public let revision: UInt32
     public let hasWebpageURL: Bool
+    /// The advert's keyed type hash: what FetchActivity asks for (§9 step 2).
+    public let typeHash: TypeHash
+
+    /// No local handler has the type, but the activity has a webpage URL: offered as "open in
+    /// browser" (issue 13). The type's name is unknown here (only its keyed hash was heard).
+    public var opensInBrowser: Bool { activityType.isEmpty }
 }
 
 /// Which suggestions are offered (swift-nio style: inputs in, actions out). A member's newest
@@ -56,13 +62,15 @@ public struct SuggestionBook: Sendable {
         let type: String
         switch resolution {
         case .unavailable: return []
+        // Unhandled but with a webpage URL: a browser can continue it (the type stays unknown).
+        case .unhandled where body.flags.contains(.hasWebpageURL): type = ""
         case .unhandled: return withdraw(member)
         case .handled(let name): type = name
         }
         var actions = withdraw(member)
         lastNumber += 1
         let suggestion = Suggestion(number: lastNumber, member: member, activityType: type, revision: body.revision,
-                                    hasWebpageURL: body.flags.contains(.hasWebpageURL))
+                                    hasWebpageURL: body.flags.contains(.hasWebpageURL), typeHash: body.typeHash)
         suggestions[member] = suggestion
         actions.append(.export(suggestion))
         return actions

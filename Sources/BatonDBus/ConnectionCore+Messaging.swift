@@ -76,7 +76,7 @@ extension ConnectionCore {
     static func result(of message: OpaquePointer) -> Result<[DBusValue], any Error> {
         let arguments: [DBusValue]
         do {
-            arguments = try DBusMarshal.read(message)
+            arguments = try DBusMarshal.read(message, budget: .standard)
         } catch {
             return .failure(error)
         }
@@ -163,14 +163,19 @@ extension ConnectionCore {
             closeOnQueue()
             return
         }
-        // Malformed signals are dropped rather than delivered half-read.
-        guard let arguments = try? DBusMarshal.read(message) else { return }
-        let signal = DBusSignal(
+        var signal = DBusSignal(
             sender: optionalString(dbus_message_get_sender(message)) ?? "",
             path: optionalString(dbus_message_get_path(message)) ?? "",
             interface: interface, member: member,
             destination: optionalString(dbus_message_get_destination(message)),
-            arguments: arguments)
+            arguments: [])
+        // Anyone may send a signal to this connection: read it only when a subscription wants it.
+        guard subscriptions.values.contains(where: {
+            $0.rule.matchesIgnoringSender(signal, checkingArguments: false) && senderMatches($0.rule.sender, signal.sender)
+        }) else { return }
+        // Malformed or oversized signals are dropped rather than delivered half-read.
+        guard let arguments = try? DBusMarshal.read(message, budget: .standard) else { return }
+        signal.arguments = arguments
         // Snapshot: handlers may subscribe or unsubscribe.
         let current = subscriptions.sorted { $0.key < $1.key }
         for (_, subscription) in current where subscription.rule.matchesIgnoringSender(signal) && senderMatches(subscription.rule.sender, signal.sender) {

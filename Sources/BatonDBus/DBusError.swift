@@ -27,6 +27,7 @@ extension DBusError {
     public static let nameHasNoOwnerName = "org.freedesktop.DBus.Error.NameHasNoOwner"
     public static let serviceUnknownName = "org.freedesktop.DBus.Error.ServiceUnknown"
     public static let noMemoryName = "org.freedesktop.DBus.Error.NoMemory"
+    public static let limitsExceededName = "org.freedesktop.DBus.Error.LimitsExceeded"
 
     public static func failed(_ message: String) -> DBusError { DBusError(name: failedName, message: message) }
     public static func invalidArgs(_ message: String) -> DBusError { DBusError(name: invalidArgsName, message: message) }

@@ -40,18 +40,23 @@ public enum DBusCallContext {
 
 /// An exported method. The handler returns the reply values (matching `outArguments`) or throws a
 /// `DBusError`, which is sent as the error reply. It may suspend; the reply is sent when it returns.
+/// A call whose arguments exceed `budget` (or that the unmarshaller refuses, e.g. for a duplicate
+/// dictionary key) is answered with the budget's error names and never reaches the handler.
 public struct DBusMethod: Sendable {
     public typealias Handler = @Sendable (DBusMethodCall) async throws -> [DBusValue]
 
     public var name: String
     public var inArguments: [DBusArgument]
     public var outArguments: [DBusArgument]
+    public var budget: DBusArgumentBudget
     public var handler: Handler
 
-    public init(_ name: String, in inArguments: [DBusArgument] = [], out outArguments: [DBusArgument] = [], handler: @escaping Handler) {
+    public init(_ name: String, in inArguments: [DBusArgument] = [], out outArguments: [DBusArgument] = [],
+                budget: DBusArgumentBudget = .standard, handler: @escaping Handler) {
         self.name = name
         self.inArguments = inArguments
         self.outArguments = outArguments
+        self.budget = budget
         self.handler = handler
     }
 
@@ -210,8 +215,9 @@ public struct DBusMatchRule: Sendable, Hashable {
         return parts.joined(separator: ",")
     }
 
-    /// Local check of everything except the sender (which needs name-owner knowledge).
-    func matchesIgnoringSender(_ signal: DBusSignal) -> Bool {
+    /// Local check of everything except the sender (which needs name-owner knowledge); the
+    /// argument conditions only when `checkingArguments` (a signal is read only if its header matches).
+    func matchesIgnoringSender(_ signal: DBusSignal, checkingArguments: Bool = true) -> Bool {
         if let interface, interface != signal.interface { return false }
         if let member, member != signal.member { return false }
         if let path, path != signal.path { return false }
@@ -219,6 +225,7 @@ public struct DBusMatchRule: Sendable, Hashable {
             let isInside = pathNamespace == "/" || signal.path == pathNamespace || signal.path.hasPrefix(pathNamespace + "/")
             if !isInside { return false }
         }
+        guard checkingArguments else { return true }
         for (index, expected) in stringArguments {
             guard index < signal.arguments.count, case .string(let actual) = signal.arguments[index], actual == expected else {
                 return false

@@ -2,10 +2,10 @@
 import Glibc
 #endif
 import BatonBlueZ
+import BatonCore
 import BatonDBus
 import BatonStore
 import Dispatch
-import Foundation
 
 /// Wires batond together: bus connection, state directory, the actors (DaemonParts), bus name, signals.
 public enum Daemon {
@@ -90,10 +90,11 @@ public enum Daemon {
                 logger.log("batond: Bluetooth unavailable: \(error)")
             }
         }
+        let clock = ShiftableWallClock()
         let ring: RingService
         do {
             ring = try RingService(
-                store: RingStore(directory: StateDirectory(path: options.stateDirectory)), radio: radio, clock: SystemWallClock(),
+                store: RingStore(directory: StateDirectory(path: options.stateDirectory)), radio: radio, clock: clock,
                 configuration: .init(deviceName: options.deviceName ?? hostName(), listenHost: options.listenHost,
                                      companyID: options.companyID, avahiBus: options.avahiBus.map(dbusBusKind)),
                 log: { logger.log($0) })
@@ -104,13 +105,21 @@ public enum Daemon {
         await ring.start()
         let service = ActivityService(
             connection: connection, configuration: configuration, publisher: ring.radio, statusFile: statusFile,
-            desktopEntries: XDGDesktopEntryScanner(environment: environment),
+            desktopEntries: DesktopEntryIndex(scanner: XDGDesktopEntryScanner(environment: environment)),
             launcher: SpawningApplicationLauncher(connection: connection, busAddressForChildren: childBusAddress),
             logger: logger)
+        do {
+            await service.useDocuments(try SnapshotStore(directory: options.stateDirectory + "/documents", perDocumentLimit: ActivityService.defaultDocumentLimit,
+                                                          perUserLimit: ActivityService.defaultUserDocumentLimit))
+        } catch {
+            logger.log("batond: documents disabled, no snapshot store: \(error)")
+        }
         let parts: DaemonParts
         do {
             parts = try await DaemonParts.start(connection: connection, ring: ring, activities: service,
                                                 transfer: .init(listenHost: options.listenHost, port: options.transferPort),
+                                                clock: clock,
+                                                continuation: .init(proximity: .init(enterNear: options.nearRSSI), prefetchAfter: options.prefetchAfter),
                                                 log: { logger.log($0) })
         } catch {
             logger.log("batond: cannot start the ring part: \(error)")
@@ -132,24 +141,39 @@ public enum Daemon {
         }
         let transfer = parts.transfer
         logger.log("batond: owns \(options.busName), transfers on port \(transfer.port)")
-        // Epoch rotation of the advert and of the matcher window (§4.2, §4.3).
+        // Epoch rotation of the advert and of the matcher window (§4.2, §4.3): one sleep until the
+        // next boundary, nothing in between (a laptop daemon must not wake periodically).
+        for _ in 0..<options.simulatedEpochs {
+            clock.advance(Protocol.epochSeconds)
+            await parts.tick()
+        }
+        if options.simulatedEpochs > 0 { logger.log("batond: simulated \(options.simulatedEpochs) epochs") }
+        let discovery = parts.discovery
         let ticker = Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(5))
-                await parts.tick()
-            }
+            await EpochAlarm.run(clock: clock, retryAt: { await discovery.retryAt }, fire: { await parts.tick() })
         }
         defer { ticker.cancel() }
 
-        // Ends on a signal, or when the bus goes away (the stream then finishes).
-        let busWatch = Task {
-            while connection.isConnected { try? await Task.sleep(for: .milliseconds(500)) }
-            stopRequests.continuation.yield(0)
+        // Ends on a signal, or when the bus goes away: every subscription stream finishes when the
+        // connection closes, so waiting on one (NameLost, which also means the name is gone) is the event.
+        let busWatch: Task<Void, Never>
+        do {
+            let nameLost = try await connection.signals(matching: DBusMatchRule(
+                sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameLost",
+                stringArguments: [0: options.busName]))
+            busWatch = Task {
+                for await _ in nameLost { break }
+                stopRequests.continuation.yield(0)
+            }
+        } catch {
+            logger.log("batond: cannot watch the bus connection: \(error)")
+            await parts.stop(activities: service)
+            return exitFailure
         }
         var iterator = stopRequests.stream.makeAsyncIterator()
         let reason = await iterator.next() ?? 0
         busWatch.cancel()
-        logger.log(reason == 0 ? "batond: bus connection lost" : "batond: signal \(reason), shutting down")
+        logger.log(reason == 0 ? (connection.isConnected ? "batond: bus name lost" : "batond: bus connection lost") : "batond: signal \(reason), shutting down")
         await parts.stop(activities: service)
         await radio?.close()
         if connection.isConnected { _ = try? await connection.releaseName(options.busName) }

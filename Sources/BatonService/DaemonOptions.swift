@@ -24,6 +24,13 @@ public struct DaemonOptions: Sendable, Hashable {
     public var radioEnabled = true
     /// The bus of avahi-daemon for DNS-SD (§8.2); nil: no DNS-SD.
     public var avahiBus: Bus? = .system
+    /// Benchmarks only (hidden, not in the usage): after starting, move the daemon's clock through
+    /// this many epochs at once, one rotation each (docs/benchmarks.md, memory after an hour).
+    public var simulatedEpochs = 0
+    /// Smoothed RSSI (dBm) from which a member's suggestion is shown (issue 13; unknown RSSI is near).
+    public var nearRSSI: Double = -70
+    /// Fetch a suggestion ahead once it was shown this long; nil: no prefetch (the default).
+    public var prefetchAfter: Duration?
 
     public enum Command: Sendable, Hashable {
         case run(DaemonOptions)
@@ -40,6 +47,7 @@ public struct DaemonOptions: Sendable, Hashable {
         Usage: batond [--session | --system | --bus-address ADDR] [--bus-name NAME] [--state-dir DIR]
                       [--adapter hciN] [--listen ADDR] [--port N] [--name NAME] [--company-id ID]
                       [--save-timeout SECONDS] [--no-radio] [--avahi-bus ADDR | --no-avahi]
+                      [--near-rssi DBM] [--prefetch-after SECONDS]
                       [--version] [--help]
 
           --session            use the session bus (tests, per-user use)
@@ -58,6 +66,11 @@ public struct DaemonOptions: Sendable, Hashable {
           --no-radio           do not use Bluetooth (activities are kept but not advertised)
           --avahi-bus ADDR     reach avahi-daemon on the bus at ADDR (default: the system bus)
           --no-avahi           no DNS-SD: neither publish nor browse _baton._tcp / _baton-pair._tcp
+          --near-rssi DBM      show a member's suggestion from this smoothed RSSI, -127 to 20
+                               (default -70; it goes 10 dB lower for 3 s, or after 10 s unheard;
+                               an unknown RSSI counts as near)
+          --prefetch-after S   fetch a suggestion ahead once shown S seconds, 0-60 (default: never);
+                               accept then delivers the held activity if at most 10 s old
           --version            print the version and exit
           --help               print this help and exit
         """
@@ -77,6 +90,9 @@ public struct DaemonOptions: Sendable, Hashable {
         var radioEnabled = true
         var avahiBus: Bus? = .system
         var avahiChosen = false
+        var simulatedEpochs = 0
+        var nearRSSI: Double = -70
+        var prefetchAfter: Duration?
         var index = 0
         func value(_ option: String) throws(UsageError) -> String {
             index += 1
@@ -114,6 +130,16 @@ public struct DaemonOptions: Sendable, Hashable {
                 }
                 saveTimeout = .milliseconds(Int64((seconds * 1000).rounded()))
             case "--no-radio": radioEnabled = false
+            case "--near-rssi":
+                guard let dbm = Double(try value(argument)), dbm.isFinite, dbm >= -127, dbm <= 20 else {
+                    throw UsageError(message: "--near-rssi takes a number of dBm between -127 and 20")
+                }
+                nearRSSI = dbm
+            case "--prefetch-after":
+                guard let seconds = Double(try value(argument)), seconds.isFinite, seconds >= 0, seconds <= 60 else {
+                    throw UsageError(message: "--prefetch-after takes 0 to 60 seconds")
+                }
+                prefetchAfter = .milliseconds(Int64((seconds * 1000).rounded()))
             case "--avahi-bus", "--no-avahi":
                 guard !avahiChosen else { throw UsageError(message: "give only one of --avahi-bus, --no-avahi") }
                 avahiChosen = true
@@ -137,6 +163,11 @@ public struct DaemonOptions: Sendable, Hashable {
                 let name = try value(argument)
                 guard name.utf8.count <= 64 else { throw UsageError(message: "--name is at most 64 bytes") }
                 deviceName = name
+            case "--simulate-epochs":
+                guard let count = Int(try value(argument)), count >= 0, count <= 100_000 else {
+                    throw UsageError(message: "--simulate-epochs takes a number from 0 to 100000")
+                }
+                simulatedEpochs = count
             default:
                 throw UsageError(message: "unknown option \(argument)")
             }
@@ -163,6 +194,9 @@ public struct DaemonOptions: Sendable, Hashable {
         options.companyID = companyID
         options.transferPort = transferPort
         options.deviceName = deviceName
+        options.simulatedEpochs = simulatedEpochs
+        options.nearRSSI = nearRSSI
+        options.prefetchAfter = prefetchAfter
         return .run(options)
     }
 

@@ -1,3 +1,4 @@
+import BatonCore
 import BatonDBus
 
 /// The ring side of the daemon, wired in dependency order: the ring (already started, with its
@@ -13,18 +14,20 @@ public struct DaemonParts: Sendable {
     public let bus: RingBus
 
     public static func start(connection: DBusConnection, ring: RingService, activities: ActivityService,
-                             transfer configuration: TransferService.Configuration,
+                             transfer configuration: TransferService.Configuration, clock: any WallClock = SystemWallClock(),
+                             continuation continuationConfiguration: ContinuationService.Configuration = .init(),
                              log: @escaping @Sendable (String) -> Void) async throws -> DaemonParts {
-        let discovery = DiscoveryService(ring: ring, avahiBus: ring.configuration.avahiBus, clock: SystemWallClock(), log: log)
+        let discovery = DiscoveryService(ring: ring, avahiBus: ring.configuration.avahiBus, clock: clock, log: log)
         await discovery.start()
-        let pairing = PairingService(ring: ring, discovery: discovery, clock: SystemWallClock(), log: log)
+        let pairing = PairingService(ring: ring, discovery: discovery, clock: clock, log: log)
         let transfer: TransferService
         do { transfer = try await TransferService.start(ring: ring, activities: activities, configuration: configuration, log: log) } catch {
             await discovery.stop()
             throw error
         }
         let bus = RingBus(connection: connection, ring: ring, pairing: pairing, discovery: discovery)
-        let continuation = ContinuationService(ring: ring, transfer: transfer, activities: activities, board: bus, log: log)
+        let continuation = ContinuationService(ring: ring, transfer: transfer, activities: activities, board: bus,
+                                                   configuration: continuationConfiguration, log: log)
         bus.attach(continuation)
         await continuation.start()
         do { try await bus.export() } catch {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// One value of type `Value` kept in its own file of a `StateDirectory`, in the checksummed
 /// `RecordFormat` container with a JSON body.

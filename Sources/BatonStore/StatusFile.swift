@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The daemon's lifecycle status as plain, pretty-printed JSON, for `baton status` and humans.
 ///

@@ -2,9 +2,10 @@ import BatonCore
 
 /// Every failure of the transport. Input from the network never traps; it ends up here.
 public enum TransportError: Error, Equatable, Sendable {
-    /// The peer's certificate key is a valid Ed25519 key but not in the pin set.
-    case peerNotPinned(identityKey: [UInt8])
-    /// The peer's certificate does not carry an Ed25519 key.
+    /// The peer's identity proof (§8.1) verifies under no pinned identity key: a stranger, a removed
+    /// member, or a proof made for another session or role. The proof carries no key, so none is named.
+    case peerNotRecognised
+    /// The peer's (throw-away) certificate does not carry an Ed25519 key.
     case peerKeyNotEd25519
     /// The peer presented no certificate.
     case peerCertificateMissing

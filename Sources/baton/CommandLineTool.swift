@@ -22,10 +22,14 @@ enum CommandLineTool {
         \(GlobalOptions.usage)
 
         Run 'baton COMMAND --help' for a command's arguments.
-        Exit status: 0 success, 1 error from the daemon or the bus, 64 usage error.
+        Exit status: 0 success, 1 error from the daemon or the bus, 64 usage error;
+        continue exits 10-15 by failure category (baton continue --help).
 
         """
     }
 
-    static let program = CommandLineProgram(name: "baton", subcommands: subcommands, usage: usage)
+    /// A failed continuation exits with its category's status; every other failure with 1.
+    static let program = CommandLineProgram(name: "baton", subcommands: subcommands, usage: usage) { error in
+        error.continuationFailure.map(ContinueCommand.exitStatus) ?? ExitStatus.failure
+    }
 }

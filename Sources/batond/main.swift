@@ -1,5 +1,22 @@
 // batond: the Baton daemon. Everything lives in BatonService; this only hands over the command line.
+// No Foundation here or below: the daemon stays small (docs/benchmarks.md, idle memory).
+#if canImport(Glibc)
+import Glibc
+#endif
 import BatonService
-import Foundation
 
-exit(await Daemon.main(arguments: Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment))
+/// The process environment, read from `environ` (the first definition of a name wins, as getenv).
+func processEnvironment() -> [String: String] {
+    var result: [String: String] = [:]
+    var index = 0
+    while let entry = environ[index] {
+        let text = String(cString: entry)
+        if let equals = text.firstIndex(of: "="), result[String(text[..<equals])] == nil {
+            result[String(text[..<equals])] = String(text[text.index(after: equals)...])
+        }
+        index += 1
+    }
+    return result
+}
+
+exit(await Daemon.main(arguments: Array(CommandLine.arguments.dropFirst()), environment: processEnvironment()))

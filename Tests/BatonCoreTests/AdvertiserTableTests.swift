@@ -91,6 +91,21 @@ import BatonCrypto
     }
 }
 
+extension AdvertiserTable {
+    /// Test helper: classifies the report in one pass as the service does (`AdvertMatcher.hear`,
+    /// with a matcher that knows no member unless one is given), then records it.
+    @discardableResult
+    mutating func record(_ report: AdvertisementReport, nowMilliseconds: Int64) -> AdvertiserRecord {
+        var matcher = AdvertMatcher(epoch: Protocol.epoch(unixSeconds: nowMilliseconds / 1000))
+        return record(report, nowMilliseconds: nowMilliseconds, matcher: &matcher)
+    }
+
+    @discardableResult
+    mutating func record(_ report: AdvertisementReport, nowMilliseconds: Int64, matcher: inout AdvertMatcher) -> AdvertiserRecord {
+        record(report, heard: matcher.hear(report, batonCompanyID: batonCompanyID), nowMilliseconds: nowMilliseconds)
+    }
+}
+
 @Suite struct AdvertiserTableTests {
     static let now: Int64 = 1_800_000_000_000
 
@@ -138,14 +153,13 @@ import BatonCrypto
             return
         }
         var table = AdvertiserTable(capacity: 16)
-        let lookup: AdvertiserTable.RingLookup = { matcher.recognise($0)?.member }
-        table.record(report("01", rssi: -40, company: 0xFFFF, data: ringAdvert), nowMilliseconds: Self.now, ringLookup: lookup)
-        table.record(report("02", rssi: -41, company: 0xFFFF, data: strangerAdvert), nowMilliseconds: Self.now, ringLookup: lookup)
-        table.record(report("03", rssi: -42, company: 0x004C), nowMilliseconds: Self.now, ringLookup: lookup)
-        table.record(report("04", rssi: -43, company: 0x0006), nowMilliseconds: Self.now, ringLookup: lookup)
-        table.record(report("05", rssi: -44, uuids: ["0000fe2c-0000-1000-8000-00805f9b34fb"]), nowMilliseconds: Self.now, ringLookup: lookup)
-        table.record(report("06", rssi: -45, company: 0x0123), nowMilliseconds: Self.now, ringLookup: lookup)
-        table.record(report("07", rssi: -46), nowMilliseconds: Self.now, ringLookup: lookup)
+        table.record(report("01", rssi: -40, company: 0xFFFF, data: ringAdvert), nowMilliseconds: Self.now, matcher: &matcher)
+        table.record(report("02", rssi: -41, company: 0xFFFF, data: strangerAdvert), nowMilliseconds: Self.now, matcher: &matcher)
+        table.record(report("03", rssi: -42, company: 0x004C), nowMilliseconds: Self.now, matcher: &matcher)
+        table.record(report("04", rssi: -43, company: 0x0006), nowMilliseconds: Self.now, matcher: &matcher)
+        table.record(report("05", rssi: -44, uuids: ["0000fe2c-0000-1000-8000-00805f9b34fb"]), nowMilliseconds: Self.now, matcher: &matcher)
+        table.record(report("06", rssi: -45, company: 0x0123), nowMilliseconds: Self.now, matcher: &matcher)
+        table.record(report("07", rssi: -46), nowMilliseconds: Self.now, matcher: &matcher)
         #expect(table.record(for: "01")?.kind == .ringMember(member))
         #expect(table.record(for: "02")?.kind == .foreignBaton)
         #expect(table.record(for: "03")?.kind == .appleContinuity)
@@ -154,7 +168,7 @@ import BatonCrypto
         #expect(table.record(for: "06")?.kind == .other(companyID: 0x0123))
         #expect(table.record(for: "07")?.kind == .other(companyID: nil))
         // An RSSI-only update keeps the kind learnt from the advert.
-        table.record(report("03", rssi: -30), nowMilliseconds: Self.now + 1, ringLookup: lookup)
+        table.record(report("03", rssi: -30), nowMilliseconds: Self.now + 1, matcher: &matcher)
         #expect(table.record(for: "03")?.kind == .appleContinuity)
         #expect(table.record(for: "03")?.companyID == 0x004C)
     }
@@ -176,59 +190,12 @@ import BatonCrypto
         table.forget(address: "keeper")
         #expect(table.count == 31)
     }
-
-    @Test func rendersTextStrongestFirst() {
-        var table = AdvertiserTable(capacity: 8)
-        table.record(report("AA:00:00:00:00:01", rssi: -80, company: 0x004C, txPower: 4), nowMilliseconds: Self.now - 5_000)
-        table.record(report("AA:00:00:00:00:02", rssi: -40, company: 0x0006), nowMilliseconds: Self.now - 1_000)
-        table.record(report("AA:00:00:00:00:03", rssi: 127, company: 0x0123), nowMilliseconds: Self.now)
-        let lines = table.renderText(nowMilliseconds: Self.now).split(separator: "\n").map(String.init)
-        #expect(lines.count == 4)
-        #expect(lines[0].hasPrefix("ADDRESS"))
-        #expect(lines[1].hasPrefix("AA:00:00:00:00:02"))
-        #expect(lines[1].contains("Microsoft CDP"))
-        #expect(lines[1].contains("-40.0"))
-        #expect(lines[1].contains("1s"))
-        #expect(lines[2].hasPrefix("AA:00:00:00:00:01"))
-        #expect(lines[2].contains("0x004c"))
-        #expect(lines[3].hasPrefix("AA:00:00:00:00:03"))
-        #expect(lines[3].contains(" ? "))
-        #expect(!lines[3].contains("127"))
-        // Columns line up: every row starts the KIND column at the same offset.
-        let kindColumn = lines[0].range(of: "KIND")?.lowerBound.utf16Offset(in: lines[0])
-        #expect(lines[1].range(of: "Microsoft CDP")?.lowerBound.utf16Offset(in: lines[1]) == kindColumn)
-    }
-
-    @Test func rendersJSONLinesWithoutPayload() throws {
-        var matcher = AdvertMatcher(epoch: Protocol.epoch(unixSeconds: Self.now / 1000))
-        let member = DeviceID(identityKey: [UInt8](repeating: 1, count: 32))
-        let memberSecret = try AdvertisingSecret(bytes: [UInt8](repeating: 2, count: 32), generation: 1)
-        matcher.setMember(member, secret: memberSecret)
-        var sender = AdvertSender(secret: memberSecret, restored: nil)
-        guard case .advertise(let advert)? = sender.start(nowSeconds: Self.now / 1000).last else {
-            Issue.record("sender did not advertise")
-            return
-        }
-        var table = AdvertiserTable(capacity: 8)
-        table.record(report("AA:00:00:00:00:09", rssi: -61, company: 0xFFFF, data: advert, name: "quote\" and\nnewline"),
-                     nowMilliseconds: Self.now - 250, ringLookup: { matcher.recognise($0)?.member })
-        table.record(report("AA:00:00:00:00:08", rssi: 127, company: 0x004C), nowMilliseconds: Self.now)
-        let lines = table.renderJSONLines(nowMilliseconds: Self.now).split(separator: "\n").map(String.init)
-        #expect(lines.count == 2)
-        #expect(lines[0] == #"{"address":"AA:00:00:00:00:09","addressType":"random","rssi":-61,"rssiMin":-61,"rssiMax":-61,"rssiSmoothed":-61.0,"rssiKnownSamples":1,"rssiUnknownSamples":0,"txPower":null,"companyId":"0xffff","kind":"ringMember","member":"\#(member.shortForm)","name":"quote\" and\nnewline","reports":1,"firstSeenMs":1799999999750,"lastSeenMs":1799999999750,"ageMs":250}"#)
-        #expect(lines[1].contains(#""rssi":null"#))
-        #expect(lines[1].contains(#""rssiUnknownSamples":1"#))
-        #expect(lines[1].contains(#""kind":"appleContinuity""#))
-        // No advert bytes and no secret bytes in any form.
-        let text = lines.joined()
-        #expect(!text.contains(advert.hexString))
-        #expect(!text.contains(Array(advert[1..<7]).hexString))
-        #expect(!text.contains(memberSecret.bytes.hexString))
-    }
 }
 
-@Suite struct MatcherRecogniseTests {
-    @Test func recogniseLeavesReplayStateAlone() throws {
+@Suite struct MatcherHearTests {
+    /// What `recognise` (gone) checked, now through the one pass: a replay, a forgery and junk
+    /// carrying the Baton company ID never name the member, and hearing them leaves the replay state.
+    @Test func hearNamesOnlyAcceptedAdverts() throws {
         let epochSeconds: Int64 = 1_800_000_000 / 900 * 900
         let member = DeviceID(identityKey: [UInt8](repeating: 5, count: 32))
         let memberSecret = try AdvertisingSecret(bytes: [UInt8](repeating: 6, count: 32), generation: 1)
@@ -241,14 +208,30 @@ import BatonCrypto
             Issue.record("sender did not advertise")
             return
         }
-        _ = try matcher.receive(second)
-        // The older advert is a replay for receive(), but recognise() still names its sender.
-        #expect(throws: WireError.self) { try matcher.receive(first) }
-        #expect(matcher.recognise(first) == Recognition(member: member, epoch: Protocol.epoch(unixSeconds: epochSeconds)))
+        func report(_ data: [UInt8]) -> AdvertisementReport {
+            AdvertisementReport(address: "AA:00:00:00:00:05", addressType: "random", rssi: -50, txPower: nil,
+                                manufacturerData: [0xFFFF: data], serviceUUIDs: [], name: nil)
+        }
+        guard case .ringMember(let sighting) = matcher.hear(report(second), batonCompanyID: 0xFFFF) else {
+            Issue.record("the member's advert was not accepted")
+            return
+        }
+        #expect(sighting.member == member && sighting.epoch == Protocol.epoch(unixSeconds: epochSeconds))
+        // The older advert is a replay: refused with the member's tag, shown as another ring's.
+        let replay = matcher.hear(report(first), batonCompanyID: 0xFFFF)
+        #expect(replay == .ringRefused(taggedMember: member, reason: .replayedSequence))
+        #expect(replay.advertiserKind(batonCompanyID: 0xFFFF) == .foreignBaton)
         var forged = second
         forged[20] ^= 1
-        #expect(matcher.recognise(forged) == nil)
-        #expect(matcher.recognise([0x11]) == nil)
-        #expect(matcher.recognise([UInt8](repeating: 0, count: 24)) == nil)
+        #expect(matcher.hear(report(forged), batonCompanyID: 0xFFFF) == .ringRefused(taggedMember: member, reason: .authenticationFailed))
+        #expect(matcher.hear(report([0x11]), batonCompanyID: 0xFFFF).advertiserKind(batonCompanyID: 0xFFFF) == .other(companyID: 0xFFFF))
+        #expect(matcher.hear(report([UInt8](repeating: 0, count: 24)), batonCompanyID: 0xFFFF).advertiserKind(batonCompanyID: 0xFFFF)
+                == .other(companyID: 0xFFFF))
+        // Refusals did not disturb the replay state: the accepted advert is a re-sighting.
+        guard case .ringMember(let again) = matcher.hear(report(second), batonCompanyID: 0xFFFF) else {
+            Issue.record("the member's advert was refused after the replay")
+            return
+        }
+        #expect(again.outcome == .sameRevision)
     }
 }

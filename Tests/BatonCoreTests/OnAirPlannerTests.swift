@@ -25,14 +25,21 @@ struct OnAirPlannerTests {
         !actions.isEmpty && actions.allSatisfy { if case .persist = $0 { true } else { false } }
     }
 
-    @Test("A ring of one advertises nothing until something is published")
-    func aloneUntilPublished() {
+    @Test("A ring of one advertises nothing, not even what it publishes (§4.2); a member joining puts it on the air")
+    func aloneIsSilent() throws {
         var p = planner()
         #expect(p.radioStarted(nowSeconds: now) == [])
         #expect(p.onAir == .nothing)
-        let bytes = ringBytes(p.publish(AdvertContent(activityType: "org.example.edit"), nowSeconds: now))
-        #expect(bytes != nil && p.onAir == .ring(bytes!, connectable: false))
+        // Publishing while alone: a new revision, persisted, nothing sealed or sent.
+        let actions = p.publish(AdvertContent(activityType: "org.example.edit"), nowSeconds: now)
+        #expect(actions == [.persist(p.sender.counters)] && p.sender.counters.revision == 1)
+        #expect(p.sender.counters.nextSequence == 0 && p.onAir == .nothing)
         #expect(p.activityPublished)
+        #expect(p.tick(nowSeconds: nextEpoch) == [])
+        // A member joins: the current content goes out at once, without a new revision.
+        let bytes = try #require(ringBytes(p.ringMembersChanged(hasOthers: true, nowSeconds: nextEpoch)))
+        #expect(p.onAir == .ring(bytes, connectable: false))
+        #expect(p.sender.content == AdvertContent(activityType: "org.example.edit") && p.sender.counters.revision == 1)
     }
 
     @Test("With other members the radio carries presence from the start, and again after a withdraw")
@@ -51,17 +58,34 @@ struct OnAirPlannerTests {
         #expect(p.publish(AdvertContent(activityType: "t"), changed: false, nowSeconds: now) == [])
     }
 
-    @Test("Gaining a member starts presence; losing the last one leaves the advert")
+    @Test("Gaining a member starts presence; losing the last one stops the ring advert (§4.2)")
     func membersChange() {
         var p = planner()
         #expect(ringBytes(p.ringMembersChanged(hasOthers: true, nowSeconds: now)) != nil)
         #expect(p.ringMembersChanged(hasOthers: true, nowSeconds: now) == [])
+        #expect(p.ringMembersChanged(hasOthers: false, nowSeconds: now) == [.stop])
+        #expect(p.onAir == .nothing && p.sender.currentAdvert == nil)
         #expect(p.ringMembersChanged(hasOthers: false, nowSeconds: now) == [])
-        #expect(p.onAir != .nothing)
-        // With an activity published, presence does not replace it.
+        // Silent again: a publish only persists, a tick does nothing.
+        #expect(onlyPersist(p.publish(AdvertContent(activityType: "t"), nowSeconds: now)))
+        #expect(p.tick(nowSeconds: nextEpoch) == [])
+        // With an activity published, joining puts the activity (not presence) on the air.
         var q = planner()
         _ = q.publish(AdvertContent(activityType: "t"), nowSeconds: now)
-        #expect(q.ringMembersChanged(hasOthers: true, nowSeconds: now) == [])
+        #expect(ringBytes(q.ringMembersChanged(hasOthers: true, nowSeconds: now)) != nil)
+        #expect(q.sender.content == AdvertContent(activityType: "t"))
+    }
+
+    @Test("The last member leaving while a pairing advert holds the air: the pairing advert stays, no ring advert after it")
+    func lastMemberLeavesWhilePairing() {
+        var p = planner(others: true)
+        _ = p.radioStarted(nowSeconds: now)
+        let advert = pairingAdvert(1)
+        _ = p.pairingStartedWaiting(advert)
+        #expect(p.ringMembersChanged(hasOthers: false, nowSeconds: now) == [])
+        #expect(p.onAir == .pairing(advert))
+        #expect(p.pairingStoppedWaiting(sessionID: advert.sessionID, nowSeconds: now) == [.stop])
+        #expect(p.onAir == .nothing)
     }
 
     @Test("Without a radio only counters are kept")

@@ -278,7 +278,6 @@ struct PairingHarness {
         #expect(AdvertiserKind.classify(companyID: nil, batonCompanyID: 0xFFFF, manufacturerData: nil, serviceUUIDs: ["0000fe2c-0000-1000-8000-00805f9b34fb"]) == .googleFastPair)
         #expect(AdvertiserKind.classify(companyID: 0xFFFF, batonCompanyID: 0xFFFF, manufacturerData: [0x11] + [UInt8](repeating: 0, count: 23), serviceUUIDs: []) == .foreignBaton)
         #expect(AdvertiserKind.classify(companyID: 0xFFFF, batonCompanyID: 0xFFFF, manufacturerData: [1, 2], serviceUUIDs: []) == .other(companyID: 0xFFFF))
-        #expect(AdvertiserKind.other(companyID: 0x00E0).label == "company 0x00e0")
     }
 }
 

@@ -31,6 +31,10 @@ struct ProtocolVectors: Codable, Equatable {
         var keyInitiatorToResponder: String, keyResponderToInitiator: String
     }
     struct RejectVector: Codable, Equatable { var decoder: String, input: String, error: String }
+    struct ChannelProofVector: Codable, Equatable {
+        var role: String, identitySeed: String, identityKey: String, exporter: String
+        var signedBytes: String, proof: String
+    }
 
     var keySchedule: KeySchedule
     var ringAdverts: [RingAdvertVector]
@@ -42,6 +46,7 @@ struct ProtocolVectors: Codable, Equatable {
     var rosters: [RosterVector]
     var replays: [ReplayVector]
     var rejects: [RejectVector]
+    var channelProofs: [ChannelProofVector]
 }
 
 func hex(_ bytes: [UInt8]) -> String { bytes.hexString }
@@ -93,6 +98,13 @@ func computeVectors() throws -> ProtocolVectors {
         Frame(type: .activityContinued, requestID: 8, payload: ActivityReference(typeHash: keys.typeHash("org.example.Reader.reading"), revision: 1).payload),
         Frame(type: .ack, requestID: 8, payload: []),
         Frame(type: .error, requestID: 9, payload: ErrorFrame(code: .unknownActivity, message: "no such activity").payload),
+        Frame(type: .fetchDocument, requestID: 10, payload: DocumentRequest(activity: ActivityReference(typeHash: keys.typeHash("org.example.Reader.reading"), revision: 1),
+                                                                            digest: DocumentRequest.anySnapshot, offset: 0).payload),
+        Frame(type: .documentInfo, requestID: 10, payload: DocumentInfo(totalSize: 3, digest: SHA256.hash([0x61, 0x62, 0x63]), mediaType: "text/plain",
+                                                                        documentID: "note-1").payload),
+        Frame(type: .documentChunk, requestID: 10, payload: DocumentChunk(offset: 0, data: [0x61, 0x62, 0x63]).payload),
+        Frame(type: .fetchDocument, requestID: 11, payload: DocumentRequest(activity: ActivityReference(typeHash: keys.typeHash("org.example.Reader.reading"), revision: 1),
+                                                                            digest: SHA256.hash([0x61, 0x62, 0x63]), offset: 2).payload),
     ]
     let frames = try frameSamples.map { ProtocolVectors.FrameVector(type: $0.type.rawValue, requestID: $0.requestID, payload: hex($0.payload), frame: hex(try $0.encoded())) }
 
@@ -136,6 +148,11 @@ func computeVectors() throws -> ProtocolVectors {
         .init(decoder: "frame", input: hex(try Frame(type: .activityPayload, requestID: 7, payload: activityPayload(type: "org..example")).encoded()),
               error: "malformed(activity type labels)"),
         .init(decoder: "frame", input: "010100000000000000000018" + String(repeating: "00", count: 24), error: "truncated"),
+        .init(decoder: "frame", input: "01070000000000100000003071" + String(repeating: "00", count: 46) + "01",
+              error: "malformed(an offset needs the snapshot's digest)"),
+        .init(decoder: "frame", input: "010900000000001000000008" + "0000000000000000", error: "malformed(empty chunk)"),
+        .init(decoder: "frame", input: "010800000000001000000029" + "0000000000000003" + String(repeating: "11", count: 32) + "00", error: "truncated"),
+        .init(decoder: "frame", input: "010900000000001000010009", error: "payloadTooLarge"),
         .init(decoder: "pairingAdvert", input: "120102030405060708020000" + "6162ff00" + String(repeating: "00", count: 8), error: "malformed(name)"),
         .init(decoder: "pairingAdvert", input: "120102030405060708020100" + "616263" + String(repeating: "00", count: 9), error: "malformed(psm)"),
         .init(decoder: "pairingAdvert", input: "120102030405060708000081" + "616263" + String(repeating: "00", count: 9), error: "malformed(psm)"),
@@ -149,7 +166,20 @@ func computeVectors() throws -> ProtocolVectors {
                                               typeKey: hex(keys.typeKey), mdnsKey: hex(keys.mdnsKey), epochs: epochs, typeHashes: types),
                            ringAdverts: rings, pairingAdverts: pairingAdverts, values: values, frames: frames, pairing: pairing,
                            pairingExchange: try PairingVectorSource.exchange(), rosters: try PairingVectorSource.rosters(),
-                           replays: try PairingVectorSource.replays(keys: keys), rejects: rejects)
+                           replays: try PairingVectorSource.replays(keys: keys), rejects: rejects,
+                           channelProofs: try channelProofVectors())
+}
+
+/// §8.1 identity proofs of one fixed identity for a fixed exporter value, both roles.
+func channelProofVectors() throws -> [ProtocolVectors.ChannelProofVector] {
+    let identity = try Ed25519PrivateKey(seed: Array(repeating: 0x77, count: 32))
+    let exporter = Array(UInt8(0x20)..<UInt8(0x40))
+    return try [(ChannelIdentityProof.Role.client, "client"), (.server, "server")].map { role, name in
+        let proof = try ChannelIdentityProof.make(role: role, exporter: exporter, identity: identity)
+        return .init(role: name, identitySeed: hex(identity.seed), identityKey: hex(identity.publicKey), exporter: hex(exporter),
+                     signedBytes: hex(ChannelIdentityProof.signedBytes(role: role, exporter: exporter)),
+                     proof: hex(proof.encoded))
+    }
 }
 
 /// An activity value with every key of §6.4 but the given type (to build reject vectors).
@@ -192,6 +222,9 @@ func decodeFrameAndPayload(_ bytes: [UInt8]) throws(WireError) {
     case .activityPayload: _ = try ActivityRecord(decoding: frame.payload)
     case .error: _ = try ErrorFrame(payload: frame.payload)
     case .ringSync: _ = try Roster(decoding: frame.payload)
+    case .fetchDocument: _ = try DocumentRequest(payload: frame.payload)
+    case .documentInfo: _ = try DocumentInfo(payload: frame.payload)
+    case .documentChunk: _ = try DocumentChunk(payload: frame.payload)
     default: break
     }
 }
@@ -251,6 +284,14 @@ func specName(_ error: WireError) -> String {
         for f in v.frames {
             let frame = try Frame.decode(unhex(f.frame))
             #expect(frame.type.rawValue == f.type && frame.requestID == f.requestID && hex(frame.payload) == f.payload)
+        }
+        for c in v.channelProofs {
+            let proof = try ChannelIdentityProof(decoding: unhex(c.proof))
+            let role: ChannelIdentityProof.Role = c.role == "client" ? .client : .server
+            let other: ChannelIdentityProof.Role = c.role == "client" ? .server : .client
+            let candidates = [try Ed25519PrivateKey(seed: Array(repeating: 0x55, count: 32)).publicKey, unhex(c.identityKey)]
+            #expect(proof.signer(among: candidates, role: role, exporter: unhex(c.exporter)) == unhex(c.identityKey))
+            #expect(proof.signer(among: candidates, role: other, exporter: unhex(c.exporter)) == nil)
         }
         let p = v.pairing
         let i = try X25519PrivateKey(rawRepresentation: unhex(p.initiatorPrivate))

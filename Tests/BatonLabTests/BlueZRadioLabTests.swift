@@ -1,5 +1,6 @@
 import BatonBlueZ
 import BatonCore
+import BatonService
 import Foundation
 import Testing
 
@@ -76,8 +77,11 @@ struct BlueZRadioLabTests {
         let receiver = matcher(secret: secret, at: nextEpochSeconds)
         var epochsByAddress: [String: Set<UInt64>] = [:]
         for entry in await heard.events() {
-            guard let report = entry.event.report, let data = report.manufacturerData[Lab.companyID],
-                let recognised = receiver.recognise(data)
+            // Which member sealed it and in which epoch: each report through a fresh copy of the
+            // receiver (no replay state), so a late old-epoch advert still names its epoch.
+            var fresh = receiver
+            guard let report = entry.event.report, report.manufacturerData[Lab.companyID] != nil,
+                case .ringMember(let recognised) = fresh.hear(report, batonCompanyID: Lab.companyID)
             else { continue }
             #expect(recognised.member == memberID)
             epochsByAddress[report.address, default: []].insert(recognised.epoch)
@@ -214,15 +218,15 @@ struct BlueZRadioLabTests {
                 next = entry.index + 1
                 guard let report = entry.event.report else { continue }
                 addresses.insert(report.address)
-                let record = table.record(report, nowMilliseconds: Int64(Date().timeIntervalSince1970 * 1000),
-                                          ringLookup: { receiver.recognise($0)?.member })
+                let record = table.record(report, heard: receiver.hear(report, batonCompanyID: table.batonCompanyID),
+                                          nowMilliseconds: Int64(Date().timeIntervalSince1970 * 1000))
                 if record.kind == .ringMember(memberID) { memberHeardInCrowd = true }
             }
             if addresses.count > foreign.count + 1 { break }
         }
         let status = await scanner.status()
         print("LAB CROWD distinct addresses heard: \(addresses.count), table \(table.count)/\(tableCapacity) (evictions \(table.evictions)), radio device cache \(status.cachedDevices)/\(deviceCacheLimit)")
-        print(table.renderText(nowMilliseconds: Int64(Date().timeIntervalSince1970 * 1000)), terminator: "")
+        print(AdvertiserTableRendering.text(table, nowMilliseconds: Int64(Date().timeIntervalSince1970 * 1000)), terminator: "")
         #expect(addresses.count > tableCapacity)
         #expect(table.count <= tableCapacity)
         #expect(table.storageCapacity == reservedStorage)
@@ -231,7 +235,7 @@ struct BlueZRadioLabTests {
         // The crowd does not hide the member: its advert was heard and recognised among them. (The
         // lab signals a steady advert once, so the bounded table may later evict it: diagnostics only.)
         #expect(memberHeardInCrowd, "the ring member was not recognised in the crowd")
-        let seenKinds = Set(kinds.map(\.jsonName))
+        let seenKinds = Set(kinds.map(AdvertiserTableRendering.jsonName))
         #expect(seenKinds.isSuperset(of: ["appleContinuity", "microsoftCDP"]) || table.evictions > 0)
 
         for radio in foreign { await radio.close() }

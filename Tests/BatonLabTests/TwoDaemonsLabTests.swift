@@ -1,3 +1,5 @@
+import BatonBlueZ
+import BatonCore
 import BatonDBus
 import Foundation
 import Synchronization
@@ -177,6 +179,10 @@ struct TwoDaemonsLabTests {
         try lab.start(name: "alpha", adapter: "hci0")
         try lab.start(name: "beta", adapter: "hci1")
         #expect(await lab.eventually(10) { (try? await lab.cli("bt-pair", "beta", ["list"]))?.0 == 0 })
+        // A stranger's scanner on hci2 captures every advert on the air (for the replay below).
+        let capture = try await BlueZRadio(adapter: "hci2")
+        let captured = EventRecorder(capture)
+        try await capture.startScanning()
 
         // Pair over TCP inside the VM (the BLE pairing advert is not needed for this path).
         let accept = Task { try await lab.cli("bt-pair", "alpha", ["--json", "accept", "--host", "127.0.0.1", "--yes"]) }
@@ -211,18 +217,32 @@ struct TwoDaemonsLabTests {
         defer { publish.cancel() }
         func betaHearsAlpha() async throws -> [String: Any]? {
             let (_, dump, _) = try await lab.cli("baton", "beta", ["--json", "diag", "rssi"])
-            return dump.split(separator: "\n").map(jsonObject).first { $0["kind"] as? String == "ringMember" && $0["member"] as? String == short }
+            return dump.split(separator: "\n").map(jsonObject).first { $0["Kind"] as? String == "ringMember" && $0["Member"] as? String == short }
         }
         #expect(try await lab.eventually(20) { try await betaHearsAlpha() != nil }, "beta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))")
         let heard = try await betaHearsAlpha()
         // The lab's controllers report RSSI 127 ("unknown"): counted, never shown as a value.
-        #expect(heard?["rssi"] is NSNull)
-        #expect((heard?["rssiUnknownSamples"] as? Int ?? 0) > 0)
+        #expect(heard?["RSSI"] is NSNull)
+        #expect((heard?["RSSIUnknownSamples"] as? Int ?? 0) > 0)
         #expect(lab.log("beta").contains("\(short) advertises revision"))
         let (_, table, _) = try await lab.cli("baton", "beta", ["diag", "rssi"])
         #expect(table.contains("baton ring member \(short)"))
         let (_, ring, _) = try await lab.cli("bt-pair", "beta", ["--json", "list"])
         #expect(ring.contains("LastSeen"))
+
+        // Issue 9 item 17 (protocol §4.5): alpha moves on to a newer activity, then a stranger
+        // re-broadcasts one of alpha's older captured adverts from another controller. beta refuses
+        // it and shows it as another ring's advert, never as alpha.
+        var alphaAddresses = try await addresses(shownAs: short, lab: lab)
+        let revisionsBefore = lab.log("beta").components(separatedBy: "\(short) advertises revision").count
+        let newer = Task { try await lab.cli("baton", "alpha", ["publish", "--type", "org.example.Reader.reading", "--title", "Chapter 4",
+                                                                  "--current", "--for", "60"]) }
+        defer { newer.cancel() }
+        #expect(await lab.eventually(20) { lab.log("beta").components(separatedBy: "\(short) advertises revision").count > revisionsBefore },
+                "beta log:\n\(lab.log("beta"))")
+        alphaAddresses.formUnion(try await addresses(shownAs: short, lab: lab))
+        try await replayCapturedAdvert(of: short, addresses: alphaAddresses, captured: captured, lab: lab)
+        await capture.close()
 
         // bluetoothd restarts: both daemons resume advertising and scanning by themselves.
         // The lab's controllers signal a steady advert only once (RSSI never changes), so the proof
@@ -244,6 +264,129 @@ struct TwoDaemonsLabTests {
         #expect(dumped.0 == 0, "\(dumped.2)")
         let written = (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
         #expect(written.contains("ADDRESS") && written.contains("ring member"))
+    }
+
+    /// Issue 9 item 16 (protocol §9): accepting a suggestion fetches the suggested revision. alpha's
+    /// newer activity is published while its pairing advert holds the air, so beta still offers the
+    /// older one: Continue fails with UnknownActivity "noLongerCurrent", nothing is delivered, and
+    /// the suggestion goes.
+    @Test func aSuggestionWhoseSourceMovedOnIsNotDelivered() async throws {
+        let lab = try DaemonPair()
+        defer { lab.stop() }
+        try lab.start(name: "alpha", adapter: "hci0")
+        try lab.start(name: "beta", adapter: "hci1")
+        #expect(await lab.eventually(10) { (try? await lab.cli("bt-pair", "beta", ["list"]))?.0 == 0 })
+        try await pairOverTCP(lab)
+
+        let type = "org.example.Reader.reading"
+        let app = try DBusConnection(bus: .address(lab.address))
+        defer { app.close() }
+        let titles = ContinuedTitles()
+        try await app.export([DBusInterface("org.baton.ActivityHandler1", methods: [
+            DBusMethod("WillContinue", in: [.init("type", "s"), .init("device", "s")], out: [.init("accept", "b")]) { _ in [.boolean(true)] },
+            DBusMethod("Continue", in: [.init("type", "s"), .init("title", "s"), .init("userInfo", "a{sv}"), .init("info", "a{sv}")]) { call in
+                titles.append(call.arguments.count > 1 ? call.arguments[1].stringValue ?? "" : "")
+                return []
+            },
+            DBusMethod("FailedToContinue", in: [.init("type", "s"), .init("error", "s"), .init("message", "s")]) { _ in [] },
+        ])], at: "/handler")
+        _ = try await app.call(destination: "org.baton.beta", path: "/org/baton", interface: "org.baton.Manager1", method: "RegisterHandler",
+                               arguments: [.objectPath("/handler"), .stringArray([type])], timeout: .seconds(10))
+
+        func suggestionPaths() async throws -> [String] {
+            let (_, out, _) = try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.beta",
+                "/org/baton", "org.freedesktop.DBus.ObjectManager.GetManagedObjects"])
+            return out.components(separatedBy: "object path \"").dropFirst().compactMap { $0.split(separator: "\"").first.map(String.init) }
+                .filter { $0.hasPrefix("/org/baton/suggestion/") }
+        }
+        func continueSuggestion(_ path: String) async throws -> (Int32, String, String) {
+            try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--reply-timeout=60000",
+                                                        "--dest=org.baton.beta", path, "org.baton.Suggestion1.Continue"])
+        }
+
+        let first = Task { try await lab.cli("baton", "alpha", ["publish", "--type", type, "--title", "Chapter 3", "--current", "--for", "90"]) }
+        defer { first.cancel() }
+        #expect(try await lab.eventually(20) { try await suggestionPaths().count == 1 }, "beta log:\n\(lab.log("beta"))")
+        let offered = try #require(try await suggestionPaths().first)
+
+        // alpha waits for another pairing: its clear pairing advert replaces the ring advert.
+        let waiting = Task { try await lab.cli("bt-pair", "alpha", ["--json", "accept", "--host", "127.0.0.1", "--yes"]) }
+        defer { waiting.cancel() }
+        #expect(try await lab.eventually(20) {
+            try await lab.cli("bt-pair", "beta", ["--json", "discover", "--seconds", "2"]).1.contains("\"alpha\"")
+        }, "alpha log:\n\(lab.log("alpha"))")
+        let second = Task { try await lab.cli("baton", "alpha", ["publish", "--type", type, "--title", "Chapter 4", "--current", "--for", "90"]) }
+        defer { second.cancel() }
+        // The publication reaches alpha's daemon (the CLI stays to keep it current); beta hears nothing new.
+        try await Task.sleep(for: .seconds(3))
+        #expect(try await suggestionPaths() == [offered], "beta heard alpha's newer advert although the pairing advert held the air")
+
+        let (status, reply, error) = try await continueSuggestion(offered)
+        #expect(status != 0 && error.contains("org.baton.Error.UnknownActivity") && error.contains("noLongerCurrent"),
+                "\(reply)\(error)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))")
+        #expect(titles.all.isEmpty, "delivered \(titles.all) instead of the suggested revision")
+        #expect(try await suggestionPaths().isEmpty)
+
+        // (That the newer revision is then offered and delivered is checked on the host, RadioServiceTests:
+        // in the lab, cancelling a session that also listens on L2CAP brings the ring advert back only
+        // when the session's wait ends.)
+        let cancelled = try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.alpha",
+            "/org/baton/ring/pairing/2", "org.baton.PairingSession1.Cancel"])
+        #expect(cancelled.0 == 0, "\(cancelled.1)\(cancelled.2)")
+    }
+
+    /// Pairs alpha (Accept on 127.0.0.1) and beta over TCP inside the VM.
+    func pairOverTCP(_ lab: DaemonPair) async throws {
+        let accept = Task { try await lab.cli("bt-pair", "alpha", ["--json", "accept", "--host", "127.0.0.1", "--yes"]) }
+        #expect(try await lab.eventually(10) {
+            let (_, out, _) = try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.alpha",
+                "/org/baton", "org.freedesktop.DBus.ObjectManager.GetManagedObjects"])
+            return out.contains("/org/baton/ring/pairing/")
+        })
+        let (_, props, _) = try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.alpha",
+            "/org/baton/ring/pairing/1", "org.freedesktop.DBus.Properties.GetAll", "string:org.baton.PairingSession1"])
+        let port = props.components(separatedBy: "\"Port\"").last?.split(separator: "uint16 ").dropFirst().first?.prefix { $0.isNumber } ?? ""
+        let session = props.components(separatedBy: "\"SessionId\"").last?.split(separator: "\"").dropFirst().first ?? ""
+        let (withStatus, _, withErr) = try await lab.cli("bt-pair", "beta", ["--json", "with", "127.0.0.1:\(port)", "--session", String(session), "--yes"])
+        #expect(withStatus == 0, "\(withErr)")
+        #expect(try await accept.value.0 == 0)
+    }
+
+    /// beta's dump as JSON objects (Ring1.DumpRadio("json") through `baton --json diag rssi`).
+    func dump(_ lab: DaemonPair, _ daemon: String) async throws -> [[String: Any]] {
+        let (_, out, _) = try await lab.cli("baton", daemon, ["--json", "diag", "rssi"])
+        return out.split(separator: "\n").map(jsonObject)
+    }
+
+    /// The addresses beta's dump shows as `member`.
+    func addresses(shownAs member: String, lab: DaemonPair) async throws -> Set<String> {
+        Set(try await dump(lab, "beta").filter { $0["Member"] as? String == member }.compactMap { $0["Address"] as? String })
+    }
+
+    /// Picks an advert of `member` that `captured` heard and that is older than its latest one
+    /// (its addresses are the ones beta lists as that member), re-broadcasts it from hci3, and
+    /// checks beta's dump: the replay shows as foreignBaton and the refusal is counted.
+    func replayCapturedAdvert(of member: String, addresses memberAddresses: Set<String>, captured: EventRecorder, lab: DaemonPair) async throws {
+        let adverts = await captured.events().compactMap(\.event.report).filter { memberAddresses.contains($0.address) }
+            .compactMap { $0.manufacturerData[Lab.companyID] }.filter { $0.first == 0x11 }
+        let latest = try #require(adverts.last, "hci2 captured no advert of \(member) from \(memberAddresses.sorted())")
+        let old = try #require(adverts.first { $0 != latest }, "hci2 captured only one advert of \(member)")
+        let stranger = try await BlueZRadio(adapter: "hci3")
+        try await stranger.advertise(companyID: Lab.companyID, data: old, connectable: false)
+        var replay: [String: Any]?
+        let heardReplay = try await lab.eventually(20) {
+            replay = try await dump(lab, "beta").first { ($0["Address"] as? String).map { !memberAddresses.contains($0) } == true && $0["Kind"] as? String == "foreignBaton" }
+            return replay != nil
+        }
+        let table = try await lab.cli("baton", "beta", ["diag", "rssi"]).1
+        #expect(heardReplay, "beta dump:\n\(table)\nbeta log:\n\(lab.log("beta"))")
+        #expect(replay?["Member"] == nil)
+        // Nothing but alpha's own addresses is shown as alpha.
+        let shownAsMember = try await addresses(shownAs: member, lab: lab)
+        #expect(shownAsMember.isSubset(of: memberAddresses), "\(shownAsMember.subtracting(memberAddresses)) shown as \(member)")
+        #expect(table.contains("rejected ring adverts:"), "\(table)")
+        await stranger.stopAdvertising()
+        await stranger.close()
     }
 
     /// Two members paired over BLE whose TCP hint is stale (alpha came back on another port): beta's

@@ -85,26 +85,51 @@ extension BatondProcessTests {
     @Test func aSecondDaemonOnTheSameStateDirectoryIsRefusedWithAClearMessage() async throws {
         let bus = try TestBus()
         defer { bus.stop() }
-        let stateDirectory = bus.directory.appendingPathComponent("state").path
-        let process = Process()
-        process.executableURL = try batondExecutable()
-        process.arguments = ["--bus-address", bus.address, "--state-dir", stateDirectory, "--no-radio", "--no-avahi"]
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        defer { if process.isRunning { process.terminate() } }
-        let client = try DBusConnection(bus: .address(bus.address))
-        defer { client.close() }
-        #expect(try await eventually { try await client.nameHasOwner("org.baton") })
+        let daemon = try await RunningBatond.start(on: bus)
+        let (stateDirectory, client) = (daemon.stateDirectory, daemon.client)
+        defer { daemon.stop() }
 
         let (status, _, errors) = try await runTool(try batondExecutable().path,
                                                     ["--bus-address", bus.address, "--bus-name", "org.baton.second",
                                                      "--state-dir", stateDirectory, "--no-radio", "--no-avahi"])
         #expect(status == 1)
-        #expect(errors.contains("state directory \(stateDirectory) is in use by another batond (pid \(process.processIdentifier))"))
+        #expect(errors.contains("state directory \(stateDirectory) is in use by another batond (pid \(daemon.pid))"))
         #expect(try await client.nameHasOwner("org.baton.second") == false)
         // The first daemon is untouched.
         #expect(try await client.manager("GetStatus").first?.asDictionary?["State"] == .string("running"))
     }
+}
+
+/// A `batond --no-radio --no-avahi` on `bus` with its state in `bus.directory/state`, owning its
+/// name once `start` returns; terminated when stopped or released.
+final class RunningBatond: @unchecked Sendable {
+    let process = Process()
+    let client: DBusConnection
+    let stateDirectory: String
+    var pid: Int32 { process.processIdentifier }
+
+    private init(client: DBusConnection, stateDirectory: String) {
+        self.client = client
+        self.stateDirectory = stateDirectory
+    }
+
+    static func start(on bus: TestBus, _ extraArguments: [String] = []) async throws -> RunningBatond {
+        let stateDirectory = bus.directory.appendingPathComponent("state").path
+        let daemon = RunningBatond(client: try DBusConnection(bus: .address(bus.address)), stateDirectory: stateDirectory)
+        daemon.process.executableURL = try batondExecutable()
+        daemon.process.arguments = ["--bus-address", bus.address, "--state-dir", stateDirectory, "--no-radio", "--no-avahi"] + extraArguments
+        daemon.process.standardError = FileHandle.nullDevice
+        try daemon.process.run()
+        #expect(try await eventually { try await daemon.client.nameHasOwner("org.baton") })
+        return daemon
+    }
+
+    func stop() {
+        if process.isRunning { process.terminate() }
+        client.close()
+    }
+
+    deinit { stop() }
 }
 
 /// Reads the daemon's status JSON as a client would.

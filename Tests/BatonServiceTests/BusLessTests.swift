@@ -14,6 +14,9 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
         var current: (ActivityID, ActivityRecord)?
         var delivered: [(record: ActivityRecord, from: String, uid: UInt32)] = []
         var continued: [(ActivityID, String)] = []
+        var transferDelay: Duration?
+        var versions: ActivityVersions?
+        var document: AttachedDocument?
     }
     private let state = Mutex(State())
     let handled: Set<String>
@@ -25,13 +28,25 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
     }
 
     func setCurrent(_ id: ActivityID, _ record: ActivityRecord) { state.withLock { $0.current = (id, record) } }
+    /// Makes the source's side slow to hand its activity out, as a hanging WillSave would.
+    func setTransferDelay(_ delay: Duration?) { state.withLock { $0.transferDelay = delay } }
+    /// The versions the (fake) handlers accept; nil: every version.
+    func setAcceptedVersions(_ versions: ActivityVersions?) { state.withLock { $0.versions = versions } }
+    func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool {
+        state.withLock { $0.versions?.accepts(version) ?? true }
+    }
     var delivered: [(record: ActivityRecord, from: String, uid: UInt32)] { state.withLock { $0.delivered } }
     var continuedDevices: [String] { state.withLock { $0.continued.map(\.1) } }
 
     func recordForTransfer(uid: UInt32) async -> (ActivityID, ActivityRecord)? {
-        state.withLock { state in state.current.flatMap { $0.0.uid == uid ? $0 : nil } }
+        if let delay = state.withLock({ $0.transferDelay }) { try? await Task.sleep(for: delay) }
+        return state.withLock { state in state.current.flatMap { $0.0.uid == uid ? $0 : nil } }
     }
     func notifyWasContinued(_ id: ActivityID, device: String) async { state.withLock { $0.continued.append((id, device)) } }
+    func setDocument(_ document: AttachedDocument?) { state.withLock { $0.document = document } }
+    func documentForTransfer(uid: UInt32) async -> AttachedDocument? {
+        state.withLock { state in state.current?.0.uid == uid ? state.document : nil }
+    }
     func allHandledTypes() async -> Set<String> { handled }
     func deliver(activity: ActivityRecord, from device: String, to uid: UInt32) async -> DeliveryOutcome {
         state.withLock { $0.delivered.append((activity, device, uid)) }
@@ -41,10 +56,10 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
 
 /// Where suggestions would be shown, in memory: a fake of the Suggestion1 objects.
 final class FakeSuggestionBoard: SuggestionBoard {
-    private let shown = Mutex<[String: BatonService.Suggestion]>([:])
-    var suggestions: [BatonService.Suggestion] { shown.withLock { Array($0.values) } }
-    func offer(_ suggestion: BatonService.Suggestion) async throws { shown.withLock { $0[suggestion.path] = suggestion } }
-    func withdraw(_ suggestion: BatonService.Suggestion) async { shown.withLock { $0[suggestion.path] = nil } }
+    private let shown = Mutex<[String: ShownSuggestion]>([:])
+    var suggestions: [ShownSuggestion] { shown.withLock { Array($0.values) } }
+    func offer(_ suggestion: ShownSuggestion) async throws { shown.withLock { $0[suggestion.path] = suggestion } }
+    func withdraw(_ suggestion: ShownSuggestion) async { shown.withLock { $0[suggestion.path] = nil } }
 }
 
 /// A daemon's ring side without any bus: ring (fake radio), transfer on 127.0.0.1, continuation
@@ -60,7 +75,9 @@ struct BusLessNode {
 
     static func start(in directory: URL, name: String, handled: Set<String> = [],
                       machineIDPaths: [String] = MachineIdentity.defaultPaths,
-                      pairingLimits: PairingLimits = PairingLimits()) async throws -> BusLessNode {
+                      pairingLimits: PairingLimits = PairingLimits(),
+                      transfer configuration: TransferService.Configuration = .init(listenHost: "127.0.0.1", bluetooth: false),
+                      continuation continuationConfiguration: ContinuationService.Configuration = .init()) async throws -> BusLessNode {
         let radio = FakeRadio()
         let ring = try RingService(store: RingStore(directory: StateDirectory(path: directory.appendingPathComponent(name).path)),
                                    radio: radio, clock: SystemWallClock(),
@@ -68,10 +85,10 @@ struct BusLessNode {
         await ring.start()
         let pairing = PairingService(ring: ring, discovery: nil, clock: SystemWallClock(), limits: pairingLimits, log: { _ in })
         let activities = FakeActivities(handled: handled)
-        let transfer = try await TransferService.start(ring: ring, activities: activities, configuration: .init(listenHost: "127.0.0.1", bluetooth: false),
-                                                       log: { _ in })
+        let transfer = try await TransferService.start(ring: ring, activities: activities, configuration: configuration, log: { _ in })
         let board = FakeSuggestionBoard()
-        let continuation = ContinuationService(ring: ring, transfer: transfer, activities: activities, board: board, log: { _ in })
+        let continuation = ContinuationService(ring: ring, transfer: transfer, activities: activities, board: board,
+                                               configuration: continuationConfiguration, log: { _ in })
         await continuation.start()
         return BusLessNode(ring: ring, pairing: pairing, radio: radio, transfer: transfer, continuation: continuation, activities: activities, board: board)
     }

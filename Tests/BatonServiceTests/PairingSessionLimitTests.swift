@@ -150,12 +150,21 @@ struct PairingSessionLimitTests {
             _ = try await node.call(client, BatonInterface.pairing, "Pair",
                                     [.string("127.0.0.1:9"), .propertyDictionary(session.merging(["AddressType": .string(huge)]) { $1 })])
         })
-        // A name that does not resolve: quoted, cut, and its control characters replaced.
-        let name = String(repeating: "n", count: 250) + "\nforged log line.invalid"
+        // A name that does not resolve: quoted and cut.
+        let name = String(repeating: "n", count: 60) + ".invalid"
         messages.append(await errorMessage(.unknownDevice) {
             _ = try await node.call(client, BatonInterface.pairing, "Pair", [.string(name + ":1"), .propertyDictionary(session)])
         })
         #expect(messages.last?.hasPrefix("cannot reach \"nnnn") == true)
+        // A target longer than any endpoint (Endpoint.maxTextLength), or with control characters, is
+        // not even parsed.
+        messages.append(await errorMessage(.invalidArguments) {
+            _ = try await node.call(client, BatonInterface.pairing, "Pair", [.string(name + "\nforged log line:1"), .propertyDictionary(session)])
+        })
+        messages.append(await errorMessage(.invalidArguments) {
+            _ = try await node.call(client, BatonInterface.pairing, "Pair",
+                                    [.string(String(repeating: "n", count: 280) + ":1"), .propertyDictionary(session)])
+        })
         for message in messages {
             #expect(message.count <= 120, "\(message.prefix(200))")
             #expect(!message.contains("AAAAAAAAAA") && !message.contains("\n"))

@@ -58,6 +58,7 @@ run("PairingSession1.Confirm (another user's session)",
     lambda: call(foreign_session, "org.baton.PairingSession1", "Confirm", "b", [True]))
 run("Suggestion1.Dismiss", lambda: call("/org/baton/suggestion/999999", "org.baton.Suggestion1", "Dismiss"))
 run("Suggestion1.Continue", lambda: call("/org/baton/suggestion/999999", "org.baton.Suggestion1", "Continue"))
+run("Suggestion1.ContinueInBrowser", lambda: call("/org/baton/suggestion/999999", "org.baton.Suggestion1", "ContinueInBrowser"))
 # Keep a session of our own open for the other users' "another user's session" row.
 if "session" not in own:
     try:
@@ -123,16 +124,9 @@ struct PolicyPermissionTests {
         #expect(table.count >= 15)
         let bus = try TestBus(.system(policyFile: InterfaceFiles.packageRoot.appendingPathComponent("dbus/org.baton.conf").path))
         defer { bus.stop() }
-        let process = Process()
-        process.executableURL = try batondExecutable()
-        process.arguments = ["--bus-address", bus.address, "--state-dir", bus.directory.appendingPathComponent("state").path,
-                             "--no-radio", "--no-avahi", "--listen", "127.0.0.1"]
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        defer { if process.isRunning { process.terminate() } }
-        let client = try DBusConnection(bus: .address(bus.address))
-        defer { client.close() }
-        #expect(try await eventually { try await client.nameHasOwner("org.baton") })
+        let daemon = try await RunningBatond.start(on: bus, ["--listen", "127.0.0.1"])
+        defer { daemon.stop() }
+        let client = daemon.client
 
         // Sessions owned by someone else, for the "another user's session" row: root's for the
         // group member, the group member's for root and the ordinary user.

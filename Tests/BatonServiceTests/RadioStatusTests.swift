@@ -1,6 +1,7 @@
 import BatonTestBus
 import BatonAPI
 import BatonCore
+import BatonCrypto
 import BatonDBus
 import Testing
 @testable import BatonService
@@ -30,6 +31,12 @@ struct RadioStatusTests {
 
         try await radio.publish(try ActivityRecord(activityType: "org.example.Reader.reading", title: "t", userInfo: [:],
                                                    webpageURL: nil, version: 0), uid: 0)
+        // A ring of one puts nothing on the air (protocol §4.2): still only scanning.
+        status = try await managerStatus(of: alpha.node, client)
+        #expect(status.state == "running" && status.radio == "scanning")
+        // Another member: the activity goes on the air.
+        let member = try DeviceID(bytes: Array(repeating: 7, count: 16))
+        await radio.setMembers([member: AdvertisingSecret.generate(generation: 1, using: SystemRandom())])
         status = try await managerStatus(of: alpha.node, client)
         #expect(status.state == "running" && status.radio == "both")
 

@@ -12,10 +12,16 @@ final class FakePublisher: ActivityPublisher, @unchecked Sendable {
     private var published: [ActivityRecord] = []
     private var withdrawn: [UInt32] = []
     let failure: RadioError?
+    /// Runs as the advert goes on the air (tests look at what was written before it).
+    let onPublish: (@Sendable () -> Void)?
 
-    init(failure: RadioError? = nil) { self.failure = failure }
+    init(failure: RadioError? = nil, onPublish: (@Sendable () -> Void)? = nil) {
+        self.failure = failure
+        self.onPublish = onPublish
+    }
 
     func publish(_ record: ActivityRecord, uid: UInt32) async throws(RadioError) {
+        onPublish?()
         lock.withLock { published.append(record) }
         if let failure { throw failure }
     }
@@ -54,6 +60,8 @@ struct FixtureOptions {
     var publisher: FakePublisher? = FakePublisher()
     var radioEnabled = true
     var dataDirectories: [String] = []
+    /// Replaces the scanner of `dataDirectories` (for example with a `DesktopEntryIndex`).
+    var desktopEntries: (any DesktopEntrySource)?
     var handlerWait: Duration = .seconds(10)
     var busKind: TestBus.Kind = .session
     var serviceDirectory: String?
@@ -71,7 +79,7 @@ func withService<T>(_ options: FixtureOptions = FixtureOptions(), _ body: (Servi
     let service = ActivityService(
         connection: daemonConnection, configuration: configuration, publisher: options.publisher,
         statusFile: try StatusFile(name: "status.json", in: StateDirectory(path: stateDirectory)),
-        desktopEntries: XDGDesktopEntryScanner(dataDirectories: options.dataDirectories),
+        desktopEntries: options.desktopEntries ?? XDGDesktopEntryScanner(dataDirectories: options.dataDirectories),
         launcher: SpawningApplicationLauncher(connection: daemonConnection, busAddressForChildren: bus.address),
         logger: log)
     try await service.start()

@@ -112,13 +112,21 @@ func registerHandler(on node: TransferNode, bus: TestBus) async throws -> (DBusC
     return (app, recorder)
 }
 
+extension TransportError {
+    var isConnectionFailure: Bool {
+        if case .connectionFailed = self { return true }
+        return false
+    }
+}
+
 /// Tries a TLS handshake plus one Hello with `identity`; true when the server answered.
 func handshakeSucceeds(identity: Ed25519PrivateKey, serverKey: [UInt8], port: UInt16) async -> Bool {
     guard let connector = try? TLSConnector(identity: identity, pins: { PinSet([serverKey]) }),
           let channel = try? await connector.connect(host: "127.0.0.1", port: port, timeout: .seconds(3)) else { return false }
     defer { channel.close() }
     let hello = HelloMessage(deviceID: DeviceID(identityKey: identity.publicKey), rosterVersion: 0, maxFramePayload: 1024)
-    // A refused client sees the server's alert on its first read (protocol §8.1).
+    // A refused client sees the connection close where it waits for the server's proof (protocol §8.1),
+    // or, should the refusal come later, on its first read.
     guard (try? await channel.send(Frame(type: .hello, requestID: 1, payload: hello.payload))) != nil,
           let reply = try? await channel.receive(timeout: .seconds(3)) else { return false }
     return reply.type == .hello
@@ -243,6 +251,25 @@ struct TransferTests {
         #expect(await handshakeSucceeds(identity: stranger, serverKey: keyOfA, port: a.transfer.port) == false)
         await a.stop()
         await b.stop()
+    }
+
+    @Test func aStrangerConnectingToTheTransferPortLearnsNoIdentity() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let a = try await TransferNode.start(bus, name: "alpha")
+        // A refuses the stranger's proof before it sends its own (§8.1), so the connection just closes;
+        // had A shown a certificate with its key or sent its proof, the stranger (pinning nobody) would
+        // fail otherwise.
+        let stranger = try TLSConnector(identity: try Ed25519PrivateKey(), pins: { PinSet([]) })
+        for _ in 0..<2 {
+            do {
+                let channel = try await stranger.connect(host: "127.0.0.1", port: a.transfer.port, timeout: .seconds(3))
+                Issue.record("a stranger got a channel to \(channel.peerDeviceID)")
+            } catch {
+                #expect(error == .closed || error.isConnectionFailure, "\(error)")
+            }
+        }
+        await a.stop()
     }
 
     @Test func removalReachesTheRingAndShutsTheRemovedMemberOut() async throws {
@@ -370,7 +397,8 @@ struct TransferTests {
 
     @Test func endpointHintsPutTheObservedAddressFirstAndStayBounded() {
         #expect(RingService.formatEndpoint(host: "::1", port: 7) == "[::1]:7")
-        let merged = RingService.mergeEndpoints(new: ["a:1", "b:2"], old: ["b:2", "c:3"] + (4...20).map { "h:\($0)" })
+        let hints = { (texts: [String]) in texts.compactMap { try? Endpoint(parsing: $0) } }
+        let merged = Endpoint.merge(new: hints(["a:1", "b:2"]), old: hints(["b:2", "c:3"] + (4...20).map { "h:\($0)" })).map(\.description)
         #expect(merged.prefix(3) == ["a:1", "b:2", "c:3"])
         #expect(merged.count == RingService.maxEndpointsPerMember)
         #expect(LocalAddresses.endpoints(listenHost: "127.0.0.1", port: 9) == ["127.0.0.1:9"])

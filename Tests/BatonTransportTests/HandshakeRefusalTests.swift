@@ -23,7 +23,7 @@ struct HandshakeRefusalTests {
                 // Refused during connect: also correct.
             }
             let failures = await pair.failures.waitForCount(1)
-            #expect(failures == [.peerNotPinned(identityKey: stranger.publicKey)])
+            #expect(failures == [.peerNotRecognised])
 
             let (client, server) = try await pair.connectedChannels()
             try await client.send(Frame(type: .ack, requestID: 3, payload: []))
@@ -38,12 +38,14 @@ struct HandshakeRefusalTests {
             defer { pair.listener.close() }
             let otherKey = try Ed25519PrivateKey().publicKey
             let connector = try TLSConnector(identity: pair.clientIdentity, pins: { PinSet([otherKey]) })
-            await #expect(throws: TransportError.peerNotPinned(identityKey: pair.serverIdentity.publicKey)) {
+            await #expect(throws: TransportError.peerNotRecognised) {
                 try await connector.connect(host: "127.0.0.1", port: pair.listener.port)
             }
-            // The server hears the client's alert as a failed handshake, not a channel.
-            let failures = await pair.failures.waitForCount(1)
-            #expect(failures.count == 1)
+            // The client proved itself first (§8.1), so the server accepted it; it sees the client leave.
+            let accepted = try await pair.listener.accept()
+            #expect(accepted.peerIdentityKey == pair.clientIdentity.publicKey)
+            await #expect(throws: TransportError.closed) { try await accepted.receive(timeout: .seconds(5)) }
+            #expect(pair.failures.all.isEmpty)
         }
     }
 
@@ -103,7 +105,7 @@ struct HandshakeRefusalTests {
             let client = try TLSContext(identity: pair.clientIdentity, role: .client)
             #expect(SSL_CTX_ctrl(client.pointer, SSL_CTRL_SET_MIN_PROTO_VERSION, Int(TLS1_2_VERSION), nil) == 1)
             #expect(SSL_CTX_ctrl(client.pointer, SSL_CTRL_SET_MAX_PROTO_VERSION, Int(TLS1_2_VERSION), nil) == 1)
-            let verification = HandshakeVerification(pins: pair.clientPins.provider)
+            let verification = HandshakeVerification()
             let outcome = await runRawClient(port: pair.listener.port, context: RawContext(pointer: client.pointer), verification: verification)
             #expect(outcome == .handshakeRefused)
             let failures = await pair.failures.waitForCount(1)
@@ -129,7 +131,7 @@ struct HandshakeRefusalTests {
             } else {
                 #expect(SSL_CTX_set_alpn_protos(client.pointer, wire, UInt32(wire.count)) == 0)
             }
-            let verification = HandshakeVerification(pins: pair.clientPins.provider)
+            let verification = HandshakeVerification()
             let outcome = await runRawClient(port: pair.listener.port, context: RawContext(pointer: client.pointer), verification: verification)
             // With a foreign ALPN the server aborts in its first flight; with none it finds out after the handshake.
             #expect(outcome == (offered.isEmpty ? .refusedAfterHandshake : .handshakeRefused))
@@ -186,6 +188,13 @@ struct HandshakeRefusalTests {
             let (first, _) = try await pair.connectedChannels()
             first.close()
 
+            // The client proves itself first (§8.1): with the server still pinning it, the client's own
+            // check of the server is what refuses.
+            pair.clientPins.remove(pair.serverIdentity.publicKey)
+            await #expect(throws: TransportError.peerNotRecognised) {
+                try await pair.connect()
+            }
+
             pair.serverPins.remove(pair.clientIdentity.publicKey)
             do {
                 let channel = try await pair.connect()
@@ -193,12 +202,7 @@ struct HandshakeRefusalTests {
             } catch {
                 // Refused during connect: also correct.
             }
-            #expect(await pair.failures.waitForCount(1) == [.peerNotPinned(identityKey: pair.clientIdentity.publicKey)])
-
-            pair.clientPins.remove(pair.serverIdentity.publicKey)
-            await #expect(throws: TransportError.peerNotPinned(identityKey: pair.serverIdentity.publicKey)) {
-                try await pair.connect()
-            }
+            #expect(await pair.failures.waitForCount(1) == [.peerNotRecognised])
         }
     }
 

@@ -131,6 +131,8 @@ private func rawClientBlocking(port: UInt16, context: OpaquePointer, verificatio
     guard let ssl = SSL_new(context) else { return .handshakeRefused }
     defer { SSL_free(ssl) }
     if let verification {
+        // Baton contexts carry no certificate; each connection gets a throw-away one (§8.1).
+        guard (try? TLSContext.installCertificate(on: ssl)) != nil else { return .handshakeRefused }
         _ = SSL_set_ex_data(ssl, 0, Unmanaged.passUnretained(verification).toOpaque())
     }
     _ = SSL_set_fd(ssl, descriptor)

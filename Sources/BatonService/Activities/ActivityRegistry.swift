@@ -128,6 +128,15 @@ public struct Activity: Sendable, Hashable {
     public internal(set) var isCurrent: Bool
     public internal(set) var status: ActivityStatus
     public internal(set) var lastError: FailureCategory?
+    /// The document snapshot attached to it, if any (§6.5).
+    public internal(set) var document: ActivityDocument? = nil
+}
+
+/// An activity's document: the committed snapshot, and whether the app edited it since (then the
+/// advert waits for the next snapshot: what is advertised is always what would be served).
+public struct ActivityDocument: Sendable, Hashable {
+    public var snapshot: AttachedDocument
+    public var editedSinceSnapshot: Bool
 }
 
 /// Registry refusals; the D-Bus layer maps each to an org.baton.Error name. Messages name fields,
@@ -269,6 +278,28 @@ public struct ActivityRegistry: Sendable {
         return [.changed(id, [.lastError])]
     }
 
+    /// A snapshot was committed for `id`: a current activity is advertised again with it.
+    public mutating func attachDocument(_ id: ActivityID, by uid: UInt32, _ snapshot: AttachedDocument) throws(RegistryError) -> [RegistryEvent] {
+        let activity = try activity(id, for: uid)
+        activities[id]?.document = ActivityDocument(snapshot: snapshot, editedSinceSnapshot: false)
+        return activity.isCurrent ? republish(id) : []
+    }
+
+    /// The app edited the document: the advert is withdrawn until the next snapshot.
+    public mutating func documentEdited(_ id: ActivityID, by uid: UInt32) throws(RegistryError) -> [RegistryEvent] {
+        let activity = try activity(id, for: uid)
+        guard let document = activity.document else { throw .invalidArguments("no document is attached") }
+        guard !document.editedSinceSnapshot else { return [] }
+        activities[id]?.document?.editedSinceSnapshot = true
+        return activity.isCurrent ? republish(id) : []
+    }
+
+    /// The snapshot a FetchDocument may be served from: the user's current activity's, unless edited since.
+    public func documentForTransfer(uid: UInt32) -> AttachedDocument? {
+        guard let id = currentByUser[uid], let document = activities[id]?.document, !document.editedSinceSnapshot else { return nil }
+        return document.snapshot
+    }
+
     // MARK: Internals
 
     private mutating func republish(_ id: ActivityID) -> [RegistryEvent] {
@@ -279,6 +310,9 @@ public struct ActivityRegistry: Sendable {
         if activity.status != .preparing { fields.insert(.status) }
         activity.status = .preparing
         activities[id] = activity
+        // Edited since its snapshot: nothing on the air until a fresh one is committed (a new
+        // revision, so a late report of the old advert cannot mark it published).
+        if activity.document?.editedSinceSnapshot == true { return [.changed(id, fields), .withdraw(uid: activity.owner.uid)] }
         return [.changed(id, fields), .publish(id, revision: revision)]
     }
 

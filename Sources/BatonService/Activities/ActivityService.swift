@@ -86,6 +86,13 @@ public actor ActivityService {
     var handlers: [HandlerKey: RegisteredHandler] = [:]
     var handlerSequence: UInt64 = 0
     var ownerWatch: Task<Void, Never>?
+    /// Publishes handed to the radio and not finished: status writes wait for them (issue 12).
+    var publishesInFlight = 0
+    /// Status files written (tests: at most one per publish).
+    var statusWrites = 0
+    /// Where attached document snapshots are kept; nil: AttachDocument is refused (NotReady).
+    var documents: SnapshotStore?
+    var snapshotSerial: UInt64 = 0
 
     public init(connection: DBusConnection, configuration: ServiceConfiguration, publisher: (any ActivityPublisher)? = nil,
                 statusFile: StatusFile<DaemonStatus>? = nil, desktopEntries: any DesktopEntrySource,
@@ -195,6 +202,7 @@ public actor ActivityService {
                 }
             case .removed(let id):
                 try? connection.unexport(path: id.objectPath)
+                removeSnapshots(of: id)
                 logger.log("batond: activity \(id.objectPath) invalidated")
             case .changed(let id, let fields):
                 emitChanges(id, fields)
@@ -235,6 +243,7 @@ public actor ActivityService {
             return
         }
         guard let record = registry.activities[id]?.record else { return }
+        publishesInFlight += 1
         Task {
             do throws(RadioError) {
                 try await publisher.publish(record, uid: id.uid)
@@ -250,6 +259,7 @@ public actor ActivityService {
     }
 
     func publishFinished(_ id: ActivityID, revision: UInt32, failure: FailureCategory?) async {
+        publishesInFlight -= 1
         await refreshRadio()
         if let failure {
             errorLog.record(ErrorCategory(failure), at: clock.unixSeconds())
@@ -277,8 +287,13 @@ public actor ActivityService {
             errors: errorLog.records, updated: clock.unixSeconds())
     }
 
+    /// Writes the status file now, or once the publishes in flight have finished: only the advert
+    /// counters may precede an advert (the nonce rule), so status waits and the writes coalesce.
     func writeStatus() {
         guard let statusFile else { return }
+        // publishFinished writes once the last one is done.
+        guard publishesInFlight == 0 || state == .stopping else { return }
+        statusWrites += 1
         do {
             try statusFile.write(status())
         } catch {

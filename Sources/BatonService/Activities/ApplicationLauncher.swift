@@ -2,7 +2,6 @@
 import Glibc
 #endif
 import BatonDBus
-import Foundation
 
 public enum LaunchError: Error, Sendable, Hashable {
     case noExecLine
@@ -30,7 +29,7 @@ public struct SpawningApplicationLauncher: ApplicationLauncher {
 
     public func launch(_ entry: DesktopEntry) async throws(LaunchError) {
         if entry.dbusActivatable {
-            let path = "/" + entry.id.replacingOccurrences(of: ".", with: "/").replacingOccurrences(of: "-", with: "_")
+            let path = "/" + String(entry.id.map { $0 == "." ? "/" : $0 == "-" ? "_" : $0 })
             do {
                 _ = try await connection.call(destination: entry.id, path: path, interface: "org.freedesktop.Application",
                                               method: "Activate", arguments: [.propertyDictionary([:])], timeout: .seconds(10))
@@ -90,12 +89,23 @@ public struct SpawningApplicationLauncher: ApplicationLauncher {
     }
 
     /// Collects the child's exit status when it ends, so no zombie stays behind. Linux Dispatch has
-    /// no process sources; one short-lived thread per launched application is cheap enough.
+    /// no process sources; one short-lived detached thread per launched application is cheap enough.
     static func reap(_ pid: pid_t) {
-        let thread = Thread {
+        let argument = UnsafeMutablePointer<pid_t>.allocate(capacity: 1)
+        argument.initialize(to: pid)
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+        var thread = pthread_t()
+        let created = pthread_create(&thread, &attributes, { raw in
+            guard let pointer = raw?.assumingMemoryBound(to: pid_t.self) else { return nil }
+            let child = pointer.move()
+            pointer.deallocate()
             var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        }
-        thread.start()
+            while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+            return nil
+        }, argument)
+        if created != 0 { argument.deallocate() }
     }
 }

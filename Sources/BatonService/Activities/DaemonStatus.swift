@@ -71,7 +71,7 @@ extension RadioService: RadioSummaryReporting {
         switch state {
         case .unavailable(let why): return RadioSummary(.unavailable, detail: why)
         case .poweredOff: return RadioSummary(.unavailable, detail: "the adapter is powered off")
-        case .ready: return RadioSummary(sender.currentAdvert == nil ? .scanning : .both)
+        case .ready: return RadioSummary(planner.onAir == .nothing ? .scanning : .both)
         }
     }
 }

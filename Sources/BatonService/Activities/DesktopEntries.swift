@@ -1,5 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import BatonCore
-import Foundation
 
 /// An installed application that declares activity types it can continue.
 public struct DesktopEntry: Sendable, Hashable {
@@ -53,9 +55,8 @@ public struct XDGDesktopEntryScanner: DesktopEntrySource {
         var seen: Set<String> = []
         var result: [DesktopEntry] = []
         var budget = Self.maxFiles
-        for directory in dataDirectories {
-            let root = URL(fileURLWithPath: directory).appendingPathComponent("applications")
-            for (id, file) in desktopFiles(under: root, prefix: "", depth: 0, budget: &budget) where seen.insert(id).inserted {
+        for directory in applicationDirectories {
+            for (id, file) in desktopFiles(under: directory, prefix: "", depth: 0, budget: &budget) where seen.insert(id).inserted {
                 guard let entry = Self.parse(contentsOf: file, id: id) else { continue }
                 result.append(entry)
             }
@@ -63,30 +64,72 @@ public struct XDGDesktopEntryScanner: DesktopEntrySource {
         return result
     }
 
-    private func desktopFiles(under directory: URL, prefix: String, depth: Int, budget: inout Int) -> [(String, URL)] {
-        guard depth <= Self.maxDirectoryDepth,
-              let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { return [] }
-        var found: [(String, URL)] = []
-        for name in names.sorted() where !name.hasPrefix(".") {
+    /// `applications/` under each data directory, in search order.
+    public var applicationDirectories: [String] {
+        dataDirectories.map { ($0.hasSuffix("/") ? String($0.dropLast()) : $0) + "/applications" }
+    }
+
+    /// The directories scanned below `applications/` (for watching), depth first, within the limits.
+    func subdirectories(under directory: String, depth: Int = 0) -> [String] {
+        guard depth < Self.maxDirectoryDepth else { return [] }
+        return Self.directoryNames(directory).flatMap { name -> [String] in
+            let path = directory + "/" + name
+            return Self.isDirectory(path) ? [path] + subdirectories(under: path, depth: depth + 1) : []
+        }
+    }
+
+    private func desktopFiles(under directory: String, prefix: String, depth: Int, budget: inout Int) -> [(String, String)] {
+        guard depth <= Self.maxDirectoryDepth else { return [] }
+        var found: [(String, String)] = []
+        for name in Self.directoryNames(directory) {
             guard budget > 0 else { break }
-            let url = directory.appendingPathComponent(name)
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) else { continue }
-            if isDirectory.boolValue {
-                found += desktopFiles(under: url, prefix: prefix + name + "-", depth: depth + 1, budget: &budget)
+            let path = directory + "/" + name
+            if Self.isDirectory(path) {
+                found += desktopFiles(under: path, prefix: prefix + name + "-", depth: depth + 1, budget: &budget)
             } else if name.hasSuffix(".desktop") {
                 budget -= 1
-                found.append((prefix + String(name.dropLast(".desktop".count)), url))
+                found.append((prefix + String(name.dropLast(".desktop".count)), path))
             }
         }
         return found
     }
 
-    static func parse(contentsOf url: URL, id: String) -> DesktopEntry? {
-        guard let handle = try? FileHandle(forReadingFrom: url) else { return nil }
-        defer { try? handle.close() }
-        guard let data = try? handle.read(upToCount: maxFileBytes + 1), data.count <= maxFileBytes else { return nil }
-        return parse(String(decoding: data, as: UTF8.self), id: id)
+    /// Visible entries of a directory, sorted; empty when it cannot be read.
+    static func directoryNames(_ path: String) -> [String] {
+        guard let directory = opendir(path) else { return [] }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if !name.hasPrefix(".") { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    /// Follows symbolic links, as the specification's lookup does.
+    static func isDirectory(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    static func parse(contentsOf path: String, id: String) -> DesktopEntry? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        var bytes = [UInt8](repeating: 0, count: maxFileBytes + 1)
+        var count = 0
+        while count < bytes.count {
+            let got = bytes.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + count, $0.count - count) }
+            if got < 0 && errno == EINTR { continue }
+            guard got > 0 else { break }
+            count += got
+        }
+        guard count <= maxFileBytes else { return nil }
+        return parse(String(decoding: bytes[..<count], as: UTF8.self), id: id)
     }
 
     /// Reads the [Desktop Entry] group; nil unless it declares at least one valid activity type.
@@ -94,15 +137,15 @@ public struct XDGDesktopEntryScanner: DesktopEntrySource {
         var inMainGroup = false
         var values: [String: String] = [:]
         for rawLine in text.split(whereSeparator: \.isNewline) {
-            let line = rawLine.trimmingCharacters(in: .whitespaces)
+            let line = trimmed(rawLine)
             if line.isEmpty || line.hasPrefix("#") { continue }
             if line.hasPrefix("[") {
                 inMainGroup = line == "[Desktop Entry]"
                 continue
             }
             guard inMainGroup, let equals = line.firstIndex(of: "=") else { continue }
-            let key = line[..<equals].trimmingCharacters(in: .whitespaces)
-            let value = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            let key = trimmed(line[..<equals])
+            let value = trimmed(line[line.index(after: equals)...])
             if values[key] == nil { values[key] = value }
         }
         if values["Hidden"] == "true" { return nil }
@@ -111,6 +154,11 @@ public struct XDGDesktopEntryScanner: DesktopEntrySource {
         guard !types.isEmpty else { return nil }
         return DesktopEntry(id: id, activityTypes: types, dbusActivatable: values["DBusActivatable"] == "true",
                             exec: values["Exec"].map(unescapeValue))
+    }
+
+    /// Without leading and trailing blanks (lines are already split at newlines).
+    static func trimmed(_ text: Substring) -> String {
+        String(text.drop { $0.isWhitespace }.reversed().drop { $0.isWhitespace }.reversed())
     }
 
     /// Desktop-entry string escapes (\s \n \t \r \\).
@@ -135,52 +183,5 @@ public struct XDGDesktopEntryScanner: DesktopEntrySource {
         }
         if escaping { result.append("\\") }
         return result
-    }
-}
-
-public enum ExecLine {
-    /// Splits an Exec value into arguments per the Desktop Entry spec: double-quoted arguments with
-    /// \" \` \$ \\ escapes; field codes (%f, %U, ...) removed and %% kept as %. Nil if malformed.
-    public static func arguments(_ exec: String) -> [String]? {
-        var arguments: [String] = []
-        var current = ""
-        var hasCurrent = false
-        var inQuotes = false
-        var iterator = Array(exec).makeIterator()
-        while let character = iterator.next() {
-            if inQuotes {
-                switch character {
-                case "\"": inQuotes = false
-                case "\\":
-                    guard let next = iterator.next() else { return nil }
-                    current.append(next)
-                default: current.append(character)
-                }
-                continue
-            }
-            switch character {
-            case " ", "\t":
-                if hasCurrent { arguments.append(current) }
-                current = ""
-                hasCurrent = false
-            case "\"":
-                inQuotes = true
-                hasCurrent = true
-            case "%":
-                guard let code = iterator.next() else { return nil }
-                if code == "%" {
-                    current.append("%")
-                    hasCurrent = true
-                } else if !"fFuUdDnNickvm".contains(code) {
-                    return nil
-                }
-            default:
-                current.append(character)
-                hasCurrent = true
-            }
-        }
-        guard !inQuotes else { return nil }
-        if hasCurrent { arguments.append(current) }
-        return arguments.isEmpty ? nil : arguments
     }
 }

@@ -7,7 +7,7 @@ extension ActivityService {
     nonisolated func activityInterface(_ id: ActivityID) -> DBusInterface {
         func method(_ name: String, in inArguments: [DBusArgument] = [], out outArguments: [DBusArgument] = [],
                     _ body: @escaping @Sendable (ActivityService, UInt32, DBusMethodCall) async throws -> [DBusValue]) -> DBusMethod {
-            DBusMethod(name, in: inArguments, out: outArguments) { [weak self] call in
+            DBusMethod(name, in: inArguments, out: outArguments, budget: .userInfoCall) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
                 let uid = try await self.callerUID(call.sender)
                 return try await body(self, uid, call)
@@ -34,6 +34,14 @@ extension ActivityService {
             },
             method("Invalidate") { service, uid, _ in
                 try await service.transition(id, uid: uid) { registry, id, uid throws(RegistryError) in try registry.invalidate(id, by: uid) }
+                return []
+            },
+            method("AttachDocument", in: [.init("snapshot", "h"), .init("mediaType", "s"), .init("documentId", "s")]) { service, uid, call in
+                try await service.attachDocument(id, uid: uid, arguments: call.arguments)
+                return []
+            },
+            method("DocumentEdited") { service, uid, _ in
+                try await service.transition(id, uid: uid) { registry, id, uid throws(RegistryError) in try registry.documentEdited(id, by: uid) }
                 return []
             },
             method("GetPayload", out: [.init("payload", "a{sv}")]) { service, uid, _ in

@@ -34,3 +34,19 @@ extension DBusError {
 func mappingFailures<T>(_ body: () async throws(ServiceFailure) -> T) async throws(DBusError) -> T {
     do { return try await body() } catch { throw DBusError(error) }
 }
+
+extension ServiceFailure {
+    /// A continuation that did not complete: the category's D-Bus error with "category: detail"
+    /// as the message (docs/dbus-api.md, "Continuation failures").
+    static func continuation(_ category: ContinuationFailure, _ detail: String = "") -> ServiceFailure {
+        let message = category.message(detail)
+        return switch category.errorName {
+        case .unknownActivity: .unknownActivity(message)
+        case .notReady: .notReady(message)
+        default: .failed(message)
+        }
+    }
+
+    /// The continuation category this failure carries, if any.
+    var continuationFailure: ContinuationFailure? { ContinuationFailure(errorMessage: message) }
+}

@@ -7,7 +7,7 @@ extension ActivityService {
     nonisolated func managerInterface() -> DBusInterface {
         DBusInterface(BatonInterface.manager, methods: [
             DBusMethod("CreateActivity", in: [.init("type", "s"), .init("title", "s"), .init("userInfo", "a{sv}"), .init("options", "a{sv}")],
-                       out: [.init("activity", "o")]) { [weak self] call in
+                       out: [.init("activity", "o")], budget: .userInfoCall) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
                 return [.objectPath(try await self.createActivity(call))]
             },

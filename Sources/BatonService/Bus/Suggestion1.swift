@@ -4,28 +4,34 @@ import BatonDBus
 
 /// org.baton.Suggestion1: one object per suggestion, under /org/baton so InterfacesAdded announces it.
 extension RingBus: SuggestionBoard {
-    public func offer(_ suggestion: Suggestion) async throws {
+    public func offer(_ suggestion: ShownSuggestion) async throws {
         try await connection.export([suggestionInterface(suggestion)], at: suggestion.path)
     }
 
-    public func withdraw(_ suggestion: Suggestion) async {
+    public func withdraw(_ suggestion: ShownSuggestion) async {
         try? connection.unexport(path: suggestion.path)
     }
 
-    func suggestionInterface(_ suggestion: Suggestion) -> DBusInterface {
+    func suggestionInterface(_ suggestion: ShownSuggestion) -> DBusInterface {
         let path = suggestion.path
-        let properties: [String: DBusValue] = [
-            "Device": .string(suggestion.member.shortForm), "DeviceName": .string(suggestion.memberName),
-            "ActivityType": .string(suggestion.activityType), "Revision": .uint32(suggestion.revision),
-            "HasWebpageURL": .boolean(suggestion.hasWebpageURL), "Near": .boolean(suggestion.near),
-        ]
-        let signatures = ["Device": "s", "DeviceName": "s", "ActivityType": "s", "Revision": "u", "HasWebpageURL": "b", "Near": "b"]
+        // One table with the client (BatonAPI): names, signatures, values.
+        let properties = SuggestionProperties(device: suggestion.member.shortForm, deviceName: suggestion.memberName,
+                                              activityType: suggestion.activityType, revision: suggestion.revision,
+                                              hasWebpageURL: suggestion.hasWebpageURL, near: suggestion.near,
+                                              fallback: suggestion.fallback).dbusProperties
+        let signatures = SuggestionProperties.signatures
         return DBusInterface(BatonInterface.suggestion, methods: [
             DBusMethod("Continue", out: [DBusArgument("outcome", "s")]) { [weak self] call in
                 guard let self, let continuation = self.continuation else { return [] }
                 // The activity is delivered to the caller's own handlers: any local user may take it.
                 let uid = try await self.connection.connectionUnixUser(call.sender)
                 return [.string(try await mappingFailures { () throws(ServiceFailure) in try await continuation.take(path, uid: uid) })]
+            },
+            DBusMethod("ContinueInBrowser", out: [DBusArgument("url", "s")]) { [weak self] call in
+                guard let self, let continuation = self.continuation else { return [] }
+                // The URL goes only to the caller (this reply), whose session opens it.
+                let uid = try await self.connection.connectionUnixUser(call.sender)
+                return [.string(try await mappingFailures { () throws(ServiceFailure) in try await continuation.continueInBrowser(path, uid: uid) })]
             },
             DBusMethod("Dismiss") { [weak self] _ in
                 await self?.continuation?.dismiss(path)

@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonCore
 
 /// What the continuation needs from the activities: which types some local user can continue,
@@ -5,24 +6,46 @@ import BatonCore
 public protocol ContinuationActivities: Sendable {
     func allHandledTypes() async -> Set<String>
     func deliver(activity: ActivityRecord, from device: String, to uid: UInt32) async -> DeliveryOutcome
+    /// Whether some handler of `uid` for `type` (registered, or an installed app) accepts this
+    /// activity version; checked before any handler is asked (versionUnsupported otherwise).
+    func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool
+}
+
+extension ContinuationActivities {
+    /// Until handlers declare versions (RegisterHandler option Versions, X-Baton-ActivityVersions),
+    /// every version is accepted.
+    public func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool { true }
 }
 
 /// Where suggestions are shown (Suggestion1 objects on D-Bus; a fake in tests).
 public protocol SuggestionBoard: Sendable {
-    func offer(_ suggestion: Suggestion) async throws
-    func withdraw(_ suggestion: Suggestion) async
+    func offer(_ shown: ShownSuggestion) async throws
+    func withdraw(_ shown: ShownSuggestion) async
 }
 
-/// A ring member's activity that this machine can continue: offered on D-Bus as an
+/// A suggestion of the book (`BatonCore.Suggestion`) as the board shows it: an
 /// org.baton.Suggestion1 object under /org/baton (so InterfacesAdded announces it), listed by
 /// `baton suggestions`, taken with Suggestion1.Continue or `baton continue PATH`.
-public struct Suggestion: Sendable, Equatable {
-    public var path: String
-    public var member: DeviceID
+public struct ShownSuggestion: Sendable, Equatable {
+    public var suggestion: BatonCore.Suggestion
     public var memberName: String
-    public var activityType: String
-    public var revision: UInt32
-    public var hasWebpageURL: Bool
     /// Proximity allowed it when it was offered (RSSI, §4.4).
     public var near: Bool
+
+    public var path: String { Self.path(of: suggestion.number) }
+    public var member: DeviceID { suggestion.member }
+    public var activityType: String { suggestion.activityType }
+    public var revision: UInt32 { suggestion.revision }
+    public var hasWebpageURL: Bool { suggestion.hasWebpageURL }
+    /// "browser" when no local handler has the type and only the webpage URL can serve; "" otherwise.
+    public var fallback: String { suggestion.opensInBrowser ? "browser" : "" }
+
+    static func path(of number: Int) -> String { "\(BatonObjectPath.suggestionPrefix)/\(number)" }
+
+    /// The suggestion number a path names; nil for any other path.
+    static func number(inPath path: String) -> Int? {
+        let prefix = BatonObjectPath.suggestionPrefix + "/"
+        guard path.hasPrefix(prefix), let number = Int(path.dropFirst(prefix.count)), path == Self.path(of: number) else { return nil }
+        return number
+    }
 }

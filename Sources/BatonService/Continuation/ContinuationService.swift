@@ -1,3 +1,4 @@
+import BatonAPI
 import BatonCore
 import BatonCrypto
 
@@ -11,12 +12,48 @@ public actor ContinuationService {
     let activities: any ContinuationActivities
     let board: (any SuggestionBoard)?
     let log: @Sendable (String) -> Void
-    var book = SuggestionList()
+    let configuration: Configuration
+    var book = SuggestionBook()
+    /// Which members are near enough for their suggestion to be shown (RSSI and silence).
+    var presence: PresenceTracker
+    /// Withdraws suggestions of members that fell silent; runs only while some member is tracked.
+    var sweeper: Task<Void, Never>?
+    let origin = ContinuousClock.now
+    /// What the board shows for each offered suggestion, by number.
+    var shown: [Int: ShownSuggestion] = [:]
+    /// Continues of a suggestion still running, by suggestion number (Dismiss cancels them).
+    var attempts: [Int: [ContinueAttempt]] = [:]
+    /// Activities fetched ahead, by suggestion number, in memory only (dropped with the suggestion).
+    var prefetched: [Int: Prefetched] = [:]
+    var prefetching: [Int: Task<Void, Never>] = [:]
 
     static let observerKey = "continuation"
 
+    public struct Configuration: Sendable {
+        /// Near/far thresholds (batond --near-rssi sets `enterNear`).
+        public var proximity: PresenceTracker.Thresholds
+        /// How often silent members are looked for while any is tracked.
+        public var sweepInterval: Duration
+        /// A suggestion shown this long is fetched ahead (nil, the default: no prefetch; batond
+        /// --prefetch-after). Off by default because a held payload is delivered even when the
+        /// source moved on after it was fetched and its new advert is not heard yet.
+        public var prefetchAfter: Duration?
+        /// A prefetched activity older than this at accept is fetched afresh.
+        public var prefetchMaxAge: Duration
+
+        public init(proximity: PresenceTracker.Thresholds = .init(), sweepInterval: Duration = .seconds(1),
+                    prefetchAfter: Duration? = nil, prefetchMaxAge: Duration = .seconds(10)) {
+            self.proximity = proximity
+            self.sweepInterval = sweepInterval
+            self.prefetchAfter = prefetchAfter
+            self.prefetchMaxAge = prefetchMaxAge
+        }
+    }
+
     public init(ring: RingService, transfer: TransferService, activities: any ContinuationActivities, board: (any SuggestionBoard)?,
-                log: @escaping @Sendable (String) -> Void) {
+                configuration: Configuration = .init(), log: @escaping @Sendable (String) -> Void) {
+        self.configuration = configuration
+        self.presence = PresenceTracker(configuration.proximity)
         self.ring = ring
         self.transfer = transfer
         self.activities = activities
@@ -26,82 +63,78 @@ public actor ContinuationService {
 
     /// Starts following sightings and ring changes.
     public func start() async {
-        await ring.radio.onSighting(Self.observerKey) { [weak self] sighting, _, near in await self?.suggest(for: sighting, near: near) }
+        await ring.radio.onSighting(Self.observerKey) { [weak self] sighting, rssi, _ in await self?.suggest(for: sighting, rssi: rssi) }
         await ring.observe(Self.observerKey) { [weak self] change in await self?.ringChanged(change.snapshot) }
     }
 
     public func stop() async {
         await ring.radio.onSighting(Self.observerKey, nil)
         await ring.stopObserving(Self.observerKey)
-        for member in Array(book.byMember.keys) { await withdraw(member) }
+        sweeper?.cancel()
+        sweeper = nil
+        await carry(book.withdrawAll())
     }
 
     // MARK: Suggestions
 
     /// The suggestions on offer, by path.
-    public func suggestions() -> [Suggestion] { book.byMember.values.sorted { $0.path < $1.path } }
+    public func suggestions() -> [ShownSuggestion] { shown.values.sorted { $0.suggestion.number < $1.suggestion.number } }
 
-    /// Keeps the member's suggestion in step with its newest accepted advert.
-    func suggest(for sighting: Sighting, near: Bool) async {
-        let member = sighting.member
-        let body = sighting.body
-        guard body.isActivity else {
-            await withdraw(member)
-            return
-        }
-        guard book.wantsOffer(member, revision: body.revision), let keys = await ring.radio.advertKeys(of: member) else { return }
-        // The type hash is keyed with the member's secret: hash what we handle and compare (§4.3 step 7).
-        let handled = await activities.allHandledTypes()
-        guard let type = handled.sorted().first(where: { keys.typeHash($0) == body.typeHash }) else {
-            await withdraw(member)
-            return
-        }
-        // Checked again: another sighting may have offered this revision while we asked.
-        guard book.wantsOffer(member, revision: body.revision) else { return }
-        await withdraw(member)
-        let name = await ring.memberName(member)
-        let suggestion = Suggestion(path: book.nextPath(), member: member, memberName: name, activityType: type,
-                                    revision: body.revision, hasWebpageURL: body.flags.contains(.hasWebpageURL), near: near)
-        book.byMember[member] = suggestion
-        do {
-            try await board?.offer(suggestion)
-            log("batond: suggestion \(suggestion.path): continue \(type) from \(name)")
-        } catch {
-            book.byMember[member] = nil
-            log("batond: cannot offer a suggestion: \(error)")
-        }
-    }
-
-    private func withdraw(_ member: DeviceID) async {
-        guard let old = book.byMember.removeValue(forKey: member) else { return }
-        await board?.withdraw(old)
-    }
-
-    private func ringChanged(_ snapshot: RingSnapshot) async {
-        for member in Array(book.byMember.keys) where !snapshot.isMember(member) { await withdraw(member) }
-    }
-
-    /// Suggestion1.Continue: continues the suggested activity for `uid` (any local user may take it).
+    /// Suggestion1.Continue: continues exactly the suggested revision for `uid` (any local user may
+    /// take it): FetchActivity(h, r), never "whatever is current" (§9 step 2). When the member has
+    /// moved on the suggestion goes and the call fails with UnknownActivity "noLongerCurrent"; any
+    /// other failure leaves the suggestion for a retry. Dismiss while it runs cancels it (nothing
+    /// is delivered afterwards).
     public func take(_ path: String, uid: UInt32) async throws(ServiceFailure) -> String {
-        guard let suggestion = book.suggestion(at: path) else { throw .unknownObject("the suggestion is gone") }
-        let outcome = try await continueActivity(from: suggestion.member.description, type: suggestion.activityType, uid: uid)
-        if outcome == "delivered" {
-            book.settle(suggestion)
-            await withdraw(suggestion.member)
+        guard let number = ShownSuggestion.number(inPath: path), let suggestion = book.suggestion(number: number) else {
+            throw .unknownObject("the suggestion is gone")
         }
-        return outcome
+        guard !suggestion.opensInBrowser else { throw .invalidArguments("no local handler: take it with ContinueInBrowser") }
+        let snapshot = await ring.snapshot()
+        guard let member = snapshot.roster.members[suggestion.member] else {
+            await carry(book.withdraw(suggestion.member))
+            throw .unknownDevice("the member left the ring")
+        }
+        if let outcome = await deliverPrefetched(suggestion, from: member, uid: uid) { return outcome }
+        let attempt = ContinueAttempt()
+        attempts[number, default: []].append(attempt)
+        defer { attempts[number]?.removeAll { $0 === attempt } }
+        let result = await attempt.run { [self] () async throws(TransferError) -> Handover in
+            try await fetchAndDeliver(from: member, type: suggestion.activityType, revision: suggestion.revision, uid: uid, attempt: attempt)
+        }
+        let delivered: DeliveryOutcome
+        switch result {
+        case .cancelled, .finished(.success(.cancelled)):
+            throw .continuation(.cancelled, "the suggestion was dismissed")
+        case .finished(.success(let handover)):
+            delivered = try Self.outcome(of: handover)
+        case .finished(.failure(.remote(let frame))) where frame.code == .unknownActivity:
+            // The member published something newer (or nothing): this revision is gone for good;
+            // a suggestion for the newer one comes with its advert (§9 step 3).
+            await carry(book.settle(number: number))
+            throw .continuation(.noLongerCurrent)
+        case .finished(.failure(let error)):
+            throw Self.failure(error)
+        }
+        if delivered == .delivered { await carry(book.settle(number: number)) }
+        return Self.outcomeName(delivered)
     }
 
+    /// The message of Suggestion1.Continue's UnknownActivity when the member moved on (§9, dbus-api.md).
+    public static let noLongerCurrent = ContinuationFailure.noLongerCurrent.rawValue
+
+    /// Suggestion1.Dismiss: the suggestion goes, and a Continue of it still fetching is cancelled.
     public func dismiss(_ path: String) async {
-        guard let suggestion = book.suggestion(at: path) else { return }
-        book.settle(suggestion)
-        await withdraw(suggestion.member)
+        guard let number = ShownSuggestion.number(inPath: path) else { return }
+        for attempt in attempts.removeValue(forKey: number) ?? [] { attempt.cancel() }
+        await carry(book.settle(number: number))
     }
 
     // MARK: Continue
 
-    /// Fetches `device`'s current activity of `type`, delivers it to `uid`'s handler and, when it was
-    /// delivered, tells the source on the same channel (ActivityContinued → WasContinued).
+    /// Ring1.Continue (by hand, no advert heard): fetches `device`'s current activity of `type`
+    /// (revision 0xFFFFFFFF, §9 step 2), delivers it to `uid`'s handler and, when it was delivered,
+    /// tells the source on the same channel (ActivityContinued → WasContinued).
     /// Returns the delivery outcome's name.
     public func continueActivity(from device: String, type: String, uid: UInt32) async throws(ServiceFailure) -> String {
         let snapshot = await ring.snapshot()
@@ -109,22 +142,44 @@ public actor ContinuationService {
             throw .unknownDevice("no single ring member matches")
         }
         do { try ActivityRecord.validateType(type) } catch { throw .invalidArguments("invalid activity type") }
-        // The type hash is keyed with the sender's secret (§3).
-        let typeHash = DerivedKeys(secret: member.secret).typeHash(type)
-        let activities = self.activities
-        let result: (record: ActivityRecord, outcome: DeliveryOutcome?)
+        let handover: Handover
         do {
-            result = try await transfer.fetchAndReport(member: member.deviceID, typeHash: typeHash, revision: ActivityReference.anyRevision) { record in
-                // Another type is refused before any handler sees it (nil: not delivered, not reported).
-                guard record.activityType == type else { return (nil, false) }
-                let outcome = await activities.deliver(activity: record, from: member.name, to: uid)
-                return (outcome, outcome == .delivered)
-            }
+            handover = try await fetchAndDeliver(from: member, type: type, revision: ActivityReference.anyRevision, uid: uid)
         } catch {
             throw Self.failure(error)
         }
-        guard let outcome = result.outcome else { throw .failed("the member sent another activity type") }
-        return Self.outcomeName(outcome)
+        return Self.outcomeName(try Self.outcome(of: handover))
+    }
+
+    static let otherType = ServiceFailure.failed("the member sent another activity type")
+
+    static func outcome(of handover: Handover) throws(ServiceFailure) -> DeliveryOutcome {
+        switch handover {
+        case .handled(let outcome): outcome
+        case .otherType: throw otherType
+        case .versionUnsupported(let version): throw .continuation(.versionUnsupported, "no handler here accepts version \(version)")
+        case .cancelled: throw .continuation(.cancelled)
+        }
+    }
+
+    /// One TLS session: FetchActivity(h, revision), the version check, delivery, ActivityContinued
+    /// when delivered. Another type, an unaccepted version or a cancel deliver and report nothing.
+    private func fetchAndDeliver(from member: RosterMember, type: String, revision: UInt32, uid: UInt32,
+                                 attempt: ContinueAttempt? = nil) async throws(TransferError) -> Handover {
+        // The type hash is keyed with the sender's secret (§3).
+        let typeHash = DerivedKeys(secret: member.secret).typeHash(type)
+        let activities = self.activities
+        let result = try await transfer.fetchAndReport(member: member.deviceID, typeHash: typeHash, revision: revision) { record -> (outcome: Handover, report: Bool) in
+            // Another type is refused before any handler sees it.
+            guard record.activityType == type else { return (.otherType, false) }
+            // A version no handler here accepts is refused: never a wrong restore.
+            guard await activities.acceptsVersion(record.version, type: type, uid: uid) else { return (.versionUnsupported(record.version), false) }
+            // Cancelled while fetching: nothing reaches a handler, nothing is reported.
+            guard attempt?.beginDelivery() ?? true else { return (.cancelled, false) }
+            let outcome = await activities.deliver(activity: record, from: member.name, to: uid)
+            return (.handled(outcome), outcome == .delivered)
+        }
+        return result.outcome
     }
 
     static func outcomeName(_ outcome: DeliveryOutcome) -> String {
@@ -140,8 +195,10 @@ public actor ContinuationService {
     static func failure(_ error: TransferError) -> ServiceFailure {
         switch error {
         case .notAMember: .unknownDevice("not a ring member")
-        case .noEndpoints: .notReady("no endpoint known for the member")
-        case .unreachable(let why): .notReady("the member cannot be reached: \(why)")
+        case .noEndpoints: .continuation(.unreachable, "no endpoint known for the member")
+        case .unreachable(let why): .continuation(.unreachable, "the member cannot be reached: \(why)")
+        case .interrupted(let why): .continuation(.interrupted, "the connection to the member broke: \(why)")
+        case .timedOut(let why): .continuation(.timedOut, "the member did not answer in time: \(why)")
         case .remote(let frame) where frame.code == .unknownActivity: .unknownActivity("the member has no such current activity")
         case .remote(let frame) where frame.code == .notPermitted: .notPermitted("the member refused")
         case .remote(let frame): .failed("the member answered \(frame.code)")

@@ -1,26 +1,86 @@
-import BatonAPI
 import BatonCore
 
-/// The suggestions part of the continuation: one per member whose newest accepted advert carries
-/// an activity some local user can continue. Taken or dismissed revisions are not offered again.
-struct SuggestionList: Sendable {
-    var byMember: [DeviceID: Suggestion] = [:]
-    /// The revision per member that was continued or dismissed here.
-    var settledRevisions: [DeviceID: UInt32] = [:]
-    var nextNumber = 0
-
-    /// Whether this advert body still needs a new suggestion (not the one shown, not settled).
-    func wantsOffer(_ member: DeviceID, revision: UInt32) -> Bool {
-        if let existing = byMember[member], existing.revision == revision { return false }
-        return settledRevisions[member] != revision
+/// The suggestions part of the continuation: the core's SuggestionBook decides (one per member,
+/// replaced on a newer revision, settled revisions not offered again); this carries its actions
+/// out on the board with the member's name and proximity.
+extension ContinuationService {
+    /// Seconds on the service's monotonic clock (the presence tracker's time).
+    var now: Double {
+        let elapsed = (ContinuousClock.now - origin).components
+        return Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
     }
 
-    mutating func nextPath() -> String {
-        nextNumber += 1
-        return "\(BatonObjectPath.suggestionPrefix)/\(nextNumber)"
+    /// Keeps the member's suggestion in step with its newest accepted advert (§9 step 1), shown
+    /// only while the member is near (issue 13: RSSI threshold with hysteresis, unknown RSSI near).
+    func suggest(for sighting: Sighting, rssi: Int?) async {
+        let member = sighting.member
+        let body = sighting.body
+        let near = presence.heard(member, rssi: rssi, at: now)
+        startSweeping()
+        guard near else {
+            await carry(book.withdraw(member))
+            return
+        }
+        var resolution = SuggestionBook.TypeResolution.unavailable
+        if book.needsResolution(member: member, body: body), let keys = await ring.radio.advertKeys(of: member) {
+            // The type hash is keyed with the member's secret: hash what we handle and compare (§4.3 step 7).
+            resolution = SuggestionBook.resolve(body.typeHash, handled: await activities.allHandledTypes(), keys: keys)
+        }
+        // The book checks again: another sighting may have offered this revision while we asked.
+        await carry(book.offer(member: member, body: body, resolution: resolution), near: near)
     }
 
-    func suggestion(at path: String) -> Suggestion? { byMember.values.first { $0.path == path } }
+    /// Members not heard for the silence timeout are far: their suggestions go.
+    func sweep() async {
+        for member in presence.silenced(at: now) { await carry(book.withdraw(member)) }
+    }
 
-    mutating func settle(_ suggestion: Suggestion) { settledRevisions[suggestion.member] = suggestion.revision }
+    private func startSweeping() {
+        guard sweeper == nil else { return }
+        let interval = configuration.sweepInterval
+        sweeper = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: interval)
+                guard let self, await self.sweepAndContinue() else { return }
+            }
+        }
+    }
+
+    /// One sweep; false (and the sweeper ends) when nothing is tracked any more.
+    private func sweepAndContinue() async -> Bool {
+        await sweep()
+        guard presence.isEmpty else { return true }
+        sweeper = nil
+        return false
+    }
+
+    func carry(_ actions: [SuggestionBook.Action], near: Bool = true) async {
+        for action in actions {
+            switch action {
+            case .export(let suggestion):
+                let shown = ShownSuggestion(suggestion: suggestion, memberName: await ring.memberName(suggestion.member), near: near)
+                self.shown[suggestion.number] = shown
+                do {
+                    try await board?.offer(shown)
+                    log("batond: suggestion \(shown.path): continue \(suggestion.activityType) from \(shown.memberName)")
+                    schedulePrefetch(suggestion)
+                } catch {
+                    book.exportFailed(suggestion)
+                    self.shown[suggestion.number] = nil
+                    log("batond: cannot offer a suggestion: \(error)")
+                }
+            case .unexport(let suggestion):
+                dropPrefetch(suggestion.number)
+                guard let old = self.shown.removeValue(forKey: suggestion.number) else { continue }
+                await board?.withdraw(old)
+            }
+        }
+    }
+
+    func ringChanged(_ snapshot: RingSnapshot) async {
+        for member in Array(book.suggestions.keys) where !snapshot.isMember(member) {
+            presence.forget(member)
+            await carry(book.withdraw(member))
+        }
+    }
 }

@@ -67,6 +67,13 @@ public actor DiscoveryService {
     /// From the daemon's clock: a new epoch means a new instance name; a missing Avahi bus is retried.
     public func tick() async { await discoveryTick() }
 
+    /// When `tick` should next retry reaching Avahi (nil while connected or without Avahi): the
+    /// daemon's only wake between epoch boundaries.
+    public var retryAt: Int64? {
+        guard discovery.connection == nil, avahiBus != nil else { return nil }
+        return (discovery.lastConnectAttempt ?? 0) + Self.connectRetrySeconds
+    }
+
     /// Whether pairing endpoints are announced over DNS-SD (the pairing advert says so, §5).
     var isConnected: Bool { discovery.connection != nil }
 

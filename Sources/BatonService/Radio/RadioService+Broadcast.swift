@@ -11,8 +11,9 @@ public struct Publication: Sendable {
     public var revision: UInt32
 }
 
-/// The broadcaster: what is on the air. The ring advert (AdvertSender) carries the current
-/// activity or presence; a waiting pairing session puts its clear pairing advert there instead.
+/// The broadcaster: what is on the air, as the OnAirPlanner decides (ring advert with the
+/// current activity or presence, silence for a ring of one, a waiting pairing session's advert
+/// instead, connectability). This file only carries the planner's actions out.
 extension RadioService: ActivityPublisher {
     // MARK: ActivityPublisher
 
@@ -20,14 +21,21 @@ extension RadioService: ActivityPublisher {
         // Kept even without a radio: the radio is only discovery, the record is what a fetch returns.
         published[uid] = record
         advertisedUID = uid
-        try await advertiseContent(AdvertContent(activityType: record.activityType, hasWebpageURL: record.webpageURL != nil), changed: true)
+        let content = AdvertContent(activityType: record.activityType, hasWebpageURL: record.webpageURL != nil)
+        let actions = planner.publish(content, nowSeconds: clock.unixSeconds())
+        // Without a radio the content and its revision still count for FetchActivity.
+        guard port != nil else {
+            try? persistCounters(of: actions)
+            throw .unavailable("no radio")
+        }
+        try await carryOrThrow(actions)
     }
 
     public func withdraw(uid: UInt32) async {
         published[uid] = nil
         guard advertisedUID == uid else { return }
         advertisedUID = nil
-        try? await advertiseContent(.presence)
+        await carry(planner.withdraw(nowSeconds: clock.unixSeconds()))
     }
 
     /// The record behind the current advert, for FetchActivity.
@@ -37,57 +45,17 @@ extension RadioService: ActivityPublisher {
     public func currentPublication() -> Publication? {
         guard let uid = advertisedUID, let record = currentRecord() else { return nil }
         let hash = DerivedKeys(secret: ownSecret).typeHash(record.activityType)
-        return Publication(uid: uid, record: record, typeHash: hash, revision: sender.counters.revision)
+        return Publication(uid: uid, record: record, typeHash: hash, revision: planner.sender.counters.revision)
     }
 
-    func advertiseContent(_ content: AdvertContent, changed: Bool = false) async throws(RadioError) {
-        let now = clock.unixSeconds()
-        var actions = sender.update(content, nowSeconds: now, changed: changed)
-        guard let radio = port else {
-            // The radio only does discovery: the content and its revision still count for FetchActivity.
-            if let counters = actions.lazy.compactMap({ if case .persist(let c) = $0 { c } else { nil } }).last {
-                try? store.saveCounters(counters)
-            }
-            throw .unavailable("no radio")
-        }
-        if sender.currentAdvert == nil { actions = sender.start(nowSeconds: now) }
-        try await perform(actions, radio: radio)
-    }
-
-    func perform(_ actions: [AdvertSender.Action]) async {
-        guard let radio = port else { return }
-        try? await perform(actions, radio: radio)
-    }
-
-    private func perform(_ actions: [AdvertSender.Action], radio: any RadioPort) async throws(RadioError) {
-        for action in actions {
-            switch action {
-            case .persist(let counters):
-                // Counters reach the disk before the advert they cover reaches the radio (§4.2).
-                do { try store.saveCounters(counters) } catch { throw .failed("cannot persist advert counters") }
-            case .advertise(let bytes):
-                try await radio.advertise(companyID: companyID, data: bytes, connectable: ringAdvertConnectable)
-            case .stop:
-                await radio.stopAdvertising()
-            }
-        }
-    }
+    /// What is on the air now (tests and diagnostics).
+    public var onAir: OnAirPlanner.OnAir { planner.onAir }
 
     /// Clock tick: epoch rotation of the advert and of the matcher window.
     public func tick() async {
         let now = clock.unixSeconds()
         matcher.advance(toEpoch: Protocol.epoch(unixSeconds: now))
-        var actions = sender.tick(nowSeconds: now)
-        // While the pairing advert is on the air the new ring advert waits for restoreRingAdvert;
-        // its counters are still persisted now.
-        if !waitingPairingSessions.isEmpty { actions = actions.filter { if case .persist = $0 { true } else { false } } }
-        await perform(actions)
-    }
-
-    /// A ring of one has nobody to tell; with members, the device advertises at least presence.
-    func advertisePresenceIfRinged() async {
-        guard port != nil, hasMembers, currentRecord() == nil, waitingPairingSessions.isEmpty else { return }
-        do { try await advertiseContent(.presence) } catch { book.notice("advertising failed: \(error)") }
+        await carry(planner.tick(nowSeconds: now))
     }
 
     /// While a session waits for its initiator, the radio carries the clear pairing advert
@@ -95,40 +63,56 @@ extension RadioService: ActivityPublisher {
     /// With an L2CAP listener the advert is connectable: the initiator's kernel only connects to an
     /// advertising peer (§8.3).
     public func advertisePairing(sessionID: [UInt8], name: String, tcpPublished: Bool, psm: UInt16?) async {
-        waitingPairingSessions.insert(sessionID.hexString)
-        guard let radio = port, let advert = try? PairingAdvert(sessionID: sessionID, tcpPublished: tcpPublished, psm: psm,
-                                                                 name: name) else { return }
-        do {
-            try await radio.advertise(companyID: companyID, data: advert.encoded, connectable: psm != nil)
-            book.notice("pairing advert on the air")
-        } catch {
-            book.notice("pairing advert refused: \(error)")
+        guard let advert = try? PairingAdvert(sessionID: sessionID, tcpPublished: tcpPublished, psm: psm, name: name) else {
+            notice("pairing advert refused: invalid fields")
+            return
         }
+        await carry(planner.pairingStartedWaiting(advert))
     }
 
     /// The session no longer waits for an initiator: the ring advert (or nothing) comes back once no session waits.
     public func pairingStoppedWaiting(sessionID: [UInt8]) async {
-        guard waitingPairingSessions.remove(sessionID.hexString) != nil else { return }
-        await restoreRingAdvert()
-    }
-
-    func restoreRingAdvert() async {
-        guard let radio = port, waitingPairingSessions.isEmpty else { return }
-        let actions = sender.radioReset()
-        if actions.isEmpty {
-            await radio.stopAdvertising()
-            await advertisePresenceIfRinged()
-        } else {
-            for case .advertise(let bytes) in actions {
-                try? await radio.advertise(companyID: companyID, data: bytes, connectable: ringAdvertConnectable)
-            }
-        }
+        await carry(planner.pairingStoppedWaiting(sessionID: sessionID, nowSeconds: clock.unixSeconds()))
     }
 
     /// Makes the ring advert connectable (or not) and puts it on the air again.
     public func setRingAdvertConnectable(_ connectable: Bool) async {
-        guard ringAdvertConnectable != connectable else { return }
-        ringAdvertConnectable = connectable
-        await restoreRingAdvert()
+        await carry(planner.setRingAdvertConnectable(connectable, nowSeconds: clock.unixSeconds()))
+    }
+
+    // MARK: Carrying out the planner's actions
+
+    /// Carries out actions whose failure only shows in the notices.
+    func carry(_ actions: [OnAirPlanner.Action]) async {
+        do { try await carryOrThrow(actions) } catch { notice("advertising failed: \(error)") }
+    }
+
+    /// In order: counters reach the disk before the advert they cover reaches the radio (§4.2).
+    func carryOrThrow(_ actions: [OnAirPlanner.Action]) async throws(RadioError) {
+        for action in actions {
+            switch action {
+            case .persist(let counters):
+                do { try store.saveCounters(counters) } catch { throw .failed("cannot persist advert counters") }
+            case .advertiseRing(let bytes, let connectable):
+                guard let port else { continue }
+                try await port.advertise(companyID: companyID, data: bytes, connectable: connectable)
+            case .advertisePairing(let advert, let connectable):
+                guard let port else { continue }
+                do {
+                    try await port.advertise(companyID: companyID, data: advert.encoded, connectable: connectable)
+                    notice("pairing advert on the air")
+                } catch {
+                    notice("pairing advert refused: \(error)")
+                }
+            case .stop:
+                await port?.stopAdvertising()
+            }
+        }
+    }
+
+    private func persistCounters(of actions: [OnAirPlanner.Action]) throws {
+        if let counters = actions.lazy.compactMap({ if case .persist(let c) = $0 { c } else { nil } }).last {
+            try store.saveCounters(counters)
+        }
     }
 }

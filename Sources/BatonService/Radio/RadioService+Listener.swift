@@ -2,20 +2,16 @@ import BatonCore
 import Dispatch
 
 /// What the radio part keeps between events. Bounded: the advertiser table evicts the least
-/// recently heard, notices keep the last 32.
+/// recently heard, notices keep 32 distinct texts (a repeat is counted, not repeated).
 struct RadioBook: Sendable {
     var table = AdvertiserTable()
     var state: RadioState = .unavailable("not started")
-    var notices: [String] = []
+    var notices = NoticeBook()
     /// The newest accepted sighting per member (what a suggestion and a fetch start from).
     var sightings: [DeviceID: Sighting] = [:]
     var proximity: [DeviceID: (statistics: RSSIStatistics, detector: ProximityDetector)] = [:]
     var rejected: [String: Int] = [:]
 
-    mutating func notice(_ text: String) {
-        notices.append(text)
-        if notices.count > 32 { notices.removeFirst(notices.count - 32) }
-    }
 }
 
 /// The listener: heard adverts become sightings (accepted ring adverts), the advertiser table
@@ -26,9 +22,10 @@ extension RadioService {
         Int64(DispatchTime.now().uptimeNanoseconds / 1_000_000)
     }
 
-    /// Starts consuming radio events and scanning; advertising presence once there is a ring.
+    /// Starts consuming radio events and scanning; advertising once the ring has other members.
     public func start() async {
         book.table = AdvertiserTable(batonCompanyID: companyID)
+        started = true
         guard let radio = port else { return }
         let events = radio.events()
         eventTask = Task { [weak self] in
@@ -37,8 +34,8 @@ extension RadioService {
                 await self.handle(event)
             }
         }
-        do { try await radio.startScanning() } catch { book.notice("scanning failed: \(error)") }
-        await advertisePresenceIfRinged()
+        do { try await radio.startScanning() } catch { notice("scanning failed: \(error)") }
+        await carry(planner.ringMembersChanged(hasOthers: hasMembers, nowSeconds: clock.unixSeconds()))
     }
 
     func handle(_ event: RadioEvent) async {
@@ -52,32 +49,38 @@ extension RadioService {
             book.table.forget(address: address)
         case .stateChanged(let state):
             book.state = state
-            book.notice("radio \(Self.describe(state))")
+            notice("radio \(Self.describe(state))")
             log("batond: radio \(Self.describe(state))")
         case .notice(let text):
-            book.notice(text)
+            notice(text)
             log("batond: radio: \(text)")
         }
     }
 
+    /// Classifies the report once (one AES-GCM open for a ring advert with a member's tag) and
+    /// records that one value everywhere: the diagnostics table, sightings, heard pairing adverts.
     @discardableResult
     func record(_ report: AdvertisementReport) -> Sighting? {
         let now = Self.monotonicMilliseconds()
-        let matcher = self.matcher
-        book.table.record(report, nowMilliseconds: now, ringLookup: { data in matcher.recognise(data)?.member })
-        guard let data = report.manufacturerData[companyID], let kind = try? AdvertKind.classify(data) else { return nil }
-        if kind == .pairing { heardPairing(data, from: report.address, addressType: report.addressType) }
-        guard kind == .ring else { return nil }
-        do throws(WireError) {
-            let sighting = try self.matcher.receive(data)
+        let heard = matcher.hear(report, batonCompanyID: companyID)
+        book.table.record(report, heard: heard, nowMilliseconds: now)
+        switch heard {
+        case .ringMember(let sighting):
             sighted(sighting, rssi: report.rssi)
             return sighting
-        } catch {
-            // Foreign adverts are the common case; count the rest for the dump.
-            if error != .notRingMember { book.rejected["\(error)", default: 0] += 1 }
-            return nil
+        case .ringRefused(_, let reason):
+            // Foreign adverts are the common case; a refused one with a member's tag is counted for the dump.
+            book.rejected["\(reason)", default: 0] += 1
+        case .pairing(let advert):
+            heardPairing(advert, from: report.address, addressType: report.addressType)
+        case .otherRing, .malformedPairing, .malformedBaton, .foreign:
+            break
         }
+        return nil
     }
+
+    /// AES-GCM opens the matcher attempted so far (one per heard ring advert with a member's tag).
+    var sealOpens: Int { matcher.sealOpens }
 
     func sighted(_ sighting: Sighting, rssi: Int?) {
         let member = sighting.member
@@ -110,9 +113,9 @@ extension RadioService {
             if !book.rejected.isEmpty {
                 header += "; rejected ring adverts: " + book.rejected.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
             }
-            return header + "\n" + book.table.renderText(nowMilliseconds: now)
+            return header + "\n" + AdvertiserTableRendering.text(book.table, nowMilliseconds: now)
         case "json":
-            return book.table.renderJSONLines(nowMilliseconds: now)
+            return AdvertiserTableRendering.jsonLines(book.table, nowMilliseconds: now)
         default:
             throw .invalidArguments("format must be text or json")
         }
@@ -121,9 +124,9 @@ extension RadioService {
 
 extension RadioService {
     /// The last radio notices (Ring1.GetRadioNotices).
-    public func notices() -> [String] { book.notices }
+    public func notices() -> [String] { book.notices.lines }
 
-    func notice(_ text: String) { book.notice(text) }
+    func notice(_ text: String) { book.notices.note(text, at: clock.unixSeconds()) }
 
     /// The keys the matcher holds for a member's current secret (type hashes, §3).
     public func advertKeys(of member: DeviceID) -> DerivedKeys? { matcher.keys(of: member) }

@@ -15,8 +15,7 @@ extension RadioService {
     static let pairingAdvertLifetimeMilliseconds: Int64 = 130_000
 
     /// Records a pairing advert from the scanner (bounded: the 16 most recent sessions).
-    func heardPairing(_ data: [UInt8], from address: String, addressType: String) {
-        guard let advert = try? PairingAdvert(decoding: data) else { return }
+    func heardPairing(_ advert: PairingAdvert, from address: String, addressType: String) {
         let now = Self.monotonicMilliseconds()
         pairingAdverts[advert.sessionID.hexString] = HeardPairingAdvert(advert: advert, address: address, addressType: addressType,
                                                                         heardAtMilliseconds: now)
@@ -28,9 +27,9 @@ extension RadioService {
     /// Pairing adverts heard lately, without this device's own sessions.
     func recentPairingAdverts() -> [HeardPairingAdvert] {
         let now = Self.monotonicMilliseconds()
-        let own = waitingPairingSessions
+        let own = Set(planner.waitingSessionIDs)
         return pairingAdverts.values
-            .filter { now - $0.heardAtMilliseconds <= Self.pairingAdvertLifetimeMilliseconds && !own.contains($0.advert.sessionID.hexString) }
+            .filter { now - $0.heardAtMilliseconds <= Self.pairingAdvertLifetimeMilliseconds && !own.contains($0.advert.sessionID) }
             .sorted { $0.advert.name < $1.advert.name }
     }
 }

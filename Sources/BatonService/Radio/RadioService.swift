@@ -14,18 +14,17 @@ public actor RadioService {
     let clock: any WallClock
     let companyID: UInt16
     let log: @Sendable (String) -> Void
-    var sender: AdvertSender
+    /// What is on the air: the ring advert (AdvertSender inside), a waiting pairing session's
+    /// advert, connectability, the ring-of-one silence (§4.2).
+    var planner: OnAirPlanner
     var ownSecret: AdvertisingSecret
     var matcher: AdvertMatcher
+    /// Whether the ring has other members; handed to the planner once the radio started.
     var hasMembers = false
-    /// The ring advert is connectable while the transfer listens on L2CAP and has no IP
-    /// endpoint for other machines (§8.3): a peer's kernel only connects to an advertising device.
-    var ringAdvertConnectable = false
+    var started = false
     /// The activity each user last published; the advert carries the newest one.
     var published: [UInt32: ActivityRecord] = [:]
     var advertisedUID: UInt32?
-    /// Own pairing sessions (hex ids) whose advert replaces the ring advert while they wait.
-    var waitingPairingSessions: Set<String> = []
     var book = RadioBook()
     var eventTask: Task<Void, Never>?
     var sightingObservers: [String: SightingObserver] = [:]
@@ -41,16 +40,17 @@ public actor RadioService {
         self.companyID = companyID
         self.log = log
         self.ownSecret = ownSecret
-        sender = AdvertSender(secret: ownSecret, restored: try store.loadCounters(), machine: machine)
+        planner = OnAirPlanner(sender: AdvertSender(secret: ownSecret, restored: try store.loadCounters(), machine: machine),
+                               hasRadio: port != nil, ringHasOtherMembers: false)
         matcher = AdvertMatcher(epoch: Protocol.epoch(unixSeconds: clock.unixSeconds()))
     }
 
     /// The ring must re-key before the advert is sealed again (AdvertSender.needsRekey).
-    var needsRekey: Bool { sender.needsRekey }
+    var needsRekey: Bool { planner.sender.needsRekey }
 
     public func stop() async {
         eventTask?.cancel()
-        await perform(sender.stop())
+        await carry(planner.stop())
     }
 
     /// Accepted ring adverts go to every observer (the ring's last-seen times, the continuation's suggestions).
@@ -58,17 +58,20 @@ public actor RadioService {
 
     // MARK: From the ring
 
-    /// The other members' advertising secrets (the matcher's table); presence goes on the air once there is a ring.
+    /// The other members' advertising secrets (the matcher's table). A ring of one is silent: the
+    /// ring advert starts with the first other member and stops with the last (§4.2).
     func setMembers(_ members: [DeviceID: AdvertisingSecret]) async {
         for id in matcher.memberIDs where members[id] == nil { matcher.removeMember(id) }
         for (id, secret) in members { matcher.setMember(id, secret: secret) }
         hasMembers = !members.isEmpty
+        guard started else { return }
+        await carry(planner.ringMembersChanged(hasOthers: hasMembers, nowSeconds: clock.unixSeconds()))
     }
 
     /// This device's secret changed (a removal): the advert is sealed with the new one (§4.2).
     func rotateSecret(_ secret: AdvertisingSecret) async {
         ownSecret = secret
-        await perform(sender.rotateSecret(secret, nowSeconds: clock.unixSeconds()))
+        await carry(planner.rotateSecret(secret, nowSeconds: clock.unixSeconds()))
     }
 
     // MARK: The adapter
@@ -86,7 +89,7 @@ public actor RadioService {
 
     public func resumeScanningAfterConnect() async {
         guard let port else { return }
-        do { try await port.startScanning() } catch { book.notice("scanning could not resume after an L2CAP connect: \(error)") }
+        do { try await port.startScanning() } catch { notice("scanning could not resume after an L2CAP connect: \(error)") }
     }
 
     var isPresent: Bool { port != nil }

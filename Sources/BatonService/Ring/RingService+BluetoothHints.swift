@@ -6,16 +6,15 @@ import BatonTransport
 extension RingService {
     /// The fixed dynamic PSM of the transfer listener, so that a hint learned at pairing stays valid
     /// across restarts ("BA" for Baton).
-    static let transferPSM: UInt16 = 0x00BA
+    static let transferPSM: UInt16 = Endpoint.transferPSM
 
     static func bluetoothTransferEndpoint(_ address: BluetoothAddress, _ type: LEAddressType) -> String {
-        "ble:\(address)/0x\(String(transferPSM, radix: 16))" + (type == .random ? "/random" : "")
+        Endpoint.bluetoothTransfer(address: address, type: type).description
     }
 
     /// Address, address type and PSM of a "ble:" hint; nil for anything else.
     static func splitBluetoothEndpoint(_ text: String) -> (BluetoothAddress, LEAddressType, UInt16)? {
-        let random = text.hasSuffix("/random")
-        guard let (address, psm) = splitBluetoothTarget(random ? String(text.dropLast("/random".count)) : text) else { return nil }
-        return (address, random ? .random : .public, psm)
+        guard case .bluetooth(let address, let type, let psm)? = try? Endpoint(parsing: text) else { return nil }
+        return (address, type, psm)
     }
 }

@@ -3,7 +3,7 @@ import BatonTransport
 
 extension RingService {
     /// Endpoint hints kept per member, newest first.
-    static let maxEndpointsPerMember = 8
+    static let maxEndpointsPerMember = Endpoint.maxPerMember
 
     // MARK: Queries
 
@@ -15,51 +15,53 @@ extension RingService {
 
     // MARK: Endpoint hints
 
-    public func endpoints(of id: DeviceID) -> [String] { peers[id]?.endpoints ?? [] }
+    /// Where a member may be reached, newest that worked first.
+    public func endpointHints(of id: DeviceID) -> [Endpoint] { peers[id]?.hints ?? [] }
+
+    /// The hints' text forms, for callers that still take text.
+    public func endpoints(of id: DeviceID) -> [String] { endpointHints(of: id).map(\.description) }
 
     /// DNS-SD resolved a member's keyed name: its address goes first in the member's hints.
-    func endpointFound(_ id: DeviceID, _ endpoint: String) {
+    func endpointFound(_ id: DeviceID, _ endpoint: Endpoint) {
         var info = peers[id] ?? RingStore.PeerInfo(pairedSince: clock.unixSeconds())
-        guard info.endpoints.first != endpoint else { return }
-        info.endpoints = Self.mergeEndpoints(new: [endpoint], old: info.endpoints)
+        guard info.hints.first != endpoint else { return }
+        info.hints = Endpoint.merge(new: [endpoint], old: info.hints)
         peers[id] = info
         do { try store.savePeers(peers) } catch { log("batond: cannot save peers: \(error)") }
     }
 
+    /// Text from DNS-SD: ignored unless it parses as an endpoint.
+    func endpointFound(_ id: DeviceID, _ text: String) {
+        guard let endpoint = try? Endpoint(parsing: text) else { return }
+        endpointFound(id, endpoint)
+    }
+
     /// The endpoint answered as the member: it goes first.
-    public func endpointWorked(_ id: DeviceID, _ endpoint: String) {
-        guard var info = peers[id], info.endpoints.first != endpoint else { return }
-        info.endpoints = Self.mergeEndpoints(new: [endpoint], old: info.endpoints)
+    public func endpointWorked(_ id: DeviceID, _ endpoint: Endpoint) {
+        guard var info = peers[id], info.hints.first != endpoint else { return }
+        info.hints = Endpoint.merge(new: [endpoint], old: info.hints)
         peers[id] = info
         try? store.savePeers(peers)
+    }
+
+    public func endpointWorked(_ id: DeviceID, _ text: String) {
+        guard let endpoint = try? Endpoint(parsing: text) else { return }
+        endpointWorked(id, endpoint)
     }
 
     /// Pairing told us the peer's endpoints and where its TCP connection came from or went to.
     /// Pairing over L2CAP also tells the peer's adapter address: its transfer listener (§8.3) is tried last.
     func recordPairingEndpoints(_ id: DeviceID, announced: [String], observedHost: String?, bluetoothPeer: L2CAPSocketAddress? = nil) {
-        var hints: [String] = []
-        let ports = announced.compactMap { Self.splitEndpoint($0)?.1 }
-        if let observedHost, !observedHost.isEmpty, observedHost != "?" {
-            for port in ports { hints.append(Self.formatEndpoint(host: observedHost, port: port)) }
-        }
-        for endpoint in announced {
-            guard let (host, _) = Self.splitEndpoint(endpoint), !LocalAddresses.isWildcard(host) else { continue }
-            hints.append(endpoint)
-        }
-        if let bluetoothPeer { hints.append(Self.bluetoothTransferEndpoint(bluetoothPeer.address, bluetoothPeer.addressType)) }
+        let hints = Endpoint.pairingHints(announced: announced, observedHost: observedHost,
+                                          bluetoothPeer: bluetoothPeer.map { ($0.address, $0.addressType) })
         var info = peers[id] ?? RingStore.PeerInfo(pairedSince: clock.unixSeconds())
-        info.endpoints = Self.mergeEndpoints(new: hints, old: info.endpoints)
+        info.hints = Endpoint.merge(new: hints, old: info.hints)
         peers[id] = info
         try? store.savePeers(peers)
     }
 
-    static func mergeEndpoints(new: [String], old: [String]) -> [String] {
-        var seen: Set<String> = []
-        return (new + old).filter { seen.insert($0).inserted }.prefix(maxEndpointsPerMember).map { $0 }
-    }
-
     static func formatEndpoint(host: String, port: UInt16) -> String {
-        host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        Endpoint.ip(host: host, port: port).description
     }
 
     /// What this device announces when pairing.

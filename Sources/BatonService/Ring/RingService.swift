@@ -248,7 +248,7 @@ public actor RingService {
 
 extension RingService {
     /// A pairing succeeded: the rings merge (every other member hears of it by RingSync), the peer's
-    /// endpoints become hints, and the radio advertises presence.
+    /// endpoints become hints, and the radio starts advertising (the ring is no longer one, §4.2).
     /// Throws, changing nothing, when the peer may not join (removed from this ring, or this device).
     func joined(_ pairing: PairingResult, observedHost: String?, bluetoothPeer: L2CAPSocketAddress?) async throws(WireError) {
         var actions = try keeper.pair(pairing, random: SystemRandom())
@@ -259,6 +259,5 @@ extension RingService {
         // The new member got our roster in the pairing itself.
         actions.removeAll { if case .sync(let to) = $0 { return to == id }; return false }
         await apply(actions)
-        await radio.advertisePresenceIfRinged()
     }
 }

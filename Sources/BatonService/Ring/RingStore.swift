@@ -1,7 +1,11 @@
 import BatonCore
 import BatonCrypto
 import BatonStore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The trust store: one durable record per concern under the state directory, each written
 /// atomically with mode 0600 (BatonStore). A corrupt file is reported and kept, never replaced.
@@ -25,14 +29,42 @@ public final class RingStore: Sendable {
         public var pairedSince: Int64
         public var lastSeen: Int64?
         public var lastRSSI: Int?
-        /// "host:port" hints learned at pairing or from DNS-SD; the pinned identity decides.
-        public var endpoints: [String]
+        /// Where the member may be reached, learned at pairing or from DNS-SD, newest first; the
+        /// pinned identity decides.
+        public var hints: [Endpoint]
 
-        public init(pairedSince: Int64, lastSeen: Int64? = nil, lastRSSI: Int? = nil, endpoints: [String] = []) {
+        public init(pairedSince: Int64, lastSeen: Int64? = nil, lastRSSI: Int? = nil, hints: [Endpoint] = []) {
             self.pairedSince = pairedSince
             self.lastSeen = lastSeen
             self.lastRSSI = lastRSSI
-            self.endpoints = endpoints
+            self.hints = hints
+        }
+
+        /// The hints' text forms (Ring1.ListMembers, the file). Text that is no endpoint is dropped.
+        public var endpoints: [String] {
+            get { hints.map(\.description) }
+            set { hints = newValue.compactMap { try? Endpoint(parsing: $0) } }
+        }
+
+        // On disk the hints stay the strings they always were ("endpoints"); each is parsed at load
+        // through Endpoint(parsing:), and one that does not parse is left out rather than failing the file.
+        enum CodingKeys: String, CodingKey { case pairedSince, lastSeen, lastRSSI, endpoints }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            pairedSince = try container.decode(Int64.self, forKey: .pairedSince)
+            lastSeen = try container.decodeIfPresent(Int64.self, forKey: .lastSeen)
+            lastRSSI = try container.decodeIfPresent(Int.self, forKey: .lastRSSI)
+            hints = []
+            endpoints = try container.decodeIfPresent([String].self, forKey: .endpoints) ?? []
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(pairedSince, forKey: .pairedSince)
+            try container.encodeIfPresent(lastSeen, forKey: .lastSeen)
+            try container.encodeIfPresent(lastRSSI, forKey: .lastRSSI)
+            try container.encode(endpoints, forKey: .endpoints)
         }
     }
 

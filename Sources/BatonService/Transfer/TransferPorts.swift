@@ -9,6 +9,8 @@ public protocol TransferActivities: Sendable {
     /// nil when there is none. The id comes back in `notifyWasContinued`.
     func recordForTransfer(uid: UInt32) async -> (ActivityID, ActivityRecord)?
     func notifyWasContinued(_ id: ActivityID, device: String) async
+    /// The snapshot attached to the user's published activity, if any (§6.5).
+    func documentForTransfer(uid: UInt32) async -> AttachedDocument?
 }
 
 /// The identity keys of the current ring members (not this device, not removed), read by the TLS
@@ -25,8 +27,12 @@ public enum TransferError: Error, Sendable, Equatable {
     case notAMember
     /// No endpoint is known for the member.
     case noEndpoints
-    /// No endpoint answered as that member, or every connection broke; the last cause.
+    /// No endpoint answered as that member; the last cause.
     case unreachable(String)
+    /// The member answered Hello but the connection broke before its reply (every attempt).
+    case interrupted(String)
+    /// The member answered Hello but not the request within the request timeout.
+    case timedOut(String)
     /// The member answered with an Error frame.
     case remote(ErrorFrame)
     /// The member's answer broke the protocol.

@@ -83,9 +83,11 @@ extension TransferService {
     /// Connects to the member's endpoints in order (newest first), says Hello, syncs rosters when the
     /// versions differ (or `forceSync`), then sends `request`. A connection that breaks after it was
     /// established is retried on a new one with the same request id (§6.2).
-    private func open(_ request: Frame?, member: DeviceID, forceSync: Bool) async throws(TransferError) -> Conversation {
+    func open(_ request: Frame?, member: DeviceID, forceSync: Bool) async throws(TransferError) -> Conversation {
         guard snapshot.isMember(member) else { throw .notAMember }
         var lastError = TransferError.noEndpoints
+        // A member that was reached once explains the failure better than a later refused connect.
+        var reachedError: TransferError?
         for _ in 0..<configuration.maxAttempts {
             let endpoints = await ring.endpoints(of: member)
             guard !endpoints.isEmpty else { throw .noEndpoints }
@@ -124,13 +126,13 @@ extension TransferService {
                     throw .protocolError("\(error)")
                 } catch {
                     channel.close()
-                    lastError = .unreachable(Self.describe(error))
+                    reachedError = error == .timedOut ? .timedOut(Self.describe(error)) : .interrupted(Self.describe(error))
                     broken = true
                 }
             }
             if !broken { break }
         }
-        throw lastError
+        throw reachedError ?? lastError
     }
 
     private func connectOverBluetooth(address: BluetoothAddress, type: LEAddressType, psm: UInt16) async throws(TransportError) -> SecureChannel {

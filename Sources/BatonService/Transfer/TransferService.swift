@@ -107,7 +107,10 @@ public actor TransferService {
     }
 
     private func run() {
-        dispatcher = FrameDispatcher { [weak self] request, peer in
+        dispatcher = FrameDispatcher(streamedTypes: [.fetchDocument], streamer: { [weak self] request, channel in
+            guard let self else { throw ErrorFrame(code: .internalError, message: "stopping") }
+            try await self.streamDocument(request, on: channel)
+        }) { [weak self] request, peer in
             guard let self else { throw ErrorFrame(code: .internalError, message: "stopping") }
             return try await self.handle(request, from: peer)
         }
@@ -292,7 +295,7 @@ public actor TransferService {
     /// A refusal's cause without key bytes, for logs.
     nonisolated static func describe(_ error: TransportError) -> String {
         switch error {
-        case .peerNotPinned: "peer not pinned"
+        case .peerNotRecognised: "peer not recognised"
         case .remote(let frame): "remote error \(frame.code)"
         default: "\(error)"
         }

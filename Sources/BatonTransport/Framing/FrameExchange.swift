@@ -82,14 +82,24 @@ public final class FrameDispatcher: Sendable {
         var inFlight: [RequestKey: InFlight] = [:]
     }
 
+    /// Answers a request with a stream of frames sent on `channel` (each with the request's id), for
+    /// idempotent reads too large for one reply (FetchDocument, §6.5). Nothing is cached. A thrown
+    /// `ErrorFrame` is sent as an Error frame; a `TransportError` ends the connection.
+    public typealias Streamer = @Sendable (_ request: Frame, _ channel: SecureChannel) async throws -> Void
+
     /// The frame type every connection must open with.
     public let openingFrameType: FrameType
     private let handler: Handler
+    private let streamedTypes: Set<FrameType>
+    private let streamer: Streamer?
     private let state: Mutex<State>
 
-    public init(capacity: Int = ReplyCache.defaultCapacity, openingFrameType: FrameType = .hello, handler: @escaping Handler) {
+    public init(capacity: Int = ReplyCache.defaultCapacity, openingFrameType: FrameType = .hello,
+                streamedTypes: Set<FrameType> = [], streamer: Streamer? = nil, handler: @escaping Handler) {
         self.openingFrameType = openingFrameType
         self.handler = handler
+        self.streamedTypes = streamedTypes
+        self.streamer = streamer
         self.state = Mutex(State(cache: ReplyCache(capacity: capacity)))
     }
 
@@ -101,6 +111,10 @@ public final class FrameDispatcher: Sendable {
         while true {
             do {
                 let request = try await channel.receive(timeout: idleTimeout)
+                if opened, let streamer, streamedTypes.contains(request.type) {
+                    try await stream(request, with: streamer, on: channel)
+                    continue
+                }
                 let reply = opened || request.type == openingFrameType
                     ? await self.reply(to: request, from: channel.peerDeviceID)
                     : Self.malformed(request, "the first frame must be \(openingFrameType)")
@@ -117,6 +131,21 @@ public final class FrameDispatcher: Sendable {
                 return error
             }
         }
+    }
+
+    private func stream(_ request: Frame, with streamer: Streamer, on channel: SecureChannel) async throws(TransportError) {
+        let refusal: ErrorFrame
+        do {
+            try await streamer(request, channel)
+            return
+        } catch let error as TransportError {
+            throw error
+        } catch let error as ErrorFrame {
+            refusal = error
+        } catch {
+            refusal = ErrorFrame(code: .internalError, message: "internal error")
+        }
+        try await channel.send(Frame(type: .error, requestID: request.requestID, payload: refusal.payload))
     }
 
     /// The reply for one request: from the cache, from a concurrent duplicate, or from the handler.

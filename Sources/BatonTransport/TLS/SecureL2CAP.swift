@@ -2,8 +2,8 @@ import BatonCore
 import BatonCrypto
 import Dispatch
 
-/// Pinned TLS 1.3 over L2CAP LE channels, the BLE fallback between ring members (§8.3): the same
-/// certificates, pin check and ALPN as over TCP; the TLS byte stream travels as SDUs.
+/// Pinned TLS 1.3 over L2CAP LE channels, the BLE fallback between ring members (§8.3): the same throw-away
+/// certificates, identity proofs, pin check and ALPN as over TCP; the TLS byte stream travels as SDUs.
 public final class SecureL2CAP: Sendable {
     private let serverContext: TLSContext
     private let clientContext: TLSContext
@@ -20,7 +20,7 @@ public final class SecureL2CAP: Sendable {
     }
 
     /// Runs the server side of the handshake on a channel from an `L2CAPListener`, within the
-    /// configuration's handshake timeout. An unpinned client fails with `.peerNotPinned`.
+    /// configuration's handshake timeout. An unpinned client fails with `.peerNotRecognised`.
     public func accept(_ channel: L2CAPFrameChannel) async throws(TransportError) -> SecureChannel {
         try await secure(channel, context: serverContext, until: configuration.handshakeTimeout.deadlineFromNow)
     }

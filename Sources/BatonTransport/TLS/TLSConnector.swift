@@ -16,13 +16,10 @@ public final class TLSConnector: Sendable {
         self.configuration = configuration
     }
 
-    /// Connects and authenticates within `timeout` (TCP connect and handshake together). Addresses of a
-    /// name are tried in order. An unpinned server fails with `.peerNotPinned` before this device sends
-    /// anything but its certificate.
-    ///
-    /// In TLS 1.3 the client finishes its handshake before the server has judged the client's
-    /// certificate: a server that refuses this device shows up as `.connectionFailed` or `.closed` on the
-    /// first `receive()`.
+    /// Connects and authenticates within `timeout` (TCP connect, handshake and identity proofs together).
+    /// This device proves its identity first (§8.1); a server that refuses it closes the connection
+    /// (`.closed` or `.connectionFailed`), and a server whose proof verifies under no pinned key fails
+    /// with `.peerNotRecognised` before any frame is sent.
     public func connect(host: String, port: UInt16, timeout: Duration = .seconds(10)) async throws(TransportError) -> SecureChannel {
         let deadline = timeout.deadlineFromNow
         let socket = try await OwnedSocket.connectTCP(host: host, port: port, until: deadline)

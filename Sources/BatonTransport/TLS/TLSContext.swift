@@ -12,21 +12,19 @@ private let batonALPNWire: [UInt8] = [UInt8(batonALPN.count)] + batonALPN
 /// app-data slot (ex_data index 0); the owning connection keeps it alive as long as the SSL.
 final class HandshakeVerification: Sendable {
     private struct State {
-        var verifiedKey: [UInt8]?
+        var certificateKey: [UInt8]?
         var rejection: TransportError?
     }
 
-    let pins: PinProvider
     private let state = Mutex(State())
 
-    init(pins: @escaping PinProvider) {
-        self.pins = pins
-    }
+    init() {}
 
-    var verifiedKey: [UInt8]? { state.withLock { $0.verifiedKey } }
+    /// The peer's certificate key (a throw-away key, not its identity).
+    var certificateKey: [UInt8]? { state.withLock { $0.certificateKey } }
     var rejection: TransportError? { state.withLock { $0.rejection } }
 
-    func accept(_ key: [UInt8]) { state.withLock { $0.verifiedKey = key } }
+    func accept(_ key: [UInt8]) { state.withLock { $0.certificateKey = key } }
 
     func reject(_ error: TransportError) {
         state.withLock { if $0.rejection == nil { $0.rejection = error } }
@@ -37,8 +35,9 @@ final class HandshakeVerification: Sendable {
         return Unmanaged<HandshakeVerification>.fromOpaque(raw).takeUnretainedValue()
     }
 
-    /// Checks the leaf certificate only: its key must be Ed25519 and pinned. Signature, names and dates
-    /// are ignored on purpose (§8.1); the TLS CertificateVerify message proves possession of the key.
+    /// Checks the leaf certificate only: its key must be Ed25519. The key is a throw-away one (§8.1):
+    /// who the peer is, the identity proof inside the channel says. Signature, names and dates are
+    /// ignored; the TLS CertificateVerify message proves possession of the key.
     fileprivate static func verifyPeer(_ storeContext: OpaquePointer?) -> Int32 {
         guard let storeContext,
               let rawSSL = X509_STORE_CTX_get_ex_data(storeContext, SSL_get_ex_data_X509_STORE_CTX_idx()),
@@ -51,11 +50,6 @@ final class HandshakeVerification: Sendable {
         }
         guard let key = ed25519PublicKey(of: certificate) else {
             verification.reject(.peerKeyNotEd25519)
-            X509_STORE_CTX_set_error(storeContext, X509_V_ERR_APPLICATION_VERIFICATION)
-            return 0
-        }
-        guard verification.pins().contains(key) else {
-            verification.reject(.peerNotPinned(identityKey: key))
             X509_STORE_CTX_set_error(storeContext, X509_V_ERR_APPLICATION_VERIFICATION)
             return 0
         }
@@ -114,14 +108,18 @@ func takeSSLError(_ context: String) -> (reason: Int32, text: String) {
     return (ERR_GET_REASON(code), "\(context): \(message)")
 }
 
-/// An SSL_CTX configured for Baton: TLS 1.3 only, ALPN `baton/1`, mutual authentication against pins,
-/// no session resumption (a resumed session would skip the certificate and so the pin check).
+/// An SSL_CTX configured for Baton: TLS 1.3 only, ALPN `baton/1`, both sides present a certificate,
+/// no session resumption (every connection gets a fresh certificate key and a fresh identity proof).
+/// The certificate is not on the CTX: each connection gets its own throw-away one (`installCertificate`),
+/// so nothing a stranger sees in the handshake links two connections (§8.1). `identity` signs the proof
+/// inside the channel.
 /// An SSL_CTX is safe to share between threads once configured (openssl-threads(7)); nothing changes it later.
 final class TLSContext: @unchecked Sendable {
     enum Role { case server, client }
 
     let pointer: OpaquePointer
     let role: Role
+    let identity: Ed25519PrivateKey
 
     init(identity: Ed25519PrivateKey, role: Role) throws(TransportError) {
         ignoreBrokenPipeSignals()
@@ -130,14 +128,15 @@ final class TLSContext: @unchecked Sendable {
         }
         self.pointer = context
         self.role = role
-        try configure(identity: identity)
+        self.identity = identity
+        try configure()
     }
 
     deinit {
         SSL_CTX_free(pointer)
     }
 
-    private func configure(identity: Ed25519PrivateKey) throws(TransportError) {
+    private func configure() throws(TransportError) {
         let tls13 = Int(TLS1_3_VERSION)
         guard SSL_CTX_ctrl(pointer, SSL_CTRL_SET_MIN_PROTO_VERSION, tls13, nil) == 1,
               SSL_CTX_ctrl(pointer, SSL_CTRL_SET_MAX_PROTO_VERSION, tls13, nil) == 1
@@ -168,22 +167,30 @@ final class TLSContext: @unchecked Sendable {
             }
         }
 
-        let certificate = try SelfSignedCertificate(identity: identity)
-        guard SSL_CTX_use_certificate(pointer, certificate.certificate) == 1,
-              SSL_CTX_use_PrivateKey(pointer, certificate.key) == 1,
-              SSL_CTX_check_private_key(pointer) == 1
+    }
+
+    /// Gives `ssl` a certificate for a key made for this connection alone.
+    static func installCertificate(on ssl: OpaquePointer) throws(TransportError) {
+        let key: Ed25519PrivateKey
+        do { key = try Ed25519PrivateKey() } catch { throw .library("ephemeral key: \(error)") }
+        let certificate = try SelfSignedCertificate(key: key)
+        guard SSL_use_certificate(ssl, certificate.certificate) == 1,
+              SSL_use_PrivateKey(ssl, certificate.key) == 1,
+              SSL_check_private_key(ssl) == 1
         else { throw .library(takeSSLError("certificate").text) }
     }
 }
 
-/// A self-signed X.509 v3 certificate for the identity key, made in memory (§8.1).
-/// The CTX takes its own references, so this owner frees its copies when done.
+/// A self-signed X.509 v3 certificate made in memory (§8.1): CN `baton` (the same for every device),
+/// for a throw-away key. The SSL takes its own references, so this owner frees its copies when done.
 final class SelfSignedCertificate {
     let certificate: OpaquePointer
     let key: OpaquePointer
 
-    init(identity: Ed25519PrivateKey) throws(TransportError) {
-        guard let key = identity.seed.withUnsafeBufferPointer({
+    static let commonName = "baton"
+
+    init(key ephemeral: Ed25519PrivateKey) throws(TransportError) {
+        guard let key = ephemeral.seed.withUnsafeBufferPointer({
             EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nil, $0.baseAddress, $0.count)
         }) else { throw .library(takeSSLError("Ed25519 key").text) }
         guard let certificate = X509_new() else {
@@ -192,22 +199,21 @@ final class SelfSignedCertificate {
         }
         self.key = key
         self.certificate = certificate
-        try fill(identity: identity)
+        try fill()
     }
 
-    private func fill(identity: Ed25519PrivateKey) throws(TransportError) {
+    private func fill() throws(TransportError) {
         var serialBytes = [UInt8](repeating: 0, count: 8)
         guard RAND_bytes(&serialBytes, Int32(serialBytes.count)) == 1 else { throw .library(takeSSLError("serial").text) }
         // Positive and non-zero, as RFC 5280 asks.
         let serial = (serialBytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) } >> 1) | 1
-        let commonName = DeviceID(identityKey: identity.publicKey).description
         guard let subject = X509_get_subject_name(certificate),
               X509_set_version(certificate, Int(X509_VERSION_3)) == 1,
               ASN1_INTEGER_set_uint64(X509_get_serialNumber(certificate), serial) == 1,
               // Dates are ignored by verification (§8.1); the widest RFC 5280 range.
               ASN1_TIME_set_string_X509(X509_getm_notBefore(certificate), "19700101000000Z") == 1,
               ASN1_TIME_set_string_X509(X509_getm_notAfter(certificate), "99991231235959Z") == 1,
-              X509_NAME_add_entry_by_txt(subject, "CN", MBSTRING_ASC, commonName, -1, -1, 0) == 1,
+              X509_NAME_add_entry_by_txt(subject, "CN", MBSTRING_ASC, Self.commonName, -1, -1, 0) == 1,
               X509_set_issuer_name(certificate, subject) == 1,
               X509_set_pubkey(certificate, key) == 1,
               X509_sign(certificate, key, nil) > 0  // Ed25519 names no digest

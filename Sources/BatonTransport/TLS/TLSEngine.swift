@@ -5,7 +5,7 @@ import Synchronization
 
 /// One TLS 1.3 session over any byte transport (§8.1, §8.3): libssl works on two memory BIOs; the
 /// bytes it writes go out over the transport, and the bytes the transport receives are fed to it in
-/// order. TCP and L2CAP SDUs share this engine and one SSL_CTX per role, so the pin check, TLS 1.3 and
+/// order. TCP and L2CAP SDUs share this engine and one SSL_CTX per role, so the certificate check, TLS 1.3 and
 /// ALPN are the same on both. libssl calls happen under `state`'s lock (an SSL object must not be used
 /// by two threads at once); transport I/O happens outside it, so a pending receive never holds up a
 /// send or a close. The engine is itself a byte transport: the plaintext stream that frames ride on.
@@ -45,7 +45,7 @@ final class TLSEngine: ByteTransport {
     private let onClose: Mutex<(@Sendable () -> Void)?>
 
     /// Takes ownership of `transport`: it is closed (and `onClose` called) however this ends.
-    init(context: TLSContext, transport: any ByteTransport, pins: @escaping PinProvider,
+    init(context: TLSContext, transport: any ByteTransport,
          onClose: @escaping @Sendable () -> Void = {}) throws(TransportError) {
         let ssl = SSL_new(context.pointer)
         let incoming = BIO_new(BIO_s_mem())
@@ -60,8 +60,14 @@ final class TLSEngine: ByteTransport {
             throw .library(error)
         }
         SSL_set_bio(ssl, incoming, outgoing)
+        do { try TLSContext.installCertificate(on: ssl) } catch {
+            SSL_free(ssl)
+            transport.close()
+            onClose()
+            throw error
+        }
         self.transport = transport
-        self.verification = HandshakeVerification(pins: pins)
+        self.verification = HandshakeVerification()
         self.state = Mutex(State(handle: SSLHandle(pointer: ssl), outgoing: SSLHandle(pointer: outgoing)))
         self.onClose = Mutex(onClose)
         // The verification object lives as long as this engine, which outlives the SSL.
@@ -75,8 +81,8 @@ final class TLSEngine: ByteTransport {
         runOnClose()
     }
 
-    /// Runs the handshake and returns the verified peer identity key.
-    func handshake(until deadline: DispatchTime) async throws(TransportError) -> [UInt8] {
+    /// Runs the handshake; the peer's identity is not known yet (see `ChannelIdentityExchange`).
+    func handshake(until deadline: DispatchTime) async throws(TransportError) {
         do {
             try await drive(until: deadline, timeoutError: .handshakeTimedOut) { state in
                 (SSL_do_handshake(state.ssl), ())
@@ -86,7 +92,22 @@ final class TLSEngine: ByteTransport {
         } catch {
             throw verification.rejection ?? error
         }
-        return try state.withLock { state throws(TransportError) in try checkNegotiatedSession(state.ssl) }
+        try state.withLock { state throws(TransportError) in try checkNegotiatedSession(state.ssl) }
+    }
+
+    /// The TLS exporter value of this session for `label`, with an empty context (RFC 8446 §7.5).
+    func exportKeyingMaterial(label: String, count: Int) throws(TransportError) -> [UInt8] {
+        try state.withLock { state throws(TransportError) in
+            var output = [UInt8](repeating: 0, count: count)
+            let labelBytes = Array(label.utf8)
+            let status = labelBytes.withUnsafeBufferPointer { labelPointer in
+                labelPointer.withMemoryRebound(to: CChar.self) { label in
+                    SSL_export_keying_material(state.ssl, &output, output.count, label.baseAddress, label.count, nil, 0, 0)
+                }
+            }
+            guard status == 1 else { throw .library(takeSSLError("exporter").text) }
+            return output
+        }
     }
 
     /// Encrypts and sends all of `bytes`.
@@ -223,8 +244,8 @@ final class TLSEngine: ByteTransport {
     }
 
     /// After a completed handshake: ALPN must be `baton/1` (a client that offered none is not caught by
-    /// the selection callback) and the certificate that was pinned must be the one the session uses.
-    private func checkNegotiatedSession(_ ssl: OpaquePointer) throws(TransportError) -> [UInt8] {
+    /// the selection callback) and the certificate that was checked must be the one the session uses.
+    private func checkNegotiatedSession(_ ssl: OpaquePointer) throws(TransportError) {
         var selected: UnsafePointer<UInt8>?
         var length: UInt32 = 0
         SSL_get0_alpn_selected(ssl, &selected, &length)
@@ -233,28 +254,7 @@ final class TLSEngine: ByteTransport {
         }
         guard let certificate = SSL_get0_peer_certificate(ssl) else { throw .peerCertificateMissing }
         guard let key = ed25519PublicKey(of: certificate) else { throw .peerKeyNotEd25519 }
-        guard let verified = verification.verifiedKey, verified == key else {
-            throw .peerNotPinned(identityKey: key)
-        }
-        return key
-    }
-}
-
-extension TLSContext {
-    /// Runs this side's handshake over `transport` within `deadline` and wraps the session in a channel.
-    /// Takes ownership of `transport`; `counter` counts the attempt.
-    func secure(_ transport: any ByteTransport, pins: @escaping PinProvider, until deadline: DispatchTime,
-                configuration: TransportConfiguration, counter: HandshakeCounter? = nil,
-                onClose: @escaping @Sendable () -> Void = {}) async throws(TransportError) -> SecureChannel {
-        counter?.increment()
-        let engine = try TLSEngine(context: self, transport: transport, pins: pins, onClose: onClose)
-        do {
-            let key = try await engine.handshake(until: deadline)
-            return SecureChannel(session: engine, peerIdentityKey: key, configuration: configuration)
-        } catch {
-            engine.close()
-            throw error
-        }
+        guard let verified = verification.certificateKey, verified == key else { throw .peerKeyNotEd25519 }
     }
 }
 

@@ -13,7 +13,7 @@ import Synchronization
 ///   are taken closes the oldest of them if that one has waited `evictionAge`, else it is itself
 ///   closed: idle connections held open cannot keep a member's fresh handshake out.
 /// - at most `maxMemberConnections` authenticated channels (waiting in `accept()` or open); a
-///   handshake that completes beyond it is closed.
+///   connection whose identity proof passes (§8.1) beyond it is closed.
 public final class TLSListener: Sendable {
     private struct Handshaking {
         let socket: OwnedSocket
@@ -175,7 +175,7 @@ public final class TLSListener: Sendable {
         }
     }
 
-    /// Moves a channel whose handshake passed from the unauthenticated budget to the members' one.
+    /// Moves a channel whose client proved a member's identity from the unauthenticated budget to the members' one.
     private func deliver(_ channel: SecureChannel, id: UInt64) {
         let waiter: CheckedContinuation<Result<SecureChannel, TransportError>, Never>?? = state.withLock { state in
             // Evicted or the listener closed meanwhile; or the members' budget is spent.

@@ -5,17 +5,29 @@ import BatonCommandLine
 struct ContinueCommand: Subcommand {
     static let name = "continue"
     static let summary = "continue a nearby activity here (SUGGESTION is its object path)"
-    static let synopsis = "SUGGESTION"
+    static let synopsis = "[--browser] SUGGESTION"
     static let details = """
         SUGGESTION is an org.baton.Suggestion1 object path as listed by `baton suggestions`,
         e.g. /org/baton/suggestion/1. Prints the outcome: delivered, declined, no-handler,
-        launch-failed or failed (with --json: {"Continued": PATH, "Outcome": OUTCOME});
-        exits 1 unless it was delivered.
+        launch-failed or failed (with --json: {"Continued": PATH, "Outcome": OUTCOME}).
+        Exit status: 0 delivered; when the continuation failed, its category:
+        10 cancelled (dismissed, or the handler declined), 11 unreachable, 12 interrupted,
+        13 versionUnsupported, 14 noLongerCurrent, 15 timedOut; 1 for any other failure.
+        Every category but noLongerCurrent and versionUnsupported may be retried.
+        --browser takes a suggestion whose Fallback is "browser" (no local app, a webpage URL):
+        the source is told and the URL is printed (outcome open-url; with --json also
+        "WebpageURL") for the caller to open, e.g. with xdg-open.
         """
 
     var suggestion: String
+    var browser = false
 
     init(parsing arguments: inout ArgumentList) throws(UsageError) {
+        while let option = arguments.popOption() {
+            guard option.name == "--browser" else { throw UsageError("unknown option \(option.name)") }
+            try arguments.flag(option)
+            browser = true
+        }
         guard let path = try arguments.popPositional() else { throw UsageError("SUGGESTION is required") }
         guard Self.isValidObjectPath(path) else { throw UsageError("\(path) is not a D-Bus object path") }
         suggestion = path
@@ -24,9 +36,31 @@ struct ContinueCommand: Subcommand {
     func run(_ context: CommandContext) async throws(BatonClientError) -> Int32 {
         let connection = try context.connect()
         defer { connection.close() }
+        if browser {
+            let url = try await connection.continueSuggestionInBrowser(at: suggestion)
+            context.output.result(json: OutputDocument.continuedInBrowser(suggestion, url: url), text: url)
+            return ExitStatus.success
+        }
         let outcome = try await connection.continueSuggestionOutcome(at: suggestion)
         context.output.result(json: OutputDocument.continued(suggestion, outcome: outcome), text: outcome)
-        return outcome == "delivered" ? ExitStatus.success : ExitStatus.failure
+        switch outcome {
+        case "delivered": return ExitStatus.success
+        // The handler's WillContinue said no: the handler cancelled.
+        case "declined": return Self.exitStatus(.cancelled)
+        default: return ExitStatus.failure
+        }
+    }
+
+    /// The exit status of a failed continuation, by category (documented in `details` and docs/dbus-api.md).
+    static func exitStatus(_ category: BatonClientError.ContinuationCategory) -> Int32 {
+        switch category {
+        case .cancelled: 10
+        case .unreachable: 11
+        case .interrupted: 12
+        case .versionUnsupported: 13
+        case .noLongerCurrent: 14
+        case .timedOut: 15
+        }
     }
 
     /// "/" or "/" followed by non-empty elements of [A-Za-z0-9_] separated by "/".

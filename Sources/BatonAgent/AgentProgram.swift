@@ -1,0 +1,60 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import BatonClient
+import BatonCommandLine
+import BatonDBus
+
+/// Writes log lines to standard error (the journal, under systemd).
+public struct StandardErrorLog: AgentLog {
+    public init() {}
+    public func log(_ line: String) {
+        var text = "baton-agent: " + line + "\n"
+        text.withUTF8 { bytes in _ = write(2, bytes.baseAddress, bytes.count) }
+    }
+}
+
+/// `baton-agent`'s command line and lifetime; the executable only calls `run`.
+public enum AgentProgram {
+    public static let usage = """
+        usage: baton-agent [--bus session|system|ADDRESS] [--bus-name NAME]
+        Shows batond's suggestions as desktop notifications and launches handler apps in this session.
+          --bus session|system|ADDRESS  the bus batond is on (default: system)
+          --bus-name NAME               batond's bus name (default: org.baton)
+        The notification server and org.baton.Agent1 are on the session bus (DBUS_SESSION_BUS_ADDRESS).
+        """
+
+    /// Runs until killed; returns an exit status only when it cannot start.
+    public static func run(arguments: [String]) async -> Int32 {
+        let logger = StandardErrorLog()
+        let options: GlobalOptions
+        do {
+            let (parsed, rest) = try GlobalOptions.extract(from: arguments)
+            options = parsed
+            if options.help {
+                print(usage)
+                return 0
+            }
+            guard rest.isEmpty else { throw UsageError("unexpected argument \(rest[0])") }
+        } catch {
+            logger.log("\(error)\n\(usage)")
+            return 2
+        }
+        do {
+            let session = try DBusConnection(bus: .session)
+            guard try await AgentService.export(on: session, logger: logger) else {
+                logger.log("another baton-agent already runs in this session")
+                return 0
+            }
+            let daemon = try BatonConnection(bus: options.bus, busName: options.busName)
+            let agent = SuggestionAgent(daemon: daemon, session: session, urlOpener: DesktopURLOpener(), logger: logger)
+            try await agent.start()
+            logger.log("watching \(options.busName) for suggestions")
+            while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+            return 0
+        } catch {
+            logger.log("cannot start: \(error)")
+            return 1
+        }
+    }
+}

@@ -1,0 +1,34 @@
+import BatonAPI
+import BatonClient
+import BatonDBus
+
+/// "Open in browser": the daemon fetches the activity and hands back its webpage URL
+/// (Suggestion1.ContinueInBrowser, proposed in docs/agent.md; the source then hears WasContinued),
+/// and the agent opens it in the user's session, where the default browser is known.
+enum BrowserFallback {
+    static let method = "ContinueInBrowser"
+
+    static func open(path: String, daemon: BatonConnection, opener: (any URLOpener)?, logger: any AgentLog) async {
+        do {
+            let reply = try await daemon.dbus.call(destination: daemon.busName, path: path, interface: BatonInterface.suggestion,
+                                                   method: method, timeout: .seconds(30))
+            guard let url = reply.first?.stringValue, isWebURL(url) else {
+                logger.log("\(method) on \(path) gave no http(s) URL")
+                return
+            }
+            guard let opener else {
+                logger.log("no browser opener to open \(url)")
+                return
+            }
+            try await opener.open(url)
+        } catch {
+            logger.log("open \(path) in the browser failed: \(error)")
+        }
+    }
+
+    /// Only web pages go to the browser: a peer's URL must not launch arbitrary URI handlers.
+    static func isWebURL(_ url: String) -> Bool {
+        let lower = url.lowercased()
+        return lower.hasPrefix("https://") || lower.hasPrefix("http://")
+    }
+}

@@ -1,0 +1,153 @@
+import BatonAPI
+import BatonClient
+import BatonDBus
+
+/// Where the agent writes what it did (stderr in the executable, a collector in tests).
+public protocol AgentLog: Sendable {
+    func log(_ line: String)
+}
+
+/// Opens a URL with the user's default browser (GIO in the executable, a recorder in tests).
+public protocol URLOpener: Sendable {
+    func open(_ url: String) async throws
+}
+
+/// The bus adapter around `AgentStateMachine`: feeds it the daemon's suggestions and the
+/// notification server's signals, one event at a time, and performs the commands it returns.
+public actor SuggestionAgent {
+    private let daemon: BatonConnection
+    private let notifications: NotificationServerClient
+    private let urlOpener: (any URLOpener)?
+    private let logger: any AgentLog
+    private var machine = AgentStateMachine()
+    private let inbox: AsyncStream<AgentEvent>
+    private let inboxContinuation: AsyncStream<AgentEvent>.Continuation
+    private var feeds: [Task<Void, Never>] = []
+
+    /// `daemon`: batond's bus (system by default); `session`: where the notification server is.
+    public init(daemon: BatonConnection, session: DBusConnection, urlOpener: (any URLOpener)? = nil, logger: any AgentLog) {
+        self.daemon = daemon
+        notifications = NotificationServerClient(connection: session)
+        self.urlOpener = urlOpener
+        self.logger = logger
+        (inbox, inboxContinuation) = AsyncStream.makeStream()
+    }
+
+    /// Subscribes, reads the present state and returns; events are handled until `stop()`.
+    public func start() async throws {
+        // Subscriptions first, then the snapshot: nothing between the two is lost.
+        let suggestionChanges = try await daemon.suggestionChanges()
+        let serverEvents = try await notifications.events()
+        let serverOwners = try await notifications.connection.nameOwnerChanges(for: NotificationServerClient.busName)
+        let daemonOwners = try await daemon.dbus.nameOwnerChanges(for: daemon.busName)
+        let inbox = inboxContinuation
+        feeds.append(Task {
+            for await change in suggestionChanges { inbox.yield(Self.event(for: change)) }
+        })
+        feeds.append(Task { for await event in serverEvents { inbox.yield(event) } })
+        feeds.append(Task { [weak self] in
+            for await change in serverOwners {
+                if change.newOwner == nil { inbox.yield(.serverVanished) } else { await self?.readCapabilities() }
+            }
+        })
+        feeds.append(Task { [weak self] in
+            // A restarted daemon numbers its suggestions afresh: resynchronise from its ObjectManager.
+            for await change in daemonOwners {
+                if change.newOwner == nil { await self?.forgetSuggestions() } else { await self?.resynchronise() }
+            }
+        })
+        await readCapabilities()
+        await resynchronise()
+        let events = self.inbox
+        feeds.append(Task { [weak self] in
+            for await event in events { await self?.apply(event) }
+        })
+    }
+
+    public func stop() {
+        for feed in feeds { feed.cancel() }
+        feeds = []
+        inboxContinuation.finish()
+    }
+
+    /// The notification shown for a ring member, if any (diagnostics and tests).
+    public func notificationID(forDevice device: String) -> UInt32? { machine.notificationID(forDevice: device) }
+
+    private var tracked: Set<String> = []
+
+    private func resynchronise() async {
+        do {
+            let objects = try await daemon.suggestionObjects()
+            for path in tracked.subtracting(objects.keys) { inboxContinuation.yield(.suggestionRemoved(path: path)) }
+            for (path, properties) in objects.sorted(by: { $0.key < $1.key }) {
+                inboxContinuation.yield(Self.event(for: .added(path: path, properties: properties)))
+            }
+        } catch {
+            logger.log("cannot read suggestions from \(daemon.busName): \(error)")
+        }
+    }
+
+    private func forgetSuggestions() {
+        for path in tracked { inboxContinuation.yield(.suggestionRemoved(path: path)) }
+    }
+
+    private func readCapabilities() async {
+        do {
+            inboxContinuation.yield(.serverAppeared(NotificationCapabilities(try await notifications.capabilities())))
+        } catch {
+            logger.log("no notification server yet: \(error)")
+        }
+    }
+
+    private static func event(for change: SuggestionChange) -> AgentEvent {
+        switch change {
+        case .added(let path, let properties):
+            // An object without the fields a notification needs reads as gone, never as a crash.
+            guard let snapshot = SuggestionSnapshot(path: path, properties: properties) else { return .suggestionRemoved(path: path) }
+            return .suggestionAdded(snapshot)
+        case .removed(let path):
+            return .suggestionRemoved(path: path)
+        }
+    }
+
+    private func apply(_ event: AgentEvent) async {
+        switch event {
+        case .suggestionAdded(let suggestion): tracked.insert(suggestion.path)
+        case .suggestionRemoved(let path): tracked.remove(path)
+        default: break
+        }
+        for command in machine.handle(event) { await perform(command) }
+    }
+
+    private func perform(_ command: AgentCommand) async {
+        let inbox = inboxContinuation
+        switch command {
+        case .notify(let ticket, let request):
+            do {
+                let id = try await notifications.notify(request)
+                inbox.yield(.notificationPosted(ticket: ticket, id: id))
+            } catch {
+                logger.log("Notify failed: \(error)")
+                inbox.yield(.notificationFailed(ticket: ticket))
+            }
+        case .close(let id):
+            do { try await notifications.close(id: id) } catch { logger.log("CloseNotification \(id) failed: \(error)") }
+        case .continueSuggestion(let path):
+            // Continuing fetches over the network: the event loop must not wait for it.
+            let daemon = self.daemon, logger = self.logger
+            Task {
+                do { logger.log("continue \(path): \(try await daemon.continueSuggestionOutcome(at: path))") } catch {
+                    logger.log("continue \(path) failed: \(error)")
+                }
+            }
+        case .dismiss(let path):
+            let daemon = self.daemon, logger = self.logger
+            Task {
+                do { try await daemon.dismissSuggestion(at: path) } catch { logger.log("dismiss \(path) failed: \(error)") }
+            }
+        case .openInBrowser(let path):
+            let daemon = self.daemon, logger = self.logger, opener = self.urlOpener
+            Task { await BrowserFallback.open(path: path, daemon: daemon, opener: opener, logger: logger) }
+        }
+    }
+}

@@ -1,0 +1,62 @@
+import BatonAPI
+import BatonDBus
+
+/// A Suggestion1 object appearing or going, as the daemon's ObjectManager announces it.
+public enum SuggestionChange: Sendable, Hashable {
+    /// The object's Suggestion1 properties, raw, so properties newer than this library are kept.
+    case added(path: String, properties: [String: DBusValue])
+    case removed(path: String)
+}
+
+extension BatonConnection {
+    /// InterfacesAdded / InterfacesRemoved for Suggestion1 objects from the daemon. Subscribe first,
+    /// then read `suggestionObjects()`, so nothing that changes in between is missed.
+    public func suggestionChanges() async throws(BatonClientError) -> AsyncStream<SuggestionChange> {
+        let signals = try await translatingErrors {
+            try await dbus.signals(matching: DBusMatchRule(sender: busName, interface: BatonInterface.objectManager,
+                                                           path: Self.managerPath))
+        }
+        return AsyncStream { continuation in
+            let task = Task {
+                for await signal in signals {
+                    if let change = Self.suggestionChange(from: signal) { continuation.yield(change) }
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// Every Suggestion1 object now, with its raw properties (GetManagedObjects).
+    public func suggestionObjects() async throws(BatonClientError) -> [String: [String: DBusValue]] {
+        let reply = try await call(path: Self.managerPath, interface: BatonInterface.objectManager, method: "GetManagedObjects")
+        var out: [String: [String: DBusValue]] = [:]
+        for (pathValue, interfaces) in reply.first?.dictionaryValue ?? [:] {
+            guard let path = pathValue.objectPathValue,
+                  let properties = interfaces.asDictionary?[BatonInterface.suggestion]?.asDictionary else { continue }
+            out[path] = properties.mapValues(\.unwrapped)
+        }
+        return out
+    }
+
+    /// Suggestion1.Dismiss: this revision is not offered again.
+    public func dismissSuggestion(at path: String) async throws(BatonClientError) {
+        _ = try await call(path: path, interface: BatonInterface.suggestion, method: "Dismiss")
+    }
+
+    /// Nil for other signals, other interfaces and malformed arguments (the bus is untrusted input).
+    static func suggestionChange(from signal: DBusSignal) -> SuggestionChange? {
+        guard let path = signal.arguments.first?.objectPathValue, path.hasPrefix(BatonObjectPath.suggestionPrefix + "/") else { return nil }
+        switch signal.member {
+        case "InterfacesAdded":
+            guard signal.arguments.count >= 2,
+                  let properties = signal.arguments[1].asDictionary?[BatonInterface.suggestion]?.asDictionary else { return nil }
+            return .added(path: path, properties: properties.mapValues(\.unwrapped))
+        case "InterfacesRemoved":
+            guard signal.arguments.count >= 2, signal.arguments[1].stringArrayValue?.contains(BatonInterface.suggestion) == true else { return nil }
+            return .removed(path: path)
+        default:
+            return nil
+        }
+    }
+}

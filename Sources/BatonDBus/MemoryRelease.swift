@@ -1,0 +1,31 @@
+import Dispatch
+internal import CDBus
+
+/// Gives memory back to the system after an oversized message was refused. libdbus has to hold a
+/// whole message (tens of MB) before anyone can look at it; once it is freed, glibc keeps the pages
+/// in its arenas for reuse, so a burst of refused messages would stay in the daemon's RSS for good.
+/// `malloc_trim(0)` returns free pages of every arena. 
+enum MemoryRelease {
+    /// Allocations of 256 KiB and more get their own mapping, returned to the system when freed.
+    /// glibc otherwise raises this threshold to the size of the largest block freed (up to 32 MiB),
+    /// after which a refused 25 MB message is assembled in the heap and its pages stay resident.
+    private static let largeAllocationsMapped: Bool = mallopt(M_MMAP_THRESHOLD, 256 << 10) != 0
+
+    static func mapLargeAllocationsOnce() { _ = largeAllocationsMapped }
+
+    private static let queue = DispatchQueue(label: "baton.dbus.memory-release")
+    nonisolated(unsafe) private static var generation = 0  // confined to `queue`
+
+    /// Call after refusing a message over its budget. The trim runs once refusals have stopped
+    /// for a moment (each one postpones it), so libdbus has released every refused message.
+    static func afterOversizedMessage() {
+        queue.async {
+            generation += 1
+            let scheduled = generation
+            queue.asyncAfter(deadline: .now() + .milliseconds(250)) {
+                guard scheduled == generation else { return }
+                _ = malloc_trim(0)
+            }
+        }
+    }
+}

@@ -1,0 +1,82 @@
+import Synchronization
+
+/// One running Continue of a suggestion, which Dismiss may cancel: the caller gets "cancelled" at
+/// once (the fetch may still be waiting on the network), and a record that arrives afterwards is
+/// not delivered. Once delivery began, cancelling has no effect (the handler already has it).
+/// How a fetched activity was handed over (or why not).
+enum Handover: Sendable, Equatable {
+    case handled(DeliveryOutcome)
+    /// The member sent another type: nothing delivered, nothing reported.
+    case otherType
+    /// No handler here accepts the activity's version: nothing delivered, nothing reported.
+    case versionUnsupported(Int64)
+    /// Cancelled before delivery: nothing delivered, nothing reported.
+    case cancelled
+}
+
+final class ContinueAttempt: Sendable {
+    enum Result: Sendable {
+        case finished(Swift.Result<Handover, TransferError>)
+        case cancelled
+    }
+
+    private enum Phase {
+        case fetching
+        case delivering
+        case cancelled
+    }
+
+    private struct State {
+        var phase = Phase.fetching
+        var waiter: CheckedContinuation<Result, Never>?
+        var early: Result?
+    }
+
+    private let state = Mutex(State())
+
+    /// Runs `work` in its own task and returns its result, or `.cancelled` as soon as `cancel()` is called.
+    func run(_ work: @escaping @Sendable () async throws(TransferError) -> Handover) async -> Result {
+        Task {
+            let result: Swift.Result<Handover, TransferError>
+            do throws(TransferError) { result = .success(try await work()) } catch { result = .failure(error) }
+            self.resume(.finished(result))
+        }
+        return await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> Result? in
+                if let early = state.early { return early }
+                state.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    /// Cancels unless delivery already began.
+    func cancel() {
+        let cancelled = state.withLock { state -> Bool in
+            guard state.phase == .fetching else { return false }
+            state.phase = .cancelled
+            return true
+        }
+        if cancelled { resume(.cancelled) }
+    }
+
+    /// Called before the record goes to a handler: false when cancelled (then nothing is delivered).
+    func beginDelivery() -> Bool {
+        state.withLock { state in
+            guard state.phase == .fetching else { return false }
+            state.phase = .delivering
+            return true
+        }
+    }
+
+    private func resume(_ result: Result) {
+        let waiter = state.withLock { state -> CheckedContinuation<Result, Never>? in
+            guard state.early == nil else { return nil }
+            state.early = result
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: result)
+    }
+}

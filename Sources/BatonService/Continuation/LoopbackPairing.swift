@@ -1,0 +1,30 @@
+/// Pairs two rings of one process over loopback TCP, both sides accepting the code: for
+/// benchmarks that run two daemons' ring sides in one process (baton-continue-bench). Not
+/// reachable over D-Bus; a caller already holds both services.
+public enum LoopbackPairing {
+    public struct Failed: Error, Sendable, CustomStringConvertible {
+        public var description: String
+    }
+
+    public static func pair(_ a: PairingService, _ b: PairingService, uid: UInt32, timeout: Duration = .seconds(10)) async throws {
+        let pathA = try await a.acceptPairing(uid: uid, host: "127.0.0.1")
+        guard let waiting = await a.session(pathA), waiting.port > 0 else { throw Failed(description: "no waiting session") }
+        let pathB = try await b.pair(uid: uid, target: "127.0.0.1:\(waiting.port)", sessionID: waiting.sessionID, addressType: nil)
+        for (service, path) in [(a, pathA), (b, pathB)] {
+            try await wait(timeout) { await service.session(path)?.phase.stateName == "confirming" }
+        }
+        try await a.confirm(pathA, uid: uid, accepted: true)
+        try await b.confirm(pathB, uid: uid, accepted: true)
+        for (service, path) in [(a, pathA), (b, pathB)] {
+            try await wait(timeout) { await service.session(path)?.phase.stateName == "paired" }
+        }
+    }
+
+    private static func wait(_ timeout: Duration, _ condition: () async -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while !(await condition()) {
+            guard ContinuousClock.now < deadline else { throw Failed(description: "pairing did not finish in time") }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+}

@@ -1,0 +1,72 @@
+import BatonCore
+
+/// An activity fetched ahead for a suggestion (issue 13; docs/protocol.md §9 "Prefetch").
+struct Prefetched: Sendable {
+    var record: ActivityRecord
+    var fetchedAt: ContinuousClock.Instant
+}
+
+/// Prefetch: a suggestion shown (so near) for `prefetchAfter` is fetched ahead with the same
+/// exact-revision FetchActivity an accept sends, and kept in memory only. Accept delivers it when
+/// it is still the suggestion's revision and younger than `prefetchMaxAge`, then reports
+/// ActivityContinued on a new connection; otherwise accept fetches as usual. The entry goes with
+/// the suggestion (newer revision, withdrawn, far, taken, dismissed).
+extension ContinuationService {
+    func schedulePrefetch(_ suggestion: BatonCore.Suggestion) {
+        // A browser suggestion is fetched when taken: its fetch tells the source at once.
+        guard let delay = configuration.prefetchAfter, !suggestion.opensInBrowser, prefetching[suggestion.number] == nil else { return }
+        prefetching[suggestion.number] = Task { [weak self] in
+            try? await Task.sleep(for: delay)
+            guard !Task.isCancelled else { return }
+            await self?.prefetch(suggestion)
+        }
+    }
+
+    func dropPrefetch(_ number: Int) {
+        prefetching.removeValue(forKey: number)?.cancel()
+        prefetched[number] = nil
+    }
+
+    private func prefetch(_ suggestion: BatonCore.Suggestion) async {
+        guard book.suggestion(number: suggestion.number) == suggestion, presence.isNear(suggestion.member),
+              let member = await ring.snapshot().roster.members[suggestion.member] else { return }
+        let typeHash = DerivedKeys(secret: member.secret).typeHash(suggestion.activityType)
+        do {
+            let record = try await transfer.fetch(member: member.deviceID, typeHash: typeHash, revision: suggestion.revision)
+            // Still the same suggestion after the fetch (a newer advert or a withdrawal drops it).
+            guard prefetching[suggestion.number] != nil, book.suggestion(number: suggestion.number) == suggestion,
+                  record.activityType == suggestion.activityType else { return }
+            prefetched[suggestion.number] = Prefetched(record: record, fetchedAt: .now)
+        } catch {
+            // Best effort: accept fetches as usual (and reports the failure's category then).
+            log("batond: prefetch of \(ShownSuggestion.path(of: suggestion.number)) failed: \(error)")
+        }
+    }
+
+    /// Whether an activity is held for this suggestion (tests, benchmarks).
+    public func isPrefetched(_ path: String) -> Bool {
+        ShownSuggestion.number(inPath: path).map { prefetched[$0] != nil } ?? false
+    }
+
+    /// Delivers the prefetched activity of `suggestion` if it is still fresh; nil: fetch as usual.
+    func deliverPrefetched(_ suggestion: BatonCore.Suggestion, from member: RosterMember, uid: UInt32) async -> String? {
+        guard let held = prefetched.removeValue(forKey: suggestion.number) else { return nil }
+        guard ContinuousClock.now - held.fetchedAt <= configuration.prefetchMaxAge,
+              held.record.revision == suggestion.revision else { return nil }
+        // Unaccepted version: the usual path fetches and refuses it with versionUnsupported.
+        guard await activities.acceptsVersion(held.record.version, type: suggestion.activityType, uid: uid) else { return nil }
+        let outcome = await activities.deliver(activity: held.record, from: member.name, to: uid)
+        if outcome == .delivered {
+            await carry(book.settle(number: suggestion.number))
+            let typeHash = DerivedKeys(secret: member.secret).typeHash(suggestion.activityType)
+            let transfer = self.transfer, log = self.log, revision = held.record.revision, device = member.deviceID
+            // The source hears WasContinued as for a cold Continue, without holding up the delivery.
+            Task {
+                do { try await transfer.sendContinued(member: device, typeHash: typeHash, revision: revision) } catch {
+                    log("batond: ActivityContinued to \(device.shortForm) after a prefetch failed: \(error)")
+                }
+            }
+        }
+        return Self.outcomeName(outcome)
+    }
+}

@@ -1,0 +1,178 @@
+import BatonCore
+import BatonStore
+import BatonTransport
+
+/// A document pulled and checked against its digest, in the receiver's inbox.
+public struct PulledDocument: Hashable, Sendable {
+    public var path: String
+    public var info: DocumentInfo
+    /// Connections broken mid-stream and resumed from their offset.
+    public var resumes: Int
+    /// Bytes taken from the partial file of an earlier, interrupted pull rather than the network.
+    public var resumedBytes: UInt64
+}
+
+/// Why a document could not be pulled.
+public enum DocumentPullError: Error, Equatable, Sendable {
+    /// The source refused (no such activity or snapshot, not permitted).
+    case refused(ErrorFrame)
+    /// The stream broke the protocol (order, sizes, another snapshot).
+    case protocolError(String)
+    /// Every connection broke before the end; what arrived is kept for the next pull.
+    case interrupted(String)
+    /// The bytes twice failed to hash to the announced digest.
+    case digestMismatch
+    case store(SnapshotError)
+}
+
+/// The receiving side of FetchDocument (§6.5): asks, writes the chunks into the inbox's partial file,
+/// resumes from that file's length after a broken connection, and checks the digest at the end (a
+/// mismatch drops the partial and starts over once).
+public struct DocumentPuller {
+    /// Opens a connection (Hello done), sends the request and returns the channel with the first
+    /// reply; the puller closes the channel.
+    public typealias Connect = @Sendable (Frame) async throws(TransportError) -> (channel: SecureChannel, reply: Frame)
+
+    public let inbox: DocumentInbox
+    public let activity: ActivityReference
+    public let chunkTimeout: Duration
+    /// Broken connections tolerated in one pull.
+    public let maxInterruptions: Int
+    public let makeRequestID: @Sendable () -> UInt32
+
+    public init(inbox: DocumentInbox, activity: ActivityReference, chunkTimeout: Duration, maxInterruptions: Int,
+                makeRequestID: @escaping @Sendable () -> UInt32) {
+        self.inbox = inbox
+        self.activity = activity
+        self.chunkTimeout = chunkTimeout
+        self.maxInterruptions = maxInterruptions
+        self.makeRequestID = makeRequestID
+    }
+
+    public func pull(connect: Connect, progress: @Sendable (_ received: UInt64, _ total: UInt64) -> Void) async throws(DocumentPullError) -> PulledDocument {
+        var known: DocumentInfo?
+        var interruptions = 0
+        var mismatches = 0
+        var resumedBytes: UInt64 = 0
+        while true {
+            let digest = known?.digest ?? DocumentRequest.anySnapshot
+            let offset = known == nil ? 0 : inbox.resumeOffset(digest: digest)
+            let request = DocumentRequest(activity: activity, digest: digest, offset: offset)
+            let frame = Frame(type: .fetchDocument, requestID: makeRequestID(), payload: request.payload)
+            let channel: SecureChannel
+            let first: Frame
+            do throws(TransportError) {
+                (channel, first) = try await connect(frame)
+            } catch .remote(let refusal) {
+                throw .refused(refusal)
+            } catch {
+                interruptions += 1
+                guard interruptions <= maxInterruptions else { throw .interrupted("\(error)") }
+                continue
+            }
+            defer { channel.close() }
+            var check = DocumentStreamCheck(request: request)
+            let info: DocumentInfo
+            do throws(WireError) {
+                guard first.type == .documentInfo else { throw .unexpectedMessage("\(first.type)") }
+                info = try DocumentInfo(payload: first.payload)
+                try check.accept(info)
+            } catch {
+                throw .protocolError("\(error)")
+            }
+            if known == nil {
+                known = info
+                if let path = inbox.received(digest: info.digest) {
+                    return PulledDocument(path: path, info: info, resumes: 0, resumedBytes: info.totalSize)
+                }
+                // An earlier pull of this snapshot stopped part way: ask again from where it stopped.
+                let held = inbox.resumeOffset(digest: info.digest)
+                if held > 0 && held <= info.totalSize {
+                    resumedBytes = held
+                    continue
+                }
+            }
+            let partial: PartialDocument
+            do throws(SnapshotError) { partial = try inbox.open(digest: info.digest, offset: check.next) } catch { throw .store(error) }
+            progress(check.next, info.totalSize)
+            let broken: String?
+            do throws(DocumentPullError) {
+                broken = try await receiveRest(on: channel, requestID: frame.requestID, check: &check, into: partial, progress: progress)
+            } catch {
+                partial.suspend()
+                if case .protocolError = error { inbox.discard(digest: info.digest) }
+                throw error
+            }
+            if let broken {
+                partial.suspend()
+                interruptions += 1
+                guard interruptions <= maxInterruptions else { throw .interrupted(broken) }
+                continue
+            }
+            do throws(SnapshotError) {
+                let path = try partial.finish()
+                return PulledDocument(path: path, info: info, resumes: interruptions, resumedBytes: resumedBytes)
+            } catch .digestMismatch {
+                mismatches += 1
+                guard mismatches < 2 else { throw .digestMismatch }
+                continue
+            } catch {
+                throw .store(error)
+            }
+        }
+    }
+
+    /// Receives chunks until the stream is complete; returns why the connection broke, nil when complete.
+    /// Receives chunks until the stream is complete; returns why the connection broke, nil when complete.
+    /// Each chunk is hashed and written by a task of its own while the next one is received and
+    /// decrypted (one write in flight, so the partial file stays in order and has one writer).
+    private func receiveRest(on channel: SecureChannel, requestID: UInt32, check: inout DocumentStreamCheck, into partial: PartialDocument,
+                             progress: @Sendable (UInt64, UInt64) -> Void) async throws(DocumentPullError) -> String? {
+        let total = check.info?.totalSize ?? 0
+        var writing: Task<SnapshotError?, Never>?
+        func finishWriting() async throws(DocumentPullError) {
+            if let failure = await writing?.value { throw .store(failure) }
+            writing = nil
+        }
+        while !check.isComplete {
+            let reply: Frame
+            do throws(TransportError) {
+                reply = try await channel.receive(timeout: chunkTimeout)
+            } catch .invalidFrame(let error) {
+                try await finishWriting()
+                throw .protocolError("\(error)")
+            } catch {
+                // What arrived before the break is kept for the resume.
+                try await finishWriting()
+                return "\(error)"
+            }
+            guard reply.requestID == requestID else { continue }
+            let chunk: DocumentChunk
+            do throws(DocumentPullError) {
+                if reply.type == .error {
+                    throw .refused((try? ErrorFrame(payload: reply.payload)) ?? ErrorFrame(code: .malformed, message: ""))
+                }
+                do throws(WireError) {
+                    guard reply.type == .documentChunk else { throw .unexpectedMessage("\(reply.type)") }
+                    chunk = try DocumentChunk(payload: reply.payload)
+                    try check.accept(chunk)
+                } catch {
+                    throw .protocolError("\(error)")
+                }
+            } catch {
+                try await finishWriting()
+                throw error
+            }
+            try await finishWriting()
+            writing = Task.detached {
+                chunk.data.withUnsafeBytes { raw in
+                    do throws(SnapshotError) { try partial.append(raw) } catch { return error }
+                    return nil
+                }
+            }
+            progress(check.next, total)
+        }
+        try await finishWriting()
+        return nil
+    }
+}

@@ -1,0 +1,117 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import BatonCrypto
+
+/// Where a receiver keeps documents being pulled (`<directory>/<hex digest>.partial`) and pulled
+/// ones (`<hex digest>.document`), 0600 in a 0700 directory. The partial file is named by the digest
+/// it must reach, so after an interruption the pull resumes from its length, and a partial of
+/// another snapshot can never be mixed in.
+public struct DocumentInbox: Sendable {
+    public let directory: String
+
+    public init(directory: String) throws(SnapshotError) {
+        self.directory = directory
+        try SnapshotStore.makeDirectory(directory)
+    }
+
+    public func partialPath(digest: [UInt8]) -> String { directory + "/" + digest.hexString + ".partial" }
+    public func documentPath(digest: [UInt8]) -> String { directory + "/" + digest.hexString + ".document" }
+
+    /// The bytes already held for this snapshot: its complete size when it was pulled before, the
+    /// partial file's length when a pull was interrupted, else 0.
+    public func resumeOffset(digest: [UInt8]) -> UInt64 {
+        var status = stat()
+        if lstat(partialPath(digest: digest), &status) == 0, status.st_mode & S_IFMT == S_IFREG { return UInt64(status.st_size) }
+        return 0
+    }
+
+    /// A finished document already received with this digest, if any.
+    public func received(digest: [UInt8]) -> String? {
+        var status = stat()
+        let path = documentPath(digest: digest)
+        return lstat(path, &status) == 0 && status.st_mode & S_IFMT == S_IFREG ? path : nil
+    }
+
+    /// Opens the partial file of `digest` to append from `offset` (what `resumeOffset` said, or 0 to
+    /// start over). The bytes already there are hashed again first: that is the resume cost.
+    public func open(digest: [UInt8], offset: UInt64) throws(SnapshotError) -> PartialDocument {
+        try PartialDocument(path: partialPath(digest: digest), finalPath: documentPath(digest: digest), directory: directory,
+                            digest: digest, offset: offset)
+    }
+
+    /// Drops the partial file of `digest` (its bytes were refused).
+    public func discard(digest: [UInt8]) { unlink(partialPath(digest: digest)) }
+}
+
+/// One snapshot being received, appended in order and checked against its digest at the end.
+/// Owned by one task at a time.
+public final class PartialDocument: @unchecked Sendable {
+    public let digest: [UInt8]
+    public private(set) var received: UInt64
+    private let path: String
+    private let finalPath: String
+    private let directory: String
+    private let descriptor: Int32
+    private let hash = SHA256Stream()
+    private var closed = false
+
+    init(path: String, finalPath: String, directory: String, digest: [UInt8], offset: UInt64) throws(SnapshotError) {
+        self.path = path
+        self.finalPath = finalPath
+        self.directory = directory
+        self.digest = digest
+        let descriptor = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0 else { throw .system("create partial", errno) }
+        self.descriptor = descriptor
+        received = 0
+        do throws(SnapshotError) {
+            guard fchmod(descriptor, 0o600) == 0, ftruncate(descriptor, off_t(offset)) == 0 else { throw SnapshotError.system("truncate partial", errno) }
+            var block = [UInt8](repeating: 0, count: SnapshotStore.blockSize)
+            while received < offset {
+                let want = Int(min(UInt64(block.count), offset - received))
+                let count = block.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, want, off_t(received)) }
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { throw SnapshotError.io(operation: "read partial", errno: count < 0 ? errno : EIO) }
+                block.withUnsafeBytes { hash.update(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+                received += UInt64(count)
+            }
+            guard lseek(descriptor, off_t(offset), SEEK_SET) >= 0 else { throw SnapshotError.io(operation: "seek", errno: errno) }
+        } catch {
+            close(descriptor)
+            throw error
+        }
+    }
+
+    deinit { if !closed { close(descriptor) } }
+
+    /// Appends the next bytes (the caller checked their offset).
+    public func append(_ bytes: UnsafeRawBufferPointer) throws(SnapshotError) {
+        hash.update(bytes)
+        try SnapshotStore.writeAll(descriptor, bytes)
+        received += UInt64(bytes.count)
+    }
+
+    /// Ends the pull: the digest is checked, then the partial file becomes the document (fsync,
+    /// rename). A mismatch removes the partial file, so the next pull starts from 0.
+    public func finish() throws(SnapshotError) -> String {
+        closed = true
+        defer { close(descriptor) }
+        guard hash.finish() == digest else {
+            unlink(path)
+            throw .digestMismatch
+        }
+        guard fsync(descriptor) == 0 else { throw .system("fsync", errno) }
+        guard rename(path, finalPath) == 0 else { throw .system("rename", errno) }
+        try SnapshotStore.syncDirectory(directory)
+        return finalPath
+    }
+
+    /// Keeps what arrived for a later resume (the connection broke).
+    public func suspend() {
+        guard !closed else { return }
+        closed = true
+        fsync(descriptor)
+        close(descriptor)
+    }
+}

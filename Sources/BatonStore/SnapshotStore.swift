@@ -1,0 +1,173 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import BatonCrypto
+
+/// Why a document snapshot could not be committed or received.
+public enum SnapshotError: Error, Equatable, Sendable {
+    /// Over the per-document or the per-user cap; nothing beyond the cap was copied.
+    case payloadTooLarge(limit: UInt64, actual: UInt64)
+    /// The file system is full (ENOSPC, EDQUOT); the previous snapshot is kept.
+    case diskFull
+    /// The descriptor is not a regular file (a pipe, a socket, a directory).
+    case notARegularFile
+    /// The bytes do not hash to the digest they were announced with.
+    case digestMismatch
+    case invalidName(String)
+    case io(operation: String, errno: Int32)
+
+    static func system(_ operation: String, _ code: Int32) -> SnapshotError {
+        code == ENOSPC || code == EDQUOT ? .diskFull : .io(operation: operation, errno: code)
+    }
+}
+
+/// A committed snapshot: where the daemon keeps it and what describes it on the wire.
+public struct StoredSnapshot: Hashable, Sendable {
+    public var path: String
+    public var size: UInt64
+    public var digest: [UInt8]
+}
+
+/// The daemon's per-user document snapshots (`<directory>/<uid>/<name>`, directories 0700, files
+/// 0600). A snapshot is a copy, not a reflink or the app's own descriptor: the app keeps editing its
+/// file, and what was advertised must stay what is served; the copy is read once anyway for the
+/// digest. Commits are atomic (temporary file, fsync, rename, fsync of the directory): a failure at
+/// any point, a full disk included, leaves the previous snapshot as it was.
+public struct SnapshotStore: Sendable {
+    public static let blockSize = 1 << 20
+    public let directory: String
+    public let perDocumentLimit: UInt64
+    public let perUserLimit: UInt64
+
+    public init(directory: String, perDocumentLimit: UInt64, perUserLimit: UInt64) throws(SnapshotError) {
+        self.directory = directory
+        self.perDocumentLimit = perDocumentLimit
+        self.perUserLimit = perUserLimit
+        try Self.makeDirectory(directory)
+    }
+
+    /// Copies the regular file behind `descriptor` (from its start, whatever its offset) into the
+    /// store as `name` of `uid`, hashing it on the way. The caps are checked against the file's size
+    /// before copying and again while copying, in case the file grows meanwhile.
+    /// `replacing` names the snapshot this one supersedes: it does not count against the user's cap.
+    public func commit(from descriptor: Int32, uid: UInt32, name: String, replacing: String? = nil) throws(SnapshotError) -> StoredSnapshot {
+        try Self.checkName(name)
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { throw .io(operation: "fstat", errno: errno) }
+        guard status.st_mode & S_IFMT == S_IFREG else { throw .notARegularFile }
+        let userDirectory = directory + "/" + String(uid)
+        try Self.makeDirectory(userDirectory)
+        let othersSize = try usedBytes(uid: uid, excluding: [name, replacing ?? name])
+        let limit = min(perDocumentLimit, perUserLimit > othersSize ? perUserLimit - othersSize : 0)
+        let announced = UInt64(max(0, status.st_size))
+        guard announced <= limit else { throw .payloadTooLarge(limit: limit, actual: announced) }
+
+        let target = userDirectory + "/" + name
+        let temporary = userDirectory + "/.tmp-" + name + "-" + String(UInt64.random(in: .min ... .max), radix: 16)
+        let output = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard output >= 0 else { throw .system("create", errno) }
+        var renamed = false
+        defer { if !renamed { unlink(temporary) } }
+        let hash = SHA256Stream()
+        var copied: UInt64 = 0
+        do {
+            defer { close(output) }
+            guard fchmod(output, 0o600) == 0 else { throw SnapshotError.io(operation: "fchmod", errno: errno) }
+            var block = [UInt8](repeating: 0, count: Self.blockSize)
+            while true {
+                let count = block.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, off_t(copied)) }
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    throw SnapshotError.io(operation: "read", errno: errno)
+                }
+                if count == 0 { break }
+                guard copied + UInt64(count) <= limit else { throw SnapshotError.payloadTooLarge(limit: limit, actual: copied + UInt64(count)) }
+                let failure: SnapshotError? = block.withUnsafeBytes { raw in
+                    let piece = UnsafeRawBufferPointer(rebasing: raw[0..<count])
+                    hash.update(piece)
+                    do throws(SnapshotError) { try Self.writeAll(output, piece) } catch { return error }
+                    return nil
+                }
+                if let failure { throw failure }
+                copied += UInt64(count)
+            }
+            guard fsync(output) == 0 else { throw SnapshotError.system("fsync", errno) }
+        }
+        guard rename(temporary, target) == 0 else { throw .system("rename", errno) }
+        renamed = true
+        try Self.syncDirectory(userDirectory)
+        return StoredSnapshot(path: target, size: copied, digest: hash.finish())
+    }
+
+    /// Removes a snapshot (the activity ended); a missing one is not an error.
+    public func remove(uid: UInt32, name: String) {
+        guard (try? Self.checkName(name)) != nil else { return }
+        unlink(directory + "/" + String(uid) + "/" + name)
+    }
+
+    /// Removes every snapshot of `uid` whose name starts with `prefix` (an activity's, when it ends).
+    public func removeAll(uid: UInt32, prefix: String) {
+        let userDirectory = directory + "/" + String(uid)
+        guard !prefix.isEmpty, let handle = opendir(userDirectory) else { return }
+        var doomed: [String] = []
+        while let entry = readdir(handle) {
+            let entryName = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if entryName.hasPrefix(prefix) { doomed.append(entryName) }
+        }
+        closedir(handle)
+        for name in doomed { unlink(userDirectory + "/" + name) }
+    }
+
+    /// Bytes held for `uid`, leaving out `name` (the snapshot a commit replaces) and temporary files.
+    func usedBytes(uid: UInt32, excluding names: Set<String>) throws(SnapshotError) -> UInt64 {
+        let userDirectory = directory + "/" + String(uid)
+        guard let handle = opendir(userDirectory) else { return 0 }
+        defer { closedir(handle) }
+        var total: UInt64 = 0
+        while let entry = readdir(handle) {
+            let entryName = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard !entryName.hasPrefix("."), !names.contains(entryName) else { continue }
+            var status = stat()
+            if lstat(userDirectory + "/" + entryName, &status) == 0, status.st_mode & S_IFMT == S_IFREG {
+                total += UInt64(max(0, status.st_size))
+            }
+        }
+        return total
+    }
+
+    static func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) throws(SnapshotError) {
+        var written = 0
+        while written < bytes.count {
+            let count = write(descriptor, bytes.baseAddress! + written, bytes.count - written)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .system("write", errno)
+            }
+            written += count
+        }
+    }
+
+    static func makeDirectory(_ path: String) throws(SnapshotError) {
+        if mkdir(path, 0o700) != 0 && errno != EEXIST { throw .system("mkdir", errno) }
+        var status = stat()
+        guard lstat(path, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else { throw .io(operation: "not a directory: \(path)", errno: ENOTDIR) }
+        guard chmod(path, 0o700) == 0 else { throw .io(operation: "chmod", errno: errno) }
+    }
+
+    static func syncDirectory(_ path: String) throws(SnapshotError) {
+        let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw .io(operation: "open directory", errno: errno) }
+        defer { close(descriptor) }
+        guard fsync(descriptor) == 0 else { throw .system("fsync directory", errno) }
+    }
+
+    /// Names are chosen by the daemon, never by a peer or an app: letters, digits, '-', '_'.
+    static func checkName(_ name: String) throws(SnapshotError) {
+        guard !name.isEmpty, name.utf8.count <= 128,
+              name.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A) || $0 == 0x2D || $0 == 0x5F }) else {
+            throw .invalidName(name)
+        }
+    }
+}

@@ -1,0 +1,47 @@
+import BatonDBus
+import Testing
+@testable import BatonAgent
+@testable import BatonClient
+
+/// Signals come from other processes: wrong shapes are ignored, never trusted or crashed on.
+@Suite("BatonAgentTests: reading notification and ObjectManager signals")
+struct SignalParsingTests {
+    private func signal(_ member: String, _ arguments: [DBusValue], interface: String = "org.freedesktop.Notifications") -> DBusSignal {
+        DBusSignal(sender: ":1.5", path: "/org/freedesktop/Notifications", interface: interface, member: member, arguments: arguments)
+    }
+
+    @Test func notificationSignalsBecomeEventsOnlyWithTheirDocumentedTypes() {
+        #expect(NotificationServerClient.event(from: signal("ActionInvoked", [.uint32(3), .string("default")])) == .actionInvoked(id: 3, key: "default"))
+        #expect(NotificationServerClient.event(from: signal("NotificationClosed", [.uint32(3), .uint32(2)])) == .notificationClosed(id: 3, reason: 2))
+        #expect(NotificationServerClient.event(from: signal("ActionInvoked", [.string("3"), .string("default")])) == nil)
+        #expect(NotificationServerClient.event(from: signal("ActionInvoked", [.uint32(3)])) == nil)
+        #expect(NotificationServerClient.event(from: signal("NotificationClosed", [.uint32(3), .string("2")])) == nil)
+        #expect(NotificationServerClient.event(from: signal("ActivationToken", [.uint32(3), .string("x")])) == nil)
+    }
+
+    @Test func objectManagerSignalsBecomeSuggestionChangesOnlyForSuggestions() {
+        let properties: DBusValue = .dictionary(keySignature: "s", valueSignature: "a{sv}", [
+            .string("org.baton.Suggestion1"): .propertyDictionary(["Device": .string("d1"), "ActivityType": .string("t.x")]),
+        ])
+        let added = BatonConnection.suggestionChange(from: signal("InterfacesAdded", [.objectPath("/org/baton/suggestion/4"), properties],
+                                                                 interface: "org.freedesktop.DBus.ObjectManager"))
+        #expect(added == .added(path: "/org/baton/suggestion/4", properties: ["Device": .string("d1"), "ActivityType": .string("t.x")]))
+        let removed = BatonConnection.suggestionChange(from: signal("InterfacesRemoved", [.objectPath("/org/baton/suggestion/4"),
+                                                                                          .stringArray(["org.baton.Suggestion1"])]))
+        #expect(removed == .removed(path: "/org/baton/suggestion/4"))
+        // An activity object, a wrong path type, a missing interface list: not suggestions.
+        #expect(BatonConnection.suggestionChange(from: signal("InterfacesAdded", [.objectPath("/org/baton/activity/u0_1"), properties])) == nil)
+        #expect(BatonConnection.suggestionChange(from: signal("InterfacesAdded", [.string("/org/baton/suggestion/4"), properties])) == nil)
+        #expect(BatonConnection.suggestionChange(from: signal("InterfacesRemoved", [.objectPath("/org/baton/suggestion/4")])) == nil)
+        #expect(BatonConnection.suggestionChange(from: signal("InterfacesRemoved", [.objectPath("/org/baton/suggestion/4"),
+                                                                                    .stringArray(["org.baton.Activity1"])])) == nil)
+    }
+
+    @Test func onlyWebPagesGoToTheBrowser() {
+        #expect(BrowserFallback.isWebURL("https://example.org/book#2"))
+        #expect(BrowserFallback.isWebURL("HTTP://example.org"))
+        #expect(!BrowserFallback.isWebURL("file:///etc/passwd"))
+        #expect(!BrowserFallback.isWebURL("javascript:alert(1)"))
+        #expect(!BrowserFallback.isWebURL("x-scheme-handler://run"))
+    }
+}

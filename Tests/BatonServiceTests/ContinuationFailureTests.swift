@@ -1,0 +1,181 @@
+import BatonTestBus
+import BatonAPI
+import BatonCore
+import BatonTransport
+import Foundation
+import Testing
+@testable import BatonService
+
+/// Issue 13: every way a Continue of a suggestion fails has a category an app can explain, and
+/// every category but noLongerCurrent leaves the suggestion for a retry. Two rings on loopback,
+/// fake radios, real TLS.
+@Suite("BatonServiceTests: continuation failure categories", .serialized)
+struct ContinuationFailureTests {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("failures-\(UUID().uuidString)")
+    let type = "org.example.Reader.reading"
+
+    /// alpha publishes "Chapter 3"; beta (which handles the type) has its suggestion.
+    func suggested(beta transfer: TransferService.Configuration = .init(listenHost: "127.0.0.1", bluetooth: false))
+        async throws -> (a: BusLessNode, b: BusLessNode, suggestion: ShownSuggestion) {
+        let a = try await BusLessNode.start(in: directory, name: "alpha")
+        let b = try await BusLessNode.start(in: directory, name: "beta", handled: [type], transfer: transfer)
+        let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing)
+        for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
+            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.phase.stateName == "paired" })
+        }
+        let record = try ActivityRecord(activityType: type, title: "Chapter 3", userInfo: ["page": .integer(3)], webpageURL: nil, version: 1)
+        a.activities.setCurrent(ActivityID(uid: getuid(), serial: 1), record)
+        try await a.ring.radio.publish(record, uid: getuid())
+        b.radio.hear(try #require(a.radio.onAir))
+        #expect(await eventually(timeout: .seconds(10)) { b.board.suggestions.count == 1 })
+        return (a, b, try #require(b.board.suggestions.first))
+    }
+
+    func failureOf(_ attempt: () async throws(ServiceFailure) -> String) async -> (ContinuationFailure?, ServiceFailure?) {
+        do {
+            _ = try await attempt()
+            return (nil, nil)
+        } catch {
+            return (error.continuationFailure, error)
+        }
+    }
+
+    @Test func categoriesRoundTripThroughTheirMessages() {
+        for category in ContinuationFailure.allCases {
+            #expect(ContinuationFailure(errorMessage: category.message()) == category)
+            #expect(ContinuationFailure(errorMessage: category.message("why it failed")) == category)
+            let failure = ServiceFailure.continuation(category, "detail")
+            #expect(failure.continuationFailure == category)
+            #expect(DBusErrorNameCheck.name(of: failure) == category.errorName)
+        }
+        #expect(ContinuationFailure(errorMessage: "the suggestion is gone") == nil)
+        #expect(ContinuationFailure(errorMessage: "interruptedly: no") == nil)
+        // The message of noLongerCurrent stays what it was before the categories.
+        #expect(ServiceFailure.continuation(.noLongerCurrent) == .unknownActivity("noLongerCurrent"))
+    }
+
+    /// The source's listener is gone: no transport reaches it; the suggestion stays.
+    @Test func aSourceThatCannotBeReachedIsUnreachableAndTheSuggestionStays() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (a, b, suggestion) = try await suggested()
+        await a.transfer.stop()
+        let (category, failure) = await failureOf { () throws(ServiceFailure) in try await b.continuation.take(suggestion.path, uid: getuid()) }
+        #expect(category == .unreachable, "\(String(describing: failure))")
+        if case .notReady? = failure {} else { Issue.record("unreachable is NotReady, got \(String(describing: failure))") }
+        #expect(b.board.suggestions.map(\.path) == [suggestion.path])
+        #expect(b.activities.delivered.isEmpty)
+        await a.stop()
+        await b.stop()
+    }
+
+    /// The source is killed while its app saves: interrupted; after a restart the retry delivers.
+    @Test func aSourceKilledMidFetchIsInterruptedAndARetryAfterRestartSucceeds() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (a, b, suggestion) = try await suggested()
+        a.activities.setTransferDelay(.seconds(30))
+        let port = a.transfer.port
+        let taking = Task { await failureOf { () throws(ServiceFailure) in try await b.continuation.take(suggestion.path, uid: getuid()) } }
+        try await Task.sleep(for: .milliseconds(500))
+        await a.transfer.stop()
+        let (category, failure) = await taking.value
+        #expect(category == .interrupted, "\(String(describing: failure))")
+        #expect(b.board.suggestions.map(\.path) == [suggestion.path], "an interrupted attempt may be retried")
+        #expect(b.activities.delivered.isEmpty)
+
+        a.activities.setTransferDelay(nil)
+        let restarted = try await TransferService.start(ring: a.ring, activities: a.activities,
+                                                        configuration: .init(listenHost: "127.0.0.1", port: port, bluetooth: false), log: { _ in })
+        #expect(try await b.continuation.take(suggestion.path, uid: getuid()) == "delivered")
+        #expect(b.activities.delivered.map(\.record.title) == ["Chapter 3"])
+        #expect(await eventually(timeout: .seconds(5)) { a.activities.continuedDevices == ["beta"] })
+        await restarted.stop()
+        await a.stop()
+        await b.stop()
+    }
+
+    /// The source's app never finishes saving: timedOut (beta's request timeout), retryable.
+    @Test func aSourceThatDoesNotAnswerInTimeIsTimedOut() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (a, b, suggestion) = try await suggested(beta: .init(listenHost: "127.0.0.1", requestTimeout: .milliseconds(400),
+                                                                 maxAttempts: 1, bluetooth: false))
+        a.activities.setTransferDelay(.seconds(3))
+        let (category, failure) = await failureOf { () throws(ServiceFailure) in try await b.continuation.take(suggestion.path, uid: getuid()) }
+        #expect(category == .timedOut, "\(String(describing: failure))")
+        #expect(b.board.suggestions.map(\.path) == [suggestion.path])
+        a.activities.setTransferDelay(nil)
+        #expect(try await b.continuation.take(suggestion.path, uid: getuid()) == "delivered")
+        await a.stop()
+        await b.stop()
+    }
+
+    /// Dismissed while fetching: the caller hears cancelled at once and nothing is ever delivered.
+    @Test func aSuggestionDismissedWhileFetchingIsCancelledAndNothingIsDelivered() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (a, b, suggestion) = try await suggested()
+        a.activities.setTransferDelay(.seconds(1))
+        let started = ContinuousClock.now
+        let taking = Task { await failureOf { () throws(ServiceFailure) in try await b.continuation.take(suggestion.path, uid: getuid()) } }
+        try await Task.sleep(for: .milliseconds(200))
+        await b.continuation.dismiss(suggestion.path)
+        let (category, failure) = await taking.value
+        #expect(category == .cancelled, "\(String(describing: failure))")
+        #expect(ContinuousClock.now - started < .milliseconds(900), "cancelled answers without waiting for the fetch")
+        try await Task.sleep(for: .seconds(1.5))
+        #expect(b.activities.delivered.isEmpty, "a cancelled continuation delivered \(b.activities.delivered.map(\.record.title))")
+        #expect(a.activities.continuedDevices.isEmpty, "the source heard WasContinued for a cancelled continuation")
+        #expect(b.board.suggestions.isEmpty)
+        await a.stop()
+        await b.stop()
+    }
+
+    /// The handlers here accept versions 2-3 only: version 1 is refused, nothing delivered, the source not told.
+    @Test func aVersionNoHandlerAcceptsIsVersionUnsupportedAndNeverDelivered() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (a, b, suggestion) = try await suggested()
+        b.activities.setAcceptedVersions(try ActivityVersions(pairs: [(2, 3)]))
+        let (category, failure) = await failureOf { () throws(ServiceFailure) in try await b.continuation.take(suggestion.path, uid: getuid()) }
+        #expect(category == .versionUnsupported, "\(String(describing: failure))")
+        #expect(b.activities.delivered.isEmpty)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(a.activities.continuedDevices.isEmpty, "the source heard WasContinued for a refused version")
+        // Ring1.Continue refuses it the same way.
+        let (byHand, _) = await failureOf { () throws(ServiceFailure) in try await b.continuation.continueActivity(from: "alpha", type: type, uid: getuid()) }
+        #expect(byHand == .versionUnsupported)
+        // Once a handler accepts version 1, the same suggestion is delivered.
+        b.activities.setAcceptedVersions(try ActivityVersions(desktopValue: "1;2-3;"))
+        #expect(try await b.continuation.take(suggestion.path, uid: getuid()) == "delivered")
+        await a.stop()
+        await b.stop()
+    }
+
+    /// The source moved on: noLongerCurrent, the one category that takes the suggestion away.
+    @Test func aSourceThatMovedOnIsNoLongerCurrentAndTheSuggestionGoes() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (a, b, suggestion) = try await suggested()
+        let newer = try ActivityRecord(activityType: type, title: "Chapter 4", userInfo: [:], webpageURL: nil, version: 1)
+        a.activities.setCurrent(ActivityID(uid: getuid(), serial: 1), newer)
+        try await a.ring.radio.publish(newer, uid: getuid())
+        let (category, _) = await failureOf { () throws(ServiceFailure) in try await b.continuation.take(suggestion.path, uid: getuid()) }
+        #expect(category == .noLongerCurrent)
+        #expect(category?.isRetryable == false)
+        #expect(b.board.suggestions.isEmpty)
+        await a.stop()
+        await b.stop()
+    }
+}
+
+/// The D-Bus error name a ServiceFailure is sent as.
+enum DBusErrorNameCheck {
+    static func name(of failure: ServiceFailure) -> BatonErrorName? {
+        switch failure {
+        case .invalidArguments: .invalidArguments
+        case .notPermitted: .notPermitted
+        case .notReady: .notReady
+        case .failed: .failed
+        case .unknownObject: .unknownObject
+        case .unknownDevice: .unknownDevice
+        case .unknownActivity: .unknownActivity
+        case .limitExceeded: .limitExceeded
+        }
+    }
+}

@@ -1,0 +1,79 @@
+import BatonTestBus
+import BatonCore
+import Foundation
+import Testing
+@testable import BatonService
+
+/// Issue 13: the continuation shows a member's suggestion only while the member is near, and
+/// takes it back when the member walks away or falls silent. Two rings on loopback, fake radios.
+@Suite("BatonServiceTests: suggestions follow proximity", .serialized)
+struct ProximitySuggestionTests {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("proximity-\(UUID().uuidString)")
+    let type = "org.example.Reader.reading"
+
+    func publishing(_ configuration: ContinuationService.Configuration) async throws -> (a: BusLessNode, b: BusLessNode, advert: [UInt8]) {
+        let a = try await BusLessNode.start(in: directory, name: "alpha")
+        let b = try await BusLessNode.start(in: directory, name: "beta", handled: [type], continuation: configuration)
+        let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing)
+        for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
+            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.phase.stateName == "paired" })
+        }
+        let record = try ActivityRecord(activityType: type, title: "Dune, page 2", userInfo: [:], webpageURL: nil, version: 1)
+        a.activities.setCurrent(ActivityID(uid: getuid(), serial: 1), record)
+        try await a.ring.radio.publish(record, uid: getuid())
+        return (a, b, try #require(a.radio.onAir))
+    }
+
+    /// Heard from the next room: no suggestion; walking up: it appears; walking away: it goes.
+    @Test func aSuggestionAppearsWhenNearAndGoesWhenTheMemberWalksAway() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (a, b, advert) = try await publishing(.init(proximity: .init(enterNear: -70, hysteresisDB: 10, leaveAfter: 0.3, silenceTimeout: 30)))
+        for _ in 0..<3 { b.radio.hear(advert, rssi: -88) }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(b.board.suggestions.isEmpty, "a far member's activity was suggested")
+        for _ in 0..<8 { b.radio.hear(advert, rssi: -50) }
+        #expect(await eventually(timeout: .seconds(5)) { b.board.suggestions.count == 1 })
+        // Walking away: weak adverts for longer than the hold time.
+        let leaving = ContinuousClock.now
+        while ContinuousClock.now - leaving < .seconds(1), !b.board.suggestions.isEmpty {
+            b.radio.hear(advert, rssi: -97)
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(b.board.suggestions.isEmpty, "the suggestion stayed after the member walked away")
+        await a.stop()
+        await b.stop()
+    }
+
+    /// The advert stops: the suggestion goes after the silence timeout; unknown RSSI counted as near.
+    @Test func aSuggestionGoesWhenTheAdvertStops() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (a, b, advert) = try await publishing(.init(proximity: .init(silenceTimeout: 0.6), sweepInterval: .milliseconds(100)))
+        b.radio.hear(advert, rssi: 127)
+        #expect(await eventually(timeout: .seconds(5)) { b.board.suggestions.count == 1 })
+        let shown = ContinuousClock.now
+        #expect(await eventually(timeout: .seconds(5)) { b.board.suggestions.isEmpty })
+        #expect(ContinuousClock.now - shown >= .milliseconds(400), "withdrawn before the silence timeout")
+        // Heard again: offered again (it was neither taken nor dismissed).
+        b.radio.hear(advert, rssi: 127)
+        #expect(await eventually(timeout: .seconds(5)) { b.board.suggestions.count == 1 })
+        await a.stop()
+        await b.stop()
+    }
+}
+
+/// batond's options for issue 13: the near threshold and prefetch.
+@Suite struct ContinuationOptionTests {
+    @Test func nearRSSIAndPrefetchAreParsedAndBounded() throws {
+        guard case .run(let options) = try DaemonOptions.parse(["--session", "--state-dir", "/tmp/x", "--near-rssi", "-60", "--prefetch-after", "2.5"],
+                                                               environment: [:]) else {
+            Issue.record("not a run command")
+            return
+        }
+        #expect(options.nearRSSI == -60 && options.prefetchAfter == .milliseconds(2500))
+        guard case .run(let defaults) = try DaemonOptions.parse(["--session", "--state-dir", "/tmp/x"], environment: [:]) else { return }
+        #expect(defaults.nearRSSI == -70 && defaults.prefetchAfter == nil)
+        for bad in [["--near-rssi", "-200"], ["--near-rssi", "x"], ["--prefetch-after", "-1"], ["--prefetch-after", "61"]] {
+            #expect(throws: DaemonOptions.UsageError.self) { try DaemonOptions.parse(["--session", "--state-dir", "/tmp/x"] + bad, environment: [:]) }
+        }
+    }
+}
