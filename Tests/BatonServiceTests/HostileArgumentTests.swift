@@ -11,23 +11,7 @@ let hostileArgumentScript = #"""
 import sys, dbus
 bus = dbus.bus.BusConnection(sys.argv[1])
 
-class Key(str):
-    pass
-
-class Pairs(dict):
-    """Iterated as keys, then indexed by each key: every Key carries its own value, so equal keys survive."""
-    def __init__(self, pairs):
-        super().__init__(pairs)
-        self.ordered = []
-        for k, v in pairs:
-            key = Key(k)
-            key.value = v
-            self.ordered.append(key)
-    def __iter__(self): return iter(self.ordered)
-    def __len__(self): return len(self.ordered)
-    def __getitem__(self, key): return key.value
-    def keys(self): return list(self.ordered)
-    def items(self): return [(k, k.value) for k in self.ordered]
+\#(pythonDuplicateKeyPairs)
 
 def step(name, call):
     try:

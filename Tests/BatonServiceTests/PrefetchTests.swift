@@ -12,18 +12,7 @@ struct PrefetchTests {
     let type = "org.example.Reader.reading"
 
     func suggested(_ configuration: ContinuationService.Configuration) async throws -> (a: BusLessNode, b: BusLessNode, suggestion: ShownSuggestion) {
-        let a = try await BusLessNode.start(in: directory, name: "alpha")
-        let b = try await BusLessNode.start(in: directory, name: "beta", handled: [type], continuation: configuration)
-        let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing)
-        for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
-            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.phase.stateName == "paired" })
-        }
-        let record = try ActivityRecord(activityType: type, title: "Chapter 3", userInfo: ["page": .integer(3)], webpageURL: nil, version: 1)
-        a.activities.setCurrent(ActivityID(uid: getuid(), serial: 1), record)
-        try await a.ring.radio.publish(record, uid: getuid())
-        b.radio.hear(try #require(a.radio.onAir))
-        #expect(await eventually(timeout: .seconds(10)) { b.board.suggestions.count == 1 })
-        return (a, b, try #require(b.board.suggestions.first))
+        try await suggestedChapter(in: directory, type: type, continuation: configuration)
     }
 
     /// Prefetched: accept delivers the state captured at prefetch time with no FetchActivity, and
