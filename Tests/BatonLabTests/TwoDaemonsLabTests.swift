@@ -347,7 +347,8 @@ struct TwoDaemonsLabTests {
             "/org/baton/ring/pairing/1", "org.freedesktop.DBus.Properties.GetAll", "string:org.baton.PairingSession1"])
         let port = props.components(separatedBy: "\"Port\"").last?.split(separator: "uint16 ").dropFirst().first?.prefix { $0.isNumber } ?? ""
         let session = props.components(separatedBy: "\"SessionId\"").last?.split(separator: "\"").dropFirst().first ?? ""
-        let (withStatus, _, withErr) = try await lab.cli("bt-pair", "beta", ["--json", "with", "127.0.0.1:\(port)", "--session", String(session), "--yes"])
+        // beta's user types the code alpha shows (a yes alone does not pair).
+        let (withStatus, _, withErr) = try await lab.pairWith("beta", acceptor: "alpha", ["127.0.0.1:\(port)", "--session", String(session), "--yes"])
         #expect(withStatus == 0, "\(withErr)")
         #expect(try await accept.value.0 == 0)
     }
