@@ -64,10 +64,9 @@ public final class TLSListener: Sendable {
         self.maxMemberConnections = max(1, maxMemberConnections)
         self.pins = pins
         self.onHandshakeFailure = onHandshakeFailure
-        self.acceptSource = SendableReadSource(socket.makeReadSource(queue: socketEventQueue))
+        // The cancel handler holds the socket until dispatch stopped watching it; then it may be closed.
+        self.acceptSource = SendableReadSource(try socket.makeAcceptSource(queue: socketEventQueue, onCancel: { socket.close() }))
         acceptSource.source.setEventHandler { [weak self] in self?.acceptPending(socket) }
-        // The handler holds the socket until dispatch stopped watching it; then it may be closed.
-        acceptSource.source.setCancelHandler { socket.close() }
         acceptSource.source.activate()
     }
 
