@@ -63,7 +63,7 @@ let package = Package(
 
         .testTarget(name: "BatonCryptoTests", dependencies: ["BatonCrypto"], swiftSettings: strict),
         .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore", "BatonCrypto"], resources: [.copy("Vectors")], swiftSettings: strict),
-        .testTarget(name: "BatonTransportTests", dependencies: ["BatonTransport", "BatonCore", "BatonCrypto", "COpenSSL"], swiftSettings: strict),
+        .testTarget(name: "BatonTransportTests", dependencies: ["BatonTestBus", "BatonTransport", "BatonReadiness", "BatonCore", "BatonCrypto", "COpenSSL"], swiftSettings: strict),
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore"], swiftSettings: strict),
         .testTarget(name: "BatonDBusTests", dependencies: ["BatonTestBus", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonAPITests", dependencies: ["BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
