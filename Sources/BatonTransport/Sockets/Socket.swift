@@ -200,8 +200,9 @@ func waitForSocket(_ descriptor: Int32, _ readiness: SocketReadiness, until dead
     }
 }
 
-/// Hands the outcome to the continuation once both exist: the cancel handler is set before the
-/// continuation is (the readiness source takes it at creation), and may in principle run first.
+/// Hands the outcome to the continuation once both exist. The readiness source takes its cancel handler
+/// at creation, before the continuation exists; the handler cannot run before activation (after `set`),
+/// but the hand-over does not depend on that order.
 private final class WaitResumer: Sendable {
     private struct Slots {
         var continuation: CheckedContinuation<WaitOutcome, Never>?
