@@ -17,7 +17,7 @@ struct DescriptorReuseTests {
             let sender = try DBusConnection(bus: .address(bus.address))
             defer { sender.close() }
             var reuses = 0
-            for _ in 0..<20 where reuses < 3 {
+            for _ in 0..<60 where reuses < 3 {
                 let old = try DBusConnection(bus: .address(bus.address))
                 let oldDescriptor = try #require(old.core.socketDescriptor)
                 let start = DispatchSemaphore(value: 0)
