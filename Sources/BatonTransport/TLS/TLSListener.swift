@@ -33,7 +33,7 @@ public final class TLSListener: Sendable {
 
     /// How long a handshaking connection is safe from being closed for a newcomer: a member's
     /// handshake takes milliseconds, so only a flood of new connections could evict it.
-    public static let evictionAge: Duration = .seconds(1)
+    public static let evictionAge = TransportConfiguration().evictionAge
 
     /// The bound port (the ephemeral one when 0 was asked for).
     public let port: UInt16
@@ -140,7 +140,7 @@ public final class TLSListener: Sendable {
                 var evicted: OwnedSocket?
                 if state.handshaking.count >= configuration.maxConnections {
                     guard let oldest = state.handshaking.keys.min(), let entry = state.handshaking[oldest],
-                          now - entry.since >= Self.evictionAge else { return nil }
+                          now - entry.since >= configuration.evictionAge else { return nil }
                     state.handshaking[oldest] = nil
                     evicted = entry.socket
                 }
