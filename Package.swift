@@ -28,9 +28,12 @@ let package = Package(
         .target(name: "BatonCore", dependencies: ["BatonCrypto"], swiftSettings: strict),
 
         // Adapters at the edges.
-        .target(name: "BatonDBus", dependencies: ["CDBus"], swiftSettings: strict),
+        // Dispatch sources that never watch a socket directly (libdispatch's hang-up race).
+        .systemLibrary(name: "CEpoll"),
+        .target(name: "BatonReadiness", dependencies: ["CEpoll"], swiftSettings: strict),
+        .target(name: "BatonDBus", dependencies: ["CDBus", "BatonReadiness"], swiftSettings: strict),
         .target(name: "BatonStore", dependencies: ["BatonCrypto"], swiftSettings: strict),
-        .target(name: "BatonTransport", dependencies: ["BatonCore", "BatonCrypto", "COpenSSL", "CBluetooth"], swiftSettings: strict),
+        .target(name: "BatonTransport", dependencies: ["BatonCore", "BatonCrypto", "COpenSSL", "CBluetooth", "BatonReadiness"], swiftSettings: strict),
         .target(name: "BatonBlueZ", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: strict),
         .target(name: "BatonAvahi", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: strict),
         // The D-Bus contract (names, errors, value coding, typed replies) shared by daemon and clients.
@@ -66,7 +69,7 @@ let package = Package(
 
         .testTarget(name: "BatonCryptoTests", dependencies: ["BatonCrypto"], swiftSettings: strict),
         .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore", "BatonCrypto"], resources: [.copy("Vectors")], swiftSettings: strict),
-        .testTarget(name: "BatonTransportTests", dependencies: ["BatonTransport", "BatonCore", "BatonCrypto", "COpenSSL"], swiftSettings: strict),
+        .testTarget(name: "BatonTransportTests", dependencies: ["BatonTestBus", "BatonTransport", "BatonReadiness", "BatonCore", "BatonCrypto", "COpenSSL"], swiftSettings: strict),
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore"], swiftSettings: strict),
         .testTarget(name: "BatonDBusTests", dependencies: ["BatonTestBus", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonAPITests", dependencies: ["BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),

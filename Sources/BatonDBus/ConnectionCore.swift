@@ -1,4 +1,5 @@
 internal import CDBus
+import BatonReadiness
 import Dispatch
 import Glibc
 
@@ -165,33 +166,30 @@ final class ConnectionCore: @unchecked Sendable {
         return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
     }
 
-    /// Dispatch sources watch a private duplicate of the socket, closed only by their cancel handler.
-    /// libdbus closes its descriptor right after removing the watch, but dispatch unregisters a cancelled
-    /// source later (on Linux after the source's queue reaches it), and keys its epoll registrations by
-    /// descriptor number: a new connection given the freed number joined the stale registration, whose
-    /// socket epoll had already dropped, so its read source never fired and replies sat unread.
+    /// Dispatch sources never watch libdbus's socket directly but a private epoll instance holding it
+    /// (BatonReadiness), closed only by their cancel handler. Two failures it avoids: libdbus closes its
+    /// descriptor right after removing the watch, but dispatch unregisters a cancelled source later and
+    /// keys its epoll registrations by descriptor number, so a new connection given the freed number
+    /// joined the stale registration and its replies sat unread; and a bus that goes away hangs the
+    /// socket up, which libdispatch's epoll code handles racily (a crash in its manager thread).
     private func addWatch(_ watch: OpaquePointer) -> Bool {
         let fd = dbus_watch_get_unix_fd(watch)
         let flags = dbus_watch_get_flags(watch)
         let sources = WatchSources()
         let watchHandle = QueueConfinedPointer(raw: watch)
         func makeSource(_ condition: DBusWatchFlags) -> (any DispatchSourceProtocol)? {
-            let descriptor = fcntl(fd, F_DUPFD_CLOEXEC, 0)
-            guard descriptor >= 0 else { return nil }
-            let source: any DispatchSourceProtocol = condition == DBUS_WATCH_READABLE
-                ? DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: queue)
-                : DispatchSource.makeWriteSource(fileDescriptor: descriptor, queue: queue)
+            let readiness: Readiness = condition == DBUS_WATCH_READABLE ? .readable : .writable
+            guard let source = makeReadinessSource(watching: fd, for: readiness, queue: queue) else { return nil }
             source.setEventHandler { [weak self] in
                 guard let self, !self.isClosed else { return }
                 _ = dbus_watch_handle(watchHandle.raw, condition.rawValue)
                 self.drain()
             }
-            source.setCancelHandler { _ = Glibc.close(descriptor) }
             return source
         }
         for condition in [DBUS_WATCH_READABLE, DBUS_WATCH_WRITABLE] where flags & condition.rawValue != 0 {
             guard let source = makeSource(condition) else {
-                // Activated only to be cancelled: that closes the duplicates already made.
+                // Activated only to be cancelled: that closes the private descriptors already made.
                 sources.activateAll()
                 sources.cancel()
                 return false

@@ -1,3 +1,4 @@
+import BatonReadiness
 import Dispatch
 // CBluetooth includes <sys/socket.h>: depending on build order its clang module owns the socket
 // constants (SHUT_RDWR, MSG_NOSIGNAL), so every file using them imports it too.
@@ -133,10 +134,14 @@ final class OwnedSocket: Sendable {
         guard withDescriptor({ Glibc.listen($0, backlog) }) == 0 else { throw .socket(operation: "listen", errno: errno) }
     }
 
-    /// A dispatch source that fires when a connection waits to be accepted. The caller keeps this
-    /// socket alive until the source's cancel handler ran.
-    func makeReadSource(queue: DispatchQueue) -> any DispatchSourceRead {
-        DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: queue)
+    /// A dispatch source that fires when a connection waits to be accepted (BatonReadiness: the socket
+    /// is never in libdispatch's epoll set itself). Its cancel handler runs `onCancel` once dispatch
+    /// stopped watching; until then the caller keeps this socket open.
+    func makeAcceptSource(queue: DispatchQueue, onCancel: @escaping @Sendable () -> Void) throws(TransportError) -> any DispatchSourceRead {
+        guard let source = makeReadinessSource(watching: descriptor, for: .readable, queue: queue, onCancel: onCancel) else {
+            throw .socket(operation: "epoll_create1", errno: errno)
+        }
+        return source
     }
 
     enum AcceptOutcome {

@@ -1,3 +1,4 @@
+import BatonReadiness
 import Dispatch
 // CBluetooth includes <sys/socket.h>: depending on build order its clang module owns the socket
 // constants (SHUT_RDWR, MSG_NOSIGNAL), so every file using them imports it too.
@@ -156,21 +157,31 @@ private struct SendableSource: @unchecked Sendable {
     let source: any DispatchSourceProtocol
 }
 
-/// Suspends until `descriptor` is readable or writable, the deadline passes, or the task is cancelled.
-/// Nothing blocks: a dispatch source watches the socket. The continuation is resumed from the source's
-/// cancel handler only, which dispatch runs after it stopped watching the descriptor, so the caller may
-/// close the descriptor as soon as this returns.
+/// Suspends until `descriptor` is readable or writable (or hung up), the deadline passes, or the task
+/// is cancelled. Nothing blocks: a readiness source (BatonReadiness: never the socket itself in
+/// libdispatch's epoll set, whose hang-up handling races) watches the socket. The continuation is
+/// resumed from the source's cancel handler only, which dispatch runs after it stopped watching, so the
+/// caller may close the descriptor as soon as this returns. `.cancelled` too when no source could be made.
 func waitForSocket(_ descriptor: Int32, _ readiness: SocketReadiness, until deadline: DispatchTime) async -> WaitOutcome {
     if Task.isCancelled { return .cancelled }
     let state = WaitState()
-    let source: any DispatchSourceProtocol = switch readiness {
-    case .readable: DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: socketEventQueue)
-    case .writable: DispatchSource.makeWriteSource(fileDescriptor: descriptor, queue: socketEventQueue)
+    let timer = SendableSource(source: DispatchSource.makeTimerSource(queue: socketEventQueue))
+    let resumer = WaitResumer()
+    guard let source = makeReadinessSource(
+        watching: descriptor, for: readiness == .readable ? .readable : .writable, queue: socketEventQueue,
+        onCancel: {
+            timer.source.cancel()
+            resumer.resume(state.outcome.withLock { $0 } ?? .cancelled)
+        })
+    else {
+        timer.source.activate()
+        timer.source.cancel()
+        return .cancelled
     }
     let handle = SendableSource(source: source)
-    let timer = SendableSource(source: DispatchSource.makeTimerSource(queue: socketEventQueue))
     return await withTaskCancellationHandler {
         await withCheckedContinuation { (continuation: CheckedContinuation<WaitOutcome, Never>) in
+            resumer.set(continuation)
             handle.source.setEventHandler {
                 state.settle(.ready)
                 handle.source.cancel()
@@ -179,10 +190,6 @@ func waitForSocket(_ descriptor: Int32, _ readiness: SocketReadiness, until dead
                 state.settle(.timedOut)
                 handle.source.cancel()
             }
-            handle.source.setCancelHandler {
-                timer.source.cancel()
-                continuation.resume(returning: state.outcome.withLock { $0 } ?? .cancelled)
-            }
             (timer.source as? any DispatchSourceTimer)?.schedule(deadline: deadline)
             timer.source.activate()
             handle.source.activate()
@@ -190,6 +197,33 @@ func waitForSocket(_ descriptor: Int32, _ readiness: SocketReadiness, until dead
     } onCancel: {
         state.settle(.cancelled)
         handle.source.cancel()
+    }
+}
+
+/// Hands the outcome to the continuation once both exist. The readiness source takes its cancel handler
+/// at creation, before the continuation exists; the handler cannot run before activation (after `set`),
+/// but the hand-over does not depend on that order.
+private final class WaitResumer: Sendable {
+    private struct Slots {
+        var continuation: CheckedContinuation<WaitOutcome, Never>?
+        var outcome: WaitOutcome?
+    }
+    private let slots = Mutex(Slots())
+
+    func set(_ continuation: CheckedContinuation<WaitOutcome, Never>) {
+        let ready = slots.withLock { slots -> WaitOutcome? in
+            slots.continuation = continuation
+            return slots.outcome
+        }
+        if let ready { continuation.resume(returning: ready) }
+    }
+
+    func resume(_ outcome: WaitOutcome) {
+        let waiting = slots.withLock { slots -> CheckedContinuation<WaitOutcome, Never>? in
+            slots.outcome = outcome
+            return slots.continuation
+        }
+        waiting?.resume(returning: outcome)
     }
 }
 

@@ -11,13 +11,18 @@ public struct TransportConfiguration: Sendable {
     public var writeTimeout: Duration
     /// Connections a listener keeps at once, handshaking or established; more are closed on arrival.
     public var maxConnections: Int
+    /// With every handshake slot taken, a newcomer replaces the oldest handshaking connection once
+    /// that one has waited this long (so idle strangers cannot keep members out).
+    public var evictionAge: Duration
 
     public init(
         handshakeTimeout: Duration = .seconds(10),
         idleTimeout: Duration = .seconds(60),
         writeTimeout: Duration = .seconds(30),
-        maxConnections: Int = 32
+        maxConnections: Int = 32,
+        evictionAge: Duration = .seconds(1)
     ) {
+        self.evictionAge = evictionAge
         self.handshakeTimeout = handshakeTimeout
         self.idleTimeout = idleTimeout
         self.writeTimeout = writeTimeout

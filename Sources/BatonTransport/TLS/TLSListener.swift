@@ -33,7 +33,7 @@ public final class TLSListener: Sendable {
 
     /// How long a handshaking connection is safe from being closed for a newcomer: a member's
     /// handshake takes milliseconds, so only a flood of new connections could evict it.
-    public static let evictionAge: Duration = .seconds(1)
+    public static let evictionAge = TransportConfiguration().evictionAge
 
     /// The bound port (the ephemeral one when 0 was asked for).
     public let port: UInt16
@@ -64,10 +64,9 @@ public final class TLSListener: Sendable {
         self.maxMemberConnections = max(1, maxMemberConnections)
         self.pins = pins
         self.onHandshakeFailure = onHandshakeFailure
-        self.acceptSource = SendableReadSource(socket.makeReadSource(queue: socketEventQueue))
+        // The cancel handler holds the socket until dispatch stopped watching it; then it may be closed.
+        self.acceptSource = SendableReadSource(try socket.makeAcceptSource(queue: socketEventQueue, onCancel: { socket.close() }))
         acceptSource.source.setEventHandler { [weak self] in self?.acceptPending(socket) }
-        // The handler holds the socket until dispatch stopped watching it; then it may be closed.
-        acceptSource.source.setCancelHandler { socket.close() }
         acceptSource.source.activate()
     }
 
@@ -141,7 +140,7 @@ public final class TLSListener: Sendable {
                 var evicted: OwnedSocket?
                 if state.handshaking.count >= configuration.maxConnections {
                     guard let oldest = state.handshaking.keys.min(), let entry = state.handshaking[oldest],
-                          now - entry.since >= Self.evictionAge else { return nil }
+                          now - entry.since >= configuration.evictionAge else { return nil }
                     state.handshaking[oldest] = nil
                     evicted = entry.socket
                 }

@@ -1,0 +1,44 @@
+import CEpoll
+import Dispatch
+import Glibc
+
+/// What a readiness source fires for.
+public enum Readiness: Sendable {
+    case readable, writable
+}
+
+/// A dispatch source that fires while `descriptor` is readable (or writable), without putting
+/// `descriptor` itself into libdispatch's epoll set.
+///
+/// Why: libdispatch on Linux answers an EPOLLHUP (a socket whose peer went, or one shut down in both
+/// directions while watched) by unregistering the watchers from their own queues' threads while its
+/// manager thread is still walking the shared bookkeeping; the manager then reads freed memory and the
+/// process crashes in `_dispatch_event_loop_drain`. So the source watches a private epoll instance
+/// instead, holding `descriptor` (level-triggered): it becomes readable whenever the descriptor is
+/// ready or hung up, and an epoll descriptor itself never reports a hang-up. Being private, its number
+/// is also never shared with another watcher, so reusing `descriptor`'s number cannot meet a stale
+/// registration either.
+///
+/// `onCancel` runs after dispatch stopped watching; then the private descriptor is closed. Do not
+/// replace the cancel handler. The caller keeps `descriptor` open until `onCancel` ran. Nil when no
+/// descriptor could be made (descriptor limit).
+public func makeReadinessSource(
+    watching descriptor: Int32, for readiness: Readiness, queue: DispatchQueue,
+    onCancel: @escaping @Sendable () -> Void = {}
+) -> (any DispatchSourceRead)? {
+    let relay = epoll_create1(Int32(EPOLL_CLOEXEC))
+    guard relay >= 0 else { return nil }
+    var event = epoll_event()
+    event.events = readiness == .readable ? EPOLLIN.rawValue : EPOLLOUT.rawValue
+    event.data.fd = descriptor
+    guard epoll_ctl(relay, EPOLL_CTL_ADD, descriptor, &event) == 0 else {
+        _ = close(relay)
+        return nil
+    }
+    let source = DispatchSource.makeReadSource(fileDescriptor: relay, queue: queue)
+    source.setCancelHandler {
+        onCancel()
+        _ = close(relay)
+    }
+    return source
+}

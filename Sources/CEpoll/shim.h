@@ -1,0 +1,2 @@
+// epoll(7) for BatonReadiness: Swift's Glibc module does not include <sys/epoll.h>.
+#include <sys/epoll.h>
