@@ -119,7 +119,8 @@ public enum Daemon {
             parts = try await DaemonParts.start(connection: connection, ring: ring, activities: service,
                                                 transfer: .init(listenHost: options.listenHost, port: options.transferPort),
                                                 clock: clock,
-                                                continuation: .init(proximity: .init(enterNear: options.nearRSSI), prefetchAfter: options.prefetchAfter),
+                                                continuation: .init(proximity: .init(enterNear: options.nearRSSI, silenceTimeout: options.awayAfter),
+                                                                    prefetchAfter: options.prefetchAfter),
                                                 log: { logger.log($0) })
         } catch {
             logger.log("batond: cannot start the ring part: \(error)")

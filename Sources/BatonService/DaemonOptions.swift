@@ -29,6 +29,8 @@ public struct DaemonOptions: Sendable, Hashable {
     public var simulatedEpochs = 0
     /// Smoothed RSSI (dBm) from which a member's suggestion is shown (issue 13; unknown RSSI is near).
     public var nearRSSI: Double = -70
+    /// Seconds without a member's advert after which its suggestion goes (issue 13 hysteresis).
+    public var awayAfter: Double = 10
     /// Fetch a suggestion ahead once it was shown this long; nil: no prefetch (the default).
     public var prefetchAfter: Duration?
 
@@ -47,7 +49,7 @@ public struct DaemonOptions: Sendable, Hashable {
         Usage: batond [--session | --system | --bus-address ADDR] [--bus-name NAME] [--state-dir DIR]
                       [--adapter hciN] [--listen ADDR] [--port N] [--name NAME] [--company-id ID]
                       [--save-timeout SECONDS] [--no-radio] [--avahi-bus ADDR | --no-avahi]
-                      [--near-rssi DBM] [--prefetch-after SECONDS]
+                      [--near-rssi DBM] [--away-after SECONDS] [--prefetch-after SECONDS]
                       [--version] [--help]
 
           --session            use the session bus (tests, per-user use)
@@ -69,6 +71,7 @@ public struct DaemonOptions: Sendable, Hashable {
           --near-rssi DBM      show a member's suggestion from this smoothed RSSI, -127 to 20
                                (default -70; it goes 10 dB lower for 3 s, or after 10 s unheard;
                                an unknown RSSI counts as near)
+          --away-after S       a member unheard this long loses its suggestion, 1-3600 (default 10)
           --prefetch-after S   fetch a suggestion ahead once shown S seconds, 0-60 (default: never);
                                accept then delivers the held activity if at most 10 s old
           --version            print the version and exit
@@ -92,6 +95,7 @@ public struct DaemonOptions: Sendable, Hashable {
         var avahiChosen = false
         var simulatedEpochs = 0
         var nearRSSI: Double = -70
+        var awayAfter: Double = 10
         var prefetchAfter: Duration?
         var index = 0
         func value(_ option: String) throws(UsageError) -> String {
@@ -135,6 +139,11 @@ public struct DaemonOptions: Sendable, Hashable {
                     throw UsageError(message: "--near-rssi takes a number of dBm between -127 and 20")
                 }
                 nearRSSI = dbm
+            case "--away-after":
+                guard let seconds = Double(try value(argument)), seconds.isFinite, seconds >= 1, seconds <= 3600 else {
+                    throw UsageError(message: "--away-after takes 1 to 3600 seconds")
+                }
+                awayAfter = seconds
             case "--prefetch-after":
                 guard let seconds = Double(try value(argument)), seconds.isFinite, seconds >= 0, seconds <= 60 else {
                     throw UsageError(message: "--prefetch-after takes 0 to 60 seconds")
@@ -196,6 +205,7 @@ public struct DaemonOptions: Sendable, Hashable {
         options.deviceName = deviceName
         options.simulatedEpochs = simulatedEpochs
         options.nearRSSI = nearRSSI
+        options.awayAfter = awayAfter
         options.prefetchAfter = prefetchAfter
         return .run(options)
     }

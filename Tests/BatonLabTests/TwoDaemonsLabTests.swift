@@ -274,7 +274,9 @@ struct TwoDaemonsLabTests {
         let lab = try DaemonPair()
         defer { lab.stop() }
         try lab.start(name: "alpha", adapter: "hci0")
-        try lab.start(name: "beta", adapter: "hci1")
+        // While alpha's pairing advert holds the air, beta hears no ring advert from alpha: keep the
+        // suggestion that long (the default 10 s "away" hysteresis would withdraw it mid-test).
+        try lab.start(name: "beta", adapter: "hci1", extraArguments: ["--away-after", "300"])
         #expect(await lab.eventually(10) { (try? await lab.cli("bt-pair", "beta", ["list"]))?.0 == 0 })
         try await pairOverTCP(lab)
 

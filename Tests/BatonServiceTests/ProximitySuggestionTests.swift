@@ -64,15 +64,17 @@ struct ProximitySuggestionTests {
 /// batond's options for issue 13: the near threshold and prefetch.
 @Suite struct ContinuationOptionTests {
     @Test func nearRSSIAndPrefetchAreParsedAndBounded() throws {
-        guard case .run(let options) = try DaemonOptions.parse(["--session", "--state-dir", "/tmp/x", "--near-rssi", "-60", "--prefetch-after", "2.5"],
+        guard case .run(let options) = try DaemonOptions.parse(["--session", "--state-dir", "/tmp/x", "--near-rssi", "-60", "--prefetch-after", "2.5",
+                                                                "--away-after", "30"],
                                                                environment: [:]) else {
             Issue.record("not a run command")
             return
         }
-        #expect(options.nearRSSI == -60 && options.prefetchAfter == .milliseconds(2500))
+        #expect(options.nearRSSI == -60 && options.prefetchAfter == .milliseconds(2500) && options.awayAfter == 30)
         guard case .run(let defaults) = try DaemonOptions.parse(["--session", "--state-dir", "/tmp/x"], environment: [:]) else { return }
-        #expect(defaults.nearRSSI == -70 && defaults.prefetchAfter == nil)
-        for bad in [["--near-rssi", "-200"], ["--near-rssi", "x"], ["--prefetch-after", "-1"], ["--prefetch-after", "61"]] {
+        #expect(defaults.nearRSSI == -70 && defaults.prefetchAfter == nil && defaults.awayAfter == 10)
+        for bad in [["--near-rssi", "-200"], ["--near-rssi", "x"], ["--prefetch-after", "-1"], ["--prefetch-after", "61"],
+                    ["--away-after", "0"], ["--away-after", "3601"]] {
             #expect(throws: DaemonOptions.UsageError.self) { try DaemonOptions.parse(["--session", "--state-dir", "/tmp/x"] + bad, environment: [:]) }
         }
     }
