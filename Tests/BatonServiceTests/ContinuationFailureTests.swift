@@ -1,6 +1,7 @@
 import BatonTestBus
 import BatonAPI
 import BatonCore
+import BatonDBus
 import BatonTransport
 import Foundation
 import Testing
@@ -35,7 +36,7 @@ struct ContinuationFailureTests {
             #expect(ContinuationFailure(errorMessage: category.message("why it failed")) == category)
             let failure = ServiceFailure.continuation(category, "detail")
             #expect(failure.continuationFailure == category)
-            #expect(DBusErrorNameCheck.name(of: failure) == category.errorName)
+            #expect(DBusError(failure).name == category.errorName.rawValue)
         }
         #expect(ContinuationFailure(errorMessage: "the suggestion is gone") == nil)
         #expect(ContinuationFailure(errorMessage: "interruptedly: no") == nil)
@@ -153,18 +154,3 @@ struct ContinuationFailureTests {
     }
 }
 
-/// The D-Bus error name a ServiceFailure is sent as.
-enum DBusErrorNameCheck {
-    static func name(of failure: ServiceFailure) -> BatonErrorName? {
-        switch failure {
-        case .invalidArguments: .invalidArguments
-        case .notPermitted: .notPermitted
-        case .notReady: .notReady
-        case .failed: .failed
-        case .unknownObject: .unknownObject
-        case .unknownDevice: .unknownDevice
-        case .unknownActivity: .unknownActivity
-        case .limitExceeded: .limitExceeded
-        }
-    }
-}
