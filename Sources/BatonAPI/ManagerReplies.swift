@@ -25,8 +25,13 @@ public struct ManagerStatus: Sendable, Hashable {
     /// a daemon that does not say.
     public var radioDetail: String?
     public var errors: [ErrorRecord]
+    /// Whether the calling user runs a session agent (baton-agent) that can start handler apps;
+    /// nil from a daemon that does not say.
+    public var sessionAgent: Bool?
 
-    public init(state: String, adapter: String, radio: String, radioDetail: String? = nil, errors: [ErrorRecord] = []) {
+    public init(state: String, adapter: String, radio: String, radioDetail: String? = nil, errors: [ErrorRecord] = [],
+                sessionAgent: Bool? = nil) {
+        self.sessionAgent = sessionAgent
         self.state = state
         self.adapter = adapter
         self.radio = radio
@@ -56,7 +61,12 @@ public struct ManagerStatus: Sendable, Hashable {
             guard let text = value.stringValue else { throw .unexpectedReply("GetStatus RadioDetail is not a string") }
             detail = text
         }
-        self.init(state: state, adapter: adapter, radio: radio, radioDetail: detail, errors: errors)
+        var agent: Bool?
+        if let value = status["SessionAgent"] {
+            guard let flag = value.boolValue else { throw .unexpectedReply("GetStatus SessionAgent is not a boolean") }
+            agent = flag
+        }
+        self.init(state: state, adapter: adapter, radio: radio, radioDetail: detail, errors: errors, sessionAgent: agent)
     }
 
     public var dbusValue: DBusValue {
@@ -70,6 +80,7 @@ public struct ManagerStatus: Sendable, Hashable {
             "Errors": .array(elementSignature: "a{sv}", records),
         ]
         if let radioDetail { status["RadioDetail"] = .string(radioDetail) }
+        if let sessionAgent { status["SessionAgent"] = .boolean(sessionAgent) }
         return .propertyDictionary(status)
     }
 }

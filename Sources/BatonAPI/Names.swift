@@ -3,6 +3,8 @@ import BatonDBus
 /// The daemon's well-known bus name (several daemons on one bus pick others, e.g. in tests).
 public enum BatonBusName {
     public static let daemon = "org.baton"
+    /// baton-agent's name on the session bus (one agent per session).
+    public static let agent = "org.baton.Agent"
 }
 
 /// Interface names of docs/dbus-api.md; dbus/<name>.xml describes each one.
@@ -15,9 +17,11 @@ public enum BatonInterface {
     public static let ring = "org.baton.Ring1"
     public static let pairing = "org.baton.Pairing1"
     public static let pairingSession = "org.baton.PairingSession1"
+    /// Served by baton-agent (session bus, and on its connection to batond's bus after RegisterAgent).
+    public static let agent = "org.baton.Agent1"
 
-    /// Every org.baton interface, daemon side and application side.
-    public static let all = [manager, activity, suggestion, source, handler, ring, pairing, pairingSession]
+    /// Every org.baton interface, daemon side, application side and the session agent's.
+    public static let all = [manager, activity, suggestion, source, handler, ring, pairing, pairingSession, agent]
 
     /// Standard freedesktop interfaces the client calls.
     public static let properties = "org.freedesktop.DBus.Properties"
@@ -36,6 +40,8 @@ public enum BatonObjectPath {
     public static let suggestionPrefix = "/org/baton/suggestion"
     /// PairingSession1 objects: `/org/baton/ring/pairing/{n}`.
     public static let pairingSessionPrefix = "/org/baton/ring/pairing"
+    /// baton-agent's Agent1 object.
+    public static let agent = "/org/baton/Agent"
     /// Where the client library exports its own objects (handlers, sources) on an app's connection.
     public static let clientExportRoot = "/org/baton/client"
     /// The D-Bus way of saying "no object" (Manager1.GetCurrentActivity with no current activity).

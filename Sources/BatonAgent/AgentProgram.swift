@@ -47,7 +47,7 @@ public enum AgentProgram {
                 return 0
             }
             let daemon = try BatonConnection(bus: options.bus, busName: options.busName)
-            let agent = SuggestionAgent(daemon: daemon, session: session, urlOpener: DesktopURLOpener(), logger: logger)
+            let agent = SuggestionAgent(daemon: daemon, session: session, urlOpener: DesktopURLOpener(), launchesApps: true, logger: logger)
             try await agent.start()
             logger.log("watching \(options.busName) for suggestions")
             while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }

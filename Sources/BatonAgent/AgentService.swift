@@ -1,37 +1,59 @@
+import BatonAPI
+import BatonClient
 import BatonDBus
 
-/// org.baton.Agent1 on the session bus at /org/baton/Agent: what the agent offers the daemon and
-/// tools in the user's session. Launch starts a handler app for a type (the daemon's "no running
-/// handler" case belongs here, where the session's environment is).
+/// org.baton.Agent1 at /org/baton/Agent: what the agent offers the daemon and tools in the user's
+/// session. Launch starts a handler app for a type (the daemon's "no running handler" case
+/// belongs here, where the session's environment is). Served twice: on the session bus under
+/// org.baton.Agent, and on the agent's connection to batond's bus, registered with
+/// Manager1.RegisterAgent, where only batond may call it.
 public enum AgentService {
-    public static let busName = "org.baton.Agent"
-    public static let path = "/org/baton/Agent"
-    public static let interface = "org.baton.Agent1"
+    public static let busName = BatonBusName.agent
+    public static let path = BatonObjectPath.agent
+    public static let interface = BatonInterface.agent
 
     /// Exports Agent1 on `connection` and takes the name; false when another agent already has it.
     @discardableResult
     public static func export(on connection: DBusConnection, launcher: DesktopAppLauncher = DesktopAppLauncher(),
                               logger: any AgentLog) async throws -> Bool {
+        try await connection.export([agentInterface(launcher: launcher, logger: logger, admit: { _ in })], at: path)
+        return try await connection.requestName(busName, flags: [.doNotQueue]) == .primaryOwner
+    }
+
+    /// Exports Agent1 on the connection to batond (callable by batond only) and registers it
+    /// (Manager1.RegisterAgent). Call again when batond restarts.
+    public static func register(with daemon: BatonConnection, launcher: DesktopAppLauncher = DesktopAppLauncher(),
+                                logger: any AgentLog) async throws {
+        // Exported afresh each time: a restarted batond is a new caller to admit.
+        try? daemon.dbus.unexport(path: path)
+        let interface = agentInterface(launcher: launcher, logger: logger) { call throws(DBusError) in try await daemon.requireDaemon(call) }
+        try await daemon.dbus.export([interface], at: path)
+        try await daemon.registerAgent(at: path)
+    }
+
+    static func agentInterface(launcher: DesktopAppLauncher, logger: any AgentLog,
+                               admit: @escaping @Sendable (DBusMethodCall) async throws(DBusError) -> Void) -> DBusInterface {
         let launch = DBusMethod("Launch", in: [DBusArgument("activity_type", "s")], out: [DBusArgument("desktop_id", "s")]) { call in
+            try await admit(call)
             guard let type = call.arguments.first?.stringValue, !type.isEmpty else {
-                throw DBusError(name: "org.baton.Error.InvalidArguments", message: "Launch needs an activity type")
+                throw DBusError(name: BatonErrorName.invalidArguments.rawValue, message: "Launch needs an activity type")
             }
             let id: String
             do throws(LaunchError) {
                 id = try launcher.launch(activityType: type)
             } catch {
-                throw DBusError(name: "org.baton.Error.Failed", message: error.message)
+                throw DBusError(name: BatonErrorName.failed.rawValue, message: error.message)
             }
             logger.log("launched \(id) for \(type)")
             return [.string(id)]
         }
         let handlers = DBusMethod("GetHandlers", in: [DBusArgument("activity_type", "s")], out: [DBusArgument("desktop_ids", "as")]) { call in
+            try await admit(call)
             guard let type = call.arguments.first?.stringValue else {
-                throw DBusError(name: "org.baton.Error.InvalidArguments", message: "GetHandlers needs an activity type")
+                throw DBusError(name: BatonErrorName.invalidArguments.rawValue, message: "GetHandlers needs an activity type")
             }
             return [.stringArray(launcher.handlers(for: type).map(\.id))]
         }
-        try await connection.export([DBusInterface(interface, methods: [launch, handlers])], at: path)
-        return try await connection.requestName(busName, flags: [.doNotQueue]) == .primaryOwner
+        return DBusInterface(interface, methods: [launch, handlers])
     }
 }

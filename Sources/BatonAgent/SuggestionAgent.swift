@@ -19,14 +19,19 @@ public actor SuggestionAgent {
     private let notifications: NotificationServerClient
     private let urlOpener: (any URLOpener)?
     private let logger: any AgentLog
+    /// Whether to serve Agent1 to batond (Manager1.RegisterAgent), again after each batond restart.
+    private let launchesApps: Bool
     private var machine = AgentStateMachine()
     private let inbox: AsyncStream<AgentEvent>
     private let inboxContinuation: AsyncStream<AgentEvent>.Continuation
     private var feeds: [Task<Void, Never>] = []
 
     /// `daemon`: batond's bus (system by default); `session`: where the notification server is.
-    public init(daemon: BatonConnection, session: DBusConnection, urlOpener: (any URLOpener)? = nil, logger: any AgentLog) {
+    /// `launchesApps`: register as this user's session agent, so batond has apps started here.
+    public init(daemon: BatonConnection, session: DBusConnection, urlOpener: (any URLOpener)? = nil, launchesApps: Bool = false,
+                logger: any AgentLog) {
         self.daemon = daemon
+        self.launchesApps = launchesApps
         notifications = NotificationServerClient(connection: session)
         self.urlOpener = urlOpener
         self.logger = logger
@@ -53,10 +58,14 @@ public actor SuggestionAgent {
         feeds.append(Task { [weak self] in
             // A restarted daemon numbers its suggestions afresh: resynchronise from its ObjectManager.
             for await change in daemonOwners {
-                if change.newOwner == nil { await self?.forgetSuggestions() } else { await self?.resynchronise() }
+                if change.newOwner == nil { await self?.forgetSuggestions() } else {
+                    await self?.registerAsAgent()
+                    await self?.resynchronise()
+                }
             }
         })
         await readCapabilities()
+        await registerAsAgent()
         await resynchronise()
         let events = self.inbox
         feeds.append(Task { [weak self] in
@@ -84,6 +93,16 @@ public actor SuggestionAgent {
             }
         } catch {
             logger.log("cannot read suggestions from \(daemon.busName): \(error)")
+        }
+    }
+
+    private func registerAsAgent() async {
+        guard launchesApps else { return }
+        do {
+            try await AgentService.register(with: daemon, logger: logger)
+            logger.log("registered with \(daemon.busName) as this user's session agent")
+        } catch {
+            logger.log("cannot register with \(daemon.busName) as the session agent: \(error)")
         }
     }
 

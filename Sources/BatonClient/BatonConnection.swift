@@ -111,29 +111,47 @@ public final class BatonConnection: Sendable {
 
     /// Exports `handler` as an org.baton.ActivityHandler1 object and registers it for `types`.
     /// The connection keeps the handler until it is unregistered or the connection closes.
-    public func registerHandler(_ handler: some ActivityHandler, for types: [String]) async throws(BatonClientError) -> HandlerRegistration {
+    /// `versions`: the activity versions it accepts (Manager1.RegisterHandlerWithOptions "Versions");
+    /// nil accepts every version. Another version is refused with `.continuationFailure(.versionUnsupported)`
+    /// on the continuing side and never reaches this handler.
+    public func registerHandler(_ handler: some ActivityHandler, for types: [String],
+                                versions: ActivityVersions? = nil) async throws(BatonClientError) -> HandlerRegistration {
         let path = makeObjectPath("handler")
         let interface = ActivityHandlerObject(handler: handler, connection: self).interface
         try await translatingErrors { try await dbus.export([interface], at: path) }
         do {
-            _ = try await callManager("RegisterHandler", [.objectPath(path), .stringArray(types)])
+            if let versions {
+                let ranges = versions.ranges.map { DBusValue.structure([.int64($0.lowerBound), .int64($0.upperBound)]) }
+                _ = try await callManager("RegisterHandlerWithOptions", [
+                    .objectPath(path), .stringArray(types), .propertyDictionary(["Versions": .array(elementSignature: "(xx)", ranges)]),
+                ])
+            } else {
+                _ = try await callManager("RegisterHandler", [.objectPath(path), .stringArray(types)])
+            }
         } catch {
             try? dbus.unexport(path: path)
             throw error
         }
-        return HandlerRegistration(path: path, types: types)
+        return HandlerRegistration(path: path, types: types, versions: versions)
     }
 
     /// Registers closures as a handler; see `ActivityHandler` for when each is called.
     public func registerHandler(
         for types: [String],
+        versions: ActivityVersions? = nil,
         willContinue: @escaping @Sendable (_ type: String, _ device: String) async -> Bool = { _, _ in true },
         continue continueActivity: @escaping @Sendable (ContinuedActivity) async -> Void,
         didFailToContinue: @escaping @Sendable (_ type: String, _ error: BatonClientError) async -> Void = { _, _ in }
     ) async throws(BatonClientError) -> HandlerRegistration {
         try await registerHandler(
             ClosureActivityHandler(willContinue: willContinue, continue: continueActivity, didFailToContinue: didFailToContinue),
-            for: types)
+            for: types, versions: versions)
+    }
+
+    /// Manager1.RegisterAgent: the org.baton.Agent1 object at `path` on this connection launches
+    /// handler apps for this user (baton-agent does this; the registration ends with the connection).
+    public func registerAgent(at path: String) async throws(BatonClientError) {
+        _ = try await callManager("RegisterAgent", [.objectPath(path)])
     }
 
     /// Manager1.UnregisterHandler, then removes the exported object.
@@ -179,7 +197,8 @@ public final class BatonConnection: Sendable {
         return owner == sender
     }
 
-    func requireDaemon(_ call: DBusMethodCall) async throws(DBusError) {
+    /// Refuses a call into an exported object unless it comes from the daemon (NotPermitted).
+    public func requireDaemon(_ call: DBusMethodCall) async throws(DBusError) {
         guard await isDaemon(call.sender) else {
             throw DBusError(name: BatonErrorName.notPermitted, message: "only \(busName) may call this object")
         }

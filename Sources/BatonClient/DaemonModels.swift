@@ -21,6 +21,9 @@ public struct DaemonStatus: Sendable, Hashable {
     public var errors: [ErrorRecord]
     public var version: String
     public var busName: String
+    /// Whether this user runs a session agent (baton-agent) that can start handler apps; nil from
+    /// a daemon that does not say.
+    public var sessionAgent: Bool?
 
     init(status: ManagerStatus, managerProperties: [String: DBusValue]) throws(BatonClientError) {
         guard let version = managerProperties["Version"]?.stringValue, let busName = managerProperties["BusName"]?.stringValue else {
@@ -31,6 +34,7 @@ public struct DaemonStatus: Sendable, Hashable {
         radio = status.radio
         radioDetail = status.radioDetail
         errors = status.errors
+        sessionAgent = status.sessionAgent
         self.version = version
         self.busName = busName
     }
@@ -120,4 +124,6 @@ public struct HandlerRegistration: Sendable, Hashable {
     /// The handler object's path on this connection.
     public var path: String
     public var types: [String]
+    /// The versions it declared; nil: every version.
+    public var versions: ActivityVersions? = nil
 }

@@ -18,6 +18,7 @@ public enum OutputDocument {
                               ("Count", .integer(Int64(record.count)))])
         }
         members += [("Version", .string(status.version)), ("BusName", .string(status.busName)), ("Errors", .array(errors))]
+        if let agent = status.sessionAgent { members.append(("SessionAgent", .boolean(agent))) }
         return .object(members)
     }
 

@@ -49,13 +49,10 @@ public enum Daemon {
         defer { for source in sources { source.cancel() } }
 
         let busKind: DBusBusKind
-        var childBusAddress: String?
         switch options.bus {
         case .session: busKind = .session
         case .system: busKind = .system
-        case .address(let address):
-            busKind = .address(address)
-            childBusAddress = address
+        case .address(let address): busKind = .address(address)
         }
         let connection: DBusConnection
         do {
@@ -106,7 +103,6 @@ public enum Daemon {
         let service = ActivityService(
             connection: connection, configuration: configuration, publisher: ring.radio, statusFile: statusFile,
             desktopEntries: DesktopEntryIndex(scanner: XDGDesktopEntryScanner(environment: environment)),
-            launcher: SpawningApplicationLauncher(connection: connection, busAddressForChildren: childBusAddress),
             logger: logger)
         do {
             await service.useDocuments(try SnapshotStore(directory: options.stateDirectory + "/documents", perDocumentLimit: ActivityService.defaultDocumentLimit,

@@ -1,4 +1,5 @@
 import BatonTestBus
+import BatonAPI
 import BatonCore
 import BatonStore
 import BatonTransport
@@ -17,6 +18,7 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
         var transferDelay: Duration?
         var versions: ActivityVersions?
         var document: AttachedDocument?
+        var failures: [ContinuationFailure] = []
     }
     private let state = Mutex(State())
     let handled: Set<String>
@@ -51,6 +53,11 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
     func deliver(activity: ActivityRecord, from device: String, to uid: UInt32) async -> DeliveryOutcome {
         state.withLock { $0.delivered.append((activity, device, uid)) }
         return outcome
+    }
+    /// The categories the (fake) accepting handler heard in FailedToContinue, in order.
+    var failures: [ContinuationFailure] { state.withLock { $0.failures } }
+    func failedToContinue(_ ticket: HandlerTicket, _ failure: ContinuationFailure, detail: String) async {
+        state.withLock { $0.failures.append(failure) }
     }
 }
 

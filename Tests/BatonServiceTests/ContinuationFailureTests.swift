@@ -54,6 +54,8 @@ struct ContinuationFailureTests {
         if case .notReady? = failure {} else { Issue.record("unreachable is NotReady, got \(String(describing: failure))") }
         #expect(b.board.suggestions.map(\.path) == [suggestion.path])
         #expect(b.activities.delivered.isEmpty)
+        // The handler that accepted (WillContinue comes before the fetch) hears the same category.
+        #expect(b.activities.failures == [.unreachable])
         await a.stop()
         await b.stop()
     }
@@ -71,6 +73,7 @@ struct ContinuationFailureTests {
         #expect(category == .interrupted, "\(String(describing: failure))")
         #expect(b.board.suggestions.map(\.path) == [suggestion.path], "an interrupted attempt may be retried")
         #expect(b.activities.delivered.isEmpty)
+        #expect(await eventually { b.activities.failures == [.interrupted] })
 
         a.activities.setTransferDelay(nil)
         let restarted = try await TransferService.start(ring: a.ring, activities: a.activities,
@@ -126,6 +129,7 @@ struct ContinuationFailureTests {
         let (category, failure) = await failureOf { () throws(ServiceFailure) in try await b.continuation.take(suggestion.path, uid: getuid()) }
         #expect(category == .versionUnsupported, "\(String(describing: failure))")
         #expect(b.activities.delivered.isEmpty)
+        #expect(b.activities.failures == [.versionUnsupported])
         try await Task.sleep(for: .milliseconds(200))
         #expect(a.activities.continuedDevices.isEmpty, "the source heard WasContinued for a refused version")
         // Ring1.Continue refuses it the same way.

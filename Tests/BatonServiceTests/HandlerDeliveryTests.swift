@@ -1,3 +1,4 @@
+import BatonTestBus
 import BatonCore
 import BatonDBus
 import Foundation
@@ -130,7 +131,9 @@ struct HandlerDeliveryTests {
             #expect(await fixture.service.deliver(activity: incoming4, from: "Phone", to: getuid()) == .failed)
             #expect(recorder.members == ["WillContinue", "WillContinue", "Continue", "FailedToContinue"])
             let failure = try #require(recorder.calls.last)
-            #expect(failure.arguments[1] == .string("org.baton.Error.Failed"))
+            // The handler refused what it had accepted: the category, then "category: detail".
+            #expect(failure.arguments[1] == .string("cancelled"))
+            #expect(failure.arguments[2] == .string("cancelled: the handler did not accept the activity"))
             let status = await fixture.service.status()
             #expect(status.errors.map(\.category) == [.handlerFailed])
         }
@@ -161,6 +164,10 @@ struct HandlerDeliveryTests {
         try await withService(options) { fixture in
             let handled = try #require(try await fixture.client.manager("GetHandledTypes").first?.stringArrayValue)
             #expect(handled == ["org.example.Py.other", "org.example.Py.reading"])
+            // batond starts nothing itself: the user's session agent launches the app through GIO.
+            let agent = try SessionAgentProcess(busAddress: fixture.bus.address, dataDirectory: dataDirectory.path)
+            defer { agent.stop() }
+            #expect(await eventually(timeout: .seconds(15)) { await fixture.service.hasAgent(uid: getuid()) })
             let outcome = await fixture.service.deliver(activity: try record("org.example.Py.reading", title: "From Python"),
                                                         from: "Desk", to: getuid())
             #expect(outcome == .delivered)
@@ -168,7 +175,7 @@ struct HandlerDeliveryTests {
             #expect(log.components(separatedBy: "\n").filter { !$0.isEmpty } == [
                 "registered", "WillContinue org.example.Py.reading Desk", "Continue org.example.Py.reading From Python 9 Desk 4",
             ])
-            #expect(fixture.log.lines.contains { $0.contains("launched org.example.PyReader") })
+            #expect(fixture.log.lines.contains { $0.contains("the session agent launched org.example.PyReader.desktop") })
         }
     }
 
@@ -199,6 +206,9 @@ struct HandlerDeliveryTests {
         options.dataDirectories = [dataDirectory.path]
         options.serviceDirectory = services.path
         try await withService(options) { fixture in
+            let agent = try SessionAgentProcess(busAddress: fixture.bus.address, dataDirectory: dataDirectory.path)
+            defer { agent.stop() }
+            #expect(await eventually(timeout: .seconds(15)) { await fixture.service.hasAgent(uid: getuid()) })
             let outcome = await fixture.service.deliver(activity: try record("org.example.Act.reading", title: "Activated"),
                                                         from: "Desk", to: getuid())
             #expect(outcome == .delivered)
@@ -213,20 +223,56 @@ struct HandlerDeliveryTests {
         defer { try? FileManager.default.removeItem(at: dataDirectory) }
         let applications = dataDirectory.appendingPathComponent("applications")
         try FileManager.default.createDirectory(at: applications, withIntermediateDirectories: true)
-        try "[Desktop Entry]\nExec=/bin/true %f\nX-Baton-ActivityTypes=org.example.Mute.app\n"
+        try "[Desktop Entry]\nType=Application\nName=Mute\nExec=/bin/true %f\nX-Baton-ActivityTypes=org.example.Mute.app\n"
             .write(to: applications.appendingPathComponent("mute.desktop"), atomically: true, encoding: .utf8)
-        try "[Desktop Entry]\nExec=/nonexistent/program\nX-Baton-ActivityTypes=org.example.Missing.app\n"
+        try "[Desktop Entry]\nType=Application\nName=Missing\nExec=/nonexistent/program\nX-Baton-ActivityTypes=org.example.Missing.app\n"
             .write(to: applications.appendingPathComponent("missing.desktop"), atomically: true, encoding: .utf8)
         var options = FixtureOptions()
         options.dataDirectories = [dataDirectory.path]
         options.handlerWait = .milliseconds(500)
         try await withService(options) { fixture in
+            let agent = try SessionAgentProcess(busAddress: fixture.bus.address, dataDirectory: dataDirectory.path)
+            defer { agent.stop() }
+            #expect(await eventually(timeout: .seconds(15)) { await fixture.service.hasAgent(uid: getuid()) })
             let incoming5 = try record("org.example.Mute.app")
             #expect(await fixture.service.deliver(activity: incoming5, from: "D", to: getuid()) == .launchFailed)
             let incoming6 = try record("org.example.Missing.app")
             #expect(await fixture.service.deliver(activity: incoming6, from: "D", to: getuid()) == .launchFailed)
             #expect(await fixture.service.status().errors.map(\.category) == [.launchFailed])
             #expect(await fixture.service.status().errors.first?.count == 2)
+        }
+    }
+}
+
+extension HandlerDeliveryTests {
+    /// Without a session agent nobody can start the installed app: the outcome says so
+    /// ("no-agent"), the error log records no-agent, and GetStatus tells the user.
+    @Test func withoutASessionAgentAnInstalledAppIsNotStartedAndTheStatusSaysSo() async throws {
+        let dataDirectory = URL(fileURLWithPath: "/tmp").appendingPathComponent("baton-xdg-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dataDirectory) }
+        let applications = dataDirectory.appendingPathComponent("applications")
+        try FileManager.default.createDirectory(at: applications, withIntermediateDirectories: true)
+        let marker = dataDirectory.appendingPathComponent("started").path
+        try "[Desktop Entry]\nType=Application\nName=Touch\nExec=/usr/bin/touch \(marker)\nX-Baton-ActivityTypes=org.example.Touch.app\n"
+            .write(to: applications.appendingPathComponent("touch.desktop"), atomically: true, encoding: .utf8)
+        var options = FixtureOptions()
+        options.dataDirectories = [dataDirectory.path]
+        try await withService(options) { fixture in
+            #expect(await fixture.service.deliver(activity: try record("org.example.Touch.app"), from: "D", to: getuid()) == .noAgent)
+            #expect(await fixture.service.status().errors.map(\.category) == [.noAgent])
+            #expect(!FileManager.default.fileExists(atPath: marker))
+            let status = try #require(try await fixture.client.manager("GetStatus").first?.asDictionary)
+            #expect(status["SessionAgent"] == .boolean(false))
+            #expect(fixture.log.lines.contains { $0.contains("no session agent runs for user \(getuid())") })
+
+            // An agent that leaves the bus is forgotten at once.
+            let agentConnection = try fixture.connect()
+            _ = try await agentConnection.manager("RegisterAgent", [.objectPath("/org/baton/Agent")])
+            let withAgent = try #require(try await fixture.client.manager("GetStatus").first?.asDictionary)
+            #expect(withAgent["SessionAgent"] == .boolean(true))
+            agentConnection.close()
+            #expect(await eventually { await !fixture.service.hasAgent(uid: getuid()) })
+            await expectError(ErrorName.invalidArguments) { _ = try await fixture.client.manager("RegisterAgent", [.objectPath("/")]) }
         }
     }
 }
@@ -267,16 +313,6 @@ struct DesktopAndOptionsTests {
         #expect(entries.map(\.exec) == ["home", "other"])
     }
 
-    @Test func execLineFieldCodesAndQuoting() {
-        #expect(ExecLine.arguments("app %U") == ["app"])
-        #expect(ExecLine.arguments("app --name=%c -f %f %i %k 100%%") == ["app", "--name=", "-f", "100%"])
-        #expect(ExecLine.arguments("\"/opt/My App/bin\" \"a \\\"quoted\\\" arg\"") == ["/opt/My App/bin", "a \"quoted\" arg"])
-        #expect(ExecLine.arguments("app \"\"") == ["app", ""])
-        #expect(ExecLine.arguments("app \"unterminated") == nil)
-        #expect(ExecLine.arguments("app %z") == nil)
-        #expect(ExecLine.arguments("%U") == nil)
-        #expect(ExecLine.arguments("") == nil)
-    }
 
     @Test func daemonOptions() throws {
         let environment = ["XDG_STATE_HOME": "/home/u/.local/state"]
@@ -308,5 +344,62 @@ struct DesktopAndOptionsTests {
         for arguments in bad {
             #expect(throws: DaemonOptions.UsageError.self, "\(arguments)") { _ = try DaemonOptions.parse(arguments, environment: [:]) }
         }
+    }
+}
+
+/// Issue 13: a handler declares the activity versions it accepts (RegisterHandlerWithOptions
+/// "Versions", X-Baton-ActivityVersions); the continuation refuses any other version.
+@Suite("BatonServiceTests: handler versions", .serialized)
+struct HandlerVersionTests {
+    func ranges(_ pairs: [(Int64, Int64)]) -> DBusValue {
+        .propertyDictionary(["Versions": .array(elementSignature: "(xx)", pairs.map { .structure([.int64($0.0), .int64($0.1)]) })])
+    }
+
+    @Test func aRegisteredHandlerAcceptsOnlyTheVersionsItDeclared() async throws {
+        try await withService { fixture in
+            let app = try fixture.connect()
+            defer { app.close() }
+            let type = "org.example.Reader.reading"
+            #expect(await fixture.service.acceptsVersion(7, type: type, uid: getuid()), "no handler: nothing to refuse")
+            _ = try await app.manager("RegisterHandlerWithOptions", [.objectPath("/v1"), .stringArray([type]), ranges([(1, 2), (5, 5)])])
+            for (version, accepted) in [(Int64(0), false), (1, true), (2, true), (3, false), (5, true), (6, false)] {
+                #expect(await fixture.service.acceptsVersion(version, type: type, uid: getuid()) == accepted, "version \(version)")
+            }
+            // The newest handler for the type decides; a plain RegisterHandler declares nothing (all versions).
+            _ = try await app.manager("RegisterHandler", [.objectPath("/all"), .stringArray([type])])
+            #expect(await fixture.service.acceptsVersion(3, type: type, uid: getuid()))
+
+            for bad: DBusValue in [ranges([(3, 1)]), ranges([]), .propertyDictionary(["Versions": .stringArray(["1"])]),
+                                   .propertyDictionary(["Colour": .string("red")]),
+                                   ranges(Array(repeating: (1, 1), count: ActivityVersions.maxRanges + 1))] {
+                await expectError(ErrorName.invalidArguments) {
+                    _ = try await app.manager("RegisterHandlerWithOptions", [.objectPath("/bad"), .stringArray([type]), bad])
+                }
+            }
+        }
+    }
+
+    @Test func anInstalledAppDeclaresItsVersionsInItsDesktopFile() async throws {
+        let dataDirectory = URL(fileURLWithPath: "/tmp").appendingPathComponent("baton-xdg-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dataDirectory) }
+        let applications = dataDirectory.appendingPathComponent("applications")
+        try FileManager.default.createDirectory(at: applications, withIntermediateDirectories: true)
+        try "[Desktop Entry]\nType=Application\nName=V\nExec=v\nX-Baton-ActivityTypes=org.example.V.t;\nX-Baton-ActivityVersions=2;4-6;\n"
+            .write(to: applications.appendingPathComponent("v.desktop"), atomically: true, encoding: .utf8)
+        // A version list that cannot be read drops the entry rather than accept every version.
+        try "[Desktop Entry]\nType=Application\nName=W\nExec=w\nX-Baton-ActivityTypes=org.example.W.t;\nX-Baton-ActivityVersions=6-4;\n"
+            .write(to: applications.appendingPathComponent("w.desktop"), atomically: true, encoding: .utf8)
+        var options = FixtureOptions()
+        options.dataDirectories = [dataDirectory.path]
+        try await withService(options) { fixture in
+            for (version, accepted) in [(Int64(1), false), (2, true), (3, false), (4, true), (6, true), (7, false)] {
+                #expect(await fixture.service.acceptsVersion(version, type: "org.example.V.t", uid: getuid()) == accepted, "version \(version)")
+            }
+            let handled = try await fixture.client.manager("GetHandledTypes")
+            #expect(handled == [.stringArray(["org.example.V.t"])])
+        }
+        let entry = try #require(XDGDesktopEntryScanner.parse("[Desktop Entry]\nX-Baton-ActivityTypes=a.b;\nX-Baton-ActivityVersions=3;\n", id: "x"))
+        let three = try ActivityVersions(ranges: [3...3])
+        #expect(entry.versions == three)
     }
 }

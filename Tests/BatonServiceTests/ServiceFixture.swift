@@ -80,7 +80,6 @@ func withService<T>(_ options: FixtureOptions = FixtureOptions(), _ body: (Servi
         connection: daemonConnection, configuration: configuration, publisher: options.publisher,
         statusFile: try StatusFile(name: "status.json", in: StateDirectory(path: stateDirectory)),
         desktopEntries: options.desktopEntries ?? XDGDesktopEntryScanner(dataDirectories: options.dataDirectories),
-        launcher: SpawningApplicationLauncher(connection: daemonConnection, busAddressForChildren: bus.address),
         logger: log)
     try await service.start()
     #expect(try await daemonConnection.requestName("org.baton", flags: [.doNotQueue]) == .primaryOwner)

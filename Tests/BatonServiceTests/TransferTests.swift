@@ -37,7 +37,7 @@ struct TransferNode {
         let activities = ActivityService(
             connection: connection, configuration: ServiceConfiguration(busName: busName, saveTimeout: .milliseconds(800)),
             publisher: ring.radio, desktopEntries: XDGDesktopEntryScanner(dataDirectories: []),
-            launcher: SpawningApplicationLauncher(connection: connection, busAddressForChildren: bus.address), logger: CollectingLog())
+            logger: CollectingLog())
         try await activities.start()
         _ = try await connection.requestName(busName, flags: [.doNotQueue])
         let parts = try await DaemonParts.start(connection: connection, ring: ring, activities: activities,

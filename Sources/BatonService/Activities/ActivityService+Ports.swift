@@ -10,12 +10,3 @@ extension ActivityService: TransferActivities {
         return (id, record)
     }
 }
-
-extension ActivityService: ContinuationActivities {
-    /// Every activity type some local user can continue: registered handlers and installed apps.
-    public func allHandledTypes() -> Set<String> {
-        var types = Set(handlers.values.flatMap(\.types))
-        for entry in desktopEntries.entries() { types.formUnion(entry.activityTypes) }
-        return types
-    }
-}

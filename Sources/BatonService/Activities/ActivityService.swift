@@ -40,6 +40,8 @@ public enum DeliveryOutcome: Sendable, Hashable {
     case declined
     /// No running handler and no installed application for the type.
     case noHandler
+    /// An installed application handles the type but no session agent of the user runs to start it.
+    case noAgent
     /// An installed application was started but registered no handler in time, or could not start.
     case launchFailed
     /// The handler failed (error, timeout or disconnect); FailedToContinue was sent when possible.
@@ -55,6 +57,8 @@ struct RegisteredHandler: Sendable {
     var key: HandlerKey
     var uid: UInt32
     var types: [String]
+    /// The activity versions it accepts (RegisterHandlerWithOptions "Versions"); nil: every version.
+    var versions: ActivityVersions?
     /// Registration order, so the newest handler for a type wins.
     var sequence: UInt64
 }
@@ -69,8 +73,9 @@ public actor ActivityService {
     let configuration: ServiceConfiguration
     let publisher: (any ActivityPublisher)?
     let statusFile: StatusFile<DaemonStatus>?
+    /// The handled-types index (installed apps' X-Baton-ActivityTypes and -ActivityVersions); the
+    /// apps themselves are started by the user's session agent.
     let desktopEntries: any DesktopEntrySource
-    let launcher: any ApplicationLauncher
     let clock: any WallClock
     let logger: any ServiceLog
 
@@ -85,6 +90,8 @@ public actor ActivityService {
     var recentlyVanishedOrder: [String] = []
     var handlers: [HandlerKey: RegisteredHandler] = [:]
     var handlerSequence: UInt64 = 0
+    /// Session agents by user (Manager1.RegisterAgent): they launch handler apps in that user's session.
+    var agents: [UInt32: HandlerKey] = [:]
     var ownerWatch: Task<Void, Never>?
     /// Publishes handed to the radio and not finished: status writes wait for them (issue 12).
     var publishesInFlight = 0
@@ -96,14 +103,13 @@ public actor ActivityService {
 
     public init(connection: DBusConnection, configuration: ServiceConfiguration, publisher: (any ActivityPublisher)? = nil,
                 statusFile: StatusFile<DaemonStatus>? = nil, desktopEntries: any DesktopEntrySource,
-                launcher: (any ApplicationLauncher)? = nil, clock: any WallClock = SystemWallClock(),
+                clock: any WallClock = SystemWallClock(),
                 logger: any ServiceLog = StandardErrorLog()) {
         self.connection = connection
         self.configuration = configuration
         self.publisher = publisher
         self.statusFile = statusFile
         self.desktopEntries = desktopEntries
-        self.launcher = launcher ?? SpawningApplicationLauncher(connection: connection, busAddressForChildren: nil)
         self.clock = clock
         self.logger = logger
     }
@@ -181,6 +187,10 @@ public actor ActivityService {
         let removedHandlers = handlers.keys.filter { $0.connection == name }
         for key in removedHandlers { handlers[key] = nil }
         if !removedHandlers.isEmpty { logger.log("batond: \(removedHandlers.count) handler(s) of \(name) unregistered (disconnected)") }
+        for (uid, agent) in agents where agent.connection == name {
+            agents[uid] = nil
+            logger.log("batond: the session agent of user \(uid) left")
+        }
         let events = registry.ownerVanished(connection: name)
         if !events.isEmpty {
             logger.log("batond: client \(name) disconnected; its activities are invalidated")

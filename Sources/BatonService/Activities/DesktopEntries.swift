@@ -11,12 +11,15 @@ public struct DesktopEntry: Sendable, Hashable {
     public var dbusActivatable: Bool
     /// The raw Exec value, field codes still in.
     public var exec: String?
+    /// X-Baton-ActivityVersions; nil: every version.
+    public var versions: ActivityVersions?
 
-    public init(id: String, activityTypes: [String], dbusActivatable: Bool, exec: String?) {
+    public init(id: String, activityTypes: [String], dbusActivatable: Bool, exec: String?, versions: ActivityVersions? = nil) {
         self.id = id
         self.activityTypes = activityTypes
         self.dbusActivatable = dbusActivatable
         self.exec = exec
+        self.versions = versions
     }
 }
 
@@ -133,6 +136,9 @@ public struct XDGDesktopEntryScanner: DesktopEntrySource {
     }
 
     /// Reads the [Desktop Entry] group; nil unless it declares at least one valid activity type.
+    /// The .desktop key listing the activity versions an app accepts: `1;3-5;`.
+    public static let versionsKey = "X-Baton-ActivityVersions"
+
     public static func parse(_ text: String, id: String) -> DesktopEntry? {
         var inMainGroup = false
         var values: [String: String] = [:]
@@ -152,8 +158,14 @@ public struct XDGDesktopEntryScanner: DesktopEntrySource {
         let types = (values["X-Baton-ActivityTypes"] ?? "").split(separator: ";").map(String.init)
             .filter { (try? ActivityRecord.validateType($0)) != nil }
         guard !types.isEmpty else { return nil }
+        // A malformed version list drops the entry: it meant to restrict versions, so accepting
+        // every version could restore a wrong one.
+        var versions: ActivityVersions?
+        if let declared = values[versionsKey] {
+            do { versions = try ActivityVersions(desktopValue: declared) } catch { return nil }
+        }
         return DesktopEntry(id: id, activityTypes: types, dbusActivatable: values["DBusActivatable"] == "true",
-                            exec: values["Exec"].map(unescapeValue))
+                            exec: values["Exec"].map(unescapeValue), versions: versions)
     }
 
     /// Without leading and trailing blanks (lines are already split at newlines).

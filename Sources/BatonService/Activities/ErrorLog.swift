@@ -7,6 +7,8 @@ public enum ErrorCategory: String, Sendable, Codable, Hashable, CaseIterable {
     case transferFailed = "transfer-failed"
     case handlerFailed = "handler-failed"
     case launchFailed = "launch-failed"
+    /// An installed app could have taken a continued activity, but its user runs no session agent.
+    case noAgent = "no-agent"
     case statusWriteFailed = "status-write-failed"
 
     public init(_ failure: FailureCategory) {

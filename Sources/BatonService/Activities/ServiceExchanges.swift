@@ -76,11 +76,15 @@ extension ActivityService {
 
     // MARK: Handlers
 
+    /// RegisterHandler(o, as) and RegisterHandlerWithOptions(o, as, a{sv}); the only option is
+    /// Versions a(xx), the activity versions the handler accepts (none declared: every version).
     func registerHandler(_ call: DBusMethodCall) async throws {
         let uid = try await callerUID(call.sender)
-        guard call.arguments.count == 2, let path = call.arguments[0].objectPathValue, let types = call.arguments[1].stringArrayValue else {
-            throw DBusError.invalidArguments("RegisterHandler takes (o handler, as types)")
+        guard call.arguments.count == 2 || call.arguments.count == 3, let path = call.arguments[0].objectPathValue,
+              let types = call.arguments[1].stringArrayValue else {
+            throw DBusError.invalidArguments("RegisterHandler takes (o handler, as types[, a{sv} options])")
         }
+        let versions = call.arguments.count == 3 ? try Self.decodeHandlerVersions(call.arguments[2]) : nil
         guard path != "/" else { throw DBusError.invalidArguments("handler must be an object path other than /") }
         guard !types.isEmpty, types.count <= 64 else { throw DBusError.invalidArguments("give 1 to 64 activity types") }
         for type in types {
@@ -97,8 +101,46 @@ extension ActivityService {
         }
         guard !recentlyVanished.contains(call.sender) else { throw DBusError.failed("the calling connection has closed") }
         handlerSequence += 1
-        handlers[key] = RegisteredHandler(key: key, uid: uid, types: Array(Set(types)).sorted(), sequence: handlerSequence)
+        handlers[key] = RegisteredHandler(key: key, uid: uid, types: Array(Set(types)).sorted(), versions: versions, sequence: handlerSequence)
         logger.log("batond: handler registered by \(call.sender) for \(types.count) type(s)")
+    }
+
+    /// The options of RegisterHandlerWithOptions: unknown keys and malformed versions are refused
+    /// (a handler that meant to restrict its versions must not silently accept all of them).
+    static func decodeHandlerVersions(_ value: DBusValue) throws -> ActivityVersions? {
+        guard let options = value.asDictionary else { throw DBusError.invalidArguments("options must be a{sv}") }
+        if let unknown = options.keys.sorted().first(where: { $0 != "Versions" }) {
+            throw DBusError.invalidArguments("unknown option \(unknown)")
+        }
+        guard let raw = options["Versions"] else { return nil }
+        guard case .array("(xx)", let elements) = raw.unwrapped else { throw DBusError.invalidArguments("Versions must be a(xx)") }
+        var pairs: [(Int64, Int64)] = []
+        for element in elements {
+            guard let fields = element.structValue, fields.count == 2, let first = fields[0].int64Value, let last = fields[1].int64Value else {
+                throw DBusError.invalidArguments("Versions must be a(xx)")
+            }
+            pairs.append((first, last))
+        }
+        do {
+            return try ActivityVersions(pairs: pairs)
+        } catch {
+            switch error {
+            case .empty: throw DBusError.invalidArguments("Versions: give at least one range")
+            case .tooManyRanges: throw DBusError.invalidArguments("Versions: at most \(ActivityVersions.maxRanges) ranges")
+            case .reversedRange, .malformed: throw DBusError.invalidArguments("Versions: each range is (first, last) with first <= last")
+            }
+        }
+    }
+
+    /// Whether `uid`'s handler for `type` accepts `version`: the newest registered handler's
+    /// declaration, else the installed app's X-Baton-ActivityVersions; no declaration accepts all.
+    /// async like the requirement, so it (not the protocol's accept-all default) is the witness.
+    public func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool {
+        if let handler = newestHandler(for: type, uid: uid) { return handler.versions?.accepts(version) ?? true }
+        if let entry = desktopEntries.entries().first(where: { $0.activityTypes.contains(type) }) {
+            return entry.versions?.accepts(version) ?? true
+        }
+        return true
     }
 
     func unregisterHandler(_ call: DBusMethodCall) async throws {
@@ -126,72 +168,7 @@ extension ActivityService {
         handlers.values.filter { $0.uid == uid && $0.types.contains(type) }.max { $0.sequence < $1.sequence }
     }
 
-    /// Hands an incoming activity to `uid`'s handler for its type: a registered one, or an installed
-    /// application launched for it (only when the daemon runs as that user: it never starts programs
-    /// on another user's behalf). Used by the transfer.
-    public func deliver(activity record: ActivityRecord, from device: String, to uid: UInt32) async -> DeliveryOutcome {
-        let type = record.activityType
-        var handler = newestHandler(for: type, uid: uid)
-        if handler == nil {
-            guard let entry = desktopEntries.entries().first(where: { $0.activityTypes.contains(type) }) else { return .noHandler }
-            guard uid == getuid() else { return .noHandler }
-            do {
-                try await launcher.launch(entry)
-                logger.log("batond: launched \(entry.id) for an incoming activity")
-            } catch {
-                logger.log("batond: cannot launch \(entry.id)")
-                recordError(.launchFailed)
-                return .launchFailed
-            }
-            handler = await waitForHandler(type: type, uid: uid)
-            guard handler != nil else {
-                logger.log("batond: \(entry.id) registered no handler in time")
-                recordError(.launchFailed)
-                return .launchFailed
-            }
-        }
-        guard let handler else { return .noHandler }
-        let target = handler.key
-        let accepted: Bool
-        do {
-            let reply = try await connection.call(destination: target.connection, path: target.path, interface: BatonInterface.handler,
-                                                  method: "WillContinue", arguments: [.string(type), .string(device)],
-                                                  timeout: configuration.handlerCallTimeout)
-            guard reply.count == 1, case .boolean(let answer) = reply[0] else {
-                recordError(.handlerFailed)
-                return .failed
-            }
-            accepted = answer
-        } catch {
-            recordError(.handlerFailed)
-            return .failed
-        }
-        guard accepted else { return .declined }
-        var info: [String: DBusValue] = ["Version": .int64(record.version), "Device": .string(device)]
-        if let url = record.webpageURL { info["WebpageURL"] = .string(url) }
-        do {
-            _ = try await connection.call(destination: target.connection, path: target.path, interface: BatonInterface.handler,
-                                          method: "Continue",
-                                          arguments: [.string(type), .string(record.title), PropertyValueCoding.encodeUserInfo(record.userInfo),
-                                                      .propertyDictionary(info)],
-                                          timeout: configuration.handlerCallTimeout)
-            logger.log("batond: activity delivered to \(target.connection)")
-            return .delivered
-        } catch {
-            recordError(.handlerFailed)
-            await failedToContinue(target, type: type, error: BatonErrorName.failed.rawValue, message: "the handler did not accept the activity")
-            return .failed
-        }
-    }
-
-    /// Tells an accepting handler that its continuation could not complete (e.g. the transfer failed).
-    func failedToContinue(_ target: HandlerKey, type: String, error: String, message: String) async {
-        _ = try? await connection.call(destination: target.connection, path: target.path, interface: BatonInterface.handler,
-                                       method: "FailedToContinue", arguments: [.string(type), .string(error), .string(message)],
-                                       timeout: configuration.handlerCallTimeout)
-    }
-
-    private func waitForHandler(type: String, uid: UInt32) async -> RegisteredHandler? {
+    func waitForHandler(type: String, uid: UInt32) async -> RegisteredHandler? {
         let deadline = ContinuousClock.now + configuration.handlerWait
         while ContinuousClock.now < deadline {
             if let handler = newestHandler(for: type, uid: uid) { return handler }

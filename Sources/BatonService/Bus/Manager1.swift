@@ -20,19 +20,32 @@ extension ActivityService {
                 try await self.registerHandler(call)
                 return []
             },
+            DBusMethod("RegisterHandlerWithOptions", in: [.init("handler", "o"), .init("types", "as"), .init("options", "a{sv}")]) { [weak self] call in
+                guard let self else { throw DBusError.failed("stopping") }
+                try await self.registerHandler(call)
+                return []
+            },
             DBusMethod("UnregisterHandler", in: [.init("handler", "o")]) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
                 try await self.unregisterHandler(call)
+                return []
+            },
+            DBusMethod("RegisterAgent", in: [.init("agent", "o")]) { [weak self] call in
+                guard let self else { throw DBusError.failed("stopping") }
+                try await self.registerAgent(call)
                 return []
             },
             DBusMethod("GetHandledTypes", out: [.init("types", "as")]) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
                 return [.stringArray(try await self.handledTypes(for: call.sender))]
             },
-            DBusMethod("GetStatus", out: [.init("status", "a{sv}")]) { [weak self] _ in
+            DBusMethod("GetStatus", out: [.init("status", "a{sv}")]) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
                 await self.refreshRadio()
-                return [await self.managerStatus().dbusValue]
+                var status = await self.managerStatus()
+                // Per caller: whether an app continued for this user can be started.
+                if let uid = try? await self.callerUID(call.sender) { status.sessionAgent = await self.hasAgent(uid: uid) }
+                return [status.dbusValue]
             },
         ], properties: [
             DBusProperty("Version", signature: "s") { [configuration] in .string(configuration.version) },

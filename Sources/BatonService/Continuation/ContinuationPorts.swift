@@ -9,12 +9,50 @@ public protocol ContinuationActivities: Sendable {
     /// Whether some handler of `uid` for `type` (registered, or an installed app) accepts this
     /// activity version; checked before any handler is asked (versionUnsupported otherwise).
     func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool
+    /// Finds (or has the session agent launch) `uid`'s handler and asks WillContinue, before the fetch.
+    func willContinue(type: String, from device: String, uid: UInt32) async -> HandlerAnswer
+    /// Hands a fetched activity to the handler that accepted it.
+    func deliver(activity: ActivityRecord, from device: String, to ticket: HandlerTicket) async -> DeliveryOutcome
+    /// Tells the handler that accepted that the continuation ended without an activity.
+    func failedToContinue(_ ticket: HandlerTicket, _ failure: ContinuationFailure, detail: String) async
+}
+
+/// A handler that answered WillContinue with yes before the fetch: it gets the activity
+/// (`deliver(activity:from:to:)`) or FailedToContinue with the category (`failedToContinue`).
+public struct HandlerTicket: Sendable, Hashable {
+    public let uid: UInt32
+    public let type: String
+    /// The registered handler object; nil for activities without handler objects (fakes).
+    let handler: HandlerKey?
+
+    public init(uid: UInt32, type: String) {
+        self.init(uid: uid, type: type, handler: nil)
+    }
+
+    init(uid: UInt32, type: String, handler: HandlerKey?) {
+        self.uid = uid
+        self.type = type
+        self.handler = handler
+    }
+}
+
+/// The handler's answer before any fetch.
+public enum HandlerAnswer: Sendable, Hashable {
+    case accepted(HandlerTicket)
+    /// Nobody takes it: declined, no handler, no agent to launch one, launch or handler failure.
+    case refused(DeliveryOutcome)
 }
 
 extension ContinuationActivities {
-    /// Until handlers declare versions (RegisterHandler option Versions, X-Baton-ActivityVersions),
-    /// every version is accepted.
+    /// For activities without version declarations (test fakes, the benchmark): every version.
+    /// ActivityService answers from RegisterHandlerWithOptions "Versions" and X-Baton-ActivityVersions.
     public func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool { true }
+    /// Fakes without handler objects: always accepted, delivery by user.
+    public func willContinue(type: String, from device: String, uid: UInt32) async -> HandlerAnswer { .accepted(HandlerTicket(uid: uid, type: type)) }
+    public func deliver(activity: ActivityRecord, from device: String, to ticket: HandlerTicket) async -> DeliveryOutcome {
+        await deliver(activity: activity, from: device, to: ticket.uid)
+    }
+    public func failedToContinue(_ ticket: HandlerTicket, _ failure: ContinuationFailure, detail: String) async {}
 }
 
 /// Where suggestions are shown (Suggestion1 objects on D-Bus; a fake in tests).

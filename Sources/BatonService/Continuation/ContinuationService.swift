@@ -162,22 +162,42 @@ public actor ContinuationService {
         }
     }
 
-    /// One TLS session: FetchActivity(h, revision), the version check, delivery, ActivityContinued
-    /// when delivered. Another type, an unaccepted version or a cancel deliver and report nothing.
+    /// WillContinue first (nothing is fetched for nobody), then one TLS session: FetchActivity(h,
+    /// revision), the version check, delivery, ActivityContinued when delivered. Another type, an
+    /// unaccepted version or a cancel deliver and report nothing; the handler that accepted hears
+    /// FailedToContinue with the category of every way it ends without the activity.
     private func fetchAndDeliver(from member: RosterMember, type: String, revision: UInt32, uid: UInt32,
                                  attempt: ContinueAttempt? = nil) async throws(TransferError) -> Handover {
+        let activities = self.activities
+        let ticket: HandlerTicket
+        switch await activities.willContinue(type: type, from: member.name, uid: uid) {
+        case .refused(let outcome): return .handled(outcome)
+        case .accepted(let accepted): ticket = accepted
+        }
         // The type hash is keyed with the sender's secret (§3).
         let typeHash = DerivedKeys(secret: member.secret).typeHash(type)
-        let activities = self.activities
-        let result = try await transfer.fetchAndReport(member: member.deviceID, typeHash: typeHash, revision: revision) { record -> (outcome: Handover, report: Bool) in
-            // Another type is refused before any handler sees it.
-            guard record.activityType == type else { return (.otherType, false) }
-            // A version no handler here accepts is refused: never a wrong restore.
-            guard await activities.acceptsVersion(record.version, type: type, uid: uid) else { return (.versionUnsupported(record.version), false) }
-            // Cancelled while fetching: nothing reaches a handler, nothing is reported.
-            guard attempt?.beginDelivery() ?? true else { return (.cancelled, false) }
-            let outcome = await activities.deliver(activity: record, from: member.name, to: uid)
-            return (.handled(outcome), outcome == .delivered)
+        let result: (record: ActivityRecord, outcome: Handover)
+        do throws(TransferError) {
+            result = try await transfer.fetchAndReport(member: member.deviceID, typeHash: typeHash, revision: revision) { record -> (outcome: Handover, report: Bool) in
+                // Another type is refused before any handler sees it.
+                guard record.activityType == type else { return (.otherType, false) }
+                // A version no handler here accepts is refused: never a wrong restore.
+                guard await activities.acceptsVersion(record.version, type: type, uid: uid) else { return (.versionUnsupported(record.version), false) }
+                // Cancelled while fetching: nothing reaches a handler, nothing is reported.
+                guard attempt?.beginDelivery() ?? true else { return (.cancelled, false) }
+                let outcome = await activities.deliver(activity: record, from: member.name, to: ticket)
+                return (.handled(outcome), outcome == .delivered)
+            }
+        } catch {
+            let (category, detail) = Self.handlerCategory(of: error)
+            await activities.failedToContinue(ticket, category, detail: detail)
+            throw error
+        }
+        switch result.outcome {
+        case .handled: break
+        case .otherType: await activities.failedToContinue(ticket, .noLongerCurrent, detail: "the member's current activity has another type")
+        case .versionUnsupported(let version): await activities.failedToContinue(ticket, .versionUnsupported, detail: "version \(version) is not one this handler accepts")
+        case .cancelled: await activities.failedToContinue(ticket, .cancelled, detail: "the suggestion was dismissed")
         }
         return result.outcome
     }
@@ -187,8 +207,24 @@ public actor ContinuationService {
         case .delivered: "delivered"
         case .declined: "declined"
         case .noHandler: "no-handler"
+        case .noAgent: "no-agent"
         case .launchFailed: "launch-failed"
         case .failed: "failed"
+        }
+    }
+
+    /// The category the accepting handler hears for a failed fetch, and the detail after it.
+    static func handlerCategory(of error: TransferError) -> (ContinuationFailure, String) {
+        let failure = failure(error)
+        if let category = failure.continuationFailure {
+            let message = failure.message
+            let detail = message.hasPrefix(category.rawValue + ": ") ? String(message.dropFirst(category.rawValue.count + 2)) : ""
+            return (category, detail)
+        }
+        return switch failure {
+        case .unknownDevice: (.unreachable, failure.message)
+        case .unknownActivity: (.noLongerCurrent, failure.message)
+        default: (.interrupted, failure.message)
         }
     }
 

@@ -9,7 +9,9 @@ struct StatusCommand: Subcommand {
     static let details = """
         State is degraded when the radio batond was asked to use cannot work; Radio then says
         unavailable and why. With --json: {"State", "Adapter", "Radio", "RadioDetail" (only
-        when unavailable), "Version", "BusName", "Errors": [{"Time", "Category", "Count"}]}.
+        when unavailable), "Version", "BusName", "Errors": [{"Time", "Category", "Count"}],
+        "SessionAgent" (whether your baton-agent runs: without it no app is started for a
+        continued activity)}.
         """
 
     init(parsing arguments: inout ArgumentList) throws(UsageError) {}
@@ -25,6 +27,10 @@ struct StatusCommand: Subcommand {
             Version:  \(status.version)
             Bus name: \(status.busName)
             """
+        if let agent = status.sessionAgent {
+            text += agent ? "\nAgent:    baton-agent runs (apps are started for continued activities)"
+                : "\nAgent:    none (no app is started for a continued activity: run baton-agent in your session)"
+        }
         if status.errors.isEmpty {
             text += "\nErrors:   none"
         } else {
