@@ -16,7 +16,9 @@ public protocol ActivityHandler: Sendable {
     func willContinue(type: String, from device: String) async -> Bool
     /// Deliver the activity.
     func `continue`(_ activity: ContinuedActivity) async
-    /// A continuation this handler accepted could not complete. Default: nothing.
+    /// A continuation this handler accepted (WillContinue returned true) could not complete;
+    /// `error.continuationFailure` says why (cancelled, unreachable, interrupted,
+    /// versionUnsupported, noLongerCurrent, timedOut). Default: nothing.
     func didFailToContinue(type: String, error: BatonClientError) async
 }
 
@@ -87,10 +89,18 @@ struct ActivityHandlerObject: Sendable {
                       let message = call.arguments[2].stringValue else {
                     throw DBusError(name: BatonErrorName.invalidArguments, message: "FailedToContinue expects (sss)")
                 }
-                await object.handler.didFailToContinue(type: type, error: BatonClientError(name: name, message: message))
+                await object.handler.didFailToContinue(type: type, error: Self.failure(named: name, message: message))
                 return []
             },
         ])
+    }
+
+    /// FailedToContinue's `error` is a continuation category ("interrupted"); the error the handler
+    /// gets reads it back as `continuationFailure`. Another name (an older daemon) is kept as it is.
+    static func failure(named name: String, message: String) -> BatonClientError {
+        guard let category = ContinuationFailure(rawValue: name) else { return BatonClientError(name: name, message: message) }
+        let detail = ContinuationFailure(errorMessage: message) == category ? message : category.message(message)
+        return BatonClientError(name: category.errorName.rawValue, message: detail)
     }
 
     static func continuedActivity(from arguments: [DBusValue]) throws(DBusError) -> ContinuedActivity {

@@ -91,6 +91,15 @@ struct CommandLineTests {
                 Issue.record("errors is not an array: \(status)")
                 return
             }
+            // No baton-agent runs for this user: the status says apps cannot be started.
+            #expect(status["SessionAgent"] == .boolean(false))
+            let statusText = try await tool.run(["status"])
+            #expect(statusText.stdout.contains("Agent:    none"), "\(statusText.stdout)")
+            let agent = try daemon.connect()
+            _ = try await agent.registerAgent(at: "/org/baton/Agent")
+            let (_, withAgent) = try await tool.json(["status"])
+            #expect(withAgent["SessionAgent"] == .boolean(true))
+            agent.close()
 
             let (_, noTypes) = try await tool.json(["handled-types"])
             #expect(noTypes == .array([]))

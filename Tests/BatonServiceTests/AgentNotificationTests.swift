@@ -1,6 +1,7 @@
 import BatonAgent
 import BatonAPI
 import BatonClient
+import BatonCore
 import BatonDBus
 import BatonTestBus
 import Foundation
@@ -285,6 +286,37 @@ struct AgentNotificationTests {
         #expect(await eventually(timeout: .seconds(15)) { handler.members == ["WillContinue", "Continue"] }, "\(scene.log.lines)")
         #expect(await eventually(timeout: .seconds(15)) { source.wasContinued == ["beta"] })
         #expect(try await eventually(timeout: .seconds(10)) { try await dunst.control(["count", "displayed"]) == "0" })
+        source.connection.close()
+        await scene.stop()
+    }
+
+    /// Issue 13 through the client library: a handler that accepts versions 2-3 only is asked
+    /// WillContinue, then hears FailedToContinue "versionUnsupported" for alpha's version 0; it is
+    /// never given the activity and the source is not told it was continued.
+    @Test func aVersionTheHandlerDidNotDeclareIsRefusedWithItsCategory() async throws {
+        let scene = try await AgentScene.start()
+        let app = BatonConnection(connection: try DBusConnection(bus: .address(scene.bus.address)), busName: scene.b.node.busName)
+        defer { app.close() }
+        let heard = Mutex<[String]>([])
+        let failures = Mutex<[BatonClientError]>([])
+        _ = try await app.registerHandler(for: ["org.example.Reader.reading"], versions: try ActivityVersions(pairs: [(2, 3)]),
+                                          willContinue: { _, _ in heard.withLock { $0.append("WillContinue") }; return true },
+                                          continue: { _ in heard.withLock { $0.append("Continue") } },
+                                          didFailToContinue: { _, error in
+                                              heard.withLock { $0.append("FailedToContinue") }
+                                              failures.withLock { $0.append(error) }
+                                          })
+        let source = try FakeSourceApp(bus: scene.bus)
+        let notify = try await scene.publishAndAwaitNotification(source)
+        try await #require(scene.server).invoke(id: notify.id, key: "default")
+        #expect(await eventually(timeout: .seconds(15)) { heard.withLock { $0 } == ["WillContinue", "FailedToContinue"] }, "\(scene.log.lines)")
+        let failure = try #require(failures.withLock { $0.first })
+        #expect(failure.continuationFailure == .versionUnsupported, "\(failure)")
+        #expect(failure.message.hasPrefix("versionUnsupported: "))
+        #expect(scene.log.lines.contains { $0.contains("versionUnsupported") }, "the agent's Continue reports the category")
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(source.wasContinued.isEmpty)
+        #expect(heard.withLock { $0 } == ["WillContinue", "FailedToContinue"])
         source.connection.close()
         await scene.stop()
     }
