@@ -99,13 +99,16 @@ public struct SuggestionProperties: Sendable, Hashable {
     /// "browser" when no local handler has the type and only the webpage URL can serve (take it
     /// with ContinueInBrowser; ActivityType is then ""); "" otherwise.
     public var fallback: String
+    /// The activity's title once the daemon has fetched it ahead (prefetch); "" until then.
+    public var title: String
 
     /// The D-Bus signature of each property.
     public static let signatures = ["Device": "s", "DeviceName": "s", "ActivityType": "s", "Revision": "u", "HasWebpageURL": "b", "Near": "b",
-                                    "Fallback": "s"]
+                                    "Fallback": "s", "Title": "s"]
 
     public init(device: String, deviceName: String, activityType: String, revision: UInt32 = 0, hasWebpageURL: Bool = false, near: Bool = true,
-                fallback: String = "") {
+                fallback: String = "", title: String = "") {
+        self.title = title
         self.device = device
         self.deviceName = deviceName
         self.activityType = activityType
@@ -120,14 +123,14 @@ public struct SuggestionProperties: Sendable, Hashable {
         self.init(device: properties["Device"]?.stringValue ?? "", deviceName: properties["DeviceName"]?.stringValue ?? "",
                   activityType: properties["ActivityType"]?.stringValue ?? "", revision: properties["Revision"]?.uint32Value ?? 0,
                   hasWebpageURL: properties["HasWebpageURL"]?.boolValue ?? false, near: properties["Near"]?.boolValue ?? true,
-                  fallback: properties["Fallback"]?.stringValue ?? "")
+                  fallback: properties["Fallback"]?.stringValue ?? "", title: properties["Title"]?.stringValue ?? "")
     }
 
     public var dbusProperties: [String: DBusValue] {
         [
             "Device": .string(device), "DeviceName": .string(deviceName), "ActivityType": .string(activityType),
             "Revision": .uint32(revision), "HasWebpageURL": .boolean(hasWebpageURL), "Near": .boolean(near),
-            "Fallback": .string(fallback),
+            "Fallback": .string(fallback), "Title": .string(title),
         ]
     }
 }

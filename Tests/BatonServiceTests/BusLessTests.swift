@@ -64,6 +64,10 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
 /// Where suggestions would be shown, in memory: a fake of the Suggestion1 objects.
 final class FakeSuggestionBoard: SuggestionBoard {
     private let shown = Mutex<[String: ShownSuggestion]>([:])
+    private let knownTitles = Mutex<[String: String]>([:])
+    /// Titles the board was told of, by suggestion path.
+    var titles: [String: String] { knownTitles.withLock { $0 } }
+    func titleKnown(_ suggestion: ShownSuggestion, title: String) async { knownTitles.withLock { $0[suggestion.path] = title } }
     var suggestions: [ShownSuggestion] { shown.withLock { Array($0.values) } }
     func offer(_ suggestion: ShownSuggestion) async throws { shown.withLock { $0[suggestion.path] = suggestion } }
     func withdraw(_ suggestion: ShownSuggestion) async { shown.withLock { $0[suggestion.path] = nil } }

@@ -21,6 +21,9 @@ struct PrefetchTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let (a, b, suggestion) = try await suggested(.init(prefetchAfter: .milliseconds(100)))
         #expect(await eventually(timeout: .seconds(5)) { await b.continuation.isPrefetched(suggestion.path) })
+        // Suggestion1.Title: known once fetched ahead, and the board was told.
+        #expect(await b.continuation.title(ofSuggestionAt: suggestion.path) == "Chapter 3")
+        #expect(b.board.titles[suggestion.path] == "Chapter 3")
         // The source's state changes without a new advert (as an app with NeedsSave does): what was
         // prefetched is what is delivered (the revision is the same; the accept sends no FetchActivity).
         let later = try ActivityRecord(activityType: type, title: "Chapter 3, later", userInfo: ["page": .integer(9)], webpageURL: nil, version: 1)
@@ -33,6 +36,7 @@ struct PrefetchTests {
         #expect(await a.transfer.acceptedChannels == channels + 1, "only the ActivityContinued report reached the source")
         #expect(b.board.suggestions.isEmpty)
         #expect(!(await b.continuation.isPrefetched(suggestion.path)))
+        #expect(await b.continuation.title(ofSuggestionAt: suggestion.path) == "")
         await a.stop()
         await b.stop()
     }

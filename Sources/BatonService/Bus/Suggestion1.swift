@@ -12,6 +12,11 @@ extension RingBus: SuggestionBoard {
         try? connection.unexport(path: suggestion.path)
     }
 
+    public func titleKnown(_ suggestion: ShownSuggestion, title: String) async {
+        try? connection.emitPropertiesChanged(path: suggestion.path, interface: BatonInterface.suggestion,
+                                              changed: ["Title": .string(title)], invalidated: [])
+    }
+
     func suggestionInterface(_ suggestion: ShownSuggestion) -> DBusInterface {
         let path = suggestion.path
         // One table with the client (BatonAPI): names, signatures, values.
@@ -38,7 +43,11 @@ extension RingBus: SuggestionBoard {
                 return []
             },
         ], properties: signatures.keys.sorted().map { name in
-            DBusProperty(name, signature: signatures[name] ?? "s") { properties[name] ?? .string("") }
+            // Title is known only once the activity was fetched ahead: asked when read.
+            if name == "Title" {
+                return DBusProperty(name, signature: "s") { [weak self] in .string(await self?.continuation?.title(ofSuggestionAt: path) ?? "") }
+            }
+            return DBusProperty(name, signature: signatures[name] ?? "s") { properties[name] ?? .string("") }
         })
     }
 }

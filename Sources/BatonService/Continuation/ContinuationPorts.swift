@@ -59,6 +59,13 @@ extension ContinuationActivities {
 public protocol SuggestionBoard: Sendable {
     func offer(_ shown: ShownSuggestion) async throws
     func withdraw(_ shown: ShownSuggestion) async
+    /// The activity of a shown suggestion was fetched ahead: its title is known now.
+    func titleKnown(_ shown: ShownSuggestion, title: String) async
+}
+
+extension SuggestionBoard {
+    /// Boards that show no titles (fakes, the benchmark).
+    public func titleKnown(_ shown: ShownSuggestion, title: String) async {}
 }
 
 /// A suggestion of the book (`BatonCore.Suggestion`) as the board shows it: an

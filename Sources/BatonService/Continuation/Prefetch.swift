@@ -37,10 +37,16 @@ extension ContinuationService {
             guard prefetching[suggestion.number] != nil, book.suggestion(number: suggestion.number) == suggestion,
                   record.activityType == suggestion.activityType else { return }
             prefetched[suggestion.number] = Prefetched(record: record, fetchedAt: .now)
+            if let shown = shown[suggestion.number] { await board?.titleKnown(shown, title: record.title) }
         } catch {
             // Best effort: accept fetches as usual (and reports the failure's category then).
             log("batond: prefetch of \(ShownSuggestion.path(of: suggestion.number)) failed: \(error)")
         }
+    }
+
+    /// Suggestion1.Title: the title of the activity held for the suggestion; "" when none is held.
+    public func title(ofSuggestionAt path: String) -> String {
+        ShownSuggestion.number(inPath: path).flatMap { prefetched[$0]?.record.title } ?? ""
     }
 
     /// Whether an activity is held for this suggestion (tests, benchmarks).
