@@ -10,14 +10,16 @@ private let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathCompon
 final class SessionAgentProcess {
     private let process = Process()
 
-    init(busAddress: String, daemonBusName: String = "org.baton", dataDirectory: String) throws {
+    /// `configDirectory`: XDG_CONFIG_HOME (mimeapps.list chooses the default browser).
+    init(busAddress: String, daemonBusName: String = "org.baton", dataDirectory: String, configDirectory: String? = nil) throws {
         let bundle = Bundle.main.bundleURL.deletingLastPathComponent()
         let candidates = [bundle.appendingPathComponent("baton-agent").path, packageRoot.appendingPathComponent(".build/debug/baton-agent").path]
         let executable = try #require(candidates.first { FileManager.default.isExecutableFile(atPath: $0) }, "build baton-agent first")
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = ["--bus", busAddress, "--bus-name", daemonBusName]
         process.environment = ["DBUS_SESSION_BUS_ADDRESS": busAddress, "XDG_DATA_DIRS": dataDirectory,
-                               "XDG_DATA_HOME": dataDirectory + "/no-home", "PATH": "/usr/bin:/bin", "HOME": dataDirectory]
+                               "XDG_DATA_HOME": dataDirectory + "/no-home", "PATH": "/usr/bin:/bin", "HOME": dataDirectory,
+                               "XDG_CONFIG_HOME": configDirectory ?? dataDirectory + "/no-config"]
         process.standardError = FileHandle.nullDevice
         try process.run()
     }
