@@ -313,7 +313,8 @@ struct AgentNotificationTests {
         let failure = try #require(failures.withLock { $0.first })
         #expect(failure.continuationFailure == .versionUnsupported, "\(failure)")
         #expect(failure.message.hasPrefix("versionUnsupported: "))
-        #expect(scene.log.lines.contains { $0.contains("versionUnsupported") }, "the agent's Continue reports the category")
+        #expect(await eventually(timeout: .seconds(10)) { scene.log.lines.contains { $0.contains("versionUnsupported") } },
+                "the agent's Continue reports the category: \(scene.log.lines)")
         try await Task.sleep(for: .milliseconds(300))
         #expect(source.wasContinued.isEmpty)
         #expect(heard.withLock { $0 } == ["WillContinue", "FailedToContinue"])

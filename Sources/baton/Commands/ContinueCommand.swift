@@ -9,7 +9,8 @@ struct ContinueCommand: Subcommand {
     static let details = """
         SUGGESTION is an org.baton.Suggestion1 object path as listed by `baton suggestions`,
         e.g. /org/baton/suggestion/1. Prints the outcome: delivered, declined, no-handler,
-        launch-failed or failed (with --json: {"Continued": PATH, "Outcome": OUTCOME}).
+        no-agent (an installed app could take it, but no baton-agent runs in your session to
+        start it), launch-failed or failed (with --json: {"Continued": PATH, "Outcome": OUTCOME}).
         Exit status: 0 delivered; when the continuation failed, its category:
         10 cancelled (dismissed, or the handler declined), 11 unreachable, 12 interrupted,
         13 versionUnsupported, 14 noLongerCurrent, 15 timedOut; 1 for any other failure.
@@ -47,6 +48,9 @@ struct ContinueCommand: Subcommand {
         case "delivered": return ExitStatus.success
         // The handler's WillContinue said no: the handler cancelled.
         case "declined": return Self.exitStatus(.cancelled)
+        case "no-agent":
+            context.output.message("no baton-agent runs in your session to start the app: start baton-agent, or the app itself")
+            return ExitStatus.failure
         default: return ExitStatus.failure
         }
     }
