@@ -26,8 +26,10 @@ extension TwoDaemonsLabTests {
     func aNotificationOnBetaContinuesAlphasActivityOverTheAir() async throws {
         let lab = try DaemonPair()
         defer { lab.stop() }
-        // alpha's apps get 20 s to save, so the source can be killed while a fetch waits for it.
-        try lab.start(name: "alpha", adapter: "hci0", extraArguments: ["--save-timeout", "20"])
+        // alpha's apps get 20 s to save, so the source can be killed while a fetch waits for it; a
+        // fixed port, so beta's endpoint hint still holds after alpha restarts (no DNS-SD in the lab).
+        let alphaArguments = ["--save-timeout", "20", "--port", "47321"]
+        try lab.start(name: "alpha", adapter: "hci0", extraArguments: alphaArguments)
         try lab.start(name: "beta", adapter: "hci1", extraArguments: ["--away-after", "300"])
         #expect(await lab.eventually(10) { (try? await lab.cli("bt-pair", "beta", ["list"]))?.0 == 0 })
         try await pairOverTCP(lab)
@@ -164,7 +166,7 @@ extension TwoDaemonsLabTests {
         let (status, _, error) = try await taking.value
         #expect(status != 0 && error.contains("interrupted"), "\(error)\n\(logs())")
         slowSave.withLock { $0 = false }
-        try lab.start(name: "alpha", adapter: "hci0", extraArguments: ["--save-timeout", "20"])
+        try lab.start(name: "alpha", adapter: "hci0", extraArguments: alphaArguments)
         #expect(await lab.eventually(20) { (try? await lab.cli("baton", "alpha", ["status"]))?.0 == 0 })
         _ = try await publish(type, title: "Dune, page 6", version: 1)
         #expect(await lab.eventually(30) { ((try? await suggestionPath(lab)) ?? nil) != nil }, "\(logs())")
