@@ -1,3 +1,5 @@
+import BatonAgent
+import BatonClient
 import BatonDBus
 import Foundation
 #if canImport(FoundationXML)
@@ -137,6 +139,27 @@ struct IntrospectionTests {
             let activity = try await introspect(fixture.client, path)
             #expect(activity["org.baton.Activity1"] == (try InterfaceFiles.shape("org.baton.Activity1")))
             #expect(activity["org.freedesktop.DBus.Properties"]?.signals["PropertiesChanged"] == "sa{sv}as")
+        }
+    }
+
+    /// The objects the daemon calls into: baton-agent's Agent1 and the client library's handler.
+    @Test func agentAndClientHandlerObjectsMatchTheInterfaceFiles() async throws {
+        try await withService { fixture in
+            let agent = try fixture.connect()
+            defer { agent.close() }
+            try await AgentService.export(on: agent, logger: CollectingAgentLog())
+            let agentReply = try await fixture.client.call(destination: AgentService.busName, path: AgentService.path,
+                                                           interface: "org.freedesktop.DBus.Introspectable", method: "Introspect")
+            let agentShapes = try IntrospectionReader.parse(try #require(agentReply.first?.stringValue))
+            #expect(agentShapes["org.baton.Agent1"] == (try InterfaceFiles.shape("org.baton.Agent1")))
+
+            let app = BatonConnection(connection: try fixture.connect())
+            defer { app.close() }
+            let registration = try await app.registerHandler(for: ["org.example.Reader.reading"]) { _ in }
+            let handlerReply = try await fixture.client.call(destination: app.dbus.uniqueName, path: registration.path,
+                                                             interface: "org.freedesktop.DBus.Introspectable", method: "Introspect")
+            let handlerShapes = try IntrospectionReader.parse(try #require(handlerReply.first?.stringValue))
+            #expect(handlerShapes["org.baton.ActivityHandler1"] == (try InterfaceFiles.shape("org.baton.ActivityHandler1")))
         }
     }
 
