@@ -46,8 +46,15 @@ public actor SuggestionAgent {
         let serverOwners = try await notifications.connection.nameOwnerChanges(for: NotificationServerClient.busName)
         let daemonOwners = try await daemon.dbus.nameOwnerChanges(for: daemon.busName)
         let inbox = inboxContinuation
-        feeds.append(Task {
-            for await change in suggestionChanges { inbox.yield(Self.event(for: change)) }
+        feeds.append(Task { [weak self] in
+            for await change in suggestionChanges {
+                if case .retitled(let path, let title) = change {
+                    // The title arrives after the object: the notification is replaced in place.
+                    if let event = await self?.retitled(path: path, title: title) { inbox.yield(event) }
+                } else if let event = Self.event(for: change) {
+                    inbox.yield(event)
+                }
+            }
         })
         feeds.append(Task { for await event in serverEvents { inbox.yield(event) } })
         feeds.append(Task { [weak self] in
@@ -84,12 +91,19 @@ public actor SuggestionAgent {
 
     private var tracked: Set<String> = []
 
+    /// The tracked suggestion at `path` with its new title, as an update; nil when not tracked.
+    private func retitled(path: String, title: String) -> AgentEvent? {
+        guard var suggestion = machine.suggestions.values.first(where: { $0.path == path }) else { return nil }
+        suggestion.title = title.isEmpty ? nil : title
+        return .suggestionAdded(suggestion)
+    }
+
     private func resynchronise() async {
         do {
             let objects = try await daemon.suggestionObjects()
             for path in tracked.subtracting(objects.keys) { inboxContinuation.yield(.suggestionRemoved(path: path)) }
             for (path, properties) in objects.sorted(by: { $0.key < $1.key }) {
-                inboxContinuation.yield(Self.event(for: .added(path: path, properties: properties)))
+                if let event = Self.event(for: .added(path: path, properties: properties)) { inboxContinuation.yield(event) }
             }
         } catch {
             logger.log("cannot read suggestions from \(daemon.busName): \(error)")
@@ -118,7 +132,7 @@ public actor SuggestionAgent {
         }
     }
 
-    private static func event(for change: SuggestionChange) -> AgentEvent {
+    private static func event(for change: SuggestionChange) -> AgentEvent? {
         switch change {
         case .added(let path, let properties):
             // An object without the fields a notification needs reads as gone, never as a crash.
@@ -126,6 +140,8 @@ public actor SuggestionAgent {
             return .suggestionAdded(snapshot)
         case .removed(let path):
             return .suggestionRemoved(path: path)
+        case .retitled:
+            return nil  // needs the tracked suggestion: `retitled(path:title:)`
         }
     }
 

@@ -6,6 +6,8 @@ public enum SuggestionChange: Sendable, Hashable {
     /// The object's Suggestion1 properties, raw, so properties newer than this library are kept.
     case added(path: String, properties: [String: DBusValue])
     case removed(path: String)
+    /// Suggestion1.Title changed (the daemon fetched the activity ahead).
+    case retitled(path: String, title: String)
 }
 
 extension BatonConnection {
@@ -16,14 +18,27 @@ extension BatonConnection {
             try await dbus.signals(matching: DBusMatchRule(sender: busName, interface: BatonInterface.objectManager,
                                                            path: Self.managerPath))
         }
+        let propertyChanges = try await translatingErrors {
+            try await dbus.signals(matching: DBusMatchRule(sender: busName, interface: BatonInterface.properties, member: "PropertiesChanged",
+                                                           pathNamespace: BatonObjectPath.suggestionPrefix,
+                                                           stringArguments: [0: BatonInterface.suggestion]))
+        }
         return AsyncStream { continuation in
-            let task = Task {
+            let objects = Task {
                 for await signal in signals {
                     if let change = Self.suggestionChange(from: signal) { continuation.yield(change) }
                 }
                 continuation.finish()
             }
-            continuation.onTermination = { _ in task.cancel() }
+            let titles = Task {
+                for await signal in propertyChanges {
+                    if let change = Self.titleChange(from: signal) { continuation.yield(change) }
+                }
+            }
+            continuation.onTermination = { _ in
+                objects.cancel()
+                titles.cancel()
+            }
         }
     }
 
@@ -42,6 +57,14 @@ extension BatonConnection {
     /// Suggestion1.Dismiss: this revision is not offered again.
     public func dismissSuggestion(at path: String) async throws(BatonClientError) {
         _ = try await call(path: path, interface: BatonInterface.suggestion, method: "Dismiss")
+    }
+
+    /// PropertiesChanged(Suggestion1, {Title: s}, _) → `.retitled`; nil for anything else.
+    static func titleChange(from signal: DBusSignal) -> SuggestionChange? {
+        guard signal.member == "PropertiesChanged", signal.path.hasPrefix(BatonObjectPath.suggestionPrefix + "/"), signal.arguments.count >= 2,
+              signal.arguments[0].stringValue == BatonInterface.suggestion,
+              let title = signal.arguments[1].asDictionary?["Title"]?.unwrapped.stringValue else { return nil }
+        return .retitled(path: signal.path, title: title)
     }
 
     /// Nil for other signals, other interfaces and malformed arguments (the bus is untrusted input).

@@ -37,6 +37,21 @@ struct SignalParsingTests {
                                                                                     .stringArray(["org.baton.Activity1"])])) == nil)
     }
 
+    @Test func titlePropertyChangesBecomeRetitledOnlyForSuggestions() {
+        func changed(_ path: String, _ arguments: [DBusValue]) -> SuggestionChange? {
+            BatonConnection.titleChange(from: DBusSignal(sender: ":1.5", path: path, interface: "org.freedesktop.DBus.Properties",
+                                                         member: "PropertiesChanged", arguments: arguments))
+        }
+        let title: DBusValue = .propertyDictionary(["Title": .string("Dune, page 2")])
+        #expect(changed("/org/baton/suggestion/4", [.string("org.baton.Suggestion1"), title, .stringArray([])])
+                == .retitled(path: "/org/baton/suggestion/4", title: "Dune, page 2"))
+        #expect(changed("/org/baton/activity/u0_1", [.string("org.baton.Suggestion1"), title, .stringArray([])]) == nil)
+        #expect(changed("/org/baton/suggestion/4", [.string("org.baton.Activity1"), title, .stringArray([])]) == nil)
+        #expect(changed("/org/baton/suggestion/4", [.string("org.baton.Suggestion1"), .propertyDictionary(["Title": .uint32(3)])]) == nil)
+        #expect(changed("/org/baton/suggestion/4", [.string("org.baton.Suggestion1"), .propertyDictionary(["Near": .boolean(true)])]) == nil)
+        #expect(changed("/org/baton/suggestion/4", [.string("org.baton.Suggestion1")]) == nil)
+    }
+
     @Test func onlyWebPagesGoToTheBrowser() {
         #expect(BrowserFallback.isWebURL("https://example.org/book#2"))
         #expect(BrowserFallback.isWebURL("HTTP://example.org"))

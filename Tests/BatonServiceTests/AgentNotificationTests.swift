@@ -178,9 +178,10 @@ private struct AgentScene {
     let log: CollectingAgentLog
 
     /// With `dunst`, Debian's dunst under Xvfb is the notification server instead of the test one.
-    static func start(capabilities: [String] = ["actions", "body"], dunst useDunst: Bool = false) async throws -> AgentScene {
+    static func start(capabilities: [String] = ["actions", "body"], dunst useDunst: Bool = false,
+                      betaContinuation: ContinuationService.Configuration = .init()) async throws -> AgentScene {
         let bus = try TestBus()
-        let a = try await HandoffNode.start(bus, name: "alpha"), b = try await HandoffNode.start(bus, name: "beta")
+        let a = try await HandoffNode.start(bus, name: "alpha"), b = try await HandoffNode.start(bus, name: "beta", continuation: betaContinuation)
         let client = try DBusConnection(bus: .address(bus.address))
         try await pair(a.node, b.node, client: client)
         let dunst = useDunst ? try await DunstUnderXvfb(bus: bus) : nil
@@ -318,6 +319,29 @@ struct AgentNotificationTests {
         try await Task.sleep(for: .milliseconds(300))
         #expect(source.wasContinued.isEmpty)
         #expect(heard.withLock { $0 } == ["WillContinue", "FailedToContinue"])
+        source.connection.close()
+        await scene.stop()
+    }
+
+    /// Suggestion1.Title arrives once beta fetched the activity ahead: the agent replaces its
+    /// notification in place with the activity's own title.
+    @Test func theTitleFetchedAheadReplacesTheNotificationInPlace() async throws {
+        let scene = try await AgentScene.start(betaContinuation: .init(prefetchAfter: .milliseconds(200)))
+        let (handlerApp, _) = try await registerHandler(on: scene.b.node, bus: scene.bus)
+        defer { handlerApp.close() }
+        let source = try FakeSourceApp(bus: scene.bus)
+        let first = try await scene.publishAndAwaitNotification(source)
+        #expect(first.summary == "Continue ‘Reader reading’ from alpha")
+        let server = try #require(scene.server)
+        #expect(try await eventually(timeout: .seconds(15)) { try await server.calls().filter { $0.name == "Notify" }.count == 2 }, "\(scene.log.lines)")
+        let second = try #require(try await server.calls().last { $0.name == "Notify" })
+        // The source app's WillSave ran for the prefetch: its saved title is the one shown.
+        #expect(second.summary == "Continue ‘Chapter 3’ from alpha")
+        #expect(second.replaces == first.id)
+        let path = try #require(try await suggestions(on: scene.b.node, client: scene.client).keys.first)
+        let title = try await scene.client.call(destination: scene.b.node.busName, path: path, interface: "org.freedesktop.DBus.Properties",
+                                                method: "Get", arguments: [.string("org.baton.Suggestion1"), .string("Title")])
+        #expect(title.first?.variantValue == .string("Chapter 3"))
         source.connection.close()
         await scene.stop()
     }

@@ -89,7 +89,7 @@ struct HandlerDeliveryTests {
             let outcome = await fixture.service.deliver(activity: try record("org.example.Reader.reading"), from: "Laptop", to: getuid())
             #expect(outcome == .delivered)
             #expect(recorder.members == ["WillContinue", "Continue"])
-            let continueCall = try #require(recorder.calls.last)
+            let continueCall = try #require(recorder.calls.first { $0.member == "Continue" })
             #expect(continueCall.arguments[0] == .string("org.example.Reader.reading"))
             #expect(continueCall.arguments[1] == .string("Chapter 9"))
             #expect(continueCall.arguments[2].asDictionary?["page"] == .int64(9))

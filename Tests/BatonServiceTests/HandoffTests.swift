@@ -45,9 +45,9 @@ struct HandoffNode {
     let node: TransferNode
     let radio: FakeRadio
 
-    static func start(_ bus: TestBus, name: String) async throws -> HandoffNode {
+    static func start(_ bus: TestBus, name: String, continuation: ContinuationService.Configuration = .init()) async throws -> HandoffNode {
         let radio = FakeRadio()
-        return HandoffNode(node: try await TransferNode.start(bus, name: name, radio: radio), radio: radio)
+        return HandoffNode(node: try await TransferNode.start(bus, name: name, radio: radio, continuation: continuation), radio: radio)
     }
 }
 

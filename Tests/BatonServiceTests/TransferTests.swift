@@ -26,7 +26,8 @@ struct TransferNode {
                  stateDirectory: stateDirectory)
     }
 
-    static func start(_ bus: TestBus, name: String, radio: (any RadioPort)? = nil) async throws -> TransferNode {
+    static func start(_ bus: TestBus, name: String, radio: (any RadioPort)? = nil,
+                      continuation: ContinuationService.Configuration = .init()) async throws -> TransferNode {
         let connection = try DBusConnection(bus: .address(bus.address))
         let directory = bus.directory.appendingPathComponent("state-\(name)").path
         let ring = try RingService(store: RingStore(directory: StateDirectory(path: directory)),
@@ -41,7 +42,7 @@ struct TransferNode {
         try await activities.start()
         _ = try await connection.requestName(busName, flags: [.doNotQueue])
         let parts = try await DaemonParts.start(connection: connection, ring: ring, activities: activities,
-                                                transfer: .init(listenHost: "127.0.0.1"), log: { _ in })
+                                                transfer: .init(listenHost: "127.0.0.1"), continuation: continuation, log: { _ in })
         return TransferNode(connection: connection, ring: ring, activities: activities, transfer: parts.transfer, parts: parts,
                             busName: busName, stateDirectory: directory)
     }
