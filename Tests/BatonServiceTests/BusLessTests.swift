@@ -19,6 +19,7 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
         var versions: ActivityVersions?
         var document: AttachedDocument?
         var failures: [ContinuationFailure] = []
+        var transferRequests = 0
     }
     private let state = Mutex(State())
     let handled: Set<String>
@@ -40,7 +41,10 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
     var delivered: [(record: ActivityRecord, from: String, uid: UInt32)] { state.withLock { $0.delivered } }
     var continuedDevices: [String] { state.withLock { $0.continued.map(\.1) } }
 
+    /// How often the source side was asked for its activity (a fetch reached it).
+    var transferRequests: Int { state.withLock { $0.transferRequests } }
     func recordForTransfer(uid: UInt32) async -> (ActivityID, ActivityRecord)? {
+        state.withLock { $0.transferRequests += 1 }
         if let delay = state.withLock({ $0.transferDelay }) { try? await Task.sleep(for: delay) }
         return state.withLock { state in state.current.flatMap { $0.0.uid == uid ? $0 : nil } }
     }

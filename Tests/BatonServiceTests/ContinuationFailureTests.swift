@@ -67,7 +67,8 @@ struct ContinuationFailureTests {
         a.activities.setTransferDelay(.seconds(30))
         let port = a.transfer.port
         let taking = Task { await failureOf { () throws(ServiceFailure) in try await b.continuation.take(suggestion.path, uid: getuid()) } }
-        try await Task.sleep(for: .milliseconds(500))
+        // Killed once the fetch reached the source (not after a fixed time, which a loaded machine outruns).
+        #expect(await eventually(timeout: .seconds(20)) { a.activities.transferRequests == 1 })
         await a.transfer.stop()
         let (category, failure) = await taking.value
         #expect(category == .interrupted, "\(String(describing: failure))")
