@@ -112,11 +112,20 @@ public struct DocumentChunk: Hashable, Sendable {
     }
 
     public init(payload: [UInt8]) throws(WireError) {
-        var reader = ByteReader(payload)
-        offset = try reader.readUInt64()
+        let (offset, _) = try Self.header(ofPayload: payload)
+        self.offset = offset
         data = Array(payload.dropFirst(Self.headerByteCount))
-        guard !data.isEmpty else { throw .malformed("empty chunk") }
-        guard data.count <= Self.maxDataBytes else { throw .payloadTooLarge(limit: Self.maxDataBytes, actual: data.count) }
+    }
+
+    /// The offset and data length of a chunk's payload, checked as `init(payload:)` checks them, for a
+    /// bulk receiver that writes the data straight from the payload instead of copying it out.
+    public static func header(ofPayload payload: [UInt8]) throws(WireError) -> (offset: UInt64, count: Int) {
+        var reader = ByteReader(payload)
+        let offset = try reader.readUInt64()
+        let count = payload.count - headerByteCount
+        guard count > 0 else { throw .malformed("empty chunk") }
+        guard count <= maxDataBytes else { throw .payloadTooLarge(limit: maxDataBytes, actual: count) }
+        return (offset, count)
     }
 }
 
@@ -142,9 +151,14 @@ public struct DocumentStreamCheck: Sendable {
     }
 
     public mutating func accept(_ chunk: DocumentChunk) throws(WireError) {
+        try accept(chunkAt: chunk.offset, count: chunk.data.count)
+    }
+
+    /// The same check for a chunk known by its offset and data length (`DocumentChunk.header(ofPayload:)`).
+    public mutating func accept(chunkAt offset: UInt64, count: Int) throws(WireError) {
         guard let info else { throw .unexpectedMessage("DocumentChunk before DocumentInfo") }
-        guard chunk.offset == next else { throw .malformed("chunk out of order") }
-        let (end, overflow) = chunk.offset.addingReportingOverflow(UInt64(chunk.data.count))
+        guard offset == next else { throw .malformed("chunk out of order") }
+        let (end, overflow) = offset.addingReportingOverflow(UInt64(count))
         guard !overflow, end <= info.totalSize else { throw .malformed("chunk beyond the snapshot") }
         next = end
     }

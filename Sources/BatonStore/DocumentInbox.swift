@@ -67,6 +67,8 @@ public final class PartialDocument: @unchecked Sendable {
         received = 0
         do throws(SnapshotError) {
             guard fchmod(descriptor, 0o600) == 0, ftruncate(descriptor, off_t(offset)) == 0 else { throw SnapshotError.system("truncate partial", errno) }
+            // The kept bytes are read once, front to back: ask for large read-ahead.
+            _ = posix_fadvise(descriptor, 0, off_t(offset), POSIX_FADV_SEQUENTIAL)
             var block = [UInt8](repeating: 0, count: SnapshotStore.blockSize)
             while received < offset {
                 let want = Int(min(UInt64(block.count), offset - received))
@@ -90,6 +92,26 @@ public final class PartialDocument: @unchecked Sendable {
         hash.update(bytes)
         try SnapshotStore.writeAll(descriptor, bytes)
         received += UInt64(bytes.count)
+    }
+
+    /// The two halves of `append`, for a receiver that runs them on two threads at once (hashing is
+    /// the slowest step of a pull): `updateDigest` takes the bytes in order, `write(_:at:)` puts
+    /// them at their offset. The two share no state; each must not overlap a call of its own kind.
+    public func updateDigest(with bytes: UnsafeRawBufferPointer) {
+        hash.update(bytes)
+        received += UInt64(bytes.count)
+    }
+
+    public func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(SnapshotError) {
+        var written = 0
+        while written < bytes.count {
+            let count = pwrite(descriptor, bytes.baseAddress! + written, bytes.count - written, off_t(offset) + off_t(written))
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .system("write", errno)
+            }
+            written += count
+        }
     }
 
     /// Ends the pull: the digest is checked, then the partial file becomes the document (fsync,

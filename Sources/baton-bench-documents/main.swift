@@ -15,6 +15,7 @@ struct Options {
     var mebibytes = 1024
     var directory = "/tmp"
     var cutAt = 0.5
+    var runs = 5
 
     static func parse(_ arguments: [String]) -> Options {
         var options = Options()
@@ -27,6 +28,9 @@ struct Options {
             case "--directory":
                 guard let value = iterator.next() else { usage() }
                 options.directory = value
+            case "--runs":
+                guard let value = iterator.next().flatMap(Int.init), value > 0 else { usage() }
+                options.runs = value
             case "--cut-at":
                 guard let value = iterator.next().flatMap(Double.init), value > 0, value < 1 else { usage() }
                 options.cutAt = value
@@ -37,7 +41,7 @@ struct Options {
     }
 
     static func usage() -> Never {
-        print("usage: baton-bench-documents [--mib N (1024)] [--directory DIR (/tmp)] [--cut-at FRACTION (0.5)]")
+        print("usage: baton-bench-documents [--mib N (1024)] [--directory DIR (/tmp)] [--cut-at FRACTION (0.5)] [--runs N (5)]")
         exit(2)
     }
 }
@@ -195,20 +199,31 @@ final class CutOnce: Sendable {
     func take() -> Int? { value.withLock { value in defer { value = nil }; return value } }
 }
 
+/// CPU time of the whole process (both sides, every thread), user and system, in seconds.
+func processCPU() -> Double {
+    var usage = rusage()
+    getrusage(Int32(RUSAGE_SELF.rawValue), &usage)
+    func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
 struct PullFigures {
     var total: Duration
+    /// CPU seconds both sides spent, so a loaded machine's figures can be compared.
+    var cpu: Double
     var firstByte: Duration
     /// The longest pause between two chunks: at a cut, the reconnect, handshake and re-hash of the prefix.
     var longestGap: Duration
     var resumes: Int
 }
 
-func pull(from source: Source, into directory: String) async throws -> PullFigures {
+func pull(from source: Source, into directory: String, maxInterruptions: Int = 2) async throws -> PullFigures {
     let inbox = try DocumentInbox(directory: directory)
     let ids = RequestIDSource(startingAt: 1)
     let puller = DocumentPuller(inbox: inbox, activity: ActivityReference(typeHash: TypeHash(value: 1), revision: 1),
-                                chunkTimeout: .seconds(30), maxInterruptions: 2, makeRequestID: { ids.make() })
+                                chunkTimeout: .seconds(30), maxInterruptions: maxInterruptions, makeRequestID: { ids.make() })
     let clock = ContinuousClock()
+    let cpuBefore = processCPU()
     let start = clock.now
     let marks = Mutex<(first: ContinuousClock.Instant?, last: ContinuousClock.Instant?, gap: Duration)>((nil, nil, .zero))
     let pulled = try await puller.pull(connect: source.connect, progress: { received, _ in
@@ -221,9 +236,10 @@ func pull(from source: Source, into directory: String) async throws -> PullFigur
         }
     })
     let total = clock.now - start
+    let cpu = processCPU() - cpuBefore
     precondition(pulled.info == source.document.info, "another document arrived")
     let (first, _, gap) = marks.withLock { $0 }
-    return PullFigures(total: total, firstByte: (first ?? clock.now) - start, longestGap: gap, resumes: pulled.resumes)
+    return PullFigures(total: total, cpu: cpu, firstByte: (first ?? clock.now) - start, longestGap: gap, resumes: pulled.resumes)
 }
 
 let options = Options.parse(Array(CommandLine.arguments.dropFirst()))
@@ -245,19 +261,65 @@ let info = try DocumentInfo(totalSize: stored.size, digest: stored.digest, media
 let document = AttachedDocument(path: stored.path, info: info)
 print("commit on A (copy + SHA-256 + fsync): \(milliseconds(commitTime)), \(rate(bytes, commitTime))")
 
-let raw = rawTCP(bytes: bytes)
-print("raw TCP on loopback: \(milliseconds(raw)), \(rate(bytes, raw))")
-
-let whole = try await pull(from: try Source(document: document, cutAfterChunks: nil), into: root + "/b-inbox-1")
-print("TLS pull A → B (digest checked, fsync, rename): \(milliseconds(whole.total)), \(rate(bytes, whole.total)), "
-      + "\(Int((seconds(raw) / seconds(whole.total) * 100).rounded())) % of raw TCP")
-print("time to first byte: \(milliseconds(whole.firstByte))")
-unlink(root + "/b-inbox-1/" + info.digest.hexString + ".document")
-
 let chunks = (bytes + DocumentChunk.maxDataBytes - 1) / DocumentChunk.maxDataBytes
 let cut = max(1, Int(Double(chunks) * options.cutAt))
-let resumed = try await pull(from: try Source(document: document, cutAfterChunks: cut), into: root + "/b-inbox-2")
-precondition(resumed.resumes == 1, "the cut did not happen")
-print("TLS pull cut at \(Int(options.cutAt * 100)) % and resumed: \(milliseconds(resumed.total)); "
-      + "resume cost \(milliseconds(resumed.longestGap)) (reconnect, handshake, re-hash of the \((cut * DocumentChunk.maxDataBytes) >> 20) MiB kept), "
-      + "\(milliseconds(resumed.total - whole.total)) over the uncut pull")
+let keptMiB = (cut * DocumentChunk.maxDataBytes) >> 20
+
+struct RunFigures {
+    var raw: Duration
+    /// CPU seconds of the raw TCP transfer (both threads).
+    var rawCPU: Double
+    var whole: PullFigures
+    /// The pull cut at `cut` chunks, resumed within the same pull.
+    var cutPull: PullFigures
+    /// A new pull finding the first `cut` chunks kept by an earlier, interrupted one.
+    var fromMiddle: PullFigures
+}
+
+func percent(_ part: Duration, of whole: Duration) -> Int { Int((seconds(part) / seconds(whole) * 100).rounded()) }
+
+func oneRun(_ index: Int) async throws -> RunFigures {
+    let inbox = root + "/b-inbox-\(index)"
+    let documentPath = inbox + "/" + info.digest.hexString + ".document"
+    let rawCPUBefore = processCPU()
+    let raw = rawTCP(bytes: bytes)
+    let rawCPU = processCPU() - rawCPUBefore
+    let whole = try await pull(from: try Source(document: document, cutAfterChunks: nil), into: inbox)
+    unlink(documentPath)
+    let cutPull = try await pull(from: try Source(document: document, cutAfterChunks: cut), into: inbox)
+    precondition(cutPull.resumes == 1, "the cut did not happen")
+    unlink(documentPath)
+    // An interrupted pull that gives up at the cut leaves its partial file; the next pull resumes it.
+    do {
+        _ = try await pull(from: try Source(document: document, cutAfterChunks: cut), into: inbox, maxInterruptions: 0)
+        preconditionFailure("the cut did not interrupt the pull")
+    } catch DocumentPullError.interrupted {}
+    let fromMiddle = try await pull(from: try Source(document: document, cutAfterChunks: nil), into: inbox)
+    unlink(documentPath)
+    print("run \(index): raw TCP \(milliseconds(raw)) \(rate(bytes, raw)); TLS pull \(milliseconds(whole.total)) \(rate(bytes, whole.total)) "
+          + "(\(percent(raw, of: whole.total)) % of raw), CPU \(Int((whole.cpu * 1000).rounded())) ms, first byte \(milliseconds(whole.firstByte)); "
+          + "cut and resumed \(milliseconds(cutPull.total)) (gap \(milliseconds(cutPull.longestGap))); "
+          + "from the middle \(milliseconds(fromMiddle.total))")
+    return RunFigures(raw: raw, rawCPU: rawCPU, whole: whole, cutPull: cutPull, fromMiddle: fromMiddle)
+}
+
+var runs: [RunFigures] = []
+for index in 1...options.runs { runs.append(try await oneRun(index)) }
+
+/// The median (the lower middle one for an even count).
+func median(_ values: [Duration]) -> Duration { values.sorted()[(values.count - 1) / 2] }
+func median(_ values: [Double]) -> Double { values.sorted()[(values.count - 1) / 2] }
+
+let raw = median(runs.map(\.raw))
+let whole = median(runs.map(\.whole.total))
+let ratios = runs.map { seconds($0.raw) / seconds($0.whole.total) }
+print("medians of \(runs.count) runs:")
+print("  raw TCP on loopback: \(milliseconds(raw)), \(rate(bytes, raw)); CPU \(Int((median(runs.map(\.rawCPU)) * 1000).rounded())) ms")
+print("  TLS pull A → B (digest checked, fsync, rename): \(milliseconds(whole)), \(rate(bytes, whole)); "
+      + "\(Int((median(ratios) * 100).rounded())) % of raw TCP (median of the per-run ratios)")
+print("  CPU of the pull, both sides: \(Int((median(runs.map(\.whole.cpu)) * 1000).rounded())) ms")
+print("  time to first byte: \(milliseconds(median(runs.map(\.whole.firstByte))))")
+print("  cut at \(Int(options.cutAt * 100)) % and resumed in the same pull: \(milliseconds(median(runs.map(\.cutPull.total)))); "
+      + "longest gap \(milliseconds(median(runs.map(\.cutPull.longestGap)))) (reconnect, handshake, re-hash of the \(keptMiB) MiB kept)")
+print("  resume from the middle (\(keptMiB) MiB kept): \(milliseconds(median(runs.map(\.fromMiddle.total)))) against "
+      + "\(milliseconds(whole)) from zero")

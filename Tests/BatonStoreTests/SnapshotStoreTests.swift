@@ -119,4 +119,38 @@ struct SnapshotStoreTests {
         #expect(throws: SnapshotError.digestMismatch) { try wrong.finish() }
         #expect(inbox.resumeOffset(digest: other) == 0 && inbox.received(digest: other) == nil)
     }
+
+    @Test func hashingAndWritingAtOffsetsFromTwoThreadsGiveTheSameDocumentAsAppending() async throws {
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let inbox = try DocumentInbox(directory: root + "/inbox")
+        let content = bytes(300_000, 4)
+        let digest = SHA256.hash(content)
+        // Kept from an interrupted pull, then resumed with the split path (as DocumentPuller does).
+        let first = try inbox.open(digest: digest, offset: 0)
+        try content[0..<70_000].withUnsafeBytes { try first.append($0) }
+        first.suspend()
+        let partial = try inbox.open(digest: digest, offset: 70_000)
+        var offset = 70_000
+        while offset < content.count {
+            let piece = Array(content[offset..<min(offset + 65_536, content.count)])
+            let at = UInt64(offset)
+            async let hashed: Void = Task.detached { piece.withUnsafeBytes { partial.updateDigest(with: $0) } }.value
+            async let written: Void = Task.detached { try piece.withUnsafeBytes { try partial.write($0, at: at) } }.value
+            _ = await hashed
+            try await written
+            offset += piece.count
+        }
+        let path = try partial.finish()
+        #expect(try Array(Data(contentsOf: URL(fileURLWithPath: path))) == content)
+
+        // The digest covers what was hashed, whatever was written: a wrong byte hashed is refused.
+        let again = SHA256.hash(content + [1])
+        let refused = try inbox.open(digest: again, offset: 0)
+        try (content + [2]).withUnsafeBytes { bytes in
+            refused.updateDigest(with: bytes)
+            try refused.write(bytes, at: 0)
+        }
+        #expect(throws: SnapshotError.digestMismatch) { try refused.finish() }
+        #expect(inbox.received(digest: again) == nil)
+    }
 }

@@ -123,14 +123,17 @@ public struct DocumentPuller {
     }
 
     /// Receives chunks until the stream is complete; returns why the connection broke, nil when complete.
-    /// Receives chunks until the stream is complete; returns why the connection broke, nil when complete.
-    /// Each chunk is hashed and written by a task of its own while the next one is received and
-    /// decrypted (one write in flight, so the partial file stays in order and has one writer).
+    /// Each chunk is hashed by one task and written by another while the next one is received and
+    /// decrypted (one of each in flight, so the digest takes the bytes in order and the partial file
+    /// has one writer). Memory: the chunk being received and the one being hashed and written.
     private func receiveRest(on channel: SecureChannel, requestID: UInt32, check: inout DocumentStreamCheck, into partial: PartialDocument,
                              progress: @Sendable (UInt64, UInt64) -> Void) async throws(DocumentPullError) -> String? {
         let total = check.info?.totalSize ?? 0
         var writing: Task<SnapshotError?, Never>?
+        var hashing: Task<Void, Never>?
         func finishWriting() async throws(DocumentPullError) {
+            await hashing?.value
+            hashing = nil
             if let failure = await writing?.value { throw .store(failure) }
             writing = nil
         }
@@ -147,15 +150,16 @@ public struct DocumentPuller {
                 return "\(error)"
             }
             guard reply.requestID == requestID else { continue }
-            let chunk: DocumentChunk
+            let chunk: (offset: UInt64, count: Int)
             do throws(DocumentPullError) {
                 if reply.type == .error {
                     throw .refused((try? ErrorFrame(payload: reply.payload)) ?? ErrorFrame(code: .malformed, message: ""))
                 }
                 do throws(WireError) {
                     guard reply.type == .documentChunk else { throw .unexpectedMessage("\(reply.type)") }
-                    chunk = try DocumentChunk(payload: reply.payload)
-                    try check.accept(chunk)
+                    // The data is written from the frame's payload as it is, not copied out first.
+                    chunk = try DocumentChunk.header(ofPayload: reply.payload)
+                    try check.accept(chunkAt: chunk.offset, count: chunk.count)
                 } catch {
                     throw .protocolError("\(error)")
                 }
@@ -164,9 +168,15 @@ public struct DocumentPuller {
                 throw error
             }
             try await finishWriting()
+            let payload = reply.payload
+            hashing = Task.detached {
+                payload.withUnsafeBytes { partial.updateDigest(with: UnsafeRawBufferPointer(rebasing: $0[DocumentChunk.headerByteCount...])) }
+            }
             writing = Task.detached {
-                chunk.data.withUnsafeBytes { raw in
-                    do throws(SnapshotError) { try partial.append(raw) } catch { return error }
+                payload.withUnsafeBytes { raw in
+                    do throws(SnapshotError) {
+                        try partial.write(UnsafeRawBufferPointer(rebasing: raw[DocumentChunk.headerByteCount...]), at: chunk.offset)
+                    } catch { return error }
                     return nil
                 }
             }

@@ -208,13 +208,22 @@ final class OwnedSocket: Sendable {
     /// Between 1 and `maximum` bytes from a stream socket; `.closed` once the peer closed (which also
     /// closes this side).
     func receiveSome(upTo maximum: Int, until deadline: DispatchTime) async throws(TransportError) -> [UInt8] {
-        var buffer = [UInt8](repeating: 0, count: maximum)
         while true {
-            let received = withDescriptor { descriptor in
-                (buffer.withUnsafeMutableBytes { Glibc.recv(descriptor, $0.baseAddress, $0.count, 0) }, errno)
+            var code: Int32 = 0
+            var count = 0
+            var borrowed = false
+            // Received straight into the array returned: no zero fill, no copy of a prefix.
+            let buffer = [UInt8](unsafeUninitializedCapacity: max(1, maximum)) { buffer, initialized in
+                initialized = 0
+                _ = withDescriptor { descriptor in
+                    borrowed = true
+                    count = Glibc.recv(descriptor, buffer.baseAddress, buffer.count, 0)
+                    code = errno
+                }
+                if count > 0 { initialized = count }
             }
-            guard let (count, code) = received else { throw .closed }
-            if count > 0 { return Array(buffer[0..<count]) }
+            guard borrowed else { throw .closed }
+            if count > 0 { return buffer }
             guard count < 0, Self.isTransient(code) else {
                 close()
                 throw count == 0 ? .closed : Self.failure("recv", code)

@@ -55,6 +55,12 @@ public final class SecureChannel: Sendable {
         try await frames.send(frame, until: configuration.writeTimeout.deadlineFromNow)
     }
 
+    /// Sends several frames with one TLS write (a bulk stream's batch, §6.5). Throws `.unencodableFrame`
+    /// (nothing sent) when one is over its type's limit, `.timedOut`, or `.closed`.
+    public func send(_ frames: [Frame]) async throws(TransportError) {
+        try await self.frames.send(frames, until: configuration.writeTimeout.deadlineFromNow)
+    }
+
     /// Writes bytes as they are; for frames already encoded (and for tests that must break the framing).
     func sendEncoded(_ bytes: [UInt8]) async throws(TransportError) {
         try await frames.sendEncoded(bytes, until: configuration.writeTimeout.deadlineFromNow)
