@@ -130,6 +130,12 @@ extension ActivityService {
     /// application launched for it (only when the daemon runs as that user: it never starts programs
     /// on another user's behalf). Used by the transfer.
     public func deliver(activity record: ActivityRecord, from device: String, to uid: UInt32) async -> DeliveryOutcome {
+        await deliver(activity: record, document: nil, from: device, to: uid)
+    }
+
+    /// As above, with the activity's document handed to the handler beside the userInfo (a read-only
+    /// descriptor, ActivityService+Documents).
+    public func deliver(activity record: ActivityRecord, document: PulledDocument?, from device: String, to uid: UInt32) async -> DeliveryOutcome {
         let type = record.activityType
         var handler = newestHandler(for: type, uid: uid)
         if handler == nil {
@@ -169,6 +175,18 @@ extension ActivityService {
         guard accepted else { return .declined }
         var info: [String: DBusValue] = ["Version": .int64(record.version), "Device": .string(device)]
         if let url = record.webpageURL { info["WebpageURL"] = .string(url) }
+        var descriptor: Int32?
+        if let document {
+            guard let (value, opened) = Self.handlerDocument(document) else {
+                recordError(.handlerFailed)
+                await failedToContinue(target, type: type, error: BatonErrorName.failed.rawValue, message: "the document cannot be opened")
+                return .failed
+            }
+            info["Document"] = value
+            descriptor = opened
+        }
+        // libdbus sent its own duplicate: ours closes once the call is done.
+        defer { if let descriptor { close(descriptor) } }
         do {
             _ = try await connection.call(destination: target.connection, path: target.path, interface: BatonInterface.handler,
                                           method: "Continue",

@@ -1,5 +1,6 @@
 import BatonAPI
 import BatonCore
+import BatonStore
 
 /// What the continuation needs from the activities: which types some local user can continue,
 /// and delivery to a user's handler. `ActivityService` conforms.
@@ -9,18 +10,43 @@ public protocol ContinuationActivities: Sendable {
     /// Whether some handler of `uid` for `type` (registered, or an installed app) accepts this
     /// activity version; checked before any handler is asked (versionUnsupported otherwise).
     func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool
+    /// Delivery with the activity's document, pulled and checked, beside the userInfo.
+    func deliver(activity: ActivityRecord, document: PulledDocument?, from device: String, to uid: UInt32) async -> DeliveryOutcome
+    /// Where `uid`'s incoming documents are kept; nil: documents are not pulled (delivered without).
+    func documentInbox(uid: UInt32) async -> DocumentInbox?
 }
 
 extension ContinuationActivities {
     /// Until handlers declare versions (RegisterHandler option Versions, X-Baton-ActivityVersions),
     /// every version is accepted.
     public func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool { true }
+
+    /// Conformers without documents (test fakes) deliver the activity alone.
+    public func deliver(activity: ActivityRecord, document: PulledDocument?, from device: String, to uid: UInt32) async -> DeliveryOutcome {
+        await deliver(activity: activity, from: device, to: uid)
+    }
+
+    public func documentInbox(uid: UInt32) async -> DocumentInbox? { nil }
 }
 
 /// Where suggestions are shown (Suggestion1 objects on D-Bus; a fake in tests).
 public protocol SuggestionBoard: Sendable {
     func offer(_ shown: ShownSuggestion) async throws
     func withdraw(_ shown: ShownSuggestion) async
+    /// How far a continuation's document pull is, for the caller of Continue only (rate-limited by
+    /// the continuation).
+    func documentProgress(_ progress: DocumentProgress, to caller: String) async
+}
+
+extension SuggestionBoard {
+    public func documentProgress(_ progress: DocumentProgress, to caller: String) async {}
+}
+
+/// Bytes of a continuation's document received so far (Manager1.DocumentProgress).
+public struct DocumentProgress: Sendable, Equatable {
+    public var activityType: String
+    public var received: UInt64
+    public var total: UInt64
 }
 
 /// A suggestion of the book (`BatonCore.Suggestion`) as the board shows it: an
