@@ -17,6 +17,8 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
         var transferDelay: Duration?
         var versions: ActivityVersions?
         var document: AttachedDocument?
+        var inbox: DocumentInbox?
+        var deliveredDocuments: [PulledDocument?] = []
     }
     private let state = Mutex(State())
     let handled: Set<String>
@@ -52,6 +54,15 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
         state.withLock { $0.delivered.append((activity, device, uid)) }
         return outcome
     }
+    /// Where pulled documents go; nil (the default): none are pulled.
+    func setInbox(_ inbox: DocumentInbox?) { state.withLock { $0.inbox = inbox } }
+    func documentInbox(uid: UInt32) async -> DocumentInbox? { state.withLock { $0.inbox } }
+    /// The document of each delivery, in order (nil: delivered without one).
+    var deliveredDocuments: [PulledDocument?] { state.withLock { $0.deliveredDocuments } }
+    func deliver(activity: ActivityRecord, document: PulledDocument?, from device: String, to uid: UInt32) async -> DeliveryOutcome {
+        state.withLock { $0.deliveredDocuments.append(document) }
+        return await deliver(activity: activity, from: device, to: uid)
+    }
 }
 
 /// Where suggestions would be shown, in memory: a fake of the Suggestion1 objects.
@@ -60,6 +71,10 @@ final class FakeSuggestionBoard: SuggestionBoard {
     var suggestions: [ShownSuggestion] { shown.withLock { Array($0.values) } }
     func offer(_ suggestion: ShownSuggestion) async throws { shown.withLock { $0[suggestion.path] = suggestion } }
     func withdraw(_ suggestion: ShownSuggestion) async { shown.withLock { $0[suggestion.path] = nil } }
+    private let progressSent = Mutex<[(DocumentProgress, String)]>([])
+    /// Every DocumentProgress signal the board would have sent, with its destination.
+    var progress: [(DocumentProgress, String)] { progressSent.withLock { $0 } }
+    func documentProgress(_ progress: DocumentProgress, to caller: String) async { progressSent.withLock { $0.append((progress, caller)) } }
 }
 
 /// A daemon's ring side without any bus: ring (fake radio), transfer on 127.0.0.1, continuation
