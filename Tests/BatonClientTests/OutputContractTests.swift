@@ -67,6 +67,8 @@ struct OutputContractTests {
             "UserInfo": PropertyValueCoding.encodeUserInfo(["page": .integer(1)]), "WebpageURL": .string("https://example.org"),
             "Version": .int64(1), "NeedsSave": .boolean(false), "Current": .boolean(true), "Owner": .uint32(0),
             "Revision": .uint32(1), "LastError": .string("radio-unavailable"),
+            "Document": .propertyDictionary(["Id": .string("plan-2"), "MediaType": .string("application/pdf"), "Size": .uint64(3),
+                                             "Digest": .string("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")]),
         ])
         let suggestion = SuggestionInfo(path: "/org/baton/suggestion/1", SuggestionProperties(
             device: "abcd-ef01", deviceName: "laptop", activityType: "org.example.A.b", revision: 3, hasWebpageURL: true, near: true))
