@@ -189,7 +189,9 @@ struct TruthfulStatusTests {
             try await activity.becomeCurrent()
             try await eventually("the publish settles") { try await connection.activities().first?.status == "failed" }
             let (_, list) = try await tool.json(["list"])
-            #expect(jsonKeys(list) == (try Self.documented("baton --json list")), "\(list)")
+            // This activity has no document: the Document object's keys are checked by keysMatchTheDocument.
+            #expect(jsonKeys(list).union(["Document", "Id", "MediaType", "Size", "Digest"]) == (try Self.documented("baton --json list")), "\(list)")
+            #expect(jsonKeys(list).isDisjoint(with: ["Document", "Id", "MediaType", "Size", "Digest"]))
 
             let publish = try await tool.run(["--json", "publish", "--type", "org.example.Reader.reading", "--title", "x", "--current", "--for", "0.1"])
             #expect(jsonKeys(try JSONValue.parse(publish.stdout)) == (try Self.documented("baton --json publish")))
