@@ -108,6 +108,12 @@ struct BusLessNode {
         return BusLessNode(ring: ring, pairing: pairing, radio: radio, transfer: transfer, continuation: continuation, activities: activities, board: board)
     }
 
+    /// The same node after a restart (a daemon killed and started again): ring, transfer and
+    /// continuation from its state directory, on a new transfer port.
+    static func restart(_ node: BusLessNode, in directory: URL, name: String, handled: Set<String>) async throws -> BusLessNode {
+        try await start(in: directory, name: name, handled: handled)
+    }
+
     func stop() async {
         await continuation.stop()
         await transfer.stop()
