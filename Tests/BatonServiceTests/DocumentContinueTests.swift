@@ -23,10 +23,16 @@ final class CuttingRelayFake: @unchecked Sendable {
     private let onCut: @Sendable () -> Void
     private let connections = Mutex(0)
     private let stopped = Mutex(false)
+    /// Drop instead of cut: after `cutAfter` bytes nothing more passes either way and nothing is
+    /// closed (a link that went dead: no FIN, no RST), until `stop`.
+    private let silently: Bool
+    private let dropped = Mutex(false)
+    private let sockets = Mutex<[Int32]>([])
 
-    init(target: UInt16, cutAfter: Int, onCut: @escaping @Sendable () -> Void) throws {
+    init(target: UInt16, cutAfter: Int, silently: Bool = false, onCut: @escaping @Sendable () -> Void) throws {
         self.target = target
         self.cutAfter = cutAfter
+        self.silently = silently
         self.onCut = onCut
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var address = Self.loopback(port: 0)
@@ -49,6 +55,7 @@ final class CuttingRelayFake: @unchecked Sendable {
         stopped.withLock { $0 = true }
         shutdown(listening, Int32(SHUT_RDWR))
         close(listening)
+        for socket in sockets.withLock({ $0 }) { shutdown(socket, Int32(SHUT_RDWR)) }
     }
 
     private static func loopback(port: UInt16) -> sockaddr_in {
@@ -72,6 +79,7 @@ final class CuttingRelayFake: @unchecked Sendable {
                 close(client)
                 continue
             }
+            sockets.withLock { $0 += [client, server] }
             let limit = number == 1 ? cutAfter : Int.max
             Thread.detachNewThread { [self] in pump(from: client, to: server, limit: .max) }
             Thread.detachNewThread { [self] in pump(from: server, to: client, limit: limit) }
@@ -83,6 +91,16 @@ final class CuttingRelayFake: @unchecked Sendable {
         var moved = 0
         while true {
             let want = min(buffer.count, limit - moved)
+            if want == 0 && silently {
+                dropped.withLock { $0 = true }
+                onCut()
+            }
+            // A dead link: whatever comes is lost, in both directions, and nobody is told.
+            if dropped.withLock({ $0 }) {
+                let count = buffer.withUnsafeMutableBytes { read(source, $0.baseAddress, $0.count) }
+                if count <= 0 { return }
+                continue
+            }
             let count = want == 0 ? 0 : buffer.withUnsafeMutableBytes { read(source, $0.baseAddress, want) }
             if count <= 0 { break }
             var written = 0
@@ -116,9 +134,10 @@ struct DocumentContinueTests {
 
     /// Two paired nodes; alpha publishes an activity with a document of `size` bytes; beta pulls
     /// documents into its inbox.
-    func makePair(size: Int) async throws -> (a: BusLessNode, b: BusLessNode, bytes: [UInt8], info: DocumentInfo, inbox: DocumentInbox) {
+    func makePair(size: Int, receiver: TransferService.Configuration = .init(listenHost: "127.0.0.1", bluetooth: false))
+        async throws -> (a: BusLessNode, b: BusLessNode, bytes: [UInt8], info: DocumentInfo, inbox: DocumentInbox) {
         let a = try await BusLessNode.start(in: directory, name: "alpha")
-        let b = try await BusLessNode.start(in: directory, name: "beta", handled: [Self.type])
+        let b = try await BusLessNode.start(in: directory, name: "beta", handled: [Self.type], transfer: receiver)
         let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing)
         for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
             #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.phase.stateName == "paired" })
@@ -202,6 +221,26 @@ struct DocumentContinueTests {
         #expect(try inboxFiles(inbox) == [info.digest.hexString + ".document"])
         #expect(b.activities.delivered.count == 1)
         #expect(await eventually(timeout: .seconds(5)) { a.activities.continuedDevices == ["beta"] })
+        await a.stop()
+        await b.stop()
+    }
+
+    /// The link goes dead mid-document (packets dropped, nothing closed): the pull notices by its
+    /// chunk timeout and resumes from its offset on a new connection.
+    @Test func aLinkThatGoesSilentMidDocumentResumesAfterTheTimeout() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (a, b, bytes, info, inbox) = try await makePair(size: 64 * DocumentChunk.maxDataBytes,
+                                                            receiver: .init(listenHost: "127.0.0.1", requestTimeout: .seconds(2), bluetooth: false))
+        let relay = try CuttingRelayFake(target: a.transfer.port, cutAfter: 1 << 20, silently: true, onCut: {})
+        defer { relay.stop() }
+        let idA = await a.ring.deviceID
+        await b.ring.endpointWorked(idA, "127.0.0.1:\(relay.port)")
+        #expect(try await b.continuation.continueActivity(from: "alpha", type: Self.type, uid: getuid()) == "delivered")
+        let document = try #require(b.activities.deliveredDocuments.first ?? nil)
+        #expect(document.resumes == 1)
+        #expect(try Array(Data(contentsOf: URL(fileURLWithPath: document.path))) == bytes)
+        #expect(try inboxFiles(inbox) == [info.digest.hexString + ".document"])
+        #expect(b.activities.delivered.count == 1)
         await a.stop()
         await b.stop()
     }
