@@ -187,6 +187,8 @@ public actor ContinuationService {
             if let inbox {
                 do throws(DocumentPullError) { pulled = try await document.pull(into: inbox, progress: report) } catch { return (.documentFailed(error), false) }
             }
+            // (Edit-session hand-over and revision checks, issue 14, belong here: after the document
+            // is here, before any handler sees it.)
             // Cancelled while fetching: nothing reaches a handler, nothing is reported.
             guard attempt?.beginDelivery() ?? true else { return (.cancelled, false) }
             let outcome = await activities.deliver(activity: record, document: pulled, from: member.name, to: uid)
