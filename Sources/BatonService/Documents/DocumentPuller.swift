@@ -93,7 +93,8 @@ public struct DocumentPuller {
             if known == nil {
                 known = info
                 if let path = inbox.received(digest: info.digest) {
-                    // The source streams the rest regardless: only a fresh channel can be trusted after.
+                    // Already here. The source is streaming it all again on this channel, so a borrowed
+                    // one is closed (its caller goes on over a new connection) unless nothing follows.
                     completed = info.totalSize == check.next
                     return PulledDocument(path: path, info: info, resumes: 0, resumedBytes: info.totalSize)
                 }
