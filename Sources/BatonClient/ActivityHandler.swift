@@ -3,6 +3,9 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import BatonAPI
 import BatonCore
 import BatonDBus
@@ -120,7 +123,16 @@ struct ActivityHandlerObject: Sendable {
             guard let parsed = URL(string: text) else { throw invalid("WebpageURL is not a URL") }
             url = parsed
         }
+        var document: ContinuedDocument?
+        if let entry = info["Document"]?.asDictionary {
+            guard let descriptor = entry["Fd"]?.unixFDValue, let id = entry["Id"]?.stringValue, let mediaType = entry["MediaType"]?.stringValue,
+                  let size = entry["Size"]?.uint64Value, let digest = entry["Digest"]?.stringValue else {
+                if let descriptor = entry["Fd"]?.unixFDValue { close(descriptor) }
+                throw invalid("Document expects Fd (h), Id, MediaType, Digest (s) and Size (t)")
+            }
+            document = ContinuedDocument(id: id, mediaType: mediaType, size: size, digest: digest, descriptor: descriptor)
+        }
         return ContinuedActivity(activityType: type, title: title, userInfo: userInfo, webpageURL: url,
-                                 version: info["Version"]?.int64Value ?? 0, device: info["Device"]?.stringValue ?? "")
+                                 version: info["Version"]?.int64Value ?? 0, device: info["Device"]?.stringValue ?? "", document: document)
     }
 }

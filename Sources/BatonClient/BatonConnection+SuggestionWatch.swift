@@ -83,3 +83,32 @@ extension BatonConnection {
         }
     }
 }
+
+/// Ring1.DocumentProgress: how much of a continuation's document arrived.
+public struct DocumentProgressUpdate: Sendable, Hashable {
+    public var activityType: String
+    public var received: UInt64
+    public var total: UInt64
+}
+
+extension BatonConnection {
+    /// The daemon's Ring1.DocumentProgress signals for Continue calls made on this connection
+    /// (they are sent to the caller only). Subscribe before calling Continue.
+    public func documentProgress() async throws(BatonClientError) -> AsyncStream<DocumentProgressUpdate> {
+        let signals = try await translatingErrors {
+            try await dbus.signals(matching: DBusMatchRule(sender: busName, interface: BatonInterface.ring, member: "DocumentProgress",
+                                                           path: BatonObjectPath.ring))
+        }
+        return AsyncStream { continuation in
+            let task = Task {
+                for await signal in signals {
+                    guard signal.arguments.count == 3, let type = signal.arguments[0].stringValue,
+                          let received = signal.arguments[1].uint64Value, let total = signal.arguments[2].uint64Value else { continue }
+                    continuation.yield(DocumentProgressUpdate(activityType: type, received: received, total: total))
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+}

@@ -58,6 +58,8 @@ public struct ActivityInfo: Sendable, Hashable {
     public var revision: UInt32?
     /// A category such as "source-timeout"; nil when none or not visible.
     public var lastError: String?
+    /// The attached document snapshot (Activity1.Document); nil when none or not visible.
+    public var document: ActivityDocumentInfo?
 
     init(path: String, properties: [String: DBusValue]) throws(BatonClientError) {
         guard let type = properties["Type"]?.stringValue, let status = properties["Status"]?.stringValue else {
@@ -75,6 +77,26 @@ public struct ActivityInfo: Sendable, Hashable {
         owner = properties["Owner"]?.uint32Value
         revision = properties["Revision"]?.uint32Value
         lastError = properties["LastError"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
+        document = properties["Document"]?.asDictionary.flatMap(ActivityDocumentInfo.init)
+    }
+}
+
+/// What Activity1.Document says of a snapshot: never where it is stored.
+public struct ActivityDocumentInfo: Sendable, Hashable {
+    public var id: String
+    public var mediaType: String
+    public var size: UInt64
+    /// SHA-256, lowercase hex.
+    public var digest: String
+
+    /// Nil for the empty dictionary (no document) or an incomplete one.
+    init?(_ entries: [String: DBusValue]) {
+        guard let id = entries["Id"]?.stringValue, let mediaType = entries["MediaType"]?.stringValue,
+              let size = entries["Size"]?.uint64Value, let digest = entries["Digest"]?.stringValue else { return nil }
+        self.id = id
+        self.mediaType = mediaType
+        self.size = size
+        self.digest = digest
     }
 }
 
@@ -108,14 +130,38 @@ public struct ContinuedActivity: Sendable, Hashable {
     public var version: Int64
     /// The name of the device it came from.
     public var device: String
+    /// The activity's document, pulled and checked against its digest before delivery; nil when it has none.
+    public var document: ContinuedDocument?
 
-    public init(activityType: String, title: String, userInfo: [String: PropertyValue], webpageURL: URL?, version: Int64, device: String) {
+    public init(activityType: String, title: String, userInfo: [String: PropertyValue], webpageURL: URL?, version: Int64, device: String,
+                document: ContinuedDocument? = nil) {
+        self.document = document
         self.activityType = activityType
         self.title = title
         self.userInfo = userInfo
         self.webpageURL = webpageURL
         self.version = version
         self.device = device
+    }
+}
+
+/// A document that came with a continued activity (docs/dbus-api.md, ActivityHandler1.Continue).
+public struct ContinuedDocument: Sendable, Hashable {
+    public var id: String
+    public var mediaType: String
+    public var size: UInt64
+    /// SHA-256 of the bytes, lowercase hex.
+    public var digest: String
+    /// A read-only descriptor of the daemon's checked copy, positioned at 0. The handler owns it
+    /// and closes it (after copying or reading what it needs).
+    public var descriptor: Int32
+
+    public init(id: String, mediaType: String, size: UInt64, digest: String, descriptor: Int32) {
+        self.id = id
+        self.mediaType = mediaType
+        self.size = size
+        self.digest = digest
+        self.descriptor = descriptor
     }
 }
 

@@ -35,6 +35,10 @@ public enum OutputDocument {
         if let owner = activity.owner { members.append(("Owner", .integer(Int64(owner)))) }
         if let revision = activity.revision { members.append(("Revision", .integer(Int64(revision)))) }
         if let lastError = activity.lastError { members.append(("LastError", .string(lastError))) }
+        if let document = activity.document {
+            members.append(("Document", .object([("Id", .string(document.id)), ("MediaType", .string(document.mediaType)),
+                                                 ("Size", .integer(Int64(clamping: document.size))), ("Digest", .string(document.digest))])))
+        }
         return .object(members)
     }
 

@@ -15,6 +15,12 @@ public struct DocumentInbox: Sendable {
         try SnapshotStore.makeDirectory(directory)
     }
 
+    /// The inbox of one receiving user: `<base>/received/<uid>` (users never share received bytes).
+    public static func ofUser(_ uid: UInt32, under base: String) throws(SnapshotError) -> DocumentInbox {
+        try SnapshotStore.makeDirectory(base + "/received")
+        return try DocumentInbox(directory: base + "/received/" + String(uid))
+    }
+
     public func partialPath(digest: [UInt8]) -> String { directory + "/" + digest.hexString + ".partial" }
     public func documentPath(digest: [UInt8]) -> String { directory + "/" + digest.hexString + ".document" }
 

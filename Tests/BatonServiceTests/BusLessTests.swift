@@ -20,6 +20,8 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
         var document: AttachedDocument?
         var failures: [ContinuationFailure] = []
         var transferRequests = 0
+        var inbox: DocumentInbox?
+        var deliveredDocuments: [PulledDocument?] = []
     }
     private let state = Mutex(State())
     let handled: Set<String>
@@ -63,6 +65,15 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
     func failedToContinue(_ ticket: HandlerTicket, _ failure: ContinuationFailure, detail: String) async {
         state.withLock { $0.failures.append(failure) }
     }
+    /// Where pulled documents go; nil (the default): none are pulled.
+    func setInbox(_ inbox: DocumentInbox?) { state.withLock { $0.inbox = inbox } }
+    func documentInbox(uid: UInt32) async -> DocumentInbox? { state.withLock { $0.inbox } }
+    /// The document of each delivery, in order (nil: delivered without one).
+    var deliveredDocuments: [PulledDocument?] { state.withLock { $0.deliveredDocuments } }
+    func deliver(activity: ActivityRecord, document: PulledDocument?, from device: String, to ticket: HandlerTicket) async -> DeliveryOutcome {
+        state.withLock { $0.deliveredDocuments.append(document) }
+        return await deliver(activity: activity, from: device, to: ticket.uid)
+    }
 }
 
 /// Where suggestions would be shown, in memory: a fake of the Suggestion1 objects.
@@ -75,6 +86,10 @@ final class FakeSuggestionBoard: SuggestionBoard {
     var suggestions: [ShownSuggestion] { shown.withLock { Array($0.values) } }
     func offer(_ suggestion: ShownSuggestion) async throws { shown.withLock { $0[suggestion.path] = suggestion } }
     func withdraw(_ suggestion: ShownSuggestion) async { shown.withLock { $0[suggestion.path] = nil } }
+    private let progressSent = Mutex<[(DocumentProgress, String)]>([])
+    /// Every DocumentProgress signal the board would have sent, with its destination.
+    var progress: [(DocumentProgress, String)] { progressSent.withLock { $0 } }
+    func documentProgress(_ progress: DocumentProgress, to caller: String) async { progressSent.withLock { $0.append((progress, caller)) } }
 }
 
 /// A daemon's ring side without any bus: ring (fake radio), transfer on 127.0.0.1, continuation
@@ -106,6 +121,12 @@ struct BusLessNode {
                                                configuration: continuationConfiguration, log: { _ in })
         await continuation.start()
         return BusLessNode(ring: ring, pairing: pairing, radio: radio, transfer: transfer, continuation: continuation, activities: activities, board: board)
+    }
+
+    /// The same node after a restart (a daemon killed and started again): ring, transfer and
+    /// continuation from its state directory, on a new transfer port.
+    static func restart(_ node: BusLessNode, in directory: URL, name: String, handled: Set<String>) async throws -> BusLessNode {
+        try await start(in: directory, name: name, handled: handled)
     }
 
     func stop() async {

@@ -110,7 +110,7 @@ public struct ActivityChanges: Sendable, Hashable {
 public enum ActivityField: String, Sendable, Hashable, CaseIterable, Comparable {
     case type = "Type", title = "Title", userInfo = "UserInfo", webpageURL = "WebpageURL", version = "Version"
     case needsSave = "NeedsSave", current = "Current", owner = "Owner", revision = "Revision", status = "Status"
-    case lastError = "LastError"
+    case lastError = "LastError", document = "Document"
 
     /// Fields any user may read; the rest only the owner.
     public var isPublic: Bool { self == .type || self == .status }
@@ -282,7 +282,7 @@ public struct ActivityRegistry: Sendable {
     public mutating func attachDocument(_ id: ActivityID, by uid: UInt32, _ snapshot: AttachedDocument) throws(RegistryError) -> [RegistryEvent] {
         let activity = try activity(id, for: uid)
         activities[id]?.document = ActivityDocument(snapshot: snapshot, editedSinceSnapshot: false)
-        return activity.isCurrent ? republish(id) : []
+        return [.changed(id, [.document])] + (activity.isCurrent ? republish(id) : [])
     }
 
     /// The app edited the document: the advert is withdrawn until the next snapshot.

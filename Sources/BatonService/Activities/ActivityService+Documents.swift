@@ -73,6 +73,33 @@ extension ActivityService {
         registry.documentForTransfer(uid: uid)
     }
 
+    /// Where `uid`'s incoming documents are pulled to (`<store>/received/<uid>`); nil without a store.
+    public func documentInbox(uid: UInt32) async -> DocumentInbox? {
+        guard let store = documents else { return nil }
+        do throws(SnapshotError) { return try DocumentInbox.ofUser(uid, under: store.directory) } catch {
+            logger.log("batond: no inbox for incoming documents: \(error)")
+            return nil
+        }
+    }
+
+    /// What a handler gets for a received document (ActivityHandler1.Continue, info "Document"): a
+    /// read-only descriptor of the daemon's checked copy, never a path (docs/dbus-api.md says why),
+    /// and what the wire said of it. Returns the value and the descriptor the caller closes.
+    static func handlerDocument(_ document: PulledDocument) -> (DBusValue, Int32)? {
+        let descriptor = open(document.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else { return nil }
+        var entries = documentDescription(document.info)
+        entries["Fd"] = .unixFD(descriptor)
+        return (.propertyDictionary(entries), descriptor)
+    }
+
+    /// Id, MediaType, Size and Digest (hex) of a document: what Activity1.Document shows and a
+    /// handler gets; never a path.
+    static func documentDescription(_ info: DocumentInfo) -> [String: DBusValue] {
+        ["Id": .string(info.documentID), "MediaType": .string(info.mediaType), "Size": .uint64(info.totalSize),
+         "Digest": .string(info.digest.hexString)]
+    }
+
     static func busError(_ error: SnapshotError) -> DBusError {
         switch error {
         case .payloadTooLarge(let limit, let actual):

@@ -333,6 +333,7 @@ public actor ActivityService {
         case .revision: .uint32(activity.record.revision)
         case .status: .string(activity.status.name)
         case .lastError: .string(activity.lastError?.rawValue ?? "")
+        case .document: .propertyDictionary(activity.document.map { documentDescription($0.snapshot.info) } ?? [:])
         }
     }
 

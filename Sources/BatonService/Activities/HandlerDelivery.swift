@@ -1,4 +1,5 @@
 import BatonAPI
+import Glibc
 import BatonCore
 import BatonDBus
 
@@ -68,9 +69,27 @@ extension ActivityService: ContinuationActivities {
     /// Continue to the handler that accepted; when that call fails the handler hears
     /// FailedToContinue "cancelled" (it refused what it had accepted) or "timedOut".
     public func deliver(activity record: ActivityRecord, from device: String, to ticket: HandlerTicket) async -> DeliveryOutcome {
+        await deliver(activity: record, document: nil, from: device, to: ticket)
+    }
+
+    /// As above, with the activity's document handed to the handler beside the userInfo (a read-only
+    /// descriptor, ActivityService+Documents).
+    public func deliver(activity record: ActivityRecord, document: PulledDocument?, from device: String, to ticket: HandlerTicket) async -> DeliveryOutcome {
         guard let target = ticket.handler else { return .noHandler }
         var info: [String: DBusValue] = ["Version": .int64(record.version), "Device": .string(device)]
         if let url = record.webpageURL { info["WebpageURL"] = .string(url) }
+        var descriptor: Int32?
+        if let document {
+            guard let (value, opened) = Self.handlerDocument(document) else {
+                recordError(.handlerFailed)
+                await failedToContinue(ticket, .interrupted, detail: "the document cannot be opened")
+                return .failed
+            }
+            info["Document"] = value
+            descriptor = opened
+        }
+        // libdbus sent its own duplicate: ours closes once the call is done.
+        defer { if let descriptor { close(descriptor) } }
         do {
             _ = try await connection.call(destination: target.connection, path: target.path, interface: BatonInterface.handler,
                                           method: "Continue",

@@ -53,7 +53,7 @@ extension ActivityService {
     static func signature(of field: ActivityField) -> String {
         switch field {
         case .type, .title, .webpageURL, .status, .lastError: "s"
-        case .userInfo: "a{sv}"
+        case .userInfo, .document: "a{sv}"
         case .version: "x"
         case .needsSave, .current: "b"
         case .owner, .revision: "u"

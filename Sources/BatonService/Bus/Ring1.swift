@@ -25,13 +25,16 @@ extension RingBus {
                 }
                 guard let continuation = self.continuation else { throw DBusError(ServiceFailure.notReady("the transfer is not running")) }
                 return [.string(try await mappingFailures { () throws(ServiceFailure) in
-                    try await continuation.continueActivity(from: device, type: type, uid: uid)
+                    try await continuation.continueActivity(from: device, type: type, uid: uid, caller: call.sender)
                 })]
             },
         ], properties: [
             DBusProperty("DeviceId", signature: "s") { .string(await ring.snapshot().deviceID.description) },
             DBusProperty("ShortId", signature: "s") { .string(await ring.snapshot().deviceID.shortForm) },
             DBusProperty("Name", signature: "s") { .string(await ring.snapshot().name) },
+        ], signals: [
+            DBusSignalDescription("DocumentProgress", arguments: [DBusArgument("activityType", "s"), DBusArgument("received", "t"),
+                                                                  DBusArgument("total", "t")]),
         ])
     }
 

@@ -17,6 +17,13 @@ extension RingBus: SuggestionBoard {
                                               changed: ["Title": .string(title)], invalidated: [])
     }
 
+    /// Ring1.DocumentProgress, unicast to the caller of Continue: nobody else learns what it pulls.
+    public func documentProgress(_ progress: DocumentProgress, to caller: String) async {
+        try? connection.emitSignal(path: BatonObjectPath.ring, interface: BatonInterface.ring, name: "DocumentProgress",
+                                   arguments: [.string(progress.activityType), .uint64(progress.received), .uint64(progress.total)],
+                                   destination: caller)
+    }
+
     func suggestionInterface(_ suggestion: ShownSuggestion) -> DBusInterface {
         let path = suggestion.path
         // One table with the client (BatonAPI): names, signatures, values.
@@ -30,7 +37,7 @@ extension RingBus: SuggestionBoard {
                 guard let self, let continuation = self.continuation else { return [] }
                 // The activity is delivered to the caller's own handlers: any local user may take it.
                 let uid = try await self.connection.connectionUnixUser(call.sender)
-                return [.string(try await mappingFailures { () throws(ServiceFailure) in try await continuation.take(path, uid: uid) })]
+                return [.string(try await mappingFailures { () throws(ServiceFailure) in try await continuation.take(path, uid: uid, caller: call.sender) })]
             },
             DBusMethod("ContinueInBrowser", out: [DBusArgument("url", "s")]) { [weak self] call in
                 guard let self, let continuation = self.continuation else { return [] }

@@ -16,7 +16,7 @@ extension ContinuationService {
         }
         let url: String?
         do {
-            url = try await transfer.fetchAndReport(member: member.deviceID, typeHash: suggestion.typeHash, revision: suggestion.revision) { record in
+            url = try await transfer.fetchAndReport(member: member.deviceID, typeHash: suggestion.typeHash, revision: suggestion.revision) { record, _ in
                 // Only a web address goes to a browser: a URL from another machine must not open files or apps here.
                 guard let url = record.webpageURL, Self.isWebAddress(url) else { return (nil as String?, false) }
                 return (url, true)

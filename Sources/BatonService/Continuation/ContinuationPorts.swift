@@ -1,5 +1,6 @@
 import BatonAPI
 import BatonCore
+import BatonStore
 
 /// What the continuation needs from the activities: which types some local user can continue,
 /// and delivery to a user's handler. `ActivityService` conforms.
@@ -15,6 +16,11 @@ public protocol ContinuationActivities: Sendable {
     func deliver(activity: ActivityRecord, from device: String, to ticket: HandlerTicket) async -> DeliveryOutcome
     /// Tells the handler that accepted that the continuation ended without an activity.
     func failedToContinue(_ ticket: HandlerTicket, _ failure: ContinuationFailure, detail: String) async
+    /// Delivery to the handler that accepted, with the activity's document (pulled and checked)
+    /// beside the userInfo.
+    func deliver(activity: ActivityRecord, document: PulledDocument?, from device: String, to ticket: HandlerTicket) async -> DeliveryOutcome
+    /// Where `uid`'s incoming documents are kept; nil: documents are not pulled (delivered without).
+    func documentInbox(uid: UInt32) async -> DocumentInbox?
 }
 
 /// A handler that answered WillContinue with yes before the fetch: it gets the activity
@@ -53,6 +59,13 @@ extension ContinuationActivities {
         await deliver(activity: activity, from: device, to: ticket.uid)
     }
     public func failedToContinue(_ ticket: HandlerTicket, _ failure: ContinuationFailure, detail: String) async {}
+
+    /// Conformers without documents (test fakes) deliver the activity alone.
+    public func deliver(activity: ActivityRecord, document: PulledDocument?, from device: String, to ticket: HandlerTicket) async -> DeliveryOutcome {
+        await deliver(activity: activity, from: device, to: ticket)
+    }
+
+    public func documentInbox(uid: UInt32) async -> DocumentInbox? { nil }
 }
 
 /// Where suggestions are shown (Suggestion1 objects on D-Bus; a fake in tests).
@@ -61,11 +74,22 @@ public protocol SuggestionBoard: Sendable {
     func withdraw(_ shown: ShownSuggestion) async
     /// The activity of a shown suggestion was fetched ahead: its title is known now.
     func titleKnown(_ shown: ShownSuggestion, title: String) async
+    /// How far a continuation's document pull is, for the caller of Continue only (rate-limited by
+    /// the continuation).
+    func documentProgress(_ progress: DocumentProgress, to caller: String) async
 }
 
 extension SuggestionBoard {
     /// Boards that show no titles (fakes, the benchmark).
     public func titleKnown(_ shown: ShownSuggestion, title: String) async {}
+    public func documentProgress(_ progress: DocumentProgress, to caller: String) async {}
+}
+
+/// Bytes of a continuation's document received so far (Manager1.DocumentProgress).
+public struct DocumentProgress: Sendable, Equatable {
+    public var activityType: String
+    public var received: UInt64
+    public var total: UInt64
 }
 
 /// A suggestion of the book (`BatonCore.Suggestion`) as the board shows it: an

@@ -85,7 +85,8 @@ public actor ContinuationService {
     /// moved on the suggestion goes and the call fails with UnknownActivity "noLongerCurrent"; any
     /// other failure leaves the suggestion for a retry. Dismiss while it runs cancels it (nothing
     /// is delivered afterwards).
-    public func take(_ path: String, uid: UInt32) async throws(ServiceFailure) -> String {
+    /// `caller` (a bus name) gets Manager1.DocumentProgress while the activity's document arrives.
+    public func take(_ path: String, uid: UInt32, caller: String? = nil) async throws(ServiceFailure) -> String {
         guard let number = ShownSuggestion.number(inPath: path), let suggestion = book.suggestion(number: number) else {
             throw .unknownObject("the suggestion is gone")
         }
@@ -95,12 +96,13 @@ public actor ContinuationService {
             await carry(book.withdraw(suggestion.member))
             throw .unknownDevice("the member left the ring")
         }
-        if let outcome = await deliverPrefetched(suggestion, from: member, uid: uid) { return outcome }
+        if let outcome = await deliverPrefetched(suggestion, from: member, uid: uid, caller: caller) { return outcome }
         let attempt = ContinueAttempt()
         attempts[number, default: []].append(attempt)
         defer { attempts[number]?.removeAll { $0 === attempt } }
         let result = await attempt.run { [self] () async throws(TransferError) -> Handover in
-            try await fetchAndDeliver(from: member, type: suggestion.activityType, revision: suggestion.revision, uid: uid, attempt: attempt)
+            try await fetchAndDeliver(from: member, type: suggestion.activityType, revision: suggestion.revision, uid: uid,
+                                      caller: caller, attempt: attempt)
         }
         let delivered: DeliveryOutcome
         switch result {
@@ -136,7 +138,7 @@ public actor ContinuationService {
     /// (revision 0xFFFFFFFF, §9 step 2), delivers it to `uid`'s handler and, when it was delivered,
     /// tells the source on the same channel (ActivityContinued → WasContinued).
     /// Returns the delivery outcome's name.
-    public func continueActivity(from device: String, type: String, uid: UInt32) async throws(ServiceFailure) -> String {
+    public func continueActivity(from device: String, type: String, uid: UInt32, caller: String? = nil) async throws(ServiceFailure) -> String {
         let snapshot = await ring.snapshot()
         guard let member = snapshot.member(matching: device), member.deviceID != snapshot.deviceID else {
             throw .unknownDevice("no single ring member matches")
@@ -144,7 +146,7 @@ public actor ContinuationService {
         do { try ActivityRecord.validateType(type) } catch { throw .invalidArguments("invalid activity type") }
         let handover: Handover
         do {
-            handover = try await fetchAndDeliver(from: member, type: type, revision: ActivityReference.anyRevision, uid: uid)
+            handover = try await fetchAndDeliver(from: member, type: type, revision: ActivityReference.anyRevision, uid: uid, caller: caller)
         } catch {
             throw Self.failure(error)
         }
@@ -159,14 +161,16 @@ public actor ContinuationService {
         case .otherType: throw otherType
         case .versionUnsupported(let version): throw .continuation(.versionUnsupported, "no handler here accepts version \(version)")
         case .cancelled: throw .continuation(.cancelled)
+        case .documentFailed(let error): throw documentFailure(error)
         }
     }
 
     /// WillContinue first (nothing is fetched for nobody), then one TLS session: FetchActivity(h,
-    /// revision), the version check, delivery, ActivityContinued when delivered. Another type, an
-    /// unaccepted version or a cancel deliver and report nothing; the handler that accepted hears
+    /// revision), the version check, the document (FetchDocument on the same channel, §6.5),
+    /// delivery, ActivityContinued when delivered. Another type, an unaccepted version, a failed
+    /// document or a cancel deliver and report nothing; the handler that accepted hears
     /// FailedToContinue with the category of every way it ends without the activity.
-    private func fetchAndDeliver(from member: RosterMember, type: String, revision: UInt32, uid: UInt32,
+    private func fetchAndDeliver(from member: RosterMember, type: String, revision: UInt32, uid: UInt32, caller: String?,
                                  attempt: ContinueAttempt? = nil) async throws(TransferError) -> Handover {
         let activities = self.activities
         let ticket: HandlerTicket
@@ -176,16 +180,27 @@ public actor ContinuationService {
         }
         // The type hash is keyed with the sender's secret (§3).
         let typeHash = DerivedKeys(secret: member.secret).typeHash(type)
+        let inbox = await activities.documentInbox(uid: uid)
+        let relay = progressRelay(to: caller)
+        defer { relay.finish() }
+        let report = relay.report(activityType: type)
         let result: (record: ActivityRecord, outcome: Handover)
         do throws(TransferError) {
-            result = try await transfer.fetchAndReport(member: member.deviceID, typeHash: typeHash, revision: revision) { record -> (outcome: Handover, report: Bool) in
+            result = try await transfer.fetchAndReport(member: member.deviceID, typeHash: typeHash, revision: revision) { record, document -> (outcome: Handover, report: Bool) in
                 // Another type is refused before any handler sees it.
                 guard record.activityType == type else { return (.otherType, false) }
                 // A version no handler here accepts is refused: never a wrong restore.
                 guard await activities.acceptsVersion(record.version, type: type, uid: uid) else { return (.versionUnsupported(record.version), false) }
+                // The document arrives whole and checked before the handler gets anything.
+                var pulled: PulledDocument?
+                if let inbox {
+                    do throws(DocumentPullError) { pulled = try await document.pull(into: inbox, progress: report) } catch { return (.documentFailed(error), false) }
+                }
+                // (Edit-session hand-over and revision checks, issue 14, belong here: after the document
+                // is here, before any handler sees it.)
                 // Cancelled while fetching: nothing reaches a handler, nothing is reported.
                 guard attempt?.beginDelivery() ?? true else { return (.cancelled, false) }
-                let outcome = await activities.deliver(activity: record, from: member.name, to: ticket)
+                let outcome = await activities.deliver(activity: record, document: pulled, from: member.name, to: ticket)
                 return (.handled(outcome), outcome == .delivered)
             }
         } catch {
@@ -198,6 +213,9 @@ public actor ContinuationService {
         case .otherType: await activities.failedToContinue(ticket, .noLongerCurrent, detail: "the member's current activity has another type")
         case .versionUnsupported(let version): await activities.failedToContinue(ticket, .versionUnsupported, detail: "version \(version) is not one this handler accepts")
         case .cancelled: await activities.failedToContinue(ticket, .cancelled, detail: "the suggestion was dismissed")
+        case .documentFailed(let error):
+            let failure = Self.documentFailure(error)
+            await activities.failedToContinue(ticket, failure.continuationFailure ?? .interrupted, detail: failure.message)
         }
         return result.outcome
     }

@@ -12,6 +12,9 @@ enum Handover: Sendable, Equatable {
     case versionUnsupported(Int64)
     /// Cancelled before delivery: nothing delivered, nothing reported.
     case cancelled
+    /// The activity's document could not be pulled: nothing delivered, nothing reported (what
+    /// arrived is kept, so a retry resumes).
+    case documentFailed(DocumentPullError)
 }
 
 final class ContinueAttempt: Sendable {

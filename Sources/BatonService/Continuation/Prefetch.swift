@@ -55,16 +55,34 @@ extension ContinuationService {
     }
 
     /// Delivers the prefetched activity of `suggestion` if it is still fresh; nil: fetch as usual.
-    func deliverPrefetched(_ suggestion: BatonCore.Suggestion, from member: RosterMember, uid: UInt32) async -> String? {
+    /// Its document (not prefetched: documents are pulled only on accept) comes on a new connection
+    /// first; a document that cannot be pulled falls back to the usual path, which reports why.
+    func deliverPrefetched(_ suggestion: BatonCore.Suggestion, from member: RosterMember, uid: UInt32, caller: String?) async -> String? {
         guard let held = prefetched.removeValue(forKey: suggestion.number) else { return nil }
         guard ContinuousClock.now - held.fetchedAt <= configuration.prefetchMaxAge,
               held.record.revision == suggestion.revision else { return nil }
         // Unaccepted version: the usual path fetches and refuses it with versionUnsupported.
         guard await activities.acceptsVersion(held.record.version, type: suggestion.activityType, uid: uid) else { return nil }
-        let outcome = await activities.deliver(activity: held.record, from: member.name, to: uid)
+        let typeHash = DerivedKeys(secret: member.secret).typeHash(suggestion.activityType)
+        var document: PulledDocument?
+        if let inbox = await activities.documentInbox(uid: uid) {
+            let relay = progressRelay(to: caller)
+            defer { relay.finish() }
+            do throws(DocumentPullError) {
+                document = try await transfer.pullDocumentIfAny(member: member.deviceID, activity: ActivityReference(typeHash: typeHash, revision: held.record.revision),
+                                                                inbox: inbox, progress: relay.report(activityType: suggestion.activityType))
+            } catch {
+                return nil
+            }
+        }
+        let ticket: HandlerTicket
+        switch await activities.willContinue(type: suggestion.activityType, from: member.name, uid: uid) {
+        case .refused(let outcome): return Self.outcomeName(outcome)
+        case .accepted(let accepted): ticket = accepted
+        }
+        let outcome = await activities.deliver(activity: held.record, document: document, from: member.name, to: ticket)
         if outcome == .delivered {
             await carry(book.settle(number: suggestion.number))
-            let typeHash = DerivedKeys(secret: member.secret).typeHash(suggestion.activityType)
             let transfer = self.transfer, log = self.log, revision = held.record.revision, device = member.deviceID
             // The source hears WasContinued as for a cold Continue, without holding up the delivery.
             Task {

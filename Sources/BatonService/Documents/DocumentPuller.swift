@@ -49,7 +49,12 @@ public struct DocumentPuller {
         self.makeRequestID = makeRequestID
     }
 
-    public func pull(connect: Connect, progress: @Sendable (_ received: UInt64, _ total: UInt64) -> Void) async throws(DocumentPullError) -> PulledDocument {
+    /// Pulls the snapshot. `first`, when given, sends the first request on a channel that is already
+    /// open (Continue's, after its FetchActivity): the puller leaves that channel open when the stream
+    /// completes on it; every later request (after a break) goes through `connect`.
+    public func pull(first: Connect? = nil, connect: Connect,
+                     progress: @Sendable (_ received: UInt64, _ total: UInt64) -> Void) async throws(DocumentPullError) -> PulledDocument {
+        var borrowed = first
         var known: DocumentInfo?
         var interruptions = 0
         var mismatches = 0
@@ -61,8 +66,11 @@ public struct DocumentPuller {
             let frame = Frame(type: .fetchDocument, requestID: makeRequestID(), payload: request.payload)
             let channel: SecureChannel
             let first: Frame
+            let lent = borrowed
+            let ownsChannel = lent == nil
+            borrowed = nil
             do throws(TransportError) {
-                (channel, first) = try await connect(frame)
+                if let lent { (channel, first) = try await lent(frame) } else { (channel, first) = try await connect(frame) }
             } catch .remote(let refusal) {
                 throw .refused(refusal)
             } catch {
@@ -70,7 +78,9 @@ public struct DocumentPuller {
                 guard interruptions <= maxInterruptions else { throw .interrupted("\(error)") }
                 continue
             }
-            defer { channel.close() }
+            var completed = false
+            // A borrowed channel stays open for the caller unless the stream broke on it.
+            defer { if ownsChannel || !completed { channel.close() } }
             var check = DocumentStreamCheck(request: request)
             let info: DocumentInfo
             do throws(WireError) {
@@ -83,6 +93,9 @@ public struct DocumentPuller {
             if known == nil {
                 known = info
                 if let path = inbox.received(digest: info.digest) {
+                    // Already here. The source is streaming it all again on this channel, so a borrowed
+                    // one is closed (its caller goes on over a new connection) unless nothing follows.
+                    completed = info.totalSize == check.next
                     return PulledDocument(path: path, info: info, resumes: 0, resumedBytes: info.totalSize)
                 }
                 // An earlier pull of this snapshot stopped part way: ask again from where it stopped.
@@ -109,6 +122,7 @@ public struct DocumentPuller {
                 guard interruptions <= maxInterruptions else { throw .interrupted(broken) }
                 continue
             }
+            completed = true
             do throws(SnapshotError) {
                 let path = try partial.finish()
                 return PulledDocument(path: path, info: info, resumes: interruptions, resumedBytes: resumedBytes)

@@ -31,12 +31,13 @@ extension TransferService {
     /// A fresh request id (tests repeat one to check the exactly-once rule).
     public nonisolated func makeRequestID() -> UInt32 { requestIDs.make() }
 
-    /// Fetches `member`'s current activity, hands it to `deliver` while the channel stays open and,
+    /// Fetches `member`'s current activity, hands it to `deliver` while the channel stays open (with
+    /// the means to pull its document on that channel, §6.5) and,
     /// when `deliver` says so, reports ActivityContinued on that same channel: one TLS session per
     /// Continue. A report that fails there is repeated once on a new connection with the same request id.
     public func fetchAndReport<Outcome: Sendable>(
         member: DeviceID, typeHash: TypeHash, revision: UInt32,
-        deliver: @Sendable (ActivityRecord) async -> (outcome: Outcome, report: Bool)
+        deliver: @Sendable (ActivityRecord, DocumentOnChannel) async -> (outcome: Outcome, report: Bool)
     ) async throws(TransferError) -> (record: ActivityRecord, outcome: Outcome) {
         let request = Frame(type: .fetchActivity, requestID: requestIDs.make(),
                             payload: ActivityReference(typeHash: typeHash, revision: revision).payload)
@@ -45,7 +46,10 @@ extension TransferService {
         guard let reply = conversation.reply, reply.type == .activityPayload else { throw .protocolError("unexpected reply to FetchActivity") }
         let record: ActivityRecord
         do { record = try ActivityRecord(decoding: reply.payload) } catch { throw .protocolError("payload: \(error)") }
-        let (outcome, report) = await deliver(record)
+        let document = DocumentOnChannel(transfer: self, member: member, exchange: conversation.exchange,
+                                         activity: ActivityReference(typeHash: typeHash, revision: record.revision),
+                                         timeout: configuration.requestTimeout)
+        let (outcome, report) = await deliver(record, document)
         guard report else { return (record, outcome) }
         let continued = Frame(type: .activityContinued, requestID: requestIDs.make(),
                               payload: ActivityReference(typeHash: typeHash, revision: record.revision).payload)

@@ -1,6 +1,7 @@
 import BatonCore
 import BatonStore
 import BatonTransport
+import Synchronization
 
 extension TransferActivities {
     /// Activities without documents (test fakes, older conformers) serve none.
@@ -15,15 +16,40 @@ extension TransferService {
 
     /// Pulls the document attached to `member`'s activity (type hash, revision as fetched), reporting
     /// progress as bytes received of the total.
+    /// `first`, when given, sends the first request on an open channel (Continue's).
     public func pullDocument(member: DeviceID, typeHash: TypeHash, revision: UInt32, inbox: DocumentInbox,
+                             first: DocumentPuller.Connect? = nil,
+                             connectVia wrap: (@escaping DocumentPuller.Connect) -> DocumentPuller.Connect = { $0 },
                              progress: @escaping @Sendable (UInt64, UInt64) -> Void) async throws(DocumentPullError) -> PulledDocument {
         let puller = DocumentPuller(inbox: inbox, activity: ActivityReference(typeHash: typeHash, revision: revision),
                                     chunkTimeout: configuration.requestTimeout, maxInterruptions: Self.documentInterruptions,
                                     makeRequestID: { [requestIDs] in requestIDs.make() })
-        return try await puller.pull(connect: { [weak self] request throws(TransportError) in
+        return try await puller.pull(first: first, connect: wrap({ [weak self] request throws(TransportError) in
             guard let self else { throw .closed }
             return try await self.openForDocument(request, member: member)
-        }, progress: progress)
+        }), progress: progress)
+    }
+
+    /// Pulls the document of `activity` (type hash, revision as fetched) if the source has one: nil
+    /// when the source refuses the first FetchDocument with unknownActivity before any DocumentInfo
+    /// (no document, or one edited since its snapshot, which also withdraws the activity). A refusal
+    /// after a DocumentInfo (the snapshot changed during a resume) is an error.
+    public func pullDocumentIfAny(member: DeviceID, activity: ActivityReference, inbox: DocumentInbox, first: DocumentPuller.Connect? = nil,
+                                  progress: @escaping @Sendable (UInt64, UInt64) -> Void) async throws(DocumentPullError) -> PulledDocument? {
+        let described = Mutex(false)
+        let marking: (@escaping DocumentPuller.Connect) -> DocumentPuller.Connect = { connect in
+            { request throws(TransportError) in
+                let answer = try await connect(request)
+                described.withLock { $0 = true }
+                return answer
+            }
+        }
+        do {
+            return try await pullDocument(member: member, typeHash: activity.typeHash, revision: activity.revision, inbox: inbox,
+                                          first: first.map(marking), connectVia: marking, progress: progress)
+        } catch .refused(let refusal) where refusal.code == .unknownActivity && !described.withLock({ $0 }) {
+            return nil
+        }
     }
 
     private func openForDocument(_ request: Frame, member: DeviceID) async throws(TransportError) -> (channel: SecureChannel, reply: Frame) {
@@ -52,5 +78,27 @@ extension TransferService {
             throw ErrorFrame(code: .unknownActivity, message: "no document for that activity")
         }
         try await DocumentSender.stream(document, for: asked, requestID: request.requestID, on: channel)
+    }
+}
+
+/// The document of an activity just fetched, pulled on the channel that carried the FetchActivity
+/// (one TLS session per Continue, §9): after a break the puller goes on over new connections and
+/// resumes from its partial file; a later Continue of the same snapshot resumes from it too.
+public struct DocumentOnChannel: Sendable {
+    let transfer: TransferService
+    let member: DeviceID
+    let exchange: FrameExchange
+    /// The activity as fetched: its type hash and the payload's revision, so the document is that
+    /// activity's and not a newer one's.
+    let activity: ActivityReference
+    let timeout: Duration
+
+    /// Pulls the snapshot into `inbox`; nil when the source has none for this activity.
+    public func pull(into inbox: DocumentInbox,
+                     progress: @escaping @Sendable (UInt64, UInt64) -> Void) async throws(DocumentPullError) -> PulledDocument? {
+        let exchange = self.exchange, timeout = self.timeout
+        return try await transfer.pullDocumentIfAny(member: member, activity: activity, inbox: inbox, first: { request throws(TransportError) in
+            (exchange.channel, try await exchange.request(request, timeout: timeout))
+        }, progress: progress)
     }
 }

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import BatonClient
 import BatonCommandLine
 
@@ -42,7 +45,18 @@ struct ContinueCommand: Subcommand {
             context.output.result(json: OutputDocument.continuedInBrowser(suggestion, url: url), text: url)
             return ExitStatus.success
         }
-        let outcome = try await connection.continueSuggestionOutcome(at: suggestion)
+        // A document that comes with the activity shows a bar on a terminal (never with --json).
+        let bar = context.output.json || isatty(STDERR_FILENO) == 0 ? nil : try? await connection.documentProgress()
+        let drawing = bar.map { updates in
+            Task {
+                for await update in updates { ProgressBar.draw(update) }
+            }
+        }
+        let result: Result<String, BatonClientError>
+        do throws(BatonClientError) { result = .success(try await connection.continueSuggestionOutcome(at: suggestion)) } catch { result = .failure(error) }
+        drawing?.cancel()
+        if drawing != nil { ProgressBar.end() }
+        let outcome = try result.get()
         context.output.result(json: OutputDocument.continued(suggestion, outcome: outcome), text: outcome)
         switch outcome {
         case "delivered": return ExitStatus.success
@@ -76,5 +90,29 @@ struct ContinueCommand: Subcommand {
                 ($0 >= "a" && $0 <= "z") || ($0 >= "A" && $0 <= "Z") || ($0 >= "0" && $0 <= "9") || $0 == "_"
             }
         }
+    }
+}
+
+/// `baton continue`'s document bar on stderr: "document  42% [########......] 12.3/29.0 MB".
+enum ProgressBar {
+    static let width = 30
+
+    static func line(_ update: DocumentProgressUpdate) -> String {
+        let fraction = update.total == 0 ? 1 : Double(update.received) / Double(update.total)
+        let filled = min(width, Int(fraction * Double(width)))
+        let percent = Int(fraction * 100)
+        let megabytes = { (bytes: UInt64) in String(Double(bytes / 100_000) / 10) }
+        return "document \(percent)% [" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+            + "] \(megabytes(update.received))/\(megabytes(update.total)) MB"
+    }
+
+    static func draw(_ update: DocumentProgressUpdate) {
+        // Carriage return and erase-line redraw one line in place.
+        Output.write("\r\u{1B}[2K" + line(update), to: .standardError)
+    }
+
+    /// Ends the bar's line (nothing when none was drawn: only a cleared line).
+    static func end() {
+        Output.write("\r\u{1B}[2K", to: .standardError)
     }
 }
