@@ -33,20 +33,28 @@ public struct EditSessionKeeper: Hashable, Sendable, Codable {
     /// After the save: `savedDigest` is the snapshot the app saved (nil: it did not answer in
     /// time). Without a save the session is not released: `Error(sessionBusy)`, nothing changes.
     public mutating func grant(_ request: Frame, claim: EditSessionClaim, from peer: DeviceID, savedDigest: [UInt8]?) -> Frame {
-        guard let savedDigest else {
-            return Self.error(request, ErrorFrame(code: .sessionBusy, message: "the owner did not save in time"))
-        }
         var next = book
         do {
-            try next.commitLocal(claim.documentID, digest: savedDigest)
-            let granted = try next.release(claim, to: peer)
-            let grant = EditSessionGrant(granted: granted)
+            // Already released to this peer (it lost the earlier answer and its journal entry):
+            // the same revision again; nothing is saved here, this machine no longer edits it.
+            if next.owner(of: claim.documentID) != .peer(peer) {
+                guard let savedDigest else {
+                    return Self.error(request, ErrorFrame(code: .sessionBusy, message: "the owner did not save in time"))
+                }
+                try next.commitLocal(claim.documentID, digest: savedDigest)
+            }
+            let grant = EditSessionGrant(granted: try next.release(claim, to: peer))
             book = next
             applied.record(request, from: peer, grant: grant)
             return Frame(type: .editSessionGrant, requestID: request.requestID, payload: grant.payload)
         } catch {
             return Self.error(request, Self.errorFrame(error))
         }
+    }
+
+    /// Whether `grant` needs the app's save for this claim (not when the peer holds it already).
+    public func needsSave(_ claim: EditSessionClaim, from peer: DeviceID) -> Bool {
+        book.owner(of: claim.documentID) != .peer(peer)
     }
 
     public static func errorFrame(_ error: EditSessionError) -> ErrorFrame {

@@ -195,3 +195,20 @@ struct EditSessionTests {
         return answer
     }
 }
+
+extension EditSessionTests {
+    @Test func aClaimerThatLostItsJournalIsGrantedTheSameRevisionWithoutASave() throws {
+        var owner = EditSessionKeeper()
+        try owner.book.commitLocal("doc", digest: digest(1))
+        let first = request(try claim(base: 0), id: 1)
+        guard case .save(let asked) = owner.screen(first, from: b) else { Issue.record("expected a save"); return }
+        let granted = try grant(of: owner.grant(first, claim: asked, from: b, savedDigest: digest(2)))
+        // b imported revision 2, then crashed before it could forget its claim... and lost that too:
+        // it claims afresh from revision 2. No save is needed, and none would be accepted.
+        let again = request(try claim(base: 2), id: 2)
+        guard case .save(let second) = owner.screen(again, from: b) else { Issue.record("expected the claim to pass"); return }
+        #expect(!owner.needsSave(second, from: b))
+        #expect(try grant(of: owner.grant(again, claim: second, from: b, savedDigest: nil)) == granted)
+        #expect(owner.book.ledger("doc")?.current.revision == 2)
+    }
+}
