@@ -20,6 +20,7 @@ struct EditSessionAttachTests {
             await fixture.service.useEditSessions(sessions)
             let client = fixture.client
             let path = try await client.createActivity(title: "Notes")
+            #expect(try await client.property(path, "EditSession") == .string(""))
             // The claim's save is the current activity's.
             _ = try await client.activity(path, "BecomeCurrent")
             func attach(_ text: String) async throws {
@@ -33,6 +34,7 @@ struct EditSessionAttachTests {
             try await attach("second")
             #expect(await sessions.ledger("notes-1")?.current.revision == 2)
             #expect(await sessions.owner(of: "notes-1") == .thisMachine)
+            #expect(try await client.property(path, "EditSession") == .string("this"))
 
             // Another machine claims it; the save here returns the committed snapshot.
             let peer = try DeviceID(bytes: [UInt8](repeating: 0xB, count: 16))
@@ -43,6 +45,7 @@ struct EditSessionAttachTests {
             #expect(fresh && reply.type == .editSessionGrant)
             #expect(try EditSessionGrant(payload: reply.payload).granted.digest == SHA256.hash(Array("second".utf8)))
 
+            #expect(try await client.property(path, "EditSession") == .string(String(repeating: "0b", count: 16)))
             await expectError("org.baton.Error.EditSessionNotOwned") { try await attach("third") }
             #expect(await fixture.service.documentForTransfer(uid: getuid())?.info.digest == SHA256.hash(Array("second".utf8)))
             #expect(await sessions.ledger("notes-1")?.current.revision == 2)

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import BatonAPI
 import BatonCore
+import BatonCrypto
 import BatonDBus
 import BatonStore
 
@@ -28,6 +29,27 @@ extension ActivityService {
         guard await recordForTransfer(uid: uid) != nil, let document = registry.documentForTransfer(uid: uid),
               document.info.documentID == documentID else { return nil }
         return document.info.digest
+    }
+
+    static let editSessionProperty = "EditSession"
+
+    /// Activity1.EditSession: who owns the edit session of the activity's document. Private like
+    /// every property but Type and Status: a document id says what the user works on.
+    func editSessionValue(of id: ActivityID, sender: String?) async throws -> DBusValue {
+        guard let sender else { throw DBusError.notPermitted("private property") }
+        guard registry.activities[id] != nil else { throw DBusError(RegistryError.unknownActivity) }
+        guard try await callerUID(sender) == id.uid else { throw DBusError(RegistryError.notPermitted) }
+        guard let document = registry.activities[id]?.document, let editSessions else { return .string("") }
+        return .string(Self.editSessionText(await editSessions.owner(of: document.snapshot.info.documentID)))
+    }
+
+    /// "this" (owned here), the owning member's device id in hex, or "" (no session known).
+    static func editSessionText(_ owner: EditSessionOwner?) -> String {
+        switch owner {
+        case .thisMachine: "this"
+        case .peer(let device): device.bytes.hexString
+        case nil: ""
+        }
     }
 
     static func busError(_ failure: EditSessionFailure) -> DBusError {
