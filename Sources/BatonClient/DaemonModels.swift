@@ -54,6 +54,8 @@ public struct ActivityInfo: Sendable, Hashable {
     public var revision: UInt32?
     /// A category such as "source-timeout"; nil when none or not visible.
     public var lastError: String?
+    /// Activity1.EditSession: "this", the owning member's device id, "" (no document), nil (not visible).
+    public var editSession: String?
 
     init(path: String, properties: [String: DBusValue]) throws(BatonClientError) {
         guard let type = properties["Type"]?.stringValue, let status = properties["Status"]?.stringValue else {
@@ -71,6 +73,7 @@ public struct ActivityInfo: Sendable, Hashable {
         owner = properties["Owner"]?.uint32Value
         revision = properties["Revision"]?.uint32Value
         lastError = properties["LastError"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
+        editSession = properties["EditSession"]?.stringValue
     }
 }
 

@@ -34,6 +34,7 @@ public enum OutputDocument {
         if let owner = activity.owner { members.append(("Owner", .integer(Int64(owner)))) }
         if let revision = activity.revision { members.append(("Revision", .integer(Int64(revision)))) }
         if let lastError = activity.lastError { members.append(("LastError", .string(lastError))) }
+        if let editSession = activity.editSession { members.append(("EditSession", .string(editSession))) }
         return .object(members)
     }
 

@@ -66,7 +66,7 @@ struct OutputContractTests {
             "Type": .string("org.example.A.b"), "Status": .string("failed"), "Title": .string("t"),
             "UserInfo": PropertyValueCoding.encodeUserInfo(["page": .integer(1)]), "WebpageURL": .string("https://example.org"),
             "Version": .int64(1), "NeedsSave": .boolean(false), "Current": .boolean(true), "Owner": .uint32(0),
-            "Revision": .uint32(1), "LastError": .string("radio-unavailable"),
+            "Revision": .uint32(1), "LastError": .string("radio-unavailable"), "EditSession": .string("this"),
         ])
         let suggestion = SuggestionInfo(path: "/org/baton/suggestion/1", SuggestionProperties(
             device: "abcd-ef01", deviceName: "laptop", activityType: "org.example.A.b", revision: 3, hasWebpageURL: true, near: true))

@@ -7,10 +7,11 @@ struct ListCommand: Subcommand {
     static let summary = "list the activities you can see (yours in full, others' type and status)"
     static let synopsis = ""
     static let details = """
-        Prints one line per activity: PATH TYPE STATUS [current] TITLE.
+        Prints one line per activity: PATH TYPE STATUS [current] TITLE [edit session: OWNER], the
+        last when a document is attached: "this machine" or the owning member's device id.
         With --json: an array of {"Path", "Type", "Status", and for your own activities "Title",
         "UserInfo", "WebpageURL", "Version", "NeedsSave", "Current", "Owner", "Revision",
-        "LastError"}; absent fields are not visible or not set.
+        "LastError", "EditSession"}; absent fields are not visible or not set.
         """
 
     init(parsing arguments: inout ArgumentList) throws(UsageError) {}
@@ -20,7 +21,8 @@ struct ListCommand: Subcommand {
         defer { connection.close() }
         let activities = try await connection.activities()
         let lines = activities.map { activity in
-            [activity.path, activity.activityType, activity.status, activity.isCurrent == true ? "current" : nil, activity.title]
+            [activity.path, activity.activityType, activity.status, activity.isCurrent == true ? "current" : nil, activity.title,
+             activity.editSession.flatMap { $0.isEmpty ? nil : "edit session: " + ($0 == "this" ? "this machine" : $0) }]
                 .compactMap { $0 }.joined(separator: "\t")
         }
         if activities.isEmpty, !context.output.json { context.output.message("no activities") }
