@@ -6,8 +6,18 @@ import Testing
 /// way (a lost request, a lost answer: the connection cut during the save). After every round the
 /// document has exactly one owner, both copies are at the same revision, and the owner's revision
 /// rose by its own edits plus exactly one save: no claim was applied twice, no edit overwritten.
+///
+/// The runs block (spawn, sleep, wait), so the rounds run on a thread of their own, never on the
+/// cooperative pool that every async test shares (two threads on a two-core machine).
 @Suite("Edit sessions survive kill -9 of either side (§6.6)", .serialized)
 struct EditSessionTortureTests {
+    struct Failure: Error, CustomStringConvertible { var description: String }
+    /// Problems found by the rounds, reported by the test once they are over.
+    final class Problems: @unchecked Sendable {
+        var found: [String] = []
+        func check(_ condition: Bool, _ what: @autoclosure () -> String = "check failed") { if !condition { found.append(what()) } }
+    }
+
     struct Run {
         var line: String?
         var killed: Bool
@@ -55,17 +65,31 @@ struct EditSessionTortureTests {
         // A whole line was written before the kill: the step's effect is complete.
         let text = String(decoding: data, as: UTF8.self)
         let line = text.hasSuffix("\n") ? text.split(separator: "\n").last.map(String.init) : nil
-        if !killed { #expect(process.terminationStatus == 0, "\(arguments): \(text)") }
+        if !killed && process.terminationStatus != 0 { throw Failure(description: "\(arguments): \(text)") }
         return Run(line: line, killed: killed && line == nil)
     }
 
     func state(_ executable: String, _ directory: String) throws -> (revision: UInt64, owner: String, pending: Int) {
-        let parts = try #require(try run(executable, ["show", directory, "doc"]).line).split(separator: " ")
+        guard let line = try run(executable, ["show", directory, "doc"]).line else { throw Failure(description: "show printed nothing") }
+        let parts = line.split(separator: " ")
         return (UInt64(parts[1])!, String(parts[2]), Int(parts[3])!)
     }
 
-    @Test func aDocumentHandedBackAndForthUnderRandomKillsIsAppliedExactlyOnceEachTime() throws {
+    @Test func aDocumentHandedBackAndForthUnderRandomKillsIsAppliedExactlyOnceEachTime() async throws {
         let executable = try #require(Self.executable(), "baton-docsync-torture is built with the tests")
+        let rounds = Int(ProcessInfo.processInfo.environment["BATON_DOCSYNC_ROUNDS"] ?? "") ?? 40
+        let problems = Problems()
+        let tally: Tally = try await withCheckedThrowingContinuation { continuation in
+            Thread {
+                continuation.resume(with: Result { try self.handOver(executable, rounds: rounds, problems) })
+            }.start()
+        }
+        print("EditSessionTortureTests: \(tally)")
+        #expect(problems.found.isEmpty, "\(problems.found.prefix(10))")
+        #expect(tally.rounds == rounds)
+    }
+
+    func handOver(_ executable: String, rounds: Int, _ problems: Problems) throws -> Tally {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("docsync-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
         defer { try? FileManager.default.removeItem(atPath: root) }
         let machines = [(dir: root + "/a", byte: "0a"), (dir: root + "/b", byte: "0b")]
@@ -73,9 +97,8 @@ struct EditSessionTortureTests {
         var tally = Tally()
         var requestID: UInt32 = 100
         var edit = 0
-        #expect(try run(executable, ["edit", machines[0].dir, "doc", "0"]).line == "edit 1")
+        problems.check(try run(executable, ["edit", machines[0].dir, "doc", "0"]).line == "edit 1")
         var ownerIndex = 0
-        let rounds = Int(ProcessInfo.processInfo.environment["BATON_DOCSYNC_ROUNDS"] ?? "") ?? 40
         // Kill moments spread over a step's whole run (a debug build takes a few milliseconds).
         func killMoment() -> UInt32? { Bool.random(using: &generator) ? UInt32.random(in: 0...12_000, using: &generator) : nil }
         for _ in 0..<rounds {
@@ -83,7 +106,7 @@ struct EditSessionTortureTests {
             // The owner edits (newer versions).
             for _ in 0..<Int.random(in: 0...2, using: &generator) {
                 edit += 1
-                #expect(try run(executable, ["edit", owner.dir, "doc", "\(edit)"]).line?.hasPrefix("edit ") == true)
+                problems.check(try run(executable, ["edit", owner.dir, "doc", "\(edit)"]).line?.hasPrefix("edit ") == true)
             }
             let before = try state(executable, owner.dir)
             let claimerBefore = try state(executable, claimer.dir)
@@ -91,14 +114,13 @@ struct EditSessionTortureTests {
             if claimerBefore.revision > 0 {
                 edit += 1
                 let refused = try run(executable, ["edit", claimer.dir, "doc", "\(edit)"]).line ?? ""
-                #expect(refused.hasPrefix("edit refused session(BatonCore.EditSessionError.notOwner"), "\(refused)")
+                problems.check(refused.hasPrefix("edit refused session(BatonCore.EditSessionError.notOwner"), "\(refused)")
                 tally.refusedEditsOnNonOwner += 1
             }
             var settled = false
             while !settled {
                 tally.attempts += 1
-                #expect(tally.attempts < rounds * 100, "no progress")
-                if tally.attempts >= rounds * 100 { return }
+                guard tally.attempts < rounds * 100 else { problems.check(false, "no progress"); return tally }
                 requestID += 1
                 let claim = try run(executable, ["claim", claimer.dir, owner.byte, "doc", "\(requestID)"], killAfter: killMoment())
                 guard let claimLine = claim.line else { tally.killedClaims += 1; continue }
@@ -112,20 +134,19 @@ struct EditSessionTortureTests {
                 if Int.random(in: 0..<6, using: &generator) == 0 { tally.droppedAnswers += 1; continue }
                 let settle = try run(executable, ["settle", claimer.dir, owner.byte, String(answerParts[2])], killAfter: killMoment())
                 guard let settleLine = settle.line else { tally.killedSettles += 1; continue }
-                #expect(settleLine.hasPrefix("settled "), "\(settleLine)")
+                problems.check(settleLine.hasPrefix("settled "), "\(settleLine)")
                 if settleLine == "settled alreadyApplied" { tally.settledAlreadyApplied += 1 }
                 settled = settleLine.hasPrefix("settled ")
             }
             let after = try state(executable, owner.dir), taken = try state(executable, claimer.dir)
             // Exactly one save for the claim, whatever was killed or dropped, and one owner.
-            #expect(after.revision == before.revision + 1, "owner went \(before.revision) → \(after.revision)")
-            #expect(after.owner == claimer.byte && taken.owner == "this")
-            #expect(taken.revision == after.revision && taken.revision > claimerBefore.revision)
-            #expect(after.pending == 0 && taken.pending == 0)
+            problems.check(after.revision == before.revision + 1, "owner went \(before.revision) → \(after.revision)")
+            problems.check(after.owner == claimer.byte && taken.owner == "this")
+            problems.check(taken.revision == after.revision && taken.revision > claimerBefore.revision)
+            problems.check(after.pending == 0 && taken.pending == 0)
             tally.rounds += 1
             ownerIndex = 1 - ownerIndex
         }
-        print("EditSessionTortureTests: \(tally)")
-        #expect(tally.rounds == rounds)
+        return tally
     }
 }
