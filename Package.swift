@@ -63,6 +63,8 @@ let package = Package(
                           swiftSettings: strict),
         // Test helper: writes a counter record until SIGKILLed (BatonStoreTests fault injection).
         .executableTarget(name: "baton-store-torture", dependencies: ["BatonStore"], swiftSettings: strict),
+        // Test helper: one step of an edit-session claim per run, SIGKILLed at random (EditSessionTortureTests).
+        .executableTarget(name: "baton-docsync-torture", dependencies: ["BatonService", "BatonStore", "BatonCore", "BatonCrypto"], swiftSettings: strict),
 
         // Test support: a private dbus-daemon per test, shared by the suites that need one.
         .target(name: "BatonTestBus", path: "Tests/Support/BatonTestBus", swiftSettings: strict),

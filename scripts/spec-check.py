@@ -352,10 +352,10 @@ def validate_activity(value):
 
 # §6.1–6.3 frames.
 FRAME_LIMITS = {0x01: 28, 0x02: 8, 0x03: 262144, 0x04: 8, 0x05: 0, 0x06: 4 + 256,
-                0x07: 48, 0x08: 8 + 32 + 2 * (1 + 255), 0x09: 8 + 65536, 0x10: 1048576,
+                0x07: 48, 0x08: 8 + 32 + 2 * (1 + 255), 0x09: 8 + 65536, 0x0A: 1 + 255 + 8, 0x0B: 8 + 32, 0x10: 1048576,
                 0x20: 41, 0x21: 48, 0x22: 48, 0x23: 8 + 4096 + 16}
 ERROR_CODES = {1: "malformed", 2: "unsupportedVersion", 3: "payloadTooLarge", 4: "unknownActivity",
-               5: "notPermitted", 6: "timedOut", 7: "internal"}
+               5: "notPermitted", 6: "timedOut", 7: "internal", 8: "sessionBusy", 9: "documentConflict"}
 
 
 def encode_frame(frame_type, request_id, payload):
@@ -417,6 +417,21 @@ def decode_payload(frame_type, payload):
         fields = {"offset": reader.u64(), "data": reader.take(reader.remaining())}
         if not fields["data"]:
             raise ProtocolError("malformed", "empty chunk")
+    elif frame_type == 0x0A:  # §6.6 ClaimEditSession
+        text = reader.take(reader.u8())
+        try:
+            fields = {"documentId": text.decode("utf-8")}
+        except UnicodeDecodeError:
+            raise ProtocolError("malformed", "text not UTF-8")
+        fields["baseRevision"] = reader.u64()
+        if not fields["documentId"]:
+            raise ProtocolError("malformed", "document id length")
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in fields["documentId"]):
+            raise ProtocolError("malformed", "document id has control characters")
+    elif frame_type == 0x0B:  # §6.6 EditSessionGrant
+        fields = {"revision": reader.u64(), "digest": reader.take(32)}
+        if fields["revision"] == 0:
+            raise ProtocolError("malformed", "revision 0")
     elif frame_type == 0x10:
         fields = decode_roster_value(read_value(reader))
     elif frame_type == 0x20:
@@ -445,6 +460,11 @@ def encode_payload(frame_type, fields):
         return u64be(fields["totalSize"]) + fields["digest"] + b"".join(bytes([len(t)]) + t for t in texts)
     if frame_type == 0x09:
         return u64be(fields["offset"]) + fields["data"]
+    if frame_type == 0x0A:
+        text = fields["documentId"].encode("utf-8")
+        return bytes([len(text)]) + text + u64be(fields["baseRevision"])
+    if frame_type == 0x0B:
+        return u64be(fields["revision"]) + fields["digest"]
     if frame_type == 0x06:
         code = {v: k for k, v in ERROR_CODES.items()}.get(fields["code"], fields["code"])
         message = fields["message"].encode("utf-8")
@@ -911,6 +931,15 @@ def main():
         data = b"".join(c["data"] for c in sorted(chunks, key=lambda c: c["offset"]))
         check.equal("document stream: size and SHA-256 of the chunks", (len(data), hashlib.sha256(data).digest().hex()),
                     (info["totalSize"], info["digest"].hex()))
+
+    # §6.6: the grant of §10.5 names the snapshot of the document stream (revision 1, same digest).
+    grants = [decode_frame(h(v["frame"]))[3] for v in vectors["frames"] if v["type"] == 0x0B]
+    claims = [decode_frame(h(v["frame"]))[3] for v in vectors["frames"] if v["type"] == 0x0A]
+    for grant, claim in zip(grants, claims):
+        check.equal("edit session: a first claim (base 0) is granted revision 1 of the streamed snapshot",
+                    (claim["baseRevision"], claim["documentId"], grant["revision"], grant["digest"].hex()),
+                    (0, infos[0]["documentId"], 1, infos[0]["digest"].hex()))
+    check.equal("edit session: one claim and one grant among the vectors", (len(claims), len(grants)), (1, 1))
 
     # §7.1–7.2 pairing key agreement.
     p = {k: (h(v) if k not in ("sas",) else v) for k, v in vectors["pairing"].items()}

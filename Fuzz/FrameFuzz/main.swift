@@ -1,9 +1,9 @@
 // Fuzzes frame decoding: FrameDecoder fed a byte stream in arbitrary chunks, and the typed
-// payload decoders (Hello, ActivityReference, Error, ActivityRecord, Roster, and the document frames).
+// payload decoders (Hello, ActivityReference, Error, ActivityRecord, Roster, the document and edit-session frames).
 //
 // First byte below 0xC0: stream mode, the rest is a list of chunks (FuzzInput.chunk) appended
 // one by one, taking out every complete frame. Otherwise the rest is one payload for the
-// decoder numbered by the first byte minus 0xC0 (mod 8). Whatever decodes must encode back to the same
+// decoder numbered by the first byte minus 0xC0 (mod 10). Whatever decodes must encode back to the same
 // bytes (the encodings are canonical), except rosters, which are compared after a round trip.
 import BatonCore
 import BatonCrypto
@@ -43,12 +43,21 @@ func checkPayload(_ type: FrameType, _ payload: [UInt8]) {
         if let chunk = try? DocumentChunk(payload: payload) {
             fuzzCheck(chunk.payload == payload, "DocumentChunk does not re-encode to its input")
         }
+    case .claimEditSession:
+        if let claim = try? EditSessionClaim(payload: payload) {
+            fuzzCheck(claim.payload == payload, "EditSessionClaim does not re-encode to its input")
+        }
+    case .editSessionGrant:
+        if let grant = try? EditSessionGrant(payload: payload) {
+            fuzzCheck(grant.payload == payload, "EditSessionGrant does not re-encode to its input")
+        }
     case .ack, .pairCommit, .pairHello, .pairReveal, .pairSealed:
         break
     }
 }
 
-let directDecoders: [FrameType] = [.hello, .fetchActivity, .error, .activityPayload, .ringSync, .fetchDocument, .documentInfo, .documentChunk]
+let directDecoders: [FrameType] = [.hello, .fetchActivity, .error, .activityPayload, .ringSync, .fetchDocument, .documentInfo, .documentChunk,
+                                   .claimEditSession, .editSessionGrant]
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ count: Int) -> CInt {

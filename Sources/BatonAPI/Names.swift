@@ -61,6 +61,9 @@ public enum BatonErrorName: String, Sendable, Hashable, CaseIterable {
     case unknownObject = "org.baton.Error.UnknownObject"
     case unknownDevice = "org.baton.Error.UnknownDevice"
     case diskFull = "org.baton.Error.DiskFull"
+    case documentConflict = "org.baton.Error.DocumentConflict"
+    case editSessionBusy = "org.baton.Error.EditSessionBusy"
+    case editSessionNotOwned = "org.baton.Error.EditSessionNotOwned"
 }
 
 extension DBusError {

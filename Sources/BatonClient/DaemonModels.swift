@@ -58,6 +58,8 @@ public struct ActivityInfo: Sendable, Hashable {
     public var revision: UInt32?
     /// A category such as "source-timeout"; nil when none or not visible.
     public var lastError: String?
+    /// Activity1.EditSession: "this", the owning member's device id, "" (no document), nil (not visible).
+    public var editSession: String?
     /// The attached document snapshot (Activity1.Document); nil when none or not visible.
     public var document: ActivityDocumentInfo?
 
@@ -77,6 +79,7 @@ public struct ActivityInfo: Sendable, Hashable {
         owner = properties["Owner"]?.uint32Value
         revision = properties["Revision"]?.uint32Value
         lastError = properties["LastError"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
+        editSession = properties["EditSession"]?.stringValue
         document = properties["Document"]?.asDictionary.flatMap(ActivityDocumentInfo.init)
     }
 }

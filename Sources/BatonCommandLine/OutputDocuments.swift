@@ -39,6 +39,7 @@ public enum OutputDocument {
             members.append(("Document", .object([("Id", .string(document.id)), ("MediaType", .string(document.mediaType)),
                                                  ("Size", .integer(Int64(clamping: document.size))), ("Digest", .string(document.digest))])))
         }
+        if let editSession = activity.editSession { members.append(("EditSession", .string(editSession))) }
         return .object(members)
     }
 

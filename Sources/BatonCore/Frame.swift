@@ -9,6 +9,8 @@ public enum FrameType: UInt8, CaseIterable, Sendable {
     case fetchDocument = 0x07
     case documentInfo = 0x08
     case documentChunk = 0x09
+    case claimEditSession = 0x0A
+    case editSessionGrant = 0x0B
     case ringSync = 0x10
     case pairCommit = 0x20
     case pairHello = 0x21
@@ -25,6 +27,8 @@ public enum FrameType: UInt8, CaseIterable, Sendable {
         case .fetchDocument: DocumentRequest.byteCount
         case .documentInfo: DocumentInfo.maxByteCount
         case .documentChunk: DocumentChunk.headerByteCount + DocumentChunk.maxDataBytes
+        case .claimEditSession: EditSessionClaim.maxByteCount
+        case .editSessionGrant: EditSessionGrant.byteCount
         case .ringSync: 1_048_576
         case .pairCommit: 41
         case .pairHello, .pairReveal: 48
@@ -172,6 +176,10 @@ public struct ErrorFrame: Hashable, Sendable, Error {
 
     public enum Code: UInt16, Sendable, CaseIterable {
         case malformed = 1, unsupportedVersion, payloadTooLarge, unknownActivity, notPermitted, timedOut, internalError
+        /// §6.6: the owner did not save and release the edit session in time; it keeps it.
+        case sessionBusy = 8
+        /// §6.6: the claimer's copy is at a revision the owner's history does not contain.
+        case documentConflict = 9
     }
 
     public var code: Code

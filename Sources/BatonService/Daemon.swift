@@ -110,6 +110,11 @@ public enum Daemon {
         } catch {
             logger.log("batond: documents disabled, no snapshot store: \(error)")
         }
+        do {
+            await service.useEditSessions(try EditSessions(directory: StateDirectory(path: options.stateDirectory + "/sessions")))
+        } catch {
+            logger.log("batond: edit sessions disabled, their state cannot be opened: \(error)")
+        }
         let parts: DaemonParts
         do {
             parts = try await DaemonParts.start(connection: connection, ring: ring, activities: service,

@@ -66,7 +66,7 @@ struct OutputContractTests {
             "Type": .string("org.example.A.b"), "Status": .string("failed"), "Title": .string("t"),
             "UserInfo": PropertyValueCoding.encodeUserInfo(["page": .integer(1)]), "WebpageURL": .string("https://example.org"),
             "Version": .int64(1), "NeedsSave": .boolean(false), "Current": .boolean(true), "Owner": .uint32(0),
-            "Revision": .uint32(1), "LastError": .string("radio-unavailable"),
+            "Revision": .uint32(1), "LastError": .string("radio-unavailable"), "EditSession": .string("this"),
             "Document": .propertyDictionary(["Id": .string("plan-2"), "MediaType": .string("application/pdf"), "Size": .uint64(3),
                                              "Digest": .string("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")]),
         ])

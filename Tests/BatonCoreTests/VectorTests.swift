@@ -105,6 +105,9 @@ func computeVectors() throws -> ProtocolVectors {
         Frame(type: .documentChunk, requestID: 10, payload: DocumentChunk(offset: 0, data: [0x61, 0x62, 0x63]).payload),
         Frame(type: .fetchDocument, requestID: 11, payload: DocumentRequest(activity: ActivityReference(typeHash: keys.typeHash("org.example.Reader.reading"), revision: 1),
                                                                             digest: SHA256.hash([0x61, 0x62, 0x63]), offset: 2).payload),
+        Frame(type: .claimEditSession, requestID: 12, payload: EditSessionClaim(documentID: "note-1", baseRevision: 0).payload),
+        Frame(type: .editSessionGrant, requestID: 12, payload: EditSessionGrant(granted: DocumentRevision(revision: 1, digest: SHA256.hash([0x61, 0x62, 0x63]))).payload),
+        Frame(type: .error, requestID: 13, payload: ErrorFrame(code: .documentConflict, message: "the copies diverged").payload),
     ]
     let frames = try frameSamples.map { ProtocolVectors.FrameVector(type: $0.type.rawValue, requestID: $0.requestID, payload: hex($0.payload), frame: hex(try $0.encoded())) }
 
@@ -153,6 +156,10 @@ func computeVectors() throws -> ProtocolVectors {
         .init(decoder: "frame", input: "010900000000001000000008" + "0000000000000000", error: "malformed(empty chunk)"),
         .init(decoder: "frame", input: "010800000000001000000029" + "0000000000000003" + String(repeating: "11", count: 32) + "00", error: "truncated"),
         .init(decoder: "frame", input: "010900000000001000010009", error: "payloadTooLarge"),
+        .init(decoder: "frame", input: "010a00000000001200000009" + "00" + "0000000000000000", error: "malformed(document id length)"),
+        .init(decoder: "frame", input: "010a0000000000120000000a" + "02" + "6e" + "0000000000000000", error: "truncated"),
+        .init(decoder: "frame", input: "010b000000000012000000280000000000000000" + String(repeating: "11", count: 32), error: "malformed(revision 0)"),
+        .init(decoder: "frame", input: "010b00000000001200000029", error: "payloadTooLarge"),
         .init(decoder: "pairingAdvert", input: "120102030405060708020000" + "6162ff00" + String(repeating: "00", count: 8), error: "malformed(name)"),
         .init(decoder: "pairingAdvert", input: "120102030405060708020100" + "616263" + String(repeating: "00", count: 9), error: "malformed(psm)"),
         .init(decoder: "pairingAdvert", input: "120102030405060708000081" + "616263" + String(repeating: "00", count: 9), error: "malformed(psm)"),
@@ -225,6 +232,8 @@ func decodeFrameAndPayload(_ bytes: [UInt8]) throws(WireError) {
     case .fetchDocument: _ = try DocumentRequest(payload: frame.payload)
     case .documentInfo: _ = try DocumentInfo(payload: frame.payload)
     case .documentChunk: _ = try DocumentChunk(payload: frame.payload)
+    case .claimEditSession: _ = try EditSessionClaim(payload: frame.payload)
+    case .editSessionGrant: _ = try EditSessionGrant(payload: frame.payload)
     default: break
     }
 }

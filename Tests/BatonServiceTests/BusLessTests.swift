@@ -22,6 +22,9 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
         var transferRequests = 0
         var inbox: DocumentInbox?
         var deliveredDocuments: [PulledDocument?] = []
+        var editSessions: EditSessions?
+        var savedDigest: [UInt8]?
+        var saves = 0
     }
     private let state = Mutex(State())
     let handled: Set<String>
@@ -54,6 +57,16 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
     func setDocument(_ document: AttachedDocument?) { state.withLock { $0.document = document } }
     func documentForTransfer(uid: UInt32) async -> AttachedDocument? {
         state.withLock { state in state.current?.0.uid == uid ? state.document : nil }
+    }
+    /// Edit sessions (§6.6) and what the (fake) app's save commits: nil, it does not save in time.
+    func setEditSessions(_ sessions: EditSessions?, savedDigest: [UInt8]?) { state.withLock { $0.editSessions = sessions; $0.savedDigest = savedDigest } }
+    var saves: Int { state.withLock { $0.saves } }
+    func editSessionsForTransfer() async -> EditSessions? { state.withLock { $0.editSessions } }
+    func savedDocument(documentID: String, uid: UInt32) async -> [UInt8]? {
+        state.withLock { state in
+            state.saves += 1
+            return state.savedDigest
+        }
     }
     func allHandledTypes() async -> Set<String> { handled }
     func deliver(activity: ActivityRecord, from device: String, to uid: UInt32) async -> DeliveryOutcome {

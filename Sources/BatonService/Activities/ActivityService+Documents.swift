@@ -52,6 +52,10 @@ extension ActivityService {
             store.remove(uid: uid, name: name)
             throw DBusError.failed("snapshot description refused")
         }
+        do { try await commitEditSession(documentID, digest: info.digest) } catch {
+            store.remove(uid: uid, name: name)
+            throw error
+        }
         do {
             try await transition(id, uid: uid) { registry, id, uid throws(RegistryError) in
                 try registry.attachDocument(id, by: uid, AttachedDocument(path: stored.path, info: info))

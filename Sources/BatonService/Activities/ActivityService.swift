@@ -99,6 +99,8 @@ public actor ActivityService {
     var statusWrites = 0
     /// Where attached document snapshots are kept; nil: AttachDocument is refused (NotReady).
     var documents: SnapshotStore?
+    /// Edit sessions of documents (§6.6); nil: documents are not session-checked.
+    var editSessions: EditSessions?
     var snapshotSerial: UInt64 = 0
 
     public init(connection: DBusConnection, configuration: ServiceConfiguration, publisher: (any ActivityPublisher)? = nil,

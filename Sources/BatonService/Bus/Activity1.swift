@@ -13,12 +13,16 @@ extension ActivityService {
                 return try await body(self, uid, call)
             }
         }
-        let properties = ActivityField.allCases.map { field in
+        var properties = ActivityField.allCases.map { field in
             DBusProperty(field.rawValue, signature: Self.signature(of: field)) { [weak self] in
                 guard let self else { throw DBusError.failed("stopping") }
                 return try await self.propertyValue(field, of: id, sender: DBusCallContext.sender)
             }
         }
+        properties.append(DBusProperty(Self.editSessionProperty, signature: "s") { [weak self] in
+            guard let self else { throw DBusError.failed("stopping") }
+            return try await self.editSessionValue(of: id, sender: DBusCallContext.sender)
+        })
         return DBusInterface(BatonInterface.activity, methods: [
             method("Update", in: [.init("changes", "a{sv}")]) { service, uid, call in
                 try await service.update(id, uid: uid, changes: call.arguments[0])

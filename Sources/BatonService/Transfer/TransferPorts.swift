@@ -11,6 +11,11 @@ public protocol TransferActivities: Sendable {
     func notifyWasContinued(_ id: ActivityID, device: String) async
     /// The snapshot attached to the user's published activity, if any (§6.5).
     func documentForTransfer(uid: UInt32) async -> AttachedDocument?
+    /// Edit sessions (§6.6), when documents are enabled.
+    func editSessionsForTransfer() async -> EditSessions?
+    /// Asks the app of `uid`'s current activity to save (WillSave) and returns the digest of its
+    /// document `documentID` as committed, or nil when it is not saved (edited since, not attached).
+    func savedDocument(documentID: String, uid: UInt32) async -> [UInt8]?
 }
 
 /// The identity keys of the current ring members (not this device, not removed), read by the TLS

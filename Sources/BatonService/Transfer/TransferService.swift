@@ -258,6 +258,8 @@ public actor TransferService {
                 let entry = served.remove(at: index)
                 await activities.notifyWasContinued(entry.activity, device: snapshot.memberName(peer))
                 return Frame(type: .ack, requestID: request.requestID, payload: [])
+            case .claimEditSession:
+                return await claimRequested(request, from: peer)
             case .ringSync:
                 let roster = try Roster(decoding: request.payload)
                 let merged = try await ring.receivedRoster(roster, from: peer)

@@ -7,11 +7,13 @@ struct ListCommand: Subcommand {
     static let summary = "list the activities you can see (yours in full, others' type and status)"
     static let synopsis = ""
     static let details = """
-        Prints one line per activity: PATH TYPE STATUS [current] TITLE [document ID MEDIATYPE SIZE].
+        Prints one line per activity: PATH TYPE STATUS [current] TITLE [document ID MEDIATYPE SIZE]
+        [edit session: OWNER], the last when a document is attached: "this machine" or the owning
+        member's device id.
         With --json: an array of {"Path", "Type", "Status", and for your own activities "Title",
         "UserInfo", "WebpageURL", "Version", "NeedsSave", "Current", "Owner", "Revision",
-        "LastError", "Document" {"Id", "MediaType", "Size", "Digest"}}; absent fields are not
-        visible or not set.
+        "LastError", "Document" {"Id", "MediaType", "Size", "Digest"}, "EditSession"}; absent fields
+        are not visible or not set.
         """
 
     init(parsing arguments: inout ArgumentList) throws(UsageError) {}
@@ -22,7 +24,8 @@ struct ListCommand: Subcommand {
         let activities = try await connection.activities()
         let lines = activities.map { activity in
             [activity.path, activity.activityType, activity.status, activity.isCurrent == true ? "current" : nil, activity.title,
-             activity.document.map { "document \($0.id) \($0.mediaType) \($0.size) bytes" }]
+             activity.document.map { "document \($0.id) \($0.mediaType) \($0.size) bytes" },
+             activity.editSession.flatMap { $0.isEmpty ? nil : "edit session: " + ($0 == "this" ? "this machine" : $0) }]
                 .compactMap { $0 }.joined(separator: "\t")
         }
         if activities.isEmpty, !context.output.json { context.output.message("no activities") }
