@@ -91,3 +91,6 @@ extension AdvertSender {
         return nil
     }
 }
+
+/// Today's key day (§3.1): the lab runs on the real clock.
+let labKeyDay: UInt64 = AdvertisingSecret.day(ofEpoch: Protocol.epoch(unixSeconds: Int64(Date().timeIntervalSince1970)) - 1)
