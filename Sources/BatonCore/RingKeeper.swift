@@ -155,10 +155,13 @@ public struct RingKeeper: Sendable {
         state.pendingSyncs[id] != nil && state.roster.members[id] != nil ? [.sync(id)] : []
     }
 
-    /// The state directory was copied from another machine (SenderCounters.machine differs):
-    /// a fresh own secret, so the two copies never seal under the same key, and everyone hears of it.
-    public mutating func rekey(random: some RandomSource) -> [Action] {
-        apply(state.roster, from: nil, random: random, forceRotation: true)
+    /// The state directory was copied from another machine (SenderCounters.machine differs), or the
+    /// clock is far behind: a fresh own secret, so the two copies never seal under the same key, and
+    /// everyone hears of it. `today` (the clock's key day) is when the new generation is issued: it
+    /// may be before the last ratchet when the clock went back, and the new key must cover the clock.
+    public mutating func rekey(random: some RandomSource, today day: UInt64? = nil) -> [Action] {
+        if let day { today = day }
+        return apply(state.roster, from: nil, random: random, forceRotation: true)
     }
 
     private func nextOwnSecret(random: some RandomSource) -> AdvertisingSecret? {

@@ -97,6 +97,19 @@ import Testing
         #expect(actions.contains(.rotateOwnSecret(a.ownSecret)))
     }
 
+    /// §4.2: a clock more than a day behind re-keys; the new generation is issued on the clock's
+    /// day, so the sender has a key for the epochs it now seals in.
+    @Test func aReKeyAfterTheClockWentBackIssuesOnTheClocksDay() throws {
+        var a = try RingKeeper.create(name: "a", today: testDay, random: random)
+        _ = a.ratchet(toDay: testDay + 3, random: random)
+        var stale = AdvertSender(secret: a.ownSecret, restored: nil)
+        #expect(stale.start(nowSeconds: seconds(epoch: boundary)).allSatisfy { if case .advertise = $0 { false } else { true } })
+        _ = a.rekey(random: random, today: testDay + 1)
+        #expect(a.ownSecret.day == testDay + 1)
+        var sender = AdvertSender(secret: a.ownSecret, restored: nil)
+        guard case .advertise = sender.start(nowSeconds: seconds(epoch: boundary)).last else { Issue.record("no advert"); return }
+    }
+
     private func bytesBE(_ value: UInt64) -> [UInt8] { var out: [UInt8] = []; out.appendBigEndian(value); return out }
 
     private func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {

@@ -106,7 +106,7 @@ public actor RingService {
     /// A fresh own secret, a new roster version, every member told (RingSync): the current secret was exposed.
     func rekey(reason: String) async {
         log("batond: re-keying: \(reason)")
-        await apply(keeper.rekey(random: SystemRandom()))
+        await apply(keeper.rekey(random: SystemRandom(), today: Self.keyDay(clock: clock)))
     }
 
     /// The advert sender cannot seal safely any more (its counters were written on another machine,
@@ -115,7 +115,7 @@ public actor RingService {
     func rekeyIfCloned() async {
         guard await radio.needsRekey else { return }
         log("batond: advert counters from another machine or far ahead of the clock: re-keying")
-        await apply(keeper.rekey(random: SystemRandom()))
+        await apply(keeper.rekey(random: SystemRandom(), today: Self.keyDay(clock: clock)))
     }
 
     // MARK: Observers
