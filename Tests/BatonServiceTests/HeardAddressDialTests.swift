@@ -30,6 +30,10 @@ struct HeardAddressDialTests {
         #expect(dialled.filter { $0.hasPrefix("ble:") } == ["ble:4B:22:33:44:55:66/0xba/random"])
         // The TCP hints keep their order.
         #expect(dialled.filter { !$0.hasPrefix("ble:") } == tcp)
+        // A non-resolvable random address (top bits 0b00: a non-connectable advert) is not dialled.
+        b.radio.hear(try #require(a.radio.lastAdvert), from: "3A:00:00:00:00:01")
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(await b.node.ring.endpoints(of: idA).filter { $0.hasPrefix("ble:") } == ["ble:4B:22:33:44:55:66/0xba/random"])
         await a.node.stop()
         await b.node.stop()
     }

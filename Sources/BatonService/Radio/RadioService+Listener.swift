@@ -68,8 +68,8 @@ extension RadioService {
         book.table.record(report, heard: heard, nowMilliseconds: now)
         switch heard {
         case .ringMember(let sighting):
-            if let address = try? BluetoothAddress(report.address) {
-                book.heardFrom[sighting.member] = .bluetoothTransfer(address: address, type: report.addressType == "public" ? .public : .random)
+            if let address = try? BluetoothAddress(report.address), let dialable = Self.dialable(address, type: report.addressType) {
+                book.heardFrom[sighting.member] = .bluetoothTransfer(address: address, type: dialable)
             }
             sighted(sighting, rssi: report.rssi)
             return sighting
@@ -95,6 +95,14 @@ extension RadioService {
         entry.detector.update(entry.statistics)
         book.proximity[member] = entry
         if sighting.outcome == .newRevision { log("batond: \(member.shortForm) advertises revision \(sighting.body.revision)") }
+    }
+
+    /// An address a connection can be made to: public, or random resolvable (top bits 0b01) or
+    /// static (0b11). A non-resolvable one (0b00) is what a non-connectable advert comes from.
+    static func dialable(_ address: BluetoothAddress, type: String) -> LEAddressType? {
+        if type == "public" { return .public }
+        let top = (address.bytes.first ?? 0) >> 6
+        return top == 0b01 || top == 0b11 ? .random : nil
     }
 
     /// The L2CAP transfer endpoint at the address the member's newest accepted ring advert came from.
