@@ -54,14 +54,40 @@ def hkdf(ikm, salt, info, length):
 SALT = b"baton/v1"
 
 
-class Keys:
-    """§3 key schedule for one advertising secret S."""
+EPOCHS_PER_DAY = 96
+CHAIN_DAYS = 1024
 
-    def __init__(self, secret):
+
+def ratchet_step(key, day):
+    """§3.1: S_d from S_(d-1), labelled with the day d it yields."""
+    return hashlib.sha256(b"baton/v1 ratchet" + u64be(day) + key).digest()
+
+
+def ratchet(key, from_day, to_day):
+    assert to_day >= from_day
+    for day in range(from_day + 1, to_day + 1):
+        key = ratchet_step(key, day)
+    return key
+
+
+def chain_end(key, day, commitment):
+    """§3.1: the day F (day < F <= day + 1024) whose S_F is the commitment, or None."""
+    for step in range(1, CHAIN_DAYS + 1):
+        key = ratchet_step(key, day + step)
+        if key == commitment:
+            return day + step
+    return None
+
+
+class Keys:
+    """§3 key schedule for the key S_d of one day and its generation's commitment C."""
+
+    def __init__(self, secret, commitment=None):
         assert len(secret) == 32
         self.secret = secret
         self.tag = hkdf(secret, SALT, b"baton/v1 tag", 32)
-        self.type = hkdf(secret, SALT, b"baton/v1 type", 32)
+        # K_type comes from the commitment; the checks that only seal and open never use it.
+        self.type = hkdf(commitment, SALT, b"baton/v1 type", 32) if commitment is not None else None
         self.mdns = hkdf(secret, SALT, b"baton/v1 mdns", 32)
 
     def seal(self, epoch):
@@ -121,11 +147,12 @@ class Receiver:
     """§4.3: a table tag → [(member, epoch, mask, generation, keys)] and per-member replay state."""
 
     def __init__(self, ring, clock_epoch):
-        # ring: {member: (secret, generation)}
+        # ring: {member: (S_d, generation)} with d the day of clock_epoch - 1, the stored day (§3.1)
         self.table = {}
+        stored_day = (clock_epoch - 1) // EPOCHS_PER_DAY
         for member, (secret, generation) in ring.items():
-            keys = Keys(secret)
             for epoch in (clock_epoch - 1, clock_epoch, clock_epoch + 1):
+                keys = Keys(ratchet(secret, stored_day, epoch // EPOCHS_PER_DAY))
                 entry = (member, epoch, keys.mask(epoch), generation, keys)
                 self.table.setdefault(keys.advert_tag(epoch), []).append(entry)
         self.state = {}  # member → (E, Q, R, G, body)
@@ -533,7 +560,8 @@ def decode_roster_value(value):
     if not isinstance(value["version"], int) or value["version"] < 0:
         raise ProtocolError("malformed", "roster")
     member_shape = {"deviceId": (bytes, 16), "name": (str, None), "identityKey": (bytes, 32),
-                    "secret": (bytes, 32), "generation": (int, None), "signature": (bytes, 64)}
+                    "secret": (bytes, 32), "generation": (int, None), "signature": (bytes, 64),
+                    "day": (int, None), "commitment": (bytes, 32)}
     for member in value["members"]:
         if not isinstance(member, dict) or not set(member_shape) <= set(member):
             raise ProtocolError("malformed", "roster member")
@@ -541,7 +569,7 @@ def decode_roster_value(value):
             if not isinstance(member[key], kind) or isinstance(member[key], bool) or (size and len(member[key]) != size):
                 raise ProtocolError("malformed", f"roster {key}")
         # Generation 2^32-1 is refused: its successor would wrap.
-        if len(member["name"].encode()) > 64 or not 0 <= member["generation"] < (1 << 32) - 1:
+        if len(member["name"].encode()) > 64 or not 0 <= member["generation"] < (1 << 32) - 1 or not 0 <= member["day"] < 1 << 32:
             raise ProtocolError("malformed", "roster member")
         # "introducedBy" and "introduction" come together or not at all.
         if ("introducedBy" in member) != ("introduction" in member):
@@ -551,8 +579,11 @@ def decode_roster_value(value):
             raise ProtocolError("malformed", "roster member")
         if device_id_of(member["identityKey"]) != member["deviceId"]:
             raise ProtocolError("malformed", "roster member id")
-        signed = member_signed_bytes(member["name"], member["identityKey"], member["secret"], member["generation"])
+        signed = member_signed_bytes(member["name"], member["identityKey"], member["commitment"], member["generation"])
         if not ed25519_verifies(member["identityKey"], member["signature"], signed):
+            raise ProtocolError("badSignature")
+        # The unsigned key of "day" must lead to the signed commitment (§3.1, §7.3).
+        if chain_end(member["secret"], member["day"], member["commitment"]) is None:
             raise ProtocolError("badSignature")
     for mark in value["removed"]:
         shape = {"deviceId": 16, "removedBy": 16, "signature": 64}
@@ -561,8 +592,8 @@ def decode_roster_value(value):
     return value
 
 
-def member_signed_bytes(name, identity_key, secret, generation):
-    return b"baton/v1 member" + identity_key + secret + u32be(generation) + name.encode("utf-8")
+def member_signed_bytes(name, identity_key, commitment, generation):
+    return b"baton/v1 member" + identity_key + commitment + u32be(generation) + name.encode("utf-8")
 
 
 def introduction_signed_bytes(identity_key):
@@ -712,13 +743,14 @@ def check_channel_proofs(check, proofs):
 
 
 def roster_value(version, members, removed):
-    """§7.3: members as (name, identity seed, secret, generation, introducer seed or None), removed as
+    """§7.3: members as (name, identity seed, (S_day, day, commitment), generation, introducer seed or None), removed as
     (device id, remover seed); every signature made here from the seeds; sorted as senders sort them."""
     entries = []
-    for name, seed, secret, generation, introducer in members:
+    for name, seed, (secret, day, commitment), generation, introducer in members:
         key = identity_public(seed)
         entry = {"deviceId": device_id_of(key), "name": name, "identityKey": key, "secret": secret, "generation": generation,
-                 "signature": sign(seed, member_signed_bytes(name, key, secret, generation))}
+                 "day": day, "commitment": commitment,
+                 "signature": sign(seed, member_signed_bytes(name, key, commitment, generation))}
         if introducer is not None:
             entry["introducedBy"] = device_id_of(identity_public(introducer))
             entry["introduction"] = sign(introducer, introduction_signed_bytes(key))
@@ -729,8 +761,9 @@ def roster_value(version, members, removed):
             "removed": sorted(marks, key=lambda m: m["deviceId"])}
 
 
-def identity_signed_bytes(role, h, name, key, secret, generation):
-    return b"baton/v1 identity" + bytes([1 if role == "initiator" else 2]) + h + name.encode("utf-8") + key + secret + u32be(generation)
+def identity_signed_bytes(role, h, name, key):
+    # No secret: the identity goes out before the peer is checked (§7.2).
+    return b"baton/v1 identity" + bytes([1 if role == "initiator" else 2]) + h + name.encode("utf-8") + key
 
 
 def check_pairing_exchange(check, x):
@@ -752,7 +785,7 @@ def check_pairing_exchange(check, x):
         key = identity_public(h(q["identitySeed"]))
         check.equal(f"exchange: {role} identity key from seed", key.hex(), q["identityKey"])
         check.equal(f"exchange: {role} device id", device_id_of(key).hex(), q["deviceId"])
-        signed = identity_signed_bytes(role, transcript, q["name"], key, h(q["secret"]), q["generation"])
+        signed = identity_signed_bytes(role, transcript, q["name"], key)
         check.equal(f"exchange: {role} signed bytes", signed.hex(), q["signedBytes"])
         signature = Ed25519PrivateKey.from_private_bytes(h(q["identitySeed"])).sign(signed)
         check.equal(f"exchange: {role} identity signature", signature.hex(), q["signature"])
@@ -761,11 +794,12 @@ def check_pairing_exchange(check, x):
             check.record(f"exchange: {role} signature verifies", True)
         except Exception as error:  # noqa: BLE001 - any failure is a failed check
             check.record(f"exchange: {role} signature verifies", False, str(error))
-        identity = {"msg": "identity", "name": q["name"], "identityKey": key, "secret": h(q["secret"]),
-                    "generation": q["generation"], "signature": signature}
+        identity = {"msg": "identity", "name": q["name"], "identityKey": key, "signature": signature}
         if q["endpoints"]:
             identity["endpoints"] = list(q["endpoints"])
-        roster = roster_value(q["rosterVersion"], [(q["name"], h(q["identitySeed"]), h(q["secret"]), q["generation"], None)], [])
+        check.equal(f"exchange: {role} commitment is S_(day+1024)", ratchet(h(q["secret"]), q["day"], q["day"] + CHAIN_DAYS).hex(), q["commitment"])
+        own = (h(q["secret"]), q["day"], h(q["commitment"]))
+        roster = roster_value(q["rosterVersion"], [(q["name"], h(q["identitySeed"]), own, q["generation"], None)], [])
         messages[role] = [{"msg": "confirm", "accepted": True}, identity, {"msg": "roster", "roster": encode_value(roster)}]
         for counter, message in enumerate(messages[role]):
             expected[(role, message["msg"])] = encode_frame(0x23, 0, seal_pairing_message(keys[role], transcript, counter, message))
@@ -804,7 +838,8 @@ def check_rosters(check, rosters):
             key = identity_public(h(m["identitySeed"]))
             seeds[device_id_of(key).hex()] = h(m["identitySeed"])
             check.equal(f"{name}: {m['name']} device id", device_id_of(key).hex(), m["deviceId"])
-            signed = member_signed_bytes(m["name"], key, h(m["secret"]), m["generation"])
+            signed = member_signed_bytes(m["name"], key, h(m["commitment"]), m["generation"])
+            check.equal(f"{name}: {m['name']} key leads to the commitment", chain_end(h(m["secret"]), m["day"], h(m["commitment"])) is not None, True)
             check.equal(f"{name}: {m['name']} signed bytes", signed.hex(), m["signedBytes"])
             check.equal(f"{name}: {m['name']} signature", sign(h(m["identitySeed"]), signed).hex(), m["signature"])
         for m in vector["members"]:
@@ -814,7 +849,7 @@ def check_rosters(check, rosters):
                 key = identity_public(h(m["identitySeed"]))
                 check.equal(f"{name}: {m['name']} introduction signed bytes", introduction_signed_bytes(key).hex(), m["introductionSignedBytes"])
                 check.equal(f"{name}: {m['name']} introduction", sign(introducer, introduction_signed_bytes(key)).hex(), m["introduction"])
-            members.append((m["name"], h(m["identitySeed"]), h(m["secret"]), m["generation"], introducer))
+            members.append((m["name"], h(m["identitySeed"]), (h(m["secret"]), m["day"], h(m["commitment"])), m["generation"], introducer))
         removed = []
         for mark in vector["removed"]:
             remover = seeds.get(mark["removedBy"])
@@ -840,17 +875,25 @@ def main():
 
     # §3 key schedule.
     schedule = vectors["keySchedule"]
-    secret = h(schedule["secret"])
-    keys = Keys(secret)
+    secret, issued = h(schedule["secret"]), schedule["day"]
+    chain_commitment = ratchet(secret, issued, issued + CHAIN_DAYS)
+    check.equal("keys: commitment C = S_(a+1024)", chain_commitment.hex(), schedule["commitment"])
+    check.equal("keys: the chain ends at a+1024", chain_end(secret, issued, chain_commitment), issued + CHAIN_DAYS)
+    check.equal("keys: a later day's key does not lead back", chain_end(ratchet_step(secret, issued + 1), issued, chain_commitment), None)
+    keys = Keys(secret, chain_commitment)
     check.equal("keys: K_tag", keys.tag.hex(), schedule["tagKey"])
     check.equal("keys: K_type", keys.type.hex(), schedule["typeKey"])
     check.equal("keys: K_mdns", keys.mdns.hex(), schedule["mdnsKey"])
     for entry in schedule["epochs"]:
         e = entry["epoch"]
-        check.equal(f"keys: tag_e epoch {e}", keys.advert_tag(e).hex(), entry["tag"])
-        check.equal(f"keys: mask_e epoch {e}", f"{keys.mask(e):02x}", entry["mask"])
-        check.equal(f"keys: K_seal_e epoch {e}", keys.seal(e).hex(), entry["sealKey"])
-        check.equal(f"keys: mDNS instance epoch {e}", keys.mdns_instance(e), entry["mdnsInstance"])
+        check.equal(f"keys: day of epoch {e}", e // EPOCHS_PER_DAY, entry["day"])
+        day_key = ratchet(secret, issued, e // EPOCHS_PER_DAY)
+        check.equal(f"keys: S_d epoch {e}", day_key.hex(), entry["dayKey"])
+        day_keys = Keys(day_key, chain_commitment)
+        check.equal(f"keys: tag_e epoch {e}", day_keys.advert_tag(e).hex(), entry["tag"])
+        check.equal(f"keys: mask_e epoch {e}", f"{day_keys.mask(e):02x}", entry["mask"])
+        check.equal(f"keys: K_seal_e epoch {e}", day_keys.seal(e).hex(), entry["sealKey"])
+        check.equal(f"keys: mDNS instance epoch {e}", day_keys.mdns_instance(e), entry["mdnsInstance"])
     for entry in schedule["typeHashes"]:
         check.equal(f"keys: typeHash {entry['activityType']}", keys.type_hash(entry["activityType"]).hex(), entry["typeHash"])
 

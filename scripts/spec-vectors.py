@@ -9,13 +9,16 @@ out = ["## 10. Test vectors", "",
        "All values hex. The complete set, including every reject case, is `Tests/BatonCoreTests/Vectors/protocol-v1.json`;",
        "`VectorTests` checks it against the code in both directions.", "",
        "### 10.1 Key schedule", "",
-       f"- S = `{k['secret']}` (bytes 00..1f), generation 1",
+       f"- S_a = `{k['secret']}` (bytes 00..1f), the root of generation 1 issued on day a = {k['day']} (§3.1)",
+       f"- C = S_(a+1024) = `{k['commitment']}`",
+       "- K_tag and K_mdns below are those of day a; K_type is derived from C. Each epoch row gives the day d of",
+       "  the epoch and S_d (S_a ratcheted forward), from which that row's tag, mask, seal key and name derive.",
        f"- K_tag = `{k['tagKey']}`", f"- K_type = `{k['typeKey']}`", f"- K_mdns = `{k['mdnsKey']}`", "",
-       "| epoch | tag_e | mask_e | K_seal_e | mDNS instance |", "|---|---|---|---|---|"]
-out += [f"| {e['epoch']} | `{e['tag']}` | `{e['mask']}` | `{e['sealKey']}` | `{e['mdnsInstance']}` |" for e in k["epochs"]]
+       "| epoch | day d | S_d | tag_e | mask_e | K_seal_e | mDNS instance |", "|---|---|---|---|---|---|---|"]
+out += [f"| {e['epoch']} | {e['day']} | `{e['dayKey']}` | `{e['tag']}` | `{e['mask']}` | `{e['sealKey']}` | `{e['mdnsInstance']}` |" for e in k["epochs"]]
 out += ["", "| activity type | typeHash |", "|---|---|"]
 out += [f"| `{t['activityType']}` | `{t['typeHash']}` |" for t in k["typeHashes"]]
-out += ["", "### 10.2 Ring adverts (S as above)", "",
+out += ["", "### 10.2 Ring adverts (S_a and C as above; all epochs are of day a)", "",
         "Each advert stands alone; they are not one sender's history (by §4.3 a receiver that accepted",
         "revision 3 rejects revision 16777215 as `staleRevision`). body = typeHash || u24be(revision) || flags.", ""]
 for r in v["ringAdverts"]:
@@ -40,7 +43,7 @@ out += ["", "### 10.6 Pairing key agreement", "",
         f"- C = `{p['commitment']}`", f"- H = `{p['transcriptHash']}`", f"- SAS = **{p['sas']}**",
         f"- Z = `{p['sharedSecret']}`", f"- K_IR = `{p['keyInitiatorToResponder']}`", f"- K_RI = `{p['keyResponderToInitiator']}`",
         "", "### 10.7 Rejections", "",
-        "`ringAdvert` is a receiver (§4.3) whose ring holds one member with S of §10.1 (generation 1) and whose",
+        "`ringAdvert` is a receiver (§4.3) whose ring holds one member with S_a and C of §10.1 (generation 1, stored for day a) and whose",
         "clock is in epoch 2000000; `frame` decodes a byte string that should hold exactly one frame (§6.1) and",
         "then its payload by its type (§6.2, §6.4, §7.3); `value` decodes one top-level property value (§6.4);",
         "`pairingAdvert` decodes the 24 bytes of §5; `roster` decodes a roster (§7.3). The text in parentheses",
@@ -58,7 +61,7 @@ out += ["", "### 10.8 A whole pairing exchange", "",
 for role in ("initiator", "responder"):
     q = x[role]
     out += [f"- {role}: name \"{q['name']}\", identity seed `{q['identitySeed']}`, identity key `{q['identityKey']}`,",
-            f"  device id `{q['deviceId']}`, secret `{q['secret']}`, generation {q['generation']}, endpoints "
+            f"  device id `{q['deviceId']}`, secret (root, day {q['day']}) `{q['secret']}`, commitment `{q['commitment']}`, generation {q['generation']}, endpoints "
             + (", ".join(f"`{e}`" for e in q["endpoints"]) or "none (key left out)") + f", roster version {q['rosterVersion']}",
             f"  - signed bytes (§7.2) `{q['signedBytes']}`",
             f"  - signature `{q['signature']}`"]
@@ -69,18 +72,19 @@ for f in x["frames"]:
         line += f"\n  - counter {f['counter']}, plaintext `{f['plaintext']}`"
     out.append(line)
 out += ["", "### 10.9 Replay outcomes", "",
-        "Each line feeds the adverts, in order, to a fresh receiver as in §10.7 (S of §10.1, generation 1, clock in",
+        "Each line feeds the adverts, in order, to a fresh receiver as in §10.7 (S_a of §10.1, generation 1, clock in",
         "epoch 2000000, all adverts sealed in epoch 2000000 for type `org.example.Reader.reading`) and gives each",
         "advert's outcome (§4.3 step 6).", ""]
 for r in v["replays"]:
     out.append(f"- {r['comment']}: " + ", then ".join(f"`{a}` → {o}" for a, o in zip(r["adverts"], r["outcomes"])))
 out += ["", "### 10.10 Rosters and RingSync", "",
-        "Members are given by their Ed25519 seed (identity key and device id follow from it), name, secret and",
-        "generation; each entry's signature (§7.3) is by its own seed, an introduction by the introducer's seed,",
+        "Members are given by their Ed25519 seed (identity key and device id follow from it), name, key of a day",
+        "(the generation's root, issued that day), commitment and generation; each entry's signature (§7.3) is by its own seed, an introduction by the introducer's seed,",
         "a removal mark by the remover's seed. Ed25519 signatures are deterministic.", ""]
 for r in v["rosters"]:
     def member_line(m):
-        text = f"\"{m['name']}\" (seed `{m['identitySeed']}`, device id `{m['deviceId']}`, secret `{m['secret']}`, generation {m['generation']}"
+        text = (f"\"{m['name']}\" (seed `{m['identitySeed']}`, device id `{m['deviceId']}`, secret `{m['secret']}` of day {m['day']}, "
+                f"commitment `{m['commitment']}`, generation {m['generation']}")
         if m.get("introducedBy"):
             text += f", introduced by `{m['introducedBy']}`"
         return text + ")"
@@ -102,7 +106,7 @@ for c in v["channelProofs"]:
     out.append(f"  - signed bytes `{c['signedBytes']}`")
     out.append(f"  - proof `{c['proof']}`")
 out += ["", "### 10.12 Independent check", "",
-        "`scripts/spec-check.py` (Python 3 and python3-cryptography) implements §3–§7.3 and the identity proof of §8.1 from this document alone,",
+        "`scripts/spec-check.py` (Python 3 and python3-cryptography) implements §3–§7.3 (with the day chain of §3.1) and the identity proof of §8.1 from this document alone,",
         "without the Swift code, and checks every vector in `protocol-v1.json`: it recomputes keys, tags, masks,",
         "type hashes, mDNS names, sealed adverts, pairing adverts, values, frames, C, H, SAS and the pairing keys",
         "from their inputs, runs both pairing roles over the exchange of §10.8 (seals each message from its",

@@ -102,7 +102,7 @@ public func fuzzInitialize(_ argc: UnsafeMutableRawPointer?, _ argv: UnsafeMutab
                                          userInfo: ["page": .integer(3), "tags": .array([.string("a"), .bytes([1, 2])]),
                                                     "when": .date(1_700_000_000), "zoom": .double(1.5), "dark": .boolean(true)],
                                          webpageURL: "https://example.org/n", version: 2, revision: 9).encoded()
-        let secret = try! AdvertisingSecret(bytes: [UInt8](repeating: 9, count: 32), generation: 3)
+        let secret = try! AdvertisingSecret.issue(root: [UInt8](repeating: 9, count: 32), generation: 3, day: 20_833)
         let identity = try! Ed25519PrivateKey(seed: [UInt8](repeating: 3, count: 32))
         let member = try! RosterMember.signed(name: "desk", identity: identity, secret: secret)
         let gone = DeviceID(identityKey: [UInt8](repeating: 4, count: 32))

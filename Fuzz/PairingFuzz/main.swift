@@ -14,9 +14,9 @@ import BatonCrypto
 
 func localInfo(_ name: String, seed: UInt8) -> LocalPairingInfo {
     let identity = try! Ed25519PrivateKey(seed: [UInt8](repeating: seed, count: 32))
-    let secret = try! AdvertisingSecret(bytes: [UInt8](repeating: seed &+ 100, count: 32), generation: UInt32(seed))
+    let secret = try! AdvertisingSecret.issue(root: [UInt8](repeating: seed &+ 100, count: 32), generation: UInt32(seed), day: 20_833)
     let own = try! RosterMember.signed(name: name, identity: identity, secret: secret)
-    return LocalPairingInfo(name: name, identityKey: identity, secret: secret, roster: Roster(version: 1, members: [own]))
+    return LocalPairingInfo(name: name, identityKey: identity, roster: Roster(version: 1, members: [own]))
 }
 
 /// How the peer seals toward a session: key, additional data and the counter it expects next.

@@ -151,7 +151,8 @@ public struct AdvertMatcher: Sendable {
 
     private mutating func insertEntries(of id: DeviceID, keys derived: DerivedKeys, generation: UInt32) {
         let low = currentEpoch == 0 ? 0 : currentEpoch - 1
-        for epoch in low...(currentEpoch + 1) {
+        // An epoch whose day the member's key does not cover (erased, or past the chain) gets no entry.
+        for epoch in low...(currentEpoch + 1) where derived.covers(epoch: epoch) {
             let material = derived.epochMaterial(epoch)
             let candidate = Candidate(member: id, generation: generation, epoch: epoch, mask: material.mask, sealKey: derived.sealKey(epoch: epoch))
             if table[material.tagKey] != nil {
@@ -165,7 +166,7 @@ public struct AdvertMatcher: Sendable {
     private mutating func removeEntries(of id: DeviceID) {
         guard let derived = keys[id] else { return }
         let low = currentEpoch == 0 ? 0 : currentEpoch - 1
-        for epoch in low...(currentEpoch + 1) {
+        for epoch in low...(currentEpoch + 1) where derived.covers(epoch: epoch) {
             let key = derived.epochMaterial(epoch).tagKey
             guard var bucket = table[key] else { continue }
             bucket.others.removeAll { $0.member == id }

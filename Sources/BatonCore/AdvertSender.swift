@@ -123,6 +123,14 @@ public struct AdvertSender: Sendable {
         return [.advertise(currentAdvert)]
     }
 
+    /// The own key moved to a later day of the same generation (§3.1): the counters stay (each
+    /// epoch's seal key comes from its day's key either way); the earlier key is dropped.
+    public mutating func ratchet(_ later: AdvertisingSecret) {
+        guard later.generation == secret.generation, later.day >= secret.day else { return }
+        secret = later
+        keys = DerivedKeys(secret: later)
+    }
+
     /// A new own secret (after a removal, §7.4): sequence space starts again.
     public mutating func rotateSecret(_ newSecret: AdvertisingSecret, nowSeconds: Int64) -> [Action] {
         secret = newSecret
@@ -145,6 +153,12 @@ public struct AdvertSender: Sendable {
             deferred = true
             if epoch + Self.maxEpochsBehind < counters.epoch { needsRekey = true }
             return needsRekey ? [] : [.persist(counters)]
+        }
+        // No key for this epoch's day: an erased earlier day (the clock is behind the ratchet) or
+        // past the chain's end (the keeper renews long before). Stay as we are.
+        guard keys.covers(epoch: epoch) else {
+            deferred = true
+            return []
         }
         if epoch > counters.epoch {
             counters.epoch = epoch

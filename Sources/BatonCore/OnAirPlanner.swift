@@ -72,6 +72,11 @@ public struct OnAirPlanner: Sendable {
         ring(sender.tick(nowSeconds: nowSeconds))
     }
 
+    /// The own key moved to a later day (§3.1); nothing is resealed for it.
+    public mutating func ratchetSecret(_ later: AdvertisingSecret) {
+        sender.ratchet(later)
+    }
+
     /// A new own secret after a removal (§7.4).
     public mutating func rotateSecret(_ secret: AdvertisingSecret, nowSeconds: Int64) -> [Action] {
         ring(sender.rotateSecret(secret, nowSeconds: nowSeconds))

@@ -4,15 +4,14 @@ import BatonCrypto
 public struct LocalPairingInfo: Sendable {
     public var name: String
     public var identityKey: Ed25519PrivateKey
-    public var secret: AdvertisingSecret
+    /// Holds this device's own signed entry (its secret): sent only once the peer is checked (§7.2).
     public var roster: Roster
     /// "host:port" of this device's TLS listener (§7.2 "endpoints"), hints for the peer.
     public var endpoints: [String]
 
-    public init(name: String, identityKey: Ed25519PrivateKey, secret: AdvertisingSecret, roster: Roster, endpoints: [String] = []) {
+    public init(name: String, identityKey: Ed25519PrivateKey, roster: Roster, endpoints: [String] = []) {
         self.name = name
         self.identityKey = identityKey
-        self.secret = secret
         self.roster = roster
         self.endpoints = endpoints
     }
@@ -82,8 +81,8 @@ public struct PairingSession: Sendable {
     private var receiveCounter: UInt64 = 0
     private var localConfirmed = false
     private var peerConfirmed = false
-    /// The peer's identity message, checked; its signed roster entry comes with its roster.
-    private var peer: (name: String, identityKey: [UInt8], secret: AdvertisingSecret)?
+    /// The peer's identity message, checked; its signed roster entry (with its secret) comes with its roster.
+    private var peer: (name: String, identityKey: [UInt8])?
     private var peerRoster: Roster?
     private var rosterSent = false
     private var peerEndpoints: [String] = []
@@ -254,8 +253,7 @@ public struct PairingSession: Sendable {
         case "identity":
             guard phase == .exchanging, peer == nil else { throw .unexpectedMessage("identity") }
             guard let name = message["name"]?.stringValue, let key = message["identityKey"]?.bytesValue,
-                  let secret = message["secret"]?.bytesValue, let generation = message["generation"]?.integerValue,
-                  generation >= 0, generation <= Int64(UInt32.max), let signature = message["signature"]?.bytesValue else {
+                  let signature = message["signature"]?.bytesValue else {
                 throw .malformed("identity")
             }
             var endpoints: [String] = []
@@ -267,14 +265,12 @@ public struct PairingSession: Sendable {
                 }
                 try PairingEndpoints.validate(endpoints)
             }
-            guard key.count == 32, name.utf8.count <= RosterMember.maxNameBytes, generation <= Int64(RosterMember.maxGeneration) else {
-                throw .malformed("identity")
-            }
-            let member = (name: name, identityKey: key, secret: try AdvertisingSecret(bytes: secret, generation: UInt32(generation)))
+            guard key.count == 32, name.utf8.count <= RosterMember.maxNameBytes else { throw .malformed("identity") }
+            let member = (name: name, identityKey: key)
             // Signed by the peer in the peer's role: our own identity reflected back does not verify.
             let peerRole: Role = role == .initiator ? .responder : .initiator
             guard key != local.identityKey.publicKey,
-                  Ed25519.isValidSignature(signature, for: identitySigningInput(name: name, identityKey: key, secret: member.secret, signer: peerRole),
+                  Ed25519.isValidSignature(signature, for: identitySigningInput(name: name, identityKey: key, signer: peerRole),
                                            publicKey: key) else {
                 throw .badSignature
             }
@@ -289,8 +285,9 @@ public struct PairingSession: Sendable {
             }
             let roster = try Roster(decoding: bytes)
             // The roster lists its sender (§7.3): that signed entry must be the identity just checked.
-            guard let peer, let entry = roster.members[DeviceID(identityKey: peer.identityKey)], entry.name == peer.name,
-                  entry.secret == peer.secret else { throw .malformed("roster sender entry") }
+            guard let peer, let entry = roster.members[DeviceID(identityKey: peer.identityKey)], entry.name == peer.name else {
+                throw .malformed("roster sender entry")
+            }
             peerRoster = roster
             return finishIfComplete()
         default:
@@ -298,24 +295,21 @@ public struct PairingSession: Sendable {
         }
     }
 
-    /// "baton/v1 identity" || role of the signer (1 initiator, 2 responder) || H || name || key || secret || generation.
-    private func identitySigningInput(name: String, identityKey: [UInt8], secret: AdvertisingSecret, signer: Role) -> [UInt8] {
-        var input = "baton/v1 identity".utf8Bytes + [signer == .initiator ? 1 : 2] + transcript + Array(name.utf8)
-            + identityKey + secret.bytes
-        input.appendBigEndian(secret.generation)
-        return input
+    /// "baton/v1 identity" || role of the signer (1 initiator, 2 responder) || H || name || key. No
+    /// secret: the identity goes out before the peer is checked, so it must reveal nothing of the ring.
+    private func identitySigningInput(name: String, identityKey: [UInt8], signer: Role) -> [UInt8] {
+        "baton/v1 identity".utf8Bytes + [signer == .initiator ? 1 : 2] + transcript + Array(name.utf8) + identityKey
     }
 
     private mutating func sendIdentityAndRoster() -> [Action] {
         phase = .exchanging
         let key = local.identityKey.publicKey
         guard let signature = try? local.identityKey.signature(
-            for: identitySigningInput(name: local.name, identityKey: key, secret: local.secret, signer: role)) else {
+            for: identitySigningInput(name: local.name, identityKey: key, signer: role)) else {
             return fail(.malformed("local identity"), tellPeer: true)
         }
         var message: [String: PropertyValue] = [
-            "msg": .string("identity"), "name": .string(local.name), "identityKey": .bytes(key),
-            "secret": .bytes(local.secret.bytes), "generation": .integer(Int64(local.secret.generation)), "signature": .bytes(signature),
+            "msg": .string("identity"), "name": .string(local.name), "identityKey": .bytes(key), "signature": .bytes(signature),
         ]
         // Hints only, so an invalid local list is left out rather than failing the pairing.
         if !local.endpoints.isEmpty, (try? PairingEndpoints.validate(local.endpoints)) != nil {

@@ -25,6 +25,8 @@ public struct RingKeeper: Sendable {
         case persist(State)
         /// Advertise with this new own secret from now on (AdvertSender.rotateSecret).
         case rotateOwnSecret(AdvertisingSecret)
+        /// The own key moved to a new day of the same generation (AdvertSender.ratchet): drop the old one.
+        case ratchetOwnSecret(AdvertisingSecret)
         /// The matcher's member set changed (everyone but this device).
         case membersChanged([DeviceID: AdvertisingSecret])
         /// Send our roster to this member (RingSync); report the outcome with `syncDelivered`.
@@ -33,19 +35,25 @@ public struct RingKeeper: Sendable {
 
     public private(set) var state: State
     public let identity: Ed25519PrivateKey
+    /// The UTC day of the clock's epoch e−1 at the last `ratchet` (§3.1): stored keys are of this
+    /// day, and new generations are issued on it.
+    public private(set) var today: UInt64
+    /// A generation this close to the end of its day chain is replaced (§3.1).
+    public static let renewalDays: UInt64 = 30
     public var deviceID: DeviceID { DeviceID(identityKey: identity.publicKey) }
 
     public init(state: State) throws(WireError) {
         guard let key = try? Ed25519PrivateKey(seed: state.identitySeed) else { throw .malformed("identity seed") }
         self.state = state
         self.identity = key
+        self.today = state.roster.members[DeviceID(identityKey: key.publicKey)]?.secret.day ?? 0
     }
 
-    /// A new device: fresh identity and secret, a ring of one.
-    public static func create(name: String, random: some RandomSource) throws(WireError) -> RingKeeper {
+    /// A new device: fresh identity and secret (issued on `today`), a ring of one.
+    public static func create(name: String, today: UInt64, random: some RandomSource) throws(WireError) -> RingKeeper {
         let seed = random.bytes(32)
         guard let key = try? Ed25519PrivateKey(seed: seed) else { throw .malformed("identity seed") }
-        let me = try RosterMember.signed(name: name, identity: key, secret: .generate(generation: 1, using: random))
+        let me = try RosterMember.signed(name: name, identity: key, secret: .generate(generation: 1, day: today, using: random))
         return try RingKeeper(state: State(name: name, identitySeed: seed, roster: Roster(version: 1, members: [me])))
     }
 
@@ -62,7 +70,7 @@ public struct RingKeeper: Sendable {
     }
 
     public func pairingInfo() -> LocalPairingInfo {
-        LocalPairingInfo(name: state.name, identityKey: identity, secret: ownSecret, roster: state.roster)
+        LocalPairingInfo(name: state.name, identityKey: identity, roster: state.roster)
     }
 
     /// Whether `id` may join by pairing: not this device, not a removed device (§7.4). Checked
@@ -126,30 +134,51 @@ public struct RingKeeper: Sendable {
         return [.persist(state)]
     }
 
+    /// The clock's epoch e−1 entered `day` (§3.1): every stored key, our own included, moves to
+    /// that day and the earlier values are no longer kept; keys of e and e+1 are derived from it.
+    /// Near the end of its chain our own generation is replaced (everyone hears of it).
+    public mutating func ratchet(toDay day: UInt64, random: some RandomSource) -> [Action] {
+        guard day > today else { return [] }
+        today = day
+        var roster = state.roster
+        guard roster.ratchet(toDay: day) else { return [] }
+        if let end = ownSecret.chain?.endDay, end <= day + Self.renewalDays {
+            state.roster = roster
+            return apply(roster, from: nil, random: random, forceRotation: true)
+        }
+        state.roster = roster
+        return [.persist(state), .ratchetOwnSecret(ownSecret), .membersChanged(peers)]
+    }
+
     /// A member was heard (accepted advert, Hello): retry a sync it still needs.
     public func sighted(_ id: DeviceID) -> [Action] {
         state.pendingSyncs[id] != nil && state.roster.members[id] != nil ? [.sync(id)] : []
     }
 
-    /// The state directory was copied from another machine (SenderCounters.machine differs):
-    /// a fresh own secret, so the two copies never seal under the same key, and everyone hears of it.
-    public mutating func rekey(random: some RandomSource) -> [Action] {
-        apply(state.roster, from: nil, random: random, forceRotation: true)
+    /// The state directory was copied from another machine (SenderCounters.machine differs), or the
+    /// clock is far behind: a fresh own secret, so the two copies never seal under the same key, and
+    /// everyone hears of it. `today` (the clock's key day) is when the new generation is issued: it
+    /// may be before the last ratchet when the clock went back, and the new key must cover the clock.
+    public mutating func rekey(random: some RandomSource, today day: UInt64? = nil) -> [Action] {
+        if let day { today = day }
+        return apply(state.roster, from: nil, random: random, forceRotation: true)
     }
 
     private func nextOwnSecret(random: some RandomSource) -> AdvertisingSecret? {
         let (next, overflow) = ownSecret.generation.addingReportingOverflow(1)
         guard !overflow, next <= RosterMember.maxGeneration else { return nil }
-        return .generate(generation: next, using: random)
+        return .generate(generation: next, day: today, using: random)
     }
 
     private mutating func apply(_ roster: Roster, from sender: DeviceID?, random: some RandomSource, forceRotation: Bool = false) -> [Action] {
         let before = peers
         state.roster = roster
+        // Keys received of an earlier day are moved to ours at once: we keep no earlier day (§3.1).
+        state.roster.ratchet(toDay: today)
         var actions: [Action] = []
         if state.roster.removed.contains(deviceID) {
             // We were removed: start over alone with a fresh secret and a fresh ring.
-            let fresh = nextOwnSecret(random: random) ?? .generate(generation: 1, using: random)
+            let fresh = nextOwnSecret(random: random) ?? .generate(generation: 1, day: today, using: random)
             let me = try! RosterMember.signed(name: state.name, identity: identity, secret: fresh)
             state.roster = Roster(version: 1, members: [me])
             state.pendingSyncs = [:]

@@ -56,6 +56,19 @@ public struct Roster: Hashable, Sendable {
         return true
     }
 
+    /// Moves every member's key forward to `day` and drops the earlier value (§3.1). The version
+    /// does not change: the day of a stored key is local, members agree on the roster without it.
+    @discardableResult
+    public mutating func ratchet(toDay day: UInt64) -> Bool {
+        var changed = false
+        for (id, member) in members where member.secret.day < day {
+            guard let later = member.ratcheted(toDay: day) else { continue }
+            members[id] = later
+            changed = true
+        }
+        return changed
+    }
+
     public struct MergeResult: Hashable, Sendable {
         public var changed: Bool
         /// Device ids that became removed by this merge (the caller rotates its own secret, §7.4).
@@ -108,9 +121,12 @@ public struct Roster: Hashable, Sendable {
         for id in removalMarks.keys where members.removeValue(forKey: id) != nil { changed = true }
         for (id, member) in other.members where id != me && removalMarks[id] == nil && vouched[id] != nil {
             if let mine = members[id] {
-                if member.secret.generation > mine.secret.generation
-                    || (member.secret.generation == mine.secret.generation && introducerGone(mine, vouched) && !introducerGone(member, vouched)) {
+                if member.secret.generation > mine.secret.generation {
                     members[id] = member
+                    changed = true
+                } else if member.secret.generation == mine.secret.generation && introducerGone(mine, vouched) && !introducerGone(member, vouched) {
+                    // Same generation: keep our key (it may be of an earlier day than theirs), take the introduction.
+                    members[id] = mine.introduced(by: member.introduction)
                     changed = true
                 }
             } else {

@@ -52,7 +52,8 @@ public struct RemovalMark: Hashable, Sendable {
 }
 
 /// One ring member as the roster carries it (§7.3), signed by the identity it describes, so no
-/// other member can change its name, secret or generation.
+/// other member can change its name, commitment or generation. The key of the current day is not
+/// signed (the holder ratchets it, §3.1) but must lead to the signed commitment.
 public struct RosterMember: Hashable, Sendable {
     public static let maxNameBytes = 64
     /// 2³²−1 is never a valid generation: a successor could not be issued without wrapping.
@@ -72,6 +73,7 @@ public struct RosterMember: Hashable, Sendable {
         guard identityKey.count == 32 else { throw .malformed("identity key length") }
         guard name.utf8.count <= Self.maxNameBytes else { throw .malformed("name length") }
         guard secret.generation <= Self.maxGeneration else { throw .malformed("generation") }
+        guard secret.chain != nil else { throw .malformed("secret without day chain") }
         guard Ed25519.isValidSignature(signature, for: Self.signingInput(name: name, identityKey: identityKey, secret: secret),
                                        publicKey: identityKey) else { throw .badSignature }
         self.name = name
@@ -90,11 +92,16 @@ public struct RosterMember: Hashable, Sendable {
                                 introduction: introduction)
     }
 
-    /// `"baton/v1 member" || identityKey || secret || u32be(generation) || name` (the device id
-    /// follows from the key; the name goes last because only it has a variable length).
+    /// `"baton/v1 member" || identityKey || commitment || u32be(generation) || name` (the device id
+    /// follows from the key; the name goes last because only it has a variable length). The
+    /// commitment, not a day's key, is signed, so the signature outlives every ratchet step.
     public static func signingInput(name: String, identityKey: [UInt8], secret: AdvertisingSecret) -> [UInt8] {
-        var input = "baton/v1 member".utf8Bytes + identityKey + secret.bytes
-        input.appendBigEndian(secret.generation)
+        signingInput(name: name, identityKey: identityKey, commitment: secret.chain?.commitment ?? secret.bytes, generation: secret.generation)
+    }
+
+    static func signingInput(name: String, identityKey: [UInt8], commitment: [UInt8], generation: UInt32) -> [UInt8] {
+        var input = "baton/v1 member".utf8Bytes + identityKey + commitment
+        input.appendBigEndian(generation)
         return input + Array(name.utf8)
     }
 
@@ -104,10 +111,18 @@ public struct RosterMember: Hashable, Sendable {
         try! RosterMember(name: name, identityKey: identityKey, secret: secret, signature: signature, introduction: introduction)
     }
 
+    /// The entry with its key moved forward to `day` (§3.1); nil when the chain does not cover it.
+    public func ratcheted(toDay day: UInt64) -> RosterMember? {
+        guard let later = secret.ratcheted(toDay: day) else { return nil }
+        // The signature covers the commitment, which ratcheting keeps.
+        return try! RosterMember(name: name, identityKey: identityKey, secret: later, signature: signature, introduction: introduction)
+    }
+
     var propertyValue: PropertyValue {
         var entry: [String: PropertyValue] = [
             "deviceId": .bytes(deviceID.bytes), "name": .string(name), "identityKey": .bytes(identityKey),
             "secret": .bytes(secret.bytes), "generation": .integer(Int64(secret.generation)), "signature": .bytes(signature),
+            "day": .integer(Int64(secret.day)), "commitment": .bytes(secret.chain?.commitment ?? []),
         ]
         if let introduction {
             entry["introducedBy"] = .bytes(introduction.introducer.bytes)
@@ -120,7 +135,8 @@ public struct RosterMember: Hashable, Sendable {
         guard let m = value.dictionaryValue, let id = m["deviceId"]?.bytesValue, let name = m["name"]?.stringValue,
               let key = m["identityKey"]?.bytesValue, let secret = m["secret"]?.bytesValue,
               let generation = m["generation"]?.integerValue, generation >= 0, generation <= Int64(Self.maxGeneration),
-              let signature = m["signature"]?.bytesValue else {
+              let signature = m["signature"]?.bytesValue, let day = m["day"]?.integerValue, day >= 0, day <= Int64(UInt32.max),
+              let commitment = m["commitment"]?.bytesValue else {
             throw .malformed("roster member")
         }
         var introduction: Introduction?
@@ -131,7 +147,9 @@ public struct RosterMember: Hashable, Sendable {
         }
         // The id is derived from the key; a mismatch means a forged or broken entry.
         guard DeviceID(identityKey: key).bytes == id else { throw .malformed("roster member id") }
-        try self.init(name: name, identityKey: key, secret: AdvertisingSecret(bytes: secret, generation: UInt32(generation)),
+        // A key that does not lead to the commitment is refused like a bad signature (§7.3).
+        try self.init(name: name, identityKey: key,
+                      secret: AdvertisingSecret(bytes: secret, generation: UInt32(generation), day: UInt64(day), commitment: commitment),
                       signature: signature, introduction: introduction)
     }
 }

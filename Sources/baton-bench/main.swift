@@ -58,7 +58,7 @@ func makeRing(size: Int, random: some RandomSource) -> Ring {
     members.reserveCapacity(size)
     for _ in 0..<size {
         let id = DeviceID(identityKey: random.bytes(32))
-        let secret = AdvertisingSecret.generate(generation: 1, using: random)
+        let secret = AdvertisingSecret.generate(generation: 1, day: AdvertisingSecret.day(ofEpoch: benchmarkEpoch), using: random)
         matcher.setMember(id, secret: secret)
         members.append((id, DerivedKeys(secret: secret)))
     }

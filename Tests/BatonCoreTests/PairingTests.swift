@@ -13,8 +13,8 @@ struct PairingHarness {
 
     static func local(_ name: String, seed: UInt8) -> LocalPairingInfo {
         let identity = try! Ed25519PrivateKey(seed: [UInt8](repeating: seed, count: 32))
-        let own = try! RosterMember.signed(name: name, identity: identity, secret: secret(seed))
-        return LocalPairingInfo(name: name, identityKey: identity, secret: secret(seed), roster: Roster(version: 1, members: [own]))
+        let own = try! RosterMember.signed(name: name, identity: identity, secret: chainedSecret(seed))
+        return LocalPairingInfo(name: name, identityKey: identity, roster: Roster(version: 1, members: [own]))
     }
 
     init(random: SeededRandomFake, initiatorInfo: LocalPairingInfo = local("alpha", seed: 1), responderInfo: LocalPairingInfo = local("beta", seed: 2)) {
@@ -62,7 +62,7 @@ struct PairingHarness {
         let atResponder = try #require(h.results[.responder])
         #expect(atInitiator.peer.name == "beta")
         #expect(atResponder.peer.name == "alpha")
-        #expect(atInitiator.peer.secret == secret(2))
+        #expect(atInitiator.peer.secret == chainedSecret(2))
         #expect(atResponder.peerRoster.members.count == 1)
         #expect(h.failures.isEmpty)
     }
@@ -193,7 +193,7 @@ struct PairingHarness {
     /// A signed entry; `introducer` vouches for it (§7.3).
     func member(_ seed: UInt8, generation: UInt32 = 1, introducer: UInt8? = nil) -> RosterMember {
         let introduction = introducer.map { try! Introduction.make(for: key(seed).publicKey, by: key($0)) }
-        return try! RosterMember.signed(name: "m\(seed)", identity: key(seed), secret: secret(seed, generation: generation),
+        return try! RosterMember.signed(name: "m\(seed)", identity: key(seed), secret: chainedSecret(seed, generation: generation),
                                         introduction: introduction)
     }
 
@@ -311,7 +311,7 @@ struct PairingHarness {
 
     @Test func sameContentAdoptsTheHigherVersion() throws {
         let random = SeededRandomFake(seed: 5)
-        var a = try RingKeeper.create(name: "a", random: random)
+        var a = try RingKeeper.create(name: "a", today: testDay, random: random)
         var copy = a.state.roster
         copy.version += 10
         // Nothing new in it, but its version is higher: adopted and persisted, no sync.

@@ -8,7 +8,8 @@ import BatonCrypto
 extension ProtocolVectors {
     struct PartyVector: Codable, Equatable {
         var x25519Private: String, nonce: String, name: String, identitySeed: String, identityKey: String, deviceId: String
-        var secret: String, generation: UInt32, endpoints: [String], rosterVersion: UInt64
+        /// The key of `day` (the generation's root: issued that day) and the commitment it leads to (§3.1).
+        var secret: String, day: UInt64, commitment: String, generation: UInt32, endpoints: [String], rosterVersion: UInt64
         /// The bytes the party signs in its identity message (§7.2) and the Ed25519 signature.
         var signedBytes: String, signature: String
     }
@@ -22,7 +23,7 @@ extension ProtocolVectors {
         var frames: [PairingFrameVector]
     }
     struct RosterMemberVector: Codable, Equatable {
-        var name: String, identitySeed: String, identityKey: String, deviceId: String, secret: String, generation: UInt32
+        var name: String, identitySeed: String, identityKey: String, deviceId: String, secret: String, day: UInt64, commitment: String, generation: UInt32
         /// Ed25519 by the member over `signedBytes` (§7.3).
         var signedBytes: String, signature: String
         /// The introducer's device id and its signature over `introductionSignedBytes`, when the entry has one.
@@ -51,25 +52,22 @@ struct PairingParty {
     var identity: Ed25519PrivateKey { try! Ed25519PrivateKey(seed: seed) }
     var member: RosterMember { try! RosterMember.signed(name: name, identity: identity, secret: secret) }
     var roster: Roster { Roster(version: 1, members: [member]) }
-    var info: LocalPairingInfo { LocalPairingInfo(name: name, identityKey: identity, secret: secret, roster: roster, endpoints: endpoints) }
+    var info: LocalPairingInfo { LocalPairingInfo(name: name, identityKey: identity, roster: roster, endpoints: endpoints) }
 
     func session(_ sessionID: [UInt8]) throws -> PairingSession {
         try PairingSession(role: role, sessionID: sessionID, ephemeralKey: x25519, nonce: nonce, local: info)
     }
 
-    /// "baton/v1 identity" || role || H || name || identityKey || secret || u32be(generation) (§7.2).
+    /// "baton/v1 identity" || role || H || name || identityKey (§7.2): no secret.
     func signedBytes(transcript: [UInt8]) -> [UInt8] {
-        var out = "baton/v1 identity".utf8Bytes + [role == .initiator ? 1 : 2] + transcript + Array(name.utf8)
-            + identity.publicKey + secret.bytes
-        out.appendBigEndian(secret.generation)
-        return out
+        "baton/v1 identity".utf8Bytes + [role == .initiator ? 1 : 2] + transcript + Array(name.utf8) + identity.publicKey
     }
 
     func vector(transcript: [UInt8]) throws -> ProtocolVectors.PartyVector {
         let signed = signedBytes(transcript: transcript)
         return .init(x25519Private: hex(x25519.rawRepresentation), nonce: hex(nonce), name: name, identitySeed: hex(seed),
                      identityKey: hex(identity.publicKey), deviceId: hex(member.deviceID.bytes), secret: hex(secret.bytes),
-                     generation: secret.generation, endpoints: endpoints, rosterVersion: roster.version,
+                     day: secret.day, commitment: hex(secret.chain!.commitment), generation: secret.generation, endpoints: endpoints, rosterVersion: roster.version,
                      signedBytes: hex(signed), signature: hex(try identity.signature(for: signed)))
     }
 }
@@ -80,11 +78,11 @@ enum PairingVectorSource {
     static func parties() throws -> (initiator: PairingParty, responder: PairingParty) {
         let initiator = PairingParty(role: .initiator, x25519: try X25519PrivateKey(rawRepresentation: Array(repeating: 0x11, count: 32)),
                                      nonce: Array(repeating: 0x33, count: 16), name: "laptop", seed: Array(repeating: 0x55, count: 32),
-                                     secret: try AdvertisingSecret(bytes: Array(repeating: 0x66, count: 32), generation: 1),
+                                     secret: try AdvertisingSecret.issue(root: Array(repeating: 0x66, count: 32), generation: 1, day: testDay),
                                      endpoints: ["192.0.2.10:47001", "[2001:db8::10]:47001"])
         let responder = PairingParty(role: .responder, x25519: try X25519PrivateKey(rawRepresentation: Array(repeating: 0x22, count: 32)),
                                      nonce: Array(repeating: 0x44, count: 16), name: "Schreibtisch-Ü", seed: Array(repeating: 0x77, count: 32),
-                                     secret: try AdvertisingSecret(bytes: Array(repeating: 0x88, count: 32), generation: 3), endpoints: [])
+                                     secret: try AdvertisingSecret.issue(root: Array(repeating: 0x88, count: 32), generation: 3, day: testDay), endpoints: [])
         return (initiator, responder)
     }
 
@@ -155,10 +153,10 @@ enum PairingVectorSource {
         let key = identity.publicKey
         let introduction = try introducer.map { introducer throws(WireError) in try Introduction.make(for: key, by: introducer) }
         let member = try RosterMember.signed(name: name, identity: identity,
-                                             secret: AdvertisingSecret(bytes: Array(repeating: secretByte, count: 32), generation: generation),
+                                             secret: AdvertisingSecret.issue(root: Array(repeating: secretByte, count: 32), generation: generation, day: testDay),
                                              introduction: introduction)
         return (member, .init(name: name, identitySeed: hex(seed), identityKey: hex(key), deviceId: hex(member.deviceID.bytes),
-                              secret: hex(member.secret.bytes), generation: generation,
+                              secret: hex(member.secret.bytes), day: member.secret.day, commitment: hex(member.secret.chain!.commitment), generation: generation,
                               signedBytes: hex(RosterMember.signingInput(name: name, identityKey: key, secret: member.secret)),
                               signature: hex(member.signature), introducedBy: introduction.map { hex($0.introducer.bytes) },
                               introductionSignedBytes: introduction.map { _ in hex(Introduction.signingInput(member: key)) },
@@ -218,7 +216,7 @@ extension PropertyValueCodec {
 extension VectorTests {
     static func party(_ v: ProtocolVectors.PartyVector, role: PairingSession.Role) throws -> PairingParty {
         PairingParty(role: role, x25519: try X25519PrivateKey(rawRepresentation: unhex(v.x25519Private)), nonce: unhex(v.nonce), name: v.name,
-                     seed: unhex(v.identitySeed), secret: try AdvertisingSecret(bytes: unhex(v.secret), generation: v.generation), endpoints: v.endpoints)
+                     seed: unhex(v.identitySeed), secret: try AdvertisingSecret.issue(root: unhex(v.secret), generation: v.generation, day: v.day), endpoints: v.endpoints)
     }
 
     /// The file's frames of one side, fed to the core's other role, make it send exactly the file's
@@ -286,7 +284,7 @@ extension VectorTests {
         let v = try fileVectors()
         for vector in v.replays {
             var matcher = AdvertMatcher(epoch: 2_000_000)
-            matcher.setMember(deviceID(1), secret: try AdvertisingSecret(bytes: unhex(v.keySchedule.secret), generation: 1))
+            matcher.setMember(deviceID(1), secret: try AdvertisingSecret.issue(root: unhex(v.keySchedule.secret), generation: 1, day: v.keySchedule.day))
             let outcomes = vector.adverts.map { advert -> String in
                 do { return "\(try matcher.receive(unhex(advert)).outcome)" } catch { return (error as? WireError).map(specName) ?? "\(error)" }
             }

@@ -15,9 +15,9 @@ import BatonCrypto
     }
 
     @Test func pairingJoinsRingsAndTellsTheOthers() throws {
-        var a = try RingKeeper.create(name: "a", random: random)
-        var b = try RingKeeper.create(name: "b", random: random)
-        var c = try RingKeeper.create(name: "c", random: random)
+        var a = try RingKeeper.create(name: "a", today: testDay, random: random)
+        var b = try RingKeeper.create(name: "b", today: testDay, random: random)
+        var c = try RingKeeper.create(name: "c", today: testDay, random: random)
         _ = try pair(&a, &b)
         #expect(a.peers.keys.sorted() == [b.deviceID])
         #expect(b.peers[a.deviceID] == a.ownSecret)
@@ -36,9 +36,9 @@ import BatonCrypto
     }
 
     @Test func removalRotatesSecretsEverywhereAndLocksTheMemberOut() throws {
-        var a = try RingKeeper.create(name: "a", random: random)
-        var b = try RingKeeper.create(name: "b", random: random)
-        var c = try RingKeeper.create(name: "c", random: random)
+        var a = try RingKeeper.create(name: "a", today: testDay, random: random)
+        var b = try RingKeeper.create(name: "b", today: testDay, random: random)
+        var c = try RingKeeper.create(name: "c", today: testDay, random: random)
         _ = try pair(&a, &b)
         _ = try pair(&a, &c)
         _ = b.received(a.state.roster, from: a.deviceID, random: random)
@@ -56,10 +56,10 @@ import BatonCrypto
         _ = a.received(b.state.roster, from: b.deviceID, random: random)
         #expect(a.peers[b.deviceID] == b.ownSecret)
         // c still holds old secrets: it cannot open adverts sealed with the new ones.
-        var matcherAtC = AdvertMatcher(epoch: 5)
+        var matcherAtC = AdvertMatcher(epoch: 2_000_000)
         for (id, s) in c.peers { matcherAtC.setMember(id, secret: s) }
         var sender = AdvertSender(secret: a.ownSecret, restored: nil)
-        guard case .advertise(let advert) = sender.start(nowSeconds: seconds(epoch: 5)).last else { Issue.record("no advert"); return }
+        guard case .advertise(let advert) = sender.start(nowSeconds: seconds(epoch: 2_000_000)).last else { Issue.record("no advert"); return }
         #expect(throws: WireError.notRingMember) { try matcherAtC.receive(advert) }
         // A stale roster from c cannot bring it back.
         #expect(a.received(c.state.roster, from: c.deviceID, random: random).allSatisfy { if case .membersChanged(let m) = $0 { return m[c.deviceID] == nil }; return true })
@@ -71,7 +71,7 @@ import BatonCrypto
     }
 
     @Test func cannotRemoveSelfOrUnknownTwice() throws {
-        var a = try RingKeeper.create(name: "a", random: random)
+        var a = try RingKeeper.create(name: "a", today: testDay, random: random)
         #expect(a.remove(a.deviceID, random: random).isEmpty)
         let stranger = deviceID(77)
         #expect(!a.remove(stranger, random: random).isEmpty)

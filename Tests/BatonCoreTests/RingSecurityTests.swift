@@ -16,9 +16,9 @@ import BatonCrypto
 
     /// a, b and m paired; everyone holds everyone's entry.
     func ring() throws -> (a: RingKeeper, b: RingKeeper, m: RingKeeper) {
-        var a = try RingKeeper.create(name: "a", random: random)
-        var b = try RingKeeper.create(name: "b", random: random)
-        var m = try RingKeeper.create(name: "m", random: random)
+        var a = try RingKeeper.create(name: "a", today: testDay, random: random)
+        var b = try RingKeeper.create(name: "b", today: testDay, random: random)
+        var m = try RingKeeper.create(name: "m", today: testDay, random: random)
         try pair(&a, &b)
         try pair(&m, &a)
         _ = try b.receive(a.state.roster, from: a.deviceID, random: random)
@@ -35,13 +35,14 @@ import BatonCrypto
     func entry(name: String, key: [UInt8], secret: AdvertisingSecret, signer: Ed25519PrivateKey) -> [String: PropertyValue] {
         let signature = try! signer.signature(for: RosterMember.signingInput(name: name, identityKey: key, secret: secret))
         return ["deviceId": .bytes(DeviceID(identityKey: key).bytes), "name": .string(name), "identityKey": .bytes(key),
-                "secret": .bytes(secret.bytes), "generation": .integer(Int64(secret.generation)), "signature": .bytes(signature)]
+                "secret": .bytes(secret.bytes), "generation": .integer(Int64(secret.generation)), "signature": .bytes(signature),
+                "day": .integer(Int64(secret.day)), "commitment": .bytes(secret.chain?.commitment ?? secret.bytes)]
     }
 
     @Test func aMemberCannotTakeOverAnotherMembersOwnSecret() throws {
         var (a, _, m) = try ring()
         let mine = a.ownSecret
-        let planted = AdvertisingSecret.generate(generation: RosterMember.maxGeneration, using: random)
+        let planted = AdvertisingSecret.generate(generation: RosterMember.maxGeneration, day: testDay, using: random)
         // Signed by m, not by a: the roster is refused as a whole.
         let forged = entry(name: "a", key: a.identity.publicKey, secret: planted, signer: m.identity)
         #expect(roster([forged]) == nil)
@@ -64,7 +65,7 @@ import BatonCrypto
         // The highest allowed generation: a re-key from there issues nothing rather than wrap to 0.
         var highest = a
         let last = try RosterMember.signed(name: "a", identity: a.identity,
-                                           secret: AdvertisingSecret(bytes: random.bytes(32), generation: RosterMember.maxGeneration))
+                                           secret: AdvertisingSecret.issue(root: random.bytes(32), generation: RosterMember.maxGeneration, day: testDay))
         var state = highest.state
         var rebuilt = Roster(version: state.roster.version, members: Array(state.roster.members.values.filter { $0.deviceID != a.deviceID }) + [last])
         rebuilt.version = state.roster.version
@@ -92,7 +93,7 @@ import BatonCrypto
         var (a, b, m) = try ring()
         let x = try Ed25519PrivateKey(seed: random.bytes(32))
         let stranger = try Ed25519PrivateKey(seed: random.bytes(32))
-        let xSecret = AdvertisingSecret.generate(generation: 1, using: random)
+        let xSecret = AdvertisingSecret.generate(generation: 1, day: testDay, using: random)
         let mEntry = try #require(m.state.roster.members[m.deviceID])
         // Not signed by its own key: refused.
         #expect(roster([entry(name: "b", key: x.publicKey, secret: xSecret, signer: m.identity)]) == nil)
@@ -125,7 +126,7 @@ import BatonCrypto
         let x = try Ed25519PrivateKey(seed: random.bytes(32)), y = try Ed25519PrivateKey(seed: random.bytes(32))
         let z = try Ed25519PrivateKey(seed: random.bytes(32)), w = try Ed25519PrivateKey(seed: random.bytes(32))
         func signed(_ key: Ed25519PrivateKey, by introducer: Ed25519PrivateKey) throws -> RosterMember {
-            try RosterMember.signed(name: "n", identity: key, secret: .generate(generation: 1, using: random),
+            try RosterMember.signed(name: "n", identity: key, secret: .generate(generation: 1, day: testDay, using: random),
                                     introduction: Introduction.make(for: key.publicKey, by: introducer))
         }
         let mEntry = try #require(m.state.roster.members[m.deviceID])
@@ -282,7 +283,7 @@ import BatonCrypto
 
     @Test func countersFromAnotherMachineForceARekeyBeforeAnySeal() throws {
         let random = SeededRandomFake(seed: 77)
-        var keeper = try RingKeeper.create(name: "a", random: random)
+        var keeper = try RingKeeper.create(name: "a", today: testDay, random: random)
         let machineA = [UInt8](repeating: 0xA, count: 32), machineB = [UInt8](repeating: 0xB, count: 32)
         var original = AdvertSender(secret: keeper.ownSecret, restored: nil, machine: machineA)
         _ = original.start(nowSeconds: seconds(epoch: 2_000_000))

@@ -36,3 +36,11 @@ func deviceID(_ byte: UInt8) -> DeviceID {
 let epochStart: Int64 = 1_800_000_000 / 900 * 900
 
 func seconds(epoch: UInt64) -> Int64 { Int64(epoch) * Protocol.epochSeconds }
+
+/// The UTC day of `epochStart` (epoch 2,000,000): keys issued in tests belong to it (§3.1).
+let testDay: UInt64 = AdvertisingSecret.day(ofEpoch: Protocol.epoch(unixSeconds: epochStart))
+
+/// A generation issued on `testDay` from a root of `byte`s: what roster entries carry (§3.1, §7.3).
+func chainedSecret(_ byte: UInt8, generation: UInt32 = 1) -> AdvertisingSecret {
+    try! AdvertisingSecret.issue(root: [UInt8](repeating: byte, count: 32), generation: generation, day: testDay)
+}

@@ -9,11 +9,14 @@ import BatonCrypto
 /// `BATON_WRITE_VECTORS=path swift test --filter VectorTests` regenerates the file.
 struct ProtocolVectors: Codable, Equatable {
     struct KeySchedule: Codable, Equatable {
-        var secret: String, tagKey: String, typeKey: String, mdnsKey: String
+        /// S_a (the generation's root, issued on `day` a), its commitment S_(a+1024), and the keys
+        /// of day a; K_type comes from the commitment (§3, §3.1).
+        var secret: String, day: UInt64, commitment: String, tagKey: String, typeKey: String, mdnsKey: String
         var epochs: [EpochVector]
         var typeHashes: [TypeHashVector]
     }
-    struct EpochVector: Codable, Equatable { var epoch: UInt64, tag: String, mask: String, sealKey: String, mdnsInstance: String }
+    /// `dayKey` is S_d of the epoch's day d, from which the row's other values derive (§3.1).
+    struct EpochVector: Codable, Equatable { var epoch: UInt64, day: UInt64, dayKey: String, tag: String, mask: String, sealKey: String, mdnsInstance: String }
     struct TypeHashVector: Codable, Equatable { var activityType: String, typeHash: String }
     struct RingAdvertVector: Codable, Equatable {
         var comment: String, secret: String, generation: UInt32, epoch: UInt64, sequence: UInt8
@@ -54,11 +57,14 @@ func unhex(_ text: String) -> [UInt8] { [UInt8](hex: text)! }
 
 /// The vectors as the code computes them from fixed inputs.
 func computeVectors() throws -> ProtocolVectors {
-    let s = try AdvertisingSecret(bytes: Array(0..<32), generation: 1)
+    let s = try AdvertisingSecret.issue(root: Array(0..<32), generation: 1, day: testDay)
     let keys = DerivedKeys(secret: s)
-    let epochs = [UInt64(0), 2_000_000, 2_000_001].map { e -> ProtocolVectors.EpochVector in
+    // The first epoch of day a, two in the middle, the first two of day a+1 and one of day a+2.
+    let epochs = [UInt64(1_999_968), 2_000_000, 2_000_001, 2_000_064, 2_000_065, 2_000_160].map { e -> ProtocolVectors.EpochVector in
         let m = keys.epochMaterial(e)
-        return .init(epoch: e, tag: hex(m.tag), mask: hex([m.mask]), sealKey: hex(keys.sealKeyBytes(epoch: e)), mdnsInstance: keys.mdnsInstanceName(epoch: e))
+        let day = AdvertisingSecret.day(ofEpoch: e)
+        return .init(epoch: e, day: day, dayKey: hex(s.ratcheted(toDay: day)!.bytes), tag: hex(m.tag), mask: hex([m.mask]),
+                     sealKey: hex(keys.sealKeyBytes(epoch: e)), mdnsInstance: keys.mdnsInstanceName(epoch: e))
     }
     let types = ["org.example.Reader.reading", "org.mozilla.firefox.browsing", "a.b"].map {
         ProtocolVectors.TypeHashVector(activityType: $0, typeHash: hex(keys.typeHash($0).bytes))
@@ -165,11 +171,17 @@ func computeVectors() throws -> ProtocolVectors {
         .init(decoder: "pairingAdvert", input: "120102030405060708000081" + "616263" + String(repeating: "00", count: 9), error: "malformed(psm)"),
         .init(decoder: "roster", input: hex(try forgedRoster()), error: "malformed(roster member id)"),
         .init(decoder: "roster", input: hex(try tamperedRoster("secret", .bytes(Array(repeating: 0x67, count: 32)))), error: "badSignature"),
+        // The day key of day a+1 claimed for day a, or the root claimed for day a+1: the chain misses the commitment.
+        .init(decoder: "roster", input: hex(try tamperedRoster("secret", .bytes(
+            AdvertisingSecret.step(Array(repeating: 0x66, count: 32), toDay: testDay + 1)))), error: "badSignature"),
+        .init(decoder: "roster", input: hex(try tamperedRoster("day", .integer(Int64(testDay) + 1))), error: "badSignature"),
+        .init(decoder: "roster", input: hex(try tamperedRoster("commitment", .bytes(Array(repeating: 0x67, count: 32)))), error: "badSignature"),
+        .init(decoder: "roster", input: hex(try tamperedRoster("day", nil)), error: "malformed(roster member)"),
         .init(decoder: "roster", input: hex(try tamperedRoster("name", .string("desktop"))), error: "badSignature"),
         .init(decoder: "roster", input: hex(try tamperedRoster("signature", nil)), error: "malformed(roster member)"),
         .init(decoder: "roster", input: hex(try tamperedRoster("generation", .integer(Int64(UInt32.max)))), error: "malformed(roster member)"),
     ]
-    return ProtocolVectors(keySchedule: .init(secret: hex(s.bytes), tagKey: hex(keys.tagKey),
+    return ProtocolVectors(keySchedule: .init(secret: hex(s.bytes), day: s.day, commitment: hex(s.chain!.commitment), tagKey: hex(keys.tagKey),
                                               typeKey: hex(keys.typeKey), mdnsKey: hex(keys.mdnsKey), epochs: epochs, typeHashes: types),
                            ringAdverts: rings, pairingAdverts: pairingAdverts, values: values, frames: frames, pairing: pairing,
                            pairingExchange: try PairingVectorSource.exchange(), rosters: try PairingVectorSource.rosters(),
@@ -203,6 +215,7 @@ func forgedRoster() throws -> [UInt8] {
         "members": .array([.dictionary([
             "deviceId": .bytes(Array(repeating: 1, count: 16)), "name": .string("x"), "identityKey": .bytes(Array(repeating: 2, count: 32)),
             "secret": .bytes(Array(repeating: 3, count: 32)), "generation": .integer(1), "signature": .bytes(Array(repeating: 4, count: 64)),
+            "day": .integer(1), "commitment": .bytes(Array(repeating: 5, count: 32)),
         ])]),
     ]))
 }
@@ -212,7 +225,7 @@ func forgedRoster() throws -> [UInt8] {
 func tamperedRoster(_ field: String, _ value: PropertyValue?) throws -> [UInt8] {
     let identity = try Ed25519PrivateKey(seed: Array(repeating: 0x55, count: 32))
     let member = try RosterMember.signed(name: "laptop", identity: identity,
-                                         secret: AdvertisingSecret(bytes: Array(repeating: 0x66, count: 32), generation: 1))
+                                         secret: AdvertisingSecret.issue(root: Array(repeating: 0x66, count: 32), generation: 1, day: testDay))
     guard case .dictionary(var entry) = member.propertyValue else { return [] }
     entry[field] = value
     return try PropertyValueCodec.encode(.dictionary([
@@ -310,7 +323,7 @@ func specName(_ error: WireError) -> String {
 
     @Test func rejectVectorsFailAsTheSpecSays() throws {
         let v = try fileVectors()
-        let s = try AdvertisingSecret(bytes: unhex(v.keySchedule.secret), generation: 1)
+        let s = try AdvertisingSecret.issue(root: unhex(v.keySchedule.secret), generation: 1, day: v.keySchedule.day)
         for reject in v.rejects {
             let input = unhex(reject.input)
             do {

@@ -116,8 +116,8 @@ struct L2CAPLabTests {
     @Test func pairingDriversPairOverL2CAPAndShowTheSameCode() async throws {
         let link = try await Self.link()
         let sessionID = SystemRandom().bytes(8)
-        let alpha = try RingKeeper.create(name: "alpha", random: SystemRandom())
-        let beta = try RingKeeper.create(name: "beta", random: SystemRandom())
+        let alpha = try RingKeeper.create(name: "alpha", today: labKeyDay, random: SystemRandom())
+        let beta = try RingKeeper.create(name: "beta", today: labKeyDay, random: SystemRandom())
         func session(_ role: PairingSession.Role, _ keeper: RingKeeper) throws -> PairingSession {
             try PairingSession(role: role, sessionID: sessionID, ephemeralKey: X25519PrivateKey(),
                                nonce: SystemRandom().bytes(16), local: keeper.pairingInfo())

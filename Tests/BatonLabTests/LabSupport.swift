@@ -91,3 +91,19 @@ extension AdvertSender {
         return nil
     }
 }
+
+/// Today's key day (§3.1): the lab runs on the real clock.
+let labKeyDay: UInt64 = AdvertisingSecret.day(ofEpoch: Protocol.epoch(unixSeconds: Int64(Date().timeIntervalSince1970)) - 1)
+
+extension Lab {
+    /// The lab's bluetoothd was started with scripts/lab/main-privacy.conf (LE privacy on).
+    static var privacyConfigured: Bool {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return false }
+        for pid in entries where pid.allSatisfy(\.isNumber) {
+            guard let cmdline = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline"),
+                  let text = String(data: cmdline, encoding: .utf8), text.contains("bluetoothd") else { continue }
+            if text.contains("main-privacy.conf") { return true }
+        }
+        return false
+    }
+}

@@ -214,7 +214,7 @@ struct AvahiDiscoveryTests {
 
         // (c) A stranger's _baton._tcp service, with a well-formed keyed name, on the same link.
         let stranger = AvahiPublisher(connection: avahi, serviceType: BatonServiceType.ring)
-        let strangerSecret = AdvertisingSecret.generate(generation: 1, using: SystemRandom())
+        let strangerSecret = AdvertisingSecret.generate(generation: 1, day: testDay, using: SystemRandom())
         try await stranger.publish(name: DerivedKeys(secret: strangerSecret).mdnsInstanceName(epoch: epoch), port: 4242)
 
         // Beta forgets every hint, restarts on a new TLS port and learns alpha's endpoint from DNS-SD alone.
@@ -273,7 +273,7 @@ func btPairExecutable() throws -> URL {
         let idB = await b.service.deviceID
         let before = await a.service.endpoints(of: idB)
         #expect(await a.discovery.discoveredRingService(name: "0123456789abcdef", address: "10.0.0.9", port: 4242) == nil)
-        let stranger = DerivedKeys(secret: AdvertisingSecret.generate(generation: 1, using: SystemRandom()))
+        let stranger = DerivedKeys(secret: AdvertisingSecret.generate(generation: 1, day: testDay, using: SystemRandom()))
         #expect(await a.discovery.discoveredRingService(name: stranger.mdnsInstanceName(epoch: epoch), address: "10.0.0.9", port: 4242) == nil)
         #expect(await a.discovery.discoveredRingService(name: keysB.mdnsInstanceName(epoch: epoch - 2), address: "10.0.0.9", port: 4242) == nil)
         #expect(await a.service.endpoints(of: idB) == before)

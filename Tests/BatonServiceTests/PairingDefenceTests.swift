@@ -31,8 +31,8 @@ struct PairingDefenceTests {
         #expect(await finished(a.pairing, again.pathA) == .failed(.peerRemoved))
         #expect(await finished(b.pairing, again.pathB) == .failed(.peerRemoved))
         #expect(await b.pairing.session(again.pathB)?.textProperties["Error"] == "peer-removed")
-        // beta merged nothing of alpha's; alpha still lacks beta, and replaced the own secret that
-        // beta saw in alpha's identity message (the identities cross before the refusal).
+        // beta merged nothing of alpha's; alpha still lacks beta, and re-keyed as a precaution
+        // (the identity message beta saw carries no secret any more, §7.2).
         #expect(await b.ring.snapshot().roster.members[idA]?.secret != afterRemoval.ownSecret)
         let afterRefusal = await a.ring.snapshot()
         #expect(afterRefusal.roster.members[idB] == nil && afterRefusal.roster.removed.contains(idB))

@@ -22,7 +22,7 @@ final class CodeBox: Sendable {
 }
 
 func ringKeeper(_ name: String) throws -> RingKeeper {
-    try RingKeeper.create(name: name, random: SystemRandom())
+    try RingKeeper.create(name: name, today: testDay, random: SystemRandom())
 }
 
 func session(_ role: PairingSession.Role, _ id: [UInt8], _ keeper: RingKeeper) throws -> PairingSession {

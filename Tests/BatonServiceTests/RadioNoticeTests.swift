@@ -14,7 +14,7 @@ struct RadioNoticeTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let radio = try RadioService(port: nil, store: RingStore(directory: StateDirectory(path: directory)), clock: FakeWallClock(),
                                      companyID: Protocol.defaultCompanyID,
-                                     ownSecret: AdvertisingSecret.generate(generation: 1, using: SystemRandom()), log: { _ in })
+                                     ownSecret: AdvertisingSecret.generate(generation: 1, day: testDay, using: SystemRandom()), log: { _ in })
         await radio.notice("radio ready")
         await radio.notice("pairing advert on the air")
         for _ in 0..<40 { await radio.notice("advertising on hci0 needs a pause of the scan") }

@@ -36,7 +36,7 @@ struct RadioStatusTests {
         #expect(status.state == "running" && status.radio == "scanning")
         // Another member: the activity goes on the air.
         let member = try DeviceID(bytes: Array(repeating: 7, count: 16))
-        await radio.setMembers([member: AdvertisingSecret.generate(generation: 1, using: SystemRandom())])
+        await radio.setMembers([member: AdvertisingSecret.generate(generation: 1, day: testDay, using: SystemRandom())])
         status = try await managerStatus(of: alpha.node, client)
         #expect(status.state == "running" && status.radio == "both")
 

@@ -132,7 +132,7 @@ struct DaemonRingSecurityTests {
         // beta's roster with a planted member whose introduction by beta does not verify.
         var forged = await b.ring.snapshot().roster
         let stranger = try RosterMember.signed(name: "stranger", identity: Ed25519PrivateKey(),
-                                               secret: .generate(generation: 1, using: SystemRandom()))
+                                               secret: .generate(generation: 1, day: testDay, using: SystemRandom()))
         forged.upsert(stranger.introduced(by: try Introduction(introducer: idB, signature: [UInt8](repeating: 7, count: 64))))
         let before = await a.ring.snapshot().roster
         await #expect(throws: WireError.badSignature) { _ = try await a.ring.receivedRoster(forged, from: idB) }

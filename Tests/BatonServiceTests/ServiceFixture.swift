@@ -142,3 +142,8 @@ enum ErrorName {
     static let limitExceeded = "org.baton.Error.LimitExceeded"
     static let alreadyExists = "org.baton.Error.AlreadyExists"
 }
+
+/// The day whose keys tests issue (§3.1): today's, or that of `FakeWallClock`'s start if earlier,
+/// so a key only ever ratchets forward, whichever clock a test runs the service with.
+let testDay: UInt64 = min(AdvertisingSecret.day(ofEpoch: Protocol.epoch(unixSeconds: SystemWallClock().unixSeconds()) - 1),
+                          AdvertisingSecret.day(ofEpoch: Protocol.epoch(unixSeconds: 1_800_000_000)))

@@ -24,6 +24,16 @@ extension RingBus: SuggestionBoard {
                                    destination: caller)
     }
 
+    /// The caller's uid when it is one of the machine's ring users (PrivilegePolicy), else NotPermitted.
+    func requireRingUser(_ sender: String) async throws -> UInt32 {
+        let uid = try await connection.connectionUnixUser(sender)
+        let privilege = ring.configuration.privilege
+        guard privilege.allows(uid: uid) else {
+            throw DBusError(ServiceFailure.notPermitted("suggestions are for root and group \(privilege.group)"))
+        }
+        return uid
+    }
+
     func suggestionInterface(_ suggestion: ShownSuggestion) -> DBusInterface {
         let path = suggestion.path
         // One table with the client (BatonAPI): names, signatures, values.
@@ -33,20 +43,24 @@ extension RingBus: SuggestionBoard {
                                               fallback: suggestion.fallback).dbusProperties
         let signatures = SuggestionProperties.signatures
         return DBusInterface(BatonInterface.suggestion, methods: [
+            // A suggestion is a ring member's activity, and the ring belongs to the machine: only its
+            // ring users (root, the daemon's user, group baton: PrivilegePolicy, as for Ring1.Continue)
+            // may act on it; it is then delivered to that caller's own handlers.
             DBusMethod("Continue", out: [DBusArgument("outcome", "s")]) { [weak self] call in
                 guard let self, let continuation = self.continuation else { return [] }
-                // The activity is delivered to the caller's own handlers: any local user may take it.
-                let uid = try await self.connection.connectionUnixUser(call.sender)
+                let uid = try await self.requireRingUser(call.sender)
                 return [.string(try await mappingFailures { () throws(ServiceFailure) in try await continuation.take(path, uid: uid, caller: call.sender) })]
             },
             DBusMethod("ContinueInBrowser", out: [DBusArgument("url", "s")]) { [weak self] call in
                 guard let self, let continuation = self.continuation else { return [] }
                 // The URL goes only to the caller (this reply), whose session opens it.
-                let uid = try await self.connection.connectionUnixUser(call.sender)
+                let uid = try await self.requireRingUser(call.sender)
                 return [.string(try await mappingFailures { () throws(ServiceFailure) in try await continuation.continueInBrowser(path, uid: uid) })]
             },
-            DBusMethod("Dismiss") { [weak self] _ in
-                await self?.continuation?.dismiss(path)
+            DBusMethod("Dismiss") { [weak self] call in
+                guard let self else { return [] }
+                _ = try await self.requireRingUser(call.sender)
+                await self.continuation?.dismiss(path)
                 return []
             },
         ], properties: signatures.keys.sorted().map { name in

@@ -80,8 +80,8 @@ public actor ContinuationService {
     /// The suggestions on offer, by path.
     public func suggestions() -> [ShownSuggestion] { shown.values.sorted { $0.suggestion.number < $1.suggestion.number } }
 
-    /// Suggestion1.Continue: continues exactly the suggested revision for `uid` (any local user may
-    /// take it): FetchActivity(h, r), never "whatever is current" (§9 step 2). When the member has
+    /// Suggestion1.Continue: continues exactly the suggested revision for `uid` (a ring user: the bus glue
+    /// checked the privilege): FetchActivity(h, r), never "whatever is current" (§9 step 2). When the member has
     /// moved on the suggestion goes and the call fails with UnknownActivity "noLongerCurrent"; any
     /// other failure leaves the suggestion for a retry. Dismiss while it runs cancels it (nothing
     /// is delivered afterwards).

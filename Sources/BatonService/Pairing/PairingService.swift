@@ -206,8 +206,8 @@ public actor PairingService {
         case .failure(let failure):
             update(path) { $0.failed(failure.reason) }
             log("batond: pairing failed: \(failure.reason.rawValue)")
-            // Identities (with the own secret) cross at the same moment, before the peer can be
-            // recognised as removed: the removed machine saw our current secret, so it is replaced.
+            // Nothing secret crossed (the identity message carries none, §7.2); re-keying anyway is a
+            // precaution: the removed machine is in use nearby, and the attempt needs our user's accept.
             if failure == .peerRemoved { await ring.rekey(reason: "a removed machine tried to pair") }
         }
     }

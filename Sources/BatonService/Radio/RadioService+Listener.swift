@@ -11,7 +11,9 @@ struct RadioBook: Sendable {
     var sightings: [DeviceID: Sighting] = [:]
     var proximity: [DeviceID: (statistics: RSSIStatistics, detector: ProximityDetector)] = [:]
     var rejected: [String: Int] = [:]
-
+    /// Where each member's newest accepted ring advert came from: with LE privacy a connectable
+    /// advert's address is a resolvable private one that rotates, so this, not a stored hint, is dialled (§8.3).
+    var heardFrom: [DeviceID: Endpoint] = [:]
 }
 
 /// The listener: heard adverts become sightings (accepted ring adverts), the advertiser table
@@ -66,6 +68,9 @@ extension RadioService {
         book.table.record(report, heard: heard, nowMilliseconds: now)
         switch heard {
         case .ringMember(let sighting):
+            if let address = try? BluetoothAddress(report.address), let dialable = Self.dialable(address, type: report.addressType) {
+                book.heardFrom[sighting.member] = .bluetoothTransfer(address: address, type: dialable)
+            }
             sighted(sighting, rssi: report.rssi)
             return sighting
         case .ringRefused(_, let reason):
@@ -91,6 +96,17 @@ extension RadioService {
         book.proximity[member] = entry
         if sighting.outcome == .newRevision { log("batond: \(member.shortForm) advertises revision \(sighting.body.revision)") }
     }
+
+    /// An address a connection can be made to: public, or random resolvable (top bits 0b01) or
+    /// static (0b11). A non-resolvable one (0b00) is what a non-connectable advert comes from.
+    static func dialable(_ address: BluetoothAddress, type: String) -> LEAddressType? {
+        if type == "public" { return .public }
+        let top = (address.bytes.first ?? 0) >> 6
+        return top == 0b01 || top == 0b11 ? .random : nil
+    }
+
+    /// The L2CAP transfer endpoint at the address the member's newest accepted ring advert came from.
+    public func heardEndpoint(of member: DeviceID) -> Endpoint? { book.heardFrom[member] }
 
     /// The newest accepted sighting of a member.
     public func lastSighting(of member: DeviceID) -> Sighting? { book.sightings[member] }

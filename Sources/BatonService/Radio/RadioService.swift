@@ -68,6 +68,12 @@ public actor RadioService {
         await carry(planner.ringMembersChanged(hasOthers: hasMembers, nowSeconds: clock.unixSeconds()))
     }
 
+    /// This device's key moved to a new day of its generation (§3.1): nothing is resealed.
+    func ratchetSecret(_ secret: AdvertisingSecret) {
+        ownSecret = secret
+        planner.ratchetSecret(secret)
+    }
+
     /// This device's secret changed (a removal): the advert is sealed with the new one (§4.2).
     func rotateSecret(_ secret: AdvertisingSecret) async {
         ownSecret = secret

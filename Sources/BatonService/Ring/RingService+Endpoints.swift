@@ -18,8 +18,18 @@ extension RingService {
     /// Where a member may be reached, newest that worked first.
     public func endpointHints(of id: DeviceID) -> [Endpoint] { peers[id]?.hints ?? [] }
 
-    /// The hints' text forms, for callers that still take text.
-    public func endpoints(of id: DeviceID) -> [String] { endpointHints(of: id).map(\.description) }
+    /// The hints' text forms, for callers that still take text. A member with a `ble:` hint is dialled
+    /// at the address its sealed advert was last heard from instead of the stored one (§8.3): with LE
+    /// privacy the stored address (the pairing channel's) has rotated away, and an address that is
+    /// no longer advertised cannot be connected to anyway.
+    public func endpoints(of id: DeviceID) async -> [String] {
+        var hints = endpointHints(of: id)
+        if let heard = await radio.heardEndpoint(of: id), let first = hints.firstIndex(where: Self.isBluetooth) {
+            hints.removeAll(where: Self.isBluetooth)
+            hints.insert(heard, at: min(first, hints.count))
+        }
+        return hints.map(\.description)
+    }
 
     /// DNS-SD resolved a member's keyed name: its address goes first in the member's hints.
     func endpointFound(_ id: DeviceID, _ endpoint: Endpoint) {
@@ -69,5 +79,11 @@ extension RingService {
         var info = keeper.pairingInfo()
         info.endpoints = Array((transferReachability?.localEndpoints ?? []).prefix(PairingEndpoints.maxCount))
         return info
+    }
+}
+
+extension RingService {
+    static func isBluetooth(_ endpoint: Endpoint) -> Bool {
+        if case .bluetooth = endpoint { true } else { false }
     }
 }

@@ -55,10 +55,14 @@ public actor RingService {
         self.clock = clock
         self.configuration = configuration
         self.log = log
+        let today = Self.keyDay(clock: clock)
         if let state = try store.loadRing() {
             keeper = try RingKeeper(state: state)
+            // Days passed while batond was stopped: their keys are dropped before anything runs (§3.1).
+            // A renewal's RingSyncs are kept in the state and sent once the transfer starts.
+            if !keeper.ratchet(toDay: today, random: SystemRandom()).isEmpty { try store.saveRing(keeper.state) }
         } else {
-            keeper = try RingKeeper.create(name: configuration.deviceName, random: SystemRandom())
+            keeper = try RingKeeper.create(name: configuration.deviceName, today: today, random: SystemRandom())
             try store.saveRing(keeper.state)
         }
         peers = try store.loadPeers()
@@ -87,8 +91,14 @@ public actor RingService {
 
     static let observerKey = "ring"
 
-    /// Clock tick from the daemon: epoch rotation of the advert and of the matcher window.
+    /// The day whose keys are stored (§3.1): that of epoch e−1, the oldest of a receiver's window.
+    static func keyDay(clock: any WallClock) -> UInt64 {
+        AdvertisingSecret.day(ofEpoch: Protocol.epoch(unixSeconds: clock.unixSeconds() - Protocol.epochSeconds))
+    }
+
+    /// Clock tick from the daemon: the daily ratchet, epoch rotation of the advert and of the matcher window.
     public func tick() async {
+        await apply(keeper.ratchet(toDay: Self.keyDay(clock: clock), random: SystemRandom()))
         await radio.tick()
         await rekeyIfCloned()
     }
@@ -96,7 +106,7 @@ public actor RingService {
     /// A fresh own secret, a new roster version, every member told (RingSync): the current secret was exposed.
     func rekey(reason: String) async {
         log("batond: re-keying: \(reason)")
-        await apply(keeper.rekey(random: SystemRandom()))
+        await apply(keeper.rekey(random: SystemRandom(), today: Self.keyDay(clock: clock)))
     }
 
     /// The advert sender cannot seal safely any more (its counters were written on another machine,
@@ -105,7 +115,7 @@ public actor RingService {
     func rekeyIfCloned() async {
         guard await radio.needsRekey else { return }
         log("batond: advert counters from another machine or far ahead of the clock: re-keying")
-        await apply(keeper.rekey(random: SystemRandom()))
+        await apply(keeper.rekey(random: SystemRandom(), today: Self.keyDay(clock: clock)))
     }
 
     // MARK: Observers
@@ -147,6 +157,8 @@ public actor RingService {
                 do { try store.saveRing(state) } catch { log("batond: cannot save the ring: \(error)") }
             case .rotateOwnSecret(let secret):
                 await radio.rotateSecret(secret)
+            case .ratchetOwnSecret(let secret):
+                await radio.ratchetSecret(secret)
             case .membersChanged(let members):
                 await radio.setMembers(members)
             case .sync(let id):
