@@ -24,7 +24,7 @@ public enum DaemonReachability {
                          + "cannot be reached there; start a bus and batond with " + startAdvice(options))
     }
 
-    static func busDescription(_ bus: DBusBusKind) -> String {
+    public static func busDescription(_ bus: DBusBusKind) -> String {
         switch bus {
         case .system: "the system bus"
         case .session: "the session bus"
@@ -36,7 +36,7 @@ public enum DaemonReachability {
         options.busName == BatonConnection.defaultBusName ? "" : " (nothing owns \(options.busName))"
     }
 
-    static func startAdvice(_ options: GlobalOptions) -> String {
+    public static func startAdvice(_ options: GlobalOptions) -> String {
         let name = options.busName == BatonConnection.defaultBusName ? "" : " --bus-name \(options.busName)"
         switch options.bus {
         case .system:

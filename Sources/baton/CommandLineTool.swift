@@ -10,6 +10,7 @@ enum CommandLineTool {
         HandledTypesCommand.self,
         SuggestionsCommand.self,
         DiagCommand.self,
+        DoctorCommand.self,
     ]
 
     static var usage: String {

@@ -84,6 +84,7 @@ struct OutputContractTests {
             "baton --json publish": [OutputDocument.published(path: "/p", type: "t", current: true, status: "failed",
                                                               lastError: "radio-unavailable", onAir: false)],
             "baton --json handled-types": [OutputDocument.handledTypes(["org.example.A.b"])],
+            "baton --json doctor": [OutputDocument.doctor([DoctorFinding("adapter", .failed, "bluetoothd is not running", fix: "start it")])],
             "bt-pair --json": [OutputDocument.ringMember(member)],
             "bt-pair --json discover": [OutputDocument.pairingEndpoint(endpoint)],
             "bt-pair --json accept": [OutputDocument.acceptOffer(port: 4433, sessionID: "0011223344556677")],
@@ -102,7 +103,7 @@ struct OutputContractTests {
 
     @Test("each command's keys are exactly the documented ones", arguments: [
         "baton --json status", "baton --json list", "baton --json suggestions", "baton --json continue", "baton --json publish",
-        "baton --json handled-types", "bt-pair --json", "bt-pair --json discover", "bt-pair --json accept",
+        "baton --json handled-types", "baton --json doctor", "bt-pair --json", "bt-pair --json discover", "bt-pair --json accept",
         "bt-pair --json with ...", "bt-pair --json remove X",
     ])
     func keysMatchTheDocument(command: String) throws {

@@ -1,0 +1,160 @@
+import BatonAPI
+import BatonClient
+import BatonDBus
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The doctor lines after BlueZ's: batond runs and owns its name, the ring has members and when
+/// each was last heard, this user's handled types, and the session side (notification server, agent).
+public struct DaemonChecks: Sendable {
+    public var options: GlobalOptions
+    /// The user's session bus, where the notification server and baton-agent live.
+    public var sessionBus: DBusBusKind
+    /// Now, in seconds since 1970 (the clock Ring1's LastSeen uses).
+    public var now: Int64
+
+    public init(options: GlobalOptions, sessionBus: DBusBusKind, now: Int64 = Int64(time(nil))) {
+        self.options = options
+        self.sessionBus = sessionBus
+        self.now = now
+    }
+
+    /// A member unheard longer than this cannot have a suggestion showing (batond's --away-after is at most 3600).
+    static let recentlyHeard: Int64 = 60
+
+    public func run() async -> [DoctorFinding] {
+        await daemonFindings() + [await notifications(), await agent()]
+    }
+
+    func daemonFindings() async -> [DoctorFinding] {
+        let skipped = { (why: String) in
+            [DoctorFinding("ring", .skipped, why), DoctorFinding("handled-types", .skipped, why)]
+        }
+        let bus: DBusConnection
+        do {
+            bus = try DBusConnection(bus: options.bus)
+        } catch {
+            return [DoctorFinding("batond", .failed, "cannot connect to \(DaemonReachability.busDescription(options.bus)) (\(error))",
+                                  fix: "start a bus and batond with " + DaemonReachability.startAdvice(options))]
+                + skipped("batond cannot be reached")
+        }
+        let connection = BatonConnection(connection: bus, busName: options.busName)
+        defer { connection.close() }
+        guard (try? await bus.nameHasOwner(options.busName)) == true else {
+            var fix = "start it with " + DaemonReachability.startAdvice(options)
+            if case .system = options.bus, options.busName == BatonConnection.defaultBusName {
+                fix = "sudo systemctl enable --now batond (installed by `sudo scripts/install` or the baton package); "
+                    + "`journalctl -u batond` says why it stopped"
+            }
+            return [DoctorFinding("batond", .failed, "batond is not running (nothing owns \(options.busName) on "
+                                  + DaemonReachability.busDescription(options.bus) + ")", fix: fix)]
+                + skipped("batond is not running")
+        }
+        var findings: [DoctorFinding] = []
+        do {
+            let status = try await connection.status()
+            let pid = (try? await bus.connectionUnixProcessID(options.busName)).map { "pid \($0), " } ?? ""
+            let summary = "runs (\(pid)version \(status.version)), owns \(status.busName), radio \(status.radio)"
+            switch (status.state, status.radio) {
+            case ("degraded", _):
+                findings.append(DoctorFinding("batond", .failed, summary + " (\(status.radioDetail ?? "unavailable")): nothing goes on the air",
+                                              fix: "fix the adapter and bluetoothd lines above; batond picks the radio up by itself "
+                                                 + "(else `sudo systemctl restart batond`)"))
+            case (_, "off"):
+                findings.append(DoctorFinding("batond", .warning, summary + ": started with --no-radio, so nothing goes on the air",
+                                              fix: "start batond without --no-radio"))
+            default:
+                findings.append(DoctorFinding("batond", .ok, summary))
+            }
+        } catch {
+            findings.append(DoctorFinding("batond", .failed, "owns \(options.busName) but does not answer (\(error.name): \(error.message))",
+                                          fix: "sudo systemctl restart batond; `journalctl -u batond` says what happened"))
+            return findings + skipped("batond does not answer")
+        }
+        findings.append(await ring(connection))
+        findings.append(await handledTypes(connection))
+        return findings
+    }
+
+    func ring(_ connection: BatonConnection) async -> DoctorFinding {
+        let members: [RingMember]
+        do {
+            members = try await connection.ringMembers().filter { !$0.isSelf }
+        } catch {
+            return DoctorFinding("ring", .failed, "cannot read the ring (\(error.name): \(error.message))",
+                                 fix: "run `bt-pair list` as root to see whether the ring is readable")
+        }
+        return Self.ringFinding(members, now: now)
+    }
+
+    static func ringFinding(_ members: [RingMember], now: Int64) -> DoctorFinding {
+        guard !members.isEmpty else {
+            return DoctorFinding("ring", .failed, "this machine is alone in its ring: suggestions come only from paired machines",
+                                 fix: "pair: `bt-pair accept` on one machine, `bt-pair with NAME` on the other (root or group baton)")
+        }
+        let described = members.map { member in
+            let heard = member.lastSeen.map { "last heard \(Self.age(now - $0)) ago" } ?? "never heard"
+            return "\(member.name) (\(member.shortID)) \(heard)"
+        }.joined(separator: ", ")
+        let recent = members.contains { member in member.lastSeen.map { now - $0 <= recentlyHeard } ?? false }
+        guard recent else {
+            return DoctorFinding("ring", .warning, described + ": none heard in the last \(recentlyHeard) s",
+                                 fix: "bring a member near with batond running there (its `baton doctor` should be clean); "
+                                    + "every machine of a ring must use the same --company-id")
+        }
+        return DoctorFinding("ring", .ok, described)
+    }
+
+    static func age(_ seconds: Int64) -> String {
+        switch max(0, seconds) {
+        case ..<120: "\(max(0, seconds)) s"
+        case ..<7200: "\(seconds / 60) min"
+        case ..<172_800: "\(seconds / 3600) h"
+        default: "\(seconds / 86400) days"
+        }
+    }
+
+    func handledTypes(_ connection: BatonConnection) async -> DoctorFinding {
+        do {
+            let types = try await connection.handledTypes().sorted()
+            guard !types.isEmpty else {
+                return DoctorFinding("handled-types", .failed, "no app of this user handles any activity type, so nothing can be continued here",
+                                     fix: "install an app that does (a .desktop file with X-Baton-ActivityTypes=TYPE;), or start one "
+                                        + "that registers a handler (e.g. examples/python/reader.py --handler-only)")
+            }
+            return DoctorFinding("handled-types", .ok, types.joined(separator: ", "))
+        } catch {
+            return DoctorFinding("handled-types", .failed, "cannot read them (\(error.name): \(error.message))",
+                                 fix: "baton handled-types shows the same error; check the batond line")
+        }
+    }
+
+    static let notificationsName = "org.freedesktop.Notifications"
+    static let agentName = "org.baton.Agent"
+
+    func notifications() async -> DoctorFinding {
+        guard let session = try? DBusConnection(bus: sessionBus) else {
+            return DoctorFinding("notifications", .failed, "no session bus here, so no notification can be shown",
+                                 fix: "run `baton doctor` in your desktop session (DBUS_SESSION_BUS_ADDRESS unset)")
+        }
+        defer { session.close() }
+        guard (try? await session.nameHasOwner(Self.notificationsName)) == true else {
+            return DoctorFinding("notifications", .failed, "no notification server on the session bus (nothing owns \(Self.notificationsName))",
+                                 fix: "log into a desktop that has one (GNOME, Plasma), or install one: sudo apt-get install dunst")
+        }
+        return DoctorFinding("notifications", .ok, "a notification server owns \(Self.notificationsName)")
+    }
+
+    func agent() async -> DoctorFinding {
+        guard let session = try? DBusConnection(bus: sessionBus) else {
+            return DoctorFinding("agent", .skipped, "no session bus")
+        }
+        defer { session.close() }
+        guard (try? await session.nameHasOwner(Self.agentName)) == true else {
+            return DoctorFinding("agent", .failed, "baton-agent is not running in this session: suggestions are not shown",
+                                 fix: "systemctl --user enable --now baton-agent (or log in again: /etc/xdg/autostart/baton-agent.desktop)")
+        }
+        return DoctorFinding("agent", .ok, "baton-agent owns \(Self.agentName)")
+    }
+}

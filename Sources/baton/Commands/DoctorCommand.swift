@@ -1,0 +1,43 @@
+import BatonClient
+import BatonCommandLine
+import BatonDBus
+
+/// `baton doctor`: why no suggestion appears, line by line, with the fix for each failure.
+struct DoctorCommand: Subcommand {
+    static let name = "doctor"
+    static let summary = "check, in order, everything a suggestion needs and say how to fix what is missing"
+    static let synopsis = "[--bluez-bus system|ADDRESS] [--session-bus session|ADDRESS]"
+    static let details = """
+        Checks, in this order: adapter (a Bluetooth adapter exists and is powered, asked of
+        BlueZ on the system bus), bluetoothd (its version, experimental interfaces on or off),
+        batond (runs and owns its bus name, radio state), ring (the other members and when
+        each was last heard), handled-types (what this user can continue), notifications (a
+        notification server on the session bus), agent (baton-agent runs in this session).
+        Each line is ok, warning, FAILED or skipped; every warning and failure is followed by
+        "fix:" and what to do. Exit status 1 when a check failed, else 0.
+        With --json: [{"Check", "Result", "Detail", "Fix" (when not ok)}].
+          --bluez-bus system|ADDRESS     where bluetoothd is asked (default: the system bus)
+          --session-bus session|ADDRESS  the session bus to check (default: this session's)
+        """
+
+    var bluezBus: DBusBusKind = .system
+    var sessionBus: DBusBusKind = .session
+
+    init(parsing arguments: inout ArgumentList) throws(UsageError) {
+        while let option = arguments.popOption() {
+            switch option.name {
+            case "--bluez-bus": bluezBus = try GlobalOptions.parseBus(try arguments.value(for: option))
+            case "--session-bus": sessionBus = try GlobalOptions.parseBus(try arguments.value(for: option))
+            default: throw UsageError("unknown option \(option.name)")
+            }
+        }
+        try arguments.expectEnd()
+    }
+
+    func run(_ context: CommandContext) async throws(BatonClientError) -> Int32 {
+        let findings = await BlueZChecks(bus: bluezBus).run()
+            + DaemonChecks(options: context.options, sessionBus: sessionBus).run()
+        context.output.result(json: OutputDocument.doctor(findings), text: DoctorFinding.text(findings))
+        return DoctorFinding.exitStatus(findings)
+    }
+}

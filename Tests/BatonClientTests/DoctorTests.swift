@@ -1,0 +1,164 @@
+import BatonAPI
+import BatonClient
+@testable import BatonCommandLine
+import BatonDBus
+import BatonTestBus
+import Foundation
+import Synchronization
+import Testing
+
+/// A stand-in for bluetoothd on a test bus: owns org.bluez and serves one adapter through
+/// ObjectManager, powered or not. Not BlueZ: only what `baton doctor` reads.
+final class FakeBlueZAdapter: Sendable {
+    let connection: DBusConnection
+    let powered: Mutex<Bool>
+
+    init(bus: TestBus, powered: Bool) async throws {
+        self.powered = Mutex(powered)
+        connection = try DBusConnection(bus: .address(bus.address))
+        try connection.addObjectManager(at: "/")
+        try await connection.export([DBusInterface("org.bluez.Adapter1", properties: [
+            DBusProperty("Address", signature: "s") { .string("00:11:22:33:44:55") },
+            DBusProperty("Powered", signature: "b") { [self] in .boolean(self.powered.withLock { $0 }) },
+        ])], at: "/org/bluez/hci0")
+        _ = try await connection.requestName("org.bluez")
+    }
+
+    func close() { connection.close() }
+}
+
+/// Runs `baton --json doctor` against the given buses; returns the exit status, the findings as
+/// (check, result, detail, fix) in printed order, and the raw JSON.
+func runDoctor(daemonBus: String, busName: String, bluezBus: String, sessionBus: String) async throws
+    -> (status: Int32, findings: [(check: String, result: String, detail: String, fix: String?)], json: JSONValue) {
+    let result = try await runTool(try Built.executable("baton"), ["--bus", daemonBus, "--bus-name", busName, "--json", "doctor",
+                                                                  "--bluez-bus", bluezBus, "--session-bus", sessionBus])
+    let json = try JSONValue.parse(result.stdout)
+    guard case .array(let items) = json else { throw FixtureError.timedOut("doctor printed no array: \(result.stdout)") }
+    let findings = items.map { item -> (check: String, result: String, detail: String, fix: String?) in
+        func text(_ key: String) -> String? { if case .string(let value) = item[key] { value } else { nil } }
+        return (text("Check") ?? "", text("Result") ?? "", text("Detail") ?? "", text("Fix"))
+    }
+    return (result.status, findings, json)
+}
+
+@Suite("baton doctor", .serialized)
+struct DoctorTests {
+    static let order = ["adapter", "bluetoothd", "batond", "ring", "handled-types", "notifications", "agent"]
+
+    @Test("nothing there but batond --no-radio: each failure says what to do")
+    func everythingMissing() async throws {
+        try await withDaemon { daemon in
+            let empty = try TestBus()
+            defer { empty.stop() }
+            let run = try await runDoctor(daemonBus: daemon.bus.address, busName: daemon.busName,
+                                          bluezBus: empty.address, sessionBus: empty.address)
+            #expect(run.status == 1)
+            #expect(run.findings.map(\.check) == Self.order)
+            let byCheck = Dictionary(uniqueKeysWithValues: run.findings.map { ($0.check, $0) })
+            #expect(byCheck["adapter"]?.result == "failed")
+            #expect(byCheck["adapter"]?.detail.contains("bluetoothd is not running") == true)
+            #expect(byCheck["adapter"]?.fix?.contains("systemctl enable --now bluetooth") == true)
+            #expect(byCheck["bluetoothd"]?.result == "skipped")
+            #expect(byCheck["batond"]?.result == "warning")
+            #expect(byCheck["batond"]?.detail.contains("owns \(daemon.busName)") == true)
+            #expect(byCheck["batond"]?.fix?.contains("without --no-radio") == true)
+            #expect(byCheck["ring"]?.result == "failed")
+            #expect(byCheck["ring"]?.fix?.contains("bt-pair accept") == true)
+            #expect(byCheck["handled-types"]?.result == "failed")
+            #expect(byCheck["handled-types"]?.fix?.contains("X-Baton-ActivityTypes") == true)
+            #expect(byCheck["notifications"]?.result == "failed")
+            #expect(byCheck["notifications"]?.fix?.contains("apt-get install dunst") == true)
+            #expect(byCheck["agent"]?.result == "failed")
+            #expect(byCheck["agent"]?.fix?.contains("systemctl --user enable --now baton-agent") == true)
+            // Every line that is not ok or skipped carries a fix; ok and skipped lines carry none.
+            for finding in run.findings {
+                #expect((finding.fix != nil) == (finding.result == "failed" || finding.result == "warning"), "\(finding)")
+            }
+
+            let text = try await runTool(try Built.executable("baton"), ["--bus", daemon.bus.address, "--bus-name", daemon.busName, "doctor",
+                                                                        "--bluez-bus", empty.address, "--session-bus", empty.address])
+            #expect(text.status == 1)
+            #expect(text.stdout.contains("FAILED   adapter"), "\(text.stdout)")
+            #expect(text.stdout.contains("skipped  bluetoothd"), "\(text.stdout)")
+            #expect(text.stdout.contains("fix: pair: `bt-pair accept`"), "\(text.stdout)")
+        }
+    }
+
+    @Test("an adapter powered off, then on; a notification server and the agent on the session bus")
+    func adapterAndSession() async throws {
+        try await withDaemon { daemon in
+            let system = try TestBus()
+            let session = try TestBus()
+            defer { system.stop(); session.stop() }
+            let bluez = try await FakeBlueZAdapter(bus: system, powered: false)
+            defer { bluez.close() }
+            let desktop = try DBusConnection(bus: .address(session.address))
+            defer { desktop.close() }
+            _ = try await desktop.requestName("org.freedesktop.Notifications")
+            _ = try await desktop.requestName("org.baton.Agent")
+
+            let off = try await runDoctor(daemonBus: daemon.bus.address, busName: daemon.busName,
+                                          bluezBus: system.address, sessionBus: session.address)
+            let adapterOff = try #require(off.findings.first)
+            #expect(adapterOff.check == "adapter")
+            #expect(adapterOff.result == "failed")
+            #expect(adapterOff.detail == "hci0 (00:11:22:33:44:55) powered off")
+            #expect(adapterOff.fix?.hasPrefix("bluetoothctl power on") == true)
+            #expect(off.findings.first { $0.check == "bluetoothd" }?.result != "skipped")
+            #expect(off.findings.first { $0.check == "notifications" }?.result == "ok")
+            #expect(off.findings.first { $0.check == "agent" }?.result == "ok")
+
+            bluez.powered.withLock { $0 = true }
+            let on = try await runDoctor(daemonBus: daemon.bus.address, busName: daemon.busName,
+                                         bluezBus: system.address, sessionBus: session.address)
+            #expect(on.findings.first?.result == "ok")
+            #expect(on.findings.first?.detail == "hci0 (00:11:22:33:44:55) powered")
+            // Still alone in the ring, so still failing overall.
+            #expect(on.status == 1)
+        }
+    }
+
+    @Test("batond not running: the fix says how to start it; what needs it is skipped")
+    func daemonNotRunning() async throws {
+        try await withDaemon { daemon in
+            let run = try await runDoctor(daemonBus: daemon.bus.address, busName: "org.baton.NobodyHere",
+                                          bluezBus: daemon.bus.address, sessionBus: daemon.bus.address)
+            #expect(run.status == 1)
+            let batond = try #require(run.findings.first { $0.check == "batond" })
+            #expect(batond.result == "failed")
+            #expect(batond.detail.contains("batond is not running (nothing owns org.baton.NobodyHere"), "\(batond.detail)")
+            #expect(batond.fix?.contains("batond --bus-address \(daemon.bus.address) --state-dir DIR --bus-name org.baton.NobodyHere") == true)
+            #expect(run.findings.first { $0.check == "ring" }?.result == "skipped")
+            #expect(run.findings.first { $0.check == "handled-types" }?.result == "skipped")
+        }
+    }
+
+    @Test("bluetoothd versions: before 5.77 without experimental mode is a warning with the setting to change")
+    func bluetoothdVersions() {
+        let old = BlueZChecks.bluetoothdFinding(version: BluetoothdVersion("5.66"), experimental: false)
+        #expect(old.result == .warning)
+        #expect(old.detail.hasPrefix("bluetoothd 5.66, experimental interfaces off"))
+        #expect(old.fix?.contains("Experimental = true") == true)
+        #expect(BlueZChecks.bluetoothdFinding(version: BluetoothdVersion("5.66"), experimental: true).result == .ok)
+        #expect(BlueZChecks.bluetoothdFinding(version: BluetoothdVersion("5.82\n"), experimental: false).result == .ok)
+        #expect(BlueZChecks.bluetoothdFinding(version: BluetoothdVersion("5.50"), experimental: true).result == .warning)
+        #expect(BlueZChecks.bluetoothdFinding(version: nil, experimental: false).result == .warning)
+        #expect(BluetoothdVersion("not a version") == nil)
+        #expect(BlueZChecks.experimentalSetting(in: "[General]\n#Experimental = true\nExperimental = true\n"))
+        #expect(!BlueZChecks.experimentalSetting(in: "[General]\nExperimental = false\n[Policy]\nExperimental = true\n"))
+    }
+
+    @Test("ring members: when each was last heard; none recently is a warning")
+    func ringMembers() {
+        let heard = RingMember(name: "laptop", deviceID: "00", shortID: "abcd-ef01", isSelf: false, lastSeen: 995)
+        let never = RingMember(name: "desktop", deviceID: "01", shortID: "1234-5678", isSelf: false)
+        let recent = DaemonChecks.ringFinding([heard, never], now: 1000)
+        #expect(recent.result == .ok)
+        #expect(recent.detail == "laptop (abcd-ef01) last heard 5 s ago, desktop (1234-5678) never heard")
+        let stale = DaemonChecks.ringFinding([heard], now: 1000 + 600)
+        #expect(stale.result == .warning)
+        #expect(stale.detail.contains("last heard 10 min ago"))
+        #expect(stale.fix != nil)
+    }
+}
