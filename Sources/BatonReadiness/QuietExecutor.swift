@@ -69,8 +69,7 @@ final class QuietExecutor: TaskExecutor, SchedulingExecutor, @unchecked Sendable
             var thread = pthread_t()
             let result = pthread_create(&thread, nil, { context in
                 let executor = Unmanaged<QuietExecutor>.fromOpaque(context!).takeRetainedValue()
-                executor.workLoop()
-                return nil
+                executor.workLoop()  // never returns: the pool lives as long as the process
             }, box.toOpaque())
             if result == 0 { pthread_detach(thread) } else { box.release() }
         }

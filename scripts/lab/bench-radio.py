@@ -168,7 +168,7 @@ def pid_of(name):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=50)
     parser.add_argument("--idle", type=float, default=60, help="seconds of idle wakeup counting")
     parser.add_argument("--idle-cpu", type=float, default=30, help="seconds of idle CPU measurement (before the wakeups)")
     parser.add_argument("--churn", type=float, default=20, help="seconds of foreign advert churn")
@@ -200,6 +200,7 @@ def main():
             if os.path.exists(f"{work}/bus"):
                 break
             time.sleep(0.05)
+        log("batond and bt-pair from", BIN)
         daemons = {}
         for name, adapter in (("alpha", "hci0"), ("beta", "hci1")):
             daemons[name] = spawn([f"{BIN}/batond", "--bus-address", address, "--bus-name", f"org.baton.{name}",
