@@ -49,7 +49,7 @@ let package = Package(
         // Thin executables that only wire things together.
         // The release daemon links the Swift runtime statically: only the pages it touches become
         // resident (idle RSS, docs/benchmarks.md). Allowed for a root package's executable.
-        .executableTarget(name: "batond", dependencies: ["BatonService"], swiftSettings: strict,
+        .executableTarget(name: "batond", dependencies: ["BatonService", "BatonReadiness"], swiftSettings: strict,
                           linkerSettings: [.unsafeFlags(["-static-stdlib", "-l_FoundationCShims", "-l_FoundationCollections"],
                                                          .when(platforms: [.linux], configuration: .release))]),
         .executableTarget(name: "baton", dependencies: ["BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),

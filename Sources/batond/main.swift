@@ -3,6 +3,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import BatonReadiness
 import BatonService
 
 /// The process environment, read from `environ` (the first definition of a name wins, as getenv).
@@ -19,4 +20,6 @@ func processEnvironment() -> [String: String] {
     return result
 }
 
+// Before any task: idle worker threads must not wake each second (docs/benchmarks.md, idle).
+installQuietGlobalExecutor()
 exit(await Daemon.main(arguments: Array(CommandLine.arguments.dropFirst()), environment: processEnvironment()))

@@ -168,7 +168,7 @@ def pid_of(name):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=50)
     parser.add_argument("--idle", type=float, default=60, help="seconds of idle wakeup counting")
     parser.add_argument("--idle-cpu", type=float, default=30, help="seconds of idle CPU measurement (before the wakeups)")
     parser.add_argument("--churn", type=float, default=20, help="seconds of foreign advert churn")
@@ -200,6 +200,7 @@ def main():
             if os.path.exists(f"{work}/bus"):
                 break
             time.sleep(0.05)
+        log("batond and bt-pair from", BIN)
         daemons = {}
         for name, adapter in (("alpha", "hci0"), ("beta", "hci1")):
             daemons[name] = spawn([f"{BIN}/batond", "--bus-address", address, "--bus-name", f"org.baton.{name}",
@@ -217,10 +218,19 @@ def main():
         accept = subprocess.Popen([f"{BIN}/bt-pair", "--bus", address, "--bus-name", "org.baton.alpha", "--json", "accept",
                                    "--host", "127.0.0.1", "--yes"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         offer = json.loads(accept.stdout.readline())
-        paired = cli("bt-pair", "beta", "--json", "with", f"127.0.0.1:{offer['port']}", "--session", offer["session"], "--yes")
+        # The initiator's user types the code the acceptor shows ("Code: NNNNNN" on its stderr).
+        initiator = subprocess.Popen([f"{BIN}/bt-pair", "--bus", address, "--bus-name", "org.baton.beta", "--json", "with",
+                                      f"127.0.0.1:{offer['Port']}", "--session", offer["SessionId"], "--yes"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for line in accept.stderr:
+            if line.startswith("Code: "):
+                initiator.stdin.write(line.split()[1] + "\n")
+                initiator.stdin.flush()
+                break
+        _, initiator_errors = initiator.communicate(timeout=60)
         accept.wait()
-        if paired.returncode != 0:
-            log("pairing failed:", paired.stderr)
+        if initiator.returncode != 0:
+            log("pairing failed:", initiator_errors)
             return 1
         log("paired")
 
@@ -376,7 +386,9 @@ def main():
             rows = [line.split() for line in table.splitlines()]
             calls[name] = {row[-1]: int(row[3]) for row in rows
                            if len(row) >= 5 and row[3].isdigit() and row[-1] != "total"}
-        idle = {"seconds": args.idle, "cpu_seconds": args.idle_cpu, "reports_on_hci1": observer.counts.get("hci1", 0) - reports_before,
+        with open(f"/proc/{beta}/status") as status:
+            rss_kib = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+        idle = {"batond_rss_kib": rss_kib, "seconds": args.idle, "cpu_seconds": args.idle_cpu, "reports_on_hci1": observer.counts.get("hci1", 0) - reports_before,
                 "batond_cpu_ms": round((after[0] - before[0]) * 1000), "bluetoothd_cpu_ms": round((after[1] - before[1]) * 1000),
                 "batond_wakeups": sum(calls["batond"].values()), "bluetoothd_wakeups": sum(calls["bluetoothd"].values()),
                 "batond_calls": calls["batond"], "bluetoothd_calls": calls["bluetoothd"]}

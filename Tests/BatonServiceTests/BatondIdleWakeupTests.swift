@@ -1,0 +1,44 @@
+import BatonTestBus
+import BatonDBus
+import Foundation
+import Testing
+@testable import BatonService
+
+/// An idle batond must not wake periodically (issue 12): no timer between epoch boundaries.
+@Suite("BatonServiceTests: an idle batond sleeps", .serialized)
+struct BatondIdleWakeupTests {
+    /// Voluntary context switches per thread: a thread that blocks again after waking counts one, so a
+    /// timer firing or a poll returning shows up; being preempted on a loaded machine does not.
+    private static func voluntarySwitches(of pid: Int32) -> [String: Int] {
+        let taskDirectory = "/proc/\(pid)/task"
+        var switches: [String: Int] = [:]
+        for thread in (try? FileManager.default.contentsOfDirectory(atPath: taskDirectory)) ?? [] {
+            guard let status = try? String(contentsOfFile: "\(taskDirectory)/\(thread)/status", encoding: .utf8),
+                  let line = status.split(separator: "\n").first(where: { $0.hasPrefix("voluntary_ctxt_switches:") }),
+                  let count = Int(line.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) else { continue }
+            switches[thread] = count
+        }
+        return switches
+    }
+
+    @Test func anIdleDaemonHasNoTimerFiringBetweenEpochs() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let daemon = try await RunningBatond.start(on: bus, ["--save-timeout", "0.2"])
+        defer { daemon.stop() }
+        // Some work first, so every pool the daemon uses has started its threads.
+        let path = try await daemon.client.createActivity(title: "idle check")
+        _ = try await daemon.client.activity(path, "BecomeCurrent")
+        try await Task.sleep(for: .seconds(2))
+
+        let window = 4.0
+        let before = Self.voluntarySwitches(of: daemon.pid)
+        try await Task.sleep(for: .seconds(window))
+        let after = Self.voluntarySwitches(of: daemon.pid)
+        // Threads that appeared count in full; threads that exited (idle Dispatch workers) do not.
+        let wakeups = after.reduce(0) { total, entry in total + entry.value - (before[entry.key] ?? 0) }
+        // A 1 s timer (libdispatch's worker-pool monitor, the old 5 s tick) gives 4 or more here. One is
+        // allowed: an epoch boundary (every 15 minutes) may fall inside the window.
+        #expect(wakeups <= 1, "\(wakeups) wakeups in \(window) s idle: \(before) -> \(after)")
+    }
+}
