@@ -33,9 +33,10 @@ struct ProximitySuggestionTests {
         #expect(b.board.suggestions.isEmpty, "a far member's activity was suggested")
         for _ in 0..<8 { b.radio.hear(advert, rssi: -50) }
         #expect(await eventually(timeout: .seconds(5)) { b.board.suggestions.count == 1 })
-        // Walking away: weak adverts for longer than the hold time.
+        // Walking away: weak adverts for longer than the hold time (bounded generously: a loaded
+        // machine delays the sweep; the hold itself is checked by the recorded-trace unit tests).
         let leaving = ContinuousClock.now
-        while ContinuousClock.now - leaving < .seconds(1), !b.board.suggestions.isEmpty {
+        while ContinuousClock.now - leaving < .seconds(10), !b.board.suggestions.isEmpty {
             b.radio.hear(advert, rssi: -97)
             try await Task.sleep(for: .milliseconds(50))
         }
