@@ -1,5 +1,5 @@
 import BatonCrypto
-import Foundation
+import Glibc
 
 /// The value the advert counters carry to tell this machine from a copy of its state directory
 /// (protocol §4.2, security.md "Clones"): SHA-256 of the first machine id file that exists and is
@@ -11,11 +11,29 @@ public enum MachineIdentity {
 
     static func value(paths: [String], store: RingStore) -> [UInt8]? {
         for path in paths {
-            guard let data = FileManager.default.contents(atPath: path) else { continue }
-            let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            guard !text.isEmpty else { continue }
-            return SHA256.hash(Array("baton/v1 machine".utf8) + Array(text.utf8))
+            guard let bytes = smallFileContents(path) else { continue }
+            let text = String(decoding: bytes, as: UTF8.self)
+            let trimmed = text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()
+            guard !trimmed.isEmpty else { continue }
+            return SHA256.hash(Array("baton/v1 machine".utf8) + Array(String(trimmed).utf8))
         }
         return try? store.machineFallback()
+    }
+
+    /// The first 4 KiB of a file (a machine id is 33 bytes), or nil if it cannot be opened.
+    /// Plain Glibc: the daemon links no Foundation (idle memory, docs/benchmarks.md).
+    private static func smallFileContents(_ path: String) -> [UInt8]? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        var filled = 0
+        while filled < buffer.count {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + filled, $0.count - filled) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            filled += count
+        }
+        return Array(buffer[..<filled])
     }
 }
