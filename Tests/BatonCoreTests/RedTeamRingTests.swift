@@ -132,6 +132,35 @@ import BatonCrypto
         #expect(kept[b.deviceID] != nil)
     }
 
+    /// Attack: a removes x while b is away; x (which has not heard either) pairs with b before b
+    /// learns of the removal. x must learn no key it did not hold already, and once b and a talk,
+    /// x is out everywhere (removal wins over b's fresh introduction).
+    @Test func aRemovedMachineRePairingWithAMemberThatWasAwayLearnsNothingNewAndIsDroppedAgain() throws {
+        var (a, b, _) = try ring()
+        var x = try RingKeeper.create(name: "x", today: testDay, random: random)
+        try pair(&x, &a)
+        _ = try b.receive(a.state.roster, from: a.deviceID, random: random)
+        let heldByX = Set(x.peers.values)
+        _ = a.remove(x.deviceID, random: random)
+        // x pairs with b (b has not heard of the removal).
+        var h = PairingHarness(random: random, initiatorInfo: x.pairingInfo(), responderInfo: b.pairingInfo())
+        h.run(h.initiator.start(nowSeconds: 0), from: .initiator)
+        h.confirm(initiator: true, responder: true)
+        let toX = try #require(h.results[.initiator])
+        let learned = Set(toX.peerRoster.members.values.filter { $0.deviceID != x.deviceID }.map(\.secret))
+        #expect(learned.isSubset(of: heldByX), "x learned a key it did not hold")
+        #expect(toX.peerRoster.members[a.deviceID]?.secret.generation != a.ownSecret.generation)
+        _ = try b.pair(try #require(h.results[.responder]), random: random)
+        #expect(b.peers[x.deviceID] != nil)
+        // a and b talk (either direction): x is removed at b, and a does not take it back.
+        _ = try a.receive(b.state.roster, from: b.deviceID, random: random)
+        #expect(a.peers[x.deviceID] == nil)
+        _ = try b.receive(a.state.roster, from: a.deviceID, random: random)
+        #expect(b.peers[x.deviceID] == nil)
+        #expect(b.state.roster.removed.contains(x.deviceID))
+        #expect(b.peers[a.deviceID] == a.ownSecret)
+    }
+
     // MARK: replays and clocks
 
     /// Attack: a captured advert re-broadcast later, in the same epoch after a newer one, in the next

@@ -87,7 +87,7 @@ struct RedTeamPairingTests {
         let waiting = try #require(await a.pairing.session(pathA))
         // PairCommit (0x20) claiming 2³¹ bytes, then a little of it.
         let header: [UInt8] = [1, 0x20, 0, 0, 0, 0, 0, 0, 0x80, 0, 0, 0] + [UInt8](repeating: 0x41, count: 4096)
-        let sent = try RawTCPFake.send(header, toPort: Int(waiting.port), readTimeoutSeconds: 5)
+        let sent = try RawTCPFake.send(header, toPort: Int(waiting.port), readTimeoutSeconds: 30)
         // The acceptor closed the connection (it read no payload) rather than wait for 2 GiB.
         #expect(sent.closedByPeer)
         _ = await eventually(timeout: .seconds(10)) { await a.pairing.session(pathA)?.phase.isWaiting == false }
