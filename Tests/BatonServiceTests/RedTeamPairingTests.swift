@@ -87,7 +87,7 @@ struct RedTeamPairingTests {
         let waiting = try #require(await a.pairing.session(pathA))
         // PairCommit (0x20) claiming 2³¹ bytes, then a little of it.
         let header: [UInt8] = [1, 0x20, 0, 0, 0, 0, 0, 0, 0x80, 0, 0, 0] + [UInt8](repeating: 0x41, count: 4096)
-        let sent = try RawTCPFake.send(header, toPort: Int(waiting.port), readTimeoutSeconds: 30)
+        let sent = try await RawTCPFake.sendOffThePool(header, toPort: Int(waiting.port), readTimeoutSeconds: 30)
         // The acceptor closed the connection (it read no payload) rather than wait for 2 GiB.
         #expect(sent.closedByPeer)
         _ = await eventually(timeout: .seconds(10)) { await a.pairing.session(pathA)?.phase.isWaiting == false }
@@ -143,7 +143,17 @@ struct RedTeamPairingTests {
 
 /// A bare TCP client standing in for a LAN stranger: a fake peer, not a Baton implementation.
 enum RawTCPFake {
-    struct Outcome { var closedByPeer: Bool; var received: [UInt8] }
+    struct Outcome: Sendable { var closedByPeer: Bool; var received: [UInt8] }
+
+    /// `send` on a thread of its own: its blocking reads must not hold one of the few threads of
+    /// Swift's cooperative pool, which the daemon's actors (and other suites) run on.
+    static func sendOffThePool(_ bytes: [UInt8], toPort port: Int, readTimeoutSeconds: Int) async throws -> Outcome {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Result { try send(bytes, toPort: port, readTimeoutSeconds: readTimeoutSeconds) })
+            }
+        }
+    }
 
     static func send(_ bytes: [UInt8], toPort port: Int, readTimeoutSeconds: Int) throws -> Outcome {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
