@@ -9,10 +9,12 @@ public struct BlueZRadioOptions: Sendable {
     /// Bound of the per-device table the radio keeps to turn BlueZ's property changes into full
     /// reports. Throw-away addresses create many Device1 objects; the oldest are forgotten.
     public var deviceCacheLimit: Int
-    /// Advert TX power in dBm; used only when bluetoothd offers `CanSetTxPower` (experimental in 5.66).
+    /// Advert TX power in dBm; set only where the advertising manager lists `CanSetTxPower` in
+    /// SupportedFeatures (bluetoothd 5.77 and later, or -E before, and a controller that can).
     public var advertTxPower: Int16?
-    /// Advertising interval in milliseconds; used only when bluetoothd runs with experimental
-    /// features (`SupportedCapabilities` present); silently ignored by 5.66 otherwise.
+    /// Advertising interval in milliseconds; set only where the advertising manager has
+    /// SupportedCapabilities (bluetoothd 5.77 and later, or -E before). 5.66 without -E would
+    /// ignore it silently, so it is left out there and the kernel's default applies.
     public var advertIntervalMilliseconds: ClosedRange<UInt32>?
     /// Events kept for a slow consumer before the oldest are dropped.
     public var eventBufferLimit: Int
@@ -24,7 +26,7 @@ public struct BlueZRadioOptions: Sendable {
     public var makeBeforeBreak: Bool
 
     public init(adapter: String? = nil, bus: DBusBusKind = .system, deviceCacheLimit: Int = 512,
-                advertTxPower: Int16? = nil, advertIntervalMilliseconds: ClosedRange<UInt32>? = nil,
+                advertTxPower: Int16? = nil, advertIntervalMilliseconds: ClosedRange<UInt32>? = BlueZRadioOptions.handoffAdvertInterval,
                 eventBufferLimit: Int = 4096, callTimeout: Duration = .seconds(10), makeBeforeBreak: Bool = false) {
         self.makeBeforeBreak = makeBeforeBreak
         self.adapter = adapter
@@ -35,6 +37,10 @@ public struct BlueZRadioOptions: Sendable {
         self.eventBufferLimit = eventBufferLimit
         self.callTimeout = callTimeout
     }
+
+    /// A peer should hear a fresh advert within a fraction of a second; the kernel's default for
+    /// legacy adverts is 1.28 s.
+    public static let handoffAdvertInterval: ClosedRange<UInt32> = 100...200
 }
 
 /// What the radio is doing, for diagnostics and tests.
@@ -48,8 +54,13 @@ public struct BlueZRadioStatus: Sendable, Hashable {
     public var wantsScanning: Bool
     public var cachedDevices: Int
     public var deviceCacheLimit: Int
-    /// bluetoothd offers experimental advertising properties (TxPower, intervals).
-    public var experimentalAdvertising: Bool
+    /// The advertising manager offers advert intervals (SupportedCapabilities: 5.77 and later,
+    /// or -E before).
+    public var offersAdvertInterval: Bool
+    /// The advertising manager offers advert TX power (SupportedFeatures has CanSetTxPower).
+    public var offersAdvertTxPower: Bool
+    /// Parameter properties (MinInterval, MaxInterval, TxPower) the last registered advert carried.
+    public var appliedAdvertParameters: [String]
     /// Adapter1.Address and AddressType of the chosen adapter.
     public var adapterAddress: RadioAdapterAddress?
     /// RegisterAdvertisement calls bluetoothd refused since the radio started.

@@ -45,7 +45,8 @@ extension RadioEngine {
             },
             DBusProperty("Includes", signature: "as") { .stringArray([]) },
         ]
-        properties += experimentalProperties()
+        let parameters = advertParameterProperties()
+        properties += parameters
         let release = DBusMethod("Release") { _ in
             commands.yield(.released(path: path))
             return []
@@ -87,6 +88,7 @@ extension RadioEngine {
             return .failure(mapped)
         }
         registeredAdvertPath = path
+        appliedAdvertParameters = parameters.map(\.name)
         if pausedScan { await resumeScanningAfterRegistration() }
         return .success(())
     }
@@ -111,8 +113,9 @@ extension RadioEngine {
         return reply?.first?.byteValue.map(Int.init)
     }
 
-    /// TxPower and intervals only where bluetoothd honours them; 5.66 ignores them silently otherwise.
-    func experimentalProperties() -> [DBusProperty] {
+    /// TxPower and intervals only where bluetoothd honours them; 5.66 without -E would ignore them
+    /// silently.
+    func advertParameterProperties() -> [DBusProperty] {
         var properties: [DBusProperty] = []
         var ignored: [String] = []
         if let power = options.advertTxPower {
@@ -123,7 +126,7 @@ extension RadioEngine {
             }
         }
         if let interval = options.advertIntervalMilliseconds {
-            if experimentalAdvertising {
+            if offersAdvertInterval {
                 properties.append(DBusProperty("MinInterval", signature: "u") { .uint32(interval.lowerBound) })
                 properties.append(DBusProperty("MaxInterval", signature: "u") { .uint32(interval.upperBound) })
             } else {
@@ -132,7 +135,8 @@ extension RadioEngine {
         }
         if !ignored.isEmpty, !warnedAboutIgnoredOptions {
             warnedAboutIgnoredOptions = true
-            notice("advert \(ignored.joined(separator: " and ")) not set: bluetoothd offers no experimental advertising features (-E)")
+            notice("advert \(ignored.joined(separator: " and ")) not set: bluetoothd on \(adapterName) does not offer it "
+                   + "(intervals need 5.77 or later, or -E; TxPower also a controller that can set it)")
         }
         return properties
     }

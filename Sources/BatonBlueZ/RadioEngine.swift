@@ -27,8 +27,9 @@ actor RadioEngine {
     var adapterPath: String?
     var adapterPowered = false
     var adapterAddress: RadioAdapterAddress?
-    var experimentalAdvertising = false
+    var offersAdvertInterval = false
     var canSetTxPower = false
+    var appliedAdvertParameters: [String] = []
     var warnedAboutIgnoredOptions = false
 
     var wantedAdvert: AdvertRequest?
@@ -64,7 +65,8 @@ actor RadioEngine {
         BlueZRadioStatus(state: currentState, adapterPath: adapterPath, advertPath: registeredAdvertPath,
                          wantsAdvert: wantedAdvert != nil, scanning: scanning, wantsScanning: wantsScanning,
                          cachedDevices: devices.count, deviceCacheLimit: devices.capacity,
-                         experimentalAdvertising: experimentalAdvertising, adapterAddress: adapterAddress,
+                         offersAdvertInterval: offersAdvertInterval, offersAdvertTxPower: canSetTxPower,
+                         appliedAdvertParameters: appliedAdvertParameters, adapterAddress: adapterAddress,
                          refusedRegistrations: refusedRegistrations, pausesScanToAdvertise: advertNeedsPausedScan.contains(adapterKey))
     }
 
@@ -214,8 +216,9 @@ actor RadioEngine {
             address.utf8.count == 17 ? RadioAdapterAddress(address: address, addressType: properties["AddressType"]?.stringValue ?? "public") : nil
         }
         let manager = adapter?.interfaces[BlueZ.advertisingManagerInterface] ?? [:]
-        // Both properties exist only when bluetoothd runs with experimental features (-E).
-        experimentalAdvertising = manager["SupportedCapabilities"] != nil || manager["SupportedFeatures"] != nil
+        // Both properties exist from 5.77 on, and before that only with experimental features (-E):
+        // exactly where bluetoothd honours MinInterval/MaxInterval (and TxPower, if the controller can).
+        offersAdvertInterval = manager["SupportedCapabilities"] != nil || manager["SupportedFeatures"] != nil
         canSetTxPower = manager["SupportedFeatures"]?.stringArrayValue?.contains("CanSetTxPower") ?? false
     }
 

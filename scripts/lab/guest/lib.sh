@@ -5,6 +5,21 @@
 LAB_STATE_DIR=/run/baton-lab
 BLUETOOTHD=/usr/libexec/bluetooth/bluetoothd
 
+# The bluetoothd to start: the installed one, or (scripts/lab/run --bluez trixie) another
+# release's, run with its root's own loader and libraries (saved at boot in bluez.root).
+bluetoothd_command() {
+	local root
+	root=$(cat "$LAB_STATE_DIR/bluez.root" 2>/dev/null)
+	if [ -n "$root" ]; then
+		echo "$root/lib64/ld-linux-x86-64.so.2"
+		echo --library-path
+		echo "$root/lib/x86_64-linux-gnu:$root/usr/lib/x86_64-linux-gnu"
+		echo "$root$BLUETOOTHD"
+	else
+		echo "$BLUETOOTHD"
+	fi
+}
+
 lab_uptime() { local up _; read -r up _ < /proc/uptime; echo "$up"; }
 
 # Polling must stay cheap: under TCG every fork+exec costs tens of
@@ -67,9 +82,10 @@ set_powered() {
 # Starts bluetoothd detached (own session, no inherited stdio) with the
 # arguments saved at boot, appending to $LAB_RUN_DIR/bluetoothd.log.
 start_bluetoothd() {
-	local -a bluetoothd_args
+	local -a bluetoothd_args command
 	# shellcheck disable=SC1091
 	source "$LAB_STATE_DIR/bluetoothd.args"
+	mapfile -t command < <(bluetoothd_command)
 	# The subshell closes every inherited descriptor above 2 first: a caller's
 	# pipe held open by bluetoothd would keep that caller waiting for EOF forever.
 	# In a non-interactive shell the background child is no process-group
@@ -79,7 +95,7 @@ start_bluetoothd() {
 			fd=${fd_path##*/}
 			[ "$fd" -gt 2 ] && eval "exec $fd>&-" 2>/dev/null
 		done
-		exec setsid "$BLUETOOTHD" -n "${bluetoothd_args[@]}" </dev/null >>"$LAB_RUN_DIR/bluetoothd.log" 2>&1
+		exec setsid "${command[@]}" -n "${bluetoothd_args[@]}" </dev/null >>"$LAB_RUN_DIR/bluetoothd.log" 2>&1
 	) &
 	echo $! > "$LAB_STATE_DIR/bluetoothd.pid"
 	disown $!
