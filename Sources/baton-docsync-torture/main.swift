@@ -83,7 +83,7 @@ case "show":
     let owner: String
     switch ledger?.owner {
     case .thisMachine: owner = "this"
-    case .peer(let id): owner = String(format: "%02x", id.bytes[0])
+    case .peer(let id): owner = [id.bytes[0]].hexString
     case nil: owner = "none"
     }
     emit("state \(ledger?.current.revision ?? 0) \(owner) \(await sessions.pendingClaims.count)")
