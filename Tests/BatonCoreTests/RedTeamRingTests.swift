@@ -216,6 +216,29 @@ import BatonCrypto
         #expect(throws: Never.self) { try atA.receive(heard) }
     }
 
+    /// The earlier key of the same chain is taken without a new roster version or any RingSync (a
+    /// key's day is local, §7.3), and never before the receiver's own day (§3.1); a key of the same
+    /// generation under another commitment is not taken.
+    @Test func anEarlierKeyOfTheSameChainMovesBackSilentlyButNeverBeforeTheReceiversDay() throws {
+        var (a, b, _) = try ring()
+        _ = a.ratchet(toDay: testDay + 3, random: random)
+        _ = a.rekey(random: random, today: testDay + 1)
+        let version = a.state.roster.version
+        let actions = try a.receive(b.state.roster, from: b.deviceID, random: random)
+        #expect(a.peers[b.deviceID]?.day == testDay + 1, "moved back to the receiver's day, not to the sender's earlier one")
+        #expect(a.peers[b.deviceID] == b.ownSecret.ratcheted(toDay: testDay + 1))
+        #expect(a.state.roster.version == version)
+        #expect(!actions.contains { if case .sync = $0 { true } else { false } })
+        #expect(actions.contains { if case .membersChanged(let peers) = $0 { peers[b.deviceID]?.day == testDay + 1 } else { false } })
+        // Same generation, another chain (a forged or mistaken entry): the stored key stays.
+        let stored = try #require(a.state.roster.members[b.deviceID])
+        let other = try RosterMember.signed(name: stored.name, identity: b.identity,
+                                            secret: .generate(generation: stored.secret.generation, day: testDay, using: random),
+                                            introduction: stored.introduction)
+        _ = try a.receive(Roster(version: b.state.roster.version, members: [other]), from: b.deviceID, random: random)
+        #expect(a.state.roster.members[b.deviceID] == stored)
+    }
+
     /// Attack: a member with a skewed clock (two epochs ahead) seals adverts a receiver must not
     /// accept (it would pin the replay state ahead); one epoch of skew is tolerated (§4.3).
     @Test func aMemberTwoEpochsAheadIsNotHeard() throws {
