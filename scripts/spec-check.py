@@ -868,6 +868,33 @@ def check_rosters(check, rosters):
         check.equal(f"{name}: re-encode", encode_value(fields).hex(), vector["roster"])
 
 
+def stored_key_after_merge(stored, received, receiver_day):
+    """§3.1/§7.3, equal generations: the received key (S_d, d, C) replaces the stored one only when it
+    leads to the same C from an earlier day; the kept key is then moved forward to the receiver's day D."""
+    secret, day, commitment = stored
+    r_secret, r_day, r_commitment = received
+    if chain_end(r_secret, r_day, r_commitment) is None:
+        raise ValueError("badSignature")
+    if r_commitment == commitment and r_day < day:
+        secret, day = r_secret, r_day
+    if day < receiver_day:
+        secret, day = ratchet(secret, day, receiver_day), receiver_day
+    return secret, day, commitment
+
+
+def check_key_merges(check, merges):
+    h = bytes.fromhex
+    for vector in merges:
+        name = f"key merge: {vector['comment']}"
+        stored, received, result = (vector[k] for k in ("stored", "received", "result"))
+        for label, key in (("stored", stored), ("received", received)):
+            check.equal(f"{name}: {label} key leads to its commitment", chain_end(h(key["secret"]), key["day"], h(key["commitment"])) is not None, True)
+        kept = stored_key_after_merge((h(stored["secret"]), stored["day"], h(stored["commitment"])),
+                                      (h(received["secret"]), received["day"], h(received["commitment"])), vector["receiverDay"])
+        check.equal(f"{name}: the key kept", (kept[0].hex(), kept[1], kept[2].hex()), (result["secret"], result["day"], result["commitment"]))
+        check.equal(f"{name}: never before the receiver's day", result["day"] >= vector["receiverDay"], True)
+
+
 def main():
     vectors = json.loads(VECTORS.read_text())
     check = Checker()
@@ -1011,6 +1038,7 @@ def main():
 
     check_pairing_exchange(check, vectors["pairingExchange"])
     check_rosters(check, vectors["rosters"])
+    check_key_merges(check, vectors["keyMerges"])
     check_channel_proofs(check, vectors["channelProofs"])
     # §4.3 step 6 replay outcomes (§10.9).
     for vector in vectors["replays"]:

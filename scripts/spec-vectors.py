@@ -98,6 +98,14 @@ for r in v["rosters"]:
         out.append(f"  - removal of `{d['deviceId']}`: signed bytes `{d['signedBytes']}`, signature `{d['signature']}`")
     out.append(f"  - roster `{r['roster']}`")
     out.append(f"  - RingSync, request id {r['ringSyncRequestID']}: `{r['ringSyncFrame']}`")
+out += ["", "Keys of one member at a receiver holding the same generation (§3.1, §7.3): the receiver stores",
+        "`stored` and receives `received` on its day D; it keeps `result`. Each key is S_d of day d with its",
+        "commitment C.", ""]
+for m in v["keyMerges"]:
+    out.append(f"- {m['comment']}: generation {m['generation']}, D = {m['receiverDay']}")
+    for label in ("stored", "received", "result"):
+        k = m[label]
+        out.append(f"  - {label}: `{k['secret']}` of day {k['day']}, C `{k['commitment']}`")
 out += ["", "### 10.11 Channel identity proofs", "",
         "§8.1 proofs of one identity (given by its Ed25519 seed) for a fixed exporter value X, both roles. A proof",
         "checked with the other role's label, or under another key, must fail.", ""]
@@ -112,7 +120,8 @@ out += ["", "### 10.12 Independent check", "",
         "from their inputs, runs both pairing roles over the exchange of §10.8 (seals each message from its",
         "inputs and compares the bytes, opens each one, verifies and recomputes the identity signatures), checks that the document stream of §10.5 hashes to its",
         "DocumentInfo's digest (§6.5) and that the edit-session grant of §10.5 names that snapshot (§6.6), builds",
-        "the rosters of §10.10 from their members (making and verifying every signature), makes and verifies the",
+        "the rosters of §10.10 from their members (making and verifying every signature), keeps the key §3.1 and §7.3",
+        "say for each key merge of §10.10, makes and verifies the",
         "channel identity proofs of §10.11 in both roles, replays §10.9, decodes and re-encodes every encoded item, and",
         "expects each rejection's error.",
         "`scripts/test` runs it; a failure there means this text and the code disagree."]

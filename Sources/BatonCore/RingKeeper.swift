@@ -115,9 +115,12 @@ public struct RingKeeper: Sendable {
         var merged = state.roster
         let result = try merged.merge(roster, me: deviceID)
         guard result.changed else {
-            guard merged.version != state.roster.version else { return [] }
+            // Keys may still have moved back to an earlier day of their chain (§3.1), never before ours.
+            merged.ratchet(toDay: today)
+            guard merged != state.roster else { return [] }
+            let before = peers
             state.roster = merged
-            return [.persist(state)]
+            return peers == before ? [.persist(state)] : [.persist(state), .membersChanged(peers)]
         }
         return apply(merged, from: sender, random: random, forceRotation: !result.newlyRemoved.isEmpty)
     }

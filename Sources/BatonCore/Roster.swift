@@ -124,10 +124,19 @@ public struct Roster: Hashable, Sendable {
                 if member.secret.generation > mine.secret.generation {
                     members[id] = member
                     changed = true
-                } else if member.secret.generation == mine.secret.generation && introducerGone(mine, vouched) && !introducerGone(member, vouched) {
-                    // Same generation: keep our key (it may be of an earlier day than theirs), take the introduction.
-                    members[id] = mine.introduced(by: member.introduction)
-                    changed = true
+                } else if member.secret.generation == mine.secret.generation {
+                    // Same generation: the earlier day's key of the same chain (§3.1), whoever sent it,
+                    // and the received introduction when ours is by a device that is gone.
+                    var kept = mine
+                    if member.secret.day < mine.secret.day, member.secret.chain?.commitment == mine.secret.chain?.commitment {
+                        kept = member.introduced(by: mine.introduction)
+                    }
+                    if introducerGone(mine, vouched) && !introducerGone(member, vouched) {
+                        kept = kept.introduced(by: member.introduction)
+                        changed = true
+                    }
+                    // A key moved back alone is local state, like a ratchet step: no new version.
+                    members[id] = kept
                 }
             } else {
                 members[id] = member

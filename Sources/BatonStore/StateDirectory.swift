@@ -8,7 +8,8 @@ import Synchronization
 /// The daemon's private directory of durable state, one file per concern.
 ///
 /// Opening it creates the directory (mode 0700, parents too) when missing, refuses a directory that
-/// is not ours or is group/world-writable, and deletes temporary files a crashed writer left behind.
+/// is not ours or is group/world-writable, takes the group and other bits off an existing one of
+/// ours that others can read or enter (0755 becomes 0700), and deletes temporary files a crashed writer left behind.
 /// All file operations go through a descriptor held open on the directory (`openat` and friends), so
 /// swapping the path for another directory later cannot redirect our writes.
 ///
@@ -40,7 +41,7 @@ public final class StateDirectory: Sendable {
                     throw StoreError.system("chmod directory", file: path, errno: errno)
                 }
             }
-            try Self.checkOwnership(descriptor: descriptor, path: path)
+            try Self.checkOwnershipAndTighten(descriptor: descriptor, path: path)
             self.removedStaleFiles = try Self.removeStaleTemporaryFiles(descriptor: descriptor, path: path)
         } catch {
             close(descriptor)
@@ -101,7 +102,7 @@ public final class StateDirectory: Sendable {
         return parent.isEmpty ? "/" : String(parent)
     }
 
-    private static func checkOwnership(descriptor: Int32, path: String) throws(StoreError) {
+    private static func checkOwnershipAndTighten(descriptor: Int32, path: String) throws(StoreError) {
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { throw .system("stat directory", file: path, errno: errno) }
         guard (info.st_mode & S_IFMT) == S_IFDIR else {
@@ -112,7 +113,18 @@ public final class StateDirectory: Sendable {
         }
         let permissions = UInt32(info.st_mode) & 0o7777
         guard permissions & 0o022 == 0 else {
+            // Others could have planted or swapped files already: refuse rather than trust them.
             throw .insecureDirectory(path: path, reason: "mode \(octal(permissions)) is group- or world-writable")
+        }
+        // Merely readable (made by hand under the usual umask, or pre-created by an image): ours,
+        // so take the group and other bits away before anything is read or written (0755 becomes
+        // 0700; the owner's bits stay), or refuse when that fails.
+        if permissions & 0o077 != 0 {
+            let tightened = permissions & 0o7700
+            guard fchmod(descriptor, mode_t(tightened)) == 0 else {
+                let code = errno
+                throw .insecureDirectory(path: path, reason: "mode \(octal(permissions)) is readable by others and could not be tightened to \(octal(tightened)) (errno \(code))")
+            }
         }
     }
 

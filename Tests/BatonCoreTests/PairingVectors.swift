@@ -39,6 +39,13 @@ extension ProtocolVectors {
     struct ReplayVector: Codable, Equatable {
         var comment: String, adverts: [String], outcomes: [String]
     }
+    /// One member's key at a receiver that holds `stored` and receives `received` of the same
+    /// generation, on the receiver's day `receiverDay` (§3.1, §7.3): `result` is what it stores.
+    struct KeyMergeVector: Codable, Equatable {
+        var comment: String, generation: UInt32, receiverDay: UInt64
+        var stored: DayKeyVector, received: DayKeyVector, result: DayKeyVector
+    }
+    struct DayKeyVector: Codable, Equatable { var secret: String, day: UInt64, commitment: String }
 }
 
 struct PairingParty {
@@ -188,6 +195,32 @@ enum PairingVectorSource {
             vector("a fresh device: a ring of one, version 1", 1, [laptop], [], requestID: 0x0000_0101),
             vector("three members, two removed (members sorted by device id, removed ascending)", 7, [laptop, desk, tablet],
                    [gone, alsoGone], requestID: 0xFFFF_FFFE),
+        ]
+    }
+
+    /// §3.1/§7.3: which key of one member a receiver keeps when both sides hold the same generation.
+    static func keyMerges() throws -> [ProtocolVectors.KeyMergeVector] {
+        let identity = try Ed25519PrivateKey(seed: Array(repeating: 0x55, count: 32))
+        let me = try DeviceID(bytes: Array(repeating: 0x01, count: 16))
+        let chain = try AdvertisingSecret.issue(root: Array(0..<32), generation: 1, day: testDay)
+        let otherChain = try AdvertisingSecret.issue(root: Array(repeating: 0x66, count: 32), generation: 1, day: testDay)
+        func key(_ secret: AdvertisingSecret, _ day: UInt64) -> AdvertisingSecret { secret.ratcheted(toDay: day)! }
+        func dayKey(_ secret: AdvertisingSecret) -> ProtocolVectors.DayKeyVector {
+            .init(secret: hex(secret.bytes), day: secret.day, commitment: hex(secret.chain!.commitment))
+        }
+        func vector(_ comment: String, stored: AdvertisingSecret, received: AdvertisingSecret, receiverDay: UInt64) throws -> ProtocolVectors.KeyMergeVector {
+            var local = Roster(version: 3, members: [try RosterMember.signed(name: "laptop", identity: identity, secret: stored)])
+            _ = try local.merge(Roster(version: 3, members: [try RosterMember.signed(name: "laptop", identity: identity, secret: received)]), me: me)
+            local.ratchet(toDay: receiverDay)
+            let result = try #require(local.members[DeviceID(identityKey: identity.publicKey)]?.secret)
+            return .init(comment: comment, generation: 1, receiverDay: receiverDay, stored: dayKey(stored), received: dayKey(received), result: dayKey(result))
+        }
+        return try [
+            vector("an earlier key of the same chain replaces the stored one", stored: key(chain, testDay + 3), received: chain, receiverDay: testDay),
+            vector("...moved forward to the receiver's day", stored: key(chain, testDay + 3), received: chain, receiverDay: testDay + 1),
+            vector("a later key of the same chain is not taken", stored: chain, received: key(chain, testDay + 3), receiverDay: testDay),
+            vector("an earlier key of another chain (same generation) is not taken", stored: key(chain, testDay + 3), received: otherChain,
+                   receiverDay: testDay),
         ]
     }
 

@@ -4,7 +4,7 @@ import BatonCrypto
 
 /// Red-team attacks on rosters, adverts and clocks, formed from docs/security.md and
 /// docs/protocol.md alone and run against the core. Attacks the code withstands are regression
-/// tests; a defect is marked `withKnownIssue` (the suite stays green, the issue stays visible).
+/// tests; the defects found (issue 11) are fixed and their tests assert the fixed behaviour.
 @Suite struct RedTeamRingTests {
     let random = SeededRandomFake(seed: 4242)
     let now = epochStart + 10
@@ -51,8 +51,8 @@ import BatonCrypto
     /// Attack: b re-keys; a rogue member m hears b's new generation first and relays it to a with
     /// b's key ratcheted 500 days forward (the key is not covered by b's signature, §7.3). a stores
     /// the later day (§3.1), and when b's own RingSync arrives with the same generation a keeps its
-    /// local entry, so a cannot recognise b's adverts for 500 days. security.md says a member
-    /// "cannot change another member's entry (name, commitment and so keys, generation)".
+    /// local entry, so a cannot recognise b's adverts for 500 days. Fixed: with equal generations
+    /// the earlier day of the same chain wins (§7.3), so b's own sync undoes the relay.
     @Test func aRogueMemberRelayingAForwardRatchetedKeyBlindsAnotherMember() throws {
         var (a, b, m) = try ring()
         _ = b.rekey(random: random)
@@ -67,10 +67,8 @@ import BatonCrypto
         _ = try a.receive(b.state.roster, from: b.deviceID, random: random)
         var receiver = matcher(of: a, epoch: nowEpoch)
         let heard = try advert(of: b.ownSecret, at: now)
-        withKnownIssue("a stores the later day a rogue member relayed and keeps it over b's own entry") {
-            #expect(a.peers[b.deviceID]?.day == testDay)
-            #expect(throws: Never.self) { try receiver.receive(heard) }
-        }
+        #expect(a.peers[b.deviceID]?.day == testDay)
+        #expect(throws: Never.self) { try receiver.receive(heard) }
     }
 
     /// Attack: a removed x, then colluding member m re-introduces x's identity (a fresh
@@ -195,8 +193,8 @@ import BatonCrypto
     /// Attack (or accident): a member's clock is set far forward (a day ratchet runs: every stored
     /// key moves 3 days on, the earlier ones are erased) and then corrected. The sender side
     /// re-keys (security.md), but the members' keys stay 3 days ahead: the members resend their
-    /// rosters with the same generation and the forward local entries are kept, so this machine
-    /// recognises none of its members' adverts until the days pass or each of them re-keys.
+    /// rosters with the same generation; the forward local entries were kept, so this machine
+    /// recognised none of its members' adverts. Fixed: their earlier-day keys replace them (§3.1).
     @Test func aClockSetFarForwardAndCorrectedLeavesAMemberDeafToTheRing() throws {
         var (a, b, m) = try ring()
         _ = a.ratchet(toDay: testDay + 3, random: random)
@@ -215,9 +213,30 @@ import BatonCrypto
         // ...but a hears nobody.
         var atA = matcher(of: a, epoch: nowEpoch)
         let heard = try advert(of: b.ownSecret, at: now)
-        withKnownIssue("keys ratcheted ahead by a wrong clock never move back, and equal generations keep the local entry") {
-            #expect(throws: Never.self) { try atA.receive(heard) }
-        }
+        #expect(throws: Never.self) { try atA.receive(heard) }
+    }
+
+    /// The earlier key of the same chain is taken without a new roster version or any RingSync (a
+    /// key's day is local, §7.3), and never before the receiver's own day (§3.1); a key of the same
+    /// generation under another commitment is not taken.
+    @Test func anEarlierKeyOfTheSameChainMovesBackSilentlyButNeverBeforeTheReceiversDay() throws {
+        var (a, b, _) = try ring()
+        _ = a.ratchet(toDay: testDay + 3, random: random)
+        _ = a.rekey(random: random, today: testDay + 1)
+        let version = a.state.roster.version
+        let actions = try a.receive(b.state.roster, from: b.deviceID, random: random)
+        #expect(a.peers[b.deviceID]?.day == testDay + 1, "moved back to the receiver's day, not to the sender's earlier one")
+        #expect(a.peers[b.deviceID] == b.ownSecret.ratcheted(toDay: testDay + 1))
+        #expect(a.state.roster.version == version)
+        #expect(!actions.contains { if case .sync = $0 { true } else { false } })
+        #expect(actions.contains { if case .membersChanged(let peers) = $0 { peers[b.deviceID]?.day == testDay + 1 } else { false } })
+        // Same generation, another chain (a forged or mistaken entry): the stored key stays.
+        let stored = try #require(a.state.roster.members[b.deviceID])
+        let other = try RosterMember.signed(name: stored.name, identity: b.identity,
+                                            secret: .generate(generation: stored.secret.generation, day: testDay, using: random),
+                                            introduction: stored.introduction)
+        _ = try a.receive(Roster(version: b.state.roster.version, members: [other]), from: b.deviceID, random: random)
+        #expect(a.state.roster.members[b.deviceID] == stored)
     }
 
     /// Attack: a member with a skewed clock (two epochs ahead) seals adverts a receiver must not

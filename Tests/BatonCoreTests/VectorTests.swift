@@ -47,6 +47,7 @@ struct ProtocolVectors: Codable, Equatable {
     var pairing: PairingVector
     var pairingExchange: PairingExchangeVector
     var rosters: [RosterVector]
+    var keyMerges: [KeyMergeVector]
     var replays: [ReplayVector]
     var rejects: [RejectVector]
     var channelProofs: [ChannelProofVector]
@@ -185,6 +186,7 @@ func computeVectors() throws -> ProtocolVectors {
                                               typeKey: hex(keys.typeKey), mdnsKey: hex(keys.mdnsKey), epochs: epochs, typeHashes: types),
                            ringAdverts: rings, pairingAdverts: pairingAdverts, values: values, frames: frames, pairing: pairing,
                            pairingExchange: try PairingVectorSource.exchange(), rosters: try PairingVectorSource.rosters(),
+                           keyMerges: try PairingVectorSource.keyMerges(),
                            replays: try PairingVectorSource.replays(keys: keys), rejects: rejects,
                            channelProofs: try channelProofVectors())
 }

@@ -56,6 +56,16 @@ run("PairingSession1.Confirm (own session)", own_session("Confirm", "b", [True])
 run("PairingSession1.Cancel (own session)", own_session("Cancel"))
 run("PairingSession1.Confirm (another user's session)",
     lambda: call(foreign_session, "org.baton.PairingSession1", "Confirm", "b", [True]))
+def get_code(session):
+    call(session, "org.freedesktop.DBus.Properties", "Get", "ss", ["org.baton.PairingSession1", "Code"])
+
+def own_code():
+    if "session" not in own:
+        raise dbus.exceptions.DBusException("no own session", name="org.baton.Error.NotPermitted")
+    get_code(own["session"])
+
+run("PairingSession1.Code (own session, Get)", own_code)
+run("PairingSession1.Code (another user's session, Get)", lambda: get_code(foreign_session))
 run("Suggestion1.Dismiss", lambda: call("/org/baton/suggestion/999999", "org.baton.Suggestion1", "Dismiss"))
 run("Suggestion1.Continue", lambda: call("/org/baton/suggestion/999999", "org.baton.Suggestion1", "Continue"))
 run("Suggestion1.ContinueInBrowser", lambda: call("/org/baton/suggestion/999999", "org.baton.Suggestion1", "ContinueInBrowser"))
@@ -152,6 +162,7 @@ struct PolicyPermissionTests {
         #expect(results[.ordinary]?["Ring1.Continue"] == "org.baton.Error.NotPermitted")
         #expect(results[.groupBaton]?["PairingSession1.Confirm (own session)"] == "org.baton.Error.NotReady")
         #expect(results[.groupBaton]?["PairingSession1.Confirm (another user's session)"] == "org.baton.Error.NotPermitted")
+        #expect(results[.groupBaton]?["PairingSession1.Code (another user's session, Get)"] == "org.baton.Error.NotPermitted")
         // The daemon survived every refusal.
         #expect(try await client.nameHasOwner("org.baton"))
     }

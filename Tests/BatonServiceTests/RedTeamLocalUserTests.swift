@@ -31,7 +31,7 @@ for prop in ["State", "Code", "PeerName", "PeerId", "PeerMembers"]:
 struct RedTeamLocalUserTests {
     /// Attack: while root pairs, an unprivileged user (nobody) reads the session's Code, the peer's
     /// name and id and, in review, the members of the peer's ring, through Properties.Get (which
-    /// dbus/org.baton.conf allows every account, and which the daemon does not filter per caller).
+    /// dbus/org.baton.conf allows every account). Fixed: the daemon checks the caller (NotPermitted).
     @Test func anUnprivilegedUserReadsTheCodeAndPeerRingOfRootsPairingSession() async throws {
         try #require(getuid() == 0, "runs as root (CI does) so that nobody is another user")
         let bus = try TestBus()
@@ -47,13 +47,11 @@ struct RedTeamLocalUserTests {
         let seen = try await runAsNobody(script: foreignSessionReaderScript, in: bus.directory,
                                          arguments: [bus.address, a.busName, started.pathA])
         #expect(seen["State"] != nil, "the reader ran")
-        withKnownIssue("PairingSession1 properties are served to every local account") {
-            for name in ["Code", "PeerName", "PeerId", "PeerMembers"] {
-                #expect(seen[name] == ErrorName.notPermitted, "\(name) read by nobody: \(seen[name] ?? "missing")")
-            }
+        for name in ["Code", "PeerName", "PeerId", "PeerMembers"] {
+            #expect(seen[name] == ErrorName.notPermitted, "\(name) read by nobody: \(seen[name] ?? "missing")")
         }
-        // What it got is the real thing (the code on root's screen, beta's name).
-        #expect(seen["Code"] == started.codeA || seen["Code"] == ErrorName.notPermitted)
+        // The owner (root here) still reads the real thing.
+        #expect(try await a.property(client, started.pathA, "Code").stringValue == started.codeA)
         _ = try? await a.call(client, BatonInterface.pairingSession, "Cancel", path: started.pathA)
         _ = try? await b.call(client, BatonInterface.pairingSession, "Cancel", path: started.pathB)
     }

@@ -31,7 +31,8 @@ import Testing
     /// m's short id and m's full device id. Every text Pairing1.Remove accepts for m then matches
     /// two members, so `bt-pair remove` refuses each one (UnknownDevice, "no single ring member
     /// matches") and the stolen machine keeps its place (and, introducing fresh ones whenever the
-    /// puppets are removed by their own ids, can keep it).
+    /// puppets are removed by their own ids, can keep it). Fixed: ids win over names, and among
+    /// namesakes the one that introduced the others is meant.
     @Test func aThiefNamesPuppetsAfterItselfAndCannotBeRemovedByAnyText() throws {
         var (a, m) = try ring()
         let mEntry = try #require(m.state.roster.members[m.deviceID])
@@ -44,13 +45,28 @@ import Testing
         _ = try a.receive(Roster(version: 50, members: [mEntry] + puppets), from: m.deviceID, random: random)
         #expect(a.state.roster.members.count == 6)
         let view = snapshot(of: a)
-        withKnownIssue("a member's name is matched like a short id or device id, so puppets make the thief ambiguous") {
-            for text in ["mallory", m.deviceID.shortForm, m.deviceID.description] {
-                #expect(view.member(matching: text)?.deviceID == m.deviceID, "Remove(\(text)) finds no single member")
-            }
+        for text in ["mallory", m.deviceID.shortForm, m.deviceID.description] {
+            #expect(view.member(matching: text)?.deviceID == m.deviceID, "Remove(\(text)) finds no single member")
         }
         // The full device id of an honest member with no namesake still resolves.
         let b = try #require(a.state.roster.members.values.first { $0.name == "beta" })
         #expect(view.member(matching: b.deviceID.description)?.deviceID == b.deviceID)
+    }
+
+    /// Attack: the thief names a puppet after an honest member. Neither introduced the other, so
+    /// the name is ambiguous (Remove lists both with their ids) and each short id still resolves.
+    @Test func aPuppetNamedAfterAnHonestMemberMakesTheNameAmbiguousNotTheIDs() throws {
+        var (a, m) = try ring()
+        let mEntry = try #require(m.state.roster.members[m.deviceID])
+        let key = try Ed25519PrivateKey(seed: random.bytes(32))
+        let puppet = try RosterMember.signed(name: "beta", identity: key, secret: .generate(generation: 1, day: today, using: random),
+                                             introduction: Introduction.make(for: key.publicKey, by: m.identity))
+        _ = try a.receive(Roster(version: 50, members: [mEntry, puppet]), from: m.deviceID, random: random)
+        let view = snapshot(of: a)
+        let b = try #require(a.state.roster.members.values.first { $0.name == "beta" && $0.deviceID != puppet.deviceID })
+        #expect(Set(view.members(matching: "beta").map(\.deviceID)) == [b.deviceID, puppet.deviceID])
+        #expect(view.member(matching: "beta") == nil)
+        #expect(view.member(matching: b.deviceID.shortForm)?.deviceID == b.deviceID)
+        #expect(view.member(matching: puppet.deviceID.shortForm)?.deviceID == puppet.deviceID)
     }
 }

@@ -14,7 +14,7 @@ extension RingBus {
                 do throws(BatonAPIError) { options = try AcceptOptions(call.arguments.first ?? .propertyDictionary([:])) } catch { throw error.dbusError }
                 let pairing = self.pairing
                 let path = try await mappingFailures { () throws(ServiceFailure) in try await pairing.acceptPairing(uid: uid, host: options.host) }
-                try await self.exportSession(path)
+                try await self.exportSession(path, owner: call.sender)
                 return [.objectPath(path)]
             },
             DBusMethod("Pair", in: [DBusArgument("target", "s"), DBusArgument("options", "a{sv}")], out: [DBusArgument("session", "o")]) { [weak self] call in
@@ -40,7 +40,7 @@ extension RingBus {
                 let path = try await mappingFailures { () throws(ServiceFailure) in
                     try await pairing.pair(uid: uid, target: target, sessionID: sessionID, addressType: addressType)
                 }
-                try await self.exportSession(path)
+                try await self.exportSession(path, owner: call.sender)
                 return [.objectPath(path)]
             },
             DBusMethod("Remove", in: [DBusArgument("device", "s")]) { [weak self] call in

@@ -14,7 +14,13 @@ extension PairingSessionProperties {
 
 /// org.baton.PairingSession1: one object per pairing session; its owner (or root) confirms or cancels.
 /// A finished session's object stays for the grace of `PairingLimits` (60 s in batond), then goes.
+/// The code and what it says about the peer are the owner's (or root's) alone: other local accounts
+/// may read a session's progress, not the code on the owner's screen or the peer's ring.
 extension RingBus {
+    /// Properties read only by the session's owner or root (Get, GetAll, GetManagedObjects);
+    /// their changes are signalled to the connection that started the session only.
+    static let privateSessionProperties: Set<String> = ["Code", "PeerName", "PeerId", "PeerMembers"]
+
     static func properties(_ progress: PairingProgress) -> [String: DBusValue] {
         PairingSessionProperties(progress).dbusProperties
     }
@@ -24,30 +30,44 @@ extension RingBus {
         case .changed(let path, let before, let after):
             let old = Self.properties(before)
             let changed = Self.properties(after).filter { old[$0.key] != $0.value }
-            guard !changed.isEmpty else { return }
-            try? connection.emitPropertiesChanged(path: path, interface: BatonInterface.pairingSession, changed: changed)
+            let broadcast = changed.filter { !Self.privateSessionProperties.contains($0.key) }
+            let owned = changed.filter { Self.privateSessionProperties.contains($0.key) }
+            if !broadcast.isEmpty {
+                try? connection.emitPropertiesChanged(path: path, interface: BatonInterface.pairingSession, changed: broadcast)
+            }
+            if !owned.isEmpty, let owner = sessionPaths.withLock({ $0[path] }) {
+                try? connection.emitSignal(path: path, interface: "org.freedesktop.DBus.Properties", name: "PropertiesChanged",
+                                           arguments: [.string(BatonInterface.pairingSession), .propertyDictionary(owned), .stringArray([])],
+                                           destination: owner)
+            }
         case .removed(let path):
             withdrawSession(path)
         }
     }
 
-    /// Exports a new session's object. A session that ended and was dropped before its object was
-    /// exported (a very short grace) is withdrawn at once.
-    func exportSession(_ path: String) async throws {
+    /// Exports a new session's object, started by the connection `owner`. A session that ended and
+    /// was dropped before its object was exported (a very short grace) is withdrawn at once.
+    func exportSession(_ path: String, owner: String) async throws {
         try await connection.export([sessionInterface(path)], at: path)
-        sessionPaths.withLock { _ = $0.insert(path) }
+        sessionPaths.withLock { $0[path] = owner }
         if await pairing.session(path) == nil { withdrawSession(path) }
     }
 
     func withdrawSession(_ path: String) {
-        guard sessionPaths.withLock({ $0.remove(path) }) != nil else { return }
+        guard sessionPaths.withLock({ $0.removeValue(forKey: path) }) != nil else { return }
         try? connection.unexport(path: path)
     }
 
     func sessionInterface(_ path: String) -> DBusInterface {
-        let pairing = self.pairing
+        let pairing = self.pairing, connection = self.connection
         func property(_ name: String, _ signature: String) -> DBusProperty {
             DBusProperty(name, signature: signature) {
+                if Self.privateSessionProperties.contains(name) {
+                    // No caller: a broadcast (InterfacesAdded), which must not carry private values.
+                    guard let sender = DBusCallContext.sender else { throw DBusError(ServiceFailure.notPermitted("private property")) }
+                    let uid = try await connection.connectionUnixUser(sender)
+                    try await mappingFailures { () throws(ServiceFailure) in _ = try await pairing.ownedSession(path, uid: uid) }
+                }
                 guard let progress = await pairing.session(path) else { throw DBusError(ServiceFailure.unknownObject("gone")) }
                 return Self.properties(progress)[name] ?? .string("")
             }

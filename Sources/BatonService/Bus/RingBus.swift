@@ -13,8 +13,9 @@ public final class RingBus: Sendable {
     let pairing: PairingService
     let discovery: DiscoveryService
     private let attached = Mutex<ContinuationService?>(nil)
-    /// Session objects exported, so that stop withdraws them.
-    let sessionPaths = Mutex<Set<String>>([])
+    /// Session objects exported (so that stop withdraws them), each with the connection that
+    /// started it, which alone is sent the session's private property changes.
+    let sessionPaths = Mutex<[String: String]>([:])
 
     public init(connection: DBusConnection, ring: RingService, pairing: PairingService, discovery: DiscoveryService) {
         self.connection = connection
@@ -36,7 +37,7 @@ public final class RingBus: Sendable {
 
     public func unexport() async {
         await pairing.onSessionChange(nil)
-        for path in sessionPaths.withLock({ paths in defer { paths = [] }; return paths }) { try? connection.unexport(path: path) }
+        for path in sessionPaths.withLock({ paths in defer { paths = [:] }; return paths.keys }) { try? connection.unexport(path: path) }
         try? connection.unexport(path: BatonObjectPath.ring)
     }
 

@@ -227,6 +227,17 @@ public actor RingService {
     /// Resolves a name, a short id (xxxx-xxxx) or a full device id to one member.
     func findMember(_ text: String) -> RosterMember? { snapshot().member(matching: text) }
 
+    /// The one member `text` means, or UnknownDevice; an ambiguous text lists the candidates
+    /// with their short ids (which always resolve), so the user can pick one.
+    func requireMember(_ text: String) throws(ServiceFailure) -> RosterMember {
+        let found = snapshot().members(matching: text)
+        if found.count == 1, let member = found.first { return member }
+        guard found.count > 1 else { throw .unknownDevice("no single ring member matches") }
+        let listed = found.prefix(4).map { "\(echoed($0.name, limit: 24)) (\($0.deviceID.shortForm))" }.joined(separator: ", ")
+        let more = found.count > 4 ? " and \(found.count - 4) more" : ""
+        throw .unknownDevice("several ring members match: \(listed)\(more); give a short id")
+    }
+
     /// A member's ring advert was accepted: its last-seen time and RSSI, written at most once a
     /// minute (sightings repeat every ~100 ms).
     func memberSeen(_ member: DeviceID, rssi: Int?) {
@@ -241,15 +252,14 @@ public actor RingService {
 
     /// The members `text` (one member) paired into the ring, so `bt-pair remove` can offer them too.
     func introduced(by text: String) throws(ServiceFailure) -> [MemberSummary] {
-        guard let member = findMember(text) else { throw .unknownDevice("no single ring member matches") }
+        let member = try requireMember(text)
         let ids = Set(keeper.introduced(by: member.deviceID))
         return memberSummaries().filter { ids.contains($0.deviceID) && !$0.isSelf }
     }
 
     func remove(_ text: String) async throws(ServiceFailure) {
-        guard let member = findMember(text), member.deviceID != keeper.deviceID else {
-            throw .unknownDevice("no single ring member matches")
-        }
+        let member = try requireMember(text)
+        guard member.deviceID != keeper.deviceID else { throw .unknownDevice("no single ring member matches") }
         let actions = keeper.remove(member.deviceID, random: SystemRandom())
         peers[member.deviceID] = nil
         try? store.savePeers(peers)

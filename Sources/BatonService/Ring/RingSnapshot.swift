@@ -36,12 +36,29 @@ public struct RingSnapshot: Sendable {
 
     /// Resolves a name, a short id (xxxx-xxxx) or a full device id to one member.
     public func member(matching text: String) -> RosterMember? {
+        let found = members(matching: text)
+        return found.count == 1 ? found.first : nil
+    }
+
+    /// Every member `text` may mean, most specific first (dbus-api.md, Pairing1.Remove): a device id,
+    /// else a short id, else a name. Ids win over names, so a member cannot hide another behind
+    /// names shaped like its ids. Among namesakes, one that introduced all the others is meant: a
+    /// member that names the identities it introduces after itself cannot make itself ambiguous.
+    /// More than one result: ambiguous (sorted by device id).
+    public func members(matching text: String) -> [RosterMember] {
         let wanted = text.lowercased()
-        let matches = roster.members.values.filter { member in
-            let id = member.deviceID
-            return id.description == wanted || id.shortForm == wanted || member.name == text
+        let all = roster.members.values.sorted { $0.deviceID < $1.deviceID }
+        if let exact = all.first(where: { $0.deviceID.description == wanted }) { return [exact] }
+        let byShortID = all.filter { $0.deviceID.shortForm == wanted }
+        if !byShortID.isEmpty { return byShortID }
+        let namesakes = all.filter { $0.name == text }
+        let ids = Set(namesakes.map(\.deviceID))
+        let introducers = Set(namesakes.compactMap { $0.introduction?.introducer }.filter { ids.contains($0) })
+        if introducers.count == 1, let root = introducers.first,
+           namesakes.allSatisfy({ $0.deviceID == root || $0.introduction?.introducer == root }) {
+            return namesakes.filter { $0.deviceID == root }
         }
-        return matches.count == 1 ? matches.first : nil
+        return namesakes
     }
 }
 
