@@ -38,9 +38,9 @@ private struct FakeBrowser {
     func kill() { if process.isRunning { process.terminate() } }
 }
 
-/// Polls `probe` until it returns a value (the host talks to the daemon in its own time).
-private func eventually<T>(_ what: String, _ probe: () async throws -> T?) async throws -> T {
-    let deadline = ContinuousClock.now + .seconds(10)
+/// Polls `probe` until it returns a value (the host and browser talk to the daemon in their own time).
+func awaitValue<T>(_ what: String, timeout: Duration = .seconds(20), _ probe: () async throws -> T?) async throws -> T {
+    let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if let value = try await probe() { return value }
         try await Task.sleep(for: .milliseconds(20))
@@ -59,12 +59,12 @@ struct BrowserHostProcessTests {
             defer { browser.kill() }
 
             // The host offers to open pages continued from other devices in its browser.
-            _ = try await eventually("handler registered") {
+            _ = try await awaitValue("handler registered") {
                 try await connection.handledTypes().contains("org.baton.web-browsing") ? true : nil
             }
 
             try browser.send(#"{"kind":"current","title":"Example","url":"https://example.org/a","scrollX":0,"scrollY":640}"#)
-            let path = try await eventually("current activity") { try await connection.currentActivityPath() }
+            let path = try await awaitValue("current activity") { try await connection.currentActivityPath() }
             var info = try await connection.activity(at: path)
             #expect(info.activityType == "org.baton.web-browsing")
             #expect(info.title == "Example")
@@ -74,7 +74,7 @@ struct BrowserHostProcessTests {
             // A private page never goes to the daemon, whatever the extension sends.
             try browser.send(#"{"kind":"current","title":"Secret","url":"file:///home/me/secret.html"}"#)
             try browser.send(#"{"kind":"current","title":"Second tab","url":"http://example.org/b"}"#)
-            info = try await eventually("tab switch") {
+            info = try await awaitValue("tab switch") {
                 let info = try await connection.activity(at: path)
                 return info.title == "Example" ? nil : info
             }
@@ -84,11 +84,11 @@ struct BrowserHostProcessTests {
             #expect(try await connection.activities().count == 1)
 
             try browser.send(#"{"kind":"resign"}"#)
-            _ = try await eventually("resigned") { try await connection.currentActivityPath() == nil ? true : nil }
+            _ = try await awaitValue("resigned") { try await connection.currentActivityPath() == nil ? true : nil }
             #expect(try await connection.activity(at: path).isCurrent == false)
 
             try browser.close()
-            _ = try await eventually("activity ended") { try await connection.activities().isEmpty ? true : nil }
+            _ = try await awaitValue("activity ended") { try await connection.activities().isEmpty ? true : nil }
             #expect(!browser.process.isRunning)
             #expect(browser.process.terminationStatus == 0)
         }
@@ -102,10 +102,10 @@ struct BrowserHostProcessTests {
             let browser = try FakeBrowser(daemon: daemon)
             defer { browser.kill() }
             try browser.send(#"{"kind":"current","title":"Example","url":"https://example.org/"}"#)
-            _ = try await eventually("current activity") { try await connection.currentActivityPath() }
+            _ = try await awaitValue("current activity") { try await connection.currentActivityPath() }
             try browser.stdin.fileHandleForWriting.write(contentsOf: [0xff, 0xff, 0xff, 0x7f])
-            _ = try await eventually("host stopped") { browser.process.isRunning ? nil : true }
-            _ = try await eventually("activity ended") { try await connection.activities().isEmpty ? true : nil }
+            _ = try await awaitValue("host stopped") { browser.process.isRunning ? nil : true }
+            _ = try await awaitValue("activity ended") { try await connection.activities().isEmpty ? true : nil }
         }
     }
 }
