@@ -47,8 +47,10 @@ let package = Package(
         // The per-user session agent: notifications for suggestions, app launching in the session.
         .target(name: "BatonAgent", dependencies: ["BatonClient", "BatonAPI", "BatonCommandLine", "BatonDBus", "CGio"], swiftSettings: strict),
 
+        // Which of the app-independent publishers the user turned on (publishers.conf).
+        .target(name: "BatonPublishers", swiftSettings: strict),
         // The browser extension's native messaging host: framing, page messages, the activity.
-        .target(name: "BatonBrowserHost", dependencies: ["BatonClient", "BatonCore", "BatonCommandLine", "BatonDBus"], swiftSettings: strict),
+        .target(name: "BatonBrowserHost", dependencies: ["BatonPublishers", "BatonClient", "BatonCore", "BatonCommandLine", "BatonDBus"], swiftSettings: strict),
 
         // Thin executables that only wire things together.
         // The release daemon links the Swift runtime statically: only the pages it touches become
@@ -56,7 +58,7 @@ let package = Package(
         .executableTarget(name: "batond", dependencies: ["BatonService"], swiftSettings: strict,
                           linkerSettings: [.unsafeFlags(["-static-stdlib", "-l_FoundationCShims", "-l_FoundationCollections"],
                                                          .when(platforms: [.linux], configuration: .release))]),
-        .executableTarget(name: "baton", dependencies: ["BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
+        .executableTarget(name: "baton", dependencies: ["BatonPublishers", "BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
         .executableTarget(name: "bt-pair", dependencies: ["BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
         .executableTarget(name: "baton-agent", dependencies: ["BatonAgent"], swiftSettings: strict),
         .executableTarget(name: "baton-browser-host", dependencies: ["BatonBrowserHost"], swiftSettings: strict),
@@ -81,6 +83,7 @@ let package = Package(
         .testTarget(name: "BatonDBusTests", dependencies: ["BatonTestBus", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonAPITests", dependencies: ["BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonServiceTests", dependencies: ["BatonTestBus", "BatonAPI", "BatonService", "BatonClient", "BatonDBus", "BatonCore", "BatonAgent", "BatonBlueZ"], swiftSettings: strict),
+        .testTarget(name: "BatonPublishersTests", dependencies: ["BatonPublishers"], swiftSettings: strict),
         .testTarget(name: "BatonBrowserHostTests", dependencies: ["BatonBrowserHost", "BatonClient", "BatonCore"],
                     swiftSettings: strict),
         .testTarget(name: "BatonAgentTests", dependencies: ["BatonTestBus", "BatonAgent", "BatonClient", "BatonAPI", "BatonDBus"], swiftSettings: strict),

@@ -6,11 +6,13 @@ import Glibc
 import BatonClient
 import BatonCommandLine
 import BatonDBus
+import BatonPublishers
 import Synchronization
 
 /// `baton-browser-host`: started by the browser for the Baton extension, one per browser profile.
 /// The browser passes its own arguments (the extension's origin), so the bus comes from the
-/// environment: BATON_BUS (session|system|ADDRESS, default system) and BATON_BUS_NAME.
+/// environment: BATON_BUS (session|system|ADDRESS, default system) and BATON_BUS_NAME. Publishes
+/// only while publishers.conf says `browser = on`.
 public enum BrowserHostProgram {
     public static func run(environment: [String: String]) async -> Int32 {
         let log: @Sendable (String) -> Void = { line in
@@ -26,7 +28,8 @@ public enum BrowserHostProgram {
             return 1
         }
         let output = StandardOutputWriter()
-        let session = BrowserHostSession(connection: connection, log: log)
+        let session = BrowserHostSession(connection: connection,
+                                         isEnabled: { PublisherSettings.load(environment: environment).isEnabled(.browser) }, log: log)
         do {
             // Pages continued from another device open in this browser, scroll position and all.
             _ = try await connection.registerHandler(for: [webBrowsingActivityType]) { continued in

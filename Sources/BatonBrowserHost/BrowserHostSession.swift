@@ -11,10 +11,13 @@ public actor BrowserHostSession {
     public typealias Log = @Sendable (String) -> Void
     private let connection: BatonConnection
     private let log: Log
+    /// Asked before every page: the user may turn the publisher off while the browser runs.
+    private let isEnabled: @Sendable () -> Bool
     private var activity: UserActivity?
 
-    public init(connection: BatonConnection, log: @escaping Log) {
+    public init(connection: BatonConnection, isEnabled: @escaping @Sendable () -> Bool, log: @escaping Log) {
         self.connection = connection
+        self.isEnabled = isEnabled
         self.log = log
     }
 
@@ -31,6 +34,12 @@ public actor BrowserHostSession {
         do {
             switch message {
             case .current(let page):
+                guard isEnabled() else {
+                    // Turned off: whatever was published goes, and nothing new is.
+                    await activity?.invalidate()
+                    activity = nil
+                    return
+                }
                 let activity = self.activity ?? connection.makeActivity(type: webBrowsingActivityType)
                 self.activity = activity
                 activity.title = page.title

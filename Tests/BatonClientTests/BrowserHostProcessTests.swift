@@ -9,13 +9,14 @@ private struct FakeBrowser {
     let stdin = Pipe()
     let stdout = Pipe()
 
-    init(daemon: DaemonFixture) throws {
+    init(daemon: DaemonFixture, enabled: Bool = true) throws {
         process.executableURL = URL(fileURLWithPath: try Built.executable("baton-browser-host"))
         // What Chromium passes: the extension's origin.
         process.arguments = ["chrome-extension://ncnikhcegemmombopokkmfofiobceefk/"]
         var environment = ProcessInfo.processInfo.environment
         environment["BATON_BUS"] = daemon.bus.address
         environment["BATON_BUS_NAME"] = daemon.busName
+        environment["XDG_CONFIG_HOME"] = try publisherConfig(in: daemon, browser: enabled)
         process.environment = environment
         process.standardInput = stdin
         process.standardOutput = stdout
@@ -36,6 +37,14 @@ private struct FakeBrowser {
     }
 
     func kill() { if process.isRunning { process.terminate() } }
+}
+
+/// A config directory whose publishers.conf turns the browser publisher on or off.
+func publisherConfig(in daemon: DaemonFixture, browser: Bool) throws -> String {
+    let directory = daemon.bus.directory.appendingPathComponent("config-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory.appendingPathComponent("baton"), withIntermediateDirectories: true)
+    try "browser = \(browser ? "on" : "off")\n".write(to: directory.appendingPathComponent("baton/publishers.conf"), atomically: true, encoding: .utf8)
+    return directory.path
 }
 
 /// Polls `probe` until it returns a value (the host and browser talk to the daemon in their own time).
@@ -106,6 +115,33 @@ struct BrowserHostProcessTests {
             try browser.stdin.fileHandleForWriting.write(contentsOf: [0xff, 0xff, 0xff, 0x7f])
             _ = try await awaitValue("host stopped") { browser.process.isRunning ? nil : true }
             _ = try await awaitValue("activity ended") { try await connection.activities().isEmpty ? true : nil }
+        }
+    }
+
+    @Test("with the browser publisher off (the default) nothing is published, and turning it off ends the activity")
+    func optIn() async throws {
+        try await withDaemon { daemon in
+            let connection = try daemon.connect()
+            defer { connection.close() }
+            let off = try FakeBrowser(daemon: daemon, enabled: false)
+            defer { off.kill() }
+            try off.send(#"{"kind":"current","title":"Example","url":"https://example.org/"}"#)
+            // The host answers in order: once the handler is registered and a later page is handled, the first was skipped.
+            _ = try await awaitValue("handler registered") {
+                try await connection.handledTypes().contains("org.baton.web-browsing") ? true : nil
+            }
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(try await connection.activities().isEmpty)
+            try off.close()
+
+            let on = try FakeBrowser(daemon: daemon, enabled: true)
+            defer { on.kill() }
+            try on.send(#"{"kind":"current","title":"Example","url":"https://example.org/"}"#)
+            _ = try await awaitValue("published when on") { try await connection.currentActivityPath() }
+            let config = try #require(on.process.environment?["XDG_CONFIG_HOME"])
+            try "browser = off\n".write(toFile: config + "/baton/publishers.conf", atomically: true, encoding: .utf8)
+            try on.send(#"{"kind":"current","title":"Other","url":"https://example.org/other"}"#)
+            _ = try await awaitValue("withdrawn when turned off") { try await connection.activities().isEmpty ? true : nil }
         }
     }
 }

@@ -20,6 +20,7 @@ private final class HeadlessChromium {
         try """
             #!/bin/sh
             export BATON_BUS='\(daemon.bus.address)' BATON_BUS_NAME='\(daemon.busName)'
+            export XDG_CONFIG_HOME='\(try publisherConfig(in: daemon, browser: true))'
             exec '\(try Built.executable("baton-browser-host"))' "$@"
             """.write(to: wrapper, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: wrapper.path)
