@@ -45,7 +45,7 @@ let package = Package(
         .target(name: "BatonCommandLine", dependencies: ["BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
 
         // The per-user session agent: notifications for suggestions, app launching in the session.
-        .target(name: "BatonAgent", dependencies: ["BatonClient", "BatonAPI", "BatonCommandLine", "BatonDBus", "CGio"], swiftSettings: strict),
+        .target(name: "BatonAgent", dependencies: ["BatonPublishers", "BatonClient", "BatonAPI", "BatonCommandLine", "BatonDBus", "CGio"], swiftSettings: strict),
 
         // Which of the app-independent publishers the user turned on (publishers.conf).
         .target(name: "BatonPublishers", swiftSettings: strict),

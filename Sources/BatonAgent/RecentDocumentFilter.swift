@@ -17,19 +17,22 @@ public struct RecentDocumentFilter: Sendable {
     ]
 
     /// Removable media, mounts and volatile or system places; a path inside any is never offered.
-    public static let excludedRoots = ["/media", "/run", "/mnt", "/tmp", "/var/tmp", "/dev", "/proc", "/sys"]
+    public static let defaultExcludedRoots = ["/media", "/run", "/mnt", "/tmp", "/var/tmp", "/dev", "/proc", "/sys"]
 
     public var mediaTypes: Set<String>
+    public var excludedRoots: [String]
 
-    public init(mediaTypes: Set<String> = RecentDocumentFilter.defaultMediaTypes) {
+    public init(mediaTypes: Set<String> = RecentDocumentFilter.defaultMediaTypes,
+                excludedRoots: [String] = RecentDocumentFilter.defaultExcludedRoots) {
         self.mediaTypes = mediaTypes
+        self.excludedRoots = excludedRoots
     }
 
     public func accepts(_ document: RecentDocument) -> Bool {
         guard document.url.isFileURL, mediaTypes.contains(document.mediaType) else { return false }
         let path = document.url.standardizedFileURL.path
         guard path.hasPrefix("/") else { return false }
-        if Self.excludedRoots.contains(where: { path == $0 || path.hasPrefix($0 + "/") }) { return false }
+        if excludedRoots.contains(where: { path == $0 || path.hasPrefix($0 + "/") }) { return false }
         let components = path.split(separator: "/")
         // Hidden files and anything under a dot-directory (~/.cache, ~/.local/share/Trash, ~/.ssh ...).
         return !components.contains { $0.hasPrefix(".") }
