@@ -13,6 +13,7 @@ let package = Package(
         .executable(name: "bt-pair", targets: ["bt-pair"]),
         .executable(name: "baton-bench", targets: ["baton-bench"]),
         .executable(name: "baton-agent", targets: ["baton-agent"]),
+        .executable(name: "baton-browser-host", targets: ["baton-browser-host"]),
         .executable(name: "baton-bench-documents", targets: ["baton-bench-documents"]),
         .library(name: "BatonClient", targets: ["BatonClient", "BatonAPI"]),
     ],
@@ -44,7 +45,12 @@ let package = Package(
         .target(name: "BatonCommandLine", dependencies: ["BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
 
         // The per-user session agent: notifications for suggestions, app launching in the session.
-        .target(name: "BatonAgent", dependencies: ["BatonClient", "BatonAPI", "BatonCommandLine", "BatonDBus", "CGio"], swiftSettings: strict),
+        .target(name: "BatonAgent", dependencies: ["BatonPublishers", "BatonClient", "BatonAPI", "BatonCommandLine", "BatonDBus", "CGio"], swiftSettings: strict),
+
+        // Which of the app-independent publishers the user turned on (publishers.conf).
+        .target(name: "BatonPublishers", swiftSettings: strict),
+        // The browser extension's native messaging host: framing, page messages, the activity.
+        .target(name: "BatonBrowserHost", dependencies: ["BatonPublishers", "BatonClient", "BatonCore", "BatonCommandLine", "BatonDBus"], swiftSettings: strict),
 
         // Thin executables that only wire things together.
         // The release daemon links the Swift runtime statically: only the pages it touches become
@@ -56,9 +62,10 @@ let package = Package(
                                                           "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
                                                           "-Xlinker", "--gc-sections", "-Xlinker", "--as-needed"],
                                                          .when(platforms: [.linux], configuration: .release))]),
-        .executableTarget(name: "baton", dependencies: ["BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
+        .executableTarget(name: "baton", dependencies: ["BatonPublishers", "BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
         .executableTarget(name: "bt-pair", dependencies: ["BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
         .executableTarget(name: "baton-agent", dependencies: ["BatonAgent"], swiftSettings: strict),
+        .executableTarget(name: "baton-browser-host", dependencies: ["BatonBrowserHost"], swiftSettings: strict),
         .executableTarget(name: "baton-bench", dependencies: ["BatonCore", "BatonCrypto"], swiftSettings: strict),
         // Accept → delivered over loopback TLS, two rings in one process (docs/benchmarks.md).
         .executableTarget(name: "baton-continue-bench", dependencies: ["BatonService", "BatonStore", "BatonCore"], swiftSettings: strict),
@@ -80,6 +87,9 @@ let package = Package(
         .testTarget(name: "BatonDBusTests", dependencies: ["BatonTestBus", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonAPITests", dependencies: ["BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonServiceTests", dependencies: ["BatonTestBus", "BatonAPI", "BatonService", "BatonClient", "BatonDBus", "BatonCore", "BatonAgent", "BatonBlueZ"], swiftSettings: strict),
+        .testTarget(name: "BatonPublishersTests", dependencies: ["BatonPublishers"], swiftSettings: strict),
+        .testTarget(name: "BatonBrowserHostTests", dependencies: ["BatonBrowserHost", "BatonClient", "BatonCore"],
+                    swiftSettings: strict),
         .testTarget(name: "BatonAgentTests", dependencies: ["BatonTestBus", "BatonAgent", "BatonClient", "BatonAPI", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonClientTests", dependencies: ["BatonTestBus", "BatonAPI", "BatonCommandLine", "BatonClient", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
         .testTarget(name: "BatonAvahiTests", dependencies: ["BatonTestBus", "BatonAvahi", "BatonCore", "BatonCrypto", "BatonDBus"], swiftSettings: strict),

@@ -4,6 +4,7 @@ import Glibc
 import BatonClient
 import BatonCommandLine
 import BatonDBus
+import Foundation
 
 /// Writes log lines to standard error (the journal, under systemd).
 public struct StandardErrorLog: AgentLog {
@@ -49,6 +50,19 @@ public enum AgentProgram {
             let daemon = try BatonConnection(bus: options.bus, busName: options.busName)
             let agent = SuggestionAgent(daemon: daemon, session: session, urlOpener: DesktopURLOpener(), launchesApps: true, logger: logger)
             try await agent.start()
+            // Offers the document just opened when the user turned it on (docs/publishers.md).
+            let recentDocuments = RecentDocumentsPublisher(daemon: daemon, environment: ProcessInfo.processInfo.environment, logger: logger)
+            Task { await recentDocuments.run() }
+            if let directory = RecentDocumentReceiver.defaultDirectory(environment: ProcessInfo.processInfo.environment) {
+                let receiver = RecentDocumentReceiver(directory: directory, opener: DesktopURLOpener())
+                do {
+                    _ = try await daemon.registerHandler(for: [RecentDocumentsPublisher.activityType]) { activity in
+                        do { try await receiver.receive(activity) } catch { logger.log("opening a received document failed: \(error)") }
+                    }
+                } catch {
+                    logger.log("not receiving recent documents: \(error)")
+                }
+            }
             logger.log("watching \(options.busName) for suggestions")
             while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
             return 0

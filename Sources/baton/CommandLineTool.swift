@@ -8,6 +8,7 @@ enum CommandLineTool {
         ListCommand.self,
         ContinueCommand.self,
         HandledTypesCommand.self,
+        PublishersCommand.self,
         SuggestionsCommand.self,
         DiagCommand.self,
         DoctorCommand.self,

@@ -1,5 +1,7 @@
 import BatonClient
 import BatonCommandLine
+import BatonPublishers
+import Foundation
 
 /// `baton list`: the activities the daemon shows this user.
 struct ListCommand: Subcommand {
@@ -14,6 +16,8 @@ struct ListCommand: Subcommand {
         "UserInfo", "WebpageURL", "Version", "NeedsSave", "Current", "Owner", "Revision",
         "LastError", "Document" {"Id", "MediaType", "Size", "Digest"}, "EditSession"}; absent fields
         are not visible or not set.
+        Without --json, a last line on standard error says which publishers that need no app
+        changes are on ("publishers: browser on, recent off"; see baton publishers).
         """
 
     init(parsing arguments: inout ArgumentList) throws(UsageError) {}
@@ -30,6 +34,10 @@ struct ListCommand: Subcommand {
         }
         if activities.isEmpty, !context.output.json { context.output.message("no activities") }
         context.output.result(json: .array(activities.map(OutputDocument.activity)), text: lines.joined(separator: "\n"))
+        if !context.output.json {
+            let settings = PublisherSettings.load(environment: ProcessInfo.processInfo.environment)
+            context.output.message("publishers: " + PublishersCommand.summaryLines(settings).joined(separator: ", "))
+        }
         return ExitStatus.success
     }
 }

@@ -1,0 +1,75 @@
+import BatonClient
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The receiving side of the recent-documents publisher: the agent is the handler for
+/// `org.baton.recent-document`, saves the fetched snapshot under the sender's display name and
+/// opens it with this machine's default application for it (docs/publishers.md).
+public struct RecentDocumentReceiver: Sendable {
+    public enum Failure: Error, Equatable {
+        case noDocument
+        case cannotSave(errno: Int32)
+    }
+
+    /// $XDG_DATA_HOME/baton/received (a place that survives reboots, unlike a cache).
+    public let directory: URL
+    let opener: any URLOpener
+
+    public init(directory: URL, opener: any URLOpener) {
+        self.directory = directory
+        self.opener = opener
+    }
+
+    public static func defaultDirectory(environment: [String: String]) -> URL? {
+        RecentDocumentsList.fileURL(environment: environment)?.deletingLastPathComponent().appendingPathComponent("baton/received")
+    }
+
+    /// Saves the snapshot (closing its descriptor) and opens it; returns where it was saved.
+    @discardableResult
+    public func receive(_ activity: ContinuedActivity) async throws -> URL {
+        guard let document = activity.document else { throw Failure.noDocument }
+        defer { close(document.descriptor) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let target = freeName(for: Self.safeName(activity.title))
+        let output = open(target.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard output >= 0 else { throw Failure.cannotSave(errno: errno) }
+        defer { close(output) }
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(document.descriptor, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count >= 0 else { throw Failure.cannotSave(errno: errno) }
+            if count == 0 { break }
+            var offset = 0
+            while offset < count {
+                let written = buffer.withUnsafeBytes { write(output, $0.baseAddress! + offset, count - offset) }
+                if written < 0, errno == EINTR { continue }
+                guard written > 0 else { throw Failure.cannotSave(errno: errno) }
+                offset += written
+            }
+        }
+        try await opener.open(target.absoluteString)
+        return target
+    }
+
+    /// The peer's title as a file name: one path component, not hidden, not empty, bounded.
+    public static func safeName(_ title: String) -> String {
+        let cleaned = String(title.map { $0 == "/" || $0 == "\0" || $0.isNewline ? "_" : $0 }.drop { $0 == "." || $0.isWhitespace }.prefix(200))
+        return cleaned.isEmpty ? "document" : cleaned
+    }
+
+    /// `name`, or `name (2)`... when taken: a received document never replaces a file.
+    private func freeName(for name: String) -> URL {
+        let first = directory.appendingPathComponent(name)
+        guard FileManager.default.fileExists(atPath: first.path) else { return first }
+        let base = (name as NSString).deletingPathExtension
+        let ext = (name as NSString).pathExtension
+        for number in 2... {
+            let candidate = directory.appendingPathComponent("\(base) (\(number))" + (ext.isEmpty ? "" : "." + ext))
+            if !FileManager.default.fileExists(atPath: candidate.path) { return candidate }
+        }
+        return first
+    }
+}

@@ -1,0 +1,5 @@
+// baton-browser-host: the native messaging host of the Baton browser extension (docs/publishers.md).
+import BatonBrowserHost
+import Foundation
+
+exit(await BrowserHostProgram.run(environment: ProcessInfo.processInfo.environment))

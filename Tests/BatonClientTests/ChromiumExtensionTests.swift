@@ -1,0 +1,170 @@
+import BatonClient
+import BatonCore
+import Foundation
+import Testing
+
+private let chromiumPath = "/usr/bin/chromium"
+
+/// A headless Debian Chromium with the Baton extension unpacked from browser/extension and the
+/// native messaging manifest in its profile, pointing at the built host on the fixture's bus.
+private final class HeadlessChromium {
+    let profile: URL
+    let process = Process()
+
+    init(daemon: DaemonFixture, incognito: Bool, firstPages: [String]) throws {
+        profile = daemon.bus.directory.appendingPathComponent("chromium-\(UUID().uuidString)")
+        let hosts = profile.appendingPathComponent("NativeMessagingHosts")
+        try FileManager.default.createDirectory(at: hosts, withIntermediateDirectories: true)
+        // Browsers pass no environment of ours: a wrapper names the fixture's bus.
+        let wrapper = profile.appendingPathComponent("host.sh")
+        try """
+            #!/bin/sh
+            export BATON_BUS='\(daemon.bus.address)' BATON_BUS_NAME='\(daemon.busName)'
+            export XDG_CONFIG_HOME='\(try publisherConfig(in: daemon, browser: true))'
+            exec '\(try Built.executable("baton-browser-host"))' "$@"
+            """.write(to: wrapper, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: wrapper.path)
+        let tree = Built.packageRoot.appendingPathComponent("browser")
+        let manifest = try String(contentsOf: tree.appendingPathComponent("native-messaging/org.baton.browser_host.chromium.json"), encoding: .utf8)
+        try manifest.replacingOccurrences(of: "/usr/bin/baton-browser-host", with: wrapper.path)
+            .write(to: hosts.appendingPathComponent("org.baton.browser_host.json"), atomically: true, encoding: .utf8)
+
+        process.executableURL = URL(fileURLWithPath: chromiumPath)
+        process.arguments = ["--headless=new", "--no-sandbox", "--no-first-run", "--user-data-dir=\(profile.path)",
+                             "--disable-features=DisableLoadExtensionCommandLineSwitch",
+                             "--load-extension=\(tree.appendingPathComponent("extension").path)", "--remote-debugging-port=0"]
+            + (incognito ? ["--incognito"] : []) + firstPages
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+    }
+
+    /// The DevTools HTTP endpoint (Chromium writes its port into the profile).
+    func devTools() async throws -> String {
+        let file = profile.appendingPathComponent("DevToolsActivePort")
+        let port = try await awaitValue("DevTools port") {
+            (try? String(contentsOf: file, encoding: .utf8))?.split(separator: "\n").first.map(String.init)
+        }
+        return "http://127.0.0.1:\(port)"
+    }
+
+    /// Opens `url` in a new tab (which becomes the active one); returns the tab's DevTools id.
+    func open(_ url: String) async throws -> String {
+        let data = try await devToolsRequest("PUT", "/json/new?" + url)
+        let target = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        return try #require(target["id"] as? String)
+    }
+
+    func activate(_ id: String) async throws {
+        _ = try await devToolsRequest("GET", "/json/activate/" + id)
+    }
+
+    /// One DevTools HTTP call, through Python's urllib (python3 is a test dependency already).
+    private func devToolsRequest(_ method: String, _ path: String) async throws -> Data {
+        let script = "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(urllib.request.Request(sys.argv[1], method=sys.argv[2])).read().decode())"
+        let result = try await runTool("/usr/bin/python3", ["-c", script, try await devTools() + path, method])
+        guard result.status == 0 else { throw FixtureError.timedOut("DevTools \(method) \(path): \(result.stderr)") }
+        return Data(result.stdout.utf8)
+    }
+
+    /// The browser closing normally (SIGTERM, as a session logout does).
+    func quit() {
+        if process.isRunning { process.terminate() }
+        for _ in 0..<1000 where process.isRunning { usleep(10_000) }
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+}
+
+/// A local web server with two titled pages.
+private final class PageServer {
+    let process = Process()
+    let base: String
+
+    init(directory: URL) async throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        for (name, title) in [("one", "Page One"), ("two", "Page Two")] {
+            try "<html><head><title>\(title)</title></head><body style=\"height:4000px\">\(name)</body></html>"
+                .write(to: directory.appendingPathComponent("\(name).html"), atomically: true, encoding: .utf8)
+        }
+        let portFile = directory.appendingPathComponent("port")
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = ["-c", """
+            import functools, http.server, sys
+            handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])
+            server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+            open(sys.argv[2], "w").write(str(server.server_address[1]))
+            server.serve_forever()
+            """, directory.path, portFile.path]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let port = try await awaitValue("web server") { try? String(contentsOf: portFile, encoding: .utf8) }
+        base = "http://127.0.0.1:\(port)"
+    }
+
+    deinit { if process.isRunning { process.terminate() } }
+}
+
+@Suite("The browser extension in a headless Chromium", .serialized, .enabled(if: FileManager.default.isExecutableFile(atPath: chromiumPath)))
+struct ChromiumExtensionTests {
+    @Test("opening a page publishes it, switching tabs updates it, closing the browser ends it")
+    func pagesFollowTheActiveTab() async throws {
+        try await withDaemon { daemon in
+            let connection = try daemon.connect()
+            defer { connection.close() }
+            let server = try await PageServer(directory: daemon.bus.directory.appendingPathComponent("www"))
+            let browser = try HeadlessChromium(daemon: daemon, incognito: false, firstPages: ["about:blank"])
+            defer { browser.quit() }
+
+            let first = try await browser.open(server.base + "/one.html")
+            let path = try await awaitValue("page one current") {
+                guard let path = try await connection.currentActivityPath(),
+                      try await connection.activity(at: path).title == "Page One" else { return nil as String? }
+                return path
+            }
+            var info = try await connection.activity(at: path)
+            #expect(info.activityType == "org.baton.web-browsing")
+            #expect(info.webpageURL == server.base + "/one.html")
+            #expect(info.userInfo?["scrollY"] == .double(0))
+
+            _ = try await browser.open(server.base + "/two.html")
+            info = try await awaitValue("page two current") {
+                let info = try await connection.activity(at: path)
+                return info.title == "Page Two" ? info : nil
+            }
+            #expect(info.webpageURL == server.base + "/two.html")
+
+            try await browser.activate(first)
+            _ = try await awaitValue("back to page one") { try await connection.activity(at: path).title == "Page One" ? true : nil }
+            #expect(try await connection.activities().count == 1)
+
+            browser.quit()
+            _ = try await awaitValue("activity ended with the browser") { try await connection.activities().isEmpty ? true : nil }
+        }
+    }
+
+    @Test("an incognito window publishes nothing")
+    func incognitoPublishesNothing() async throws {
+        try await withDaemon { daemon in
+            let connection = try daemon.connect()
+            defer { connection.close() }
+            let server = try await PageServer(directory: daemon.bus.directory.appendingPathComponent("www"))
+            let browser = try HeadlessChromium(daemon: daemon, incognito: true, firstPages: [server.base + "/one.html"])
+            defer { browser.quit() }
+            // The command-line page opens in the incognito window (headless takes one); give the extension time to (wrongly) report it.
+            try await Task.sleep(for: .seconds(4))
+            let published = try await connection.activities()
+            #expect(published.isEmpty, "published: \(published.map { "\($0.title ?? "") \($0.webpageURL ?? "")" })")
+
+            // Control: DevTools opens tabs in the normal profile, and those do publish, so the
+            // extension and its host were working in this browser all along.
+            _ = try await browser.open(server.base + "/two.html")
+            _ = try await awaitValue("normal window publishes") {
+                try await connection.activities().first { $0.title == "Page Two" }
+            }
+        }
+    }
+}
