@@ -31,14 +31,20 @@ struct BatondIdleWakeupTests {
         _ = try await daemon.client.activity(path, "BecomeCurrent")
         try await Task.sleep(for: .seconds(2))
 
+        // Up to three 4 s windows: a periodic timer (libdispatch's 1 s worker-pool monitor, the old
+        // 5 s tick) wakes the daemon in every one of them (4 or more each); late work from the start on
+        // a loaded machine spills into the first only. One wakeup is allowed: an epoch boundary (every
+        // 15 minutes) may fall inside a window.
         let window = 4.0
-        let before = Self.voluntarySwitches(of: daemon.pid)
-        try await Task.sleep(for: .seconds(window))
-        let after = Self.voluntarySwitches(of: daemon.pid)
-        // Threads that appeared count in full; threads that exited (idle Dispatch workers) do not.
-        let wakeups = after.reduce(0) { total, entry in total + entry.value - (before[entry.key] ?? 0) }
-        // A 1 s timer (libdispatch's worker-pool monitor, the old 5 s tick) gives 4 or more here. One is
-        // allowed: an epoch boundary (every 15 minutes) may fall inside the window.
-        #expect(wakeups <= 1, "\(wakeups) wakeups in \(window) s idle: \(before) -> \(after)")
+        var counts: [Int] = []
+        for _ in 0..<3 {
+            let before = Self.voluntarySwitches(of: daemon.pid)
+            try await Task.sleep(for: .seconds(window))
+            let after = Self.voluntarySwitches(of: daemon.pid)
+            // Threads that appeared count in full; threads that exited (idle Dispatch workers) do not.
+            counts.append(after.reduce(0) { total, entry in total + entry.value - (before[entry.key] ?? 0) })
+            if counts.last! <= 1 { break }
+        }
+        #expect(counts.min()! <= 1, "wakeups per \(window) s idle window: \(counts)")
     }
 }

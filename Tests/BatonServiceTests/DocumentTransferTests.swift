@@ -62,11 +62,11 @@ final class MisbehavingDocumentSourceFake: Sendable {
 
     /// Connects, says Hello, sends the request and returns the first reply, as the transfer does.
     func connect(_ request: Frame) async throws(TransportError) -> (channel: SecureChannel, reply: Frame) {
-        let channel = try await connector.connect(host: "127.0.0.1", port: listener.port, timeout: .seconds(5))
+        let channel = try await connector.connect(host: "127.0.0.1", port: listener.port, timeout: .seconds(30))
         let exchange = FrameExchange(channel: channel)
         do {
-            _ = try await exchange.request(Frame(type: .hello, requestID: 0, payload: []), timeout: .seconds(5))
-            return (channel, try await exchange.request(request, timeout: .seconds(5)))
+            _ = try await exchange.request(Frame(type: .hello, requestID: 0, payload: []), timeout: .seconds(30))
+            return (channel, try await exchange.request(request, timeout: .seconds(30)))
         } catch {
             channel.close()
             throw error
@@ -103,7 +103,7 @@ struct DocumentTransferTests {
         let inbox = try DocumentInbox(directory: directory.appendingPathComponent("inbox").path)
         let ids = RequestIDSource(startingAt: 100)
         return (DocumentPuller(inbox: inbox, activity: ActivityReference(typeHash: TypeHash(value: 0x1234_5678), revision: 3),
-                               chunkTimeout: .seconds(5), maxInterruptions: maxInterruptions, makeRequestID: { ids.make() }), inbox)
+                               chunkTimeout: .seconds(30), maxInterruptions: maxInterruptions, makeRequestID: { ids.make() }), inbox)
     }
 
     func inboxFiles(_ inbox: DocumentInbox) throws -> [String] {
