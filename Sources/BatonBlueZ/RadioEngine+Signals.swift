@@ -102,11 +102,29 @@ extension RadioEngine {
             return
         }
         guard interface == BlueZ.deviceInterface, isOnAdapter(path) else { return }
-        var device = devices.get(path) ?? DeviceState(path: path)
+        var device: DeviceState
+        if let known = devices.get(path) {
+            device = known
+        } else {
+            // A device first seen through a change (BlueZ made it before this engine listened, or it
+            // left the cache): its address type is read once, as an L2CAP connect to a private
+            // address must dial it as random.
+            let all = await deviceProperties(path)
+            device = devices.get(path) ?? DeviceState(path: path)
+            if let all { device.apply(all) }
+        }
         device.apply(changed)
         device.invalidate(invalidated)
         devices.set(path, device)
         if wantsScanning, changed.keys.contains(where: DeviceState.isAdvertProperty) { events.yield(.report(device.report)) }
+    }
+
+    /// Device1's properties as bluetoothd has them now; nil when unreadable.
+    func deviceProperties(_ path: String) async -> [String: DBusValue]? {
+        let reply = try? await connection.call(destination: BlueZ.service, path: path, interface: BlueZ.propertiesInterface,
+                                               method: "GetAll", arguments: [.string(BlueZ.deviceInterface)],
+                                               timeout: options.callTimeout)
+        return reply?.first?.asDictionary
     }
 
     /// Device paths are `<adapter path>/dev_…`; compared without building a prefix string per signal.

@@ -17,6 +17,7 @@ struct PrivacyLabTests {
 
     @Test func connectableAdvertsComeFromARotatingResolvablePrivateAddress() async throws {
         // A short RPA lifetime (kernel debugfs, at least 30 s) so the rotation shows within the test.
+        // It only applies to a private address made after it: this must be the boot's first use of hci0.
         _ = try? Lab.runHelper(["sh", "-c", "mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug; "
                                     + "echo 30 > /sys/kernel/debug/bluetooth/hci0/rpa_timeout"])
         let advert = try PairingAdvert(sessionID: Array(1...8), tcpPublished: false, psm: 0x0081, name: "privacy").encoded

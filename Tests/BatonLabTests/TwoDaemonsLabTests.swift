@@ -154,7 +154,17 @@ struct TwoDaemonsLabTests {
         let entry = try #require(try await alphaEntry())
         #expect(entry["Transport"] as? String == "ble")
         #expect((0x80...0xFF).contains(entry["Psm"] as? Int ?? 0))
-        #expect(entry["Address"] as? String == ProcessInfo.processInfo.environment["LAB_HCI0_ADDR"])
+        // The pairing advert is connectable: from hci0's public identity address by default, from a
+        // resolvable private address (never the identity) when bluetoothd runs with LE privacy.
+        let identity = ProcessInfo.processInfo.environment["LAB_HCI0_ADDR"]
+        let address = entry["Address"] as? String ?? ""
+        if Lab.privacyConfigured {
+            #expect(PrivacyLabTests.isResolvable(address, type: entry["AddressType"] as? String ?? ""), "\(entry)")
+            #expect(address != identity)
+        } else {
+            #expect(address == identity)
+            #expect(entry["AddressType"] as? String == "public")
+        }
 
         let (withStatus, withOut, withErr) = try await lab.pairWith("beta", acceptor: "alpha", ["--json", "alpha", "--yes"])
         #expect(withStatus == 0, "\(withErr)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))")

@@ -5,6 +5,27 @@ import Testing
 
 /// Parts of pairing over L2CAP (protocol §8.3) that need no radio.
 @Suite struct BluetoothPairingTests {
+    /// With LE privacy the acceptor's advert moves to a new private address: the newest hearing of
+    /// the session's advert (same PSM) is dialled, as random when heard so.
+    @Test func pairingDialsTheAddressItsSessionsAdvertWasLastHeardFrom() throws {
+        let session: [UInt8] = Array(1...8)
+        func heard(_ address: String, _ type: String, session: [UInt8], psm: UInt16, at time: Int64) throws -> BatonService.HeardPairingAdvert {
+            HeardPairingAdvert(advert: try PairingAdvert(sessionID: session, tcpPublished: false, psm: psm, name: "alpha"),
+                               address: address, addressType: type, heardAtMilliseconds: time)
+        }
+        let adverts = [try heard("52:85:CE:26:80:E0", "random", session: session, psm: 0x80, at: 100),
+                       try heard("45:74:E7:02:96:AB", "random", session: session, psm: 0x80, at: 200),
+                       try heard("4A:00:00:00:00:01", "random", session: session, psm: 0x81, at: 300),
+                       try heard("4B:00:00:00:00:02", "random", session: Array(9...16), psm: 0x80, at: 400)]
+        let target = try #require(PairingService.heardSessionAddress(adverts, psm: 0x80, sessionID: session))
+        #expect(target.address.description == "45:74:E7:02:96:AB")
+        #expect(target.type == .random)
+        let publicTarget = PairingService.heardSessionAddress([try heard("00:AA:01:00:00:00", "public", session: session, psm: 0x80, at: 1)],
+                                                              psm: 0x80, sessionID: session)
+        #expect(publicTarget?.type == .public)
+        #expect(PairingService.heardSessionAddress(adverts, psm: 0x80, sessionID: Array(17...24)) == nil)
+    }
+
     @Test func bluetoothTargetsParseAddressAndPSM() throws {
         let (address, psm) = try #require(RingService.splitBluetoothTarget("ble:00:AA:01:00:00:00/0x80"))
         #expect(address.description == "00:AA:01:00:00:00")

@@ -26,32 +26,78 @@ extension PairingService {
         return nil
     }
 
-    /// Opens the pairing channel to an acceptor's L2CAP listener. The address type is the given one,
-    /// else the one heard with that address in a recent pairing advert, else public.
-    func connectPairingL2CAP(peer: BluetoothAddress, psm: UInt16, addressType: LEAddressType?) async throws(ServiceFailure) -> L2CAPFrameChannel {
+    /// Opens the pairing channel to an acceptor's L2CAP listener. With LE privacy the acceptor's
+    /// pairing advert comes from a resolvable private address that rotates (kernel `rpa_timeout`), and
+    /// the kernel only connects to the address it is given: so the address last heard with this
+    /// session's advert wins over the caller's (which `bt-pair discover` may have seen before a
+    /// rotation), and a connect that fails is tried once more if the advert was heard from a new
+    /// address meanwhile.
+    func connectPairingL2CAP(peer: BluetoothAddress, psm: UInt16, addressType: LEAddressType?,
+                             sessionID: [UInt8]) async throws(ServiceFailure) -> L2CAPFrameChannel {
         guard let (local, localType) = await radio.bluetoothAdapter() else {
             throw .notReady("no Bluetooth adapter is ready")
         }
-        let heardType = await radio.recentPairingAdverts().first { $0.address.uppercased() == peer.description }?.addressType
-        let peerType = addressType ?? (heardType == "random" ? .random : .public)
-        // BlueZ's discovery (an active scan) competes with the kernel's own scan for the peer: paused
-        // while connecting.
-        await radio.pauseScanningForConnect()
-        let result: Result<L2CAPFrameChannel, TransportError>
-        do {
-            result = .success(try await L2CAPConnector.connect(adapterAddress: local, adapterAddressType: localType,
-                                                               peerAddress: peer, peerAddressType: peerType, psm: psm, timeout: .seconds(15)))
-        } catch {
-            result = .failure(error)
+        var target = await pairingDialTarget(peer: peer, psm: psm, addressType: addressType, sessionID: sessionID)
+        var attempt = 1
+        while true {
+            // BlueZ's discovery (an active scan) competes with the kernel's own scan for the peer: paused
+            // while connecting.
+            await radio.pauseScanningForConnect()
+            let result: Result<L2CAPFrameChannel, TransportError>
+            do {
+                result = .success(try await L2CAPConnector.connect(adapterAddress: local, adapterAddressType: localType,
+                                                                   peerAddress: target.address, peerAddressType: target.type,
+                                                                   psm: psm, timeout: .seconds(15)))
+            } catch {
+                result = .failure(error)
+            }
+            await radio.resumeScanningAfterConnect()
+            switch result {
+            case .success(let channel):
+                log("batond: pairing connected over L2CAP to \(channel.peer)")
+                return channel
+            case .failure(let error):
+                if attempt == 1, let moved = await rotatedPairingAddress(from: target.address, psm: psm, sessionID: sessionID) {
+                    log("batond: pairing advert moved from \(target.address) to \(moved.address) (private address rotation); dialling again")
+                    target = moved
+                    attempt += 1
+                    continue
+                }
+                throw .unknownDevice("cannot reach ble:\(target.address)/0x\(String(psm, radix: 16)): \(error)")
+            }
         }
-        await radio.resumeScanningAfterConnect()
-        switch result {
-        case .success(let channel):
-            log("batond: pairing connected over L2CAP to \(channel.peer)")
-            return channel
-        case .failure(let error):
-            throw .unknownDevice("cannot reach ble:\(peer)/0x\(String(psm, radix: 16)): \(error)")
+    }
+
+    /// Where to dial: the address this session's pairing advert (same PSM) was last heard from; else
+    /// the caller's address with the given type, else the type heard with it, else public.
+    private func pairingDialTarget(peer: BluetoothAddress, psm: UInt16, addressType: LEAddressType?,
+                                   sessionID: [UInt8]) async -> (address: BluetoothAddress, type: LEAddressType) {
+        let heard = await radio.recentPairingAdverts()
+        if let session = Self.heardSessionAddress(heard, psm: psm, sessionID: sessionID) { return session }
+        let heardType = heard.first { $0.address.uppercased() == peer.description }?.addressType
+        return (peer, addressType ?? (heardType == "random" ? .random : .public))
+    }
+
+    /// After a failed connect (scanning resumed): the session's advert heard from another address
+    /// within a few seconds, or nil.
+    private func rotatedPairingAddress(from dialled: BluetoothAddress, psm: UInt16,
+                                       sessionID: [UInt8]) async -> (address: BluetoothAddress, type: LEAddressType)? {
+        for _ in 0..<6 {
+            if let session = Self.heardSessionAddress(await radio.recentPairingAdverts(), psm: psm, sessionID: sessionID),
+               session.address != dialled {
+                return session
+            }
+            try? await Task.sleep(for: .milliseconds(500))
         }
+        return nil
+    }
+
+    static func heardSessionAddress(_ heard: [HeardPairingAdvert], psm: UInt16,
+                                    sessionID: [UInt8]) -> (address: BluetoothAddress, type: LEAddressType)? {
+        guard let advert = heard.filter({ $0.advert.sessionID == sessionID && $0.advert.psm == psm })
+                .max(by: { $0.heardAtMilliseconds < $1.heardAtMilliseconds }),
+              let address = try? BluetoothAddress(advert.address) else { return nil }
+        return (address, advert.addressType == "random" ? .random : .public)
     }
 
     /// The first initiator to arrive on either listener; a channel that arrived at the same moment on

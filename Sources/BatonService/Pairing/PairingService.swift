@@ -112,16 +112,16 @@ public actor PairingService {
     func pair(uid: UInt32, target: String, sessionID: [UInt8], addressType: LEAddressType?) async throws(ServiceFailure) -> String {
         try reserveSlot()
         let channel: any FrameChannel
-        do { channel = try await openPairingChannel(to: target, addressType: addressType) } catch {
+        do { channel = try await openPairingChannel(to: target, addressType: addressType, sessionID: sessionID) } catch {
             startingSessions -= 1
             throw error
         }
         return await startSession(role: .initiator, uid: uid, channel: channel, listener: nil, sessionID: sessionID)
     }
 
-    private func openPairingChannel(to target: String, addressType: LEAddressType?) async throws(ServiceFailure) -> any FrameChannel {
+    private func openPairingChannel(to target: String, addressType: LEAddressType?, sessionID: [UInt8]) async throws(ServiceFailure) -> any FrameChannel {
         if let (address, psm) = RingService.splitBluetoothTarget(target) {
-            return try await connectPairingL2CAP(peer: address, psm: psm, addressType: addressType)
+            return try await connectPairingL2CAP(peer: address, psm: psm, addressType: addressType, sessionID: sessionID)
         }
         guard let (host, port) = RingService.splitEndpoint(target), addressType == nil else {
             throw .invalidArguments("target must be HOST:PORT or ble:ADDRESS/PSM")

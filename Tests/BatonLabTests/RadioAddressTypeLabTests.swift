@@ -1,0 +1,40 @@
+import BatonBlueZ
+import BatonCore
+import Foundation
+import Testing
+
+/// The address type a connectable advert is reported with, which an L2CAP connect needs (an RPA
+/// dialled as public never connects): "public" from hci0's identity address by default, "random"
+/// from a resolvable private address with scripts/lab/main-privacy.conf (docs/lab.md "LE privacy run").
+/// Named to run after PrivacyLabTests (suites run in name order): any use of hci0 under privacy arms
+/// its private address's 900 s lifetime, which PrivacyLabTests' shorter one would then not replace.
+@Suite(.serialized, .enabled(if: Lab.isInside, "needs the BlueZ lab VM (LAB_VM=1)"))
+struct RadioAddressTypeLabTests {
+    var expectedType: String { Lab.privacyConfigured ? "random" : "public" }
+
+
+    /// A device bluetoothd already knew when the radio started is reported only through
+    /// PropertiesChanged, which carries no AddressType: the radio reads it (it reported "unknown").
+    @Test func aDeviceKnownBeforeTheRadioStartedIsReportedWithItsAddressType() async throws {
+        let advert = try PairingAdvert(sessionID: Array(21...28), tcpPublished: false, psm: 0x0082, name: "types").encoded
+        let advertiser = try await BlueZRadio(adapter: "hci1")
+        let earlier = try await BlueZRadio(adapter: "hci0")
+        let earlierHeard = EventRecorder(earlier)
+        try await earlier.startScanning()
+        try await advertiser.advertise(companyID: Lab.companyID, data: advert, connectable: true)
+        let first = try #require(await earlierHeard.first(from: 0, within: .seconds(15)) { $0.carries(advert) }?.event.report)
+        #expect(first.addressType == expectedType, "\(first.address) \(first.addressType)")
+
+        // A new radio on the same adapter while bluetoothd still has the device object (temporary
+        // devices outlive a stopped discovery by 30 s).
+        await earlier.close()
+        let later = try await BlueZRadio(adapter: "hci0")
+        let laterHeard = EventRecorder(later)
+        try await later.startScanning()
+        let again = try #require(await laterHeard.first(from: 0, within: .seconds(15)) { $0.carries(advert) }?.event.report)
+        #expect(again.address == first.address)
+        #expect(again.addressType == expectedType, "\(again.address) \(again.addressType)")
+        await later.close()
+        await advertiser.close()
+    }
+}
