@@ -14,6 +14,7 @@ extension ActivityService {
     public func useEditSessions(_ sessions: EditSessions) { editSessions = sessions }
 
     public func editSessionsForTransfer() async -> EditSessions? { editSessions }
+    public func editSessionsForContinue() async -> EditSessions? { editSessions }
 
     /// Records a committed snapshot as the document's next revision; refused while another machine
     /// owns the session (the app must claim it back by continuing there first).

@@ -21,6 +21,9 @@ public protocol ContinuationActivities: Sendable {
     func deliver(activity: ActivityRecord, document: PulledDocument?, from device: String, to ticket: HandlerTicket) async -> DeliveryOutcome
     /// Where `uid`'s incoming documents are kept; nil: documents are not pulled (delivered without).
     func documentInbox(uid: UInt32) async -> DocumentInbox?
+    /// This machine's edit sessions (§6.6): a continued document's session is claimed before the
+    /// handler gets it. nil: no sessions (the document is delivered without a claim).
+    func editSessionsForContinue() async -> EditSessions?
 }
 
 /// A handler that answered WillContinue with yes before the fetch: it gets the activity
@@ -66,6 +69,7 @@ extension ContinuationActivities {
     }
 
     public func documentInbox(uid: UInt32) async -> DocumentInbox? { nil }
+    public func editSessionsForContinue() async -> EditSessions? { nil }
 }
 
 /// Where suggestions are shown (Suggestion1 objects on D-Bus; a fake in tests).

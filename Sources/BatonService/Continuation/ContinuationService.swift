@@ -162,6 +162,7 @@ public actor ContinuationService {
         case .versionUnsupported(let version): throw .continuation(.versionUnsupported, "no handler here accepts version \(version)")
         case .cancelled: throw .continuation(.cancelled)
         case .documentFailed(let error): throw documentFailure(error)
+        case .sessionRefused(let failure): throw failure
         }
     }
 
@@ -196,8 +197,14 @@ public actor ContinuationService {
                 if let inbox {
                     do throws(DocumentPullError) { pulled = try await document.pull(into: inbox, progress: report) } catch { return (.documentFailed(error), false) }
                 }
-                // (Edit-session hand-over and revision checks, issue 14, belong here: after the document
-                // is here, before any handler sees it.)
+                // The document's edit session moves here before any handler sees the document.
+                if let document = pulled, let inbox, let sessions = await activities.editSessionsForContinue() {
+                    switch await self.claimEditSession(of: document, from: member.deviceID, typeHash: typeHash, inbox: inbox,
+                                                       sessions: sessions, progress: report) {
+                    case .success(let granted): pulled = granted
+                    case .failure(let failure): return (.sessionRefused(failure), false)
+                    }
+                }
                 // Cancelled while fetching: nothing reaches a handler, nothing is reported.
                 guard attempt?.beginDelivery() ?? true else { return (.cancelled, false) }
                 let outcome = await activities.deliver(activity: record, document: pulled, from: member.name, to: ticket)
@@ -216,6 +223,8 @@ public actor ContinuationService {
         case .documentFailed(let error):
             let failure = Self.documentFailure(error)
             await activities.failedToContinue(ticket, failure.continuationFailure ?? .interrupted, detail: failure.message)
+        case .sessionRefused(let failure):
+            await activities.failedToContinue(ticket, failure.continuationFailure ?? .noLongerCurrent, detail: failure.message)
         }
         return result.outcome
     }

@@ -1,0 +1,95 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import BatonTestBus
+import BatonCore
+import BatonCrypto
+import BatonStore
+import Foundation
+import Testing
+@testable import BatonService
+
+/// Continue claims the edit session of the activity's document (§6.6, §9 step 4) between two
+/// daemons' services on loopback: after the pull and before delivery; a source that does not save
+/// in time keeps its session and nothing is delivered; a conflict is refused and this copy kept.
+@Suite("BatonServiceTests: Continue hands a document's edit session over", .serialized)
+struct DocumentContinueSessionTests {
+    let documents = DocumentContinueTests()
+    static let type = DocumentContinueTests.type
+
+    struct Setup {
+        let a: BusLessNode, b: BusLessNode
+        let sessionsA: EditSessions, sessionsB: EditSessions
+        let info: DocumentInfo
+        let alpha: DeviceID, beta: DeviceID
+    }
+
+    /// alpha owns "plan-2" at revision 1 and its app saves `saved` on a claim (nil: no save in time).
+    func setup(saved: (DocumentInfo) -> [UInt8]?) async throws -> Setup {
+        let (a, b, _, info, _) = try await documents.makePair(size: 3 * DocumentChunk.maxDataBytes + 5)
+        let sessionsA = try EditSessions(directory: StateDirectory(path: documents.directory.appendingPathComponent("alpha-sessions").path))
+        let sessionsB = try EditSessions(directory: StateDirectory(path: documents.directory.appendingPathComponent("beta-sessions").path))
+        try await sessionsA.commitLocal(info.documentID, digest: info.digest)
+        a.activities.setEditSessions(sessionsA, savedDigest: saved(info))
+        b.activities.setEditSessions(sessionsB, savedDigest: nil)
+        return Setup(a: a, b: b, sessionsA: sessionsA, sessionsB: sessionsB, info: info,
+                     alpha: await a.ring.snapshot().deviceID, beta: await b.ring.snapshot().deviceID)
+    }
+
+    func stop(_ s: Setup) async {
+        await s.a.stop()
+        await s.b.stop()
+        try? FileManager.default.removeItem(at: documents.directory)
+    }
+
+    @Test func continueClaimsTheSessionAfterThePullAndBeforeDelivery() async throws {
+        let s = try await setup(saved: { $0.digest })
+        #expect(try await s.b.continuation.continueActivity(from: "alpha", type: Self.type, uid: getuid()) == "delivered")
+        #expect(s.b.activities.deliveredDocuments.count == 1 && s.b.activities.deliveredDocuments[0]?.info == s.info)
+        #expect(s.a.activities.saves == 1, "the source's app saved once before it released")
+        #expect(await s.sessionsA.owner(of: s.info.documentID) == .peer(s.beta))
+        #expect(await s.sessionsB.owner(of: s.info.documentID) == .thisMachine)
+        #expect(await s.sessionsB.ledger(s.info.documentID)?.current.revision == 1)
+        #expect(await s.sessionsB.pendingClaims.isEmpty)
+        // The source can no longer commit; the receiver can.
+        await #expect(throws: EditSessionFailure.session(.notOwner(.peer(s.beta)))) {
+            try await s.sessionsA.commitLocal(s.info.documentID, digest: SHA256.hash([9]))
+        }
+        #expect(try await s.sessionsB.commitLocal(s.info.documentID, digest: SHA256.hash([9])).revision == 2)
+        await stop(s)
+    }
+
+    @Test func aSourceThatDoesNotSaveInTimeKeepsItsSessionAndNothingIsDelivered() async throws {
+        let s = try await setup(saved: { _ in nil })
+        await #expect(throws: ServiceFailure.editSessionBusy(
+            "timedOut: the source did not save and release the document's edit session in time; it keeps it (try again)")) {
+            try await s.b.continuation.continueActivity(from: "alpha", type: Self.type, uid: getuid())
+        }
+        #expect(s.b.activities.delivered.isEmpty && s.b.activities.deliveredDocuments.isEmpty)
+        #expect(s.b.activities.failures == [.timedOut])
+        #expect(await s.sessionsA.owner(of: s.info.documentID) == .thisMachine, "never a forced takeover")
+        #expect(await s.sessionsB.owner(of: s.info.documentID) == nil)
+        #expect(try await s.sessionsA.commitLocal(s.info.documentID, digest: SHA256.hash([8])).revision == 2)
+        await stop(s)
+    }
+
+    @Test func aCopyEditedHereIsNeverOverwrittenByAContinue() async throws {
+        let s = try await setup(saved: { $0.digest })
+        // beta edited its own copy of the document meanwhile (it owns that copy's session).
+        let local = SHA256.hash([7])
+        try await s.sessionsB.commitLocal(s.info.documentID, digest: local)
+        let failure = await #expect(throws: ServiceFailure.self) {
+            try await s.b.continuation.continueActivity(from: "alpha", type: Self.type, uid: getuid())
+        }
+        guard case .documentConflict = failure else {
+            Issue.record("expected a document conflict, got \(String(describing: failure))")
+            await stop(s)
+            return
+        }
+        #expect(s.b.activities.deliveredDocuments.isEmpty)
+        #expect(await s.sessionsB.ledger(s.info.documentID)?.current.digest == local, "this copy is kept")
+        #expect(await s.sessionsB.owner(of: s.info.documentID) == .thisMachine)
+        #expect(await s.sessionsB.pendingClaims.isEmpty)
+        await stop(s)
+    }
+}
