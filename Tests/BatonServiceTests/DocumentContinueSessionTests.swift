@@ -93,3 +93,60 @@ struct DocumentContinueSessionTests {
         await stop(s)
     }
 }
+
+/// A claim whose grant was lost is replayed by itself (§6.6), unchanged, across a restart of
+/// either side: at the receiver's start and at a sighting of the owner; applied once.
+@Suite("BatonServiceTests: journalled claims are replayed without waiting for a Continue", .serialized)
+struct ClaimReplayTests {
+    let base = DocumentContinueSessionTests()
+
+    /// beta pulled the document and its claim was granted, but the answer never settled (the fetch
+    /// "failed"): the claim stays journalled, alpha has released.
+    func lostGrant() async throws -> DocumentContinueSessionTests.Setup {
+        let s = try await base.setup(saved: { $0.digest })
+        // The document arrived in beta's inbox (the Continue's pull) before its claim went out.
+        let inbox = try #require(await s.b.activities.documentInbox(uid: getuid()))
+        _ = try await s.b.transfer.pullDocument(member: s.alpha, typeHash: DerivedKeys(secret: await s.a.ring.keeper.ownSecret)
+            .typeHash(DocumentContinueSessionTests.type), revision: ActivityReference.anyRevision, inbox: inbox, progress: { _, _ in })
+        await #expect(throws: EditSessionClaimError.fetchFailed) {
+            try await s.b.transfer.claimEditSession(member: s.alpha, documentID: s.info.documentID, sessions: s.sessionsB) { _ in false }
+        }
+        #expect(await s.sessionsB.pendingClaims.count == 1)
+        #expect(await s.sessionsA.owner(of: s.info.documentID) == .peer(s.beta))
+        return s
+    }
+
+    @Test func theReceiversRestartReplaysTheClaimOnceWithItsRequestID() async throws {
+        let s = try await lostGrant()
+        let requestID = try #require(await s.sessionsB.pendingClaims.first?.requestID)
+        // beta restarts: its sessions come back from disk and its continuation starts again.
+        let reopened = try EditSessions(directory: StateDirectory(path: base.documents.directory.appendingPathComponent("beta-sessions").path))
+        #expect(await reopened.pendingClaims.first?.requestID == requestID, "the journal keeps the request id")
+        s.b.activities.setEditSessions(reopened, savedDigest: nil)
+        let restarted = ContinuationService(ring: s.b.ring, transfer: s.b.transfer, activities: s.b.activities, board: nil, log: { _ in })
+        await restarted.start()
+        #expect(await eventually(timeout: .seconds(10)) { await reopened.pendingClaims.isEmpty })
+        #expect(await reopened.owner(of: s.info.documentID) == .thisMachine)
+        #expect(await reopened.ledger(s.info.documentID)?.current.revision == 1)
+        #expect(s.a.activities.saves == 1, "answered from alpha's stored grant: no second save")
+        // Once applied: another replay has nothing to send.
+        #expect(await restarted.replayPendingClaims(towards: s.alpha).isEmpty)
+        await restarted.stop()
+        await base.stop(s)
+    }
+
+    @Test func theOwnersRestartStillAnswersTheReplayFromItsStoredGrant() async throws {
+        let s = try await lostGrant()
+        // alpha restarts: its sessions (and stored grants) come back from disk.
+        let reopenedA = try EditSessions(directory: StateDirectory(path: base.documents.directory.appendingPathComponent("alpha-sessions").path))
+        s.a.activities.setEditSessions(reopenedA, savedDigest: SHA256.hash([5]))
+        // Heard again: the sighting replays the claim before anything newer is fetched.
+        #expect(try await s.b.continuation.replayPendingClaims(towards: s.alpha) == [.imported])
+        #expect(await s.sessionsB.pendingClaims.isEmpty)
+        #expect(await s.sessionsB.owner(of: s.info.documentID) == .thisMachine)
+        #expect(await s.sessionsB.ledger(s.info.documentID)?.current.digest == s.info.digest, "the granted revision, not the newer save")
+        #expect(await reopenedA.owner(of: s.info.documentID) == .peer(s.beta))
+        #expect(s.a.activities.saves == 1)
+        await base.stop(s)
+    }
+}

@@ -24,6 +24,9 @@ public protocol ContinuationActivities: Sendable {
     /// This machine's edit sessions (§6.6): a continued document's session is claimed before the
     /// handler gets it. nil: no sessions (the document is delivered without a claim).
     func editSessionsForContinue() async -> EditSessions?
+    /// Whether a document with this digest was received whole here (any user's inbox): a replayed
+    /// claim's grant is imported only then.
+    func holdsReceivedDocument(digest: [UInt8]) async -> Bool
 }
 
 /// A handler that answered WillContinue with yes before the fetch: it gets the activity
@@ -70,6 +73,7 @@ extension ContinuationActivities {
 
     public func documentInbox(uid: UInt32) async -> DocumentInbox? { nil }
     public func editSessionsForContinue() async -> EditSessions? { nil }
+    public func holdsReceivedDocument(digest: [UInt8]) async -> Bool { false }
 }
 
 /// Where suggestions are shown (Suggestion1 objects on D-Bus; a fake in tests).

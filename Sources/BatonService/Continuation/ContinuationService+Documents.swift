@@ -45,6 +45,13 @@ extension ContinuationService {
             }
             log("batond: edit session of a continued document claimed (\(outcome))")
             return .success(granted.withLock { $0 })
+        } catch .session(.notPending) {
+            // A replay of the same journalled claim (at a sighting) may have settled it meanwhile.
+            let id = document.info.documentID
+            guard await sessions.owner(of: id) == .thisMachine, await sessions.ledger(id)?.current.digest == document.info.digest else {
+                return .failure(Self.claimFailure(.session(.notPending)))
+            }
+            return .success(document)
         } catch .session(.refused(.unknownActivity)) {
             // The source keeps no edit session for it (sessions off there): a copy, nobody's session moves.
             return .success(document)

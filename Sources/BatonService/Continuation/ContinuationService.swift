@@ -26,6 +26,9 @@ public actor ContinuationService {
     /// Activities fetched ahead, by suggestion number, in memory only (dropped with the suggestion).
     var prefetched: [Int: Prefetched] = [:]
     var prefetching: [Int: Task<Void, Never>] = [:]
+    /// Owners whose journalled edit-session claims are being replayed, and when that last began.
+    var replayingClaims: Set<DeviceID> = []
+    var lastClaimReplay: [DeviceID: ContinuousClock.Instant] = [:]
 
     static let observerKey = "continuation"
 
@@ -65,6 +68,7 @@ public actor ContinuationService {
     public func start() async {
         await ring.radio.onSighting(Self.observerKey) { [weak self] sighting, rssi, _ in await self?.suggest(for: sighting, rssi: rssi) }
         await ring.observe(Self.observerKey) { [weak self] change in await self?.ringChanged(change.snapshot) }
+        Task { await self.replayPendingClaims() }
     }
 
     public func stop() async {
