@@ -149,4 +149,14 @@ struct ClaimReplayTests {
         #expect(s.a.activities.saves == 1)
         await base.stop(s)
     }
+
+    @Test func hearingTheOwnerAgainReplaysTheClaimBeforeAnythingNewer() async throws {
+        let s = try await lostGrant()
+        let advert = try #require(s.a.radio.lastAdvert)
+        s.b.radio.hear(advert)
+        #expect(await eventually(timeout: .seconds(10)) { await s.sessionsB.pendingClaims.isEmpty })
+        #expect(await s.sessionsB.owner(of: s.info.documentID) == .thisMachine)
+        #expect(s.a.activities.saves == 1)
+        await base.stop(s)
+    }
 }
