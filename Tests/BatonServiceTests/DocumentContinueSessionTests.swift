@@ -160,3 +160,34 @@ struct ClaimReplayTests {
         await base.stop(s)
     }
 }
+
+/// A prefetched activity with a document still claims the session before delivery (§9 "Prefetch",
+/// "Documents"): it goes the usual path, never delivered from memory without the claim.
+@Suite("BatonServiceTests: a prefetched activity's document session is claimed too", .serialized)
+struct PrefetchedDocumentSessionTests {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("prefetch-session-\(UUID().uuidString)")
+
+    @Test func thePrefetchedPathClaimsBeforeDelivery() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let type = "org.example.Reader.reading"
+        let (a, b, suggestion) = try await suggestedChapter(in: directory, type: type, continuation: .init(prefetchAfter: .milliseconds(100)))
+        #expect(await eventually(timeout: .seconds(5)) { await b.continuation.isPrefetched(suggestion.path) })
+        let bytes = Array("two pages".utf8)
+        let snapshot = directory.appendingPathComponent("snapshot").path
+        try Data(bytes).write(to: URL(fileURLWithPath: snapshot))
+        let info = try DocumentInfo(totalSize: UInt64(bytes.count), digest: SHA256.hash(bytes), mediaType: "text/plain", documentID: "book-1")
+        a.activities.setDocument(AttachedDocument(path: snapshot, info: info))
+        b.activities.setInbox(try DocumentInbox(directory: directory.appendingPathComponent("inbox").path))
+        let sessionsA = try EditSessions(directory: StateDirectory(path: directory.appendingPathComponent("alpha-sessions").path))
+        let sessionsB = try EditSessions(directory: StateDirectory(path: directory.appendingPathComponent("beta-sessions").path))
+        try await sessionsA.commitLocal("book-1", digest: info.digest)
+        a.activities.setEditSessions(sessionsA, savedDigest: info.digest)
+        b.activities.setEditSessions(sessionsB, savedDigest: nil)
+        #expect(try await b.continuation.take(suggestion.path, uid: getuid()) == "delivered")
+        #expect(b.activities.deliveredDocuments.count == 1 && b.activities.deliveredDocuments[0]?.info == info)
+        #expect(await sessionsB.owner(of: "book-1") == .thisMachine)
+        #expect(await sessionsA.owner(of: "book-1") == .peer(await b.ring.snapshot().deviceID))
+        await a.stop()
+        await b.stop()
+    }
+}
