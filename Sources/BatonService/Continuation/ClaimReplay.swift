@@ -41,11 +41,14 @@ extension ContinuationService {
     }
 
     /// A sighting of `member`: its journalled claims go first, before anything newer is fetched.
-    func replayClaimsOnSighting(of member: DeviceID) async {
-        guard let sessions = await activities.editSessionsForContinue(), !(await sessions.replays(for: member)).isEmpty,
-              !replayingClaims.contains(member),
+    /// Synchronous on purpose: a suspension here would reorder the sightings' proximity updates.
+    func replayClaimsOnSighting(of member: DeviceID) {
+        guard !replayingClaims.contains(member),
               lastClaimReplay[member].map({ ContinuousClock.now - $0 >= Self.claimReplayInterval }) ?? true else { return }
         lastClaimReplay[member] = ContinuousClock.now
-        Task { await self.replayPendingClaims(towards: member) }
+        Task {
+            guard let sessions = await activities.editSessionsForContinue(), !(await sessions.replays(for: member)).isEmpty else { return }
+            await self.replayPendingClaims(towards: member)
+        }
     }
 }
