@@ -62,6 +62,8 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
     func setEditSessions(_ sessions: EditSessions?, savedDigest: [UInt8]?) { state.withLock { $0.editSessions = sessions; $0.savedDigest = savedDigest } }
     var saves: Int { state.withLock { $0.saves } }
     func editSessionsForTransfer() async -> EditSessions? { state.withLock { $0.editSessions } }
+    func editSessionsForContinue() async -> EditSessions? { state.withLock { $0.editSessions } }
+    func holdsReceivedDocument(digest: [UInt8]) async -> Bool { state.withLock { $0.inbox }?.received(digest: digest) != nil }
     func savedDocument(documentID: String, uid: UInt32) async -> [UInt8]? {
         state.withLock { state in
             state.saves += 1

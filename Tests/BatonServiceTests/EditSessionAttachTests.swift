@@ -51,4 +51,36 @@ struct EditSessionAttachTests {
             #expect(await sessions.ledger("notes-1")?.current.revision == 2)
         }
     }
+
+    /// Activity1.EditSession is signalled to the activity's owner when a claim moves the session.
+    @Test func aClaimThatMovesTheSessionIsSignalledToTheOwner() async throws {
+        try await withService { fixture in
+            await fixture.service.useDocuments(try SnapshotStore(directory: fixture.stateDirectory + "/documents", perDocumentLimit: 1 << 20, perUserLimit: 1 << 20))
+            let sessions = try EditSessions(directory: StateDirectory(path: fixture.stateDirectory + "/sessions"))
+            await fixture.service.useEditSessions(sessions)
+            let client = fixture.client
+            let path = try await client.createActivity(title: "Notes")
+            _ = try await client.activity(path, "BecomeCurrent")
+            let file = fixture.bus.directory.appendingPathComponent("notes.txt").path
+            try Data("saved".utf8).write(to: URL(fileURLWithPath: file))
+            let descriptor = open(file, O_RDONLY)
+            defer { close(descriptor) }
+            _ = try await client.activity(path, "AttachDocument", [.unixFD(descriptor), .string("text/plain"), .string("notes-1")])
+            #expect(try await client.property(path, "EditSession") == .string("this"))
+            let rule = DBusMatchRule(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged", path: path)
+            let signals = try await client.signals(matching: rule)
+
+            let peer = try DeviceID(bytes: [UInt8](repeating: 0xC, count: 16))
+            let claim = try EditSessionClaim(documentID: "notes-1", baseRevision: 0)
+            let (reply, fresh) = await sessions.answerClaim(Frame(type: .claimEditSession, requestID: 6, payload: claim.payload), from: peer) { _ in
+                await fixture.service.savedDocument(documentID: "notes-1", uid: getuid())
+            }
+            #expect(fresh && reply.type == .editSessionGrant)
+            // Earlier signals (the attach's "this") may still be queued; the move must follow within the timeout.
+            let expected = DBusValue.string(String(repeating: "0c", count: 16))
+            var moved: DBusValue?
+            while moved != expected { moved = try await first(of: signals).arguments[1].asDictionary?["EditSession"] }
+            #expect(try await client.property(path, "EditSession") == expected)
+        }
+    }
 }

@@ -78,6 +78,19 @@ extension ActivityService {
     }
 
     /// Where `uid`'s incoming documents are pulled to (`<store>/received/<uid>`); nil without a store.
+    public func holdsReceivedDocument(digest: [UInt8]) async -> Bool {
+        guard let store = documents else { return false }
+        let received = store.directory + "/received"
+        guard let handle = opendir(received) else { return false }
+        defer { closedir(handle) }
+        while let entry = readdir(handle) {
+            let user = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard user.first != "." else { continue }
+            if (try? DocumentInbox(directory: received + "/" + user))?.received(digest: digest) != nil { return true }
+        }
+        return false
+    }
+
     public func documentInbox(uid: UInt32) async -> DocumentInbox? {
         guard let store = documents else { return nil }
         do throws(SnapshotError) { return try DocumentInbox.ofUser(uid, under: store.directory) } catch {

@@ -11,9 +11,28 @@ import BatonStore
 /// owner, and a claim's save is the activity's WillSave followed by the committed snapshot.
 extension ActivityService {
     /// Turns edit sessions on (batond: `<state directory>/sessions`).
-    public func useEditSessions(_ sessions: EditSessions) { editSessions = sessions }
+    public func useEditSessions(_ sessions: EditSessions) {
+        editSessions = sessions
+        sessions.observeOwners { [weak self] documentID in
+            Task { await self?.editSessionMoved(documentID) }
+        }
+    }
+
+    /// A claim (or the first commit) moved a document's session: each activity carrying it tells its
+    /// owner's connection (EditSession is private, like Document).
+    func editSessionMoved(_ documentID: String) async {
+        guard let editSessions else { return }
+        let text = Self.editSessionText(await editSessions.owner(of: documentID))
+        for (id, activity) in registry.activities where activity.document?.snapshot.info.documentID == documentID {
+            try? connection.emitSignal(path: id.objectPath, interface: "org.freedesktop.DBus.Properties", name: "PropertiesChanged",
+                                       arguments: [.string(BatonInterface.activity), .propertyDictionary([Self.editSessionProperty: .string(text)]),
+                                                   .stringArray([])],
+                                       destination: activity.owner.connection)
+        }
+    }
 
     public func editSessionsForTransfer() async -> EditSessions? { editSessions }
+    public func editSessionsForContinue() async -> EditSessions? { editSessions }
 
     /// Records a committed snapshot as the document's next revision; refused while another machine
     /// owns the session (the app must claim it back by continuing there first).

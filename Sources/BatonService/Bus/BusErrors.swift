@@ -12,6 +12,10 @@ public enum ServiceFailure: Error, Sendable, Equatable {
     case unknownDevice(String)
     case unknownActivity(String)
     case limitExceeded(String)
+    /// A continued document's edit session was not released (§6.6); the message starts with a category.
+    case editSessionBusy(String)
+    /// A continued document changed on both machines (§6.6): refused, this copy kept.
+    case documentConflict(String)
 }
 
 extension DBusError {
@@ -25,6 +29,8 @@ extension DBusError {
         case .unknownDevice: .unknownDevice
         case .unknownActivity: .unknownActivity
         case .limitExceeded: .limitExceeded
+        case .editSessionBusy: .editSessionBusy
+        case .documentConflict: .documentConflict
         }
         self.init(name: name, message: String(failure.message.prefix(ServiceFailure.maxMessageCharacters)))
     }

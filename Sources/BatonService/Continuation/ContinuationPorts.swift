@@ -21,6 +21,12 @@ public protocol ContinuationActivities: Sendable {
     func deliver(activity: ActivityRecord, document: PulledDocument?, from device: String, to ticket: HandlerTicket) async -> DeliveryOutcome
     /// Where `uid`'s incoming documents are kept; nil: documents are not pulled (delivered without).
     func documentInbox(uid: UInt32) async -> DocumentInbox?
+    /// This machine's edit sessions (§6.6): a continued document's session is claimed before the
+    /// handler gets it. nil: no sessions (the document is delivered without a claim).
+    func editSessionsForContinue() async -> EditSessions?
+    /// Whether a document with this digest was received whole here (any user's inbox): a replayed
+    /// claim's grant is imported only then.
+    func holdsReceivedDocument(digest: [UInt8]) async -> Bool
 }
 
 /// A handler that answered WillContinue with yes before the fetch: it gets the activity
@@ -66,6 +72,8 @@ extension ContinuationActivities {
     }
 
     public func documentInbox(uid: UInt32) async -> DocumentInbox? { nil }
+    public func editSessionsForContinue() async -> EditSessions? { nil }
+    public func holdsReceivedDocument(digest: [UInt8]) async -> Bool { false }
 }
 
 /// Where suggestions are shown (Suggestion1 objects on D-Bus; a fake in tests).

@@ -1,4 +1,6 @@
+import BatonAPI
 import BatonCore
+import BatonStore
 import Synchronization
 
 /// The document side of Continue: progress for the caller, and what a failed pull means to it.
@@ -20,6 +22,65 @@ extension ContinuationService {
         case .digestMismatch: .failed("the document did not match its digest")
         case .store(.diskFull): .failed("no space left for the document")
         case .store(let error): .failed("the document cannot be stored: \(error)")
+        }
+    }
+
+    /// Claims the edit session of a pulled document from its source (§6.6, §9 step 4), before any
+    /// handler sees it: journalled, answered by a grant after the source's app saved, imported once
+    /// with the revision check. The document delivered is the granted snapshot: the one pulled, or
+    /// the newer one the source saved on release (pulled again, resumable). Never a takeover: a
+    /// source that does not release in time keeps the session and nothing is delivered.
+    func claimEditSession(of document: PulledDocument, from member: DeviceID, typeHash: TypeHash, inbox: DocumentInbox,
+                          sessions: EditSessions, progress: @escaping @Sendable (UInt64, UInt64) -> Void) async -> Result<PulledDocument, ServiceFailure> {
+        let granted = Mutex(document)
+        do throws(EditSessionClaimError) {
+            let outcome = try await transfer.claimEditSession(member: member, documentID: document.info.documentID, sessions: sessions) { [transfer] grant in
+                if grant.granted.digest == document.info.digest { return true }
+                // The source's app saved on release: that snapshot is now the source's current one.
+                let newer = try? await transfer.pullDocument(member: member, typeHash: typeHash, revision: ActivityReference.anyRevision,
+                                                             inbox: inbox, progress: progress)
+                guard let newer, newer.info.digest == grant.granted.digest, newer.info.documentID == document.info.documentID else { return false }
+                granted.withLock { $0 = newer }
+                return true
+            }
+            log("batond: edit session of a continued document claimed (\(outcome))")
+            return .success(granted.withLock { $0 })
+        } catch .session(.notPending) {
+            // A replay of the same journalled claim (at a sighting) may have settled it meanwhile.
+            let id = document.info.documentID
+            guard await sessions.owner(of: id) == .thisMachine, await sessions.ledger(id)?.current.digest == document.info.digest else {
+                return .failure(Self.claimFailure(.session(.notPending)))
+            }
+            return .success(document)
+        } catch .session(.refused(.unknownActivity)) {
+            // The source keeps no edit session for it (sessions off there): a copy, nobody's session moves.
+            return .success(document)
+        } catch {
+            return .failure(Self.claimFailure(error))
+        }
+    }
+
+    /// A claim that did not give this machine the session, as the Continue caller hears it.
+    static func claimFailure(_ error: EditSessionClaimError) -> ServiceFailure {
+        switch error {
+        case .session(.refused(.sessionBusy)), .transfer(.timedOut):
+            .editSessionBusy(ContinuationFailure.timedOut.message(
+                "the source did not save and release the document's edit session in time; it keeps it (try again)"))
+        case .session(.claimPendingElsewhere):
+            .editSessionBusy(ContinuationFailure.interrupted.message(
+                "a claim of this document towards another member is still pending; continue from that member first"))
+        case .session(.refused(.documentConflict)), .session(.session(.conflict)):
+            .documentConflict("the document changed on both machines since this copy's revision; this copy is kept")
+        case .session(.store(let store)):
+            .failed("the edit session cannot be recorded here (\(store)); nothing changed")
+        case .session(.tooManyClaims(let limit)):
+            .limitExceeded("at most \(limit) edit-session claims may be pending")
+        case .transfer(let transfer):
+            failure(transfer)
+        case .fetchFailed:
+            .continuation(.interrupted, "the snapshot saved on release could not be fetched; the claim is kept and a retry finishes it")
+        case .session(let other):
+            .failed("the edit session was not handed over: \(other)")
         }
     }
 }

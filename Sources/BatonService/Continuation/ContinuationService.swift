@@ -26,6 +26,9 @@ public actor ContinuationService {
     /// Activities fetched ahead, by suggestion number, in memory only (dropped with the suggestion).
     var prefetched: [Int: Prefetched] = [:]
     var prefetching: [Int: Task<Void, Never>] = [:]
+    /// Owners whose journalled edit-session claims are being replayed, and when that last began.
+    var replayingClaims: Set<DeviceID> = []
+    var lastClaimReplay: [DeviceID: ContinuousClock.Instant] = [:]
 
     static let observerKey = "continuation"
 
@@ -65,6 +68,7 @@ public actor ContinuationService {
     public func start() async {
         await ring.radio.onSighting(Self.observerKey) { [weak self] sighting, rssi, _ in await self?.suggest(for: sighting, rssi: rssi) }
         await ring.observe(Self.observerKey) { [weak self] change in await self?.ringChanged(change.snapshot) }
+        Task { await self.replayPendingClaims() }
     }
 
     public func stop() async {
@@ -162,6 +166,7 @@ public actor ContinuationService {
         case .versionUnsupported(let version): throw .continuation(.versionUnsupported, "no handler here accepts version \(version)")
         case .cancelled: throw .continuation(.cancelled)
         case .documentFailed(let error): throw documentFailure(error)
+        case .sessionRefused(let failure): throw failure
         }
     }
 
@@ -196,8 +201,14 @@ public actor ContinuationService {
                 if let inbox {
                     do throws(DocumentPullError) { pulled = try await document.pull(into: inbox, progress: report) } catch { return (.documentFailed(error), false) }
                 }
-                // (Edit-session hand-over and revision checks, issue 14, belong here: after the document
-                // is here, before any handler sees it.)
+                // The document's edit session moves here before any handler sees the document.
+                if let document = pulled, let inbox, let sessions = await activities.editSessionsForContinue() {
+                    switch await self.claimEditSession(of: document, from: member.deviceID, typeHash: typeHash, inbox: inbox,
+                                                       sessions: sessions, progress: report) {
+                    case .success(let granted): pulled = granted
+                    case .failure(let failure): return (.sessionRefused(failure), false)
+                    }
+                }
                 // Cancelled while fetching: nothing reaches a handler, nothing is reported.
                 guard attempt?.beginDelivery() ?? true else { return (.cancelled, false) }
                 let outcome = await activities.deliver(activity: record, document: pulled, from: member.name, to: ticket)
@@ -216,6 +227,8 @@ public actor ContinuationService {
         case .documentFailed(let error):
             let failure = Self.documentFailure(error)
             await activities.failedToContinue(ticket, failure.continuationFailure ?? .interrupted, detail: failure.message)
+        case .sessionRefused(let failure):
+            await activities.failedToContinue(ticket, failure.continuationFailure ?? .noLongerCurrent, detail: failure.message)
         }
         return result.outcome
     }

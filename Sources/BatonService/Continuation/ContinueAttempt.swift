@@ -15,6 +15,9 @@ enum Handover: Sendable, Equatable {
     /// The activity's document could not be pulled: nothing delivered, nothing reported (what
     /// arrived is kept, so a retry resumes).
     case documentFailed(DocumentPullError)
+    /// The document's edit session was not handed over (busy, conflict, claim not answered):
+    /// nothing delivered, nothing reported; a journalled claim is replayed by the next Continue.
+    case sessionRefused(ServiceFailure)
 }
 
 final class ContinueAttempt: Sendable {

@@ -75,6 +75,8 @@ extension ContinuationService {
                 return nil
             }
         }
+        // A document whose edit session must move here goes the usual path: it claims before delivery.
+        if document != nil, await activities.editSessionsForContinue() != nil { return nil }
         let ticket: HandlerTicket
         switch await activities.willContinue(type: suggestion.activityType, from: member.name, uid: uid) {
         case .refused(let outcome): return Self.outcomeName(outcome)

@@ -15,6 +15,7 @@ extension ContinuationService {
     func suggest(for sighting: Sighting, rssi: Int?) async {
         let member = sighting.member
         let body = sighting.body
+        replayClaimsOnSighting(of: member)
         let near = presence.heard(member, rssi: rssi, at: now)
         startSweeping()
         guard near else {

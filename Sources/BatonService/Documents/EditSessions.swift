@@ -1,5 +1,6 @@
 import BatonCore
 import BatonStore
+import Synchronization
 
 /// Edit sessions on this machine (§6.6), durable: the owner's book and applied grants in one
 /// record (`document-sessions`), written before a grant leaves; the claimer's pending claims in a
@@ -13,6 +14,8 @@ public actor EditSessions {
     private let journal: Journal<PendingClaim>
     private var keeper: EditSessionKeeper
     private var queue: ClaimQueue
+    /// Told the document id whenever a document's owner changes (Activity1.EditSession's signal).
+    private let ownerObserver = Mutex<(@Sendable (String) -> Void)?>(nil)
 
     public init(directory: StateDirectory, documentLimit: Int = EditSessionBook.defaultDocumentLimit,
                 claimLimit: Int = ClaimQueue.defaultCapacity) throws(StoreError) {
@@ -21,6 +24,9 @@ public actor EditSessions {
         keeper = try record.load() ?? EditSessionKeeper(book: EditSessionBook(documentLimit: documentLimit))
         queue = ClaimQueue(capacity: claimLimit, pending: try journal.entries())
     }
+
+    /// Sets the one observer of owner changes (nil: none); it is called on this actor, so it must not block.
+    public nonisolated func observeOwners(_ observer: (@Sendable (String) -> Void)?) { ownerObserver.withLock { $0 = observer } }
 
     public func owner(of documentID: String) -> EditSessionOwner? { keeper.book.owner(of: documentID) }
     public func ledger(_ documentID: String) -> DocumentLedger? { keeper.book.ledger(documentID) }
@@ -35,7 +41,7 @@ public actor EditSessions {
         var next = keeper
         let revision: DocumentRevision
         do { revision = try next.book.commitLocal(documentID, digest: digest) } catch { throw .session(error) }
-        try persist(next)
+        try persist(next, movingOwnerOf: documentID)
         return revision
     }
 
@@ -54,7 +60,7 @@ public actor EditSessions {
         var next = keeper
         let reply = next.grant(request, claim: claim, from: peer, savedDigest: saved)
         guard reply.type == .editSessionGrant else { return (reply, false) }
-        do { try persist(next) } catch {
+        do { try persist(next, movingOwnerOf: claim.documentID) } catch {
             let refusal = ErrorFrame(code: .internalError, message: "cannot record the release")
             return (Frame(type: .error, requestID: request.requestID, payload: refusal.payload), false)
         }
@@ -111,7 +117,7 @@ public actor EditSessions {
             throw .session(error)
         }
         // Imported first, then out of the journal: a crash between replays the claim and finds it applied.
-        try persist(next)
+        try persist(next, movingOwnerOf: pending.claim.documentID)
         try forget(pending)
         return outcome
     }
@@ -121,9 +127,12 @@ public actor EditSessions {
         queue.settle(pending.claim.documentID)
     }
 
-    private func persist(_ next: EditSessionKeeper) throws(EditSessionFailure) {
+    /// Saves `next`; when `documentID`'s owner changed with it, the observer hears of it.
+    private func persist(_ next: EditSessionKeeper, movingOwnerOf documentID: String? = nil) throws(EditSessionFailure) {
         do { try record.save(next) } catch { throw .store(error) }
+        let before = documentID.map { keeper.book.owner(of: $0) }
         keeper = next
+        if let documentID, before != keeper.book.owner(of: documentID), let observer = ownerObserver.withLock({ $0 }) { observer(documentID) }
     }
 }
 
