@@ -31,7 +31,12 @@ struct RadioAddressTypeLabTests {
         let later = try await BlueZRadio(adapter: "hci0")
         let laterHeard = EventRecorder(later)
         try await later.startScanning()
-        let again = try #require(await laterHeard.first(from: 0, within: .seconds(15)) { $0.carries(advert) }?.event.report)
+        // New data from the same device: bluetoothd reports a change of a device it already has as
+        // PropertiesChanged (an unchanged advert may not be reported again at all, which made this
+        // test wait in vain in a full lab run).
+        let changed = try PairingAdvert(sessionID: Array(31...38), tcpPublished: false, psm: 0x0082, name: "types").encoded
+        try await advertiser.advertise(companyID: Lab.companyID, data: changed, connectable: true)
+        let again = try #require(await laterHeard.first(from: 0, within: .seconds(15)) { $0.carries(changed) }?.event.report)
         #expect(again.address == first.address)
         #expect(again.addressType == expectedType, "\(again.address) \(again.addressType)")
         await later.close()
