@@ -10,25 +10,8 @@ import BatonCrypto
     let now = epochStart + 10
     var nowEpoch: UInt64 { Protocol.epoch(unixSeconds: now) }
 
-    func pair(_ a: inout RingKeeper, _ b: inout RingKeeper) throws {
-        var h = PairingHarness(random: random, initiatorInfo: a.pairingInfo(), responderInfo: b.pairingInfo())
-        h.run(h.initiator.start(nowSeconds: 0), from: .initiator)
-        h.confirm(initiator: true, responder: true)
-        _ = try a.pair(try #require(h.results[.initiator]), random: random)
-        _ = try b.pair(try #require(h.results[.responder]), random: random)
-    }
-
-    /// a, b and m paired; everyone holds everyone's entry.
-    func ring() throws -> (a: RingKeeper, b: RingKeeper, m: RingKeeper) {
-        var a = try RingKeeper.create(name: "a", today: testDay, random: random)
-        var b = try RingKeeper.create(name: "b", today: testDay, random: random)
-        var m = try RingKeeper.create(name: "m", today: testDay, random: random)
-        try pair(&a, &b)
-        try pair(&m, &a)
-        _ = try b.receive(a.state.roster, from: a.deviceID, random: random)
-        _ = try m.receive(a.state.roster, from: a.deviceID, random: random)
-        return (a, b, m)
-    }
+    func pair(_ a: inout RingKeeper, _ b: inout RingKeeper) throws { try KeeperRing(random: random).pair(&a, &b) }
+    func ring() throws -> (a: RingKeeper, b: RingKeeper, m: RingKeeper) { try KeeperRing(random: random).ring() }
 
     /// The first advert a sender with `secret` puts on the air at `seconds`.
     func advert(of secret: AdvertisingSecret, at seconds: Int64, type: String? = nil) throws -> [UInt8] {
