@@ -13,11 +13,17 @@ import Testing
 /// stays the one released.
 @Suite("BatonServiceTests: AttachDocument commits only while this machine owns the edit session", .serialized)
 struct EditSessionAttachTests {
+    /// The fixture's service with a snapshot store and edit sessions in its state directory.
+    static func useSnapshotsAndSessions(_ fixture: ServiceFixture) async throws -> EditSessions {
+        await fixture.service.useDocuments(try SnapshotStore(directory: fixture.stateDirectory + "/documents", perDocumentLimit: 1 << 20, perUserLimit: 1 << 20))
+        let sessions = try EditSessions(directory: StateDirectory(path: fixture.stateDirectory + "/sessions"))
+        await fixture.service.useEditSessions(sessions)
+        return sessions
+    }
+
     @Test func aReleasedDocumentCannotBeCommittedHere() async throws {
         try await withService { fixture in
-            await fixture.service.useDocuments(try SnapshotStore(directory: fixture.stateDirectory + "/documents", perDocumentLimit: 1 << 20, perUserLimit: 1 << 20))
-            let sessions = try EditSessions(directory: StateDirectory(path: fixture.stateDirectory + "/sessions"))
-            await fixture.service.useEditSessions(sessions)
+            let sessions = try await Self.useSnapshotsAndSessions(fixture)
             let client = fixture.client
             let path = try await client.createActivity(title: "Notes")
             #expect(try await client.property(path, "EditSession") == .string(""))
@@ -55,9 +61,7 @@ struct EditSessionAttachTests {
     /// Activity1.EditSession is signalled to the activity's owner when a claim moves the session.
     @Test func aClaimThatMovesTheSessionIsSignalledToTheOwner() async throws {
         try await withService { fixture in
-            await fixture.service.useDocuments(try SnapshotStore(directory: fixture.stateDirectory + "/documents", perDocumentLimit: 1 << 20, perUserLimit: 1 << 20))
-            let sessions = try EditSessions(directory: StateDirectory(path: fixture.stateDirectory + "/sessions"))
-            await fixture.service.useEditSessions(sessions)
+            let sessions = try await Self.useSnapshotsAndSessions(fixture)
             let client = fixture.client
             let path = try await client.createActivity(title: "Notes")
             _ = try await client.activity(path, "BecomeCurrent")
