@@ -56,6 +56,11 @@ struct DeviceState: Sendable, Hashable {
         }
     }
 
+    /// Only who the device is (address and its type), never what it advertised.
+    mutating func applyIdentity(_ properties: [String: DBusValue]) {
+        apply(properties.filter { $0.key == "Address" || $0.key == "AddressType" })
+    }
+
     mutating func invalidate(_ names: [String]) {
         for name in names {
             switch name {

@@ -107,11 +107,13 @@ extension RadioEngine {
             device = known
         } else {
             // A device first seen through a change (BlueZ made it before this engine listened, or it
-            // left the cache): its address type is read once, as an L2CAP connect to a private
-            // address must dial it as random.
+            // left the cache): its address and address type are read once, as an L2CAP connect to a
+            // private address must dial it as random. Its advert data is not: bluetoothd's cache may
+            // still hold an advert no longer on the air (a pairing advert of an ended session), and
+            // with DuplicateData every advert heard is signalled again anyway.
             let all = await deviceProperties(path)
             device = devices.get(path) ?? DeviceState(path: path)
-            if let all { device.apply(all) }
+            if let all { device.applyIdentity(all) }
         }
         device.apply(changed)
         device.invalidate(invalidated)
