@@ -6,6 +6,7 @@ import BatonDBus
 import BatonStore
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 @testable import BatonService
 
@@ -118,16 +119,16 @@ struct RedTeamDocumentLocalUserTests {
 
     /// Attack: one user commits snapshots on many activities at once, each under the per-user cap, so
     /// that every commit passes the check before any has landed. Found: the cap counted only the
-    /// snapshots on disk, so concurrent commits together passed it (five 400 KiB commits against a
-    /// 1 MiB cap all succeeded). Fixed: bytes being copied are reserved per user and counted with the
+    /// snapshots on disk, so concurrent commits together passed it (five 4 MiB commits against a
+    /// 10 MiB cap all succeeded). Fixed: bytes being copied are reserved per user and counted with the
     /// disk; what lands never exceeds the cap.
     @Test func concurrentCommitsOfOneUserStayWithinItsCap() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("redteam-cap-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let cap: UInt64 = 1 << 20
+        let cap: UInt64 = 10 << 20
         let store = try SnapshotStore(directory: directory.appendingPathComponent("store").path, perDocumentLimit: cap, perUserLimit: cap)
-        let size = 400 << 10
+        let size = 4 << 20
         var descriptors: [Int32] = []
         for index in 0..<5 {
             let path = directory.appendingPathComponent("source-\(index)").path
@@ -135,14 +136,21 @@ struct RedTeamDocumentLocalUserTests {
             descriptors.append(open(path, O_RDONLY))
         }
         defer { descriptors.forEach { close($0) } }
-        let outcomes = await withTaskGroup(of: Bool.self) { group in
-            for (index, descriptor) in descriptors.enumerated() {
-                group.addTask {
-                    await Task.detached { (try? store.commit(from: descriptor, uid: 4242, name: "a\(index)-1")) != nil }.value
-                }
+        // One thread per commit, released together (the async pool may be as narrow as two threads).
+        let results = Mutex([Bool](repeating: false, count: descriptors.count))
+        let start = DispatchSemaphore(value: 0), done = DispatchGroup()
+        for (index, descriptor) in descriptors.enumerated() {
+            done.enter()
+            Thread.detachNewThread {
+                start.wait()
+                let landed = (try? store.commit(from: descriptor, uid: 4242, name: "a\(index)-1")) != nil
+                results.withLock { $0[index] = landed }
+                done.leave()
             }
-            return await group.reduce(into: [Bool]()) { $0.append($1) }
         }
+        for _ in descriptors { start.signal() }
+        await withCheckedContinuation { continuation in done.notify(queue: .global()) { continuation.resume() } }
+        let outcomes = results.withLock { $0 }
         let landed = try FileManager.default.contentsOfDirectory(atPath: store.directory + "/4242").filter { !$0.hasPrefix(".") }
         #expect(outcomes.filter { $0 }.count == landed.count)
         #expect(UInt64(landed.count * size) <= cap, "\(landed.count) snapshots of \(size) bytes landed under a cap of \(cap)")
