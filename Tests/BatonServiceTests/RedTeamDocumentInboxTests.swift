@@ -75,7 +75,7 @@ struct RedTeamDocumentInboxTests {
         let second = DocumentPuller(inbox: inbox, activity: reference, chunkTimeout: .seconds(3), maxInterruptions: 0, makeRequestID: { ids.make() })
 
         let firstPull = Task { try await first.pull(connect: source.connect, progress: { _, _ in }) }
-        #expect(await eventually(timeout: .seconds(20)) { inbox.resumeOffset(digest: info.digest) >= UInt64(4 * Self.chunk) })
+        #expect(await eventually(timeout: .seconds(60)) { inbox.resumeOffset(digest: info.digest) >= UInt64(4 * Self.chunk) })
         let secondOutcome: Result<PulledDocument, DocumentPullError>
         do throws(DocumentPullError) { secondOutcome = .success(try await second.pull(connect: source.connect, progress: { _, _ in })) } catch {
             secondOutcome = .failure(error)
