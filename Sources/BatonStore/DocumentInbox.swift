@@ -72,6 +72,11 @@ public final class PartialDocument: @unchecked Sendable {
         self.descriptor = descriptor
         received = 0
         do throws(SnapshotError) {
+            // One pull per snapshot at a time: a second one would truncate the file under the first,
+            // which could then rename a file with a hole into place although its stream hashed right.
+            guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+                throw SnapshotError.io(operation: "another pull of this snapshot is running", errno: errno)
+            }
             guard fchmod(descriptor, 0o600) == 0, ftruncate(descriptor, off_t(offset)) == 0 else { throw SnapshotError.system("truncate partial", errno) }
             // The kept bytes are read once, front to back: ask for large read-ahead.
             _ = posix_fadvise(descriptor, 0, off_t(offset), POSIX_FADV_SEQUENTIAL)

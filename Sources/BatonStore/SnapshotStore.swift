@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import BatonCrypto
+import Synchronization
 
 /// Why a document snapshot could not be committed or received.
 public enum SnapshotError: Error, Equatable, Sendable {
@@ -11,6 +12,8 @@ public enum SnapshotError: Error, Equatable, Sendable {
     case diskFull
     /// The descriptor is not a regular file (a pipe, a socket, a directory).
     case notARegularFile
+    /// The descriptor cannot be read (opened write-only, or `O_PATH`).
+    case notReadable
     /// The bytes do not hash to the digest they were announced with.
     case digestMismatch
     case invalidName(String)
@@ -35,9 +38,15 @@ public struct StoredSnapshot: Hashable, Sendable {
 /// any point, a full disk included, leaves the previous snapshot as it was.
 public struct SnapshotStore: Sendable {
     public static let blockSize = 1 << 20
+    /// O_PATH, which Glibc's module leaves out (it is a GNU extension); the same value on every Linux
+    /// architecture Debian builds for but alpha, parisc and sparc.
+    static let pathOnlyFlag: Int32 = 0o10_000_000
     public let directory: String
     public let perDocumentLimit: UInt64
     public let perUserLimit: UInt64
+    /// Bytes being copied by commits still running, per user: checked with what is on disk, so
+    /// concurrent commits of one user cannot each pass the per-user cap.
+    private let inFlight = InFlightBytes()
 
     public init(directory: String, perDocumentLimit: UInt64, perUserLimit: UInt64) throws(SnapshotError) {
         self.directory = directory
@@ -57,10 +66,14 @@ public struct SnapshotStore: Sendable {
         guard status.st_mode & S_IFMT == S_IFREG else { throw .notARegularFile }
         let userDirectory = directory + "/" + String(uid)
         try Self.makeDirectory(userDirectory)
-        let othersSize = try usedBytes(uid: uid, excluding: [name, replacing ?? name])
-        let limit = min(perDocumentLimit, perUserLimit > othersSize ? perUserLimit - othersSize : 0)
+        let flags = fcntl(descriptor, F_GETFL)
+        guard flags >= 0, flags & Self.pathOnlyFlag == 0, flags & O_ACCMODE != O_WRONLY else { throw .notReadable }
+        let excluded: Set<String> = [name, replacing ?? name]
         let announced = UInt64(max(0, status.st_size))
-        guard announced <= limit else { throw .payloadTooLarge(limit: limit, actual: announced) }
+        // Space for the announced size now; a file that grows takes more as it is copied.
+        var reserved: UInt64 = 0
+        defer { inFlight.release(uid: uid, bytes: reserved) }
+        try reserve(announced, uid: uid, excluding: excluded, holding: &reserved)
 
         let target = userDirectory + "/" + name
         let temporary = userDirectory + "/.tmp-" + name + "-" + String(UInt64.random(in: .min ... .max), radix: 16)
@@ -81,7 +94,7 @@ public struct SnapshotStore: Sendable {
                     throw SnapshotError.io(operation: "read", errno: errno)
                 }
                 if count == 0 { break }
-                guard copied + UInt64(count) <= limit else { throw SnapshotError.payloadTooLarge(limit: limit, actual: copied + UInt64(count)) }
+                if copied + UInt64(count) > reserved { try reserve(copied + UInt64(count), uid: uid, excluding: excluded, holding: &reserved) }
                 let failure: SnapshotError? = block.withUnsafeBytes { raw in
                     let piece = UnsafeRawBufferPointer(rebasing: raw[0..<count])
                     hash.update(piece)
@@ -93,10 +106,32 @@ public struct SnapshotStore: Sendable {
             }
             guard fsync(output) == 0 else { throw SnapshotError.system("fsync", errno) }
         }
-        guard rename(temporary, target) == 0 else { throw .system("rename", errno) }
-        renamed = true
+        // The reservation ends as the file lands, under one lock: a concurrent check sees the bytes
+        // once, reserved or on disk.
+        var renameError: Int32 = 0
+        renamed = inFlight.settle(uid: uid, bytes: reserved) {
+            guard rename(temporary, target) == 0 else { renameError = errno; return false }
+            return true
+        }
+        reserved = 0
+        guard renamed else { throw .system("rename", renameError) }
         try Self.syncDirectory(userDirectory)
         return StoredSnapshot(path: target, size: copied, digest: hash.finish())
+    }
+
+    /// Raises `reserved` (this commit's share of `uid`'s in-flight bytes) to `total`, or throws
+    /// `payloadTooLarge` when the document's cap or the user's (on disk plus in flight) would be passed.
+    /// The disk is read under the reservations' lock: a commit finishing meanwhile counts at least once.
+    private func reserve(_ total: UInt64, uid: UInt32, excluding names: Set<String>, holding reserved: inout UInt64) throws(SnapshotError) {
+        let mine = reserved
+        var limit: UInt64 = 0
+        let granted = inFlight.raise(uid: uid, from: mine, to: total) { heldByAll in
+            let others = usedBytes(uid: uid, excluding: names) + (heldByAll - mine)
+            limit = min(perDocumentLimit, perUserLimit > others ? perUserLimit - others : 0)
+            return total <= limit
+        }
+        guard granted else { throw .payloadTooLarge(limit: limit, actual: total) }
+        reserved = total
     }
 
     /// Removes a snapshot (the activity ended); a missing one is not an error.
@@ -119,7 +154,7 @@ public struct SnapshotStore: Sendable {
     }
 
     /// Bytes held for `uid`, leaving out `name` (the snapshot a commit replaces) and temporary files.
-    func usedBytes(uid: UInt32, excluding names: Set<String>) throws(SnapshotError) -> UInt64 {
+    func usedBytes(uid: UInt32, excluding names: Set<String>) -> UInt64 {
         let userDirectory = directory + "/" + String(uid)
         guard let handle = opendir(userDirectory) else { return 0 }
         defer { closedir(handle) }
@@ -169,5 +204,40 @@ public struct SnapshotStore: Sendable {
               name.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A) || $0 == 0x2D || $0 == 0x5F }) else {
             throw .invalidName(name)
         }
+    }
+}
+
+/// The bytes that running commits have reserved, per user.
+final class InFlightBytes: Sendable {
+    private let reserved = Mutex<[UInt32: UInt64]>([:])
+
+    /// Moves one commit's share of `uid`'s reservation from `from` to `to` bytes when
+    /// `fits(the user's whole reservation now)` says so, under the lock.
+    func raise(uid: UInt32, from: UInt64, to: UInt64, fits: (UInt64) -> Bool) -> Bool {
+        reserved.withLock { table in
+            let held = table[uid, default: 0]
+            guard fits(held) else { return false }
+            table[uid] = held - from + to
+            return true
+        }
+    }
+
+    func release(uid: UInt32, bytes: UInt64) {
+        guard bytes > 0 else { return }
+        reserved.withLock { Self.take(bytes, of: uid, from: &$0) }
+    }
+
+    /// Runs `land` (the rename that puts the copied bytes on disk) and releases `bytes`, under the lock.
+    func settle(uid: UInt32, bytes: UInt64, _ land: () -> Bool) -> Bool {
+        reserved.withLock { table in
+            defer { Self.take(bytes, of: uid, from: &table) }
+            return land()
+        }
+    }
+
+    private static func take(_ bytes: UInt64, of uid: UInt32, from table: inout [UInt32: UInt64]) {
+        let held = table[uid, default: 0]
+        let left = held - min(bytes, held)
+        table[uid] = left == 0 ? nil : left
     }
 }

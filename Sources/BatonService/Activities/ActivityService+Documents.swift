@@ -123,6 +123,7 @@ extension ActivityService {
             .payloadTooLarge("the document is \(actual) bytes or more, the limit left is \(limit)")
         case .diskFull: .baton(BatonErrorName.diskFull, "no space left for the snapshot; the previous one is kept")
         case .notARegularFile: .invalidArguments("the snapshot must be a regular file")
+        case .notReadable: .invalidArguments("the snapshot must be a descriptor opened for reading")
         case .digestMismatch, .invalidName: .failed("snapshot refused")
         case .io(let operation, let code): .failed("snapshot \(operation) failed (errno \(code))")
         }

@@ -39,13 +39,18 @@ public struct DocumentPuller {
     /// Broken connections tolerated in one pull.
     public let maxInterruptions: Int
     public let makeRequestID: @Sendable () -> UInt32
+    /// The largest snapshot accepted: a DocumentInfo announcing more is refused before a byte is kept,
+    /// so a source cannot fill this machine's disk (batond: the sources' per-document cap, 4 GiB).
+    public let sizeLimit: UInt64
+    public static let defaultSizeLimit: UInt64 = 4 << 30
 
     public init(inbox: DocumentInbox, activity: ActivityReference, chunkTimeout: Duration, maxInterruptions: Int,
-                makeRequestID: @escaping @Sendable () -> UInt32) {
+                sizeLimit: UInt64 = DocumentPuller.defaultSizeLimit, makeRequestID: @escaping @Sendable () -> UInt32) {
         self.inbox = inbox
         self.activity = activity
         self.chunkTimeout = chunkTimeout
         self.maxInterruptions = maxInterruptions
+        self.sizeLimit = sizeLimit
         self.makeRequestID = makeRequestID
     }
 
@@ -90,6 +95,7 @@ public struct DocumentPuller {
             } catch {
                 throw .protocolError("\(error)")
             }
+            guard info.totalSize <= sizeLimit else { throw .store(.payloadTooLarge(limit: sizeLimit, actual: info.totalSize)) }
             if known == nil {
                 known = info
                 if let path = inbox.received(digest: info.digest) {
@@ -163,7 +169,12 @@ public struct DocumentPuller {
                 try await finishWriting()
                 return "\(error)"
             }
-            guard reply.requestID == requestID else { continue }
+            // The source sends nothing else before the stream ends (§6.5): a frame of another request
+            // is a violation, not something to skip (a stream of them would keep the pull waiting forever).
+            guard reply.requestID == requestID else {
+                try await finishWriting()
+                throw .protocolError("a frame of another request in the stream")
+            }
             let chunk: (offset: UInt64, count: Int)
             do throws(DocumentPullError) {
                 if reply.type == .error {
