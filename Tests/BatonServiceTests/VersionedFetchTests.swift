@@ -113,6 +113,23 @@ struct VersionedFetchTests {
         await b.stop()
     }
 
+    /// The source dies while its app saves for a versioned fetch: the fallback FetchActivity reaches
+    /// nobody, and the failure reported is the first one, interrupted (a retry may succeed).
+    @Test func aSourceKilledDuringAVersionedFetchIsInterrupted() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (a, b, suggestion) = try await suggestedChapter(in: directory, type: type)
+        b.activities.setAcceptedVersions(try ActivityVersions(pairs: [(1, 1)]))
+        a.activities.setTransferDelay(.seconds(30))
+        let taking = Task { await failureOf { () throws(ServiceFailure) in try await b.continuation.take(suggestion.path, uid: getuid()) } }
+        #expect(await eventually(timeout: .seconds(20)) { a.activities.transferRequests == 1 })
+        await a.transfer.stop()
+        #expect(await taking.value == .interrupted)
+        #expect(b.board.suggestions.map(\.path) == [suggestion.path])
+        #expect(b.activities.delivered.isEmpty)
+        await a.stop()
+        await b.stop()
+    }
+
     /// A source from before 0x0C closes the connection on its header (§2.1): the receiver asks
     /// FetchActivity instead and checks the version itself.
     @Test func aSourceThatDoesNotKnowTheFrameGetsFetchActivityAndTheLocalCheckDecides() async throws {
