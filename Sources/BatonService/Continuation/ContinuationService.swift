@@ -172,8 +172,8 @@ public actor ContinuationService {
     }
 
     /// WillContinue first (nothing is fetched for nobody), then one TLS session: FetchActivity(h,
-    /// revision) or FetchActivityOfVersions with the accepting handler's versions, the version check, the document (FetchDocument on the same channel, §6.5),
-    /// delivery, ActivityContinued when delivered. Another type, an unaccepted version, a failed
+    /// revision) or FetchActivityOfVersions with the accepting handler's versions, the version
+    /// check, the document (FetchDocument on the same channel, §6.5), delivery, ActivityContinued when delivered. Another type, an unaccepted version, a failed
     /// document or a cancel deliver and report nothing; the handler that accepted hears
     /// FailedToContinue with the category of every way it ends without the activity.
     private func fetchAndDeliver(from member: RosterMember, type: String, revision: UInt32, uid: UInt32, caller: String?,

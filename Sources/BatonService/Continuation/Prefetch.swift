@@ -7,8 +7,9 @@ struct Prefetched: Sendable {
 }
 
 /// Prefetch: a suggestion shown (so near) for `prefetchAfter` is fetched ahead with the same
-/// exact-revision FetchActivity (or FetchActivityOfVersions) an accept sends, and kept in memory only. Accept delivers it when
-/// it is still the suggestion's revision and younger than `prefetchMaxAge`, then reports
+/// exact-revision FetchActivity (or FetchActivityOfVersions) an accept sends, and kept in memory
+/// only. Accept delivers it when it is still the suggestion's revision and younger than
+/// `prefetchMaxAge`, then reports
 /// ActivityContinued on a new connection; otherwise accept fetches as usual. The entry goes with
 /// the suggestion (newer revision, withdrawn, far, taken, dismissed).
 extension ContinuationService {

@@ -78,8 +78,8 @@ extension TransferService {
     /// id), and the receiver's own check on the payload decides (§9 step 3). When that second try
     /// reaches nobody, the first failure is the one reported (the source was reached and broke).
     func openFetch(member: DeviceID, activity: ActivityReference, versions: [ClosedRange<UInt64>]?) async throws(TransferError) -> Conversation {
-        let plain = Frame(type: .fetchActivity, requestID: requestIDs.make(), payload: activity.payload)
-        guard let versions else { return try await open(plain, member: member, forceSync: false) }
+        let plain = { Frame(type: .fetchActivity, requestID: self.requestIDs.make(), payload: activity.payload) }
+        guard let versions else { return try await open(plain(), member: member, forceSync: false) }
         let asked: FetchActivityOfVersions
         do { asked = try FetchActivityOfVersions(activity: activity, versions: versions) } catch { throw .protocolError("versions: \(error)") }
         let first: TransferError
@@ -93,7 +93,7 @@ extension TransferService {
         }
         log("batond: \(member.shortForm) did not take FetchActivityOfVersions (\(first)); asking FetchActivity")
         do {
-            return try await open(plain, member: member, forceSync: false)
+            return try await open(plain(), member: member, forceSync: false)
         } catch .unreachable, .noEndpoints {
             throw first
         }

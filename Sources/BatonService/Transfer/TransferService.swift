@@ -3,8 +3,9 @@ import BatonCrypto
 import BatonTransport
 
 /// The authenticated transfer between ring members (protocol §6, §8, §9): a TLS listener whose
-/// pins are the ring members, serving Hello, FetchActivity (and OfVersions), ActivityContinued and RingSync; and
-/// the client side that fetches activities, reports continuations and sends RingSync.
+/// pins are the ring members, serving Hello, FetchActivity and FetchActivityOfVersions,
+/// ActivityContinued and RingSync; and the client side that fetches activities, reports
+/// continuations and sends RingSync.
 public actor TransferService {
     public struct Configuration: Sendable {
         /// Numeric address of the TLS listener.
