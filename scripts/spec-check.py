@@ -379,10 +379,11 @@ def validate_activity(value):
 
 # §6.1–6.3 frames.
 FRAME_LIMITS = {0x01: 28, 0x02: 8, 0x03: 262144, 0x04: 8, 0x05: 0, 0x06: 4 + 256,
-                0x07: 48, 0x08: 8 + 32 + 2 * (1 + 255), 0x09: 8 + 65536, 0x0A: 1 + 255 + 8, 0x0B: 8 + 32, 0x10: 1048576,
+                0x07: 48, 0x08: 8 + 32 + 2 * (1 + 255), 0x09: 8 + 65536, 0x0A: 1 + 255 + 8, 0x0B: 8 + 32, 0x0C: 8 + 1 + 16 * 16, 0x10: 1048576,
                 0x20: 41, 0x21: 48, 0x22: 48, 0x23: 8 + 4096 + 16}
 ERROR_CODES = {1: "malformed", 2: "unsupportedVersion", 3: "payloadTooLarge", 4: "unknownActivity",
-               5: "notPermitted", 6: "timedOut", 7: "internal", 8: "sessionBusy", 9: "documentConflict"}
+               5: "notPermitted", 6: "timedOut", 7: "internal", 8: "sessionBusy", 9: "documentConflict",
+               10: "versionUnsupported"}
 
 
 def encode_frame(frame_type, request_id, payload):
@@ -459,6 +460,19 @@ def decode_payload(frame_type, payload):
         fields = {"revision": reader.u64(), "digest": reader.take(32)}
         if fields["revision"] == 0:
             raise ProtocolError("malformed", "revision 0")
+    elif frame_type == 0x0C:  # §6.2 FetchActivityOfVersions
+        fields = {"typeHash": reader.take(4), "revision": reader.u32()}
+        if fields["revision"] >= 1 << 24 and fields["revision"] != 0xFFFFFFFF:
+            raise ProtocolError("malformed", "revision")
+        count = reader.u8()
+        if not 1 <= count <= 16:
+            raise ProtocolError("malformed", "range count")
+        fields["versions"] = []
+        for _ in range(count):
+            lowest, highest = reader.u64(), reader.u64()
+            if lowest > highest:
+                raise ProtocolError("malformed", "range")
+            fields["versions"].append([lowest, highest])
     elif frame_type == 0x10:
         fields = decode_roster_value(read_value(reader))
     elif frame_type == 0x20:
@@ -492,6 +506,9 @@ def encode_payload(frame_type, fields):
         return bytes([len(text)]) + text + u64be(fields["baseRevision"])
     if frame_type == 0x0B:
         return u64be(fields["revision"]) + fields["digest"]
+    if frame_type == 0x0C:
+        ranges = b"".join(u64be(lowest) + u64be(highest) for lowest, highest in fields["versions"])
+        return fields["typeHash"] + u32be(fields["revision"]) + bytes([len(fields["versions"])]) + ranges
     if frame_type == 0x06:
         code = {v: k for k, v in ERROR_CODES.items()}.get(fields["code"], fields["code"])
         message = fields["message"].encode("utf-8")
@@ -1010,6 +1027,18 @@ def main():
                     (claim["baseRevision"], claim["documentId"], grant["revision"], grant["digest"].hex()),
                     (0, infos[0]["documentId"], 1, infos[0]["digest"].hex()))
     check.equal("edit session: one claim and one grant among the vectors", (len(claims), len(grants)), (1, 1))
+
+    # §6.2, §9 step 3: the FetchActivityOfVersions of §10.5 asks for versions that leave out the version of the
+    # activity answered under request id 7, and its answer (same request id) is Error(versionUnsupported).
+    decoded = [(v["requestID"], decode_frame(h(v["frame"]))) for v in vectors["frames"]]
+    current = [f[3]["version"] for i, f in decoded if f[0] == 0x03]
+    asks = [(i, f[3]) for i, f in decoded if f[0] == 0x0C]
+    for request_id, ask in asks:
+        answers = [f[3]["code"] for i, f in decoded if i == request_id and f[0] == 0x06]
+        outside = all(not lowest <= version <= highest for version in current for lowest, highest in ask["versions"])
+        check.equal(f"versioned fetch id {request_id}: the version is outside the ranges, answered versionUnsupported",
+                    (outside, answers), (True, ["versionUnsupported"]))
+    check.equal("versioned fetch: one among the vectors", len(asks), 1)
 
     # §7.1–7.2 pairing key agreement.
     p = {k: (h(v) if k not in ("sas",) else v) for k, v in vectors["pairing"].items()}

@@ -34,7 +34,8 @@ out += ["", "### 10.5 Frames", ""]
 out += [f"- type 0x{f['type']:02x}, request id {f['requestID']} → `{f['frame']}`" for f in v["frames"]]
 out += ["", "Request id 12 is a first claim of the edit session of `note-1` (base revision 0) and its grant",
         "(revision 1, the digest of the snapshot streamed under request id 10, §6.6); request id 13 is",
-        "`Error(documentConflict)`."]
+        "`Error(documentConflict)`. Request id 14 is a FetchActivityOfVersions asking for versions 1 and 3–5 of",
+        "the activity of request id 7, whose version is 7, and the source's answer `Error(versionUnsupported)` (§6.2, §9)."]
 p = v["pairing"]
 out += ["", "### 10.6 Pairing key agreement", "",
         f"- session id `{p['sessionID']}`",
@@ -119,7 +120,9 @@ out += ["", "### 10.12 Independent check", "",
         "type hashes, mDNS names, sealed adverts, pairing adverts, values, frames, C, H, SAS and the pairing keys",
         "from their inputs, runs both pairing roles over the exchange of §10.8 (seals each message from its",
         "inputs and compares the bytes, opens each one, verifies and recomputes the identity signatures), checks that the document stream of §10.5 hashes to its",
-        "DocumentInfo's digest (§6.5) and that the edit-session grant of §10.5 names that snapshot (§6.6), builds",
+        "DocumentInfo's digest (§6.5) and that the edit-session grant of §10.5 names that snapshot (§6.6), that the",
+        "FetchActivityOfVersions of §10.5 leaves out the version of the activity answered and is answered",
+        "versionUnsupported (§6.2), builds",
         "the rosters of §10.10 from their members (making and verifying every signature), keeps the key §3.1 and §7.3",
         "say for each key merge of §10.10, makes and verifies the",
         "channel identity proofs of §10.11 in both roles, replays §10.9, decodes and re-encodes every encoded item, and",

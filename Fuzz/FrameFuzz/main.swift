@@ -1,9 +1,10 @@
 // Fuzzes frame decoding: FrameDecoder fed a byte stream in arbitrary chunks, and the typed
-// payload decoders (Hello, ActivityReference, Error, ActivityRecord, Roster, the document and edit-session frames).
+// payload decoders (Hello, ActivityReference, Error, ActivityRecord, Roster, the document and edit-session frames,
+// FetchActivityOfVersions).
 //
 // First byte below 0xC0: stream mode, the rest is a list of chunks (FuzzInput.chunk) appended
 // one by one, taking out every complete frame. Otherwise the rest is one payload for the
-// decoder numbered by the first byte minus 0xC0 (mod 10). Whatever decodes must encode back to the same
+// decoder numbered by the first byte minus 0xC0 (mod 11). Whatever decodes must encode back to the same
 // bytes (the encodings are canonical), except rosters, which are compared after a round trip.
 import BatonCore
 import BatonCrypto
@@ -51,13 +52,17 @@ func checkPayload(_ type: FrameType, _ payload: [UInt8]) {
         if let grant = try? EditSessionGrant(payload: payload) {
             fuzzCheck(grant.payload == payload, "EditSessionGrant does not re-encode to its input")
         }
+    case .fetchActivityOfVersions:
+        if let asked = try? FetchActivityOfVersions(payload: payload) {
+            fuzzCheck(asked.payload == payload, "FetchActivityOfVersions does not re-encode to its input")
+        }
     case .ack, .pairCommit, .pairHello, .pairReveal, .pairSealed:
         break
     }
 }
 
 let directDecoders: [FrameType] = [.hello, .fetchActivity, .error, .activityPayload, .ringSync, .fetchDocument, .documentInfo, .documentChunk,
-                                   .claimEditSession, .editSessionGrant]
+                                   .claimEditSession, .editSessionGrant, .fetchActivityOfVersions]
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
@@ -97,6 +102,8 @@ public func fuzzInitialize(_ argc: UnsafeMutableRawPointer?, _ argv: UnsafeMutab
         let id = DeviceID(identityKey: [UInt8](repeating: 3, count: 32))
         let hello = HelloMessage(deviceID: id, rosterVersion: 4, maxFramePayload: 262_144).payload
         let reference = ActivityReference(typeHash: TypeHash(value: 0xDEAD_BEEF), revision: 12).payload
+        let versioned = try! FetchActivityOfVersions(activity: ActivityReference(typeHash: TypeHash(value: 0xDEAD_BEEF), revision: 12),
+                                                     versions: [1...1, 3...5]).payload
         let error = ErrorFrame(code: .unknownActivity, message: "gone").payload
         let record = try! ActivityRecord(activityType: "org.example.editor", title: "Notes",
                                          userInfo: ["page": .integer(3), "tags": .array([.string("a"), .bytes([1, 2])]),
@@ -116,7 +123,7 @@ public func fuzzInitialize(_ argc: UnsafeMutableRawPointer?, _ argv: UnsafeMutab
             stream.appendChunk(Array(frame.prefix(5)))
             stream.appendChunk(Array(frame.dropFirst(5)))
         }
-        return [stream, [0xC0] + hello, [0xC1] + reference, [0xC2] + error, [0xC3] + record, [0xC4] + roster]
+        return [stream, [0xC0] + hello, [0xC1] + reference, [0xC2] + error, [0xC3] + record, [0xC4] + roster, [0xCA] + versioned]
     }
     return 0
 }

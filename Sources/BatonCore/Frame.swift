@@ -11,6 +11,7 @@ public enum FrameType: UInt8, CaseIterable, Sendable {
     case documentChunk = 0x09
     case claimEditSession = 0x0A
     case editSessionGrant = 0x0B
+    case fetchActivityOfVersions = 0x0C
     case ringSync = 0x10
     case pairCommit = 0x20
     case pairHello = 0x21
@@ -29,6 +30,7 @@ public enum FrameType: UInt8, CaseIterable, Sendable {
         case .documentChunk: DocumentChunk.headerByteCount + DocumentChunk.maxDataBytes
         case .claimEditSession: EditSessionClaim.maxByteCount
         case .editSessionGrant: EditSessionGrant.byteCount
+        case .fetchActivityOfVersions: FetchActivityOfVersions.maxByteCount
         case .ringSync: 1_048_576
         case .pairCommit: 41
         case .pairHello, .pairReveal: 48
@@ -163,10 +165,15 @@ public struct ActivityReference: Hashable, Sendable {
 
     public init(payload: [UInt8]) throws(WireError) {
         var reader = ByteReader(payload)
+        try self.init(reading: &reader)
+        try reader.expectEnd()
+    }
+
+    /// Reads the 8 bytes with the revision rule (§6.2); FetchActivityOfVersions begins with them.
+    init(reading reader: inout ByteReader) throws(WireError) {
         typeHash = TypeHash(value: try reader.readUInt32())
         revision = try reader.readUInt32()
         guard revision <= AdvertBody.maxRevision || revision == Self.anyRevision else { throw .malformed("revision") }
-        try reader.expectEnd()
     }
 }
 
@@ -180,6 +187,8 @@ public struct ErrorFrame: Hashable, Sendable, Error {
         case sessionBusy = 8
         /// §6.6: the claimer's copy is at a revision the owner's history does not contain.
         case documentConflict = 9
+        /// §6.2, §9: the current activity's version is in none of FetchActivityOfVersions' ranges.
+        case versionUnsupported = 10
     }
 
     public var code: Code

@@ -115,6 +115,10 @@ func computeVectors() throws -> ProtocolVectors {
         Frame(type: .claimEditSession, requestID: 12, payload: EditSessionClaim(documentID: "note-1", baseRevision: 0).payload),
         Frame(type: .editSessionGrant, requestID: 12, payload: EditSessionGrant(granted: DocumentRevision(revision: 1, digest: SHA256.hash([0x61, 0x62, 0x63]))).payload),
         Frame(type: .error, requestID: 13, payload: ErrorFrame(code: .documentConflict, message: "the copies diverged").payload),
+        // Versions 1 and 3-5 asked; the current activity (the payload of id 7) has version 7.
+        Frame(type: .fetchActivityOfVersions, requestID: 14, payload: FetchActivityOfVersions(
+            activity: ActivityReference(typeHash: keys.typeHash("org.example.Reader.reading"), revision: 1), versions: [1...1, 3...5]).payload),
+        Frame(type: .error, requestID: 14, payload: ErrorFrame(code: .versionUnsupported, message: "version not asked for").payload),
     ]
     let frames = try frameSamples.map { ProtocolVectors.FrameVector(type: $0.type.rawValue, requestID: $0.requestID, payload: hex($0.payload), frame: hex(try $0.encoded())) }
 
@@ -167,6 +171,18 @@ func computeVectors() throws -> ProtocolVectors {
         .init(decoder: "frame", input: "010a0000000000120000000a" + "02" + "6e" + "0000000000000000", error: "truncated"),
         .init(decoder: "frame", input: "010b000000000012000000280000000000000000" + String(repeating: "11", count: 32), error: "malformed(revision 0)"),
         .init(decoder: "frame", input: "010b00000000001200000029", error: "payloadTooLarge"),
+        // FetchActivityOfVersions (§6.2): range count 0 and 17, a reversed range, a payload that ends
+        // inside its range, a byte after it, the revision rule, and a length over 8 + 1 + 16 × 16.
+        .init(decoder: "frame", input: "010c00000000001400000009" + "a8020b9f" + "00000001" + "00", error: "malformed(range count)"),
+        .init(decoder: "frame", input: "010c00000000001400000009" + "a8020b9f" + "00000001" + "11", error: "malformed(range count)"),
+        .init(decoder: "frame", input: "010c00000000001400000019" + "a8020b9f" + "00000001" + "01" + "0000000000000005" + "0000000000000003",
+              error: "malformed(range)"),
+        .init(decoder: "frame", input: "010c00000000001400000011" + "a8020b9f" + "00000001" + "01" + "0000000000000001", error: "truncated"),
+        .init(decoder: "frame", input: "010c0000000000140000001a" + "a8020b9f" + "00000001" + "01" + "0000000000000001" + "0000000000000001" + "00",
+              error: "trailingBytes"),
+        .init(decoder: "frame", input: "010c00000000001400000019" + "a8020b9f" + "01000000" + "01" + "0000000000000001" + "0000000000000001",
+              error: "malformed(revision)"),
+        .init(decoder: "frame", input: "010c0000000000140000010a", error: "payloadTooLarge"),
         .init(decoder: "pairingAdvert", input: "120102030405060708020000" + "6162ff00" + String(repeating: "00", count: 8), error: "malformed(name)"),
         .init(decoder: "pairingAdvert", input: "120102030405060708020100" + "616263" + String(repeating: "00", count: 9), error: "malformed(psm)"),
         .init(decoder: "pairingAdvert", input: "120102030405060708000081" + "616263" + String(repeating: "00", count: 9), error: "malformed(psm)"),
@@ -249,6 +265,7 @@ func decodeFrameAndPayload(_ bytes: [UInt8]) throws(WireError) {
     case .documentChunk: _ = try DocumentChunk(payload: frame.payload)
     case .claimEditSession: _ = try EditSessionClaim(payload: frame.payload)
     case .editSessionGrant: _ = try EditSessionGrant(payload: frame.payload)
+    case .fetchActivityOfVersions: _ = try FetchActivityOfVersions(payload: frame.payload)
     default: break
     }
 }

@@ -318,6 +318,8 @@ struct AgentNotificationTests {
                 "the agent's Continue reports the category: \(scene.log.lines)")
         try await Task.sleep(for: .milliseconds(300))
         #expect(source.wasContinued.isEmpty)
+        // Refused by alpha from the versions beta's fetch named, before its app was asked to save.
+        #expect(source.willSaveCount == 0, "the source's app got WillSave for a version nobody here accepts")
         #expect(heard.withLock { $0 } == ["WillContinue", "FailedToContinue"])
         source.connection.close()
         await scene.stop()

@@ -43,6 +43,9 @@ final class FakeActivities: TransferActivities, ContinuationActivities {
     func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool {
         state.withLock { $0.versions?.accepts(version) ?? true }
     }
+    func versionDeclarations(type: String, uid: UInt32?) async -> [ActivityVersions]? {
+        state.withLock { $0.versions.map { [$0] } }
+    }
     var delivered: [(record: ActivityRecord, from: String, uid: UInt32)] { state.withLock { $0.delivered } }
     var continuedDevices: [String] { state.withLock { $0.continued.map(\.1) } }
 
@@ -297,7 +300,8 @@ struct BusLessTests {
 /// hears the advert and has the suggestion.
 func suggestedChapter(in directory: URL, type: String,
                       transfer: TransferService.Configuration = .init(listenHost: "127.0.0.1", bluetooth: false),
-                      continuation: ContinuationService.Configuration = .init())
+                      continuation: ContinuationService.Configuration = .init(),
+                      beforePublishing prepare: (_ a: BusLessNode, _ b: BusLessNode) throws -> Void = { _, _ in })
     async throws -> (a: BusLessNode, b: BusLessNode, suggestion: ShownSuggestion) {
     let a = try await BusLessNode.start(in: directory, name: "alpha")
     let b = try await BusLessNode.start(in: directory, name: "beta", handled: [type], transfer: transfer, continuation: continuation)
@@ -305,6 +309,7 @@ func suggestedChapter(in directory: URL, type: String,
     for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
         #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.phase.stateName == "paired" })
     }
+    try prepare(a, b)
     let record = try ActivityRecord(activityType: type, title: "Chapter 3", userInfo: ["page": .integer(3)], webpageURL: nil, version: 1)
     a.activities.setCurrent(ActivityID(uid: getuid(), serial: 1), record)
     try await a.ring.radio.publish(record, uid: getuid())

@@ -136,11 +136,25 @@ extension ActivityService {
     /// declaration, else the installed app's X-Baton-ActivityVersions; no declaration accepts all.
     /// async like the requirement, so it (not the protocol's accept-all default) is the witness.
     public func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool {
-        if let handler = newestHandler(for: type, uid: uid) { return handler.versions?.accepts(version) ?? true }
-        if let entry = desktopEntries.entries().first(where: { $0.activityTypes.contains(type) }) {
-            return entry.versions?.accepts(version) ?? true
+        guard let declared = await versionDeclarations(type: type, uid: uid) else { return true }
+        return declared.contains { $0.accepts(version) }
+    }
+
+    /// The declarations that decide for `type` (as in acceptsVersion): `uid`'s, or for nil (a
+    /// prefetch, before anyone accepted) those of every user with a handler and the installed app's.
+    /// nil when one of them declares nothing (every version) or nobody declares.
+    public func versionDeclarations(type: String, uid: UInt32?) async -> [ActivityVersions]? {
+        let installed = desktopEntries.entries().first { $0.activityTypes.contains(type) }
+        var deciding: [ActivityVersions?] = []
+        if let uid {
+            if let handler = newestHandler(for: type, uid: uid) { deciding = [handler.versions] } else if let installed { deciding = [installed.versions] }
+        } else {
+            let users = Set(handlers.values.filter { $0.types.contains(type) }.map(\.uid))
+            deciding = users.map { newestHandler(for: type, uid: $0)?.versions }
+            if let installed { deciding.append(installed.versions) }
         }
-        return true
+        guard !deciding.isEmpty, !deciding.contains(where: { $0 == nil }) else { return nil }
+        return deciding.compactMap { $0 }
     }
 
     func unregisterHandler(_ call: DBusMethodCall) async throws {

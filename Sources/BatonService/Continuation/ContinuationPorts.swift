@@ -10,6 +10,10 @@ public protocol ContinuationActivities: Sendable {
     /// Whether some handler of `uid` for `type` (registered, or an installed app) accepts this
     /// activity version; checked before any handler is asked (versionUnsupported otherwise).
     func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool
+    /// The version declarations of the handlers that decide for `type`: `uid`'s, or for nil (a
+    /// prefetch, before anyone accepted) every local user's. nil: one of them accepts every version.
+    /// The fetch names them (FetchActivityOfVersions), so the source refuses a mismatch before it sends.
+    func versionDeclarations(type: String, uid: UInt32?) async -> [ActivityVersions]?
     /// Finds (or has the session agent launch) `uid`'s handler and asks WillContinue, before the fetch.
     func willContinue(type: String, from device: String, uid: UInt32) async -> HandlerAnswer
     /// Hands a fetched activity to the handler that accepted it.
@@ -59,6 +63,7 @@ extension ContinuationActivities {
     /// For activities without version declarations (test fakes, the benchmark): every version.
     /// ActivityService answers from RegisterHandlerWithOptions "Versions" and X-Baton-ActivityVersions.
     public func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool { true }
+    public func versionDeclarations(type: String, uid: UInt32?) async -> [ActivityVersions]? { nil }
     /// Fakes without handler objects: always accepted, delivery by user.
     public func willContinue(type: String, from device: String, uid: UInt32) async -> HandlerAnswer { .accepted(HandlerTicket(uid: uid, type: type)) }
     public func deliver(activity: ActivityRecord, from device: String, to ticket: HandlerTicket) async -> DeliveryOutcome {

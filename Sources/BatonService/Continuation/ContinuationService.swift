@@ -163,7 +163,8 @@ public actor ContinuationService {
         switch handover {
         case .handled(let outcome): outcome
         case .otherType: throw otherType
-        case .versionUnsupported(let version): throw .continuation(.versionUnsupported, "no handler here accepts version \(version)")
+        case .versionUnsupported(let version?): throw .continuation(.versionUnsupported, "no handler here accepts version \(version)")
+        case .versionUnsupported(nil): throw .continuation(.versionUnsupported, "no handler here accepts any activity version")
         case .cancelled: throw .continuation(.cancelled)
         case .documentFailed(let error): throw documentFailure(error)
         case .sessionRefused(let failure): throw failure
@@ -171,8 +172,8 @@ public actor ContinuationService {
     }
 
     /// WillContinue first (nothing is fetched for nobody), then one TLS session: FetchActivity(h,
-    /// revision), the version check, the document (FetchDocument on the same channel, §6.5),
-    /// delivery, ActivityContinued when delivered. Another type, an unaccepted version, a failed
+    /// revision) or FetchActivityOfVersions with the accepting handler's versions, the version
+    /// check, the document (FetchDocument on the same channel, §6.5), delivery, ActivityContinued when delivered. Another type, an unaccepted version, a failed
     /// document or a cancel deliver and report nothing; the handler that accepted hears
     /// FailedToContinue with the category of every way it ends without the activity.
     private func fetchAndDeliver(from member: RosterMember, type: String, revision: UInt32, uid: UInt32, caller: String?,
@@ -183,6 +184,13 @@ public actor ContinuationService {
         case .refused(let outcome): return .handled(outcome)
         case .accepted(let accepted): ticket = accepted
         }
+        // The versions the deciding handler accepts go with the fetch, so the source refuses another
+        // version before its app saves or anything is sent (§9 step 2); none at all: nothing to fetch.
+        let versions = await activities.versionDeclarations(type: type, uid: uid).map(FetchActivityOfVersions.ranges(covering:))
+        if versions?.isEmpty == true {
+            await activities.failedToContinue(ticket, .versionUnsupported, detail: "this handler accepts no activity version")
+            return .versionUnsupported(nil)
+        }
         // The type hash is keyed with the sender's secret (§3).
         let typeHash = DerivedKeys(secret: member.secret).typeHash(type)
         let inbox = await activities.documentInbox(uid: uid)
@@ -191,10 +199,12 @@ public actor ContinuationService {
         let report = relay.report(activityType: type)
         let result: (record: ActivityRecord, outcome: Handover)
         do throws(TransferError) {
-            result = try await transfer.fetchAndReport(member: member.deviceID, typeHash: typeHash, revision: revision) { record, document -> (outcome: Handover, report: Bool) in
+            result = try await transfer.fetchAndReport(member: member.deviceID, typeHash: typeHash, revision: revision,
+                                                       versions: versions) { record, document -> (outcome: Handover, report: Bool) in
                 // Another type is refused before any handler sees it.
                 guard record.activityType == type else { return (.otherType, false) }
-                // A version no handler here accepts is refused: never a wrong restore.
+                // A version no handler here accepts is refused: never a wrong restore. The source checked
+                // already; this holds for a source from before FetchActivityOfVersions and for >16 ranges.
                 guard await activities.acceptsVersion(record.version, type: type, uid: uid) else { return (.versionUnsupported(record.version), false) }
                 // The document arrives whole and checked before the handler gets anything.
                 var pulled: PulledDocument?
@@ -222,7 +232,8 @@ public actor ContinuationService {
         switch result.outcome {
         case .handled: break
         case .otherType: await activities.failedToContinue(ticket, .noLongerCurrent, detail: "the member's current activity has another type")
-        case .versionUnsupported(let version): await activities.failedToContinue(ticket, .versionUnsupported, detail: "version \(version) is not one this handler accepts")
+        case .versionUnsupported(let version?): await activities.failedToContinue(ticket, .versionUnsupported, detail: "version \(version) is not one this handler accepts")
+        case .versionUnsupported(nil): break // told before any fetch
         case .cancelled: await activities.failedToContinue(ticket, .cancelled, detail: "the suggestion was dismissed")
         case .documentFailed(let error):
             let failure = Self.documentFailure(error)
@@ -267,6 +278,9 @@ public actor ContinuationService {
         case .interrupted(let why): .continuation(.interrupted, "the connection to the member broke: \(why)")
         case .timedOut(let why): .continuation(.timedOut, "the member did not answer in time: \(why)")
         case .remote(let frame) where frame.code == .unknownActivity: .unknownActivity("the member has no such current activity")
+        // The member refused before it sent anything: its activity's version is not one asked for (§9 step 3).
+        case .remote(let frame) where frame.code == .versionUnsupported:
+            .continuation(.versionUnsupported, "the member's activity has a version no handler here accepts")
         case .remote(let frame) where frame.code == .notPermitted: .notPermitted("the member refused")
         case .remote(let frame): .failed("the member answered \(frame.code)")
         case .protocolError(let why): .failed("protocol error: \(why)")

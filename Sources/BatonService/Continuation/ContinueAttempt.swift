@@ -8,8 +8,9 @@ enum Handover: Sendable, Equatable {
     case handled(DeliveryOutcome)
     /// The member sent another type: nothing delivered, nothing reported.
     case otherType
-    /// No handler here accepts the activity's version: nothing delivered, nothing reported.
-    case versionUnsupported(Int64)
+    /// No handler here accepts the activity's version (nil: no version at all, nothing fetched):
+    /// nothing delivered, nothing reported.
+    case versionUnsupported(Int64?)
     /// Cancelled before delivery: nothing delivered, nothing reported.
     case cancelled
     /// The activity's document could not be pulled: nothing delivered, nothing reported (what

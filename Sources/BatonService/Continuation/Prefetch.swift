@@ -7,8 +7,9 @@ struct Prefetched: Sendable {
 }
 
 /// Prefetch: a suggestion shown (so near) for `prefetchAfter` is fetched ahead with the same
-/// exact-revision FetchActivity an accept sends, and kept in memory only. Accept delivers it when
-/// it is still the suggestion's revision and younger than `prefetchMaxAge`, then reports
+/// exact-revision FetchActivity (or FetchActivityOfVersions) an accept sends, and kept in memory
+/// only. Accept delivers it when it is still the suggestion's revision and younger than
+/// `prefetchMaxAge`, then reports
 /// ActivityContinued on a new connection; otherwise accept fetches as usual. The entry goes with
 /// the suggestion (newer revision, withdrawn, far, taken, dismissed).
 extension ContinuationService {
@@ -30,9 +31,13 @@ extension ContinuationService {
     private func prefetch(_ suggestion: BatonCore.Suggestion) async {
         guard book.suggestion(number: suggestion.number) == suggestion, presence.isNear(suggestion.member),
               let member = await ring.snapshot().roster.members[suggestion.member] else { return }
+        // The versions any local handler of the type accepts (nobody has accepted yet): a source
+        // whose activity has another version refuses without its app saving (§9 "Prefetch").
+        let versions = await activities.versionDeclarations(type: suggestion.activityType, uid: nil).map(FetchActivityOfVersions.ranges(covering:))
+        guard versions?.isEmpty != true else { return }
         let typeHash = DerivedKeys(secret: member.secret).typeHash(suggestion.activityType)
         do {
-            let record = try await transfer.fetch(member: member.deviceID, typeHash: typeHash, revision: suggestion.revision)
+            let record = try await transfer.fetch(member: member.deviceID, typeHash: typeHash, revision: suggestion.revision, versions: versions)
             // Still the same suggestion after the fetch (a newer advert or a withdrawal drops it).
             guard prefetching[suggestion.number] != nil, book.suggestion(number: suggestion.number) == suggestion,
                   record.activityType == suggestion.activityType else { return }

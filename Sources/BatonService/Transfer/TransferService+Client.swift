@@ -5,11 +5,13 @@ import BatonTransport
 /// rosters when needed, then asks.
 extension TransferService {
     /// The current activity of `member` with this type hash (computed with the member's secret) and
-    /// advert revision (`ActivityReference.anyRevision` for whatever is current).
-    public func fetch(member: DeviceID, typeHash: TypeHash, revision: UInt32) async throws(TransferError) -> ActivityRecord {
-        let request = Frame(type: .fetchActivity, requestID: requestIDs.make(),
-                            payload: ActivityReference(typeHash: typeHash, revision: revision).payload)
-        guard let reply = try await perform(request, member: member, forceSync: false) else { throw .protocolError("no reply") }
+    /// advert revision (`ActivityReference.anyRevision` for whatever is current). With `versions`
+    /// (the ranges the local handlers accept) it asks FetchActivityOfVersions (§9 step 2).
+    public func fetch(member: DeviceID, typeHash: TypeHash, revision: UInt32,
+                      versions: [ClosedRange<UInt64>]? = nil) async throws(TransferError) -> ActivityRecord {
+        let conversation = try await openFetch(member: member, activity: ActivityReference(typeHash: typeHash, revision: revision), versions: versions)
+        conversation.channel.close()
+        guard let reply = conversation.reply else { throw .protocolError("no reply") }
         guard reply.type == .activityPayload else { throw .protocolError("unexpected \(reply.type)") }
         do { return try ActivityRecord(decoding: reply.payload) } catch { throw .protocolError("payload: \(error)") }
     }
@@ -36,12 +38,10 @@ extension TransferService {
     /// when `deliver` says so, reports ActivityContinued on that same channel: one TLS session per
     /// Continue. A report that fails there is repeated once on a new connection with the same request id.
     public func fetchAndReport<Outcome: Sendable>(
-        member: DeviceID, typeHash: TypeHash, revision: UInt32,
+        member: DeviceID, typeHash: TypeHash, revision: UInt32, versions: [ClosedRange<UInt64>]? = nil,
         deliver: @Sendable (ActivityRecord, DocumentOnChannel) async -> (outcome: Outcome, report: Bool)
     ) async throws(TransferError) -> (record: ActivityRecord, outcome: Outcome) {
-        let request = Frame(type: .fetchActivity, requestID: requestIDs.make(),
-                            payload: ActivityReference(typeHash: typeHash, revision: revision).payload)
-        let conversation = try await open(request, member: member, forceSync: false)
+        let conversation = try await openFetch(member: member, activity: ActivityReference(typeHash: typeHash, revision: revision), versions: versions)
         defer { conversation.channel.close() }
         guard let reply = conversation.reply, reply.type == .activityPayload else { throw .protocolError("unexpected reply to FetchActivity") }
         let record: ActivityRecord
@@ -69,6 +69,34 @@ extension TransferService {
             }
         }
         return (record, outcome)
+    }
+
+    /// Opens a conversation whose first request is the fetch: FetchActivityOfVersions when `versions`
+    /// is given (1 to 16 ranges), FetchActivity otherwise. A v1 source from before 0x0C existed closes
+    /// the connection on its header without a reply (§2.1), which looks like `interrupted`; a source
+    /// that answers `malformed` did not take it either. Both get FetchActivity instead (new request
+    /// id), and the receiver's own check on the payload decides (§9 step 3). When that second try
+    /// reaches nobody, the first failure is the one reported (the source was reached and broke).
+    func openFetch(member: DeviceID, activity: ActivityReference, versions: [ClosedRange<UInt64>]?) async throws(TransferError) -> Conversation {
+        let plain = { Frame(type: .fetchActivity, requestID: self.requestIDs.make(), payload: activity.payload) }
+        guard let versions else { return try await open(plain(), member: member, forceSync: false) }
+        let asked: FetchActivityOfVersions
+        do { asked = try FetchActivityOfVersions(activity: activity, versions: versions) } catch { throw .protocolError("versions: \(error)") }
+        let first: TransferError
+        do {
+            return try await open(Frame(type: .fetchActivityOfVersions, requestID: requestIDs.make(), payload: asked.payload),
+                                  member: member, forceSync: false)
+        } catch .interrupted(let why) {
+            first = .interrupted(why)
+        } catch .remote(let frame) where frame.code == .malformed {
+            first = .remote(frame)
+        }
+        log("batond: \(member.shortForm) did not take FetchActivityOfVersions (\(first)); asking FetchActivity")
+        do {
+            return try await open(plain(), member: member, forceSync: false)
+        } catch .unreachable, .noEndpoints {
+            throw first
+        }
     }
 
     /// A conversation with a member: the channel (open, the caller closes it), and the reply to the first request.

@@ -3,8 +3,9 @@ import BatonCrypto
 import BatonTransport
 
 /// The authenticated transfer between ring members (protocol §6, §8, §9): a TLS listener whose
-/// pins are the ring members, serving Hello, FetchActivity, ActivityContinued and RingSync; and
-/// the client side that fetches activities, reports continuations and sends RingSync.
+/// pins are the ring members, serving Hello, FetchActivity and FetchActivityOfVersions,
+/// ActivityContinued and RingSync; and the client side that fetches activities, reports
+/// continuations and sends RingSync.
 public actor TransferService {
     public struct Configuration: Sendable {
         /// Numeric address of the TLS listener.
@@ -70,6 +71,10 @@ public actor TransferService {
     var snapshot: RingSnapshot
     /// Channels accepted since the start (TCP and L2CAP): one per TLS handshake that passed.
     private(set) var acceptedChannels = 0
+    /// ActivityPayload frames built as answers since the start (tests: a refused version sends none).
+    private(set) var activityPayloadsSent = 0
+    /// FetchActivityOfVersions answered versionUnsupported since the start (tests and diagnostics).
+    private(set) var versionsRefused = 0
 
     /// Starts listening and attaches itself to `ring` (pins, syncs, the Continue method).
     public static func start(ring: RingService, activities: any TransferActivities, configuration: Configuration,
@@ -247,6 +252,9 @@ public actor TransferService {
                 return Frame(type: .hello, requestID: request.requestID, payload: ownHello().payload)
             case .fetchActivity:
                 return try await fetchRequested(ActivityReference(payload: request.payload), by: peer, requestID: request.requestID)
+            case .fetchActivityOfVersions:
+                let asked = try FetchActivityOfVersions(payload: request.payload)
+                return try await fetchRequested(asked.activity, versions: asked, by: peer, requestID: request.requestID)
             case .activityContinued:
                 // Each answered fetch entitles its peer to one report (§9): the entry is used up here,
                 // and a repeat of this request id is answered from the dispatcher's reply cache.
@@ -272,22 +280,38 @@ public actor TransferService {
         }
     }
 
-    private func fetchRequested(_ reference: ActivityReference, by peer: DeviceID, requestID: UInt32) async throws -> Frame {
+    /// FetchActivity, and FetchActivityOfVersions when `versions` is given (§6.2, §9 step 3): an
+    /// activity of a version outside its ranges is refused before the app is asked to save (no
+    /// WillSave), and again when the save changed the version; a refused fetch is not recorded
+    /// for ActivityContinued and sends no payload.
+    private func fetchRequested(_ reference: ActivityReference, versions: FetchActivityOfVersions? = nil, by peer: DeviceID,
+                                requestID: UInt32) async throws -> Frame {
         guard let publication = await radio.currentPublication(), publication.typeHash == reference.typeHash,
               reference.revision == ActivityReference.anyRevision || reference.revision == publication.revision else {
             throw ErrorFrame(code: .unknownActivity, message: "no such current activity")
         }
+        if let versions, !versions.accepts(publication.record.version) { throw refuseVersion() }
         // WillSave runs here when the app asked for it; a failing source leaves the last saved state.
         guard let (id, fresh) = await activities.recordForTransfer(uid: publication.uid),
               fresh.activityType == publication.record.activityType else {
             throw ErrorFrame(code: .unknownActivity, message: "the activity ended")
         }
+        // The app may set another Version in its WillSave answer.
+        if let versions, !versions.accepts(fresh.version) { throw refuseVersion() }
         var record = fresh
         record.revision = publication.revision
         let answered = ActivityReference(typeHash: reference.typeHash, revision: publication.revision)
         served.append(Served(peer: peer, reference: answered, activity: id))
         if served.count > Self.servedLimit { served.removeFirst(served.count - Self.servedLimit) }
-        return Frame(type: .activityPayload, requestID: requestID, payload: try record.encoded())
+        let reply = Frame(type: .activityPayload, requestID: requestID, payload: try record.encoded())
+        activityPayloadsSent += 1
+        return reply
+    }
+
+    /// The message is for logs: it names no version (payload data, §6.3).
+    private func refuseVersion() -> ErrorFrame {
+        versionsRefused += 1
+        return ErrorFrame(code: .versionUnsupported, message: "the activity's version is not one asked for")
     }
 
     func ownHello() -> HelloMessage {
