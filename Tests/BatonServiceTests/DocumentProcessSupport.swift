@@ -21,12 +21,13 @@ final class KillableBatond: @unchecked Sendable {
     let listen: String
     let port: UInt16
     let namespace: String?
+    let extraArguments: [String]
     private let bus: TestBus
     private let logPath: String
     private let process = Mutex<Process?>(nil)
     private(set) var starts = 0
 
-    init(_ bus: TestBus, name: String, listen: String = "127.0.0.1", port: UInt16, namespace: String? = nil) {
+    init(_ bus: TestBus, name: String, listen: String = "127.0.0.1", port: UInt16, namespace: String? = nil, extraArguments: [String] = []) {
         self.bus = bus
         self.name = name
         busName = "org.baton.test.\(name)"
@@ -35,6 +36,7 @@ final class KillableBatond: @unchecked Sendable {
         self.listen = listen
         self.port = port
         self.namespace = namespace
+        self.extraArguments = extraArguments
     }
 
     /// Starts it and waits until it owns its name and listens.
@@ -46,7 +48,7 @@ final class KillableBatond: @unchecked Sendable {
         let launched = Process()
         let daemon = try batondExecutable().path
         let arguments = ["--bus-address", bus.address, "--bus-name", busName, "--state-dir", stateDirectory, "--no-radio", "--no-avahi",
-                         "--listen", listen, "--port", String(port), "--name", name]
+                         "--listen", listen, "--port", String(port), "--name", name] + extraArguments
         if let namespace {
             launched.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
             launched.arguments = ["netns", "exec", namespace, daemon] + arguments
@@ -172,6 +174,8 @@ final class DocumentApps: @unchecked Sendable {
         let deliveries = Mutex<[Delivery]>([])
         let failures = Mutex<[String]>([])
         let continued = Mutex(0)
+        let saves = Mutex(0)
+        let saveHook = Mutex<(@Sendable (Int) async -> Void)?>(nil)
     }
     private let records = Records()
     let directory: URL
@@ -185,7 +189,10 @@ final class DocumentApps: @unchecked Sendable {
         let records = self.records
         try await sourceApp.export([try InterfaceFiles.interface("org.baton.ActivitySource1") { call in
             if call.member == "WasContinued" { records.continued.withLock { $0 += 1 } }
-            return call.member == "WillSave" ? [.propertyDictionary([:])] : []
+            guard call.member == "WillSave" else { return [] }
+            let count = records.saves.withLock { $0 += 1; return $0 }
+            if let hook = records.saveHook.withLock({ $0 }) { await hook(count) }
+            return [.propertyDictionary([:])]
         }], at: "/source")
         try await receiverApp.export([try InterfaceFiles.interface("org.baton.ActivityHandler1") { call in
             switch call.member {
@@ -220,6 +227,10 @@ final class DocumentApps: @unchecked Sendable {
 
     var allDeliveries: [Delivery] { records.deliveries.withLock { $0 } }
     var wasContinued: Int { records.continued.withLock { $0 } }
+    /// WillSave calls so far (a fetch of an activity that needs saving, and a claim's save).
+    var willSaves: Int { records.saves.withLock { $0 } }
+    /// Runs in the source app's WillSave, with the count of WillSave calls so far, before it answers.
+    func onWillSave(_ hook: (@Sendable (Int) async -> Void)?) { records.saveHook.withLock { $0 = hook } }
     /// The categories of FailedToContinue the handler heard.
     var failures: [String] { records.failures.withLock { $0 } }
 
@@ -230,10 +241,12 @@ final class DocumentApps: @unchecked Sendable {
     }
 
     /// Publishes a new current activity on `daemon` carrying `bytes` as `documentID`; returns its path.
-    func publish(on daemon: KillableBatond, title: String, documentID: String, bytes: [UInt8]) async throws -> String {
+    /// `needsSave`: the app is asked to save (WillSave) before the activity or its session leaves.
+    func publish(on daemon: KillableBatond, title: String, documentID: String, bytes: [UInt8], needsSave: Bool = false) async throws -> String {
         let path = try #require(try await sourceApp.call(destination: daemon.busName, path: BatonObjectPath.manager, interface: BatonInterface.manager,
             method: "CreateActivity", arguments: [.string(type), .string(title), .propertyDictionary([:]),
-                                                  .propertyDictionary(["Source": .objectPath("/source")])], timeout: .seconds(10)).first?.objectPathValue)
+                                                  .propertyDictionary(["Source": .objectPath("/source"), "NeedsSave": .boolean(needsSave)])],
+            timeout: .seconds(10)).first?.objectPathValue)
         try await attach(bytes, as: documentID, to: path, on: daemon)
         _ = try await sourceApp.call(destination: daemon.busName, path: path, interface: BatonInterface.activity, method: "BecomeCurrent", timeout: .seconds(10))
         return path
