@@ -3,11 +3,11 @@ import BatonStore
 
 /// Journalled edit-session claims sent again without waiting for the user (§6.6): at start and
 /// when their owner is heard again, unchanged (same request id). A grant is imported only with its
-/// snapshot: one already here (the Continue that claimed pulled it first), else the replay fetches
-/// it by the grant's digest into the inbox of the user the claim was journalled for, with the type
-/// hash recomputed from the journalled activity type and the owner's secret. Entries journalled
-/// without a type (older journals) wait for the next Continue of that document. Meanwhile the
-/// journal lets no other revision of that document in.
+/// snapshot: one already here (the Continue that claimed pulled it first), else the replay pulls the
+/// owner's current snapshot into the inbox of the user the claim was journalled for (the type hash
+/// recomputed from the journalled activity type and the owner's secret) and takes it only when its
+/// digest is the grant's. Entries journalled without a type (older journals) wait for the next
+/// Continue of that document. Meanwhile the journal lets no other revision of that document in.
 extension ContinuationService {
     /// A member's journalled claims are replayed at most this often on sightings (adverts repeat).
     static let claimReplayInterval = Duration.seconds(10)
