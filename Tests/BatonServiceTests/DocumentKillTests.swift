@@ -218,3 +218,79 @@ struct SplitMix: RandomNumberGenerator {
         return z ^ (z >> 31)
     }
 }
+
+/// The journal gap of §6.6 on real processes: beta is SIGKILLed while alpha's app saves on release
+/// (a newer snapshot), so alpha grants a snapshot beta never fetched. beta, started again on its
+/// state, replays its journalled claim, gets the stored grant, fetches the saved snapshot itself
+/// (the journal kept the activity type and user) and imports it once, without a new Continue.
+@Suite("BatonServiceTests: a receiver killed during the owner's save finishes the import at its restart", .serialized)
+struct KilledReceiverReplayTests {
+    @Test func theRestartedReceiverFetchesAndImportsTheGrantedSnapshotWithoutAContinue() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let client = try DBusConnection(bus: .address(bus.address))
+        defer { client.close() }
+        let alpha = KillableBatond(bus, name: "alpha", port: freeTCPPort(), extraArguments: ["--save-timeout", "10"])
+        let beta = KillableBatond(bus, name: "beta", port: freeTCPPort())
+        let apps = try await DocumentApps(bus: bus, type: DocumentKillTests.type)
+        defer { apps.close() }
+        do {
+            try await scenario(alpha, beta, apps, client)
+        } catch {
+            print("--- alpha\n\(alpha.log)\n--- beta\n\(beta.log)")
+            await alpha.kill9()
+            await beta.kill9()
+            throw error
+        }
+        await alpha.terminate()
+        await beta.terminate()
+    }
+
+    private func scenario(_ alpha: KillableBatond, _ beta: KillableBatond, _ apps: DocumentApps, _ client: DBusConnection) async throws {
+        try await alpha.start(client)
+        try await beta.start(client)
+        try await pairOverTCP(alpha, beta, client: client)
+        try await apps.registerHandler(on: beta)
+        let betaID = try await beta.deviceID(client)
+        let documentID = "plan-saved-on-release"
+        let bytes = documentBytes(count: DocumentKillTests.documentSize, seed: 0xC1A1)
+        let activity = try await apps.publish(on: alpha, title: "Plan", documentID: documentID, bytes: bytes, needsSave: true)
+        let saved = documentBytes(count: DocumentKillTests.documentSize + 1_000, seed: 0x5A7E)
+        let savedDigest = SHA256.hash(saved)
+        let savesBefore = apps.willSaves
+        apps.onWillSave { [apps] count in
+            // The second save of the Continue is the claim's (the first is the activity's fetch).
+            guard count == savesBefore + 2 else { return }
+            try? await apps.attach(saved, as: documentID, to: activity, on: alpha)
+            await beta.kill9()
+        }
+        _ = try? await beta.call(client, BatonInterface.ring, "Continue", [.string("alpha"), .string(DocumentKillTests.type)], timeout: .seconds(60))
+        apps.onWillSave(nil)
+        // alpha granted the saved snapshot (durably) to a beta that is gone.
+        #expect(try await eventually(timeout: .seconds(20)) {
+            try alpha.editSessions()?.applied.entries.contains { $0.grant.granted.digest == savedDigest } == true
+        }, "alpha never granted the saved snapshot")
+        let journalled = try beta.pendingClaims()
+        #expect(journalled.map(\.claim.documentID) == [documentID])
+        #expect(journalled.first?.activityType == DocumentKillTests.type && journalled.first?.uid == getuid())
+        #expect(try beta.inbox().received(digest: savedDigest) == nil, "beta never fetched the saved snapshot")
+        let deliveries = apps.allDeliveries.count
+
+        try await beta.start(client)
+        #expect(try await eventually(timeout: .seconds(30)) {
+            try beta.editSessions()?.book.owner(of: documentID) == .thisMachine && (try beta.pendingClaims()).isEmpty
+        }, "beta's start-up replay did not finish the import\n--- beta\n\(beta.log)")
+        let imported = try #require(try beta.editSessions()?.book.ledger(documentID))
+        #expect(imported.current.revision == 2 && imported.current.digest == savedDigest, "the saved snapshot, imported once")
+        let received = try #require(try beta.inbox().received(digest: savedDigest))
+        #expect(try Array(Data(contentsOf: URL(fileURLWithPath: received))) == saved)
+        #expect(apps.allDeliveries.count == deliveries, "no Continue ran: the replay imported alone")
+        let released = try #require(try alpha.editSessions())
+        #expect(released.applied.entries.filter { $0.grant.granted.digest == savedDigest }.count == 1, "granted once")
+        guard case .peer(let owner) = released.book.owner(of: documentID) else {
+            Issue.record("alpha still owns \(documentID)")
+            return
+        }
+        #expect(owner.bytes.hexString == betaID)
+    }
+}

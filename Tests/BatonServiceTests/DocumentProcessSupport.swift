@@ -107,16 +107,32 @@ final class KillableBatond: @unchecked Sendable {
         return try #require(members.first { $0["Self"]?.boolValue == true }?["DeviceId"]?.stringValue)
     }
 
-    // MARK: What it keeps on disk (read the way batond writes it: atomically replaced records)
+    // MARK: What it keeps on disk (atomically replaced records)
 
     func editSessions() throws -> EditSessionKeeper? {
-        try DurableRecord<EditSessionKeeper>(name: EditSessions.recordName, schemaVersion: 1,
-                                             in: StateDirectory(path: stateDirectory + "/sessions")).load()
+        try withCopyOfSessions { directory in
+            try DurableRecord<EditSessionKeeper>(name: EditSessions.recordName, schemaVersion: 1, in: directory).load()
+        }
     }
 
     func pendingClaims() throws -> [PendingClaim] {
-        try Journal<PendingClaim>(name: EditSessions.journalName, capacity: ClaimQueue.defaultCapacity,
-                                  in: StateDirectory(path: stateDirectory + "/sessions")).entries()
+        try withCopyOfSessions { directory in
+            try Journal<PendingClaim>(name: EditSessions.journalName, capacity: ClaimQueue.defaultCapacity, in: directory).entries()
+        }
+    }
+
+    /// Opening a StateDirectory removes the temporary files in it, which would break a write the
+    /// running daemon has in progress: the test opens a copy of the two records instead (each is
+    /// whole, since the daemon replaces them by renaming).
+    private func withCopyOfSessions<T>(_ body: (StateDirectory) throws -> T) throws -> T {
+        let copy = bus.directory.appendingPathComponent("sessions-copy-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: copy, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(atPath: copy) }
+        for name in [EditSessions.recordName, EditSessions.journalName] {
+            guard let bytes = FileManager.default.contents(atPath: stateDirectory + "/sessions/" + name) else { continue }
+            _ = FileManager.default.createFile(atPath: copy + "/" + name, contents: bytes, attributes: [.posixPermissions: 0o600])
+        }
+        return try body(try StateDirectory(path: copy))
     }
 
     func inbox() throws -> DocumentInbox { try DocumentInbox.ofUser(getuid(), under: stateDirectory + "/documents") }
