@@ -117,6 +117,8 @@ private struct WatchedDirectories: Sendable {
             let length = Int(events.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
             let nameBytes = events[(offset + header)..<min(offset + header + length, events.count)]
             offset += header + length
+            // The kernel's queue overflowed: events were dropped, one of them may have been ours.
+            if mask & UInt32(IN_Q_OVERFLOW) != 0 { touched = true }
             guard let directory = watches[watch] else { continue }
             if mask & UInt32(IN_IGNORED) != 0 {
                 watches[watch] = nil
