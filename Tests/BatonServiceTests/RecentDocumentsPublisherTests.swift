@@ -137,13 +137,14 @@ extension RecentDocumentsPublisherTests {
 
             // Replaced by rename (Foundation's atomic write, as GLib's): the text file is offered.
             try recentList(text.path, type: "text/plain", at: start.addingTimeInterval(2)).write(toFile: list, atomically: true, encoding: .utf8)
-            #expect(try await eventually(timeout: .seconds(10)) { try await connection.currentActivityPath() != nil })
+            #expect(await eventually(timeout: .seconds(10)) { (try? await connection.currentActivityPath()) != nil })
             let path = try #require(try await connection.currentActivityPath())
             #expect(try await connection.activity(at: path).title == "Notes.txt")
 
             // publishers.conf is watched too: turning the publisher off withdraws the offer at once.
             try "recent = off\n".write(toFile: settingsFile, atomically: true, encoding: .utf8)
-            #expect(try await eventually(timeout: .seconds(10)) { try await connection.activities().isEmpty })
+            // try?: a listing that meets the activity while it is being removed fails ("lacks Type or Status").
+            #expect(await eventually(timeout: .seconds(10)) { (try? await connection.activities())?.isEmpty == true })
         }
     }
 }
