@@ -25,6 +25,20 @@ private final class ChangeCounter: @unchecked Sendable {
     func stop() { reader?.cancel() }
 }
 
+/// How many of this process's inotify instances watch `directory` (by inode, from /proc/self/fdinfo):
+/// other suites running at the same time may open instances of their own, never on this directory.
+private func inotifyInstances(watching directory: URL) -> Int {
+    var status = stat()
+    guard stat(directory.path, &status) == 0 else { return 0 }
+    let inode = " ino:" + String(status.st_ino, radix: 16) + " "
+    let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+    return descriptors.filter { descriptor in
+        guard (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + descriptor)) == "anon_inode:inotify",
+              let info = try? String(contentsOfFile: "/proc/self/fdinfo/" + descriptor, encoding: .utf8) else { return false }
+        return info.contains(inode)
+    }.count
+}
+
 @Suite("BatonAgentTests: the recently-used list is watched, not polled", .serialized)
 struct RecentDocumentsWatchTests {
     private let directory = FileManager.default.temporaryDirectory.appendingPathComponent("recent-watch-\(UUID().uuidString)")
@@ -70,10 +84,14 @@ struct RecentDocumentsWatchTests {
     func releasingEndsTheStream() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         var watch: RecentDocumentsWatch? = try RecentDocumentsWatch(files: [list])
+        let watched = list.deletingLastPathComponent()
+        #expect(inotifyInstances(watching: watched) == 1)
         let changes = try #require(watch?.changes)
         watch = nil
         var iterator = changes.makeAsyncIterator()
         #expect(await iterator.next() == nil)
+        // The thread closed its inotify instance (a per-user resource, 128 by default) before it ended the stream.
+        #expect(inotifyInstances(watching: watched) == 0)
     }
 
     @Test func aDirectoryThatCannotBeMadeIsATypedError() {
