@@ -47,6 +47,9 @@ struct AgentIdleWakeupTests {
             try await eventually(timeout: .seconds(20), "the agent started") {
                 ((try? String(contentsOf: log, encoding: .utf8)) ?? "").contains("for suggestions")
             }
+            let started = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+            // Without an inotify instance (a per-user limit) the agent goes on without the publisher.
+            try #require(!started.contains("not following the recently-used list"), "\(started)")
             try await Task.sleep(for: .seconds(2))
 
             // Up to three 4 s windows: a periodic timer (the old once-a-second stat, libdispatch's 1 s
