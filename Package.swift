@@ -64,7 +64,7 @@ let package = Package(
                                                          .when(platforms: [.linux], configuration: .release))]),
         .executableTarget(name: "baton", dependencies: ["BatonPublishers", "BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
         .executableTarget(name: "bt-pair", dependencies: ["BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
-        .executableTarget(name: "baton-agent", dependencies: ["BatonAgent"], swiftSettings: strict),
+        .executableTarget(name: "baton-agent", dependencies: ["BatonAgent", "BatonReadiness"], swiftSettings: strict),
         .executableTarget(name: "baton-browser-host", dependencies: ["BatonBrowserHost"], swiftSettings: strict),
         .executableTarget(name: "baton-bench", dependencies: ["BatonCore", "BatonCrypto"], swiftSettings: strict),
         // Accept → delivered over loopback TLS, two rings in one process (docs/benchmarks.md).

@@ -52,7 +52,7 @@ public enum AgentProgram {
             try await agent.start()
             // Offers the document just opened when the user turned it on (docs/publishers.md).
             let recentDocuments = RecentDocumentsPublisher(daemon: daemon, environment: ProcessInfo.processInfo.environment, logger: logger)
-            Task { await recentDocuments.run() }
+            do { try await recentDocuments.start() } catch { logger.log("not following the recently-used list: \(error)") }
             if let directory = RecentDocumentReceiver.defaultDirectory(environment: ProcessInfo.processInfo.environment) {
                 let receiver = RecentDocumentReceiver(directory: directory, opener: DesktopURLOpener())
                 do {

@@ -1,20 +1,12 @@
+import BatonPublishers
 import Foundation
 
 /// Which recently used files may be offered as the current activity. Only local documents of the
 /// chosen media types, and nothing from places the user would not expect to leave the machine:
 /// hidden (dot) files and directories, removable media, temporary and runtime directories.
 public struct RecentDocumentFilter: Sendable {
-    /// Office documents, PDF, plain text and common images (docs/publishers.md).
-    public static let defaultMediaTypes: Set<String> = [
-        "application/pdf", "text/plain", "text/markdown", "application/rtf",
-        "application/vnd.oasis.opendocument.text", "application/vnd.oasis.opendocument.spreadsheet",
-        "application/vnd.oasis.opendocument.presentation", "application/vnd.oasis.opendocument.graphics",
-        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-        "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-        "application/msword", "application/vnd.ms-excel", "application/vnd.ms-powerpoint",
-        "image/png", "image/jpeg", "image/svg+xml", "application/epub+zip",
-    ]
+    /// The built-in set, used while publishers.conf names none (`recent-types`, docs/publishers.md).
+    public static let defaultMediaTypes: Set<String> = PublisherSettings.defaultRecentMediaTypes
 
     /// Removable media, mounts and volatile or system places; a path inside any is never offered.
     public static let defaultExcludedRoots = ["/media", "/run", "/mnt", "/tmp", "/var/tmp", "/dev", "/proc", "/sys"]
@@ -29,7 +21,7 @@ public struct RecentDocumentFilter: Sendable {
     }
 
     public func accepts(_ document: RecentDocument) -> Bool {
-        guard document.url.isFileURL, mediaTypes.contains(document.mediaType) else { return false }
+        guard document.url.isFileURL, mediaTypes.contains(document.mediaType.lowercased()) else { return false }
         let path = document.url.standardizedFileURL.path
         guard path.hasPrefix("/") else { return false }
         if excludedRoots.contains(where: { path == $0 || path.hasPrefix($0 + "/") }) { return false }

@@ -7,7 +7,8 @@ import Glibc
 #endif
 
 /// Offers the local document the user just opened as the current activity, with the file
-/// attached as a snapshot (docs/publishers.md). Only while publishers.conf says `recent = on`.
+/// attached as a snapshot (docs/publishers.md). Only while publishers.conf says `recent = on`, and
+/// only documents of its `recent-types` (else the filter's default set).
 public actor RecentDocumentsPublisher {
     public static let activityType = "org.baton.recent-document"
     private let daemon: BatonConnection
@@ -16,8 +17,10 @@ public actor RecentDocumentsPublisher {
     private let logger: any AgentLog
     /// Documents used before this are never offered (the agent starting offers nothing).
     private var lastOffered: Date?
-    private var lastSeenChange: (Date, Int)?
     private var activity: UserActivity?
+    private var follower: Task<Void, Never>?
+    /// How many times the list or publishers.conf changed since `start` (no change: no wakeup).
+    public private(set) var changesHandled = 0
 
     public init(daemon: BatonConnection, environment: [String: String], filter: RecentDocumentFilter = RecentDocumentFilter(),
                 logger: any AgentLog, since start: Date = Date()) {
@@ -28,29 +31,41 @@ public actor RecentDocumentsPublisher {
         self.lastOffered = start
     }
 
-    /// Checks the list once a second until cancelled. A stat per second is cheaper than keeping a
-    /// watch that GTK's atomic rewrite (rename over the file) would break.
-    public func run(interval: Duration = .seconds(1)) async {
-        while !Task.isCancelled {
-            await checkOnce()
-            try? await Task.sleep(for: interval)
+    /// Follows the list and publishers.conf until `stop`; returns once the watch is in place. Nothing
+    /// runs between changes: no timer, no polling (`RecentDocumentsWatch`).
+    public func start() throws(RecentDocumentsWatch.Failure) {
+        let files = [RecentDocumentsList.fileURL(environment: environment), PublisherSettings.fileURL(environment: environment)]
+        let watch = try RecentDocumentsWatch(files: files.compactMap { $0 })
+        follower?.cancel()
+        // Holds the publisher until `stop`: the agent keeps no other reference to it.
+        follower = Task {
+            for await _ in watch.changes { await self.changed() }
+            withExtendedLifetime(watch) {}
         }
     }
 
-    /// Reads the list if it changed and offers the newest acceptable document, if any is new.
+    public func stop() {
+        follower?.cancel()
+        follower = nil
+    }
+
+    private func changed() async {
+        changesHandled += 1
+        await checkOnce()
+    }
+
+    /// Reads the settings and the list and offers the newest acceptable document, if one is new.
+    /// Turning the publisher off invalidates what it offered.
     public func checkOnce() async {
-        guard PublisherSettings.load(environment: environment).isEnabled(.recent) else {
+        let settings = PublisherSettings.load(environment: environment)
+        guard settings.isEnabled(.recent) else {
             await activity?.invalidate()
             activity = nil
             return
         }
-        guard let list = RecentDocumentsList.fileURL(environment: environment),
-              let attributes = try? FileManager.default.attributesOfItem(atPath: list.path),
-              let modified = attributes[.modificationDate] as? Date else { return }
-        let size = (attributes[.size] as? Int) ?? 0
-        if let (seenDate, seenSize) = lastSeenChange, seenDate == modified, seenSize == size { return }
-        lastSeenChange = (modified, size)
-        guard let data = try? Data(contentsOf: list),
+        var filter = self.filter
+        if let chosen = settings.recentMediaTypes { filter.mediaTypes = Set(chosen) }
+        guard let list = RecentDocumentsList.fileURL(environment: environment), let data = try? Data(contentsOf: list),
               let document = filter.newest(in: RecentDocumentsList.parse(data), after: lastOffered) else { return }
         lastOffered = document.lastUsed
         await offer(document)

@@ -16,21 +16,36 @@ public enum Publisher: String, CaseIterable, Sendable {
 /// every publisher before it publishes and written by `baton publishers`. All are off until the
 /// user enables them (opt-in); a missing or unreadable file means all off.
 public struct PublisherSettings: Equatable, Sendable {
-    public var enabled: Set<Publisher> = []
+    /// The file's key for the media types the recent publisher offers.
+    public static let recentTypesKey = "recent-types"
 
-    public init(enabled: Set<Publisher> = []) {
+    public var enabled: Set<Publisher> = []
+    /// The media types the recent publisher offers; nil: `defaultRecentMediaTypes` (no line in the file).
+    public var recentMediaTypes: [String]?
+
+    public init(enabled: Set<Publisher> = [], recentMediaTypes: [String]? = nil) {
         self.enabled = enabled
+        self.recentMediaTypes = recentMediaTypes
     }
 
     public func isEnabled(_ publisher: Publisher) -> Bool { enabled.contains(publisher) }
 
-    /// `name = on|off` lines; `#` comments, unknown names and malformed lines are skipped so that
-    /// a newer Baton's file still works here.
+    /// What the recent publisher offers: the chosen types, else the built-in default.
+    public var effectiveRecentMediaTypes: Set<String> { recentMediaTypes.map(Set.init) ?? Self.defaultRecentMediaTypes }
+
+    /// `name = on|off` lines and one `recent-types = a/b;c/d` line; `#` comments, unknown names and
+    /// malformed lines (a recent-types line with any token that is not a media type included) are
+    /// skipped so that a newer Baton's file still works here and a typo never narrows the set unseen.
     public init(parsing text: String) {
         for line in text.split(whereSeparator: \.isNewline) {
             let content = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-            let parts = content.split(separator: "=", maxSplits: 1).map { String($0.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()) }
-            guard parts.count == 2, let publisher = Publisher(rawValue: parts[0]) else { continue }
+            let parts = content.split(separator: "=", maxSplits: 1).map { Self.trimmed($0) }
+            guard parts.count == 2 else { continue }
+            if parts[0] == Self.recentTypesKey {
+                if let types = try? MediaTypeList.parse([parts[1]]) { recentMediaTypes = types }
+                continue
+            }
+            guard let publisher = Publisher(rawValue: parts[0]) else { continue }
             switch parts[1] {
             case "on": enabled.insert(publisher)
             case "off": enabled.remove(publisher)
@@ -40,8 +55,10 @@ public struct PublisherSettings: Equatable, Sendable {
     }
 
     public var text: String {
-        "# Baton publishers: change with `baton publishers enable|disable NAME` (docs/publishers.md).\n"
-            + Publisher.allCases.map { "\($0.rawValue) = \(isEnabled($0) ? "on" : "off")\n" }.joined()
+        let types = recentMediaTypes.map { "\(Self.recentTypesKey) = \($0.joined(separator: ";"))\n" }
+            ?? "# \(Self.recentTypesKey) = TYPE;TYPE... (absent: the built-in default; `baton publishers recent-types`)\n"
+        return "# Baton publishers: change with `baton publishers enable|disable NAME` (docs/publishers.md).\n"
+            + Publisher.allCases.map { "\($0.rawValue) = \(isEnabled($0) ? "on" : "off")\n" }.joined() + types
     }
 
     /// $XDG_CONFIG_HOME/baton/publishers.conf, ~/.config when XDG_CONFIG_HOME is unset or relative.
@@ -67,5 +84,9 @@ public struct PublisherSettings: Equatable, Sendable {
         guard let url = Self.fileURL(environment: environment) else { throw CocoaError(.fileNoSuchFile) }
         try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
         try Data(text.utf8).write(to: url, options: .atomic)
+    }
+
+    private static func trimmed(_ text: Substring) -> String {
+        String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
     }
 }

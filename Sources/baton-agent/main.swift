@@ -1,5 +1,8 @@
 // baton-agent: the per-user session agent. Everything lives in BatonAgent; this only hands over the command line.
 import BatonAgent
+import BatonReadiness
 import Foundation
 
+// Before any task: a desktop agent must not wake each second (libdispatch's worker-pool monitor).
+installQuietGlobalExecutor()
 exit(await AgentProgram.run(arguments: Array(CommandLine.arguments.dropFirst())))

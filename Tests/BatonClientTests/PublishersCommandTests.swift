@@ -39,4 +39,48 @@ struct PublishersCommandTests {
             }
         }
     }
+
+    @Test("recent-types shows the built-in set, chooses validated types and returns to the default")
+    func recentTypes() async throws {
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("publishers-cli-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: config) }
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_CONFIG_HOME"] = config.path
+        let baton = try Built.executable("baton")
+        func run(_ arguments: [String]) async throws -> ToolResult { try await runTool(baton, arguments, environment: environment) }
+
+        var result = try await run(["publishers", "recent-types"])
+        #expect(result.status == 0)
+        #expect(result.stdout.split(separator: "\n").contains("application/pdf") && result.stdout.split(separator: "\n").contains("text/plain"))
+        #expect(result.stderr.contains("built-in"))
+
+        result = try await run(["publishers", "recent-types", "text/plain;application/PDF", "text/markdown"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout == "text/plain\napplication/pdf\ntext/markdown\n")
+        let file = config.appendingPathComponent("baton/publishers.conf")
+        #expect(try String(contentsOf: file, encoding: .utf8).contains("recent-types = text/plain;application/pdf;text/markdown\n"))
+
+        // Invalid tokens are usage errors and leave the file as it was.
+        for bad in [["publishers", "recent-types", "text/*"], ["publishers", "recent-types", "pdf"],
+                    ["publishers", "recent-types", "text/plain", "charset=utf-8"], ["publishers", "recent-types", ";"]] {
+            let refused = try await run(bad)
+            #expect(refused.status == 64, "\(bad)")
+            #expect(refused.stderr.contains("not a media type") || refused.stderr.contains("no media type"), "\(refused.stderr)")
+        }
+        #expect(try String(contentsOf: file, encoding: .utf8).contains("recent-types = text/plain;application/pdf;text/markdown\n"))
+
+        result = try await run(["--json", "publishers", "recent-types"])
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        #expect(json["types"] as? [String] == ["text/plain", "application/pdf", "text/markdown"])
+        #expect(json["default"] as? Bool == false)
+
+        result = try await run(["publishers", "recent-types", "default"])
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("application/epub+zip\n"))
+        #expect(!(try String(contentsOf: file, encoding: .utf8)).split(separator: "\n").contains { $0.hasPrefix("recent-types") })
+        // Enabling a publisher keeps the choice of types (one file, rewritten whole).
+        _ = try await run(["publishers", "recent-types", "image/png"])
+        _ = try await run(["publishers", "enable", "recent"])
+        #expect(try String(contentsOf: file, encoding: .utf8).contains("recent-types = image/png\n"))
+    }
 }

@@ -98,6 +98,57 @@ struct RecentDocumentsPublisherTests {
     }
 }
 
+extension RecentDocumentsPublisherTests {
+    @Test("a started publisher sleeps until the list is replaced, follows recent-types, and withdraws when turned off")
+    func followsTheListWithoutPolling() async throws {
+        try await withService { fixture in
+            let store = try SnapshotStore(directory: fixture.stateDirectory + "/documents", perDocumentLimit: 1 << 20, perUserLimit: 1 << 20)
+            await fixture.service.useDocuments(store)
+            let home = fixture.bus.directory.appendingPathComponent("home")
+            let documents = home.appendingPathComponent("Documents")
+            try FileManager.default.createDirectory(at: documents, withIntermediateDirectories: true)
+            let environment = ["XDG_DATA_HOME": home.appendingPathComponent("share").path, "XDG_CONFIG_HOME": home.appendingPathComponent("config").path]
+            let settingsFile = environment["XDG_CONFIG_HOME"]! + "/baton/publishers.conf"
+            try FileManager.default.createDirectory(atPath: environment["XDG_CONFIG_HOME"]! + "/baton", withIntermediateDirectories: true)
+            try "recent = on\nrecent-types = text/plain\n".write(toFile: settingsFile, atomically: true, encoding: .utf8)
+            let pdf = documents.appendingPathComponent("Plan.pdf"), text = documents.appendingPathComponent("Notes.txt")
+            try Data("%PDF-1.4".utf8).write(to: pdf)
+            try Data("notes".utf8).write(to: text)
+            let list = environment["XDG_DATA_HOME"]! + "/recently-used.xbel"
+
+            let connection = BatonConnection(connection: try fixture.connect())
+            defer { connection.close() }
+            let filter = RecentDocumentFilter(excludedRoots: RecentDocumentFilter.defaultExcludedRoots.filter { $0 != "/tmp" })
+            let start = Date()
+            let publisher = RecentDocumentsPublisher(daemon: connection, environment: environment, filter: filter,
+                                                     logger: CollectingAgentLog(), since: start)
+            // The data directory does not exist yet: start makes it and watches it.
+            try await publisher.start()
+            defer { Task { await publisher.stop() } }
+
+            // Idle: no wakeup at all (the polling publisher read the list's status once a second).
+            try await Task.sleep(for: .milliseconds(1500))
+            #expect(await publisher.changesHandled == 0)
+
+            // A PDF is not among the chosen types: the list is read, nothing is offered.
+            try recentList(pdf.path, type: "application/pdf", at: start.addingTimeInterval(1)).write(toFile: list, atomically: true, encoding: .utf8)
+            #expect(try await eventually(timeout: .seconds(10)) { await publisher.changesHandled >= 1 })
+            #expect(try await connection.activities().isEmpty)
+
+            // Replaced by rename (Foundation's atomic write, as GLib's): the text file is offered.
+            try recentList(text.path, type: "text/plain", at: start.addingTimeInterval(2)).write(toFile: list, atomically: true, encoding: .utf8)
+            #expect(await eventually(timeout: .seconds(10)) { (try? await connection.currentActivityPath()) != nil })
+            let path = try #require(try await connection.currentActivityPath())
+            #expect(try await connection.activity(at: path).title == "Notes.txt")
+
+            // publishers.conf is watched too: turning the publisher off withdraws the offer at once.
+            try "recent = off\n".write(toFile: settingsFile, atomically: true, encoding: .utf8)
+            // try?: a listing that meets the activity while it is being removed fails ("lacks Type or Status").
+            #expect(await eventually(timeout: .seconds(10)) { (try? await connection.activities())?.isEmpty == true })
+        }
+    }
+}
+
 /// publishers.conf with the recent publisher on.
 private func enableRecentPublisher(_ environment: [String: String]) throws {
     let directory = environment["XDG_CONFIG_HOME"]! + "/baton"

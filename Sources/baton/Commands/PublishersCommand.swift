@@ -4,33 +4,56 @@ import BatonPublishers
 import Foundation
 
 /// `baton publishers`: turns the app-independent publishers (browser tab, recent document) on or
-/// off in publishers.conf, the one place they all read.
+/// off, and chooses the recent publisher's media types, in publishers.conf, the one place they all read.
 struct PublishersCommand: Subcommand {
     static let name = "publishers"
     static let summary = "show or change which publishers that need no app changes are on (browser, recent)"
-    static let synopsis = "[enable|disable browser|recent]"
+    static let synopsis = "[enable|disable browser|recent] | recent-types [TYPE...|default]"
     static let details = """
         browser: the page in the focused browser window (Baton extension and baton-browser-host).
         recent: the local document you last opened (session agent, recently-used.xbel).
         All are off until enabled. The setting is $XDG_CONFIG_HOME/baton/publishers.conf
         (default ~/.config), read before each publication; the daemon is not needed.
         Prints "NAME on|off" per publisher (with --json: an object of booleans).
+        recent-types: the media types recent offers, one per line (with --json:
+        {"types": [...], "default": bool}); with TYPEs (type/subtype, separated by spaces,
+        ";" or ","), offers only those; "default" returns to the built-in set.
         """
 
-    enum Change: Sendable { case enable(Publisher), disable(Publisher) }
+    enum Change: Sendable {
+        case enable(Publisher), disable(Publisher)
+        /// nil: back to the built-in default.
+        case recentTypes([String]?)
+    }
     let change: Change?
+    let showsRecentTypes: Bool
 
     init(parsing arguments: inout ArgumentList) throws(UsageError) {
         guard let verb = try arguments.popPositional() else {
             change = nil
+            showsRecentTypes = false
             return
         }
+        if verb == PublisherSettings.recentTypesKey {
+            showsRecentTypes = true
+            var tokens: [String] = []
+            while let token = try arguments.popPositional() { tokens.append(token) }
+            if tokens.isEmpty {
+                change = nil
+            } else if tokens == ["default"] {
+                change = .recentTypes(nil)
+            } else {
+                do { change = .recentTypes(try MediaTypeList.parse(tokens)) } catch { throw UsageError(error.description) }
+            }
+            return
+        }
+        showsRecentTypes = false
         guard let name = try arguments.popPositional() else { throw UsageError("\(verb): which publisher? (browser or recent)") }
         guard let publisher = Publisher(rawValue: name) else { throw UsageError("\(name) is not a publisher (browser or recent)") }
         switch verb {
         case "enable": change = .enable(publisher)
         case "disable": change = .disable(publisher)
-        default: throw UsageError("\(verb): expected enable or disable")
+        default: throw UsageError("\(verb): expected enable, disable or recent-types")
         }
         try arguments.expectEnd()
     }
@@ -42,11 +65,22 @@ struct PublishersCommand: Subcommand {
             switch change {
             case .enable(let publisher): settings.enabled.insert(publisher)
             case .disable(let publisher): settings.enabled.remove(publisher)
+            case .recentTypes(let types): settings.recentMediaTypes = types
             }
             do { try settings.save(environment: environment) } catch {
                 context.output.message("baton: cannot write \(PublisherSettings.fileURL(environment: environment)?.path ?? "publishers.conf"): \(error)")
                 return ExitStatus.failure
             }
+        }
+        if showsRecentTypes {
+            let types = settings.recentMediaTypes ?? settings.effectiveRecentMediaTypes.sorted()
+            context.output.result(json: .object([(key: "types", value: .array(types.map { .string($0) })),
+                                                 (key: "default", value: .boolean(settings.recentMediaTypes == nil))]),
+                                  text: types.joined(separator: "\n"))
+            if settings.recentMediaTypes == nil, !context.output.json {
+                context.output.message("(the built-in set; `baton publishers recent-types TYPE...` chooses others)")
+            }
+            return ExitStatus.success
         }
         context.output.result(json: .object(Publisher.allCases.map { (key: $0.rawValue, value: .boolean(settings.isEnabled($0))) }),
                               text: Self.summaryLines(settings).joined(separator: "\n"))
