@@ -76,8 +76,10 @@ public final class BatonConnection: Sendable {
             guard let path = pathValue.objectPathValue, let interfaces = interfacesValue.asDictionary else {
                 throw .unexpectedReply("GetManagedObjects entry has the wrong type")
             }
-            // An object being removed can be listed with properties that no longer read; skip it.
-            guard let properties = interfaces[BatonInterface.activity]?.asDictionary, properties["Type"] != nil else { continue }
+            // An object being removed can be listed with properties that no longer read (any of
+            // them, Type or Status); skip it rather than fail the whole listing.
+            guard let properties = interfaces[BatonInterface.activity]?.asDictionary,
+                  properties["Type"] != nil, properties["Status"] != nil else { continue }
             result.append(try ActivityInfo(path: path, properties: properties))
         }
         return result.sorted { $0.path < $1.path }
