@@ -341,9 +341,9 @@ print("  TLS pull A → B (digest checked, fsync, rename): \(milliseconds(whole)
       + "\(Int((median(ratios) * 100).rounded())) % of raw TCP (median of the per-run ratios)")
 print("  CPU of the pull, both sides: \(perGiB(median(runs.map(\.whole.cpu)), bytes: bytes)); "
       + "\(String(Int((median(runs.map { $0.whole.cpu / $0.rawCPU }) * 10).rounded())).paddedFraction(digits: 1)) × raw TCP's (median of the per-run ratios)")
-let budgetTotal = median(runs.map(\.budget.total))
 let medianBudget = CPUBudget(sha256: median(runs.map(\.budget.sha256)), aesSeal: median(runs.map(\.budget.aesSeal)), aesOpen: median(runs.map(\.budget.aesOpen)),
                              fileRead: median(runs.map(\.budget.fileRead)), fileWrite: median(runs.map(\.budget.fileWrite)), loopback: median(runs.map(\.budget.loopback)))
+let budgetTotal = medianBudget.total
 print("  CPU budget (each part measured alone, medians): " + medianBudget.describe(bytes: bytes)
       + "; the pull's own overhead \(perGiB(median(runs.map { $0.whole.cpu - $0.budget.total }), bytes: bytes))")
 print("  ceiling on \(ProcessInfoCores.online) cores, perfectly parallel: the budget alone \(rate(bytes, .seconds(budgetTotal / Double(ProcessInfoCores.online)))), "
