@@ -117,3 +117,32 @@ extension CPUBudget {
             + "\(perGiB(total, bytes: bytes))"
     }
 }
+
+/// Seconds this process's threads have spent runnable but waiting for a core (the second field of
+/// each /proc/self/task/*/schedstat): time the machine's other load took from the pull, as opposed
+/// to time the pull's own stages spent waiting for each other. Threads that ended are not counted.
+func runQueueWait() -> Double {
+    guard let directory = opendir("/proc/self/task") else { return 0 }
+    defer { closedir(directory) }
+    var total: UInt64 = 0
+    while let entry = readdir(directory) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        guard !name.hasPrefix("."), let file = fopen("/proc/self/task/\(name)/schedstat", "r") else { continue }
+        var running: UInt64 = 0, waiting: UInt64 = 0
+        if withUnsafeMutablePointer(to: &running, { running in
+            withUnsafeMutablePointer(to: &waiting) { waiting in readSchedstat(file, running, waiting) }
+        }) { total += waiting }
+        fclose(file)
+    }
+    return Double(total) / 1e9
+}
+
+private func readSchedstat(_ file: UnsafeMutablePointer<FILE>, _ running: UnsafeMutablePointer<UInt64>, _ waiting: UnsafeMutablePointer<UInt64>) -> Bool {
+    var line = [CChar](repeating: 0, count: 128)
+    guard fgets(&line, Int32(line.count), file) != nil else { return false }
+    let fields = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).split(separator: " ")
+    guard fields.count >= 2, let run = UInt64(fields[0]), let wait = UInt64(fields[1]) else { return false }
+    running.pointee = run
+    waiting.pointee = wait
+    return true
+}

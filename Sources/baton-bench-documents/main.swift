@@ -231,6 +231,8 @@ struct PullFigures {
     var longestGap: Duration
     var resumes: Int
     var cipherSuite: String
+    /// Seconds the process's threads were runnable but waited for a core during the pull.
+    var runQueueWait: Double
 }
 
 func pull(from source: Source, into directory: String, maxInterruptions: Int = 2) async throws -> PullFigures {
@@ -240,6 +242,7 @@ func pull(from source: Source, into directory: String, maxInterruptions: Int = 2
                                 chunkTimeout: .seconds(30), maxInterruptions: maxInterruptions, makeRequestID: { ids.make() })
     let clock = ContinuousClock()
     let cpuBefore = processCPU()
+    let waitBefore = runQueueWait()
     let start = clock.now
     let marks = Mutex<(first: ContinuousClock.Instant?, last: ContinuousClock.Instant?, gap: Duration)>((nil, nil, .zero))
     let pulled = try await puller.pull(connect: source.connect, progress: { received, _ in
@@ -253,10 +256,11 @@ func pull(from source: Source, into directory: String, maxInterruptions: Int = 2
     })
     let total = clock.now - start
     let cpu = processCPU() - cpuBefore
+    let waited = runQueueWait() - waitBefore
     precondition(pulled.info == source.document.info, "another document arrived")
     let (first, _, gap) = marks.withLock { $0 }
     return PullFigures(total: total, cpu: cpu, firstByte: (first ?? clock.now) - start, longestGap: gap, resumes: pulled.resumes,
-                       cipherSuite: source.cipherSuite.withLock { $0 })
+                       cipherSuite: source.cipherSuite.withLock { $0 }, runQueueWait: waited)
 }
 
 let options = Options.parse(Array(CommandLine.arguments.dropFirst()))
@@ -294,6 +298,11 @@ struct RunFigures {
     var budget: CPUBudget
 }
 
+/// CPU over wall time: how many cores the pull kept busy on average.
+func cores(_ figures: PullFigures) -> String {
+    String(Int((figures.cpu / seconds(figures.total) * 10).rounded())).paddedFraction(digits: 1)
+}
+
 func percent(_ part: Duration, of whole: Duration) -> Int { Int((seconds(part) / seconds(whole) * 100).rounded()) }
 
 func oneRun(_ index: Int) async throws -> RunFigures {
@@ -318,7 +327,8 @@ func oneRun(_ index: Int) async throws -> RunFigures {
     unlink(documentPath)
     print("run \(index) (load \(loadAverage()), \(whole.cipherSuite)): raw TCP \(milliseconds(raw)) \(rate(bytes, raw)), CPU \(perGiB(rawCPU, bytes: bytes)); "
           + "TLS pull \(milliseconds(whole.total)) \(rate(bytes, whole.total)) "
-          + "(\(percent(raw, of: whole.total)) % of raw), CPU \(perGiB(whole.cpu, bytes: bytes)), first byte \(milliseconds(whole.firstByte)); "
+          + "(\(percent(raw, of: whole.total)) % of raw), CPU \(perGiB(whole.cpu, bytes: bytes)) (\(cores(whole)) cores busy, "
+          + "\(milliseconds(.seconds(whole.runQueueWait))) runnable without a core), first byte \(milliseconds(whole.firstByte)); "
           + "cut and resumed \(milliseconds(cutPull.total)) (gap \(milliseconds(cutPull.longestGap))); "
           + "from the middle \(milliseconds(fromMiddle.total))")
     print("  budget: " + budget.describe(bytes: bytes) + "; the pull's own overhead \(perGiB(whole.cpu - budget.total, bytes: bytes))")
@@ -339,7 +349,8 @@ print("medians of \(runs.count) runs (load average now \(loadAverage()); TLS sui
 print("  raw TCP on loopback: \(milliseconds(raw)), \(rate(bytes, raw)); CPU \(perGiB(median(runs.map(\.rawCPU)), bytes: bytes)) (both threads)")
 print("  TLS pull A → B (digest checked, fsync, rename): \(milliseconds(whole)), \(rate(bytes, whole)); "
       + "\(Int((median(ratios) * 100).rounded())) % of raw TCP (median of the per-run ratios)")
-print("  CPU of the pull, both sides: \(perGiB(median(runs.map(\.whole.cpu)), bytes: bytes)); "
+print("  CPU of the pull, both sides: \(perGiB(median(runs.map(\.whole.cpu)), bytes: bytes)) on \(cores(runs.map(\.whole).sorted { $0.total < $1.total }[(runs.count - 1) / 2])) cores "
+      + "(the median pull; runnable without a core \(milliseconds(.seconds(median(runs.map(\.whole.runQueueWait)))))); "
       + "\(String(Int((median(runs.map { $0.whole.cpu / $0.rawCPU }) * 10).rounded())).paddedFraction(digits: 1)) × raw TCP's (median of the per-run ratios)")
 let medianBudget = CPUBudget(sha256: median(runs.map(\.budget.sha256)), aesSeal: median(runs.map(\.budget.aesSeal)), aesOpen: median(runs.map(\.budget.aesOpen)),
                              fileRead: median(runs.map(\.budget.fileRead)), fileWrite: median(runs.map(\.budget.fileWrite)), loopback: median(runs.map(\.budget.loopback)))
