@@ -56,11 +56,23 @@ func rate(_ bytes: Int, _ duration: Duration) -> String {
 }
 
 extension String {
-    /// "123" (hundredths) → "1.23".
-    func paddedFraction() -> String {
-        let digits = count < 3 ? String(repeating: "0", count: 3 - count) + self : self
-        return String(digits.dropLast(2)) + "." + String(digits.suffix(2))
+    /// "123" (hundredths) → "1.23"; with `digits: 1`, "123" (tenths) → "12.3".
+    func paddedFraction(digits fractionDigits: Int = 2) -> String {
+        let digits = count < fractionDigits + 1 ? String(repeating: "0", count: fractionDigits + 1 - count) + self : self
+        return String(digits.dropLast(fractionDigits)) + "." + String(digits.suffix(fractionDigits))
     }
+}
+
+/// The 1-minute load average: beside every figure, since on a shared machine it says what the wall times are worth.
+func loadAverage() -> String {
+    var loads = [Double](repeating: 0, count: 1)
+    guard getloadavg(&loads, 1) == 1 else { return "?" }
+    return String(Int((loads[0] * 10).rounded())).paddedFraction(digits: 1)
+}
+
+/// CPU seconds per GiB, with two decimals.
+func perGiB(_ cpu: Double, bytes: Int) -> String {
+    String(Int((cpu / (Double(bytes) / Double(1 << 30)) * 100).rounded())).paddedFraction() + " s/GiB"
 }
 
 func milliseconds(_ duration: Duration) -> String { String(Int((seconds(duration) * 1000).rounded())) + " ms" }
@@ -165,6 +177,8 @@ final class Source: Sendable {
     let connector: TLSConnector
     let document: AttachedDocument
     let cutOnce: CutOnce
+    /// The TLS suite of the last connection.
+    let cipherSuite = Mutex("")
 
     init(document: AttachedDocument, cutAfterChunks: Int?) throws {
         let a = try Ed25519PrivateKey(), b = try Ed25519PrivateKey()
@@ -186,6 +200,7 @@ final class Source: Sendable {
 
     func connect(_ request: Frame) async throws(TransportError) -> (channel: SecureChannel, reply: Frame) {
         let channel = try await connector.connect(host: "127.0.0.1", port: listener.port, timeout: .seconds(5))
+        cipherSuite.withLock { $0 = channel.cipherSuite }
         let exchange = FrameExchange(channel: channel)
         _ = try await exchange.request(Frame(type: .hello, requestID: 0, payload: []), timeout: .seconds(5))
         return (channel, try await exchange.request(request, timeout: .seconds(30)))
@@ -215,6 +230,9 @@ struct PullFigures {
     /// The longest pause between two chunks: at a cut, the reconnect, handshake and re-hash of the prefix.
     var longestGap: Duration
     var resumes: Int
+    var cipherSuite: String
+    /// Seconds the process's threads were runnable but waited for a core during the pull.
+    var runQueueWait: Double
 }
 
 func pull(from source: Source, into directory: String, maxInterruptions: Int = 2) async throws -> PullFigures {
@@ -224,6 +242,7 @@ func pull(from source: Source, into directory: String, maxInterruptions: Int = 2
                                 chunkTimeout: .seconds(30), maxInterruptions: maxInterruptions, makeRequestID: { ids.make() })
     let clock = ContinuousClock()
     let cpuBefore = processCPU()
+    let waitBefore = runQueueWait()
     let start = clock.now
     let marks = Mutex<(first: ContinuousClock.Instant?, last: ContinuousClock.Instant?, gap: Duration)>((nil, nil, .zero))
     let pulled = try await puller.pull(connect: source.connect, progress: { received, _ in
@@ -237,9 +256,11 @@ func pull(from source: Source, into directory: String, maxInterruptions: Int = 2
     })
     let total = clock.now - start
     let cpu = processCPU() - cpuBefore
+    let waited = runQueueWait() - waitBefore
     precondition(pulled.info == source.document.info, "another document arrived")
     let (first, _, gap) = marks.withLock { $0 }
-    return PullFigures(total: total, cpu: cpu, firstByte: (first ?? clock.now) - start, longestGap: gap, resumes: pulled.resumes)
+    return PullFigures(total: total, cpu: cpu, firstByte: (first ?? clock.now) - start, longestGap: gap, resumes: pulled.resumes,
+                       cipherSuite: source.cipherSuite.withLock { $0 }, runQueueWait: waited)
 }
 
 let options = Options.parse(Array(CommandLine.arguments.dropFirst()))
@@ -247,7 +268,7 @@ let bytes = options.mebibytes << 20
 let root = options.directory + "/baton-bench-documents-\(getpid())"
 precondition(mkdir(root, 0o700) == 0, "cannot create \(root)")
 defer { _ = system("rm -rf '\(root)'") }
-print("document: \(options.mebibytes) MiB in \(root)")
+print("document: \(options.mebibytes) MiB in \(root); load average \(loadAverage())")
 
 let appFile = writeSource(path: root + "/app-file", bytes: bytes)
 let clock = ContinuousClock()
@@ -274,6 +295,12 @@ struct RunFigures {
     var cutPull: PullFigures
     /// A new pull finding the first `cut` chunks kept by an earlier, interrupted one.
     var fromMiddle: PullFigures
+    var budget: CPUBudget
+}
+
+/// CPU over wall time: how many cores the pull kept busy on average.
+func cores(_ figures: PullFigures) -> String {
+    String(Int((figures.cpu / seconds(figures.total) * 10).rounded())).paddedFraction(digits: 1)
 }
 
 func percent(_ part: Duration, of whole: Duration) -> Int { Int((seconds(part) / seconds(whole) * 100).rounded()) }
@@ -286,6 +313,8 @@ func oneRun(_ index: Int) async throws -> RunFigures {
     let rawCPU = processCPU() - rawCPUBefore
     let whole = try await pull(from: try Source(document: document, cutAfterChunks: nil), into: inbox)
     unlink(documentPath)
+    let budget = CPUBudget.measure(bytes: bytes, snapshot: document.path, scratchDirectory: root,
+                                   aesKeyBytes: whole.cipherSuite.contains("AES_256") ? 32 : 16, loopback: rawCPU)
     let cutPull = try await pull(from: try Source(document: document, cutAfterChunks: cut), into: inbox)
     precondition(cutPull.resumes == 1, "the cut did not happen")
     unlink(documentPath)
@@ -296,11 +325,14 @@ func oneRun(_ index: Int) async throws -> RunFigures {
     } catch DocumentPullError.interrupted {}
     let fromMiddle = try await pull(from: try Source(document: document, cutAfterChunks: nil), into: inbox)
     unlink(documentPath)
-    print("run \(index): raw TCP \(milliseconds(raw)) \(rate(bytes, raw)); TLS pull \(milliseconds(whole.total)) \(rate(bytes, whole.total)) "
-          + "(\(percent(raw, of: whole.total)) % of raw), CPU \(Int((whole.cpu * 1000).rounded())) ms, first byte \(milliseconds(whole.firstByte)); "
+    print("run \(index) (load \(loadAverage()), \(whole.cipherSuite)): raw TCP \(milliseconds(raw)) \(rate(bytes, raw)), CPU \(perGiB(rawCPU, bytes: bytes)); "
+          + "TLS pull \(milliseconds(whole.total)) \(rate(bytes, whole.total)) "
+          + "(\(percent(raw, of: whole.total)) % of raw), CPU \(perGiB(whole.cpu, bytes: bytes)) (\(cores(whole)) cores busy, "
+          + "\(milliseconds(.seconds(whole.runQueueWait))) runnable without a core), first byte \(milliseconds(whole.firstByte)); "
           + "cut and resumed \(milliseconds(cutPull.total)) (gap \(milliseconds(cutPull.longestGap))); "
           + "from the middle \(milliseconds(fromMiddle.total))")
-    return RunFigures(raw: raw, rawCPU: rawCPU, whole: whole, cutPull: cutPull, fromMiddle: fromMiddle)
+    print("  budget: " + budget.describe(bytes: bytes) + "; the pull's own overhead \(perGiB(whole.cpu - budget.total, bytes: bytes))")
+    return RunFigures(raw: raw, rawCPU: rawCPU, whole: whole, cutPull: cutPull, fromMiddle: fromMiddle, budget: budget)
 }
 
 var runs: [RunFigures] = []
@@ -313,13 +345,28 @@ func median(_ values: [Double]) -> Double { values.sorted()[(values.count - 1) /
 let raw = median(runs.map(\.raw))
 let whole = median(runs.map(\.whole.total))
 let ratios = runs.map { seconds($0.raw) / seconds($0.whole.total) }
-print("medians of \(runs.count) runs:")
-print("  raw TCP on loopback: \(milliseconds(raw)), \(rate(bytes, raw)); CPU \(Int((median(runs.map(\.rawCPU)) * 1000).rounded())) ms")
+print("medians of \(runs.count) runs (load average now \(loadAverage()); TLS suite \(runs[0].whole.cipherSuite)):")
+print("  raw TCP on loopback: \(milliseconds(raw)), \(rate(bytes, raw)); CPU \(perGiB(median(runs.map(\.rawCPU)), bytes: bytes)) (both threads)")
 print("  TLS pull A → B (digest checked, fsync, rename): \(milliseconds(whole)), \(rate(bytes, whole)); "
       + "\(Int((median(ratios) * 100).rounded())) % of raw TCP (median of the per-run ratios)")
-print("  CPU of the pull, both sides: \(Int((median(runs.map(\.whole.cpu)) * 1000).rounded())) ms")
+print("  CPU of the pull, both sides: \(perGiB(median(runs.map(\.whole.cpu)), bytes: bytes)) on \(cores(runs.map(\.whole).sorted { $0.total < $1.total }[(runs.count - 1) / 2])) cores "
+      + "(the median pull; runnable without a core \(milliseconds(.seconds(median(runs.map(\.whole.runQueueWait)))))); "
+      + "\(String(Int((median(runs.map { $0.whole.cpu / $0.rawCPU }) * 10).rounded())).paddedFraction(digits: 1)) × raw TCP's (median of the per-run ratios)")
+let medianBudget = CPUBudget(sha256: median(runs.map(\.budget.sha256)), aesSeal: median(runs.map(\.budget.aesSeal)), aesOpen: median(runs.map(\.budget.aesOpen)),
+                             fileRead: median(runs.map(\.budget.fileRead)), fileWrite: median(runs.map(\.budget.fileWrite)), loopback: median(runs.map(\.budget.loopback)))
+let budgetTotal = medianBudget.total
+print("  CPU budget (each part measured alone, medians): " + medianBudget.describe(bytes: bytes)
+      + "; the pull's own overhead \(perGiB(median(runs.map { $0.whole.cpu - $0.budget.total }), bytes: bytes))")
+print("  ceiling on \(ProcessInfoCores.online) cores, perfectly parallel: the budget alone \(rate(bytes, .seconds(budgetTotal / Double(ProcessInfoCores.online)))), "
+      + "the pull's CPU \(rate(bytes, .seconds(median(runs.map(\.whole.cpu)) / Double(ProcessInfoCores.online)))); "
+      + "on a core per stage, the budget's largest stage (\(perGiB(medianBudget.criticalPath, bytes: bytes))): \(rate(bytes, .seconds(medianBudget.criticalPath)))")
 print("  time to first byte: \(milliseconds(median(runs.map(\.whole.firstByte))))")
 print("  cut at \(Int(options.cutAt * 100)) % and resumed in the same pull: \(milliseconds(median(runs.map(\.cutPull.total)))); "
       + "longest gap \(milliseconds(median(runs.map(\.cutPull.longestGap)))) (reconnect, handshake, re-hash of the \(keptMiB) MiB kept)")
 print("  resume from the middle (\(keptMiB) MiB kept): \(milliseconds(median(runs.map(\.fromMiddle.total)))) against "
       + "\(milliseconds(whole)) from zero")
+
+/// Cores this process may run on.
+enum ProcessInfoCores {
+    static let online = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+}

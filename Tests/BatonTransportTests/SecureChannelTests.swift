@@ -145,3 +145,46 @@ struct SecureChannelTests {
         #expect(String(decoding: name.prefix(5).map { UInt8(bitPattern: $0) }, as: UTF8.self) == "baton")
     }
 }
+
+@Suite("TLS suites")
+struct CipherSuiteTests {
+    @Test("Two Baton peers agree on the first suite of the preference (AES-128-GCM on a CPU with AES instructions)")
+    func cheapestSuiteFirst() async throws {
+        try await withTimeLimit {
+            let pair = try PinnedPair()
+            defer { pair.listener.close() }
+            let (client, server) = try await pair.connectedChannels()
+            let first = String(TLSContext.cipherSuitePreference.prefix { $0 != ":" })
+            #expect(client.cipherSuite == first)
+            #expect(server.cipherSuite == first)
+            let aesInstructions = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?.split(separator: "\n")
+                .first { $0.hasPrefix("flags") || $0.hasPrefix("Features") }?.split(separator: " ").contains("aes") ?? true
+            #expect(first == (aesInstructions ? "TLS_AES_128_GCM_SHA256" : "TLS_CHACHA20_POLY1305_SHA256"))
+            client.close()
+            server.close()
+        }
+    }
+
+    @Test("A peer that offers a single TLS 1.3 suite still connects with it (all three stay allowed)",
+          arguments: ["TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256", "TLS_AES_128_GCM_SHA256"])
+    func singleSuitePeerConnects(suite: String) async throws {
+        try await withTimeLimit {
+            let pair = try PinnedPair()
+            defer { pair.listener.close() }
+            let context = try TLSContext(identity: pair.clientIdentity, role: .client)
+            #expect(SSL_CTX_set_ciphersuites(context.pointer, suite) == 1)
+            let deadline = Duration.seconds(5).deadlineFromNow
+            async let accepted = pair.listener.accept()
+            let socket = try await OwnedSocket.connectTCP(host: pair.host, port: pair.listener.port, until: deadline)
+            let client = try await context.secure(socket, pins: pair.clientPins.provider, until: deadline, configuration: .init())
+            let server = try await accepted
+            #expect(client.cipherSuite == suite)
+            #expect(server.cipherSuite == suite)
+            let frame = Frame(type: .activityPayload, requestID: 3, payload: patternedBytes(50_000))
+            try await client.send(frame)
+            #expect(try await server.receive() == frame)
+            client.close()
+            server.close()
+        }
+    }
+}

@@ -78,4 +78,7 @@ public final class SecureChannel: Sendable {
     }
 
     public var isClosed: Bool { session.isClosed }
+
+    /// The TLS 1.3 suite negotiated (IANA name, such as `TLS_AES_128_GCM_SHA256`).
+    public var cipherSuite: String { session.cipherSuite }
 }

@@ -149,6 +149,15 @@ final class TLSContext: @unchecked Sendable {
         // Writes are retried after EAGAIN with the same bytes, possibly at a different address.
         _ = SSL_CTX_ctrl(pointer, SSL_CTRL_MODE, Int(SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER), nil)
 
+        // Every TLS 1.3 suite stays allowed (§8.1 names none); the order puts the cheapest first on
+        // this CPU: AES-128-GCM where the CPU has AES instructions (about 5 % less CPU per byte than
+        // AES-256-GCM, OpenSSL's default first choice), ChaCha20-Poly1305 where it has none.
+        guard SSL_CTX_set_ciphersuites(pointer, Self.cipherSuitePreference) == 1 else {
+            throw .library(takeSSLError("cipher suites").text)
+        }
+        let serverPreference: UInt64 = 1 << 22  // SSL_OP_CIPHER_SERVER_PREFERENCE, a macro Swift cannot import
+        if role == .server { _ = SSL_CTX_set_options(pointer, serverPreference) }
+
         SSL_CTX_set_verify(pointer, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nil)
         SSL_CTX_set_cert_verify_callback(pointer, { storeContext, _ in
             HandshakeVerification.verifyPeer(storeContext)
@@ -167,6 +176,24 @@ final class TLSContext: @unchecked Sendable {
             }
         }
 
+    }
+
+    /// TLS 1.3 suites, cheapest first on this machine.
+    static let cipherSuitePreference = cpuHasAESInstructions()
+        ? "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
+        : "TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384"
+
+    /// Whether the CPU flags in /proc/cpuinfo name AES instructions (x86 `aes`, Arm `aes`).
+    private static func cpuHasAESInstructions() -> Bool {
+        guard let file = fopen("/proc/cpuinfo", "r") else { return true }
+        defer { fclose(file) }
+        var line = [CChar](repeating: 0, count: 8192)
+        while fgets(&line, Int32(line.count), file) != nil {
+            let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            guard text.hasPrefix("flags") || text.hasPrefix("Features") else { continue }
+            return text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).contains("aes")
+        }
+        return true
     }
 
     /// Gives `ssl` a certificate for a key made for this connection alone.

@@ -115,6 +115,11 @@ final class TLSEngine: ByteTransport {
         }
     }
 
+    /// The TLS suite of this session (an IANA name such as `TLS_AES_128_GCM_SHA256`), for benchmarks and logs.
+    var cipherSuite: String {
+        state.withLock { state in SSL_get_current_cipher(state.ssl).flatMap { SSL_CIPHER_standard_name($0) }.map { String(cString: $0) } ?? "" }
+    }
+
     /// Encrypts and sends all of `bytes`.
     func send(_ bytes: [UInt8], until deadline: DispatchTime) async throws(TransportError) {
         guard !bytes.isEmpty else { return }
