@@ -98,7 +98,8 @@ final class PairedDaemons: @unchecked Sendable {
     func stop() {
         for process in [alpha.process, beta.process] where process.isRunning {
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            // Bounded, and no run loop: this may run on a cooperative thread.
+            for _ in 0..<200 where process.isRunning { usleep(10_000) }
         }
         bus.stop()
     }

@@ -49,7 +49,8 @@ struct FakeBrowser {
         for _ in 0..<500 where process.isRunning { usleep(10_000) }
     }
 
-    func kill() { if process.isRunning { process.terminate() } }
+    /// SIGKILL: a process started by Foundation's Process inherits a mask with SIGTERM blocked.
+    func kill() { if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) } }
 }
 
 /// What the host wrote to its stdout (to the browser), split into native messaging frames. A

@@ -135,7 +135,8 @@ final class PageServer: @unchecked Sendable {
         ((try? String(contentsOf: requestLog, encoding: .utf8)) ?? "").contains("\"GET \(path) ")
     }
 
-    deinit { if process.isRunning { process.terminate() } }
+    // SIGKILL: python3 started by Foundation's Process inherits a mask with SIGTERM blocked.
+    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
 }
 
 @Suite("The browser extension in a headless Chromium", .serialized, .enabled(if: FileManager.default.isExecutableFile(atPath: chromiumPath)))
