@@ -5,6 +5,11 @@ import BatonTestBus
 import Foundation
 import Testing
 
+/// The suites that start real browsers, one suite at a time (the trait reaches nested suites):
+/// each starts one to three browsers, heavy on a small shared machine, and several at once would
+/// slow the timing-sensitive suites that run beside them.
+@Suite(.serialized) enum RealBrowserTests {}
+
 /// Two machines on one host: two real `batond` processes (alpha and beta) on one private bus, TLS
 /// on 127.0.0.1, no radio and no DNS-SD, paired through Pairing1 exactly as bt-pair does. With no
 /// radio beta never hears alpha's advert: Ring1.Continue (the by-hand continuation, as in the
@@ -107,85 +112,87 @@ final class PairedDaemons: @unchecked Sendable {
     deinit { stop() }
 }
 
-@Suite("A web page handed from Chromium on one daemon to another", .serialized,
-       .enabled(if: FileManager.default.isExecutableFile(atPath: chromiumPath), "needs Debian's chromium (scripts/install-deps)"))
-struct BrowserHandoffTests {
-    /// alpha's Chromium reads the long page, scrolled down by its reader; the page becomes alpha's
-    /// current activity with its scroll position.
-    private func readOnAlpha(_ daemons: PairedDaemons, _ server: PageServer) async throws -> HeadlessChromium {
-        let browser = try HeadlessChromium(busAddress: daemons.bus.address, busName: daemons.alpha.busName, directory: daemons.bus.directory,
-                                           firstPages: ["about:blank"], extraArguments: ["--user-agent=Chromium \(PageServer.scrollingAgent)"])
-        let alpha = try daemons.connect(daemons.alpha)
-        defer { alpha.close() }
-        _ = try await browser.open(server.base + "/long.html")
-        let published = try await awaitValue("alpha publishes the scrolled page") {
-            guard let path = try await alpha.currentActivityPath() else { return nil as ActivityInfo? }
-            let info = try await alpha.activity(at: path)
-            return info.userInfo?["scrollY"] == .double(Double(PageServer.scrolledY)) ? info : nil
+extension RealBrowserTests {
+    @Suite("A web page handed from Chromium on one daemon to another", .serialized,
+           .enabled(if: FileManager.default.isExecutableFile(atPath: chromiumPath), "needs Debian's chromium (scripts/install-deps)"))
+    struct BrowserHandoffTests {
+        /// alpha's Chromium reads the long page, scrolled down by its reader; the page becomes alpha's
+        /// current activity with its scroll position.
+        private func readOnAlpha(_ daemons: PairedDaemons, _ server: PageServer) async throws -> HeadlessChromium {
+            let browser = try HeadlessChromium(busAddress: daemons.bus.address, busName: daemons.alpha.busName, directory: daemons.bus.directory,
+                                               firstPages: ["about:blank"], extraArguments: ["--user-agent=Chromium \(PageServer.scrollingAgent)"])
+            let alpha = try daemons.connect(daemons.alpha)
+            defer { alpha.close() }
+            _ = try await browser.open(server.base + "/long.html")
+            let published = try await awaitValue("alpha publishes the scrolled page") {
+                guard let path = try await alpha.currentActivityPath() else { return nil as ActivityInfo? }
+                let info = try await alpha.activity(at: path)
+                return info.userInfo?["scrollY"] == .double(Double(PageServer.scrolledY)) ? info : nil
+            }
+            #expect(published.activityType == "org.baton.web-browsing")
+            #expect(published.title == "Long Read")
+            #expect(published.webpageURL == server.base + "/long.html")
+            return browser
         }
-        #expect(published.activityType == "org.baton.web-browsing")
-        #expect(published.title == "Long Read")
-        #expect(published.webpageURL == server.base + "/long.html")
-        return browser
-    }
 
-    @Test("beta's host is asked to open alpha's page at alpha's scroll position; alpha's host hears WasContinued")
-    func continuationReachesTheHostOnTheOtherDaemon() async throws {
-        let daemons = try await PairedDaemons()
-        defer { daemons.stop() }
-        let server = try await PageServer(directory: daemons.bus.directory.appendingPathComponent("www"))
-        let alphaBrowser = try await readOnAlpha(daemons, server)
-        defer { alphaBrowser.quit() }
+        @Test("beta's host is asked to open alpha's page at alpha's scroll position; alpha's host hears WasContinued")
+        func continuationReachesTheHostOnTheOtherDaemon() async throws {
+            let daemons = try await PairedDaemons()
+            defer { daemons.stop() }
+            let server = try await PageServer(directory: daemons.bus.directory.appendingPathComponent("www"))
+            let alphaBrowser = try await readOnAlpha(daemons, server)
+            defer { alphaBrowser.quit() }
 
-        // beta's browser, played by the test: its host registers for web pages there.
-        let betaBrowser = try FakeBrowser(busAddress: daemons.bus.address, busName: daemons.beta.busName, directory: daemons.bus.directory)
-        defer { betaBrowser.kill() }
-        let beta = try daemons.connect(daemons.beta)
-        defer { beta.close() }
-        _ = try await awaitValue("beta's host registered") { try await beta.handledTypes().contains("org.baton.web-browsing") ? true : nil }
+            // beta's browser, played by the test: its host registers for web pages there.
+            let betaBrowser = try FakeBrowser(busAddress: daemons.bus.address, busName: daemons.beta.busName, directory: daemons.bus.directory)
+            defer { betaBrowser.kill() }
+            let beta = try daemons.connect(daemons.beta)
+            defer { beta.close() }
+            _ = try await awaitValue("beta's host registered") { try await beta.handledTypes().contains("org.baton.web-browsing") ? true : nil }
 
-        let outcome = try await beta.continueFromMember("alpha", type: "org.baton.web-browsing")
-        #expect(outcome == "delivered", "beta:\n\(daemons.log(daemons.beta))\nalpha:\n\(daemons.log(daemons.alpha))")
-        let open = try await awaitValue("beta's host asks its browser to open the page") { betaBrowser.received.messages.first }
-        #expect(open["kind"] as? String == "open")
-        #expect(open["url"] as? String == server.base + "/long.html")
-        #expect(open["scrollX"] as? Double == 0)
-        #expect(open["scrollY"] as? Double == Double(PageServer.scrolledY))
-        #expect(betaBrowser.received.messages.count == 1)
+            let outcome = try await beta.continueFromMember("alpha", type: "org.baton.web-browsing")
+            #expect(outcome == "delivered", "beta:\n\(daemons.log(daemons.beta))\nalpha:\n\(daemons.log(daemons.alpha))")
+            let open = try await awaitValue("beta's host asks its browser to open the page") { betaBrowser.received.messages.first }
+            #expect(open["kind"] as? String == "open")
+            #expect(open["url"] as? String == server.base + "/long.html")
+            #expect(open["scrollX"] as? Double == 0)
+            #expect(open["scrollY"] as? Double == Double(PageServer.scrolledY))
+            #expect(betaBrowser.received.messages.count == 1)
 
-        // alpha's source is its browser's host: it logs the WasContinued the daemon sent it.
-        _ = try await awaitValue("alpha's host hears WasContinued") {
-            alphaBrowser.hostLogText.contains("the page was continued on beta") ? true : nil
+            // alpha's source is its browser's host: it logs the WasContinued the daemon sent it.
+            _ = try await awaitValue("alpha's host hears WasContinued") {
+                alphaBrowser.hostLogText.contains("the page was continued on beta") ? true : nil
+            }
         }
-    }
 
-    @Test("the extension in beta's Chromium opens the continued page and restores alpha's scroll position")
-    func theExtensionOnBetaRestoresTheScrollPosition() async throws {
-        let daemons = try await PairedDaemons()
-        defer { daemons.stop() }
-        let server = try await PageServer(directory: daemons.bus.directory.appendingPathComponent("www"))
-        let alphaBrowser = try await readOnAlpha(daemons, server)
-        defer { alphaBrowser.quit() }
+        @Test("the extension in beta's Chromium opens the continued page and restores alpha's scroll position")
+        func theExtensionOnBetaRestoresTheScrollPosition() async throws {
+            let daemons = try await PairedDaemons()
+            defer { daemons.stop() }
+            let server = try await PageServer(directory: daemons.bus.directory.appendingPathComponent("www"))
+            let alphaBrowser = try await readOnAlpha(daemons, server)
+            defer { alphaBrowser.quit() }
 
-        // beta's Chromium scrolls the page only if the extension restores the position: its user
-        // agent is not the one the page scrolls itself for.
-        let betaBrowser = try HeadlessChromium(busAddress: daemons.bus.address, busName: daemons.beta.busName,
-                                               directory: daemons.bus.directory, firstPages: ["about:blank"])
-        defer { betaBrowser.quit() }
-        let beta = try daemons.connect(daemons.beta)
-        defer { beta.close() }
-        _ = try await awaitValue("beta's host registered") { try await beta.handledTypes().contains("org.baton.web-browsing") ? true : nil }
+            // beta's Chromium scrolls the page only if the extension restores the position: its user
+            // agent is not the one the page scrolls itself for.
+            let betaBrowser = try HeadlessChromium(busAddress: daemons.bus.address, busName: daemons.beta.busName,
+                                                   directory: daemons.bus.directory, firstPages: ["about:blank"])
+            defer { betaBrowser.quit() }
+            let beta = try daemons.connect(daemons.beta)
+            defer { beta.close() }
+            _ = try await awaitValue("beta's host registered") { try await beta.handledTypes().contains("org.baton.web-browsing") ? true : nil }
 
-        #expect(try await beta.continueFromMember("alpha", type: "org.baton.web-browsing") == "delivered")
-        // beta's extension publishes the tab it opened, as any page read there: at alpha's position.
-        let reopened = try await awaitValue("beta shows the page scrolled where alpha's was", timeout: .seconds(30)) {
-            guard let path = try await beta.currentActivityPath() else { return nil as ActivityInfo? }
-            let info = try await beta.activity(at: path)
-            return info.webpageURL == server.base + "/long.html" && info.userInfo?["scrollY"] == .double(Double(PageServer.scrolledY)) ? info : nil
-        }
-        #expect(reopened.title == "Long Read")
-        _ = try await awaitValue("alpha's host hears WasContinued") {
-            alphaBrowser.hostLogText.contains("the page was continued on beta") ? true : nil
+            #expect(try await beta.continueFromMember("alpha", type: "org.baton.web-browsing") == "delivered")
+            // beta's extension publishes the tab it opened, as any page read there: at alpha's position.
+            let reopened = try await awaitValue("beta shows the page scrolled where alpha's was", timeout: .seconds(30)) {
+                guard let path = try await beta.currentActivityPath() else { return nil as ActivityInfo? }
+                let info = try await beta.activity(at: path)
+                return info.webpageURL == server.base + "/long.html" && info.userInfo?["scrollY"] == .double(Double(PageServer.scrolledY)) ? info : nil
+            }
+            #expect(reopened.title == "Long Read")
+            _ = try await awaitValue("alpha's host hears WasContinued") {
+                alphaBrowser.hostLogText.contains("the page was continued on beta") ? true : nil
+            }
         }
     }
 }

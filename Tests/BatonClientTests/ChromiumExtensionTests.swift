@@ -139,62 +139,64 @@ final class PageServer: @unchecked Sendable {
     deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
 }
 
-@Suite("The browser extension in a headless Chromium", .serialized, .enabled(if: FileManager.default.isExecutableFile(atPath: chromiumPath)))
-struct ChromiumExtensionTests {
-    @Test("opening a page publishes it, switching tabs updates it, closing the browser ends it")
-    func pagesFollowTheActiveTab() async throws {
-        try await withDaemon { daemon in
-            let connection = try daemon.connect()
-            defer { connection.close() }
-            let server = try await PageServer(directory: daemon.bus.directory.appendingPathComponent("www"))
-            let browser = try HeadlessChromium(daemon: daemon, incognito: false, firstPages: ["about:blank"])
-            defer { browser.quit() }
+extension RealBrowserTests {
+    @Suite("The browser extension in a headless Chromium", .serialized, .enabled(if: FileManager.default.isExecutableFile(atPath: chromiumPath)))
+    struct ChromiumExtensionTests {
+        @Test("opening a page publishes it, switching tabs updates it, closing the browser ends it")
+        func pagesFollowTheActiveTab() async throws {
+            try await withDaemon { daemon in
+                let connection = try daemon.connect()
+                defer { connection.close() }
+                let server = try await PageServer(directory: daemon.bus.directory.appendingPathComponent("www"))
+                let browser = try HeadlessChromium(daemon: daemon, incognito: false, firstPages: ["about:blank"])
+                defer { browser.quit() }
 
-            let first = try await browser.open(server.base + "/one.html")
-            let path = try await awaitValue("page one current") {
-                guard let path = try await connection.currentActivityPath(),
-                      try await connection.activity(at: path).title == "Page One" else { return nil as String? }
-                return path
+                let first = try await browser.open(server.base + "/one.html")
+                let path = try await awaitValue("page one current") {
+                    guard let path = try await connection.currentActivityPath(),
+                          try await connection.activity(at: path).title == "Page One" else { return nil as String? }
+                    return path
+                }
+                var info = try await connection.activity(at: path)
+                #expect(info.activityType == "org.baton.web-browsing")
+                #expect(info.webpageURL == server.base + "/one.html")
+                #expect(info.userInfo?["scrollY"] == .double(0))
+
+                _ = try await browser.open(server.base + "/two.html")
+                info = try await awaitValue("page two current") {
+                    let info = try await connection.activity(at: path)
+                    return info.title == "Page Two" ? info : nil
+                }
+                #expect(info.webpageURL == server.base + "/two.html")
+
+                try await browser.activate(first)
+                _ = try await awaitValue("back to page one") { try await connection.activity(at: path).title == "Page One" ? true : nil }
+                #expect(try await connection.activities().count == 1)
+
+                browser.quit()
+                _ = try await awaitValue("activity ended with the browser") { try await connection.activities().isEmpty ? true : nil }
             }
-            var info = try await connection.activity(at: path)
-            #expect(info.activityType == "org.baton.web-browsing")
-            #expect(info.webpageURL == server.base + "/one.html")
-            #expect(info.userInfo?["scrollY"] == .double(0))
-
-            _ = try await browser.open(server.base + "/two.html")
-            info = try await awaitValue("page two current") {
-                let info = try await connection.activity(at: path)
-                return info.title == "Page Two" ? info : nil
-            }
-            #expect(info.webpageURL == server.base + "/two.html")
-
-            try await browser.activate(first)
-            _ = try await awaitValue("back to page one") { try await connection.activity(at: path).title == "Page One" ? true : nil }
-            #expect(try await connection.activities().count == 1)
-
-            browser.quit()
-            _ = try await awaitValue("activity ended with the browser") { try await connection.activities().isEmpty ? true : nil }
         }
-    }
 
-    @Test("an incognito window publishes nothing")
-    func incognitoPublishesNothing() async throws {
-        try await withDaemon { daemon in
-            let connection = try daemon.connect()
-            defer { connection.close() }
-            let server = try await PageServer(directory: daemon.bus.directory.appendingPathComponent("www"))
-            let browser = try HeadlessChromium(daemon: daemon, incognito: true, firstPages: [server.base + "/one.html"])
-            defer { browser.quit() }
-            // The command-line page opens in the incognito window (headless takes one); give the extension time to (wrongly) report it.
-            try await Task.sleep(for: .seconds(4))
-            let published = try await connection.activities()
-            #expect(published.isEmpty, "published: \(published.map { "\($0.title ?? "") \($0.webpageURL ?? "")" })")
+        @Test("an incognito window publishes nothing")
+        func incognitoPublishesNothing() async throws {
+            try await withDaemon { daemon in
+                let connection = try daemon.connect()
+                defer { connection.close() }
+                let server = try await PageServer(directory: daemon.bus.directory.appendingPathComponent("www"))
+                let browser = try HeadlessChromium(daemon: daemon, incognito: true, firstPages: [server.base + "/one.html"])
+                defer { browser.quit() }
+                // The command-line page opens in the incognito window (headless takes one); give the extension time to (wrongly) report it.
+                try await Task.sleep(for: .seconds(4))
+                let published = try await connection.activities()
+                #expect(published.isEmpty, "published: \(published.map { "\($0.title ?? "") \($0.webpageURL ?? "")" })")
 
-            // Control: DevTools opens tabs in the normal profile, and those do publish, so the
-            // extension and its host were working in this browser all along.
-            _ = try await browser.open(server.base + "/two.html")
-            _ = try await awaitValue("normal window publishes") {
-                try await connection.activities().first { $0.title == "Page Two" }
+                // Control: DevTools opens tabs in the normal profile, and those do publish, so the
+                // extension and its host were working in this browser all along.
+                _ = try await browser.open(server.base + "/two.html")
+                _ = try await awaitValue("normal window publishes") {
+                    try await connection.activities().first { $0.title == "Page Two" }
+                }
             }
         }
     }

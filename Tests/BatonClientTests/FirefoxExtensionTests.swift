@@ -80,64 +80,66 @@ final class HeadlessFirefox: @unchecked Sendable {
     }
 }
 
-@Suite("The browser extension in a headless Firefox ESR", .serialized,
-       .enabled(if: FileManager.default.isExecutableFile(atPath: firefoxPath), "needs Debian's firefox-esr (scripts/install-deps)"))
-struct FirefoxExtensionTests {
-    @Test("the same extension source publishes Firefox's page with its title and URL; quitting Firefox ends it")
-    func firefoxPublishesThePageAndQuittingEndsIt() async throws {
-        try await withDaemon { daemon in
-            let connection = try daemon.connect()
-            defer { connection.close() }
-            let server = try await PageServer(directory: daemon.bus.directory.appendingPathComponent("www"))
-            let browser = try await HeadlessFirefox(daemon: daemon, pages: [server.base + "/one.html"])
-            defer { browser.quit() }
+extension RealBrowserTests {
+    @Suite("The browser extension in a headless Firefox ESR", .serialized,
+           .enabled(if: FileManager.default.isExecutableFile(atPath: firefoxPath), "needs Debian's firefox-esr (scripts/install-deps)"))
+    struct FirefoxExtensionTests {
+        @Test("the same extension source publishes Firefox's page with its title and URL; quitting Firefox ends it")
+        func firefoxPublishesThePageAndQuittingEndsIt() async throws {
+            try await withDaemon { daemon in
+                let connection = try daemon.connect()
+                defer { connection.close() }
+                let server = try await PageServer(directory: daemon.bus.directory.appendingPathComponent("www"))
+                let browser = try await HeadlessFirefox(daemon: daemon, pages: [server.base + "/one.html"])
+                defer { browser.quit() }
 
-            // Firefox starts slowly on a loaded machine (a fresh profile, the extension installed on first run).
-            let path = try await awaitValue("Firefox's page current", timeout: .seconds(60)) {
-                guard let path = try await connection.currentActivityPath(),
-                      try await connection.activity(at: path).title == "Page One" else { return nil as String? }
-                return path
-            }
-            let info = try await connection.activity(at: path)
-            #expect(info.activityType == "org.baton.web-browsing")
-            #expect(info.webpageURL == server.base + "/one.html")
-            // The content script runs in Firefox too: the scroll position comes with the page.
-            _ = try await awaitValue("scroll position") {
-                try await connection.activity(at: path).userInfo?["scrollY"] == .double(0) ? true : nil
-            }
-            #expect(try await connection.activities().count == 1)
+                // Firefox starts slowly on a loaded machine (a fresh profile, the extension installed on first run).
+                let path = try await awaitValue("Firefox's page current", timeout: .seconds(60)) {
+                    guard let path = try await connection.currentActivityPath(),
+                          try await connection.activity(at: path).title == "Page One" else { return nil as String? }
+                    return path
+                }
+                let info = try await connection.activity(at: path)
+                #expect(info.activityType == "org.baton.web-browsing")
+                #expect(info.webpageURL == server.base + "/one.html")
+                // The content script runs in Firefox too: the scroll position comes with the page.
+                _ = try await awaitValue("scroll position") {
+                    try await connection.activity(at: path).userInfo?["scrollY"] == .double(0) ? true : nil
+                }
+                #expect(try await connection.activities().count == 1)
 
-            browser.quit()
-            #expect(!browser.process.isRunning)
-            _ = try await awaitValue("activity ended with Firefox") { try await connection.activities().isEmpty ? true : nil }
+                browser.quit()
+                #expect(!browser.process.isRunning)
+                _ = try await awaitValue("activity ended with Firefox") { try await connection.activities().isEmpty ? true : nil }
+            }
         }
-    }
 
-    @Test("a private window publishes nothing, though the extension runs in that Firefox")
-    func privateWindowPublishesNothing() async throws {
-        try await withDaemon { daemon in
-            let connection = try daemon.connect()
-            defer { connection.close() }
-            let server = try await PageServer(directory: daemon.bus.directory.appendingPathComponent("www"))
-            // A normal window too: Firefox starts no extension for a session of private windows only.
-            // The private one opens last and keeps the focus.
-            let browser = try await HeadlessFirefox(daemon: daemon, pages: [server.base + "/one.html", "--private-window", server.base + "/two.html"])
-            defer { browser.quit() }
+        @Test("a private window publishes nothing, though the extension runs in that Firefox")
+        func privateWindowPublishesNothing() async throws {
+            try await withDaemon { daemon in
+                let connection = try daemon.connect()
+                defer { connection.close() }
+                let server = try await PageServer(directory: daemon.bus.directory.appendingPathComponent("www"))
+                // A normal window too: Firefox starts no extension for a session of private windows only.
+                // The private one opens last and keeps the focus.
+                let browser = try await HeadlessFirefox(daemon: daemon, pages: [server.base + "/one.html", "--private-window", server.base + "/two.html"])
+                defer { browser.quit() }
 
-            // Control: the extension runs and has started its host (which registered as handler)...
-            _ = try await awaitValue("the extension's host registered", timeout: .seconds(60)) {
-                try await connection.handledTypes().contains("org.baton.web-browsing") ? true : nil
+                // Control: the extension runs and has started its host (which registered as handler)...
+                _ = try await awaitValue("the extension's host registered", timeout: .seconds(60)) {
+                    try await connection.handledTypes().contains("org.baton.web-browsing") ? true : nil
+                }
+                // ...and the private window did load its page.
+                _ = try await awaitValue("the private page loaded", timeout: .seconds(30)) { server.wasRequested("/two.html") ? true : nil }
+                // Watched for a while: the extension may not run in private windows and never reports one.
+                let deadline = ContinuousClock.now + .seconds(4)
+                var seen: [String] = []
+                while ContinuousClock.now < deadline {
+                    seen += try await connection.activities().map { "\($0.title ?? "") \($0.webpageURL ?? "")" }
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+                #expect(seen.allSatisfy { !$0.contains("Page Two") && !$0.contains("/two.html") }, "published: \(Set(seen))")
             }
-            // ...and the private window did load its page.
-            _ = try await awaitValue("the private page loaded", timeout: .seconds(30)) { server.wasRequested("/two.html") ? true : nil }
-            // Watched for a while: the extension may not run in private windows and never reports one.
-            let deadline = ContinuousClock.now + .seconds(4)
-            var seen: [String] = []
-            while ContinuousClock.now < deadline {
-                seen += try await connection.activities().map { "\($0.title ?? "") \($0.webpageURL ?? "")" }
-                try await Task.sleep(for: .milliseconds(100))
-            }
-            #expect(seen.allSatisfy { !$0.contains("Page Two") && !$0.contains("/two.html") }, "published: \(Set(seen))")
         }
     }
 }
