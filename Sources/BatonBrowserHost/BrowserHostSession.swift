@@ -14,11 +14,14 @@ public actor BrowserHostSession {
     /// Asked before every page: the user may turn the publisher off while the browser runs.
     private let isEnabled: @Sendable () -> Bool
     private var activity: UserActivity?
+    /// Held here: an activity keeps its delegate weakly.
+    private let continuations: ContinuationLog
 
     public init(connection: BatonConnection, isEnabled: @escaping @Sendable () -> Bool, log: @escaping Log) {
         self.connection = connection
         self.isEnabled = isEnabled
         self.log = log
+        continuations = ContinuationLog(log: log)
     }
 
     public func handle(_ bytes: [UInt8]) async {
@@ -41,6 +44,7 @@ public actor BrowserHostSession {
                     return
                 }
                 let activity = self.activity ?? connection.makeActivity(type: webBrowsingActivityType)
+                activity.delegate = continuations
                 self.activity = activity
                 activity.title = page.title
                 activity.webpageURL = page.url
@@ -74,5 +78,17 @@ public actor BrowserHostSession {
             }
         }
         return BrowserOpenRequest(url: url, scrollX: scroll("scrollX"), scrollY: scroll("scrollY"))
+    }
+}
+
+/// Says in the browser's log when the page was continued on another device (the daemon's
+/// WasContinued): the page stays open here, as on Apple's devices.
+final class ContinuationLog: UserActivityDelegate {
+    private let log: BrowserHostSession.Log
+
+    init(log: @escaping BrowserHostSession.Log) { self.log = log }
+
+    func userActivityWasContinued(_ activity: UserActivity, on device: String) async {
+        log("the page was continued on \(device)")
     }
 }

@@ -1,27 +1,40 @@
 import BatonClient
 import BatonCore
 import Foundation
+import Synchronization
 import Testing
 
-/// The browser's side of native messaging, played by the test: frames to the host's stdin.
-private struct FakeBrowser {
+/// The browser's side of native messaging, played by the test: frames to the host's stdin, and
+/// the host's frames read back from its stdout.
+struct FakeBrowser {
     let process = Process()
     let stdin = Pipe()
     let stdout = Pipe()
+    let received = HostFrames()
 
     init(daemon: DaemonFixture, enabled: Bool = true) throws {
+        try self.init(busAddress: daemon.bus.address, busName: daemon.busName, directory: daemon.bus.directory, enabled: enabled)
+    }
+
+    init(busAddress: String, busName: String, directory: URL, enabled: Bool = true, log: URL? = nil) throws {
         process.executableURL = URL(fileURLWithPath: try Built.executable("baton-browser-host"))
         // What Chromium passes: the extension's origin.
         process.arguments = ["chrome-extension://ncnikhcegemmombopokkmfofiobceefk/"]
         var environment = ProcessInfo.processInfo.environment
-        environment["BATON_BUS"] = daemon.bus.address
-        environment["BATON_BUS_NAME"] = daemon.busName
-        environment["XDG_CONFIG_HOME"] = try publisherConfig(in: daemon, browser: enabled)
+        environment["BATON_BUS"] = busAddress
+        environment["BATON_BUS_NAME"] = busName
+        environment["XDG_CONFIG_HOME"] = try publisherConfig(in: directory, browser: enabled)
         process.environment = environment
         process.standardInput = stdin
         process.standardOutput = stdout
-        process.standardError = FileHandle.nullDevice
+        if let log {
+            _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+            process.standardError = try FileHandle(forWritingTo: log)
+        } else {
+            process.standardError = FileHandle.nullDevice
+        }
         try process.run()
+        received.collect(from: stdout.fileHandleForReading)
     }
 
     func send(_ json: String) throws {
@@ -36,12 +49,50 @@ private struct FakeBrowser {
         for _ in 0..<500 where process.isRunning { usleep(10_000) }
     }
 
-    func kill() { if process.isRunning { process.terminate() } }
+    /// SIGKILL: a process started by Foundation's Process inherits a mask with SIGTERM blocked.
+    func kill() { if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) } }
+}
+
+/// What the host wrote to its stdout (to the browser), split into native messaging frames. A
+/// thread of its own reads the pipe until the host closes it.
+final class HostFrames: Sendable {
+    private let bytes = Mutex<[UInt8]>([])
+
+    func collect(from handle: FileHandle) {
+        let thread = Thread { [self] in
+            while true {
+                let data = handle.availableData
+                if data.isEmpty { break }
+                self.bytes.withLock { $0.append(contentsOf: data) }
+            }
+        }
+        thread.start()
+    }
+
+    /// Every complete frame so far, each as the JSON object it carries.
+    var messages: [[String: Any]] {
+        let buffer = bytes.withLock { $0 }
+        var messages: [[String: Any]] = []
+        var start = 0
+        while buffer.count - start >= 4 {
+            let length = Int(buffer[start..<(start + 4)].withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) })
+            guard buffer.count - start - 4 >= length else { break }
+            let body = Data(buffer[(start + 4)..<(start + 4 + length)])
+            messages.append((try? JSONSerialization.jsonObject(with: body)) as? [String: Any] ?? ["unreadable": body.count])
+            start += 4 + length
+        }
+        return messages
+    }
 }
 
 /// A config directory whose publishers.conf turns the browser publisher on or off.
 func publisherConfig(in daemon: DaemonFixture, browser: Bool) throws -> String {
-    let directory = daemon.bus.directory.appendingPathComponent("config-\(UUID().uuidString)")
+    try publisherConfig(in: daemon.bus.directory, browser: browser)
+}
+
+/// The same, made inside `parent`.
+func publisherConfig(in parent: URL, browser: Bool) throws -> String {
+    let directory = parent.appendingPathComponent("config-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory.appendingPathComponent("baton"), withIntermediateDirectories: true)
     try "browser = \(browser ? "on" : "off")\n".write(to: directory.appendingPathComponent("baton/publishers.conf"), atomically: true, encoding: .utf8)
     return directory.path

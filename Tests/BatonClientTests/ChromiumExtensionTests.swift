@@ -3,25 +3,35 @@ import BatonCore
 import Foundation
 import Testing
 
-private let chromiumPath = "/usr/bin/chromium"
+let chromiumPath = "/usr/bin/chromium"
 
 /// A headless Debian Chromium with the Baton extension unpacked from browser/extension and the
 /// native messaging manifest in its profile, pointing at the built host on the fixture's bus.
-private final class HeadlessChromium {
+final class HeadlessChromium: @unchecked Sendable {
     let profile: URL
     let process = Process()
+    /// What the host wrote to stderr (the browser would forward it to its own log).
+    let hostLog: URL
 
-    init(daemon: DaemonFixture, incognito: Bool, firstPages: [String]) throws {
-        profile = daemon.bus.directory.appendingPathComponent("chromium-\(UUID().uuidString)")
+    convenience init(daemon: DaemonFixture, incognito: Bool, firstPages: [String]) throws {
+        try self.init(busAddress: daemon.bus.address, busName: daemon.busName, directory: daemon.bus.directory,
+                      incognito: incognito, firstPages: firstPages)
+    }
+
+    /// `extraArguments` go to Chromium (e.g. a user agent the test pages recognise).
+    init(busAddress: String, busName: String, directory: URL, incognito: Bool = false, firstPages: [String],
+         extraArguments: [String] = []) throws {
+        profile = directory.appendingPathComponent("chromium-\(UUID().uuidString)")
+        hostLog = profile.appendingPathComponent("host.log")
         let hosts = profile.appendingPathComponent("NativeMessagingHosts")
         try FileManager.default.createDirectory(at: hosts, withIntermediateDirectories: true)
         // Browsers pass no environment of ours: a wrapper names the fixture's bus.
         let wrapper = profile.appendingPathComponent("host.sh")
         try """
             #!/bin/sh
-            export BATON_BUS='\(daemon.bus.address)' BATON_BUS_NAME='\(daemon.busName)'
-            export XDG_CONFIG_HOME='\(try publisherConfig(in: daemon, browser: true))'
-            exec '\(try Built.executable("baton-browser-host"))' "$@"
+            export BATON_BUS='\(busAddress)' BATON_BUS_NAME='\(busName)'
+            export XDG_CONFIG_HOME='\(try publisherConfig(in: directory, browser: true))'
+            exec '\(try Built.executable("baton-browser-host"))' "$@" 2>>'\(hostLog.path)'
             """.write(to: wrapper, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: wrapper.path)
         let tree = Built.packageRoot.appendingPathComponent("browser")
@@ -33,11 +43,13 @@ private final class HeadlessChromium {
         process.arguments = ["--headless=new", "--no-sandbox", "--no-first-run", "--user-data-dir=\(profile.path)",
                              "--disable-features=DisableLoadExtensionCommandLineSwitch",
                              "--load-extension=\(tree.appendingPathComponent("extension").path)", "--remote-debugging-port=0"]
-            + (incognito ? ["--incognito"] : []) + firstPages
+            + extraArguments + (incognito ? ["--incognito"] : []) + firstPages
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
     }
+
+    var hostLogText: String { (try? String(contentsOf: hostLog, encoding: .utf8)) ?? "" }
 
     /// The DevTools HTTP endpoint (Chromium writes its port into the profile).
     func devTools() async throws -> String {
@@ -78,10 +90,16 @@ private final class HeadlessChromium {
     }
 }
 
-/// A local web server with two titled pages.
-private final class PageServer {
+/// A local web server with two titled pages, and a long one that scrolls itself down to
+/// `PageServer.scrolledY` in a browser whose user agent contains `PageServer.scrollingAgent` (the
+/// user reading on alpha; the same page elsewhere stays at the top unless someone scrolls it).
+final class PageServer: @unchecked Sendable {
+    static let scrollingAgent = "BatonTestReader"
+    static let scrolledY = 1234
     let process = Process()
     let base: String
+    /// The server's request log (one line per request, on its stderr).
+    let requestLog: URL
 
     init(directory: URL) async throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -89,6 +107,11 @@ private final class PageServer {
             try "<html><head><title>\(title)</title></head><body style=\"height:4000px\">\(name)</body></html>"
                 .write(to: directory.appendingPathComponent("\(name).html"), atomically: true, encoding: .utf8)
         }
+        try """
+            <html><head><title>Long Read</title><script>
+            addEventListener("load", () => { if (navigator.userAgent.includes("\(Self.scrollingAgent)")) scrollTo(0, \(Self.scrolledY)) })
+            </script></head><body style="height:6000px">long</body></html>
+            """.write(to: directory.appendingPathComponent("long.html"), atomically: true, encoding: .utf8)
         let portFile = directory.appendingPathComponent("port")
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
         process.arguments = ["-c", """
@@ -98,72 +121,82 @@ private final class PageServer {
             open(sys.argv[2], "w").write(str(server.server_address[1]))
             server.serve_forever()
             """, directory.path, portFile.path]
+        requestLog = directory.appendingPathComponent("requests.log")
+        _ = FileManager.default.createFile(atPath: requestLog.path, contents: nil)
         process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        process.standardError = try FileHandle(forWritingTo: requestLog)
         try process.run()
         let port = try await awaitValue("web server") { try? String(contentsOf: portFile, encoding: .utf8) }
         base = "http://127.0.0.1:\(port)"
     }
 
-    deinit { if process.isRunning { process.terminate() } }
-}
-
-@Suite("The browser extension in a headless Chromium", .serialized, .enabled(if: FileManager.default.isExecutableFile(atPath: chromiumPath)))
-struct ChromiumExtensionTests {
-    @Test("opening a page publishes it, switching tabs updates it, closing the browser ends it")
-    func pagesFollowTheActiveTab() async throws {
-        try await withDaemon { daemon in
-            let connection = try daemon.connect()
-            defer { connection.close() }
-            let server = try await PageServer(directory: daemon.bus.directory.appendingPathComponent("www"))
-            let browser = try HeadlessChromium(daemon: daemon, incognito: false, firstPages: ["about:blank"])
-            defer { browser.quit() }
-
-            let first = try await browser.open(server.base + "/one.html")
-            let path = try await awaitValue("page one current") {
-                guard let path = try await connection.currentActivityPath(),
-                      try await connection.activity(at: path).title == "Page One" else { return nil as String? }
-                return path
-            }
-            var info = try await connection.activity(at: path)
-            #expect(info.activityType == "org.baton.web-browsing")
-            #expect(info.webpageURL == server.base + "/one.html")
-            #expect(info.userInfo?["scrollY"] == .double(0))
-
-            _ = try await browser.open(server.base + "/two.html")
-            info = try await awaitValue("page two current") {
-                let info = try await connection.activity(at: path)
-                return info.title == "Page Two" ? info : nil
-            }
-            #expect(info.webpageURL == server.base + "/two.html")
-
-            try await browser.activate(first)
-            _ = try await awaitValue("back to page one") { try await connection.activity(at: path).title == "Page One" ? true : nil }
-            #expect(try await connection.activities().count == 1)
-
-            browser.quit()
-            _ = try await awaitValue("activity ended with the browser") { try await connection.activities().isEmpty ? true : nil }
-        }
+    /// Whether a browser asked for `path` (e.g. "/two.html").
+    func wasRequested(_ path: String) -> Bool {
+        ((try? String(contentsOf: requestLog, encoding: .utf8)) ?? "").contains("\"GET \(path) ")
     }
 
-    @Test("an incognito window publishes nothing")
-    func incognitoPublishesNothing() async throws {
-        try await withDaemon { daemon in
-            let connection = try daemon.connect()
-            defer { connection.close() }
-            let server = try await PageServer(directory: daemon.bus.directory.appendingPathComponent("www"))
-            let browser = try HeadlessChromium(daemon: daemon, incognito: true, firstPages: [server.base + "/one.html"])
-            defer { browser.quit() }
-            // The command-line page opens in the incognito window (headless takes one); give the extension time to (wrongly) report it.
-            try await Task.sleep(for: .seconds(4))
-            let published = try await connection.activities()
-            #expect(published.isEmpty, "published: \(published.map { "\($0.title ?? "") \($0.webpageURL ?? "")" })")
+    // SIGKILL: python3 started by Foundation's Process inherits a mask with SIGTERM blocked.
+    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+}
 
-            // Control: DevTools opens tabs in the normal profile, and those do publish, so the
-            // extension and its host were working in this browser all along.
-            _ = try await browser.open(server.base + "/two.html")
-            _ = try await awaitValue("normal window publishes") {
-                try await connection.activities().first { $0.title == "Page Two" }
+extension RealBrowserTests {
+    @Suite("The browser extension in a headless Chromium", .serialized, .enabled(if: FileManager.default.isExecutableFile(atPath: chromiumPath)))
+    struct ChromiumExtensionTests {
+        @Test("opening a page publishes it, switching tabs updates it, closing the browser ends it")
+        func pagesFollowTheActiveTab() async throws {
+            try await withDaemon { daemon in
+                let connection = try daemon.connect()
+                defer { connection.close() }
+                let server = try await PageServer(directory: daemon.bus.directory.appendingPathComponent("www"))
+                let browser = try HeadlessChromium(daemon: daemon, incognito: false, firstPages: ["about:blank"])
+                defer { browser.quit() }
+
+                let first = try await browser.open(server.base + "/one.html")
+                let path = try await awaitValue("page one current") {
+                    guard let path = try await connection.currentActivityPath(),
+                          try await connection.activity(at: path).title == "Page One" else { return nil as String? }
+                    return path
+                }
+                var info = try await connection.activity(at: path)
+                #expect(info.activityType == "org.baton.web-browsing")
+                #expect(info.webpageURL == server.base + "/one.html")
+                #expect(info.userInfo?["scrollY"] == .double(0))
+
+                _ = try await browser.open(server.base + "/two.html")
+                info = try await awaitValue("page two current") {
+                    let info = try await connection.activity(at: path)
+                    return info.title == "Page Two" ? info : nil
+                }
+                #expect(info.webpageURL == server.base + "/two.html")
+
+                try await browser.activate(first)
+                _ = try await awaitValue("back to page one") { try await connection.activity(at: path).title == "Page One" ? true : nil }
+                #expect(try await connection.activities().count == 1)
+
+                browser.quit()
+                _ = try await awaitValue("activity ended with the browser") { try await connection.activities().isEmpty ? true : nil }
+            }
+        }
+
+        @Test("an incognito window publishes nothing")
+        func incognitoPublishesNothing() async throws {
+            try await withDaemon { daemon in
+                let connection = try daemon.connect()
+                defer { connection.close() }
+                let server = try await PageServer(directory: daemon.bus.directory.appendingPathComponent("www"))
+                let browser = try HeadlessChromium(daemon: daemon, incognito: true, firstPages: [server.base + "/one.html"])
+                defer { browser.quit() }
+                // The command-line page opens in the incognito window (headless takes one); give the extension time to (wrongly) report it.
+                try await Task.sleep(for: .seconds(4))
+                let published = try await connection.activities()
+                #expect(published.isEmpty, "published: \(published.map { "\($0.title ?? "") \($0.webpageURL ?? "")" })")
+
+                // Control: DevTools opens tabs in the normal profile, and those do publish, so the
+                // extension and its host were working in this browser all along.
+                _ = try await browser.open(server.base + "/two.html")
+                _ = try await awaitValue("normal window publishes") {
+                    try await connection.activities().first { $0.title == "Page Two" }
+                }
             }
         }
     }
