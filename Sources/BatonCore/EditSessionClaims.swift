@@ -47,11 +47,19 @@ public struct PendingClaim: Hashable, Sendable, Codable, Identifiable {
     public var requestID: UInt32
     public var peer: DeviceID
     public var claim: EditSessionClaim
+    /// What a replay needs to fetch the granted snapshot by itself: the activity type (its type
+    /// hash is keyed with the owner's secret, which can change, so it is recomputed, not stored)
+    /// and the user whose inbox receives it. Absent (nil) in entries journalled before they were
+    /// kept: such a claim waits for the next Continue of its document.
+    public var activityType: String?
+    public var uid: UInt32?
 
-    public init(requestID: UInt32, peer: DeviceID, claim: EditSessionClaim) {
+    public init(requestID: UInt32, peer: DeviceID, claim: EditSessionClaim, activityType: String? = nil, uid: UInt32? = nil) {
         self.requestID = requestID
         self.peer = peer
         self.claim = claim
+        self.activityType = activityType
+        self.uid = uid
     }
 
     /// One pending claim per document.
@@ -88,13 +96,15 @@ public struct ClaimQueue: Hashable, Sendable, Codable {
     }
 
     /// Starts a claim of `claim` from `peer` with a fresh `requestID`, unless one is pending.
-    public mutating func start(_ claim: EditSessionClaim, from peer: DeviceID, requestID: UInt32) throws(Refusal) -> Start {
+    /// `activityType` and `uid` are journalled with it for a replay's own fetch.
+    public mutating func start(_ claim: EditSessionClaim, from peer: DeviceID, requestID: UInt32,
+                               activityType: String? = nil, uid: UInt32? = nil) throws(Refusal) -> Start {
         if let earlier = pending.first(where: { $0.claim.documentID == claim.documentID }) {
             guard earlier.peer == peer else { throw .pendingElsewhere(earlier) }
             return .replay(earlier)
         }
         guard pending.count < capacity else { throw .full(limit: capacity) }
-        let new = PendingClaim(requestID: requestID, peer: peer, claim: claim)
+        let new = PendingClaim(requestID: requestID, peer: peer, claim: claim, activityType: activityType, uid: uid)
         pending.append(new)
         return .send(new)
     }

@@ -2,10 +2,12 @@ import BatonCore
 import BatonStore
 
 /// Journalled edit-session claims sent again without waiting for the user (§6.6): at start and
-/// when their owner is heard again, unchanged (same request id). A grant is imported only when its
-/// snapshot is already here (the Continue that claimed pulled it first); otherwise the claim stays
-/// journalled and the next Continue of that document fetches and finishes it. Meanwhile the
-/// journal lets no other revision of that document in.
+/// when their owner is heard again, unchanged (same request id). A grant is imported only with its
+/// snapshot: one already here (the Continue that claimed pulled it first), else the replay pulls the
+/// owner's current snapshot into the inbox of the user the claim was journalled for (the type hash
+/// recomputed from the journalled activity type and the owner's secret) and takes it only when its
+/// digest is the grant's. Entries journalled without a type (older journals) wait for the next
+/// Continue of that document. Meanwhile the journal lets no other revision of that document in.
 extension ContinuationService {
     /// A member's journalled claims are replayed at most this often on sightings (adverts repeat).
     static let claimReplayInterval = Duration.seconds(10)
@@ -29,7 +31,8 @@ extension ContinuationService {
             let activities = self.activities
             do throws(EditSessionClaimError) {
                 let outcome = try await transfer.claimEditSession(member: owner, documentID: pending.claim.documentID, sessions: sessions) { grant in
-                    await activities.holdsReceivedDocument(digest: grant.granted.digest)
+                    if await activities.holdsReceivedDocument(digest: grant.granted.digest) { return true }
+                    return await self.fetchGrantedSnapshot(grant, for: pending)
                 }
                 imports.append(outcome)
                 log("batond: a journalled edit-session claim was replayed and settled (\(outcome))")
@@ -38,6 +41,23 @@ extension ContinuationService {
             }
         }
         return imports
+    }
+
+    /// Pulls the snapshot a replayed claim was granted (the receiver stopped before it arrived):
+    /// the owner's current snapshot, resumable, accepted only when it is the granted one.
+    private func fetchGrantedSnapshot(_ grant: EditSessionGrant, for pending: PendingClaim) async -> Bool {
+        guard let type = pending.activityType, let uid = pending.uid,
+              let member = await ring.snapshot().roster.members[pending.peer],
+              let inbox = await activities.documentInbox(uid: uid) else { return false }
+        let typeHash = DerivedKeys(secret: member.secret).typeHash(type)
+        do throws(DocumentPullError) {
+            let pulled = try await transfer.pullDocument(member: pending.peer, typeHash: typeHash, revision: ActivityReference.anyRevision,
+                                                         inbox: inbox, progress: { _, _ in })
+            return pulled.info.digest == grant.granted.digest && pulled.info.documentID == pending.claim.documentID
+        } catch {
+            log("batond: the snapshot granted to a journalled claim could not be fetched yet: \(error)")
+            return false
+        }
     }
 
     /// A sighting of `member`: its journalled claims go first, before anything newer is fetched.

@@ -31,11 +31,14 @@ extension ContinuationService {
     /// with the revision check. The document delivered is the granted snapshot: the one pulled, or
     /// the newer one the source saved on release (pulled again, resumable). Never a takeover: a
     /// source that does not release in time keeps the session and nothing is delivered.
-    func claimEditSession(of document: PulledDocument, from member: DeviceID, typeHash: TypeHash, inbox: DocumentInbox,
-                          sessions: EditSessions, progress: @escaping @Sendable (UInt64, UInt64) -> Void) async -> Result<PulledDocument, ServiceFailure> {
+    /// The claim is journalled with `activityType` and `uid`, so a restart can finish it alone.
+    func claimEditSession(of document: PulledDocument, from member: DeviceID, activityType: String, uid: UInt32, typeHash: TypeHash,
+                          inbox: DocumentInbox, sessions: EditSessions,
+                          progress: @escaping @Sendable (UInt64, UInt64) -> Void) async -> Result<PulledDocument, ServiceFailure> {
         let granted = Mutex(document)
         do throws(EditSessionClaimError) {
-            let outcome = try await transfer.claimEditSession(member: member, documentID: document.info.documentID, sessions: sessions) { [transfer] grant in
+            let outcome = try await transfer.claimEditSession(member: member, documentID: document.info.documentID, sessions: sessions,
+                                                              activityType: activityType, uid: uid) { [transfer] grant in
                 if grant.granted.digest == document.info.digest { return true }
                 // The source's app saved on release: that snapshot is now the source's current one.
                 let newer = try? await transfer.pullDocument(member: member, typeHash: typeHash, revision: ActivityReference.anyRevision,

@@ -203,7 +203,7 @@ public actor ContinuationService {
                 }
                 // The document's edit session moves here before any handler sees the document.
                 if let document = pulled, let inbox, let sessions = await activities.editSessionsForContinue() {
-                    switch await self.claimEditSession(of: document, from: member.deviceID, typeHash: typeHash, inbox: inbox,
+                    switch await self.claimEditSession(of: document, from: member.deviceID, activityType: type, uid: uid, typeHash: typeHash, inbox: inbox,
                                                        sessions: sessions, progress: report) {
                     case .success(let granted): pulled = granted
                     case .failure(let failure): return (.sessionRefused(failure), false)

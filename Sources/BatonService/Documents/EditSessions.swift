@@ -69,15 +69,17 @@ public actor EditSessions {
 
     // MARK: Claimer side
 
-    /// Journals a claim of `documentID` from `peer` (or returns the pending one to send again).
-    public func startClaim(_ documentID: String, from peer: DeviceID, requestID: UInt32) throws(EditSessionFailure) -> PendingClaim {
+    /// Journals a claim of `documentID` from `peer` (or returns the pending one to send again), with
+    /// the activity type and user a replay needs to fetch the granted snapshot itself.
+    public func startClaim(_ documentID: String, from peer: DeviceID, requestID: UInt32,
+                           activityType: String? = nil, uid: UInt32? = nil) throws(EditSessionFailure) -> PendingClaim {
         let claim: EditSessionClaim
         do { claim = try EditSessionClaim(documentID: documentID, baseRevision: keeper.book.ledger(documentID)?.current.revision ?? 0) } catch {
             throw .invalidDocumentID
         }
         var next = queue
         let start: ClaimQueue.Start
-        do { start = try next.start(claim, from: peer, requestID: requestID) } catch {
+        do { start = try next.start(claim, from: peer, requestID: requestID, activityType: activityType, uid: uid) } catch {
             switch error {
             case .full(let limit): throw .tooManyClaims(limit: limit)
             case .pendingElsewhere(let earlier): throw .claimPendingElsewhere(earlier.peer)

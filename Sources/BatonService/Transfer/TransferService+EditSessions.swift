@@ -28,10 +28,15 @@ extension TransferService {
     /// The claimer's side: claims `documentID` from `member` (a journalled claim for it is sent again
     /// instead, with its request id), lets `fetch` pull the granted snapshot, then imports it. A
     /// broken connection or a failed fetch leaves the claim journalled for the next call.
+    /// `activityType` and `uid` are journalled with a new claim, so that a replay can fetch the
+    /// granted snapshot without the user (ContinuationService.replayPendingClaims).
     public func claimEditSession(member: DeviceID, documentID: String, sessions: EditSessions,
+                                 activityType: String? = nil, uid: UInt32? = nil,
                                  fetch: @Sendable (EditSessionGrant) async -> Bool) async throws(EditSessionClaimError) -> DocumentImport {
         let pending: PendingClaim
-        do { pending = try await sessions.startClaim(documentID, from: member, requestID: requestIDs.make()) } catch { throw .session(error) }
+        do {
+            pending = try await sessions.startClaim(documentID, from: member, requestID: requestIDs.make(), activityType: activityType, uid: uid)
+        } catch { throw .session(error) }
         let reply: Frame
         do throws(TransferError) {
             let conversation = try await open(pending.frame, member: member, forceSync: false)
