@@ -52,7 +52,7 @@ extension ContinuationService {
         } catch .session(.notPending) {
             // A replay of the same journalled claim (at a sighting) may have settled it meanwhile.
             let id = document.info.documentID
-            guard await sessions.owner(of: id) == .thisMachine, await sessions.ledger(id)?.current.digest == document.info.digest else {
+            guard await sessions.owner(of: id, uid: uid) == .thisMachine, await sessions.ledger(id, uid: uid)?.current.digest == document.info.digest else {
                 return .failure(Self.claimFailure(.session(.notPending)))
             }
             return .success(document)
