@@ -115,8 +115,14 @@ public struct DocumentPuller {
                     continue
                 }
             }
+            // Room for the whole snapshot is made and reserved before a byte is written (the inbox's cap).
+            let reservation: InboxReservation
             let partial: PartialDocument
-            do throws(SnapshotError) { partial = try inbox.open(digest: info.digest, offset: check.next) } catch { throw .store(error) }
+            do throws(SnapshotError) {
+                reservation = try inbox.reserve(digest: info.digest, size: info.totalSize)
+                partial = try inbox.open(digest: info.digest, offset: check.next)
+            } catch { throw .store(error) }
+            defer { reservation.release() }
             progress(check.next, info.totalSize)
             // A cancel closes the channel: a receive waiting on a drip ends at once, not at the chunk timeout.
             let received: Result<String?, DocumentPullError> = await withTaskCancellationHandler {
