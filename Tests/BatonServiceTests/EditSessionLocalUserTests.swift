@@ -108,6 +108,26 @@ struct EditSessionLocalUserTests {
         #expect(await reopened.ledger("a", uid: user) != nil)
     }
 
+    /// A claim granted before is answered with its stored grant even when no current activity (or
+    /// another user's) maps it to its user: the owner may have restarted without the activity.
+    @Test func aStoredGrantIsAnsweredWhoeverIsCurrentNow() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sessions-replay-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let sessions = try EditSessions(directory: StateDirectory(path: directory.path))
+        try await sessions.commitLocal("plan", digest: SHA256.hash([1]), uid: 1000)
+        let request = Frame(type: .claimEditSession, requestID: 12, payload: try EditSessionClaim(documentID: "plan", baseRevision: 0).payload)
+        let granted = await sessions.answerClaim(request, from: Self.peer, uid: 1000) { _ in SHA256.hash([2]) }
+        #expect(granted.reply.type == .editSessionGrant && granted.fresh)
+        let reopened = try EditSessions(directory: StateDirectory(path: directory.path))
+        for current in [nil, UInt32(1001)] {
+            let again = await reopened.answerClaim(request, from: Self.peer, uid: current) { _ in nil }
+            #expect(again.reply == granted.reply && !again.fresh, "current user \(String(describing: current))")
+        }
+        let fresh = Frame(type: .claimEditSession, requestID: 13, payload: request.payload)
+        let nobodyCurrent = await reopened.answerClaim(fresh, from: Self.peer, uid: nil) { _ in nil }
+        #expect(nobodyCurrent.reply.type == .error && (try? ErrorFrame(payload: nobodyCurrent.reply.payload))?.code == .sessionBusy)
+    }
+
     /// A record of the machine-wide format names no user: its documents are dropped, with a logged
     /// reason, and the record is rewritten per user.
     @Test func aMachineWideRecordIsReadDroppedAndLogged() async throws {

@@ -71,10 +71,15 @@ public actor EditSessions {
     }
 
     /// Answers a ClaimEditSession from `peer` for `uid`'s document (the user whose current activity
-    /// carries it; nil: no activity here, so nobody releases). `save` asks the app to save and
+    /// carries it; nil: no activity here, so nobody releases; a stored grant is answered either way). `save` asks the app to save and
     /// returns the digest of the committed snapshot, or nil when it did not answer in time.
     public func answerClaim(_ request: Frame, from peer: DeviceID, uid: UInt32?,
                             save: @Sendable (EditSessionClaim) async -> [UInt8]?) async -> (reply: Frame, fresh: Bool) {
+        // A claim granted before (rule 1) gets its stored grant, whoever's activity is current now
+        // (the owner may have restarted without it): its request id names it, not the activity.
+        for user in state.users.values {
+            if case .answer(let frame) = user.keeper.screen(request, from: peer), frame.type == .editSessionGrant { return (frame, false) }
+        }
         guard let uid else {
             let busy = ErrorFrame(code: .sessionBusy, message: "no current activity here carries the document")
             return (Frame(type: .error, requestID: request.requestID, payload: busy.payload), false)
