@@ -130,6 +130,10 @@ public struct EditSessionBook: Hashable, Sendable, Codable {
         ledgers[documentID] = nil
     }
 
+    /// Drops a document's record whoever owns it: the daemon evicts records no activity refers to,
+    /// so that the limit cannot be held forever.
+    public mutating func evict(_ documentID: String) { ledgers[documentID] = nil }
+
     private func ensureRoom() throws(EditSessionError) {
         guard ledgers.count < documentLimit else { throw .tooManyDocuments(limit: documentLimit) }
     }

@@ -111,7 +111,7 @@ public enum Daemon {
             logger.log("batond: documents disabled, no snapshot store: \(error)")
         }
         do {
-            await service.useEditSessions(try EditSessions(directory: StateDirectory(path: options.stateDirectory + "/sessions")))
+            await service.useEditSessions(try EditSessions(directory: StateDirectory(path: options.stateDirectory + "/sessions"), log: { logger.log($0) }))
         } catch {
             logger.log("batond: edit sessions disabled, their state cannot be opened: \(error)")
         }

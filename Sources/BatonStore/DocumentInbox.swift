@@ -7,18 +7,22 @@ import BatonCrypto
 /// ones (`<hex digest>.document`), 0600 in a 0700 directory. The partial file is named by the digest
 /// it must reach, so after an interruption the pull resumes from its length, and a partial of
 /// another snapshot can never be mixed in.
+/// What it may hold is bounded (`capacity`, see DocumentInboxRoom).
 public struct DocumentInbox: Sendable {
     public let directory: String
+    /// The bytes its documents and partial files may take (pulls reserve before they write).
+    public let capacity: UInt64
 
-    public init(directory: String) throws(SnapshotError) {
+    public init(directory: String, capacity: UInt64 = DocumentInbox.defaultCapacity) throws(SnapshotError) {
         self.directory = directory
+        self.capacity = capacity
         try SnapshotStore.makeDirectory(directory)
     }
 
     /// The inbox of one receiving user: `<base>/received/<uid>` (users never share received bytes).
-    public static func ofUser(_ uid: UInt32, under base: String) throws(SnapshotError) -> DocumentInbox {
+    public static func ofUser(_ uid: UInt32, under base: String, capacity: UInt64 = DocumentInbox.defaultCapacity) throws(SnapshotError) -> DocumentInbox {
         try SnapshotStore.makeDirectory(base + "/received")
-        return try DocumentInbox(directory: base + "/received/" + String(uid))
+        return try DocumentInbox(directory: base + "/received/" + String(uid), capacity: capacity)
     }
 
     public func partialPath(digest: [UInt8]) -> String { directory + "/" + digest.hexString + ".partial" }

@@ -53,6 +53,8 @@ let arguments = CommandLine.arguments
 guard arguments.count >= 4 else { fail("usage") }
 let directory: StateDirectory
 do { directory = try StateDirectory(path: arguments[2]) } catch { fail("state directory: \(error)") }
+/// The one local user whose documents the torture drives.
+let user = getuid()
 let sessions: EditSessions
 do { sessions = try EditSessions(directory: directory) } catch { fail("state: \(error)") }
 
@@ -60,12 +62,12 @@ switch arguments[1] {
 case "claim" where arguments.count == 6:
     guard let requestID = UInt32(arguments[5]) else { fail("bad request id") }
     do {
-        let pending = try await sessions.startClaim(arguments[4], from: device(arguments[3]), requestID: requestID)
+        let pending = try await sessions.startClaim(arguments[4], from: device(arguments[3]), requestID: requestID, uid: user)
         emit("claim \(hex(pending.frame))")
     } catch { emit("claim refused \(error)") }
 case "answer" where arguments.count == 5:
     let request = frame(arguments[4])
-    let (reply, fresh) = await sessions.answerClaim(request, from: device(arguments[3])) { claim in
+    let (reply, fresh) = await sessions.answerClaim(request, from: device(arguments[3]), uid: user) { claim in
         SHA256.hash(Array("saved \(claim.documentID) \(request.requestID)".utf8))
     }
     emit("reply \(fresh ? "fresh" : "again") \(hex(reply))")
@@ -75,11 +77,11 @@ case "settle" where arguments.count == 5:
     guard let pending = await sessions.replays(for: owner).first(where: { $0.requestID == reply.requestID }) else { emit("refused notPending"); exit(0) }
     do { emit("settled \(try await sessions.settle(pending, reply: reply))") } catch { emit("refused \(error)") }
 case "edit" where arguments.count == 5:
-    do { emit("edit \(try await sessions.commitLocal(arguments[3], digest: SHA256.hash(Array("edit \(arguments[4])".utf8))).revision)") } catch {
+    do { emit("edit \(try await sessions.commitLocal(arguments[3], digest: SHA256.hash(Array("edit \(arguments[4])".utf8)), uid: user).revision)") } catch {
         emit("edit refused \(error)")
     }
 case "show":
-    let ledger = await sessions.ledger(arguments[3])
+    let ledger = await sessions.ledger(arguments[3], uid: user)
     let owner: String
     switch ledger?.owner {
     case .thisMachine: owner = "this"

@@ -44,9 +44,9 @@ struct ClaimReplayFetchTests {
         s.a.activities.setEditSessions(s.sessionsA, savedDigest: saved.digest)
         await #expect(throws: EditSessionClaimError.fetchFailed) {
             try await s.b.transfer.claimEditSession(member: s.alpha, documentID: s.info.documentID, sessions: s.sessionsB,
-                                                    activityType: journalType ? Self.type : nil, uid: journalType ? getuid() : nil) { _ in false }
+                                                    activityType: journalType ? Self.type : nil, uid: getuid()) { _ in false }
         }
-        #expect(await s.sessionsA.owner(of: s.info.documentID) == .peer(s.beta), "alpha released on the grant")
+        #expect(await s.sessionsA.owner(of: s.info.documentID, uid: getuid()) == .peer(s.beta), "alpha released on the grant")
         #expect(await s.sessionsB.pendingClaims.count == 1)
         #expect(inbox.received(digest: saved.digest) == nil, "the granted snapshot is not here yet")
         return Granted(setup: s, saved: saved, savedBytes: savedBytes)
@@ -69,9 +69,9 @@ struct ClaimReplayFetchTests {
         let (reopened, restarted) = try await restartBeta(s)
         #expect(await reopened.pendingClaims.first == journalled, "the journal kept type and user across the restart")
         #expect(await eventually(timeout: .seconds(15)) { await reopened.pendingClaims.isEmpty })
-        #expect(await reopened.owner(of: s.info.documentID) == .thisMachine)
-        #expect(await reopened.ledger(s.info.documentID)?.current.revision == 2)
-        #expect(await reopened.ledger(s.info.documentID)?.current.digest == g.saved.digest)
+        #expect(await reopened.owner(of: s.info.documentID, uid: getuid()) == .thisMachine)
+        #expect(await reopened.ledger(s.info.documentID, uid: getuid())?.current.revision == 2)
+        #expect(await reopened.ledger(s.info.documentID, uid: getuid())?.current.digest == g.saved.digest)
         let inbox = try #require(await s.b.activities.documentInbox(uid: getuid()))
         let received = try #require(inbox.received(digest: g.saved.digest))
         #expect(try Array(Data(contentsOf: URL(fileURLWithPath: received))) == g.savedBytes)
@@ -79,7 +79,7 @@ struct ClaimReplayFetchTests {
         #expect(s.b.activities.deliveredDocuments.isEmpty, "no Continue ran: the import alone")
         // Applied once: a further replay has nothing to send and changes nothing.
         #expect(await restarted.replayPendingClaims(towards: s.alpha).isEmpty)
-        #expect(await reopened.ledger(s.info.documentID)?.current.revision == 2)
+        #expect(await reopened.ledger(s.info.documentID, uid: getuid())?.current.revision == 2)
         await restarted.stop()
         await base.stop(s)
     }
@@ -90,11 +90,11 @@ struct ClaimReplayFetchTests {
         let (reopened, restarted) = try await restartBeta(s)
         #expect(await restarted.replayPendingClaims(towards: s.alpha).isEmpty)
         #expect(await reopened.pendingClaims.count == 1, "no type to fetch with: it stays journalled")
-        #expect(await reopened.ledger(s.info.documentID) == nil, "nothing imported")
+        #expect(await reopened.ledger(s.info.documentID, uid: getuid()) == nil, "nothing imported")
         // The next Continue fetches and finishes it (the journalled claim, not a new one).
         #expect(try await restarted.continueActivity(from: "alpha", type: Self.type, uid: getuid()) == "delivered")
         #expect(await reopened.pendingClaims.isEmpty)
-        #expect(await reopened.ledger(s.info.documentID)?.current.digest == g.saved.digest)
+        #expect(await reopened.ledger(s.info.documentID, uid: getuid())?.current.digest == g.saved.digest)
         #expect(s.a.activities.saves == 1)
         await restarted.stop()
         await base.stop(s)

@@ -29,7 +29,7 @@ struct DocumentContinueSessionTests {
         let (a, b, _, info, _) = try await documents.makePair(size: 3 * DocumentChunk.maxDataBytes + 5)
         let sessionsA = try EditSessions(directory: StateDirectory(path: documents.directory.appendingPathComponent("alpha-sessions").path))
         let sessionsB = try EditSessions(directory: StateDirectory(path: documents.directory.appendingPathComponent("beta-sessions").path))
-        try await sessionsA.commitLocal(info.documentID, digest: info.digest)
+        try await sessionsA.commitLocal(info.documentID, digest: info.digest, uid: getuid())
         a.activities.setEditSessions(sessionsA, savedDigest: saved(info))
         b.activities.setEditSessions(sessionsB, savedDigest: nil)
         return Setup(a: a, b: b, sessionsA: sessionsA, sessionsB: sessionsB, info: info,
@@ -47,15 +47,15 @@ struct DocumentContinueSessionTests {
         #expect(try await s.b.continuation.continueActivity(from: "alpha", type: Self.type, uid: getuid()) == "delivered")
         #expect(s.b.activities.deliveredDocuments.count == 1 && s.b.activities.deliveredDocuments[0]?.info == s.info)
         #expect(s.a.activities.saves == 1, "the source's app saved once before it released")
-        #expect(await s.sessionsA.owner(of: s.info.documentID) == .peer(s.beta))
-        #expect(await s.sessionsB.owner(of: s.info.documentID) == .thisMachine)
-        #expect(await s.sessionsB.ledger(s.info.documentID)?.current.revision == 1)
+        #expect(await s.sessionsA.owner(of: s.info.documentID, uid: getuid()) == .peer(s.beta))
+        #expect(await s.sessionsB.owner(of: s.info.documentID, uid: getuid()) == .thisMachine)
+        #expect(await s.sessionsB.ledger(s.info.documentID, uid: getuid())?.current.revision == 1)
         #expect(await s.sessionsB.pendingClaims.isEmpty)
         // The source can no longer commit; the receiver can.
         await #expect(throws: EditSessionFailure.session(.notOwner(.peer(s.beta)))) {
-            try await s.sessionsA.commitLocal(s.info.documentID, digest: SHA256.hash([9]))
+            try await s.sessionsA.commitLocal(s.info.documentID, digest: SHA256.hash([9]), uid: getuid())
         }
-        #expect(try await s.sessionsB.commitLocal(s.info.documentID, digest: SHA256.hash([9])).revision == 2)
+        #expect(try await s.sessionsB.commitLocal(s.info.documentID, digest: SHA256.hash([9]), uid: getuid()).revision == 2)
         await stop(s)
     }
 
@@ -67,9 +67,9 @@ struct DocumentContinueSessionTests {
         }
         #expect(s.b.activities.delivered.isEmpty && s.b.activities.deliveredDocuments.isEmpty)
         #expect(s.b.activities.failures == [.timedOut])
-        #expect(await s.sessionsA.owner(of: s.info.documentID) == .thisMachine, "never a forced takeover")
-        #expect(await s.sessionsB.owner(of: s.info.documentID) == nil)
-        #expect(try await s.sessionsA.commitLocal(s.info.documentID, digest: SHA256.hash([8])).revision == 2)
+        #expect(await s.sessionsA.owner(of: s.info.documentID, uid: getuid()) == .thisMachine, "never a forced takeover")
+        #expect(await s.sessionsB.owner(of: s.info.documentID, uid: getuid()) == nil)
+        #expect(try await s.sessionsA.commitLocal(s.info.documentID, digest: SHA256.hash([8]), uid: getuid()).revision == 2)
         await stop(s)
     }
 
@@ -77,7 +77,7 @@ struct DocumentContinueSessionTests {
         let s = try await setup(saved: { $0.digest })
         // beta edited its own copy of the document meanwhile (it owns that copy's session).
         let local = SHA256.hash([7])
-        try await s.sessionsB.commitLocal(s.info.documentID, digest: local)
+        try await s.sessionsB.commitLocal(s.info.documentID, digest: local, uid: getuid())
         let failure = await #expect(throws: ServiceFailure.self) {
             try await s.b.continuation.continueActivity(from: "alpha", type: Self.type, uid: getuid())
         }
@@ -87,8 +87,8 @@ struct DocumentContinueSessionTests {
             return
         }
         #expect(s.b.activities.deliveredDocuments.isEmpty)
-        #expect(await s.sessionsB.ledger(s.info.documentID)?.current.digest == local, "this copy is kept")
-        #expect(await s.sessionsB.owner(of: s.info.documentID) == .thisMachine)
+        #expect(await s.sessionsB.ledger(s.info.documentID, uid: getuid())?.current.digest == local, "this copy is kept")
+        #expect(await s.sessionsB.owner(of: s.info.documentID, uid: getuid()) == .thisMachine)
         #expect(await s.sessionsB.pendingClaims.isEmpty)
         await stop(s)
     }
@@ -109,10 +109,10 @@ struct ClaimReplayTests {
         _ = try await s.b.transfer.pullDocument(member: s.alpha, typeHash: DerivedKeys(secret: await s.a.ring.keeper.ownSecret)
             .typeHash(DocumentContinueSessionTests.type), revision: ActivityReference.anyRevision, inbox: inbox, progress: { _, _ in })
         await #expect(throws: EditSessionClaimError.fetchFailed) {
-            try await s.b.transfer.claimEditSession(member: s.alpha, documentID: s.info.documentID, sessions: s.sessionsB) { _ in false }
+            try await s.b.transfer.claimEditSession(member: s.alpha, documentID: s.info.documentID, sessions: s.sessionsB, uid: getuid()) { _ in false }
         }
         #expect(await s.sessionsB.pendingClaims.count == 1)
-        #expect(await s.sessionsA.owner(of: s.info.documentID) == .peer(s.beta))
+        #expect(await s.sessionsA.owner(of: s.info.documentID, uid: getuid()) == .peer(s.beta))
         return s
     }
 
@@ -126,8 +126,8 @@ struct ClaimReplayTests {
         let restarted = ContinuationService(ring: s.b.ring, transfer: s.b.transfer, activities: s.b.activities, board: nil, log: { _ in })
         await restarted.start()
         #expect(await eventually(timeout: .seconds(10)) { await reopened.pendingClaims.isEmpty })
-        #expect(await reopened.owner(of: s.info.documentID) == .thisMachine)
-        #expect(await reopened.ledger(s.info.documentID)?.current.revision == 1)
+        #expect(await reopened.owner(of: s.info.documentID, uid: getuid()) == .thisMachine)
+        #expect(await reopened.ledger(s.info.documentID, uid: getuid())?.current.revision == 1)
         #expect(s.a.activities.saves == 1, "answered from alpha's stored grant: no second save")
         // Once applied: another replay has nothing to send.
         #expect(await restarted.replayPendingClaims(towards: s.alpha).isEmpty)
@@ -143,9 +143,9 @@ struct ClaimReplayTests {
         // Heard again: the sighting replays the claim before anything newer is fetched.
         #expect(try await s.b.continuation.replayPendingClaims(towards: s.alpha) == [.imported])
         #expect(await s.sessionsB.pendingClaims.isEmpty)
-        #expect(await s.sessionsB.owner(of: s.info.documentID) == .thisMachine)
-        #expect(await s.sessionsB.ledger(s.info.documentID)?.current.digest == s.info.digest, "the granted revision, not the newer save")
-        #expect(await reopenedA.owner(of: s.info.documentID) == .peer(s.beta))
+        #expect(await s.sessionsB.owner(of: s.info.documentID, uid: getuid()) == .thisMachine)
+        #expect(await s.sessionsB.ledger(s.info.documentID, uid: getuid())?.current.digest == s.info.digest, "the granted revision, not the newer save")
+        #expect(await reopenedA.owner(of: s.info.documentID, uid: getuid()) == .peer(s.beta))
         #expect(s.a.activities.saves == 1)
         await base.stop(s)
     }
@@ -155,7 +155,7 @@ struct ClaimReplayTests {
         let advert = try #require(s.a.radio.lastAdvert)
         s.b.radio.hear(advert)
         #expect(await eventually(timeout: .seconds(10)) { await s.sessionsB.pendingClaims.isEmpty })
-        #expect(await s.sessionsB.owner(of: s.info.documentID) == .thisMachine)
+        #expect(await s.sessionsB.owner(of: s.info.documentID, uid: getuid()) == .thisMachine)
         #expect(s.a.activities.saves == 1)
         await base.stop(s)
     }
@@ -180,13 +180,13 @@ struct PrefetchedDocumentSessionTests {
         b.activities.setInbox(try DocumentInbox(directory: directory.appendingPathComponent("inbox").path))
         let sessionsA = try EditSessions(directory: StateDirectory(path: directory.appendingPathComponent("alpha-sessions").path))
         let sessionsB = try EditSessions(directory: StateDirectory(path: directory.appendingPathComponent("beta-sessions").path))
-        try await sessionsA.commitLocal("book-1", digest: info.digest)
+        try await sessionsA.commitLocal("book-1", digest: info.digest, uid: getuid())
         a.activities.setEditSessions(sessionsA, savedDigest: info.digest)
         b.activities.setEditSessions(sessionsB, savedDigest: nil)
         #expect(try await b.continuation.take(suggestion.path, uid: getuid()) == "delivered")
         #expect(b.activities.deliveredDocuments.count == 1 && b.activities.deliveredDocuments[0]?.info == info)
-        #expect(await sessionsB.owner(of: "book-1") == .thisMachine)
-        #expect(await sessionsA.owner(of: "book-1") == .peer(await b.ring.snapshot().deviceID))
+        #expect(await sessionsB.owner(of: "book-1", uid: getuid()) == .thisMachine)
+        #expect(await sessionsA.owner(of: "book-1", uid: getuid()) == .peer(await b.ring.snapshot().deviceID))
         await a.stop()
         await b.stop()
     }

@@ -111,7 +111,9 @@ final class KillableBatond: @unchecked Sendable {
 
     func editSessions() throws -> EditSessionKeeper? {
         try withCopyOfSessions { directory in
-            try DurableRecord<EditSessionKeeper>(name: EditSessions.recordName, schemaVersion: 1, in: directory).load()
+            // The daemons run as this user: their documents are this user's records.
+            try DurableRecord<EditSessionRecord>(name: EditSessions.recordName, schemaVersion: EditSessionRecord.schemaVersion, in: directory)
+                .load()?.keeper(uid: getuid())
         }
     }
 

@@ -38,14 +38,14 @@ struct EditSessionAttachTests {
             }
             try await attach("first")
             try await attach("second")
-            #expect(await sessions.ledger("notes-1")?.current.revision == 2)
-            #expect(await sessions.owner(of: "notes-1") == .thisMachine)
+            #expect(await sessions.ledger("notes-1", uid: getuid())?.current.revision == 2)
+            #expect(await sessions.owner(of: "notes-1", uid: getuid()) == .thisMachine)
             #expect(try await client.property(path, "EditSession") == .string("this"))
 
             // Another machine claims it; the save here returns the committed snapshot.
             let peer = try DeviceID(bytes: [UInt8](repeating: 0xB, count: 16))
             let claim = try EditSessionClaim(documentID: "notes-1", baseRevision: 0)
-            let (reply, fresh) = await sessions.answerClaim(Frame(type: .claimEditSession, requestID: 5, payload: claim.payload), from: peer) { _ in
+            let (reply, fresh) = await sessions.answerClaim(Frame(type: .claimEditSession, requestID: 5, payload: claim.payload), from: peer, uid: getuid()) { _ in
                 await fixture.service.savedDocument(documentID: "notes-1", uid: getuid())
             }
             #expect(fresh && reply.type == .editSessionGrant)
@@ -54,7 +54,7 @@ struct EditSessionAttachTests {
             #expect(try await client.property(path, "EditSession") == .string(String(repeating: "0b", count: 16)))
             await expectError("org.baton.Error.EditSessionNotOwned") { try await attach("third") }
             #expect(await fixture.service.documentForTransfer(uid: getuid())?.info.digest == SHA256.hash(Array("second".utf8)))
-            #expect(await sessions.ledger("notes-1")?.current.revision == 2)
+            #expect(await sessions.ledger("notes-1", uid: getuid())?.current.revision == 2)
         }
     }
 
@@ -76,7 +76,7 @@ struct EditSessionAttachTests {
 
             let peer = try DeviceID(bytes: [UInt8](repeating: 0xC, count: 16))
             let claim = try EditSessionClaim(documentID: "notes-1", baseRevision: 0)
-            let (reply, fresh) = await sessions.answerClaim(Frame(type: .claimEditSession, requestID: 6, payload: claim.payload), from: peer) { _ in
+            let (reply, fresh) = await sessions.answerClaim(Frame(type: .claimEditSession, requestID: 6, payload: claim.payload), from: peer, uid: getuid()) { _ in
                 await fixture.service.savedDocument(documentID: "notes-1", uid: getuid())
             }
             #expect(fresh && reply.type == .editSessionGrant)

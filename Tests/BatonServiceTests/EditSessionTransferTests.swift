@@ -34,7 +34,7 @@ struct EditSessionTransferTests {
         let record = try ActivityRecord(activityType: "org.example.Reader.reading", title: "Notes", userInfo: [:], webpageURL: nil, version: 1)
         a.activities.setCurrent(ActivityID(uid: uid, serial: 1), record)
         try await a.ring.radio.publish(record, uid: uid)
-        try await sessionsA.commitLocal("doc", digest: SHA256.hash([1]))
+        try await sessionsA.commitLocal("doc", digest: SHA256.hash([1]), uid: getuid())
         return Pair(a: a, b: b, sessionsA: sessionsA, sessionsB: sessionsB,
                     alpha: await a.ring.snapshot().deviceID, beta: await b.ring.snapshot().deviceID)
     }
@@ -42,17 +42,17 @@ struct EditSessionTransferTests {
     @Test func theOwnerSavesAndReleasesAndTheClaimerImportsOnce() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let p = try await pair()
-        let outcome = try await p.b.transfer.claimEditSession(member: p.alpha, documentID: "doc", sessions: p.sessionsB) { grant in
+        let outcome = try await p.b.transfer.claimEditSession(member: p.alpha, documentID: "doc", sessions: p.sessionsB, uid: getuid()) { grant in
             grant.granted.revision == 2 && grant.granted.digest == SHA256.hash([2])
         }
         #expect(outcome == .imported)
-        #expect(await p.sessionsA.owner(of: "doc") == .peer(p.beta))
-        #expect(await p.sessionsB.owner(of: "doc") == .thisMachine)
-        #expect(await p.sessionsB.ledger("doc")?.current.revision == 2)
+        #expect(await p.sessionsA.owner(of: "doc", uid: getuid()) == .peer(p.beta))
+        #expect(await p.sessionsB.owner(of: "doc", uid: getuid()) == .thisMachine)
+        #expect(await p.sessionsB.ledger("doc", uid: getuid())?.current.revision == 2)
         #expect(p.a.activities.saves == 1)
         // alpha's app can no longer commit; beta's can.
-        await #expect(throws: EditSessionFailure.session(.notOwner(.peer(p.beta)))) { try await p.sessionsA.commitLocal("doc", digest: SHA256.hash([7])) }
-        #expect(try await p.sessionsB.commitLocal("doc", digest: SHA256.hash([3])).revision == 3)
+        await #expect(throws: EditSessionFailure.session(.notOwner(.peer(p.beta)))) { try await p.sessionsA.commitLocal("doc", digest: SHA256.hash([7]), uid: getuid()) }
+        #expect(try await p.sessionsB.commitLocal("doc", digest: SHA256.hash([3]), uid: getuid()).revision == 3)
         await p.a.stop()
         await p.b.stop()
     }
@@ -62,10 +62,10 @@ struct EditSessionTransferTests {
         let p = try await pair()
         p.a.activities.setEditSessions(p.sessionsA, savedDigest: nil)
         await #expect(throws: EditSessionClaimError.session(.refused(.sessionBusy))) {
-            try await p.b.transfer.claimEditSession(member: p.alpha, documentID: "doc", sessions: p.sessionsB) { _ in true }
+            try await p.b.transfer.claimEditSession(member: p.alpha, documentID: "doc", sessions: p.sessionsB, uid: getuid()) { _ in true }
         }
-        #expect(await p.sessionsA.owner(of: "doc") == .thisMachine)
-        #expect(await p.sessionsB.owner(of: "doc") == nil)
+        #expect(await p.sessionsA.owner(of: "doc", uid: getuid()) == .thisMachine)
+        #expect(await p.sessionsB.owner(of: "doc", uid: getuid()) == nil)
         #expect(await p.sessionsB.pendingClaims.isEmpty)
         await p.a.stop()
         await p.b.stop()
@@ -76,20 +76,20 @@ struct EditSessionTransferTests {
         let p = try await pair()
         // The grant arrives but the snapshot's transfer is cut: the claim stays journalled.
         await #expect(throws: EditSessionClaimError.fetchFailed) {
-            try await p.b.transfer.claimEditSession(member: p.alpha, documentID: "doc", sessions: p.sessionsB) { _ in false }
+            try await p.b.transfer.claimEditSession(member: p.alpha, documentID: "doc", sessions: p.sessionsB, uid: getuid()) { _ in false }
         }
         let pending = await p.sessionsB.pendingClaims
         #expect(pending.count == 1)
-        #expect(await p.sessionsA.owner(of: "doc") == .peer(p.beta))
+        #expect(await p.sessionsA.owner(of: "doc", uid: getuid()) == .peer(p.beta))
         // Retried: the same request goes out again and is answered from alpha's applied grants.
-        #expect(try await p.b.transfer.claimEditSession(member: p.alpha, documentID: "doc", sessions: p.sessionsB) { _ in true } == .imported)
+        #expect(try await p.b.transfer.claimEditSession(member: p.alpha, documentID: "doc", sessions: p.sessionsB, uid: getuid()) { _ in true } == .imported)
         #expect(p.a.activities.saves == 1)
-        #expect(await p.sessionsA.ledger("doc")?.current.revision == 2)
-        #expect(await p.sessionsB.ledger("doc")?.current.revision == 2)
+        #expect(await p.sessionsA.ledger("doc", uid: getuid())?.current.revision == 2)
+        #expect(await p.sessionsB.ledger("doc", uid: getuid())?.current.revision == 2)
         #expect(await p.sessionsB.pendingClaims.isEmpty)
         // beta's state survives a restart of its side: a new EditSessions on the same directory.
         let reopened = try EditSessions(directory: StateDirectory(path: directory.appendingPathComponent("beta-sessions").path))
-        #expect(await reopened.owner(of: "doc") == .thisMachine)
+        #expect(await reopened.owner(of: "doc", uid: getuid()) == .thisMachine)
         await p.a.stop()
         await p.b.stop()
     }

@@ -29,7 +29,7 @@ struct RedTeamDocumentClaimTests {
 
     func owner() async throws -> EditSessions {
         let sessions = try EditSessions(directory: StateDirectory(path: directory.path))
-        try await sessions.commitLocal(Self.documentID, digest: Self.firstDigest)
+        try await sessions.commitLocal(Self.documentID, digest: Self.firstDigest, uid: getuid())
         return sessions
     }
 
@@ -54,14 +54,14 @@ struct RedTeamDocumentClaimTests {
         let sessions = try await owner()
         let counter = SaveCounter()
         let before = recordSize
-        let unknown = await sessions.answerClaim(try Self.claim(1, documentID: "someone-elses", base: 0), from: Self.rogue, save: counter.save)
+        let unknown = await sessions.answerClaim(try Self.claim(1, documentID: "someone-elses", base: 0), from: Self.rogue, uid: getuid(), save: counter.save)
         #expect(Self.errorCode(unknown.reply) == .unknownActivity)
         for (id, base) in [(UInt32(2), UInt64.max), (3, 2)] {
-            let future = await sessions.answerClaim(try Self.claim(id, base: base), from: Self.rogue, save: counter.save)
+            let future = await sessions.answerClaim(try Self.claim(id, base: base), from: Self.rogue, uid: getuid(), save: counter.save)
             #expect(Self.errorCode(future.reply) == .documentConflict, "base \(base)")
         }
         #expect(counter.saves == 0)
-        #expect(await sessions.owner(of: Self.documentID) == .thisMachine)
+        #expect(await sessions.owner(of: Self.documentID, uid: getuid()) == .thisMachine)
         #expect(recordSize == before, "refusals are not recorded")
     }
 
@@ -74,36 +74,36 @@ struct RedTeamDocumentClaimTests {
     @Test func reusedIdsAndClaimFloodsNeitherChangeNorGrowTheOwnersRecord() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let sessions = try await owner()
-        try await sessions.commitLocal(Self.documentID, digest: SHA256.hash(Array("second".utf8)))
+        try await sessions.commitLocal(Self.documentID, digest: SHA256.hash(Array("second".utf8)), uid: getuid())
         let counter = SaveCounter()
         let original = try Self.claim(40, base: 1)
-        let granted = await sessions.answerClaim(original, from: Self.rogue, save: counter.save)
+        let granted = await sessions.answerClaim(original, from: Self.rogue, uid: getuid(), save: counter.save)
         #expect(granted.reply.type == .editSessionGrant && granted.fresh)
         let grant = try EditSessionGrant(payload: granted.reply.payload)
         #expect(grant.granted.revision == 3 && grant.granted.digest == Self.savedDigest)
-        #expect(await sessions.owner(of: Self.documentID) == .peer(Self.rogue))
+        #expect(await sessions.owner(of: Self.documentID, uid: getuid()) == .peer(Self.rogue))
 
         for reused in [try Self.claim(40, base: 0), try Self.claim(40, documentID: "other", base: 1)] {
-            let answer = await sessions.answerClaim(reused, from: Self.rogue, save: counter.save)
+            let answer = await sessions.answerClaim(reused, from: Self.rogue, uid: getuid(), save: counter.save)
             #expect(Self.errorCode(answer.reply) == .malformed)
         }
-        let replayed = await sessions.answerClaim(original, from: Self.rogue, save: counter.save)
+        let replayed = await sessions.answerClaim(original, from: Self.rogue, uid: getuid(), save: counter.save)
         #expect(replayed.reply == granted.reply && !replayed.fresh, "the stored grant is kept and sent again")
 
         var sizeAfter300 = 0
         for id in UInt32(1_000)..<UInt32(1_400) {
-            let answer = await sessions.answerClaim(try Self.claim(id, base: 0), from: Self.rogue, save: counter.save)
+            let answer = await sessions.answerClaim(try Self.claim(id, base: 0), from: Self.rogue, uid: getuid(), save: counter.save)
             #expect(answer.reply.type == .editSessionGrant)
             if id == 1_300 { sizeAfter300 = recordSize }
         }
         #expect(counter.saves == 1, "the app saved once, for the real release")
         #expect(recordSize <= sizeAfter300 + 64, "the record keeps the last grants only: \(recordSize) bytes after 400, \(sizeAfter300) after 300")
-        #expect(await sessions.ledger(Self.documentID)?.current.revision == 3)
+        #expect(await sessions.ledger(Self.documentID, uid: getuid())?.current.revision == 3)
 
         // Another member asking now finds the session taken: busy, never a second release.
-        let other = await sessions.answerClaim(try Self.claim(7, base: 3), from: Self.honest, save: counter.save)
+        let other = await sessions.answerClaim(try Self.claim(7, base: 3), from: Self.honest, uid: getuid(), save: counter.save)
         #expect(Self.errorCode(other.reply) == .sessionBusy)
-        #expect(await sessions.owner(of: Self.documentID) == .peer(Self.rogue))
+        #expect(await sessions.owner(of: Self.documentID, uid: getuid()) == .peer(Self.rogue))
     }
 
     /// Attack: ClaimEditSession payloads that do not decode: a document id with a control character,
@@ -122,10 +122,10 @@ struct RedTeamDocumentClaimTests {
         ]
         for (index, payload) in payloads.enumerated() {
             let answer = await sessions.answerClaim(Frame(type: .claimEditSession, requestID: UInt32(60 + index), payload: payload),
-                                                    from: Self.rogue, save: counter.save)
+                                                    from: Self.rogue, uid: getuid(), save: counter.save)
             #expect(Self.errorCode(answer.reply) == .malformed, "payload \(index)")
         }
         #expect(counter.saves == 0)
-        #expect(await sessions.owner(of: Self.documentID) == .thisMachine)
+        #expect(await sessions.owner(of: Self.documentID, uid: getuid()) == .thisMachine)
     }
 }

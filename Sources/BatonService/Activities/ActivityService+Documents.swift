@@ -52,7 +52,7 @@ extension ActivityService {
             store.remove(uid: uid, name: name)
             throw DBusError.failed("snapshot description refused")
         }
-        do { try await commitEditSession(documentID, digest: info.digest) } catch {
+        do { try await commitEditSession(documentID, digest: info.digest, uid: uid) } catch {
             store.remove(uid: uid, name: name)
             throw error
         }
@@ -66,6 +66,7 @@ extension ActivityService {
             throw error
         }
         if let replaced, replaced != name { store.remove(uid: uid, name: replaced) }
+        await refreshDocumentsInUse(uid: uid)
         logger.log("batond: activity \(id.objectPath) document committed (\(stored.size) bytes)")
     }
 

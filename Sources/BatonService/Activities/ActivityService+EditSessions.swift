@@ -13,17 +13,18 @@ extension ActivityService {
     /// Turns edit sessions on (batond: `<state directory>/sessions`).
     public func useEditSessions(_ sessions: EditSessions) {
         editSessions = sessions
-        sessions.observeOwners { [weak self] documentID in
-            Task { await self?.editSessionMoved(documentID) }
+        sessions.observeOwners { [weak self] uid, documentID in
+            Task { await self?.editSessionMoved(documentID, uid: uid) }
         }
     }
 
-    /// A claim (or the first commit) moved a document's session: each activity carrying it tells its
-    /// owner's connection (EditSession is private, like Document).
-    func editSessionMoved(_ documentID: String) async {
+    /// A claim (or the first commit) moved one of `uid`'s documents' session: each of that user's
+    /// activities carrying it tells its owner's connection (EditSession is private, like Document;
+    /// another user's same document id is another document and hears nothing).
+    func editSessionMoved(_ documentID: String, uid: UInt32) async {
         guard let editSessions else { return }
-        let text = Self.editSessionText(await editSessions.owner(of: documentID))
-        for (id, activity) in registry.activities where activity.document?.snapshot.info.documentID == documentID {
+        let text = Self.editSessionText(await editSessions.owner(of: documentID, uid: uid))
+        for (id, activity) in registry.activities where id.uid == uid && activity.document?.snapshot.info.documentID == documentID {
             try? connection.emitSignal(path: id.objectPath, interface: "org.freedesktop.DBus.Properties", name: "PropertiesChanged",
                                        arguments: [.string(BatonInterface.activity), .propertyDictionary([Self.editSessionProperty: .string(text)]),
                                                    .stringArray([])],
@@ -36,11 +37,19 @@ extension ActivityService {
 
     /// Records a committed snapshot as the document's next revision; refused while another machine
     /// owns the session (the app must claim it back by continuing there first).
-    func commitEditSession(_ documentID: String, digest: [UInt8]) async throws {
+    func commitEditSession(_ documentID: String, digest: [UInt8], uid: UInt32) async throws {
         guard let editSessions else { return }
-        do { try await editSessions.commitLocal(documentID, digest: digest) } catch {
+        do { try await editSessions.commitLocal(documentID, digest: digest, uid: uid) } catch {
             throw Self.busError(error)
         }
+    }
+
+    /// Tells the edit sessions which documents `uid`'s activities carry now: those records are
+    /// never evicted to make room (called when a document is attached and when an activity ends).
+    func refreshDocumentsInUse(uid: UInt32) async {
+        guard let editSessions else { return }
+        let carried = registry.activities.filter { $0.key.uid == uid }.compactMap { $0.value.document?.snapshot.info.documentID }
+        await editSessions.setDocumentsInUse(Set(carried), uid: uid)
     }
 
     public func savedDocument(documentID: String, uid: UInt32) async -> [UInt8]? {
@@ -59,7 +68,7 @@ extension ActivityService {
         guard registry.activities[id] != nil else { throw DBusError(RegistryError.unknownActivity) }
         guard try await callerUID(sender) == id.uid else { throw DBusError(RegistryError.notPermitted) }
         guard let document = registry.activities[id]?.document, let editSessions else { return .string("") }
-        return .string(Self.editSessionText(await editSessions.owner(of: document.snapshot.info.documentID)))
+        return .string(Self.editSessionText(await editSessions.owner(of: document.snapshot.info.documentID, uid: id.uid)))
     }
 
     /// "this" (owned here), the owning member's device id in hex, or "" (no session known).
@@ -75,7 +84,7 @@ extension ActivityService {
         switch failure {
         case .session(.notOwner): .baton(BatonErrorName.editSessionNotOwned, "another machine owns this document's edit session")
         case .session(.conflict): .baton(BatonErrorName.documentConflict, "the document changed on both machines; this copy is kept")
-        case .session(.tooManyDocuments(let limit)): .baton(BatonErrorName.limitExceeded, "at most \(limit) documents have edit sessions")
+        case .session(.tooManyDocuments(let limit)): .baton(BatonErrorName.limitExceeded, "at most \(limit) of your documents in use have edit sessions")
         case .tooManyClaims(let limit): .baton(BatonErrorName.limitExceeded, "at most \(limit) claims are pending")
         case .refused(.sessionBusy), .claimPendingElsewhere: .baton(BatonErrorName.editSessionBusy, "the edit session was not released")
         case .refused(.documentConflict): .baton(BatonErrorName.documentConflict, "the document changed on both machines; this copy is kept")

@@ -215,6 +215,7 @@ public actor ActivityService {
             case .removed(let id):
                 try? connection.unexport(path: id.objectPath)
                 removeSnapshots(of: id)
+                await refreshDocumentsInUse(uid: id.uid)
                 logger.log("batond: activity \(id.objectPath) invalidated")
             case .changed(let id, let fields):
                 emitChanges(id, fields)

@@ -27,10 +27,12 @@ extension ContinuationService {
         defer { replayingClaims.remove(owner) }
         lastClaimReplay[owner] = ContinuousClock.now
         var imports: [DocumentImport] = []
+        // A claim journalled without its user waits for the next Continue of its document, which adopts it.
         for pending in await sessions.replays(for: owner) {
+            guard let uid = pending.uid else { continue }
             let activities = self.activities
             do throws(EditSessionClaimError) {
-                let outcome = try await transfer.claimEditSession(member: owner, documentID: pending.claim.documentID, sessions: sessions) { grant in
+                let outcome = try await transfer.claimEditSession(member: owner, documentID: pending.claim.documentID, sessions: sessions, uid: uid) { grant in
                     if await activities.holdsReceivedDocument(digest: grant.granted.digest) { return true }
                     return await self.fetchGrantedSnapshot(grant, for: pending)
                 }

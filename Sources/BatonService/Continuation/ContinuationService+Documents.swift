@@ -20,6 +20,7 @@ extension ContinuationService {
         case .refused(let frame): Self.failure(.remote(frame))
         case .protocolError(let why): .failed("protocol error in the document transfer: \(why)")
         case .digestMismatch: .failed("the document did not match its digest")
+        case .cancelled: .continuation(.cancelled, "the document transfer was stopped (a retry resumes it)")
         case .store(.diskFull): .failed("no space left for the document")
         case .store(.payloadTooLarge(let limit, let actual)): .failed("the document is \(actual) bytes, more than the \(limit) accepted here")
         case .store(let error): .failed("the document cannot be stored: \(error)")
@@ -52,7 +53,7 @@ extension ContinuationService {
         } catch .session(.notPending) {
             // A replay of the same journalled claim (at a sighting) may have settled it meanwhile.
             let id = document.info.documentID
-            guard await sessions.owner(of: id) == .thisMachine, await sessions.ledger(id)?.current.digest == document.info.digest else {
+            guard await sessions.owner(of: id, uid: uid) == .thisMachine, await sessions.ledger(id, uid: uid)?.current.digest == document.info.digest else {
                 return .failure(Self.claimFailure(.session(.notPending)))
             }
             return .success(document)

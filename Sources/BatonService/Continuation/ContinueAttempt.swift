@@ -1,8 +1,9 @@
 import Synchronization
 
-/// One running Continue of a suggestion, which Dismiss may cancel: the caller gets "cancelled" at
-/// once (the fetch may still be waiting on the network), and a record that arrives afterwards is
-/// not delivered. Once delivery began, cancelling has no effect (the handler already has it).
+/// One running Continue of a suggestion, which Dismiss (or its caller's task being cancelled) may
+/// cancel: the caller gets "cancelled" at once, the work's task is cancelled (the document pull
+/// closes its connection and partial file and ends), and a record that arrives afterwards is not
+/// delivered. Once delivery began, cancelling has no effect (the handler already has it).
 /// How a fetched activity was handed over (or why not).
 enum Handover: Sendable, Equatable {
     case handled(DeliveryOutcome)
@@ -37,35 +38,47 @@ final class ContinueAttempt: Sendable {
         var phase = Phase.fetching
         var waiter: CheckedContinuation<Result, Never>?
         var early: Result?
+        var work: Task<Void, Never>?
     }
 
     private let state = Mutex(State())
 
     /// Runs `work` in its own task and returns its result, or `.cancelled` as soon as `cancel()` is called.
     func run(_ work: @escaping @Sendable () async throws(TransferError) -> Handover) async -> Result {
-        Task {
+        let task = Task {
             let result: Swift.Result<Handover, TransferError>
             do throws(TransferError) { result = .success(try await work()) } catch { result = .failure(error) }
             self.resume(.finished(result))
         }
-        return await withCheckedContinuation { continuation in
-            let ready = state.withLock { state -> Result? in
-                if let early = state.early { return early }
-                state.waiter = continuation
-                return nil
+        let cancelledEarly = state.withLock { state -> Bool in
+            state.work = task
+            return state.phase == .cancelled
+        }
+        if cancelledEarly { task.cancel() }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let ready = state.withLock { state -> Result? in
+                    if let early = state.early { return early }
+                    state.waiter = continuation
+                    return nil
+                }
+                if let ready { continuation.resume(returning: ready) }
             }
-            if let ready { continuation.resume(returning: ready) }
+        } onCancel: {
+            self.cancel()
         }
     }
 
-    /// Cancels unless delivery already began.
+    /// Cancels unless delivery already began: the caller is answered and the work stops.
     func cancel() {
-        let cancelled = state.withLock { state -> Bool in
-            guard state.phase == .fetching else { return false }
+        let work = state.withLock { state -> Task<Void, Never>?? in
+            guard state.phase == .fetching else { return nil }
             state.phase = .cancelled
-            return true
+            return .some(state.work)
         }
-        if cancelled { resume(.cancelled) }
+        guard let work else { return }
+        work?.cancel()
+        resume(.cancelled)
     }
 
     /// Called before the record goes to a handler: false when cancelled (then nothing is delivered).

@@ -22,6 +22,9 @@ public enum DocumentPullError: Error, Equatable, Sendable {
     case interrupted(String)
     /// The bytes twice failed to hash to the announced digest.
     case digestMismatch
+    /// The pull's task was cancelled (its Continue dismissed or abandoned): the connection is closed
+    /// at once, and what arrived is kept for a later pull.
+    case cancelled
     case store(SnapshotError)
 }
 
@@ -65,6 +68,7 @@ public struct DocumentPuller {
         var mismatches = 0
         var resumedBytes: UInt64 = 0
         while true {
+            if Task.isCancelled { throw .cancelled }
             let digest = known?.digest ?? DocumentRequest.anySnapshot
             let offset = known == nil ? 0 : inbox.resumeOffset(digest: digest)
             let request = DocumentRequest(activity: activity, digest: digest, offset: offset)
@@ -111,19 +115,34 @@ public struct DocumentPuller {
                     continue
                 }
             }
+            // Room for the whole snapshot is made and reserved before a byte is written (the inbox's cap).
+            let reservation: InboxReservation
             let partial: PartialDocument
-            do throws(SnapshotError) { partial = try inbox.open(digest: info.digest, offset: check.next) } catch { throw .store(error) }
+            do throws(SnapshotError) {
+                reservation = try inbox.reserve(digest: info.digest, size: info.totalSize)
+                partial = try inbox.open(digest: info.digest, offset: check.next)
+            } catch { throw .store(error) }
+            defer { reservation.release() }
             progress(check.next, info.totalSize)
+            // A cancel closes the channel: a receive waiting on a drip ends at once, not at the chunk timeout.
+            let received: Result<String?, DocumentPullError> = await withTaskCancellationHandler {
+                do throws(DocumentPullError) {
+                    return .success(try await receiveRest(on: channel, requestID: frame.requestID, check: &check, into: partial, progress: progress))
+                } catch { return .failure(error) }
+            } onCancel: {
+                channel.close()
+            }
             let broken: String?
-            do throws(DocumentPullError) {
-                broken = try await receiveRest(on: channel, requestID: frame.requestID, check: &check, into: partial, progress: progress)
-            } catch {
+            switch received {
+            case .success(let outcome): broken = outcome
+            case .failure(let error):
                 partial.suspend()
                 if case .protocolError = error { inbox.discard(digest: info.digest) }
-                throw error
+                throw Task.isCancelled ? .cancelled : error
             }
             if let broken {
                 partial.suspend()
+                if Task.isCancelled { throw .cancelled }
                 interruptions += 1
                 guard interruptions <= maxInterruptions else { throw .interrupted(broken) }
                 continue

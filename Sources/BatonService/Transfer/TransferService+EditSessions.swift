@@ -17,7 +17,9 @@ extension TransferService {
             return Frame(type: .error, requestID: request.requestID, payload: ErrorFrame(code: .unknownActivity, message: "no documents here").payload)
         }
         let publication = await radio.currentPublication()
-        let (reply, fresh) = await sessions.answerClaim(request, from: peer) { [activities] claim in
+        // The claim names only a document id: it is the document of the user whose current activity
+        // (the one advertised) carries it (§6.6); without one, nobody here releases anything.
+        let (reply, fresh) = await sessions.answerClaim(request, from: peer, uid: publication?.uid) { [activities] claim in
             guard let publication else { return nil }
             return await activities.savedDocument(documentID: claim.documentID, uid: publication.uid)
         }
@@ -28,10 +30,11 @@ extension TransferService {
     /// The claimer's side: claims `documentID` from `member` (a journalled claim for it is sent again
     /// instead, with its request id), lets `fetch` pull the granted snapshot, then imports it. A
     /// broken connection or a failed fetch leaves the claim journalled for the next call.
-    /// `activityType` and `uid` are journalled with a new claim, so that a replay can fetch the
-    /// granted snapshot without the user (ContinuationService.replayPendingClaims).
+    /// The claim is `uid`'s (each user has their own documents); it is journalled with
+    /// `activityType`, so that a replay can fetch the granted snapshot without the user
+    /// (ContinuationService.replayPendingClaims).
     public func claimEditSession(member: DeviceID, documentID: String, sessions: EditSessions,
-                                 activityType: String? = nil, uid: UInt32? = nil,
+                                 activityType: String? = nil, uid: UInt32,
                                  fetch: @Sendable (EditSessionGrant) async -> Bool) async throws(EditSessionClaimError) -> DocumentImport {
         let pending: PendingClaim
         do {
