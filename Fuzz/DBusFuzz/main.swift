@@ -5,7 +5,9 @@
 //
 // Invariants: no trap; a read within budget re-marshals and reads back to the same signature and
 // value count; whatever the tight budget accepts, the standard budget accepts too; a refusal is
-// only ever the budget's own error names.
+// only ever the budget's own error names. The same bytes also go through the incoming message
+// gate's framer (IncomingMessageFramer): however they are cut, it forwards and refuses the same, and
+// for a message libdbus accepts it agrees with libdbus on the length, the serial and the sender.
 internal import CDBus
 @testable import BatonDBus
 
@@ -49,6 +51,7 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
         // A NULL error makes libdbus return NULL for invalid input without allocating an error.
         dbus_message_demarshal(bytes, Int32(count), nil)
     }
+    checkFramer(UnsafeBufferPointer(start: data, count: count), message: message)
     guard let message else { return 0 }
     defer { dbus_message_unref(message) }
     let standard = read(message, .standard)
@@ -125,4 +128,43 @@ public func fuzzInitialize(_ argc: UnsafeMutableRawPointer?, _ argv: UnsafeMutab
         ]
     }
     return 0
+}
+
+/// The framer on `input` in one piece and cut in pieces of a size the input's last byte picks.
+func checkFramer(_ input: UnsafeBufferPointer<UInt8>, message: OpaquePointer?) {
+    let limit = 512
+    var whole = IncomingMessageFramer(limit: limit)
+    let once = whole.consume(UnsafeRawBufferPointer(input), descriptors: [])
+    var pieces = IncomingMessageFramer(limit: limit)
+    let cut = Int(input[input.count - 1] % 61) + 1
+    var forwarded: [UInt8] = []
+    var refused: [OversizedMessage] = []
+    var start = 0
+    while start < input.count {
+        let end = min(start + cut, input.count)
+        let output = pieces.consume(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: input[start..<end])), descriptors: [])
+        forwarded += output.forward
+        refused += output.refused
+        start = end
+    }
+    fuzzCheck(forwarded == once.forward && refused == once.refused, "the framer's output depends on how the stream is cut")
+    fuzzCheck(once.forward.count <= input.count, "the framer forwarded more than it was given")
+    guard let message else { return }
+    // libdbus accepted the message at the start of the input (bytes after it are ignored there,
+    // and are the next message's to the framer).
+    let length = input.withMemoryRebound(to: CChar.self) { Int(dbus_message_demarshal_bytes_needed($0.baseAddress, Int32($0.count))) }
+    guard length > 0, length <= input.count else { return }
+    if length <= limit {
+        fuzzCheck(once.forward.prefix(length).elementsEqual(input.prefix(length)), "a message within the limit was not passed whole")
+    } else {
+        var rest = IncomingMessageFramer(limit: limit)
+        let after = rest.consume(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: input[length...])), descriptors: [])
+        fuzzCheck(once.forward == after.forward, "a message over the limit was passed on")
+        if let header = once.refused.first, once.refused.count > after.refused.count {
+            fuzzCheck(header.totalBytes == length && header.serial == dbus_message_get_serial(message),
+                      "the framer read another length or serial than libdbus")
+            let sender = dbus_message_get_sender(message).map { String(cString: $0) }
+            fuzzCheck(header.sender == sender, "the framer read another sender than libdbus")
+        }
+    }
 }

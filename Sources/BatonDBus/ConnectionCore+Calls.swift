@@ -53,6 +53,28 @@ extension ConnectionCore {
         dbus_message_unref(reply)
     }
 
+    /// Answers a method call the gate kept from libdbus for its size, with the error its method's
+    /// budget names; the text gives only sizes, nothing of the caller's message.
+    func refuseOversized(_ message: OversizedMessage) {
+        guard !isClosed, message.expectsReply, let sender = message.sender, DBusValidate.isValidBusName(sender),
+              let error = dbus_message_new(DBUS_MESSAGE_TYPE_ERROR) else { return }
+        defer { dbus_message_unref(error) }
+        var name = DBusError.limitsExceededName
+        if let path = message.path, let member = message.member, let object = objects[path] {
+            let interface = message.interface.flatMap { object.interface(named: $0) }
+                ?? object.interfaces.first { $0.method(named: member) != nil }
+            if let budgetName = interface?.method(named: member)?.budget.tooLargeErrorName,
+               DBusValidate.isValidErrorName(budgetName) { name = budgetName }
+        }
+        let limit = gate?.limit ?? 0
+        guard dbus_message_set_error_name(error, name) != 0, dbus_message_set_destination(error, sender) != 0,
+              dbus_message_set_reply_serial(error, message.serial) != 0 else { return }
+        dbus_message_set_no_reply(error, 1)
+        guard (try? DBusMarshal.append([.string("message of \(message.totalBytes) bytes is over the limit of \(limit) bytes")],
+                                       to: error)) != nil else { return }
+        _ = dbus_connection_send(raw, error, nil)
+    }
+
     /// Runs `work` as a task and replies when it finishes.
     private func replyLater(to message: RetainedMessage, sender: String, expectedSignature: String?,
                             _ work: @escaping @Sendable () async throws -> [DBusValue]) {

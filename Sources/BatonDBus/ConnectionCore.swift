@@ -46,20 +46,45 @@ final class ConnectionCore: @unchecked Sendable {
     var registeredPaths: Set<String> = []
     var fallbackRegistered = false
 
-    init(bus: DBusBusKind) throws(DBusError) {
+    /// Set when incoming messages pass through a gate (`maxIncomingMessageBytes`).
+    let gate: IncomingMessageGate?
+
+    init(bus: DBusBusKind, maxIncomingMessageBytes: Int? = nil) throws(DBusError) {
         guard LibDBusRuntime.threadsInitialized else { throw .noMemory() }
         MemoryRelease.mapLargeAllocationsOnce()
         var error = CDBus.DBusError()
         dbus_error_init(&error)
         var connection: OpaquePointer?
+        var gate: IncomingMessageGate?
+        let gatedAddress: String?
         switch bus {
-        case .session:
+        case .address(let address): gatedAddress = address
+        case .system: gatedAddress = maxIncomingMessageBytes == nil ? nil
+            : getenv("DBUS_SYSTEM_BUS_ADDRESS").map { String(cString: $0) } ?? "unix:path=/var/run/dbus/system_bus_socket"
+        case .session: gatedAddress = maxIncomingMessageBytes == nil ? nil : getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) }
+        }
+        switch bus {
+        case .session where gatedAddress == nil:
             connection = dbus_bus_get_private(DBUS_BUS_SESSION, &error)
-        case .system:
+        case .system where gatedAddress == nil:
             connection = dbus_bus_get_private(DBUS_BUS_SYSTEM, &error)
-        case .address(let address):
+        default:
+            let address = gatedAddress ?? ""
             guard !address.isEmpty, !address.utf8.contains(0) else { throw .invalidArgs("invalid bus address") }
             connection = dbus_connection_open_private(address, &error)
+            if let opened = connection, let limit = maxIncomingMessageBytes {
+                // No byte has been exchanged yet: the gate sees the stream from its first byte.
+                var descriptor: Int32 = -1
+                do throws(DBusError) {
+                    guard dbus_connection_get_socket(opened, &descriptor) != 0 else { throw .failed("no socket to gate") }
+                    gate = try IncomingMessageGate.install(onLibrarySocket: descriptor, limit: limit)
+                } catch let gateError {
+                    dbus_connection_close(opened)
+                    dbus_connection_unref(opened)
+                    dbus_error_free(&error)
+                    throw gateError
+                }
+            }
             if let opened = connection, dbus_bus_register(opened, &error) == 0 {
                 dbus_connection_close(opened)
                 dbus_connection_unref(opened)
@@ -67,6 +92,7 @@ final class ConnectionCore: @unchecked Sendable {
             }
         }
         guard let connection else { throw takeLibDBusError(&error, fallback: "cannot connect to the bus") }
+        self.gate = gate
         dbus_error_free(&error)
         // A library must never exit the process when the bus goes away.
         dbus_connection_set_exit_on_disconnect(connection, 0)
@@ -75,6 +101,10 @@ final class ConnectionCore: @unchecked Sendable {
         queue = DispatchQueue(label: "baton.dbus.\(uniqueName)")
         queue.setSpecific(key: queueKey, value: true)
         queue.sync { installMainLoopHooks() }
+        gate?.sink.attach { [weak self] message in
+            guard let self else { return }
+            self.queue.async { self.refuseOversized(message) }
+        }
     }
 
     var isOnQueue: Bool { DispatchQueue.getSpecific(key: queueKey) == true }

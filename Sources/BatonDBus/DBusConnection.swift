@@ -11,9 +11,23 @@ public final class DBusConnection: Sendable {
     let core: ConnectionCore
 
     /// Opens a private connection and registers with the bus (the one blocking step: `Hello`).
-    public init(bus: DBusBusKind) throws {
-        core = try ConnectionCore(bus: bus)
+    ///
+    /// With `maxIncomingMessageBytes`, no incoming message over that size ever reaches libdbus
+    /// (`IncomingMessageGate`): a method call over it is answered with its method's
+    /// `DBusArgumentBudget.tooLargeErrorName` (`LimitsExceeded` for others) and other messages over
+    /// it are dropped, while at most one read buffer of it is held. For a service that must not be
+    /// made to buffer tens of megabytes by any caller. Needs an explicit address, or `.system` (its
+    /// address from `DBUS_SYSTEM_BUS_ADDRESS` or the default), or `.session` with
+    /// `DBUS_SESSION_BUS_ADDRESS` set; otherwise the connection has no gate.
+    public init(bus: DBusBusKind, maxIncomingMessageBytes: Int? = nil) throws {
+        core = try ConnectionCore(bus: bus, maxIncomingMessageBytes: maxIncomingMessageBytes)
     }
+
+    /// The gate of every connection batond opens (its own name, BlueZ, Avahi: any local user can
+    /// send each of them a unicast signal). libdbus would hold a message twice (about 62 MB for a
+    /// 31 MB call); the largest legitimate one, a userInfo call at its budget (132,096 values),
+    /// marshals to about 3.2 MB, and BlueZ's and Avahi's replies and signals are far smaller.
+    public static let serviceMessageLimit = 8 << 20
 
     deinit { core.onQueue { core.closeOnQueue() } }
 
