@@ -61,23 +61,30 @@ struct RecentDocumentsWatchTests {
         let temporary = list.deletingLastPathComponent().appendingPathComponent("recently-used.xbel.4FJ2X1")
         try Data("<xbel/>".utf8).write(to: temporary)
         #expect(rename(temporary.path, list.path) == 0)
-        #expect(await counter.after(0) == 1)
+        // One change may come as two reports on a loaded machine (events split over two reads); the
+        // publisher re-reads the list either way, so each step checks that the count moved, or not.
+        let afterFirst = await counter.after(0)
+        #expect(afterFirst >= 1)
 
         // A second rename-over: the watch is on the directory, so the replaced file does not end it.
+        try await Task.sleep(for: .milliseconds(300))
+        let beforeSecond = counter.value
         try Data("<xbel version=\"1.0\"/>".utf8).write(to: temporary)
         #expect(rename(temporary.path, list.path) == 0)
-        #expect(await counter.after(1) == 2)
+        #expect(await counter.after(beforeSecond) > beforeSecond)
 
         // Another program's file in the same directory is not the list.
+        try await Task.sleep(for: .milliseconds(300))
+        let beforeOther = counter.value
         try Data("x".utf8).write(to: list.deletingLastPathComponent().appendingPathComponent("mimeapps.list"))
         try await Task.sleep(for: .milliseconds(800))
-        #expect(counter.value == 2)
+        #expect(counter.value == beforeOther)
 
         // Written in place (KDE, or an editor): IN_CLOSE_WRITE.
         let handle = try FileHandle(forWritingTo: list)
         try handle.write(contentsOf: Data(" ".utf8))
         try handle.close()
-        #expect(await counter.after(2) == 3)
+        #expect(await counter.after(beforeOther) > beforeOther)
     }
 
     @Test("the watch ends its thread and its stream when released")

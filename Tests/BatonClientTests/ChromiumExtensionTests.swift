@@ -153,9 +153,10 @@ extension RealBrowserTests {
 
                 let first = try await browser.open(server.base + "/one.html")
                 let path = try await awaitValue("page one current") {
-                    guard let path = try await connection.currentActivityPath(),
-                          try await connection.activity(at: path).title == "Page One" else { return nil as String? }
-                    return path
+                    // The title may come first and the scroll with the content script's next report.
+                    guard let path = try await connection.currentActivityPath() else { return nil as String? }
+                    let info = try await connection.activity(at: path)
+                    return info.title == "Page One" && info.userInfo?["scrollY"] != nil ? path : nil
                 }
                 var info = try await connection.activity(at: path)
                 #expect(info.activityType == "org.baton.web-browsing")
