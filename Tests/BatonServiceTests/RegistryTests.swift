@@ -99,8 +99,13 @@ struct RegistryTests {
         #expect(registry.currentActivity(of: 1000) == b)
         #expect(registry.currentActivity(of: 1001) == c)
         #expect(try registry.activity(a, for: 1000).status == .idle)
-        // Becoming current again re-publishes with a new revision.
-        #expect(try registry.becomeCurrent(b, by: 1000) == [.changed(b, [.revision]), .publish(b, revision: 2)])
+        // Becoming current again while preparing or published changes nothing (no new revision on the air).
+        #expect(try registry.becomeCurrent(b, by: 1000) == [])
+        _ = registry.published(b, revision: 1)
+        #expect(try registry.becomeCurrent(b, by: 1000) == [])
+        // After a failed publish it tries again, with a new revision.
+        _ = registry.publishFailed(b, revision: 1, category: .radioUnavailable)
+        #expect(try registry.becomeCurrent(b, by: 1000) == [.changed(b, [.revision, .status]), .publish(b, revision: 2)])
     }
 
     @Test func publishedAndFailedReportsIgnoreStaleRevisions() throws {

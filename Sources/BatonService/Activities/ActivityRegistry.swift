@@ -231,6 +231,10 @@ public struct ActivityRegistry: Sendable {
             activities[id]?.isCurrent = true
             currentByUser[uid] = id
             events.append(.changed(id, [.current]))
+        } else if activity.status == .preparing || activity.status == .published {
+            // Already on the air with its latest content (Update re-publishes a change): a new
+            // revision would only make every receiver replace its suggestion for nothing.
+            return events
         }
         events += republish(id)
         return events

@@ -57,9 +57,17 @@ extension PairingService {
                 log("batond: pairing connected over L2CAP to \(channel.peer)")
                 return channel
             case .failure(let error):
-                if attempt == 1, let moved = await rotatedPairingAddress(from: target.address, psm: psm, sessionID: sessionID) {
+                if attempt < Self.pairingDialAttempts, let moved = await rotatedPairingAddress(from: target.address, psm: psm, sessionID: sessionID) {
                     log("batond: pairing advert moved from \(target.address) to \(moved.address) (private address rotation); dialling again")
                     target = moved
+                    attempt += 1
+                    continue
+                }
+                // A connection request can go unanswered while the acceptor's controller is between
+                // advertising sets; its advert still heard, one more dial is worth the wait.
+                if attempt < Self.pairingDialAttempts, error == .connectTimedOut,
+                   Self.heardSessionAddress(await radio.recentPairingAdverts(), psm: psm, sessionID: sessionID) != nil {
+                    log("batond: pairing connect to \(target.address) timed out while its advert is still heard; dialling again")
                     attempt += 1
                     continue
                 }
@@ -67,6 +75,9 @@ extension PairingService {
             }
         }
     }
+
+    /// Dials per pairing (each up to 15 s): the acceptor waits 120 s.
+    static let pairingDialAttempts = 3
 
     /// Where to dial: the address this session's pairing advert (same PSM) was last heard from; else
     /// the caller's address with the given type, else the type heard with it, else public.
