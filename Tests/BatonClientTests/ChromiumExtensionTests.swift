@@ -194,9 +194,16 @@ extension RealBrowserTests {
 
                 // Control: DevTools opens tabs in the normal profile, and those do publish, so the
                 // extension and its host were working in this browser all along.
-                _ = try await browser.open(server.base + "/two.html")
+                let two = try await browser.open(server.base + "/two.html")
+                // Headless focus is loose: which window is "focused" after a DevTools open depends on
+                // timing, so the control activates its tab again every few seconds until it publishes.
+                var activated = ContinuousClock.now
                 _ = try await awaitValue("normal window publishes") {
-                    try await connection.activities().first { $0.title == "Page Two" }
+                    if ContinuousClock.now - activated > .seconds(3) {
+                        try await browser.activate(two)
+                        activated = ContinuousClock.now
+                    }
+                    return try await connection.activities().first { $0.title == "Page Two" }
                 }
             }
         }

@@ -7,8 +7,30 @@ import Testing
 @testable import BatonService
 
 /// Descriptors this test process holds (/proc/self/fd).
-func openDescriptorCount() -> Int {
-    (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
+/// Socket inodes of the TCP sockets listening on `port` (IPv4 and IPv6), from /proc/net.
+func listeningSocketInodes(port: UInt16) -> Set<UInt64> {
+    var inodes: Set<UInt64> = []
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+        for line in text.split(separator: "\n").dropFirst() {
+            let fields = line.split(separator: " ")
+            // sl local_address rem_address st ... inode (field 9); state 0A is LISTEN.
+            guard fields.count > 9, fields[3] == "0A", let local = fields[1].split(separator: ":").last,
+                  UInt16(local, radix: 16) == port, let inode = UInt64(fields[9]) else { continue }
+            inodes.insert(inode)
+        }
+    }
+    return inodes
+}
+
+/// Socket inodes this process holds open (/proc/self/fd links `socket:[N]`).
+func openSocketInodes() -> Set<UInt64> {
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+    return Set(names.compactMap { name -> UInt64? in
+        guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + name),
+              target.hasPrefix("socket:["), target.hasSuffix("]") else { return nil }
+        return UInt64(target.dropFirst("socket:[".count).dropLast())
+    })
 }
 
 extension RingNode {
@@ -52,18 +74,26 @@ struct PairingSessionLimitTests {
             _ = try await node.call(client, BatonInterface.pairingSession, "Cancel", path: try await node.accept(client))
         }
         #expect(try await eventually { try await node.sessionObjects(client).isEmpty })
-        let descriptorsBefore = openDescriptorCount()
+        // Each session's own listening socket, by inode (sockfs numbers are not reused soon; a count of
+        // the process's descriptors also moved with the tests running beside this one).
+        var listeners: Set<UInt64> = []
         for _ in 0..<300 {
             let path = try await node.accept(client, ["Host": .string("127.0.0.1")])
+            let reply = try await client.call(destination: node.busName, path: path, interface: "org.freedesktop.DBus.Properties",
+                                              method: "Get", arguments: [.string(BatonInterface.pairingSession), .string("Port")])
+            let port = try #require(reply.first?.uint16Value)
+            let inodes = listeningSocketInodes(port: port)
+            #expect(!inodes.isEmpty, "no socket listens on the session's port \(port)")
+            listeners.formUnion(inodes)
             _ = try await node.call(client, BatonInterface.pairingSession, "Cancel", path: path)
         }
+        #expect(listeners.count >= 300)
         #expect(try await eventually(timeout: .seconds(10)) { try await node.sessionObjects(client).isEmpty })
         #expect(await node.pairing.sessionPaths().isEmpty)
         #expect(node.bus.sessionPaths.withLock { $0.isEmpty })
-        // Every listener was closed: the process holds no more descriptors than before (a little slack
-        // for the runtime's own, which come and go).
-        let settled = await eventually(timeout: .seconds(5)) { openDescriptorCount() <= descriptorsBefore + 4 }
-        #expect(settled, "descriptors: \(descriptorsBefore) before, \(openDescriptorCount()) after")
+        // Every listener was closed: none of their sockets is still open in this process.
+        let settled = await eventually(timeout: .seconds(5)) { openSocketInodes().isDisjoint(with: listeners) }
+        #expect(settled, "\(openSocketInodes().intersection(listeners).count) of \(listeners.count) session listeners still open")
     }
 
     @Test func aFinishedSessionStaysReadableForItsGraceThenGoes() async throws {
