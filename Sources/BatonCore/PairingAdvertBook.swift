@@ -6,6 +6,13 @@ public struct HeardPairingAdvert: Hashable, Sendable {
     public var addressType: LEAddressType
     /// On a monotonic clock.
     public var heardAtMilliseconds: Int64
+
+    public init(advert: PairingAdvert, address: String, addressType: LEAddressType, heardAtMilliseconds: Int64) {
+        self.advert = advert
+        self.address = address
+        self.addressType = addressType
+        self.heardAtMilliseconds = heardAtMilliseconds
+    }
 }
 
 /// The pairing adverts heard lately, by session id. Bounded: the most recent `capacity` sessions.

@@ -86,7 +86,7 @@ extension PairingService {
         let heard = await radio.recentPairingAdverts()
         if let session = Self.heardSessionAddress(heard, psm: psm, sessionID: sessionID) { return session }
         let heardType = heard.first { $0.address.uppercased() == peer.description }?.addressType
-        return (peer, addressType ?? (heardType == "random" ? .random : .public))
+        return (peer, addressType ?? heardType ?? .public)
     }
 
     /// After a failed connect (scanning resumed): the session's advert heard from another address
@@ -108,7 +108,7 @@ extension PairingService {
         guard let advert = heard.filter({ $0.advert.sessionID == sessionID && $0.advert.psm == psm })
                 .max(by: { $0.heardAtMilliseconds < $1.heardAtMilliseconds }),
               let address = try? BluetoothAddress(advert.address) else { return nil }
-        return (address, advert.addressType == "random" ? .random : .public)
+        return (address, advert.addressType)
     }
 
     /// The first initiator to arrive on either listener; a channel that arrived at the same moment on

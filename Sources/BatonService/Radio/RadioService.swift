@@ -29,7 +29,7 @@ public actor RadioService {
     var eventTask: Task<Void, Never>?
     var sightingObservers: [String: SightingObserver] = [:]
     /// Pairing adverts heard on the radio, by session id (hex).
-    var pairingAdverts: [String: HeardPairingAdvert] = [:]
+    var pairingAdverts = PairingAdvertBook()
 
     /// `store` keeps the advert counters (persisted before the advert they cover goes on the air).
     init(port: (any RadioPort)?, store: RingStore, clock: any WallClock, companyID: UInt16, ownSecret: AdvertisingSecret,
