@@ -56,7 +56,7 @@ let package = Package(
         // The release daemon links the Swift runtime statically: only the pages it touches become
         // resident (idle RSS, docs/benchmarks.md). Allowed for a root package's executable.
         .executableTarget(name: "batond", dependencies: ["BatonService", "BatonReadiness"], swiftSettings: strict,
-                          linkerSettings: [.unsafeFlags(["-static-stdlib", "-l_FoundationCShims", "-l_FoundationCollections",
+                          linkerSettings: [.unsafeFlags(["-static-stdlib",
                                                           // lld packs the ~40,000 relative relocations (R_X86_64_RELATIVE) into
                                                           // a small RELR table: PIE stays, the start reads less of the binary.
                                                           "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",

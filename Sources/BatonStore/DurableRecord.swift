@@ -1,11 +1,6 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-
 /// One value of type `Value` kept in its own file of a `StateDirectory`, in the checksummed
-/// `RecordFormat` container with a JSON body.
+/// `RecordFormat` container with a JSON body (compact, keys sorted: `JSONValueEncoder`, the same
+/// bytes Foundation's `JSONEncoder` wrote with `.sortedKeys`).
 ///
 /// - `load()` returns nil when the file is missing and throws a typed error when it is corrupt,
 ///   written by a newer schema or format, unreadable, or has a mode looser than 0600.
@@ -85,22 +80,20 @@ public final class DurableRecord<Value: Codable & Sendable>: Sendable {
         guard let bytes = try directory.readFile(name, enforceMode: enforceMode) else { return nil }
         let (_, body) = try RecordFormat.decode(bytes, file: filePath, supportedSchemaVersion: schemaVersion)
         do {
-            return try JSONDecoder().decode(Value.self, from: Data(body))
+            return try JSONValueDecoder().decode(Value.self, from: Array(body))
         } catch {
             throw .corrupt(file: filePath, reason: "body does not decode as \(Value.self): \(error)")
         }
     }
 
     private func writeLocked(_ value: Value) throws(StoreError) {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        let body: Data
+        let body: [UInt8]
         do {
-            body = try encoder.encode(value)
+            body = try JSONValueEncoder().encode(value)
         } catch {
             throw .encodingFailed(file: filePath, reason: "\(error)")
         }
-        let bytes = try RecordFormat.encode(body: Array(body), schemaVersion: schemaVersion)
+        let bytes = try RecordFormat.encode(body: body, schemaVersion: schemaVersion)
         try directory.writeAtomically(bytes, to: name, mode: 0o600)
     }
 }

@@ -1,9 +1,3 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-
 /// The daemon's lifecycle status as plain, pretty-printed JSON, for `baton status` and humans.
 ///
 /// Unlike `DurableRecord` it has no binary header, so `jq` can read it; it is informational and
@@ -23,16 +17,15 @@ public final class StatusFile<Status: Codable & Sendable>: Sendable {
     public var filePath: String { directory.filePath(name) }
 
     public func write(_ status: Status) throws(StoreError) {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        let json: Data
+        // Pretty, keys sorted: byte for byte what Foundation's JSONEncoder wrote with those options.
+        let json: [UInt8]
         do {
-            json = try encoder.encode(status)
+            json = try JSONValueEncoder(pretty: true).encode(status)
         } catch {
             throw .encodingFailed(file: filePath, reason: "\(error)")
         }
         try directory.writeLock.withLock { _ throws(StoreError) in
-            try directory.writeAtomically(Array(json) + [UInt8(ascii: "\n")], to: name, mode: 0o600)
+            try directory.writeAtomically(json + [UInt8(ascii: "\n")], to: name, mode: 0o600)
         }
     }
 
@@ -40,7 +33,7 @@ public final class StatusFile<Status: Codable & Sendable>: Sendable {
     public func read() throws(StoreError) -> Status? {
         guard let bytes = try directory.readFile(name, enforceMode: false) else { return nil }
         do {
-            return try JSONDecoder().decode(Status.self, from: Data(bytes))
+            return try JSONValueDecoder().decode(Status.self, from: bytes)
         } catch {
             throw .corrupt(file: filePath, reason: "not a valid status: \(error)")
         }

@@ -4,7 +4,8 @@ import Testing
 /// batond must not link full Foundation (libFoundation and its ICU data cost megabytes of idle RSS,
 /// docs/benchmarks.md): with the static release runtime, one `import Foundation` anywhere in the
 /// daemon's module graph makes the release link fail or pull it back in. This walks the graph that
-/// Package.swift declares for batond and reads every source file of it.
+/// Package.swift declares for batond and reads every source file of it. FoundationEssentials is
+/// refused too (BatonStore's own JSON coder replaced it, issue 10).
 @Suite("Daemon imports")
 struct DaemonImportTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -46,6 +47,18 @@ struct DaemonImportTests {
         }
     }
 
+    /// Any import of FoundationEssentials (plain, `internal`, `@preconcurrency`...): batond's state
+    /// files use BatonStore's own JSON coder, and FoundationEssentials' code and data cost the daemon
+    /// over 1 MiB of resident memory (docs/benchmarks.md). Refusing it also refuses the
+    /// `#if canImport(FoundationEssentials)` fallback pattern as a whole.
+    static func foundationEssentialsImports(in text: String) -> [Int] {
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        return lines.indices.filter { index in
+            let words = lines[index].split(separator: " ")
+            return words.dropLast().contains("import") && (words.last?.hasPrefix("FoundationEssentials") ?? false)
+        }
+    }
+
     @Test func theGraphIsReadFromThePackage() throws {
         let modules = try Self.daemonModules()
         #expect(modules.isSuperset(of: ["batond", "BatonService", "BatonStore", "BatonDBus", "BatonCore", "BatonCrypto"]))
@@ -56,6 +69,27 @@ struct DaemonImportTests {
         #expect(Self.foundationImports(in: "import Glibc\nimport Foundation\n") == [1])
         #expect(Self.foundationImports(in: "internal import Foundation") == [0])
         #expect(Self.foundationImports(in: "#if canImport(FoundationEssentials)\nimport FoundationEssentials\n#else\nimport Foundation\n#endif").isEmpty)
+    }
+
+    @Test func theCheckSeesFoundationEssentialsInEveryForm() {
+        #expect(Self.foundationEssentialsImports(in: "import Glibc\nimport FoundationEssentials\n") == [1])
+        #expect(Self.foundationEssentialsImports(in: "internal import FoundationEssentials") == [0])
+        #expect(Self.foundationEssentialsImports(in: "@preconcurrency import FoundationEssentials") == [0])
+        #expect(Self.foundationEssentialsImports(in: "#if canImport(FoundationEssentials)\nimport FoundationEssentials\n#else\nimport Foundation\n#endif") == [1])
+        #expect(Self.foundationEssentialsImports(in: "// import FoundationEssentials is gone\nimport BatonCore").isEmpty)
+    }
+
+    @Test func noModuleOfTheDaemonImportsFoundationEssentials() throws {
+        var offenders: [String] = []
+        for module in try Self.daemonModules().sorted() {
+            let directory = Self.root.appendingPathComponent("Sources/\(module)")
+            guard let files = FileManager.default.enumerator(atPath: directory.path) else { continue }
+            for case let file as String in files where file.hasSuffix(".swift") {
+                let text = try String(contentsOf: directory.appendingPathComponent(file), encoding: .utf8)
+                offenders += Self.foundationEssentialsImports(in: text).map { "Sources/\(module)/\(file):\($0 + 1)" }
+            }
+        }
+        #expect(offenders.isEmpty, "batond's module graph imports FoundationEssentials: \(offenders)")
     }
 
     @Test func noModuleOfTheDaemonImportsFoundation() throws {

@@ -1,11 +1,6 @@
 import BatonCore
 import BatonCrypto
 import BatonStore
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// The trust store: one durable record per concern under the state directory, each written
 /// atomically with mode 0600 (BatonStore). A corrupt file is reported and kept, never replaced.
@@ -19,7 +14,8 @@ public final class RingStore: Sendable {
     struct RingRecord: Codable, Sendable {
         var name: String
         var identitySeed: String
-        var roster: Data
+        /// Base64 on disk, as the `Data` it was before the store left Foundation.
+        var roster: Base64Bytes
         /// Members owed our roster, by device id (hex), with the version they must reach (§7.4).
         /// Optional: records written before it have none.
         var pendingSyncs: [String: UInt64]?
@@ -92,7 +88,7 @@ public final class RingStore: Sendable {
         guard let record else { return nil }
         guard let seed = [UInt8](hex: record.identitySeed), seed.count == 32 else { throw .invalidContent("identity seed") }
         let roster: Roster
-        do { roster = try Roster(decoding: [UInt8](record.roster)) } catch { throw .invalidContent("roster") }
+        do { roster = try Roster(decoding: record.roster.bytes) } catch { throw .invalidContent("roster") }
         var pending: [DeviceID: UInt64] = [:]
         for (key, version) in record.pendingSyncs ?? [:] {
             guard let bytes = [UInt8](hex: key), let id = try? DeviceID(bytes: bytes) else { throw .invalidContent("pending syncs") }
@@ -105,7 +101,7 @@ public final class RingStore: Sendable {
         var pending: [String: UInt64] = [:]
         for (id, version) in state.pendingSyncs { pending[id.description] = version }
         try ring.save(RingRecord(name: state.name, identitySeed: state.identitySeed.hexString,
-                                 roster: Data(try state.roster.encoded()), pendingSyncs: pending))
+                                 roster: Base64Bytes(try state.roster.encoded()), pendingSyncs: pending))
     }
 
     public func loadPeers() throws(StoreError) -> [DeviceID: PeerInfo] {
