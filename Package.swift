@@ -55,7 +55,8 @@ let package = Package(
         // Thin executables that only wire things together.
         // The release daemon links the Swift runtime statically: only the pages it touches become
         // resident (idle RSS, docs/benchmarks.md). Allowed for a root package's executable.
-        .executableTarget(name: "batond", dependencies: ["BatonService", "BatonReadiness"], swiftSettings: strict,
+        .executableTarget(name: "batond", dependencies: ["BatonService", "BatonReadiness"], exclude: ["startup-order.txt"],
+                          swiftSettings: strict,
                           linkerSettings: [.unsafeFlags(["-static-stdlib", "-l_FoundationCShims", "-l_FoundationCollections",
                                                           // lld packs the ~40,000 relative relocations (R_X86_64_RELATIVE) into
                                                           // a small RELR table: PIE stays, the start reads less of the binary.
@@ -63,7 +64,14 @@ let package = Package(
                                                           "-Xlinker", "--gc-sections", "-Xlinker", "--as-needed",
                                                           // Nothing needs batond's own symbols at run time (dlsym);
                                                           // without them the loader reads 0.4 MiB less.
-                                                          "-Xlinker", "--no-export-dynamic"],
+                                                          "-Xlinker", "--no-export-dynamic",
+                                                          // The functions run from exec until idle, linked next to each
+                                                          // other: fewer 64 KiB fault-around windows of text resident.
+                                                          // scripts/profile-startup-order writes the file; names gone
+                                                          // since only make the order less good. Absolute path, so
+                                                          // that the link finds it from any working directory.
+                                                          "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/batond/startup-order.txt",
+                                                          "-Xlinker", "--no-warn-symbol-ordering"],
                                                          .when(platforms: [.linux], configuration: .release))]),
         .executableTarget(name: "baton", dependencies: ["BatonPublishers", "BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
         .executableTarget(name: "bt-pair", dependencies: ["BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
