@@ -3,10 +3,11 @@
 import PackageDescription
 
 let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
-// Release batond's own modules: every function in its own section, also the ones LLVM creates
+// The daemon-only modules in release: every function in its own section, also the ones LLVM creates
 // (async continuations, coroutine parts, merged functions), which otherwise share one .text per
 // file that the start-up order (batond's linker settings) cannot take apart. Not on the modules
-// that apps link through the BatonClient product (unsafe flags would refuse them as a dependency).
+// that apps link through the BatonClient product: SwiftPM refuses a product whose targets carry
+// unsafe flags as a versioned dependency of another package.
 let daemonSections: [SwiftSetting] = strict + [.unsafeFlags(["-Xfrontend", "-function-sections"],
                                                             .when(platforms: [.linux], configuration: .release))]
 
