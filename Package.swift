@@ -3,6 +3,13 @@
 import PackageDescription
 
 let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
+// The daemon-only modules in release: every function in its own section, also the ones LLVM creates
+// (async continuations, coroutine parts, merged functions), which otherwise share one .text per
+// file that the start-up order (batond's linker settings) cannot take apart. Not on the modules
+// that apps link through the BatonClient product: SwiftPM refuses a product whose targets carry
+// unsafe flags as a versioned dependency of another package.
+let daemonSections: [SwiftSetting] = strict + [.unsafeFlags(["-Xfrontend", "-function-sections"],
+                                                            .when(platforms: [.linux], configuration: .release))]
 
 let package = Package(
     name: "Baton",
@@ -33,13 +40,13 @@ let package = Package(
         .systemLibrary(name: "CEpoll"),
         .target(name: "BatonReadiness", dependencies: ["CEpoll"], swiftSettings: strict),
         .target(name: "BatonDBus", dependencies: ["CDBus", "BatonReadiness"], swiftSettings: strict),
-        .target(name: "BatonStore", dependencies: ["BatonCrypto"], swiftSettings: strict),
-        .target(name: "BatonTransport", dependencies: ["BatonCore", "BatonCrypto", "COpenSSL", "CBluetooth", "BatonReadiness"], swiftSettings: strict),
-        .target(name: "BatonBlueZ", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: strict),
-        .target(name: "BatonAvahi", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: strict),
+        .target(name: "BatonStore", dependencies: ["BatonCrypto"], swiftSettings: daemonSections),
+        .target(name: "BatonTransport", dependencies: ["BatonCore", "BatonCrypto", "COpenSSL", "CBluetooth", "BatonReadiness"], swiftSettings: daemonSections),
+        .target(name: "BatonBlueZ", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: daemonSections),
+        .target(name: "BatonAvahi", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: daemonSections),
         // The D-Bus contract (names, errors, value coding, typed replies) shared by daemon and clients.
         .target(name: "BatonAPI", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: strict),
-        .target(name: "BatonService", dependencies: ["BatonAPI", "BatonCore", "BatonCrypto", "BatonDBus", "BatonStore", "BatonBlueZ", "BatonAvahi", "BatonTransport"], swiftSettings: strict),
+        .target(name: "BatonService", dependencies: ["BatonAPI", "BatonCore", "BatonCrypto", "BatonDBus", "BatonStore", "BatonBlueZ", "BatonAvahi", "BatonTransport"], swiftSettings: daemonSections),
         .target(name: "BatonClient", dependencies: ["BatonAPI", "BatonDBus", "BatonCore"], swiftSettings: strict),
         // What both command-line tools share: subcommands, argument parsing, output, JSON.
         .target(name: "BatonCommandLine", dependencies: ["BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
@@ -55,7 +62,8 @@ let package = Package(
         // Thin executables that only wire things together.
         // The release daemon links the Swift runtime statically: only the pages it touches become
         // resident (idle RSS, docs/benchmarks.md). Allowed for a root package's executable.
-        .executableTarget(name: "batond", dependencies: ["BatonService", "BatonReadiness"], swiftSettings: strict,
+        .executableTarget(name: "batond", dependencies: ["BatonService", "BatonReadiness"], exclude: ["startup-order.txt", "private-functions.ld"],
+                          swiftSettings: daemonSections,
                           linkerSettings: [.unsafeFlags(["-static-stdlib",
                                                           // lld packs the ~40,000 relative relocations (R_X86_64_RELATIVE) into
                                                           // a small RELR table: PIE stays, the start reads less of the binary.
@@ -63,7 +71,15 @@ let package = Package(
                                                           "-Xlinker", "--gc-sections", "-Xlinker", "--as-needed",
                                                           // Nothing needs batond's own symbols at run time (dlsym);
                                                           // without them the loader reads 0.4 MiB less.
-                                                          "-Xlinker", "--no-export-dynamic"],
+                                                          "-Xlinker", "--no-export-dynamic",
+                                                          // The functions run from exec until idle, linked next to each
+                                                          // other: fewer 64 KiB fault-around windows of text resident.
+                                                          // scripts/profile-startup-order writes the file; names gone
+                                                          // since only make the order less good. Absolute paths, so
+                                                          // that the link finds them from any working directory.
+                                                          "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/batond/startup-order.txt",
+                                                          "-Xlinker", "--no-warn-symbol-ordering",
+                                                          "-Xlinker", "--script=\(Context.packageDirectory)/Sources/batond/private-functions.ld"],
                                                          .when(platforms: [.linux], configuration: .release))]),
         .executableTarget(name: "baton", dependencies: ["BatonPublishers", "BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
         .executableTarget(name: "bt-pair", dependencies: ["BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
