@@ -125,6 +125,26 @@ struct RedTeamVersionWireTests {
         await p.stop()
     }
 
+    /// Attack: a Hello announcing a max frame payload of 0, 1 or 2³²−1 (the field reserved for later
+    /// versions, §6.2), then a 0x0C on that connection, then a second Hello after it. Held: a v1 source
+    /// refuses no Hello for that field, answers each afresh, and the versioned fetch is served as usual.
+    @Test(arguments: [UInt32(0), 1, UInt32.max])
+    func helloFieldsOfLaterVersionsChangeNothing(maxFramePayload: UInt32) async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let p = try await PublishedPair.start(in: directory)
+        let keyOfA = await p.a.ring.keeper.identity.publicKey
+        let connector = try TLSConnector(identity: await p.b.ring.keeper.identity, pins: { PinSet([keyOfA]) })
+        let channel = try await connector.connect(host: "127.0.0.1", port: p.a.transfer.port, timeout: .seconds(5))
+        defer { channel.close() }
+        let hello = HelloMessage(deviceID: await p.b.ring.deviceID, rosterVersion: await p.b.ring.rosterVersion, maxFramePayload: maxFramePayload)
+        #expect(try await Self.ask(channel, Frame(type: .hello, requestID: 0, payload: hello.payload)).type == .hello)
+        let fetch = Frame(type: .fetchActivityOfVersions, requestID: 71, payload: Self.payload(p, ranges: [(1, 1)]))
+        #expect(try await Self.ask(channel, fetch).type == .activityPayload)
+        #expect(try await Self.ask(channel, Frame(type: .hello, requestID: 0, payload: hello.payload)).type == .hello)
+        #expect(Self.code(try await Self.ask(channel, Frame(type: .fetchActivityOfVersions, requestID: 72, payload: Self.payload(p, ranges: [(2, 2)])))) == .versionUnsupported)
+        await p.stop()
+    }
+
     /// Attack: 0x0C as the first frame, before any Hello. Held: `Error(malformed)` with its request id,
     /// the connection closes, the app is not asked and nothing is sent (§6.2 "Hello").
     @Test func aVersionedFetchBeforeHelloIsRefusedAndClosesTheConnection() async throws {
