@@ -28,9 +28,10 @@ struct RedTeamVersionSourceTests {
 
     /// alpha's listener replaced by `answers` under alpha's identity; beta has the suggestion and
     /// accepts version 1 only.
-    func rogueSource(_ answers: RogueVersionSource.Answers) async throws -> (a: BusLessNode, b: BusLessNode, suggestion: ShownSuggestion, rogue: RogueVersionSource) {
+    func rogueSource(_ answers: RogueVersionSource.Answers, accepting accepted: [(Int64, Int64)] = [(1, 1)])
+        async throws -> (a: BusLessNode, b: BusLessNode, suggestion: ShownSuggestion, rogue: RogueVersionSource) {
         let (a, b, suggestion) = try await suggestedChapter(in: directory, type: type)
-        b.activities.setAcceptedVersions(try ActivityVersions(pairs: [(1, 1)]))
+        b.activities.setAcceptedVersions(try ActivityVersions(pairs: accepted))
         let publication = try #require(await a.ring.radio.currentPublication())
         let port = a.transfer.port
         await a.transfer.stop()
@@ -109,16 +110,29 @@ struct RedTeamVersionSourceTests {
         await b.stop()
     }
 
-    /// Attack: answers no v1 source sends: an Error frame with the reserved code 11, an Ack, a Hello.
-    /// Held: the request failed (§2.1 "Error codes"), nothing is delivered or reported, one request.
+    /// An ActivityPayload of version 1 whose version integer is overwritten with -1 (§6.4: ≥ 0).
+    static let negativeVersionPayload: [UInt8] = {
+        var bytes = try! ActivityRecord(activityType: "org.example.Reader.reading", title: "Chapter 3", userInfo: [:], webpageURL: nil, version: 1).encoded()
+        let key: [UInt8] = [0, 0, 0, 7] + Array("version".utf8) + [0x02]
+        let at = (0...(bytes.count - key.count)).first { Array(bytes[$0..<$0 + key.count]) == key }! + key.count
+        bytes.replaceSubrange(at..<at + 8, with: [UInt8](repeating: 0xFF, count: 8))
+        return bytes
+    }()
+
+    /// Attack: answers no v1 source sends: an Error frame with the reserved code 11, an Ack, a Hello,
+    /// a payload whose version is -1 (a handler may declare negative ranges). Held: the request
+    /// failed (§2.1 "Error codes", §6.4), nothing is delivered or reported, one request.
     @Test(arguments: [
-        RogueVersionSource.Answer.error([0, 11, 0, 0]),
+        RogueVersionSource.Answer.frame(.activityPayload, negativeVersionPayload),
+        .error([0, 11, 0, 0]),
         .frame(.ack, []),
         .frame(.hello, HelloMessage(deviceID: try! DeviceID(bytes: [UInt8](repeating: 7, count: 16)), rosterVersion: 1, maxFramePayload: 1_048_576).payload),
     ])
     func answersOfTheWrongKindDeliverNothing(answer: RogueVersionSource.Answer) async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
-        let (a, b, suggestion, rogue) = try await rogueSource(.init(versioned: answer, plain: .payload(try record(version: 7))))
+        // The handler declares negative versions too: only the decoder stands against version -1.
+        let (a, b, suggestion, rogue) = try await rogueSource(.init(versioned: answer, plain: .payload(try record(version: 7))),
+                                                              accepting: [(Int64.min, 1)])
         defer { rogue.close() }
         let failure = await failureOf { () throws(ServiceFailure) in try await b.continuation.take(suggestion.path, uid: getuid()) }
         #expect(failure != nil)
@@ -146,7 +160,7 @@ final class RogueVersionSource: Sendable {
             switch self {
             case .payload(let record): "payload of version \(record.version)"
             case .error(let bytes): "error \(bytes.prefix(2))"
-            case .frame(let type, _): "frame \(type)"
+            case .frame(let type, let payload): "frame \(type) of \(payload.count) bytes"
             case .close: "close"
             }
         }
