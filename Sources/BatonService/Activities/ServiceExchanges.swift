@@ -157,6 +157,13 @@ extension ActivityService {
         return deciding.compactMap { $0 }
     }
 
+    /// The accepting handler's own declaration (its registration now); a handler gone since gets
+    /// nothing anyway (Continue to it fails), so it restricts nothing here.
+    public func versionDeclarations(of ticket: HandlerTicket) async -> [ActivityVersions]? {
+        guard let key = ticket.handler else { return await versionDeclarations(type: ticket.type, uid: ticket.uid) }
+        return handlers[key]?.versions.map { [$0] }
+    }
+
     func unregisterHandler(_ call: DBusMethodCall) async throws {
         let uid = try await callerUID(call.sender)
         guard let path = call.arguments.first?.objectPathValue else { throw DBusError.invalidArguments("UnregisterHandler takes (o handler)") }

@@ -14,6 +14,9 @@ public protocol ContinuationActivities: Sendable {
     /// prefetch, before anyone accepted) every local user's. nil: one of them accepts every version.
     /// The fetch names them (FetchActivityOfVersions), so the source refuses a mismatch before it sends.
     func versionDeclarations(type: String, uid: UInt32?) async -> [ActivityVersions]?
+    /// The declaration of the handler that accepted WillContinue, as registered now: it gets the
+    /// activity, so it decides, whatever registered since (nil: every version).
+    func versionDeclarations(of ticket: HandlerTicket) async -> [ActivityVersions]?
     /// Finds (or has the session agent launch) `uid`'s handler and asks WillContinue, before the fetch.
     func willContinue(type: String, from device: String, uid: UInt32) async -> HandlerAnswer
     /// Hands a fetched activity to the handler that accepted it.
@@ -64,6 +67,10 @@ extension ContinuationActivities {
     /// ActivityService answers from RegisterHandlerWithOptions "Versions" and X-Baton-ActivityVersions.
     public func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool { true }
     public func versionDeclarations(type: String, uid: UInt32?) async -> [ActivityVersions]? { nil }
+    /// Fakes without handler objects: the user's declaration.
+    public func versionDeclarations(of ticket: HandlerTicket) async -> [ActivityVersions]? {
+        await versionDeclarations(type: ticket.type, uid: ticket.uid)
+    }
     /// Fakes without handler objects: always accepted, delivery by user.
     public func willContinue(type: String, from device: String, uid: UInt32) async -> HandlerAnswer { .accepted(HandlerTicket(uid: uid, type: type)) }
     public func deliver(activity: ActivityRecord, from device: String, to ticket: HandlerTicket) async -> DeliveryOutcome {

@@ -100,7 +100,7 @@ public actor ContinuationService {
             await carry(book.withdraw(suggestion.member))
             throw .unknownDevice("the member left the ring")
         }
-        if let outcome = await deliverPrefetched(suggestion, from: member, uid: uid, caller: caller) { return outcome }
+        if let outcome = try await deliverPrefetched(suggestion, from: member, uid: uid, caller: caller) { return outcome }
         let attempt = ContinueAttempt()
         attempts[number, default: []].append(attempt)
         defer { attempts[number]?.removeAll { $0 === attempt } }
@@ -184,9 +184,10 @@ public actor ContinuationService {
         case .refused(let outcome): return .handled(outcome)
         case .accepted(let accepted): ticket = accepted
         }
-        // The versions the deciding handler accepts go with the fetch, so the source refuses another
+        // The versions the handler that accepted declares go with the fetch, so the source refuses another
         // version before its app saves or anything is sent (§9 step 2); none at all: nothing to fetch.
-        let versions = await activities.versionDeclarations(type: type, uid: uid).map(FetchActivityOfVersions.ranges(covering:))
+        // That handler's, not the user's newest: one registered since WillContinue does not get it.
+        let versions = await activities.versionDeclarations(of: ticket).map(FetchActivityOfVersions.ranges(covering:))
         if versions?.isEmpty == true {
             await activities.failedToContinue(ticket, .versionUnsupported, detail: "this handler accepts no activity version")
             return .versionUnsupported(nil)
@@ -205,7 +206,7 @@ public actor ContinuationService {
                 guard record.activityType == type else { return (.otherType, false) }
                 // A version no handler here accepts is refused: never a wrong restore. The source checked
                 // already; this holds for a source from before FetchActivityOfVersions and for >16 ranges.
-                guard await activities.acceptsVersion(record.version, type: type, uid: uid) else { return (.versionUnsupported(record.version), false) }
+                guard await Self.accepts(record.version, ticket, activities) else { return (.versionUnsupported(record.version), false) }
                 // The document arrives whole and checked before the handler gets anything.
                 var pulled: PulledDocument?
                 if let inbox {
@@ -242,6 +243,12 @@ public actor ContinuationService {
             await activities.failedToContinue(ticket, failure.continuationFailure ?? .noLongerCurrent, detail: failure.message)
         }
         return result.outcome
+    }
+
+    /// Whether the handler that accepted WillContinue (and gets the activity) declared `version`.
+    static func accepts(_ version: Int64, _ ticket: HandlerTicket, _ activities: any ContinuationActivities) async -> Bool {
+        guard let declared = await activities.versionDeclarations(of: ticket) else { return true }
+        return declared.contains { $0.accepts(version) }
     }
 
     static func outcomeName(_ outcome: DeliveryOutcome) -> String {

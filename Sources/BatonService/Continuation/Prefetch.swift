@@ -62,7 +62,11 @@ extension ContinuationService {
     /// Delivers the prefetched activity of `suggestion` if it is still fresh; nil: fetch as usual.
     /// Its document (not prefetched: documents are pulled only on accept) comes on a new connection
     /// first; a document that cannot be pulled falls back to the usual path, which reports why.
-    func deliverPrefetched(_ suggestion: BatonCore.Suggestion, from member: RosterMember, uid: UInt32, caller: String?) async -> String? {
+    /// The handler that accepts WillContinue (perhaps one the session agent launched for it) must
+    /// declare the held version too, else versionUnsupported: its declaration may differ from the
+    /// .desktop file's checked before.
+    func deliverPrefetched(_ suggestion: BatonCore.Suggestion, from member: RosterMember, uid: UInt32,
+                           caller: String?) async throws(ServiceFailure) -> String? {
         guard let held = prefetched.removeValue(forKey: suggestion.number) else { return nil }
         guard ContinuousClock.now - held.fetchedAt <= configuration.prefetchMaxAge,
               held.record.revision == suggestion.revision else { return nil }
@@ -86,6 +90,11 @@ extension ContinuationService {
         switch await activities.willContinue(type: suggestion.activityType, from: member.name, uid: uid) {
         case .refused(let outcome): return Self.outcomeName(outcome)
         case .accepted(let accepted): ticket = accepted
+        }
+        guard await Self.accepts(held.record.version, ticket, activities) else {
+            let failure = ServiceFailure.continuation(.versionUnsupported, "no handler here accepts version \(held.record.version)")
+            await activities.failedToContinue(ticket, .versionUnsupported, detail: "version \(held.record.version) is not one this handler accepts")
+            throw failure
         }
         let outcome = await activities.deliver(activity: held.record, document: document, from: member.name, to: ticket)
         if outcome == .delivered {
