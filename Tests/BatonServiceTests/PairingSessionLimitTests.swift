@@ -82,7 +82,13 @@ struct PairingSessionLimitTests {
             let reply = try await client.call(destination: node.busName, path: path, interface: "org.freedesktop.DBus.Properties",
                                               method: "Get", arguments: [.string(BatonInterface.pairingSession), .string("Port")])
             let port = try #require(reply.first?.uint16Value)
-            let inodes = listeningSocketInodes(port: port)
+            // /proc/net/tcp is read in pieces while other suites open and close sockets, so one read
+            // can miss a line: read again before concluding.
+            var inodes = listeningSocketInodes(port: port)
+            for _ in 0..<20 where inodes.isEmpty {
+                try await Task.sleep(for: .milliseconds(10))
+                inodes = listeningSocketInodes(port: port)
+            }
             #expect(!inodes.isEmpty, "no socket listens on the session's port \(port)")
             listeners.formUnion(inodes)
             _ = try await node.call(client, BatonInterface.pairingSession, "Cancel", path: path)
