@@ -19,7 +19,7 @@ public enum Readiness: Sendable {
 /// is also never shared with another watcher, so reusing `descriptor`'s number cannot meet a stale
 /// registration either.
 ///
-/// `onCancel` runs after dispatch stopped watching; then the private descriptor is closed. Do not
+/// Once dispatch stopped watching, the private descriptor is closed; then `onCancel` runs. Do not
 /// replace the cancel handler. The caller keeps `descriptor` open until `onCancel` ran. Nil when no
 /// descriptor could be made (descriptor limit).
 public func makeReadinessSource(
@@ -37,8 +37,9 @@ public func makeReadinessSource(
     }
     let source = DispatchSource.makeReadSource(fileDescriptor: relay, queue: queue)
     source.setCancelHandler {
-        onCancel()
+        // The relay goes first: whoever onCancel wakes finds nothing of this source left open.
         _ = close(relay)
+        onCancel()
     }
     return source
 }

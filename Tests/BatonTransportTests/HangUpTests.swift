@@ -48,7 +48,7 @@ struct HangUpTests {
         }
     }
 
-    @Test("A readiness source fires for a hung-up descriptor and closes its private descriptor after onCancel")
+    @Test("A readiness source fires for a hung-up descriptor and has closed its private descriptor when onCancel runs")
     func readinessSourceReportsHangUpAndClosesItsRelay() async throws {
         try await withTimeLimit {
             var fds: [Int32] = [0, 0]
