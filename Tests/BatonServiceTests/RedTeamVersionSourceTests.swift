@@ -135,7 +135,8 @@ struct RedTeamVersionSourceTests {
                                                               accepting: [(Int64.min, 1)])
         defer { rogue.close() }
         let failure = await failureOf { () throws(ServiceFailure) in try await b.continuation.take(suggestion.path, uid: getuid()) }
-        #expect(failure != nil)
+        // The caller gets the category the handler hears ("Continuation failures" in dbus-api.md).
+        #expect(failure?.continuationFailure == .interrupted, "\(String(describing: failure))")
         #expect(b.activities.delivered.isEmpty)
         try await Task.sleep(for: .milliseconds(300))
         #expect(rogue.counts.reports == 0)

@@ -18,7 +18,7 @@ extension ContinuationService {
         switch error {
         case .interrupted(let why): .continuation(.interrupted, "the document transfer broke (a retry resumes it): \(why)")
         case .refused(let frame): Self.failure(.remote(frame))
-        case .protocolError(let why): .failed("protocol error in the document transfer: \(why)")
+        case .protocolError(let why): .continuation(.interrupted, "protocol error in the document transfer: \(why)")
         case .digestMismatch: .failed("the document did not match its digest")
         case .cancelled: .continuation(.cancelled, "the document transfer was stopped (a retry resumes it)")
         case .store(.diskFull): .failed("no space left for the document")

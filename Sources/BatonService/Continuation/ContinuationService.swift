@@ -289,8 +289,9 @@ public actor ContinuationService {
         case .remote(let frame) where frame.code == .versionUnsupported:
             .continuation(.versionUnsupported, "the member's activity has a version no handler here accepts")
         case .remote(let frame) where frame.code == .notPermitted: .notPermitted("the member refused")
-        case .remote(let frame): .failed("the member answered \(frame.code)")
-        case .protocolError(let why): .failed("protocol error: \(why)")
+        // The source was reached but its activity did not arrive: what the handler hears too (retryable).
+        case .remote(let frame): .continuation(.interrupted, "the member answered \(frame.code)")
+        case .protocolError(let why): .continuation(.interrupted, "protocol error: \(why)")
         }
     }
 }
