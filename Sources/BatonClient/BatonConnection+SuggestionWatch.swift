@@ -32,7 +32,12 @@ extension BatonConnection {
             }
             let titles = Task {
                 for await signal in propertyChanges {
-                    if let change = Self.titleChange(from: signal) { continuation.yield(change) }
+                    if let change = Self.titleChange(from: signal) {
+                        continuation.yield(change)
+                    } else if let path = Self.invalidatedTitlePath(from: signal),
+                              let title = try? await self.suggestionTitle(at: path), !title.isEmpty {
+                        continuation.yield(.retitled(path: path, title: title))
+                    }
                 }
             }
             continuation.onTermination = { _ in
@@ -57,6 +62,22 @@ extension BatonConnection {
     /// Suggestion1.Dismiss: this revision is not offered again.
     public func dismissSuggestion(at path: String) async throws(BatonClientError) {
         _ = try await call(path: path, interface: BatonInterface.suggestion, method: "Dismiss")
+    }
+
+    /// Suggestion1.Title as this caller may read it ("" unless a ring user, or not fetched yet).
+    public func suggestionTitle(at path: String) async throws(BatonClientError) -> String {
+        let reply = try await call(path: path, interface: BatonInterface.properties, method: "Get",
+                                   arguments: [.string(BatonInterface.suggestion), .string("Title")])
+        return reply.first?.unwrapped.stringValue ?? ""
+    }
+
+    /// PropertiesChanged(Suggestion1, _, [..., "Title", ...]) → the suggestion's path (the daemon
+    /// invalidates the title rather than broadcasting it); nil for anything else.
+    static func invalidatedTitlePath(from signal: DBusSignal) -> String? {
+        guard signal.member == "PropertiesChanged", signal.path.hasPrefix(BatonObjectPath.suggestionPrefix + "/"), signal.arguments.count >= 3,
+              signal.arguments[0].stringValue == BatonInterface.suggestion,
+              signal.arguments[2].stringArrayValue?.contains("Title") == true else { return nil }
+        return signal.path
     }
 
     /// PropertiesChanged(Suggestion1, {Title: s}, _) → `.retitled`; nil for anything else.

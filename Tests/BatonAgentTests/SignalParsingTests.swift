@@ -52,6 +52,20 @@ struct SignalParsingTests {
         #expect(changed("/org/baton/suggestion/4", [.string("org.baton.Suggestion1")]) == nil)
     }
 
+    /// The daemon invalidates Title instead of broadcasting it: the path to read it from, only for suggestions.
+    @Test func invalidatedTitlesNameTheSuggestionToReadFrom() {
+        func invalidated(_ path: String, _ arguments: [DBusValue]) -> String? {
+            BatonConnection.invalidatedTitlePath(from: DBusSignal(sender: ":1.5", path: path, interface: "org.freedesktop.DBus.Properties",
+                                                                  member: "PropertiesChanged", arguments: arguments))
+        }
+        let empty: DBusValue = .propertyDictionary([:])
+        #expect(invalidated("/org/baton/suggestion/4", [.string("org.baton.Suggestion1"), empty, .stringArray(["Title"])]) == "/org/baton/suggestion/4")
+        #expect(invalidated("/org/baton/suggestion/4", [.string("org.baton.Suggestion1"), empty, .stringArray(["Near"])]) == nil)
+        #expect(invalidated("/org/baton/activity/u0_1", [.string("org.baton.Suggestion1"), empty, .stringArray(["Title"])]) == nil)
+        #expect(invalidated("/org/baton/suggestion/4", [.string("org.baton.Activity1"), empty, .stringArray(["Title"])]) == nil)
+        #expect(invalidated("/org/baton/suggestion/4", [.string("org.baton.Suggestion1"), empty]) == nil)
+    }
+
     @Test func onlyWebPagesGoToTheBrowser() {
         #expect(BrowserFallback.isWebURL("https://example.org/book#2"))
         #expect(BrowserFallback.isWebURL("HTTP://example.org"))

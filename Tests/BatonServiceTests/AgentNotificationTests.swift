@@ -344,7 +344,28 @@ struct AgentNotificationTests {
         let title = try await scene.client.call(destination: scene.b.node.busName, path: path, interface: "org.freedesktop.DBus.Properties",
                                                 method: "Get", arguments: [.string("org.baton.Suggestion1"), .string("Title")])
         #expect(title.first?.variantValue == .string("Chapter 3"))
+        // An account that is not a ring user (nobody: not root, not in group baton) reads no title,
+        // by Get, GetAll or GetManagedObjects; the change was signalled without the value.
+        let foreign = try await runAsNobody(script: Self.suggestionTitleReader, in: scene.bus.directory,
+                                            arguments: [scene.bus.address, scene.b.node.busName, path])
+        #expect(foreign["title"] == "" && foreign["getall"] == "" && foreign["managed"] == "", "\(foreign)")
         source.connection.close()
         await scene.stop()
     }
+
+    static let suggestionTitleReader = #"""
+    import sys
+    import dbus
+    address, name, path = sys.argv[1], sys.argv[2], sys.argv[3]
+    bus = dbus.bus.BusConnection(address)
+    def step(label, call):
+        try:
+            print("%s=%s" % (label, call()), flush=True)
+        except dbus.exceptions.DBusException as error:
+            print("%s=%s" % (label, error.get_dbus_name()), flush=True)
+    properties = "org.freedesktop.DBus.Properties"
+    step("title", lambda: bus.call_blocking(name, path, properties, "Get", "ss", ["org.baton.Suggestion1", "Title"]))
+    step("getall", lambda: bus.call_blocking(name, path, properties, "GetAll", "s", ["org.baton.Suggestion1"])["Title"])
+    step("managed", lambda: bus.call_blocking(name, "/org/baton", "org.freedesktop.DBus.ObjectManager", "GetManagedObjects", "", [])[path]["org.baton.Suggestion1"]["Title"])
+    """#
 }

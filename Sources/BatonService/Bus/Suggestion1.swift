@@ -13,8 +13,10 @@ extension RingBus: SuggestionBoard {
     }
 
     public func titleKnown(_ suggestion: ShownSuggestion, title: String) async {
+        // Invalidated, not sent: a broadcast would show the title to every account; a ring user's
+        // client reads it (the getter answers only ring users).
         try? connection.emitPropertiesChanged(path: suggestion.path, interface: BatonInterface.suggestion,
-                                              changed: ["Title": .string(title)], invalidated: [])
+                                              changed: [:], invalidated: ["Title"])
     }
 
     /// Ring1.DocumentProgress, unicast to the caller of Continue: nobody else learns what it pulls.
@@ -64,9 +66,13 @@ extension RingBus: SuggestionBoard {
                 return []
             },
         ], properties: signatures.keys.sorted().map { name in
-            // Title is known only once the activity was fetched ahead: asked when read.
+            // Title is known only once the activity was fetched ahead: asked when read, and only
+            // ring users read it (others, and broadcasts with no caller, get "").
             if name == "Title" {
-                return DBusProperty(name, signature: "s") { [weak self] in .string(await self?.continuation?.title(ofSuggestionAt: path) ?? "") }
+                return DBusProperty(name, signature: "s") { [weak self] in
+                    guard let self, let sender = DBusCallContext.sender, (try? await self.requireRingUser(sender)) != nil else { return .string("") }
+                    return .string(await self.continuation?.title(ofSuggestionAt: path) ?? "")
+                }
             }
             return DBusProperty(name, signature: signatures[name] ?? "s") { properties[name] ?? .string("") }
         })
