@@ -63,6 +63,35 @@ struct FrameExchangeTests {
         }
     }
 
+    @Test("A peer sending frames of other request ids cannot keep a request waiting past its timeout")
+    func strayFramesDoNotExtendTheWait() async throws {
+        try await withTimeLimit {
+            let pair = try PinnedPair()
+            defer { pair.listener.close() }
+            // The peer never answers: it sends a frame of another request id every 100 ms.
+            let peer = Task {
+                guard let channel = try? await pair.listener.accept() else { return 0 }
+                defer { channel.close() }
+                var sent = 0
+                while !Task.isCancelled, (try? await channel.send([Frame(type: .ack, requestID: 7, payload: [])])) != nil {
+                    sent += 1
+                    try? await Task.sleep(for: .milliseconds(100))
+                }
+                return sent
+            }
+            let exchange = FrameExchange(channel: try await pair.connect())
+            defer { exchange.channel.close() }
+            let request = Frame(type: .fetchActivity, requestID: 8, payload: ActivityReference(typeHash: TypeHash(value: 1), revision: 2).payload)
+            let started = ContinuousClock.now
+            await #expect(throws: TransportError.timedOut) { _ = try await exchange.request(request, timeout: .seconds(1)) }
+            let waited = ContinuousClock.now - started
+            #expect(waited >= .seconds(1) && waited < .seconds(5), "waited \(waited)")
+            exchange.channel.close()
+            peer.cancel()
+            #expect(await peer.value >= 5, "the peer sent its stray frames")
+        }
+    }
+
     @Test("Duplicates arriving while the first is still being handled wait for its reply")
     func concurrentDuplicatesShareOneRun() async throws {
         let counter = InvocationCounter()

@@ -35,14 +35,17 @@ public final class FrameExchange: Sendable {
     }
 
     /// Sends `request` and returns the reply carrying its request id. Frames with other ids (late
-    /// replies to requests given up earlier) are skipped. An Error reply throws `.remote`.
-    /// To retry after a failure, call again with the same frame (same id), on this or a new channel.
+    /// replies to requests given up earlier) are skipped, within one `timeout` for the whole wait:
+    /// a peer sending such frames cannot keep the request waiting longer. An Error reply throws
+    /// `.remote`. To retry after a failure, call again with the same frame (same id), on this or a
+    /// new channel.
     public func request(_ request: Frame, timeout: Duration? = nil) async throws(TransportError) -> Frame {
         await lock.lock()
         defer { lock.unlock() }
         try await channel.send(request)
+        let deadline = channel.deadline(after: timeout)
         while true {
-            let reply = try await channel.receive(timeout: timeout)
+            let reply = try await channel.receive(until: deadline)
             guard reply.requestID == request.requestID else { continue }
             if reply.type == .error {
                 let remote: ErrorFrame

@@ -72,6 +72,16 @@ public final class SecureChannel: Sendable {
         try await frames.receive(until: (timeout ?? configuration.idleTimeout).deadlineFromNow)
     }
 
+    /// The next frame, or `.timedOut` at `deadline` (one wait across several receives).
+    func receive(until deadline: DispatchTime) async throws(TransportError) -> Frame {
+        try await frames.receive(until: deadline)
+    }
+
+    /// When a wait of `timeout` (nil: the idle timeout) started now ends.
+    func deadline(after timeout: Duration?) -> DispatchTime {
+        (timeout ?? configuration.idleTimeout).deadlineFromNow
+    }
+
     /// Closes the channel; pending and later sends and receives throw `.closed`. Idempotent.
     public func close() {
         session.close()
