@@ -1,5 +1,7 @@
-/// The one JSON text writer of the project (no Foundation, no I/O): every component that prints
-/// JSON by hand quotes strings and renders numbers through it, so they all escape alike.
+/// The JSON text writer of the project's outputs (no Foundation, no I/O): every component that
+/// prints JSON by hand quotes strings and renders numbers through it, so they all escape alike.
+/// (The state files are the exception: BatonStore's `JSONText` writes them in the bytes Foundation's
+/// JSONEncoder wrote, which escapes differently.)
 public enum JSONWriter {
     /// `text` as a JSON string literal, quotes included.
     public static func quoted(_ text: String) -> String {

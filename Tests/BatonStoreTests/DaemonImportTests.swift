@@ -80,28 +80,26 @@ struct DaemonImportTests {
     }
 
     @Test func noModuleOfTheDaemonImportsFoundationEssentials() throws {
-        var offenders: [String] = []
-        for module in try Self.daemonModules().sorted() {
-            let directory = Self.root.appendingPathComponent("Sources/\(module)")
-            guard let files = FileManager.default.enumerator(atPath: directory.path) else { continue }
-            for case let file as String in files where file.hasSuffix(".swift") {
-                let text = try String(contentsOf: directory.appendingPathComponent(file), encoding: .utf8)
-                offenders += Self.foundationEssentialsImports(in: text).map { "Sources/\(module)/\(file):\($0 + 1)" }
-            }
-        }
+        let offenders = try Self.daemonSourceLines(matching: Self.foundationEssentialsImports(in:))
         #expect(offenders.isEmpty, "batond's module graph imports FoundationEssentials: \(offenders)")
     }
 
     @Test func noModuleOfTheDaemonImportsFoundation() throws {
-        var offenders: [String] = []
-        for module in try Self.daemonModules().sorted() {
-            let directory = Self.root.appendingPathComponent("Sources/\(module)")
+        let offenders = try Self.daemonSourceLines(matching: Self.foundationImports(in:))
+        #expect(offenders.isEmpty, "batond's module graph imports Foundation: \(offenders)")
+    }
+
+    /// "Sources/Module/File.swift:line" for each line `finder` reports (0-based) in batond's modules.
+    static func daemonSourceLines(matching finder: (String) -> [Int]) throws -> [String] {
+        var lines: [String] = []
+        for module in try daemonModules().sorted() {
+            let directory = root.appendingPathComponent("Sources/\(module)")
             guard let files = FileManager.default.enumerator(atPath: directory.path) else { continue }
             for case let file as String in files where file.hasSuffix(".swift") {
                 let text = try String(contentsOf: directory.appendingPathComponent(file), encoding: .utf8)
-                offenders += Self.foundationImports(in: text).map { "Sources/\(module)/\(file):\($0 + 1)" }
+                lines += finder(text).map { "Sources/\(module)/\(file):\($0 + 1)" }
             }
         }
-        #expect(offenders.isEmpty, "batond's module graph imports Foundation: \(offenders)")
+        return lines
     }
 }

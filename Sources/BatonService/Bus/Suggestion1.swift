@@ -70,8 +70,10 @@ extension RingBus: SuggestionBoard {
             // ring users read it (others, and broadcasts with no caller, get "").
             if name == "Title" {
                 return DBusProperty(name, signature: "s") { [weak self] in
-                    guard let self, let sender = DBusCallContext.sender, (try? await self.requireRingUser(sender)) != nil else { return .string("") }
-                    return .string(await self.continuation?.title(ofSuggestionAt: path) ?? "")
+                    // No title yet (the usual case): nothing to hide, and no lookup of the caller.
+                    guard let self, let title = await self.continuation?.title(ofSuggestionAt: path), !title.isEmpty,
+                          let sender = DBusCallContext.sender, (try? await self.requireRingUser(sender)) != nil else { return .string("") }
+                    return .string(title)
                 }
             }
             return DBusProperty(name, signature: signatures[name] ?? "s") { properties[name] ?? .string("") }

@@ -28,7 +28,7 @@ public actor RadioService {
     var book = RadioBook()
     var eventTask: Task<Void, Never>?
     var sightingObservers: [String: SightingObserver] = [:]
-    /// Pairing adverts heard on the radio, by session id (hex).
+    /// Pairing adverts heard on the radio (the most recent sessions).
     var pairingAdverts = PairingAdvertBook()
 
     /// `store` keeps the advert counters (persisted before the advert they cover goes on the air).

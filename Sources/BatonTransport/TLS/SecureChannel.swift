@@ -69,7 +69,7 @@ public final class SecureChannel: Sendable {
     /// The next frame from the peer. Header limits are checked before the payload is buffered; a frame
     /// that breaks them throws `.invalidFrame` and closes the channel.
     public func receive(timeout: Duration? = nil) async throws(TransportError) -> Frame {
-        try await frames.receive(until: (timeout ?? configuration.idleTimeout).deadlineFromNow)
+        try await receive(until: deadline(after: timeout))
     }
 
     /// The next frame, or `.timedOut` at `deadline` (one wait across several receives).
