@@ -106,6 +106,9 @@ api.runtime.onMessage.addListener((message, sender, sendResponse) => {
     const scroll = pendingScroll.get(sender.tab.id) || null;
     pendingScroll.delete(sender.tab.id);
     sendResponse(scroll);
+    // The content script can arrive after the tab's "complete" event, whose report then had no
+    // scroll position to give: report again now that the page can answer.
+    if (sender.tab.active) report();
     return false;
   }
   if (message && message.kind === "scrolled" && sender.tab.active) report();
