@@ -28,7 +28,9 @@ let package = Package(
         // C libraries from Debian packages.
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
-        .systemLibrary(name: "CBluetooth", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
+        // Header-only: the L2CAP socket address and constants. batond calls nothing in libbluetooth,
+        // so nothing links it (one shared library less to load, docs/benchmarks.md).
+        .systemLibrary(name: "CBluetooth", providers: [.apt(["libbluetooth-dev"])]),
         .systemLibrary(name: "CGio", pkgConfig: "gio-unix-2.0", providers: [.apt(["libglib2.0-dev"])]),
 
         // Pure layers: no I/O.
@@ -62,13 +64,18 @@ let package = Package(
         // Thin executables that only wire things together.
         // The release daemon links the Swift runtime statically: only the pages it touches become
         // resident (idle RSS, docs/benchmarks.md). Allowed for a root package's executable.
-        .executableTarget(name: "batond", dependencies: ["BatonService", "BatonReadiness"], exclude: ["startup-order.txt", "private-functions.ld"],
+        .executableTarget(name: "batond", dependencies: ["BatonService", "BatonReadiness"], exclude: ["startup-order.txt", "private-functions.ld", "link"],
                           swiftSettings: daemonSections,
                           linkerSettings: [.unsafeFlags(["-static-stdlib",
                                                           // lld packs the ~40,000 relative relocations (R_X86_64_RELATIVE) into
                                                           // a small RELR table: PIE stays, the start reads less of the binary.
                                                           "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
                                                           "-Xlinker", "--gc-sections", "-Xlinker", "--as-needed",
+                                                          // The few pieces of libstdc++ the Swift runtime uses (strings, hash
+                                                          // tables, operator new) are linked in: loading the shared library
+                                                          // kept 1.0 MiB resident for them. The toolchain names -lstdc++
+                                                          // itself, so a linker script found first stands for it (link/).
+                                                          "-L\(Context.packageDirectory)/Sources/batond/link",
                                                           // Nothing needs batond's own symbols at run time (dlsym);
                                                           // without them the loader reads 0.4 MiB less.
                                                           "-Xlinker", "--no-export-dynamic",
