@@ -141,7 +141,7 @@ extension RealBrowserTests {
             defer { daemons.stop() }
             let server = try await PageServer(directory: daemons.bus.directory.appendingPathComponent("www"))
             let alphaBrowser = try await readOnAlpha(daemons, server)
-            defer { alphaBrowser.quit() }
+            defer { alphaBrowser.kill() }
 
             // beta's browser, played by the test: its host registers for web pages there.
             let betaBrowser = try FakeBrowser(busAddress: daemons.bus.address, busName: daemons.beta.busName, directory: daemons.bus.directory)
@@ -171,13 +171,13 @@ extension RealBrowserTests {
             defer { daemons.stop() }
             let server = try await PageServer(directory: daemons.bus.directory.appendingPathComponent("www"))
             let alphaBrowser = try await readOnAlpha(daemons, server)
-            defer { alphaBrowser.quit() }
+            defer { alphaBrowser.kill() }
 
             // beta's Chromium scrolls the page only if the extension restores the position: its user
             // agent is not the one the page scrolls itself for.
             let betaBrowser = try HeadlessChromium(busAddress: daemons.bus.address, busName: daemons.beta.busName,
                                                    directory: daemons.bus.directory, firstPages: ["about:blank"])
-            defer { betaBrowser.quit() }
+            defer { betaBrowser.kill() }
             let beta = try daemons.connect(daemons.beta)
             defer { beta.close() }
             _ = try await awaitValue("beta's host registered") { try await beta.handledTypes().contains("org.baton.web-browsing") ? true : nil }

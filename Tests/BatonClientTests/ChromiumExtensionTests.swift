@@ -1,7 +1,11 @@
 import BatonClient
 import BatonCore
+import BatonTestBus
 import Foundation
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 let chromiumPath = "/usr/bin/chromium"
 
@@ -79,14 +83,20 @@ final class HeadlessChromium: @unchecked Sendable {
         return Data(result.stdout.utf8)
     }
 
-    /// The browser closing normally (SIGTERM, as a session logout does).
-    func quit() {
+    /// The browser closing normally (SIGTERM, as a session logout does), waited for without holding a
+    /// thread of the shared pool (it can take seconds).
+    func quit() async {
         if process.isRunning { process.terminate() }
-        for _ in 0..<1000 where process.isRunning { usleep(10_000) }
+        _ = await waitForExit(process, timeout: .seconds(10))
+    }
+
+    /// For a test that ends early (a defer): SIGKILL, nothing to wait for.
+    func kill() {
+        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
     }
 
     deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
     }
 }
 
@@ -149,7 +159,7 @@ extension RealBrowserTests {
                 defer { connection.close() }
                 let server = try await PageServer(directory: daemon.bus.directory.appendingPathComponent("www"))
                 let browser = try HeadlessChromium(daemon: daemon, incognito: false, firstPages: ["about:blank"])
-                defer { browser.quit() }
+                defer { browser.kill() }
 
                 let first = try await browser.open(server.base + "/one.html")
                 // Headless focus is loose (see the incognito control below): the tab is activated
@@ -189,7 +199,7 @@ extension RealBrowserTests {
                 _ = try await awaitValue("back to page one") { try await connection.activity(at: path).title == "Page One" ? true : nil }
                 #expect(try await connection.activities().count == 1)
 
-                browser.quit()
+                await browser.quit()
                 _ = try await awaitValue("activity ended with the browser") { try await connection.activities().isEmpty ? true : nil }
             }
         }
@@ -201,7 +211,7 @@ extension RealBrowserTests {
                 defer { connection.close() }
                 let server = try await PageServer(directory: daemon.bus.directory.appendingPathComponent("www"))
                 let browser = try HeadlessChromium(daemon: daemon, incognito: true, firstPages: [server.base + "/one.html"])
-                defer { browser.quit() }
+                defer { browser.kill() }
                 // The command-line page opens in the incognito window (headless takes one); give the extension time to (wrongly) report it.
                 try await Task.sleep(for: .seconds(4))
                 let published = try await connection.activities()

@@ -1,7 +1,11 @@
 import BatonClient
 import BatonCore
+import BatonTestBus
 import Foundation
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 let firefoxPath = "/usr/bin/firefox-esr"
 
@@ -69,14 +73,20 @@ final class HeadlessFirefox: @unchecked Sendable {
         try process.run()
     }
 
-    /// Firefox closing normally (SIGTERM, as a session logout does).
-    func quit() {
+    /// Firefox closing normally (SIGTERM, as a session logout does), waited for without holding a
+    /// thread of the shared pool (it can take seconds).
+    func quit() async {
         if process.isRunning { process.terminate() }
-        for _ in 0..<2000 where process.isRunning { usleep(10_000) }
+        _ = await waitForExit(process, timeout: .seconds(20))
+    }
+
+    /// For a test that ends early (a defer): SIGKILL, nothing to wait for.
+    func kill() {
+        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
     }
 
     deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
     }
 }
 
@@ -91,7 +101,7 @@ extension RealBrowserTests {
                 defer { connection.close() }
                 let server = try await PageServer(directory: daemon.bus.directory.appendingPathComponent("www"))
                 let browser = try await HeadlessFirefox(daemon: daemon, pages: [server.base + "/one.html"])
-                defer { browser.quit() }
+                defer { browser.kill() }
 
                 // Firefox starts slowly on a loaded machine (a fresh profile, the extension installed on first run).
                 let path = try await awaitValue("Firefox's page current", timeout: .seconds(60)) {
@@ -108,7 +118,7 @@ extension RealBrowserTests {
                 }
                 #expect(try await connection.activities().count == 1)
 
-                browser.quit()
+                await browser.quit()
                 #expect(!browser.process.isRunning)
                 _ = try await awaitValue("activity ended with Firefox") { try await connection.activities().isEmpty ? true : nil }
             }
@@ -123,7 +133,7 @@ extension RealBrowserTests {
                 // A normal window too: Firefox starts no extension for a session of private windows only.
                 // The private one opens last and keeps the focus.
                 let browser = try await HeadlessFirefox(daemon: daemon, pages: [server.base + "/one.html", "--private-window", server.base + "/two.html"])
-                defer { browser.quit() }
+                defer { browser.kill() }
 
                 // Control: the extension runs and has started its host (which registered as handler)...
                 _ = try await awaitValue("the extension's host registered", timeout: .seconds(60)) {

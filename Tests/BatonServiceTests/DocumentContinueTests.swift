@@ -145,12 +145,7 @@ struct DocumentContinueTests {
         let record = try ActivityRecord(activityType: Self.type, title: "Plan", userInfo: ["page": .integer(2)], webpageURL: nil, version: 1)
         a.activities.setCurrent(ActivityID(uid: getuid(), serial: 1), record)
         try await a.ring.radio.publish(record, uid: getuid())
-        var bytes = [UInt8](repeating: 0, count: size)
-        var state: UInt32 = 0x9E37_79B9
-        for index in bytes.indices {
-            state ^= state << 13; state ^= state >> 17; state ^= state << 5
-            bytes[index] = UInt8(truncatingIfNeeded: state)
-        }
+        let bytes = documentBytes(count: size, seed: 0x9E37_79B9)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let snapshotPath = directory.appendingPathComponent("snapshot-alpha").path
         try Data(bytes).write(to: URL(fileURLWithPath: snapshotPath))

@@ -289,13 +289,23 @@ final class DocumentApps: @unchecked Sendable {
     }
 }
 
-/// `count` bytes that differ for every `seed` (xorshift), so each round's document is its own.
+/// `count` bytes that differ for every `seed` (xorshift64), so each round's document is its own.
+/// Eight bytes a step: byte by byte, a debug build spent seconds of a shared pool thread on the
+/// megabytes these tests make.
 func documentBytes(count: Int, seed: UInt32) -> [UInt8] {
-    var state = seed | 1
-    var bytes = [UInt8](repeating: 0, count: count)
-    for index in bytes.indices {
-        state ^= state << 13; state ^= state >> 17; state ^= state << 5
-        bytes[index] = UInt8(truncatingIfNeeded: state)
+    var state = UInt64(seed) << 32 | 0x9E37_79B9
+    return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+        let raw = UnsafeMutableRawBufferPointer(buffer)
+        var offset = 0
+        while offset < count {
+            state ^= state << 13; state ^= state >> 7; state ^= state << 17
+            if offset + 8 <= count {
+                raw.storeBytes(of: state.littleEndian, toByteOffset: offset, as: UInt64.self)
+            } else {
+                for index in offset..<count { raw[index] = UInt8(truncatingIfNeeded: state >> (8 * UInt64(index - offset))) }
+            }
+            offset += 8
+        }
+        initialized = count
     }
-    return bytes
 }

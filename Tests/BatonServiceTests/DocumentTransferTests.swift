@@ -87,12 +87,7 @@ struct DocumentTransferTests {
     /// A snapshot of `size` pseudo-random bytes in the source's store, and its wire description.
     func makeSnapshot(size: Int, seed: UInt8 = 7) throws -> (AttachedDocument, [UInt8]) {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        var bytes = [UInt8](repeating: 0, count: size)
-        var state = UInt32(seed) &* 2_654_435_761 | 1
-        for index in bytes.indices {
-            state ^= state << 13; state ^= state >> 17; state ^= state << 5
-            bytes[index] = UInt8(truncatingIfNeeded: state)
-        }
+        let bytes = documentBytes(count: size, seed: UInt32(seed) &* 2_654_435_761)
         let path = directory.appendingPathComponent("source-\(seed)").path
         try Data(bytes).write(to: URL(fileURLWithPath: path))
         let info = try DocumentInfo(totalSize: UInt64(size), digest: SHA256.hash(bytes), mediaType: "application/pdf", documentID: "report-7")

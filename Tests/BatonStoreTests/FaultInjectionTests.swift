@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import BatonStore
+import BatonTestBus
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -37,7 +38,7 @@ struct FaultInjectionTests {
     }
 
     @Test(.timeLimit(.minutes(1)))
-    func sigkillNeverLosesAnAcknowledgedWrite() throws {
+    func sigkillNeverLosesAnAcknowledgedWrite() async throws {
         let executable = try #require(tortureExecutablePath(), "\(TortureMissing())")
         let path = scratchPath("torture")
         defer { removeTree(path) }
@@ -53,20 +54,23 @@ struct FaultInjectionTests {
             // A bound that cannot be reached unless the writer stopped making progress.
             try #require(runs < 5000, "only \(attempts) write attempts after \(runs) runs")
             runs += 1
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = ["counter", path]
-            let output = Pipe()
-            process.standardOutput = output
-            try process.run()
             // Start-up takes ~20 ms here; up to 50 ms more lets a run complete dozens of writes.
-            usleep(UInt32.random(in: 0...70_000, using: &generator))
-            kill(process.processIdentifier, SIGKILL)
-            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            try #require(
-                process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL,
-                "run \(runs): writer exited by itself: \(text)")
+            let delay = UInt32.random(in: 0...70_000, using: &generator)
+            // The start, the wait and the kill on a thread of their own (not the shared pool).
+            let (text, killedBySignal) = try await onOwnThread {
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: executable)
+                process.arguments = ["counter", path]
+                let output = Pipe()
+                process.standardOutput = output
+                try process.run()
+                usleep(delay)
+                kill(process.processIdentifier, SIGKILL)
+                let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                process.waitUntilExit()
+                return (text, process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL)
+            }
+            try #require(killedBySignal, "run \(runs): writer exited by itself: \(text)")
 
             let run = RunOutput(text)
             try #require(run.unparsed.isEmpty, "run \(runs): unexpected output \(run.unparsed)")

@@ -49,3 +49,24 @@ public func readToEnd(_ handle: FileHandle) async -> Data {
         DispatchQueue(label: "tests.pipe-reader").async { continuation.resume(returning: handle.readDataToEndOfFile()) }
     }
 }
+
+/// Runs blocking work (waiting for child processes, sleeping between kills) on a thread of its
+/// own. On the cooperative pool (2 threads here) such work holds a thread for seconds, and every
+/// other suite's tasks queue behind it: in CI runs, unrelated tests waited 15–18 s and a TLS
+/// handshake timed out. Expectations stay with the caller, in the test's own task.
+public func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try work() }) }.start()
+    }
+}
+
+/// Waits for `process` to end, polling without holding a pool thread; false when it did not end
+/// within `timeout`.
+public func waitForExit(_ process: Process, timeout: Duration) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while process.isRunning {
+        guard ContinuousClock.now < deadline else { return false }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return true
+}
