@@ -16,7 +16,7 @@ struct ContinuationFailureTests {
     let type = "org.example.Reader.reading"
 
     /// alpha publishes "Chapter 3"; beta (which handles the type) has its suggestion.
-    func suggested(beta transfer: TransferService.Configuration = .init(listenHost: "127.0.0.1", bluetooth: false))
+    func suggested(beta transfer: TransferService.Configuration = BusLessNode.transferConfiguration)
         async throws -> (a: BusLessNode, b: BusLessNode, suggestion: ShownSuggestion) {
         try await suggestedChapter(in: directory, type: type, transfer: transfer)
     }

@@ -134,13 +134,13 @@ struct DocumentContinueTests {
 
     /// Two paired nodes; alpha publishes an activity with a document of `size` bytes; beta pulls
     /// documents into its inbox.
-    func makePair(size: Int, receiver: TransferService.Configuration = .init(listenHost: "127.0.0.1", bluetooth: false))
+    func makePair(size: Int, receiver: TransferService.Configuration = BusLessNode.transferConfiguration)
         async throws -> (a: BusLessNode, b: BusLessNode, bytes: [UInt8], info: DocumentInfo, inbox: DocumentInbox) {
         let a = try await BusLessNode.start(in: directory, name: "alpha")
         let b = try await BusLessNode.start(in: directory, name: "beta", handled: [Self.type], transfer: receiver)
         let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing)
         for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
-            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.phase.stateName == "paired" })
+            #expect(await eventually(timeout: .seconds(30)) { await pairing.session(path)?.phase.stateName == "paired" })
         }
         let record = try ActivityRecord(activityType: Self.type, title: "Plan", userInfo: ["page": .integer(2)], webpageURL: nil, version: 1)
         a.activities.setCurrent(ActivityID(uid: getuid(), serial: 1), record)
