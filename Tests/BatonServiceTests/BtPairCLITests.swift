@@ -22,34 +22,37 @@ final class RunningTool: Sendable {
         process.standardOutput = output
         process.standardError = errors
         process.standardInput = input
-        let (stream, continuation) = AsyncStream<String>.makeStream()
-        lines = stream
-        let buffer = Mutex(Data())
-        output.fileHandleForReading.readabilityHandler = { handle in
-            let chunk = handle.availableData
-            if chunk.isEmpty { handle.readabilityHandler = nil; continuation.finish(); return }
-            let complete: [String] = buffer.withLock { data in
-                data.append(chunk)
-                var found: [String] = []
-                while let newline = data.firstIndex(of: 0x0A) {
-                    found.append(String(decoding: data[data.startIndex..<newline], as: UTF8.self))
-                    data.removeSubrange(data.startIndex...newline)
-                }
-                return found
-            }
-            for line in complete { continuation.yield(line) }
-        }
-        let collected = errorText
-        errors.fileHandleForReading.readabilityHandler = { handle in
-            let chunk = handle.availableData
-            if chunk.isEmpty { handle.readabilityHandler = nil; return }
-            collected.text.withLock { $0 += String(decoding: chunk, as: UTF8.self) }
-        }
         let (exitStream, exitContinuation) = AsyncStream<Int32>.makeStream()
         process.terminationHandler = { exitContinuation.yield($0.terminationStatus); exitContinuation.finish() }
         try process.run()
         if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
         exit = Task { var it = exitStream.makeAsyncIterator(); return await it.next() ?? -1 }
+
+        // Each pipe is read by a thread of its own, with blocking reads until end of file.
+        // (Foundation's readabilityHandler once missed the end of a finished bt-pair's output, and
+        // the test waited for a line forever with nothing left running.)
+        let (stream, continuation) = AsyncStream<String>.makeStream()
+        lines = stream
+        let outputHandle = output.fileHandleForReading
+        Thread {
+            var data = Data()
+            while case let chunk = outputHandle.availableData, !chunk.isEmpty {
+                data.append(chunk)
+                while let newline = data.firstIndex(of: 0x0A) {
+                    continuation.yield(String(decoding: data[data.startIndex..<newline], as: UTF8.self))
+                    data.removeSubrange(data.startIndex...newline)
+                }
+            }
+            continuation.finish()
+        }.start()
+        let collected = errorText
+        let errorHandle = errors.fileHandleForReading
+        Thread {
+            while case let chunk = errorHandle.availableData, !chunk.isEmpty {
+                collected.text.withLock { $0 += String(decoding: chunk, as: UTF8.self) }
+            }
+            collected.finished.withLock { $0 = true }
+        }.start()
     }
 
     /// Writes to the program's standard input (an answer to a prompt).
@@ -66,8 +69,29 @@ final class RunningTool: Sendable {
         return nil
     }
 
-    func nextLine() async -> String? { var it = lines.makeAsyncIterator(); return await it.next() }
-    func status() async -> Int32 { await exit.value }
+    /// The next line of standard output; nil at its end, or after `limit` without one (a test that
+    /// waits for a line that never comes fails instead of stalling the suite).
+    func nextLine(within limit: Duration = .seconds(60)) async -> String? {
+        let lines = lines
+        return await withTaskGroup(of: String?.self) { group in
+            group.addTask { var it = lines.makeAsyncIterator(); return await it.next() }
+            group.addTask { try? await Task.sleep(for: limit); return nil }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+    }
+    /// The exit status, once the program ended and its stderr was read to the end (bounded).
+    func status() async -> Int32 {
+        let status = await exit.value
+        await errorsRead()
+        return status
+    }
+
+    /// Waits, at most 5 s, for the stderr reader to reach end of file (it follows the exit).
+    private func errorsRead() async {
+        for _ in 0..<250 where !errorText.finished.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(20)) }
+    }
     /// The exit status, the program terminated first if it still runs after `limit` (a hang fails the test instead of stalling the suite).
     func status(killedAfter limit: Duration) async -> Int32 {
         let process = process
@@ -76,12 +100,18 @@ final class RunningTool: Sendable {
             if process.isRunning { process.terminate() }
         }
         defer { watchdog.cancel() }
-        return await exit.value
+        let status = await exit.value
+        await errorsRead()
+        return status
     }
     var stderr: String { errorText.text.withLock { $0 } }
 }
 
-final class TextBox: Sendable { let text = Mutex("") }
+final class TextBox: Sendable {
+    let text = Mutex("")
+    /// Set when the text's source reached end of file.
+    let finished = Mutex(false)
+}
 
 func productPath(_ name: String) -> String {
     // Test bundles live next to the products in .build/<config>/.
