@@ -75,6 +75,30 @@ struct HangUpTests {
         }
     }
 
+    @Test("A socket that is ready when the deadline passes is ready, not timed out, whichever event comes first")
+    func theDeadlineAsksTheSocket() async throws {
+        try await withTimeLimit {
+            let (waiting, peer) = socketPair()
+            defer { waiting.close(); peer.close() }
+            #expect(peer.withDescriptor { send($0, "x", 1, 0) } == 1)
+            // A deadline already past: the timer and the readiness source race on one queue.
+            var outcomes: [String: Int] = [:]
+            for _ in 0..<200 {
+                do throws(TransportError) {
+                    try await waiting.wait(.readable, until: .now() - .seconds(1))
+                    outcomes["ready", default: 0] += 1
+                } catch {
+                    outcomes["\(error)", default: 0] += 1
+                }
+            }
+            #expect(outcomes == ["ready": 200])
+            // Not ready at the deadline: a timeout, as before.
+            let (idle, idlePeer) = socketPair()
+            defer { idle.close(); idlePeer.close() }
+            await #expect(throws: TransportError.self) { try await idle.wait(.readable, until: .now() + .milliseconds(50)) }
+        }
+    }
+
     @Test("Sixty-four waits whose peers all hang up at once end as ready, twenty times over")
     func manyHangUpsAtOnce() async throws {
         try await withTimeLimit(60) {

@@ -162,6 +162,7 @@ private struct SendableSource: @unchecked Sendable {
 /// libdispatch's epoll set, whose hang-up handling races) watches the socket. The continuation is
 /// resumed from the source's cancel handler only, which dispatch runs after it stopped watching, so the
 /// caller may close the descriptor as soon as this returns. `.cancelled` too when no source could be made.
+/// A socket that is ready when the deadline passes is `.ready`, whichever event dispatch delivers first.
 func waitForSocket(_ descriptor: Int32, _ readiness: SocketReadiness, until deadline: DispatchTime) async -> WaitOutcome {
     if Task.isCancelled { return .cancelled }
     let state = WaitState()
@@ -187,7 +188,10 @@ func waitForSocket(_ descriptor: Int32, _ readiness: SocketReadiness, until dead
                 handle.source.cancel()
             }
             timer.source.setEventHandler {
-                state.settle(.timedOut)
+                // At the deadline the socket is asked directly: a readiness the source did not
+                // report (libdispatch on Linux, rarely, under many hang-ups at once) or has queued
+                // behind this timer is still readiness, not a timeout.
+                state.settle(isSocketReady(descriptor, readiness) ? .ready : .timedOut)
                 handle.source.cancel()
             }
             (timer.source as? any DispatchSourceTimer)?.schedule(deadline: deadline)
@@ -198,6 +202,14 @@ func waitForSocket(_ descriptor: Int32, _ readiness: SocketReadiness, until dead
         state.settle(.cancelled)
         handle.source.cancel()
     }
+}
+
+/// Whether `descriptor` is ready (or hung up, or in error) now, asked with a poll that does not wait.
+func isSocketReady(_ descriptor: Int32, _ readiness: SocketReadiness) -> Bool {
+    let wanted = readiness == .readable ? Int16(POLLIN) : Int16(POLLOUT)
+    var entry = pollfd(fd: descriptor, events: wanted, revents: 0)
+    guard poll(&entry, 1, 0) == 1 else { return false }
+    return entry.revents & (wanted | Int16(POLLHUP) | Int16(POLLERR)) != 0
 }
 
 /// Hands the outcome to the continuation once both exist. The readiness source takes its cancel handler
