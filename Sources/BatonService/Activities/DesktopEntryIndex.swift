@@ -38,10 +38,12 @@ public final class DesktopEntryIndex: DesktopEntrySource {
         let source = DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: DispatchQueue(label: "baton.desktop-entries"))
         self.source = source
         source.setEventHandler { [shared] in
-            // Drain the queued events; any of them means "scan again on the next question".
+            // Drain the queued events; any of them means "scan again on the next question". A wakeup
+            // with nothing to read changes nothing (one made a CI run scan twice with no change).
             var buffer = [UInt8](repeating: 0, count: 4_096)
-            while buffer.withUnsafeMutableBytes({ read(descriptor, $0.baseAddress, $0.count) }) > 0 {}
-            shared.state.withLock { $0.stale = true }
+            var changed = false
+            while buffer.withUnsafeMutableBytes({ read(descriptor, $0.baseAddress, $0.count) }) > 0 { changed = true }
+            if changed { shared.state.withLock { $0.stale = true } }
         }
         source.setCancelHandler { close(descriptor) }
         source.activate()
