@@ -39,9 +39,11 @@ extension BatonConnection {
     }
 
     /// Pairing1.Pair with HOST:PORT or ble:ADDRESS/PSM; returns the session path once connected.
+    /// How long Pair may take: connecting (TCP, or L2CAP dials within the daemon's dial budget) comes first.
+    public static let pairTimeout: Duration = .seconds(40)
+
     public func pair(with target: String, options: PairOptions) async throws(BatonClientError) -> String {
-        // Connecting (TCP or L2CAP) may take the daemon's whole connect timeout.
-        let reply = try await callRing(BatonInterface.pairing, "Pair", [.string(target), options.dbusValue], timeout: .seconds(40))
+        let reply = try await callRing(BatonInterface.pairing, "Pair", [.string(target), options.dbusValue], timeout: Self.pairTimeout)
         return try sessionPath(reply, "Pair")
     }
 

@@ -36,6 +36,15 @@ public struct DocumentInbox: Sendable {
         return 0
     }
 
+    /// Whether a pull of this snapshot is writing its partial file now (in this process or another):
+    /// its lock is held. A shared lock taken and dropped at once asks without disturbing it.
+    public func pullRunning(digest: [UInt8]) -> Bool {
+        let descriptor = Glibc.open(partialPath(digest: digest), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        return flock(descriptor, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK
+    }
+
     /// A finished document already received with this digest, if any.
     public func received(digest: [UInt8]) -> String? {
         var status = stat()
@@ -79,7 +88,7 @@ public final class PartialDocument: @unchecked Sendable {
             // One pull per snapshot at a time: a second one would truncate the file under the first,
             // which could then rename a file with a hole into place although its stream hashed right.
             guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-                throw SnapshotError.io(operation: "another pull of this snapshot is running", errno: errno)
+                throw errno == EWOULDBLOCK ? SnapshotError.pullInProgress : SnapshotError.system("lock partial", errno)
             }
             guard fchmod(descriptor, 0o600) == 0, ftruncate(descriptor, off_t(offset)) == 0 else { throw SnapshotError.system("truncate partial", errno) }
             // The kept bytes are read once, front to back: ask for large read-ahead.

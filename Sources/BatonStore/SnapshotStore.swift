@@ -18,6 +18,8 @@ public enum SnapshotError: Error, Equatable, Sendable {
     case digestMismatch
     case invalidName(String)
     case io(operation: String, errno: Int32)
+    /// Another pull of the same snapshot holds its partial file (one writer at a time).
+    case pullInProgress
 
     static func system(_ operation: String, _ code: Int32) -> SnapshotError {
         code == ENOSPC || code == EDQUOT ? .diskFull : .io(operation: operation, errno: code)

@@ -22,6 +22,17 @@ enum Lab {
         return process.terminationStatus
     }
 
+    /// The ACL links of every lab controller (`hcitool con`: peer, handle, role): printed when a
+    /// connect fails, since a leftover link changes what the kernel will dial.
+    static func links() async -> String {
+        var report = ""
+        for index in 0..<controllers {
+            let output = (try? await runProgram("/usr/bin/hcitool", ["-i", "hci\(index)", "con"]))?.1 ?? "hcitool failed\n"
+            report += "hci\(index): " + output.replacingOccurrences(of: "Connections:\n", with: "").trimmingCharacters(in: .whitespacesAndNewlines) + "\n"
+        }
+        return report
+    }
+
     static func secret(_ byte: UInt8, generation: UInt32 = 1) throws -> AdvertisingSecret {
         try AdvertisingSecret(bytes: [UInt8](repeating: byte, count: 32), generation: generation)
     }

@@ -44,6 +44,8 @@ final class DaemonPair: @unchecked Sendable {
     var daemons: [Process] = []
     var named: [String: Process] = [:]
 
+    let created = Date()
+
     init() throws {
         directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("baton-lab-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -69,10 +71,38 @@ final class DaemonPair: @unchecked Sendable {
                              "--adapter", adapter, "--listen", "127.0.0.1", "--name", name] + extraArguments
         let logPath = directory.appendingPathComponent("\(name).log").path
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        process.standardError = FileHandle(forWritingAtPath: logPath)
+        process.standardError = timestampedLog(logPath)
         try process.run()
         daemons.append(process)
         named[name] = process
+    }
+
+    /// A pipe whose lines reach `path` prefixed with the seconds since this pair was made (one
+    /// clock for both daemons' logs, so a failure shows what happened in which order).
+    private func timestampedLog(_ path: String) -> Pipe {
+        let pipe = Pipe()
+        let reader = pipe.fileHandleForReading
+        let writer = FileHandle(forWritingAtPath: path)
+        let origin = created
+        Thread.detachNewThread {
+            var pending = Data()
+            func write(_ line: Data) {
+                let stamp = String(format: "[%8.3f] ", Date().timeIntervalSince(origin))
+                writer?.write(Data(stamp.utf8) + line + Data([10]))
+            }
+            while true {
+                let chunk = reader.availableData
+                if chunk.isEmpty { break }
+                pending.append(chunk)
+                while let newline = pending.firstIndex(of: 10) {
+                    write(pending[pending.startIndex..<newline])
+                    pending = Data(pending[pending.index(after: newline)...])
+                }
+            }
+            if !pending.isEmpty { write(pending) }
+            try? writer?.close()
+        }
+        return pipe
     }
 
     /// Stops one daemon with SIGTERM and waits for it to exit.
@@ -167,7 +197,8 @@ struct TwoDaemonsLabTests {
         }
 
         let (withStatus, withOut, withErr) = try await lab.pairWith("beta", acceptor: "alpha", ["--json", "alpha", "--yes"])
-        #expect(withStatus == 0, "\(withErr)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))")
+        let links = withStatus == 0 ? "" : await Lab.links()
+        #expect(withStatus == 0, "\(withErr)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))\nlinks:\n\(links)")
         #expect(withOut.contains("\"paired\""))
         #expect(withErr.contains("ble:"))
         let (acceptStatus, _, acceptErr) = try await accept.value
@@ -324,9 +355,18 @@ struct TwoDaemonsLabTests {
         // alpha waits for another pairing: its clear pairing advert replaces the ring advert.
         let waiting = Task { try await lab.cli("bt-pair", "alpha", ["--json", "accept", "--host", "127.0.0.1", "--yes"]) }
         defer { waiting.cancel() }
+        // Beta must hear this session's advert, not remember the first session's (listed for 130 s):
+        // a CI run published before the second session's advert was on the air.
+        var secondSession = ""
         #expect(try await lab.eventually(20) {
-            try await lab.cli("bt-pair", "beta", ["--json", "discover", "--seconds", "2"]).1.contains("\"alpha\"")
+            let (_, props, _) = try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.alpha",
+                "/org/baton/ring/pairing/2", "org.freedesktop.DBus.Properties.Get", "string:org.baton.PairingSession1", "string:SessionId"])
+            secondSession = props.split(separator: "\"").dropFirst().first.map(String.init) ?? ""
+            return !secondSession.isEmpty
         }, "alpha log:\n\(lab.log("alpha"))")
+        #expect(try await lab.eventually(20) {
+            try await lab.cli("bt-pair", "beta", ["--json", "discover", "--seconds", "2"]).1.contains(secondSession)
+        }, "session \(secondSession) not heard; alpha log:\n\(lab.log("alpha"))")
         let second = Task { try await lab.cli("baton", "alpha", ["publish", "--type", type, "--title", "Chapter 4", "--current", "--for", "90"]) }
         defer { second.cancel() }
         // The publication reaches alpha's daemon (the CLI stays to keep it current); beta hears nothing new.
@@ -418,7 +458,8 @@ struct TwoDaemonsLabTests {
             return out.contains("\"alpha\"") && out.contains("ble")
         })
         let (withStatus, _, withErr) = try await lab.pairWith("beta", acceptor: "alpha", ["--json", "alpha", "--yes"])
-        #expect(withStatus == 0, "\(withErr)\nbeta log:\n\(lab.log("beta"))")
+        let links = withStatus == 0 ? "" : await Lab.links()
+        #expect(withStatus == 0, "\(withErr)\nbeta log:\n\(lab.log("beta"))\nlinks:\n\(links)")
         _ = try await accept.value
 
         // alpha's TCP listener moves to a port beta cannot know; only the BLE hint still leads to alpha.
@@ -448,7 +489,8 @@ struct TwoDaemonsLabTests {
 
         let (status, reply, error) = try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--reply-timeout=60000",
             "--dest=org.baton.beta", "/org/baton/ring", "org.baton.Ring1.Continue", "string:alpha", "string:org.example.Reader.reading"])
-        #expect(status == 0 && reply.contains("delivered"), "\(reply)\(error)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))")
+        let continueLinks = status == 0 ? "" : await Lab.links()
+        #expect(status == 0 && reply.contains("delivered"), "\(reply)\(error)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))\nlinks:\n\(continueLinks)")
         #expect(titles.all == ["Chapter 3"])
         #expect(lab.log("alpha").contains("transfer channel over L2CAP from"))
         // The ActivityContinued report reached alpha over BLE too: no failure logged on beta.

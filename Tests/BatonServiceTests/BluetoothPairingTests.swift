@@ -1,5 +1,6 @@
 import BatonCore
 import BatonTransport
+import BatonClient
 import Testing
 @testable import BatonService
 
@@ -24,6 +25,18 @@ import Testing
                                                               psm: 0x80, sessionID: session)
         #expect(publicTarget?.type == .public)
         #expect(PairingService.heardSessionAddress(adverts, psm: 0x80, sessionID: Array(17...24)) == nil)
+    }
+
+    /// A CI run's Pair over L2CAP got NoReply: two 15 s dials timed out and the third outlived the
+    /// client's 40 s. Every dial, with the wait for a rotated address (3 s), fits the budget, and
+    /// the budget the client's timeout, so the caller hears why.
+    @Test func pairingDialsEndBeforeTheClientStopsWaiting() {
+        let rotationWait: Duration = .seconds(3)
+        #expect(PairingService.pairingDialBudget + rotationWait + .seconds(2) <= BatonConnection.pairTimeout)
+        #expect(PairingService.pairingDialMinimum > rotationWait)
+        #expect(PairingService.pairingDialTimeout <= PairingService.pairingDialBudget)
+        #expect(PairingService.seconds(.milliseconds(15_049)) == "15.0")
+        #expect(PairingService.seconds(.milliseconds(2_750)) == "2.7")
     }
 
     @Test func bluetoothTargetsParseAddressAndPSM() throws {

@@ -132,6 +132,70 @@ struct DocumentTransferTests {
         #expect(mode == 0o600)
     }
 
+    /// A lab run failed a Continue with "another pull of this snapshot is running": a journalled claim
+    /// replayed at a sighting pulled the same snapshot. A second pull waits for the first and takes
+    /// its document, without pulling it again.
+    @Test func aPullWaitsForAnotherPullOfTheSameSnapshotAndTakesItsDocument() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (document, bytes) = try makeSnapshot(size: 6 * Self.chunk + 77)
+        let source = try MisbehavingDocumentSourceFake(document: document, plan: .init())
+        defer { source.stop() }
+        let (puller, inbox) = try makePuller()
+        // The other pull: holds the partial file, has written two chunks.
+        let other = try inbox.open(digest: document.info.digest, offset: 0)
+        bytes[0..<(2 * Self.chunk)].withUnsafeBytes { try? other.append($0) }
+        #expect(inbox.pullRunning(digest: document.info.digest))
+        let pulling = Task { try await puller.pull(connect: source.connect, progress: { _, _ in }) }
+        try await Task.sleep(for: .milliseconds(300))
+        bytes[(2 * Self.chunk)...].withUnsafeBytes { try? other.append($0) }
+        let finished = try other.finish()
+        #expect(!inbox.pullRunning(digest: document.info.digest))
+        let pulled = try await pulling.value
+        #expect(pulled.path == finished)
+        #expect(try Array(Data(contentsOf: URL(fileURLWithPath: pulled.path))) == bytes)
+        #expect(source.seen.count == 1, "only the first request, which named the snapshot: nothing pulled twice")
+        #expect(try inboxFiles(inbox) == [document.info.digest.hexString + ".document"])
+    }
+
+    /// The other pull stops part way (its connection broke): the waiting pull resumes its partial file.
+    @Test func aPullResumesWhereAnotherPullOfTheSameSnapshotStopped() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (document, bytes) = try makeSnapshot(size: 6 * Self.chunk + 77)
+        let source = try MisbehavingDocumentSourceFake(document: document, plan: .init())
+        defer { source.stop() }
+        let (puller, inbox) = try makePuller()
+        let other = try inbox.open(digest: document.info.digest, offset: 0)
+        let pulling = Task { try await puller.pull(connect: source.connect, progress: { _, _ in }) }
+        try await Task.sleep(for: .milliseconds(200))
+        bytes[0..<(4 * Self.chunk)].withUnsafeBytes { try? other.append($0) }
+        other.suspend()
+        let pulled = try await pulling.value
+        #expect(try Array(Data(contentsOf: URL(fileURLWithPath: pulled.path))) == bytes)
+        #expect(source.seen.map(\.offset) == [0, UInt64(4 * Self.chunk)])
+        #expect(pulled.resumedBytes == UInt64(4 * Self.chunk))
+    }
+
+    /// Another pull that writes nothing more for a chunk timeout is given up on, with a clear error.
+    @Test func aPullStopsWaitingForAnotherPullThatMakesNoProgress() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (document, _) = try makeSnapshot(size: 3 * Self.chunk)
+        let source = try MisbehavingDocumentSourceFake(document: document, plan: .init())
+        defer { source.stop() }
+        let inbox = try DocumentInbox(directory: directory.appendingPathComponent("inbox").path)
+        let ids = RequestIDSource(startingAt: 100)
+        let puller = DocumentPuller(inbox: inbox, activity: ActivityReference(typeHash: TypeHash(value: 0x1234_5678), revision: 3),
+                                    chunkTimeout: .milliseconds(400), maxInterruptions: 4, makeRequestID: { ids.make() })
+        let other = try inbox.open(digest: document.info.digest, offset: 0)
+        defer { other.suspend() }
+        await #expect(throws: DocumentPullError.self) { _ = try await puller.pull(connect: source.connect, progress: { _, _ in }) }
+        do {
+            _ = try await puller.pull(connect: source.connect, progress: { _, _ in })
+        } catch {
+            guard case .interrupted(let why) = error else { Issue.record("\(error)"); return }
+            #expect(why.contains("another pull"))
+        }
+    }
+
     @Test func aCorruptedChunkIsRefusedAtTheDigestAndPulledAgain() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let (document, bytes) = try makeSnapshot(size: 4 * Self.chunk)

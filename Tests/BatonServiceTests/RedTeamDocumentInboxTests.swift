@@ -20,7 +20,8 @@ struct RedTeamDocumentInboxTests {
     /// writing further on; the first then completes, its stream hashing right, and renames a file
     /// with a hole of zeros into place as the checked document. Found: the document delivered did not
     /// match its digest. Fixed: a pull holds its partial file exclusively (flock); a second pull of the
-    /// same snapshot fails at once instead of touching it, and the first arrives whole.
+    /// same snapshot never touches it (it waits for the first, here until the first's 3 s without
+    /// progress end it), and the first arrives whole.
     @Test func aSecondPullOfTheSameSnapshotCannotCorruptTheFirst() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         var bytes = [UInt8](repeating: 0, count: 8 * Self.chunk)

@@ -127,6 +127,7 @@ extension ActivityService {
         case .notReadable: .invalidArguments("the snapshot must be a descriptor opened for reading")
         case .digestMismatch, .invalidName: .failed("snapshot refused")
         case .io(let operation, let code): .failed("snapshot \(operation) failed (errno \(code))")
+        case .pullInProgress: .failed("another transfer of this document is running")
         }
     }
 }

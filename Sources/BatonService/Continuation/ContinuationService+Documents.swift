@@ -21,6 +21,7 @@ extension ContinuationService {
         case .protocolError(let why): .continuation(.interrupted, "protocol error in the document transfer: \(why)")
         case .digestMismatch: .failed("the document did not match its digest")
         case .cancelled: .continuation(.cancelled, "the document transfer was stopped (a retry resumes it)")
+        case .store(.pullInProgress): .continuation(.interrupted, "another transfer of this document here did not finish; a retry resumes it")
         case .store(.diskFull): .failed("no space left for the document")
         case .store(.payloadTooLarge(let limit, let actual)): .failed("the document is \(actual) bytes, more than the \(limit) accepted here")
         case .store(let error): .failed("the document cannot be stored: \(error)")

@@ -67,8 +67,19 @@ public struct DocumentPuller {
         var interruptions = 0
         var mismatches = 0
         var resumedBytes: UInt64 = 0
+        var contended = 0
         while true {
             if Task.isCancelled { throw .cancelled }
+            if let known {
+                // Another pull of this snapshot here (a journalled claim replayed at a sighting, another
+                // Continue) writes it: its result is taken, or its partial file resumed when it stopped.
+                let waited = try await waitForOtherPull(of: known.digest)
+                if let path = inbox.received(digest: known.digest) {
+                    return PulledDocument(path: path, info: known, resumes: interruptions, resumedBytes: known.totalSize)
+                }
+                // What the other pull left is not this pull's network traffic.
+                if waited { resumedBytes = inbox.resumeOffset(digest: known.digest) }
+            }
             let digest = known?.digest ?? DocumentRequest.anySnapshot
             let offset = known == nil ? 0 : inbox.resumeOffset(digest: digest)
             let request = DocumentRequest(activity: activity, digest: digest, offset: offset)
@@ -108,6 +119,11 @@ public struct DocumentPuller {
                     completed = info.totalSize == check.next
                     return PulledDocument(path: path, info: info, resumes: 0, resumedBytes: info.totalSize)
                 }
+                if inbox.pullRunning(digest: info.digest) {
+                    contended += 1
+                    guard contended <= Self.maxContended else { throw .store(.pullInProgress) }
+                    continue
+                }
                 // An earlier pull of this snapshot stopped part way: ask again from where it stopped.
                 let held = inbox.resumeOffset(digest: info.digest)
                 if held > 0 && held <= info.totalSize {
@@ -121,6 +137,11 @@ public struct DocumentPuller {
             do throws(SnapshotError) {
                 reservation = try inbox.reserve(digest: info.digest, size: info.totalSize)
                 partial = try inbox.open(digest: info.digest, offset: check.next)
+            } catch .pullInProgress {
+                // Another pull took the partial file since the check above: wait for it (loop start).
+                contended += 1
+                guard contended <= Self.maxContended else { throw .store(.pullInProgress) }
+                continue
             } catch { throw .store(error) }
             defer { reservation.release() }
             progress(check.next, info.totalSize)
@@ -160,6 +181,33 @@ public struct DocumentPuller {
             }
         }
     }
+
+    /// Waits while another pull of `digest` holds its partial file, for as long as that file grows:
+    /// one whose file stays the same size for a chunk timeout is given up on (`interrupted`).
+    /// True when there was one to wait for.
+    private func waitForOtherPull(of digest: [UInt8]) async throws(DocumentPullError) -> Bool {
+        let clock = ContinuousClock()
+        var waited = false
+        var size = inbox.resumeOffset(digest: digest)
+        var progressed = clock.now
+        while inbox.pullRunning(digest: digest) {
+            waited = true
+            do { try await Task.sleep(for: Self.otherPullPoll) } catch { throw .cancelled }
+            let now = inbox.resumeOffset(digest: digest)
+            if now != size {
+                size = now
+                progressed = clock.now
+            } else if clock.now - progressed > chunkTimeout {
+                throw .interrupted("another pull of this snapshot here made no progress for \(chunkTimeout)")
+            }
+        }
+        return waited
+    }
+
+    /// How often a pull waiting for another one of the same snapshot looks again (only while both run).
+    static let otherPullPoll: Duration = .milliseconds(50)
+    /// Times one pull may find its snapshot taken by another pull and wait for it.
+    static let maxContended = 16
 
     /// Receives chunks until the stream is complete; returns why the connection broke, nil when complete.
     /// Each chunk is hashed by one task and written by another while the next one is received and

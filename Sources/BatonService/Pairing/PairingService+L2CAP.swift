@@ -39,7 +39,11 @@ extension PairingService {
         }
         var target = await pairingDialTarget(peer: peer, psm: psm, addressType: addressType, sessionID: sessionID)
         var attempt = 1
+        let clock = ContinuousClock()
+        let deadline = clock.now + Self.pairingDialBudget
         while true {
+            let attemptTimeout = min(Self.pairingDialTimeout, deadline - clock.now)
+            let started = clock.now
             // BlueZ's discovery (an active scan) competes with the kernel's own scan for the peer: paused
             // while connecting.
             await radio.pauseScanningForConnect()
@@ -47,7 +51,7 @@ extension PairingService {
             do {
                 result = .success(try await L2CAPConnector.connect(adapterAddress: local, adapterAddressType: localType,
                                                                    peerAddress: target.address, peerAddressType: target.type,
-                                                                   psm: psm, timeout: .seconds(15)))
+                                                                   psm: psm, timeout: attemptTimeout))
             } catch {
                 result = .failure(error)
             }
@@ -57,27 +61,39 @@ extension PairingService {
                 log("batond: pairing connected over L2CAP to \(channel.peer)")
                 return channel
             case .failure(let error):
-                if attempt < Self.pairingDialAttempts, let moved = await rotatedPairingAddress(from: target.address, psm: psm, sessionID: sessionID) {
-                    log("batond: pairing advert moved from \(target.address) to \(moved.address) (private address rotation); dialling again")
+                let took = Self.seconds(clock.now - started)
+                // Another dial only while the budget leaves it a useful time (the caller's Pair waits 40 s).
+                let another = attempt < Self.pairingDialAttempts && deadline - clock.now >= Self.pairingDialMinimum
+                if another, let moved = await rotatedPairingAddress(from: target.address, psm: psm, sessionID: sessionID) {
+                    log("batond: pairing connect to \(target.address) failed after \(took) s (\(error)); its advert moved to \(moved.address) (private address rotation); dialling again")
                     target = moved
                     attempt += 1
                     continue
                 }
                 // A connection request can go unanswered while the acceptor's controller is between
                 // advertising sets; its advert still heard, one more dial is worth the wait.
-                if attempt < Self.pairingDialAttempts, error == .connectTimedOut,
+                if another, error == .connectTimedOut,
                    Self.heardSessionAddress(await radio.recentPairingAdverts(), psm: psm, sessionID: sessionID) != nil {
-                    log("batond: pairing connect to \(target.address) timed out while its advert is still heard; dialling again")
+                    log("batond: pairing connect to \(target.address) (\(target.type)) timed out after \(took) s while its advert is still heard; dialling again")
                     attempt += 1
                     continue
                 }
-                throw .unknownDevice("cannot reach ble:\(target.address)/0x\(String(psm, radix: 16)): \(error)")
+                throw .unknownDevice("cannot reach ble:\(target.address)/0x\(String(psm, radix: 16)) (\(attempt) dial(s), last \(took) s): \(error)")
             }
         }
     }
 
-    /// Dials per pairing (each up to 15 s): the acceptor waits 120 s.
+    /// Dials per pairing (each up to `pairingDialTimeout`), all within `pairingDialBudget`, so that
+    /// Pair answers before its caller's 40 s (BatonClient) gives up; the acceptor waits 120 s.
     static let pairingDialAttempts = 3
+    static let pairingDialTimeout: Duration = .seconds(15)
+    static let pairingDialBudget: Duration = .seconds(32)
+    static let pairingDialMinimum: Duration = .seconds(5)
+
+    static func seconds(_ duration: Duration) -> String {
+        let (whole, attoseconds) = duration.components
+        return "\(whole).\(attoseconds / 100_000_000_000_000_000)"
+    }
 
     /// Where to dial: the address this session's pairing advert (same PSM) was last heard from; else
     /// the caller's address with the given type, else the type heard with it, else public.
