@@ -33,6 +33,39 @@ enum Lab {
         return report
     }
 
+    /// Drops every LE link of the lab controllers (`hcitool ledc`) and says which there were.
+    /// bluetoothd keeps a link up after the sockets that made it close (its ATT channel holds it)
+    /// and btvirt's links never time out, so a test would inherit the links of the tests before
+    /// it: a CI run's pairing dial, carried over such a link, was refused (ECONNREFUSED in 0.0 s)
+    /// or went unanswered (two 15 s timeouts). Each two-daemon test starts without them.
+    static func dropLinks() -> String {
+        var dropped: [String] = []
+        for index in 0..<controllers {
+            let listing = runSync("/usr/bin/hcitool", ["-i", "hci\(index)", "con"])
+            for line in listing.split(separator: "\n") where line.contains(" LE ") {
+                let words = line.split(separator: " ")
+                guard let at = words.firstIndex(of: "handle"), at + 1 < words.count else { continue }
+                _ = runSync("/usr/bin/hcitool", ["-i", "hci\(index)", "ledc", String(words[at + 1])])
+                dropped.append("hci\(index): \(line.trimmingCharacters(in: .whitespaces))")
+            }
+        }
+        return dropped.isEmpty ? "none" : dropped.joined(separator: "; ")
+    }
+
+    /// Runs a short program to its end and returns its standard output (at the start of a test).
+    static func runSync(_ path: String, _ arguments: [String]) -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return "" }
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
+    }
+
     static func secret(_ byte: UInt8, generation: UInt32 = 1) throws -> AdvertisingSecret {
         try AdvertisingSecret(bytes: [UInt8](repeating: byte, count: 32), generation: generation)
     }

@@ -62,6 +62,11 @@ final class DaemonPair: @unchecked Sendable {
         bus.arguments = ["--config-file=\(config.path)", "--nofork"]
         try bus.run()
         for _ in 0..<100 where !FileManager.default.fileExists(atPath: socket) { usleep(20_000) }
+        if Lab.isInside {
+            let dropped = Lab.dropLinks()
+            mark("LE links left by earlier tests, dropped: \(dropped)")
+            if dropped != "none" { print("LAB LE links left by earlier tests, dropped: \(dropped)") }
+        }
     }
 
     func start(name: String, adapter: String, extraArguments: [String] = []) throws {
@@ -70,7 +75,8 @@ final class DaemonPair: @unchecked Sendable {
         process.arguments = ["--bus-address", address, "--bus-name", "org.baton.\(name)", "--state-dir", directory.appendingPathComponent(name).path,
                              "--adapter", adapter, "--listen", "127.0.0.1", "--name", name] + extraArguments
         let logPath = directory.appendingPathComponent("\(name).log").path
-        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        if !FileManager.default.fileExists(atPath: logPath) { _ = FileManager.default.createFile(atPath: logPath, contents: nil) }
+        mark("start \(name) on \(adapter) \(extraArguments.joined(separator: " "))")
         process.standardError = timestampedLog(logPath)
         try process.run()
         daemons.append(process)
@@ -83,6 +89,7 @@ final class DaemonPair: @unchecked Sendable {
         let pipe = Pipe()
         let reader = pipe.fileHandleForReading
         let writer = FileHandle(forWritingAtPath: path)
+        _ = try? writer?.seekToEnd()
         let origin = created
         Thread.detachNewThread {
             var pending = Data()
@@ -113,19 +120,37 @@ final class DaemonPair: @unchecked Sendable {
     }
 
     func cli(_ tool: String, _ name: String, _ arguments: [String]) async throws -> (Int32, String, String) {
-        try await runProgram(product(tool), ["--bus", address, "--bus-name", "org.baton.\(name)"] + arguments)
+        let started = Date()
+        let result = try await runProgram(product(tool), ["--bus", address, "--bus-name", "org.baton.\(name)"] + arguments)
+        mark("\(tool) \(name) \(arguments.joined(separator: " ")) → \(result.0), began \(stamp(started))")
+        return result
     }
+
+    private let marks = Mutex<[String]>([])
+
+    private func stamp(_ date: Date) -> String { String(format: "%.3f", date.timeIntervalSince(created)) }
+
+    /// Notes a step of the test on the daemons' clock; `timeline` lists them (printed on failures).
+    func mark(_ text: String) {
+        let line = String(format: "[%8.3f] ", Date().timeIntervalSince(created)) + text
+        marks.withLock { $0.append(line) }
+    }
+
+    var timeline: String { "test steps:\n" + marks.withLock { $0.joined(separator: "\n") } }
 
     /// `bt-pair with` on `name`, its user typing the code that `acceptor`'s confirming session shows.
     func pairWith(_ name: String, acceptor: String, _ arguments: [String]) async throws -> (Int32, String, String) {
         let address = address
-        return try await runProgram(product("bt-pair"), ["--bus", address, "--bus-name", "org.baton.\(name)", "with"] + arguments) {
+        let started = Date()
+        let result = try await runProgram(product("bt-pair"), ["--bus", address, "--bus-name", "org.baton.\(name)", "with"] + arguments) {
             for _ in 0..<120 {
                 if let code = try? await Self.confirmingCode(address: address, daemon: acceptor) { return code + "\n" }
                 try? await Task.sleep(for: .milliseconds(250))
             }
             return nil
         }
+        mark("bt-pair \(name) with \(arguments.joined(separator: " ")) → \(result.0), began \(stamp(started))")
+        return result
     }
 
     /// The Code of the daemon's pairing session that is confirming (the acceptor shows it), if any.
@@ -149,13 +174,19 @@ final class DaemonPair: @unchecked Sendable {
     }
 
     /// Waits until `condition` holds, polling.
-    func eventually(_ seconds: Double, _ condition: () async throws -> Bool) async rethrows -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
+    func eventually(_ seconds: Double, line: Int = #line, _ condition: () async throws -> Bool) async rethrows -> Bool {
+        let started = Date()
+        let deadline = started.addingTimeInterval(seconds)
         while Date() < deadline {
-            if try await condition() { return true }
+            if try await condition() {
+                mark("eventually(\(Int(seconds))) at line \(line) → true, began \(stamp(started))")
+                return true
+            }
             try? await Task.sleep(for: .milliseconds(250))
         }
-        return try await condition()
+        let last = try await condition()
+        mark("eventually(\(Int(seconds))) at line \(line) → \(last), began \(stamp(started))")
+        return last
     }
 }
 
@@ -198,7 +229,7 @@ struct TwoDaemonsLabTests {
 
         let (withStatus, withOut, withErr) = try await lab.pairWith("beta", acceptor: "alpha", ["--json", "alpha", "--yes"])
         let links = withStatus == 0 ? "" : await Lab.links()
-        #expect(withStatus == 0, "\(withErr)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))\nlinks:\n\(links)")
+        #expect(withStatus == 0, "\(withErr)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))\nlinks:\n\(links)\n\(lab.timeline)")
         #expect(withOut.contains("\"paired\""))
         #expect(withErr.contains("ble:"))
         let (acceptStatus, _, acceptErr) = try await accept.value
@@ -371,7 +402,7 @@ struct TwoDaemonsLabTests {
         defer { second.cancel() }
         // The publication reaches alpha's daemon (the CLI stays to keep it current); beta hears nothing new.
         try await Task.sleep(for: .seconds(3))
-        #expect(try await suggestionPaths() == [offered], "beta heard alpha's newer advert although the pairing advert held the air")
+        #expect(try await suggestionPaths() == [offered], "beta heard alpha's newer advert although the pairing advert held the air\n\(lab.timeline)")
 
         let (status, reply, error) = try await continueSuggestion(offered)
         #expect(status != 0 && error.contains("org.baton.Error.UnknownActivity") && error.contains("noLongerCurrent"),
@@ -459,7 +490,7 @@ struct TwoDaemonsLabTests {
         })
         let (withStatus, _, withErr) = try await lab.pairWith("beta", acceptor: "alpha", ["--json", "alpha", "--yes"])
         let links = withStatus == 0 ? "" : await Lab.links()
-        #expect(withStatus == 0, "\(withErr)\nbeta log:\n\(lab.log("beta"))\nlinks:\n\(links)")
+        #expect(withStatus == 0, "\(withErr)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))\nlinks:\n\(links)\n\(lab.timeline)")
         _ = try await accept.value
 
         // alpha's TCP listener moves to a port beta cannot know; only the BLE hint still leads to alpha.
@@ -490,7 +521,7 @@ struct TwoDaemonsLabTests {
         let (status, reply, error) = try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--reply-timeout=60000",
             "--dest=org.baton.beta", "/org/baton/ring", "org.baton.Ring1.Continue", "string:alpha", "string:org.example.Reader.reading"])
         let continueLinks = status == 0 ? "" : await Lab.links()
-        #expect(status == 0 && reply.contains("delivered"), "\(reply)\(error)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))\nlinks:\n\(continueLinks)")
+        #expect(status == 0 && reply.contains("delivered"), "\(reply)\(error)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))\nlinks:\n\(continueLinks)\n\(lab.timeline)")
         #expect(titles.all == ["Chapter 3"])
         #expect(lab.log("alpha").contains("transfer channel over L2CAP from"))
         // The ActivityContinued report reached alpha over BLE too: no failure logged on beta.
