@@ -38,8 +38,10 @@ public struct DocumentInbox: Sendable {
 
     /// Whether a pull of this snapshot is writing its partial file now (in this process or another):
     /// its lock is held. A shared lock taken and dropped at once asks without disturbing it.
-    public func pullRunning(digest: [UInt8]) -> Bool {
-        let descriptor = Glibc.open(partialPath(digest: digest), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+    public func pullRunning(digest: [UInt8]) -> Bool { pullRunning(hexDigest: digest.hexString) }
+
+    func pullRunning(hexDigest: String) -> Bool {
+        let descriptor = Glibc.open(directory + "/" + hexDigest + ".partial", O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }
         return flock(descriptor, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK
@@ -58,9 +60,6 @@ public struct DocumentInbox: Sendable {
         try PartialDocument(path: partialPath(digest: digest), finalPath: documentPath(digest: digest), directory: directory,
                             digest: digest, offset: offset)
     }
-
-    /// Drops the partial file of `digest` (its bytes were refused).
-    public func discard(digest: [UInt8]) { unlink(partialPath(digest: digest)) }
 }
 
 /// One snapshot being received, appended in order and checked against its digest at the end.
@@ -139,10 +138,17 @@ public final class PartialDocument: @unchecked Sendable {
     }
 
     /// Ends the pull: the digest is checked, then the partial file becomes the document (fsync,
-    /// rename). A mismatch removes the partial file, so the next pull starts from 0.
+    /// rename). A mismatch removes the partial file, so the next pull starts from 0. A partial file
+    /// no longer at its name is never renamed (`io`, ESTALE).
     public func finish() throws(SnapshotError) -> String {
         closed = true
         defer { close(descriptor) }
+        // The rename goes by name: it must still name this file (one removed and made again under
+        // it is another pull's, unchecked), else that file would become the checked document.
+        var opened = stat(), named = stat()
+        guard fstat(descriptor, &opened) == 0, lstat(path, &named) == 0, opened.st_dev == named.st_dev, opened.st_ino == named.st_ino else {
+            throw .io(operation: "partial file removed while written", errno: ESTALE)
+        }
         guard hash.finish() == digest else {
             unlink(path)
             throw .digestMismatch
@@ -151,6 +157,15 @@ public final class PartialDocument: @unchecked Sendable {
         guard rename(path, finalPath) == 0 else { throw .system("rename", errno) }
         try SnapshotStore.syncDirectory(directory)
         return finalPath
+    }
+
+    /// Drops the partial file (its stream was refused), while it is still locked: unlinked after the
+    /// lock is let go, it could be the file a waiting pull had just opened and was writing.
+    public func discard() {
+        guard !closed else { return }
+        closed = true
+        unlink(path)
+        close(descriptor)
     }
 
     /// Keeps what arrived for a later resume (the connection broke).

@@ -20,40 +20,52 @@ extension DocumentInbox {
     public static let partialLifetime: Int = 24 * 3600
     public static let deliveredGrace: Int = 3600
 
-    /// Pulls in progress in this process: inbox directory → digest (hex) → bytes reserved.
-    private static let reservations = Mutex<[String: [String: UInt64]]>([:])
+    /// Pulls in progress in this process: inbox directory → digest (hex) → each pull's reservation
+    /// (its number → bytes). Each pull's own entry: a second pull of a digest that reserves and then
+    /// finds the partial file taken must not, when it lets go, uncount the first (whose partial file
+    /// would then be held at its current size and be evictable while it is written).
+    private static let reservations = Mutex<(next: UInt64, all: [String: [String: [UInt64: UInt64]]])>((0, [:]))
 
     /// Makes room for a snapshot of `size` bytes and reserves it until the returned reservation is
     /// released (when the pull ends, whole or not).
     public func reserve(digest: [UInt8], size: UInt64, now: Int = Int(time(nil))) throws(SnapshotError) -> InboxReservation {
         let name = digest.hexString
-        try Self.reservations.withLock { (all: inout [String: [String: UInt64]]) throws(SnapshotError) in
-            let reserved = all[directory] ?? [:]
+        let number = try Self.reservations.withLock { (state: inout (next: UInt64, all: [String: [String: [UInt64: UInt64]]])) throws(SnapshotError) -> UInt64 in
+            // Pulls of one digest write one file: it counts once, at the largest size reserved for it
+            // (a second pull of a digest, which will wait for the first, asks for no more room).
+            var reserved = (state.all[directory] ?? [:]).mapValues { $0.values.max() ?? 0 }
+            let wanted = max(size, reserved.removeValue(forKey: name) ?? 0)
             var files = inboxFiles().filter { reserved[$0.digest] == nil && $0.digest != name }
-            for file in files where file.isPartial && now - file.modified > Self.partialLifetime {
-                unlink(directory + "/" + file.name)
-            }
-            files.removeAll { $0.isPartial && now - $0.modified > Self.partialLifetime }
+            // A partial file locked by a pull (another process's, or one whose reservation is not
+            // known here) is being written: it counts, but is neither expired nor evicted.
+            let locked = Set(files.filter { $0.isPartial && pullRunning(hexDigest: $0.digest) }.map(\.name))
+            let expired = { (file: InboxFile) in file.isPartial && now - file.modified > Self.partialLifetime && !locked.contains(file.name) }
+            for file in files where expired(file) { unlink(directory + "/" + file.name) }
+            files.removeAll(where: expired)
             var held = files.reduce(UInt64(0)) { $0 + $1.size } + reserved.values.reduce(0, +)
-            let evictable = files.filter { $0.isPartial || now - $0.modified > Self.deliveredGrace }.sorted { $0.modified < $1.modified }
+            let evictable = files.filter { !locked.contains($0.name) && ($0.isPartial || now - $0.modified > Self.deliveredGrace) }
+                .sorted { $0.modified < $1.modified }
             // The victims are chosen first: a pull that cannot fit anyway removes nothing.
             var victims: [InboxFile] = []
             var next = evictable.makeIterator()
-            while held.addingReportingOverflow(size).partialValue > capacity || held.addingReportingOverflow(size).overflow {
-                guard let oldest = next.next() else { throw .payloadTooLarge(limit: capacity, actual: held &+ size) }
+            while held.addingReportingOverflow(wanted).partialValue > capacity || held.addingReportingOverflow(wanted).overflow {
+                guard let oldest = next.next() else { throw .payloadTooLarge(limit: capacity, actual: held &+ wanted) }
                 victims.append(oldest)
                 held -= oldest.size
             }
             for victim in victims { unlink(directory + "/" + victim.name) }
-            all[directory, default: [:]][name] = size
+            state.next += 1
+            state.all[directory, default: [:]][name, default: [:]][state.next] = size
+            return state.next
         }
-        return InboxReservation(directory: directory, digest: name)
+        return InboxReservation(directory: directory, digest: name, number: number)
     }
 
-    fileprivate static func release(directory: String, digest: String) {
-        reservations.withLock { all in
-            all[directory]?[digest] = nil
-            if all[directory]?.isEmpty == true { all[directory] = nil }
+    fileprivate static func release(directory: String, digest: String, number: UInt64) {
+        reservations.withLock { state in
+            state.all[directory]?[digest]?[number] = nil
+            if state.all[directory]?[digest]?.isEmpty == true { state.all[directory]?[digest] = nil }
+            if state.all[directory]?.isEmpty == true { state.all[directory] = nil }
         }
     }
 
@@ -87,16 +99,18 @@ extension DocumentInbox {
 public final class InboxReservation: Sendable {
     private let directory: String
     private let digest: String
+    private let number: UInt64
     private let released = Mutex(false)
 
-    init(directory: String, digest: String) {
+    init(directory: String, digest: String, number: UInt64) {
         self.directory = directory
         self.digest = digest
+        self.number = number
     }
 
     public func release() {
         guard released.withLock({ done in defer { done = true }; return !done }) else { return }
-        DocumentInbox.release(directory: directory, digest: digest)
+        DocumentInbox.release(directory: directory, digest: digest, number: number)
     }
 
     deinit { release() }

@@ -157,8 +157,7 @@ public struct DocumentPuller {
             switch received {
             case .success(let outcome): broken = outcome
             case .failure(let error):
-                partial.suspend()
-                if case .protocolError = error { inbox.discard(digest: info.digest) }
+                if case .protocolError = error { partial.discard() } else { partial.suspend() }
                 throw Task.isCancelled ? .cancelled : error
             }
             if let broken {
