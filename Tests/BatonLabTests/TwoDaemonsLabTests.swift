@@ -136,6 +136,20 @@ final class DaemonPair: @unchecked Sendable {
         marks.withLock { $0.append(line) }
     }
 
+    /// Both daemons' status (radio state and notices) and what beta's radio hears, for a failure.
+    func radioReport() async throws -> String {
+        var report = ""
+        for name in named.keys.sorted() {
+            let (_, status, statusErr) = try await cli("baton", name, ["status"])
+            report += "\(name) status:\n\(status)\(statusErr)\n"
+        }
+        if named["beta"] != nil {
+            let (_, table, tableErr) = try await cli("baton", "beta", ["diag", "rssi"])
+            report += "beta hears:\n\(table)\(tableErr)\n"
+        }
+        return report + "links:\n\(await Lab.links())\(timeline)"
+    }
+
     var timeline: String { "test steps:\n" + marks.withLock { $0.joined(separator: "\n") } }
 
     /// `bt-pair with` on `name`, its user typing the code that `acceptor`'s confirming session shows.
@@ -484,10 +498,13 @@ struct TwoDaemonsLabTests {
         #expect(await lab.eventually(20) { lab.log("alpha").contains("transfers also on ble:") }, "alpha log:\n\(lab.log("alpha"))")
 
         let accept = Task { try await lab.cli("bt-pair", "alpha", ["--json", "accept", "--yes"]) }
-        #expect(try await lab.eventually(20) {
+        let heard = try await lab.eventually(20) {
             let (_, out, _) = try await lab.cli("bt-pair", "beta", ["--json", "discover", "--seconds", "2"])
             return out.contains("\"alpha\"") && out.contains("ble")
-        })
+        }
+        // Once on bluetoothd 5.82, beta heard no pairing advert of alpha: what each radio said then.
+        let radios = heard ? "" : try await lab.radioReport()
+        #expect(heard, "beta never heard alpha's pairing advert\n\(radios)")
         let (withStatus, _, withErr) = try await lab.pairWith("beta", acceptor: "alpha", ["--json", "alpha", "--yes"])
         let links = withStatus == 0 ? "" : await Lab.links()
         #expect(withStatus == 0, "\(withErr)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))\nlinks:\n\(links)\n\(lab.timeline)")
