@@ -49,6 +49,14 @@ enum Lab {
                 dropped.append("hci\(index): \(line.trimmingCharacters(in: .whitespaces))")
             }
         }
+        // The disconnections end asynchronously: the test starts once no controller lists a link.
+        if !dropped.isEmpty {
+            for _ in 0..<50 {
+                let left = (0..<controllers).contains { runSync("/usr/bin/hcitool", ["-i", "hci\($0)", "con"]).contains(" LE ") }
+                if !left { break }
+                usleep(100_000)
+            }
+        }
         return dropped.isEmpty ? "none" : dropped.joined(separator: "; ")
     }
 
