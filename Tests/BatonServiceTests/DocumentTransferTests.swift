@@ -94,11 +94,11 @@ struct DocumentTransferTests {
         return (AttachedDocument(path: path, info: info), bytes)
     }
 
-    func makePuller(maxInterruptions: Int = 4) throws -> (DocumentPuller, DocumentInbox) {
+    func makePuller(maxInterruptions: Int = 4, chunkTimeout: Duration = .seconds(30)) throws -> (DocumentPuller, DocumentInbox) {
         let inbox = try DocumentInbox(directory: directory.appendingPathComponent("inbox").path)
         let ids = RequestIDSource(startingAt: 100)
         return (DocumentPuller(inbox: inbox, activity: ActivityReference(typeHash: TypeHash(value: 0x1234_5678), revision: 3),
-                               chunkTimeout: .seconds(30), maxInterruptions: maxInterruptions, makeRequestID: { ids.make() }), inbox)
+                               chunkTimeout: chunkTimeout, maxInterruptions: maxInterruptions, makeRequestID: { ids.make() }), inbox)
     }
 
     func inboxFiles(_ inbox: DocumentInbox) throws -> [String] {
@@ -181,10 +181,7 @@ struct DocumentTransferTests {
         let (document, _) = try makeSnapshot(size: 3 * Self.chunk)
         let source = try MisbehavingDocumentSourceFake(document: document, plan: .init())
         defer { source.stop() }
-        let inbox = try DocumentInbox(directory: directory.appendingPathComponent("inbox").path)
-        let ids = RequestIDSource(startingAt: 100)
-        let puller = DocumentPuller(inbox: inbox, activity: ActivityReference(typeHash: TypeHash(value: 0x1234_5678), revision: 3),
-                                    chunkTimeout: .milliseconds(400), maxInterruptions: 4, makeRequestID: { ids.make() })
+        let (puller, inbox) = try makePuller(chunkTimeout: .milliseconds(400))
         let other = try inbox.open(digest: document.info.digest, offset: 0)
         defer { other.suspend() }
         await #expect(throws: DocumentPullError.self) { _ = try await puller.pull(connect: source.connect, progress: { _, _ in }) }
