@@ -121,7 +121,7 @@ let package = Package(
         .testTarget(name: "BatonAgentTests", dependencies: ["BatonTestBus", "BatonAgent", "BatonClient", "BatonAPI", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonClientTests", dependencies: ["BatonTestBus", "BatonAPI", "BatonCommandLine", "BatonClient", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
         .testTarget(name: "BatonAvahiTests", dependencies: ["BatonTestBus", "BatonAvahi", "BatonCore", "BatonCrypto", "BatonDBus"], swiftSettings: strict),
-        .testTarget(name: "BatonLabTests", dependencies: ["BatonBlueZ", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
+        .testTarget(name: "BatonLabTests", dependencies: ["BatonTestBus", "BatonBlueZ", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -45,7 +45,7 @@ struct AgentProcessTests {
         agent.arguments = ["--bus", bus.address, "--bus-name", "org.baton.test.absent"]
         agent.environment = environment
         agent.standardError = FileHandle.nullDevice
-        try agent.run()
+        try launch(agent)
         defer { kill(agent.processIdentifier, SIGKILL) }
         let client = try DBusConnection(bus: .address(bus.address))
         defer { client.close() }

@@ -77,11 +77,11 @@ struct AvahiTestEnvironment: Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
         process.arguments = arguments
-        let output = Pipe()
+        let output = ChildPipe()
         process.standardOutput = output
         process.standardError = output
         process.standardInput = FileHandle.nullDevice
-        do { try process.run() } catch { return (-1, "cannot run \(arguments[0]): \(error)") }
+        do { try launch(process) } catch { return (-1, "cannot run \(arguments[0]): \(error)") }
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))

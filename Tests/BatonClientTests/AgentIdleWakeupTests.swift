@@ -42,7 +42,7 @@ struct AgentIdleWakeupTests {
             agent.environment = ["DBUS_SESSION_BUS_ADDRESS": daemon.bus.address, "HOME": home.path, "XDG_CONFIG_HOME": config.path,
                                  "XDG_DATA_HOME": data.path, "XDG_DATA_DIRS": data.path, "PATH": "/usr/bin:/bin"]
             agent.standardError = try FileHandle(forWritingTo: log)
-            try agent.run()
+            try launch(agent)
             defer { kill(agent.processIdentifier, SIGKILL); agent.waitUntilExit() }
             try await eventually(timeout: .seconds(20), "the agent started") {
                 ((try? String(contentsOf: log, encoding: .utf8)) ?? "").contains("for suggestions")

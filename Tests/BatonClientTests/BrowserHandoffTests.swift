@@ -61,7 +61,7 @@ final class PairedDaemons: @unchecked Sendable {
         process.environment = environment
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: log)
-        try process.run()
+        try launch(process)
         return Member(name: name, busName: busName, log: log, process: process)
     }
 

@@ -1,5 +1,6 @@
 import BatonClient
 import BatonCore
+import BatonTestBus
 import Foundation
 import Synchronization
 import Testing
@@ -8,8 +9,8 @@ import Testing
 /// the host's frames read back from its stdout.
 struct FakeBrowser {
     let process = Process()
-    let stdin = Pipe()
-    let stdout = Pipe()
+    let stdin = ChildPipe()
+    let stdout = ChildPipe()
     let received = HostFrames()
 
     init(daemon: DaemonFixture, enabled: Bool = true) throws {
@@ -33,7 +34,7 @@ struct FakeBrowser {
         } else {
             process.standardError = FileHandle.nullDevice
         }
-        try process.run()
+        try launch(process)
         received.collect(from: stdout.fileHandleForReading)
     }
 

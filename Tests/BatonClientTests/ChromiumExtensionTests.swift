@@ -50,7 +50,7 @@ final class HeadlessChromium: @unchecked Sendable {
             + extraArguments + (incognito ? ["--incognito"] : []) + firstPages
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try launch(process)
     }
 
     var hostLogText: String { (try? String(contentsOf: hostLog, encoding: .utf8)) ?? "" }
@@ -135,7 +135,7 @@ final class PageServer: @unchecked Sendable {
         _ = FileManager.default.createFile(atPath: requestLog.path, contents: nil)
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: requestLog)
-        try process.run()
+        try launch(process)
         let port = try await awaitValue("web server") { try? String(contentsOf: portFile, encoding: .utf8) }
         base = "http://127.0.0.1:\(port)"
     }

@@ -122,12 +122,12 @@ struct CommandLineTests {
                                  "--type", "org.example.Reader.reading", "--title", "Chapter 9", "--current", "--version", "2",
                                  "--url", "https://example.org/9", "--needs-save",
                                  "--user-info", #"{"page": 9, "ratio": 0.5, "tag": {"$bytes": "AQI="}, "at": {"$date": "2026-11-29T12:00:00Z"}, "list": [true, "x"]}"#]
-            let output = Pipe()
+            let output = ChildPipe()
             process.standardOutput = output
             process.standardError = FileHandle.nullDevice
             let exited = AsyncStream.makeStream(of: Int32.self)
             process.terminationHandler = { exited.continuation.yield($0.terminationStatus) }
-            try process.run()
+            try launch(process)
             defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
 
             let connection = try daemon.connect()

@@ -70,7 +70,7 @@ final class DaemonFixture: Sendable {
         process.environment = environment
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try launch(process)
 
         let probe = try DBusConnection(bus: .address(bus.address))
         defer { probe.close() }

@@ -70,7 +70,7 @@ final class HeadlessFirefox: @unchecked Sendable {
         process.environment = environment
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try launch(process)
     }
 
     /// Firefox closing normally (SIGTERM, as a session logout does), waited for without holding a

@@ -19,13 +19,13 @@ struct PythonExampleTests {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: Self.python)
             process.arguments = [Self.script, "--bus", daemon.bus.address, "--bus-name", daemon.busName, "--for", "30"]
-            let output = Pipe()
-            let errors = Pipe()
+            let output = ChildPipe()
+            let errors = ChildPipe()
             process.standardOutput = output
             process.standardError = errors
             let exited = AsyncStream.makeStream(of: Int32.self)
             process.terminationHandler = { exited.continuation.yield($0.terminationStatus) }
-            try process.run()
+            try launch(process)
             defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
 
             let connection = try daemon.connect()

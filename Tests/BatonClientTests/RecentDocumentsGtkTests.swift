@@ -16,7 +16,7 @@ private let gtkAvailable: Bool = {
     probe.arguments = ["-c", "import gi; gi.require_version('Gtk', '3.0'); from gi.repository import Gtk"]
     probe.standardOutput = FileHandle.nullDevice
     probe.standardError = FileHandle.nullDevice
-    guard (try? probe.run()) != nil else { return false }
+    guard (try? launch(probe)) != nil else { return false }
     probe.waitUntilExit()
     return probe.terminationStatus == 0
 }()
@@ -69,7 +69,7 @@ private final class NamedBatond {
                                "XDG_DATA_DIRS": directory.appendingPathComponent("daemon-data-dirs").path]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try launch(process)
     }
 
     func stop() {
@@ -92,7 +92,7 @@ private final class AgentProcess {
         process.environment = environment.merging(["DBUS_SESSION_BUS_ADDRESS": sessionBus.address, "PATH": "/usr/bin:/bin"]) { $1 }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: log)
-        try process.run()
+        try launch(process)
     }
 
     var logText: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }

@@ -205,7 +205,7 @@ struct UserActivityTests {
             let stateDirectory = daemon.bus.directory.appendingPathComponent("state2").path
             second.arguments = ["--bus-address", daemon.bus.address, "--bus-name", otherName, "--state-dir", stateDirectory, "--no-radio", "--no-avahi"]
             second.standardError = FileHandle.nullDevice
-            try second.run()
+            try launch(second)
             defer {
                 kill(second.processIdentifier, SIGKILL)
                 for _ in 0..<200 where second.isRunning { usleep(10_000) }

@@ -1,5 +1,6 @@
 import BatonCore
 import BatonDBus
+import BatonTestBus
 import Foundation
 import Synchronization
 import Testing
@@ -49,7 +50,7 @@ extension TwoDaemonsLabTests {
         let dunst = try spawn("/usr/bin/dunst", ["-conf", lab.directory.appendingPathComponent("dunstrc").path], environment: session)
         defer { kill(dunst.processIdentifier, SIGKILL) }
         func dunstctl(_ arguments: [String]) async throws -> String {
-            try await runProgram("/usr/bin/env", session.map { "\($0.key)=\($0.value)" } + ["/usr/bin/dunstctl"] + arguments).1
+            try await runTool("/usr/bin/env", session.map { "\($0.key)=\($0.value)" } + ["/usr/bin/dunstctl"] + arguments).1
                 .trimmingCharacters(in: .whitespacesAndNewlines)
         }
         #expect(await lab.eventually(10) { (try? await dunstctl(["count", "displayed"])) == "0" }, "dunst did not start")
@@ -159,7 +160,7 @@ extension TwoDaemonsLabTests {
         slowSave.withLock { $0 = true }
         _ = try await publish(type, title: "Dune, page 5", version: 1)
         let offered = try #require(try await lab.eventually(30) { try await suggestionPath(lab) != nil } ? try await suggestionPath(lab) : nil)
-        let taking = Task { try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--reply-timeout=60000",
+        let taking = Task { try await runTool("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--reply-timeout=60000",
                                                                      "--dest=org.baton.beta", offered, "org.baton.Suggestion1.Continue"]) }
         try await Task.sleep(for: .seconds(2))
         if let alpha = lab.named["alpha"] { kill(alpha.processIdentifier, SIGKILL); alpha.waitUntilExit() }
@@ -171,7 +172,7 @@ extension TwoDaemonsLabTests {
         _ = try await publish(type, title: "Dune, page 6", version: 1)
         #expect(await lab.eventually(30) { ((try? await suggestionPath(lab)) ?? nil) != nil }, "\(logs())")
         let retry = try #require(try await suggestionPath(lab))
-        let (retryStatus, reply, retryError) = try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply",
+        let (retryStatus, reply, retryError) = try await runTool("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply",
             "--reply-timeout=60000", "--dest=org.baton.beta", retry, "org.baton.Suggestion1.Continue"])
         #expect(retryStatus == 0 && reply.contains("delivered"), "\(reply)\(retryError)\n\(logs())")
         #expect(recorder.calls.last == "Continue Dune, page 6")
@@ -179,7 +180,7 @@ extension TwoDaemonsLabTests {
 
     /// The first Suggestion1 object beta shows, if any.
     func suggestionPath(_ lab: DaemonPair) async throws -> String? {
-        let (_, out, _) = try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.beta",
+        let (_, out, _) = try await runTool("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.beta",
             "/org/baton", "org.freedesktop.DBus.ObjectManager.GetManagedObjects"])
         return out.components(separatedBy: "object path \"").dropFirst().compactMap { $0.split(separator: "\"").first.map(String.init) }
             .first { $0.hasPrefix("/org/baton/suggestion/") }
@@ -210,7 +211,7 @@ extension TwoDaemonsLabTests {
             process.standardError = FileHandle.nullDevice
         }
         process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        try launch(process)
         return process
     }
 }

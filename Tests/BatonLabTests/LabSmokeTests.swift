@@ -1,4 +1,5 @@
 import CBluetooth
+import BatonTestBus
 import Foundation
 import Testing
 
@@ -142,12 +143,12 @@ func runCommand(_ executable: String, _ arguments: [String]) throws -> String {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
-    let output = Pipe()
-    let errorOutput = Pipe()
+    let output = ChildPipe()
+    let errorOutput = ChildPipe()
     process.standardOutput = output
     process.standardError = errorOutput
     process.standardInput = FileHandle.nullDevice
-    try process.run()
+    try launch(process)
     // Small outputs only (dbus-send replies, helper messages), so reading one pipe
     // after the other cannot deadlock on a full pipe buffer in practice.
     let stdoutData = output.fileHandleForReading.readDataToEndOfFile()

@@ -1,5 +1,6 @@
 import BatonBlueZ
 import BatonCore
+import BatonTestBus
 import Foundation
 import Testing
 
@@ -17,7 +18,7 @@ enum Lab {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = arguments
-        try process.run()
+        try launch(process)
         process.waitUntilExit()
         return process.terminationStatus
     }
@@ -27,7 +28,7 @@ enum Lab {
     static func links() async -> String {
         var report = ""
         for index in 0..<controllers {
-            let output = (try? await runProgram("/usr/bin/hcitool", ["-i", "hci\(index)", "con"]))?.1 ?? "hcitool failed\n"
+            let output = (try? await runTool("/usr/bin/hcitool", ["-i", "hci\(index)", "con"]))?.1 ?? "hcitool failed\n"
             report += "hci\(index): " + output.replacingOccurrences(of: "Connections:\n", with: "").trimmingCharacters(in: .whitespacesAndNewlines) + "\n"
         }
         return report
@@ -65,10 +66,10 @@ enum Lab {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
-        let out = Pipe()
+        let out = ChildPipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return "" }
+        guard (try? launch(process)) != nil else { return "" }
         let data = out.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return String(decoding: data, as: UTF8.self)

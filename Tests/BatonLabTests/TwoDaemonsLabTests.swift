@@ -1,24 +1,25 @@
 import BatonBlueZ
 import BatonCore
 import BatonDBus
+import BatonTestBus
 import Foundation
 import Synchronization
 import Testing
 
 /// Runs a program to completion: (status, stdout, stderr). Off the cooperative pool. `input`, when
 /// given, is awaited while the program runs and written to its standard input (a typed answer).
-func runProgram(_ path: String, _ arguments: [String],
+func runTool(_ path: String, _ arguments: [String],
                 input: (@Sendable () async -> String?)? = nil) async throws -> (Int32, String, String) {
     try await withCheckedThrowingContinuation { continuation in
         DispatchQueue(label: "lab.run").async {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: path)
             process.arguments = arguments
-            let out = Pipe(), err = Pipe(), stdin = Pipe()
+            let out = ChildPipe(), err = ChildPipe(), stdin = ChildPipe()
             process.standardOutput = out
             process.standardError = err
             if input != nil { process.standardInput = stdin }
-            do { try process.run() } catch { continuation.resume(throwing: error); return }
+            do { try launch(process) } catch { continuation.resume(throwing: error); return }
             if let input {
                 Task { if let text = await input() { stdin.fileHandleForWriting.write(Data(text.utf8)) } }
             }
@@ -60,7 +61,7 @@ final class DaemonPair: @unchecked Sendable {
         bus = Process()
         bus.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
         bus.arguments = ["--config-file=\(config.path)", "--nofork"]
-        try bus.run()
+        try launch(bus)
         for _ in 0..<100 where !FileManager.default.fileExists(atPath: socket) { usleep(20_000) }
         if Lab.isInside {
             let dropped = Lab.dropLinks()
@@ -78,7 +79,7 @@ final class DaemonPair: @unchecked Sendable {
         if !FileManager.default.fileExists(atPath: logPath) { _ = FileManager.default.createFile(atPath: logPath, contents: nil) }
         mark("start \(name) on \(adapter) \(extraArguments.joined(separator: " "))")
         process.standardError = timestampedLog(logPath)
-        try process.run()
+        try launch(process)
         daemons.append(process)
         named[name] = process
     }
@@ -86,7 +87,7 @@ final class DaemonPair: @unchecked Sendable {
     /// A pipe whose lines reach `path` prefixed with the seconds since this pair was made (one
     /// clock for both daemons' logs, so a failure shows what happened in which order).
     private func timestampedLog(_ path: String) -> Pipe {
-        let pipe = Pipe()
+        let pipe = ChildPipe()
         let reader = pipe.fileHandleForReading
         let writer = FileHandle(forWritingAtPath: path)
         _ = try? writer?.seekToEnd()
@@ -121,7 +122,7 @@ final class DaemonPair: @unchecked Sendable {
 
     func cli(_ tool: String, _ name: String, _ arguments: [String]) async throws -> (Int32, String, String) {
         let started = Date()
-        let result = try await runProgram(product(tool), ["--bus", address, "--bus-name", "org.baton.\(name)"] + arguments)
+        let result = try await runTool(product(tool), ["--bus", address, "--bus-name", "org.baton.\(name)"] + arguments)
         mark("\(tool) \(name) \(arguments.joined(separator: " ")) → \(result.0), began \(stamp(started))")
         return result
     }
@@ -156,7 +157,7 @@ final class DaemonPair: @unchecked Sendable {
     func pairWith(_ name: String, acceptor: String, _ arguments: [String]) async throws -> (Int32, String, String) {
         let address = address
         let started = Date()
-        let result = try await runProgram(product("bt-pair"), ["--bus", address, "--bus-name", "org.baton.\(name)", "with"] + arguments) {
+        let result = try await runTool(product("bt-pair"), ["--bus", address, "--bus-name", "org.baton.\(name)", "with"] + arguments) {
             for _ in 0..<120 {
                 if let code = try? await Self.confirmingCode(address: address, daemon: acceptor) { return code + "\n" }
                 try? await Task.sleep(for: .milliseconds(250))
@@ -169,7 +170,7 @@ final class DaemonPair: @unchecked Sendable {
 
     /// The Code of the daemon's pairing session that is confirming (the acceptor shows it), if any.
     static func confirmingCode(address: String, daemon: String) async throws -> String? {
-        let (_, out, _) = try await runProgram("/usr/bin/dbus-send", ["--bus=\(address)", "--print-reply", "--dest=org.baton.\(daemon)",
+        let (_, out, _) = try await runTool("/usr/bin/dbus-send", ["--bus=\(address)", "--print-reply", "--dest=org.baton.\(daemon)",
             "/org/baton", "org.freedesktop.DBus.ObjectManager.GetManagedObjects"])
         for session in out.components(separatedBy: "object path \"/org/baton/ring/pairing/").dropFirst()
         where session.contains("string \"confirming\"") {
@@ -274,11 +275,11 @@ struct TwoDaemonsLabTests {
         let accept = Task { try await lab.cli("bt-pair", "alpha", ["--json", "accept", "--host", "127.0.0.1", "--yes"]) }
         // The offer (port, session id) is read from the daemon's pairing session object.
         #expect(try await lab.eventually(10) {
-            let (_, out, _) = try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.alpha",
+            let (_, out, _) = try await runTool("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.alpha",
                 "/org/baton", "org.freedesktop.DBus.ObjectManager.GetManagedObjects"])
             return out.contains("/org/baton/ring/pairing/")
         })
-        let (_, props, _) = try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.alpha",
+        let (_, props, _) = try await runTool("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.alpha",
             "/org/baton/ring/pairing/1", "org.freedesktop.DBus.Properties.GetAll", "string:org.baton.PairingSession1"])
         let port = props.components(separatedBy: "\"Port\"").last?.split(separator: "uint16 ").dropFirst().first?.prefix { $0.isNumber } ?? ""
         let session = props.components(separatedBy: "\"SessionId\"").last?.split(separator: "\"").dropFirst().first ?? ""
@@ -341,7 +342,7 @@ struct TwoDaemonsLabTests {
         #expect(await lab.eventually(40) {
             lab.log("beta").components(separatedBy: "\(short) advertises revision").count > sightingsBefore
         }, "beta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))")
-        let (_, notices, _) = try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.beta",
+        let (_, notices, _) = try await runTool("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.beta",
             "/org/baton/ring", "org.baton.Ring1.GetRadioNotices"])
         #expect(notices.contains("radio"))
         // Bug-report dump to a file.
@@ -382,13 +383,13 @@ struct TwoDaemonsLabTests {
                                arguments: [.objectPath("/handler"), .stringArray([type])], timeout: .seconds(10))
 
         func suggestionPaths() async throws -> [String] {
-            let (_, out, _) = try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.beta",
+            let (_, out, _) = try await runTool("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.beta",
                 "/org/baton", "org.freedesktop.DBus.ObjectManager.GetManagedObjects"])
             return out.components(separatedBy: "object path \"").dropFirst().compactMap { $0.split(separator: "\"").first.map(String.init) }
                 .filter { $0.hasPrefix("/org/baton/suggestion/") }
         }
         func continueSuggestion(_ path: String) async throws -> (Int32, String, String) {
-            try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--reply-timeout=60000",
+            try await runTool("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--reply-timeout=60000",
                                                         "--dest=org.baton.beta", path, "org.baton.Suggestion1.Continue"])
         }
 
@@ -404,7 +405,7 @@ struct TwoDaemonsLabTests {
         // a CI run published before the second session's advert was on the air.
         var secondSession = ""
         #expect(try await lab.eventually(20) {
-            let (_, props, _) = try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.alpha",
+            let (_, props, _) = try await runTool("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.alpha",
                 "/org/baton/ring/pairing/2", "org.freedesktop.DBus.Properties.Get", "string:org.baton.PairingSession1", "string:SessionId"])
             secondSession = props.split(separator: "\"").dropFirst().first.map(String.init) ?? ""
             return !secondSession.isEmpty
@@ -427,7 +428,7 @@ struct TwoDaemonsLabTests {
         // (That the newer revision is then offered and delivered is checked on the host, RadioServiceTests:
         // in the lab, cancelling a session that also listens on L2CAP brings the ring advert back only
         // when the session's wait ends.)
-        let cancelled = try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.alpha",
+        let cancelled = try await runTool("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.alpha",
             "/org/baton/ring/pairing/2", "org.baton.PairingSession1.Cancel"])
         #expect(cancelled.0 == 0, "\(cancelled.1)\(cancelled.2)")
     }
@@ -436,11 +437,11 @@ struct TwoDaemonsLabTests {
     func pairOverTCP(_ lab: DaemonPair) async throws {
         let accept = Task { try await lab.cli("bt-pair", "alpha", ["--json", "accept", "--host", "127.0.0.1", "--yes"]) }
         #expect(try await lab.eventually(10) {
-            let (_, out, _) = try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.alpha",
+            let (_, out, _) = try await runTool("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.alpha",
                 "/org/baton", "org.freedesktop.DBus.ObjectManager.GetManagedObjects"])
             return out.contains("/org/baton/ring/pairing/")
         })
-        let (_, props, _) = try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.alpha",
+        let (_, props, _) = try await runTool("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.alpha",
             "/org/baton/ring/pairing/1", "org.freedesktop.DBus.Properties.GetAll", "string:org.baton.PairingSession1"])
         let port = props.components(separatedBy: "\"Port\"").last?.split(separator: "uint16 ").dropFirst().first?.prefix { $0.isNumber } ?? ""
         let session = props.components(separatedBy: "\"SessionId\"").last?.split(separator: "\"").dropFirst().first ?? ""
@@ -535,7 +536,7 @@ struct TwoDaemonsLabTests {
         _ = try await app.call(destination: "org.baton.beta", path: "/org/baton", interface: "org.baton.Manager1", method: "RegisterHandler",
                                arguments: [.objectPath("/handler"), .stringArray(["org.example.Reader.reading"])], timeout: .seconds(10))
 
-        let (status, reply, error) = try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--reply-timeout=60000",
+        let (status, reply, error) = try await runTool("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--reply-timeout=60000",
             "--dest=org.baton.beta", "/org/baton/ring", "org.baton.Ring1.Continue", "string:alpha", "string:org.example.Reader.reading"])
         let continueLinks = status == 0 ? "" : await Lab.links()
         #expect(status == 0 && reply.contains("delivered"), "\(reply)\(error)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))\nlinks:\n\(continueLinks)\n\(lab.timeline)")

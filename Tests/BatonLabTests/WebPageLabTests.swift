@@ -1,4 +1,5 @@
 import BatonDBus
+import BatonTestBus
 import Foundation
 import Synchronization
 import Testing
@@ -7,7 +8,7 @@ import Testing
 /// native messaging frames to the host's stdin and reads the host's frames from its stdout.
 final class LabBrowserHost: @unchecked Sendable {
     let process = Process()
-    private let stdin = Pipe(), stdout = Pipe()
+    private let stdin = ChildPipe(), stdout = ChildPipe()
     private let bytes = Mutex<[UInt8]>([])
     let log: URL
 
@@ -24,7 +25,7 @@ final class LabBrowserHost: @unchecked Sendable {
         process.standardInput = stdin
         process.standardOutput = stdout
         process.standardError = try FileHandle(forWritingTo: log)
-        try process.run()
+        try launch(process)
         let handle = stdout.fileHandleForReading
         Thread { [self] in
             while true {
@@ -92,7 +93,7 @@ struct WebPageLabTests {
         let dunst = try twoDaemons.spawn("/usr/bin/dunst", ["-conf", lab.directory.appendingPathComponent("dunstrc").path], environment: session)
         defer { kill(dunst.processIdentifier, SIGKILL) }
         func dunstctl(_ arguments: [String]) async -> String {
-            ((try? await runProgram("/usr/bin/env", session.map { "\($0.key)=\($0.value)" } + ["/usr/bin/dunstctl"] + arguments))?.1 ?? "")
+            ((try? await runTool("/usr/bin/env", session.map { "\($0.key)=\($0.value)" } + ["/usr/bin/dunstctl"] + arguments))?.1 ?? "")
                 .trimmingCharacters(in: .whitespacesAndNewlines)
         }
         #expect(await lab.eventually(10) { await dunstctl(["count", "displayed"]) == "0" }, "dunst did not start")
@@ -127,7 +128,7 @@ struct WebPageLabTests {
             return offered != nil
         }, "\(logs())")
         let suggestion = try #require(offered)
-        let (status, reply, error) = try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--reply-timeout=60000",
+        let (status, reply, error) = try await runTool("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--reply-timeout=60000",
                                                                              "--dest=org.baton.beta", suggestion, "org.baton.Suggestion1.Continue"])
         #expect(status == 0 && reply.contains("delivered"), "\(reply)\(error)\n\(logs())")
         #expect(await lab.eventually(10) { !betaHost.received.isEmpty }, "\(logs())")
@@ -143,7 +144,7 @@ struct WebPageLabTests {
 
     /// Every Suggestion1 object beta shows.
     func suggestionPaths(_ lab: DaemonPair) async throws -> [String] {
-        let (_, out, _) = try await runProgram("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.beta",
+        let (_, out, _) = try await runTool("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.beta",
             "/org/baton", "org.freedesktop.DBus.ObjectManager.GetManagedObjects"])
         return out.components(separatedBy: "object path \"").dropFirst().compactMap { $0.split(separator: "\"").first.map(String.init) }
             .filter { $0.hasPrefix("/org/baton/suggestion/") }

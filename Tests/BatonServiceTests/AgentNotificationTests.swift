@@ -71,7 +71,7 @@ final class TestNotificationServer: @unchecked Sendable {
         try testNotificationServerScript.write(to: script, atomically: true, encoding: .utf8)
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
         process.arguments = [script.path, bus.address, capabilities.joined(separator: ",")]
-        try process.run()
+        try launch(process)
         connection = try DBusConnection(bus: .address(bus.address))
         let owned = await eventually(timeout: .seconds(10)) { [connection] in
             (try? await connection.nameHasOwner(NotificationServerClient.busName)) == true
@@ -129,7 +129,7 @@ final class DunstUnderXvfb: @unchecked Sendable {
         xvfb.executableURL = URL(fileURLWithPath: "/usr/bin/Xvfb")
         xvfb.arguments = [display, "-screen", "0", "800x600x24", "-nolisten", "tcp"]
         xvfb.standardError = FileHandle.nullDevice
-        try xvfb.run()
+        try launch(xvfb)
         let socket = "/tmp/.X11-unix/X" + display.dropFirst()
         #expect(await eventually(timeout: .seconds(10)) { FileManager.default.fileExists(atPath: socket) }, "Xvfb did not start")
         let configuration = bus.directory.appendingPathComponent("dunstrc")
@@ -140,7 +140,7 @@ final class DunstUnderXvfb: @unchecked Sendable {
         dunst.environment = environment
         dunst.standardError = FileHandle.nullDevice
         dunst.standardOutput = FileHandle.nullDevice
-        try dunst.run()
+        try launch(dunst)
         let connection = try DBusConnection(bus: .address(bus.address))
         defer { connection.close() }
         #expect(await eventually(timeout: .seconds(10)) { (try? await connection.nameHasOwner(NotificationServerClient.busName)) == true },

@@ -23,10 +23,10 @@ struct AvahiNamespace: Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
         process.arguments = [script, "check"]
-        let output = Pipe()
+        let output = ChildPipe()
         process.standardOutput = output
         process.standardError = output
-        do { try process.run() } catch { return "cannot run \(script): \(error)" }
+        do { try launch(process) } catch { return "cannot run \(script): \(error)" }
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         guard process.terminationStatus != 0 else { return nil }
@@ -80,7 +80,7 @@ final class NamespacedDaemon: @unchecked Sendable {
                              "--avahi-bus", environment.busAddress]
         process.standardError = FileHandle(forWritingAtPath: logPath)
         process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        try launch(process)
     }
 
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }

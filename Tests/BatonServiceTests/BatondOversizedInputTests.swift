@@ -22,7 +22,7 @@ struct BatondOversizedInputTests {
         process.arguments = ["--bus-address", bus.address, "--state-dir", bus.directory.appendingPathComponent("state").path,
                              "--no-radio", "--no-avahi"]
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try launch(process)
         defer { if process.isRunning { process.terminate() } }
         let client = try DBusConnection(bus: .address(bus.address))
         defer { client.close() }

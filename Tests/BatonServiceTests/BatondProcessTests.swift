@@ -38,11 +38,11 @@ struct BatondProcessTests {
         process.executableURL = try batondExecutable()
         process.arguments = ["--bus-address", bus.address, "--state-dir", stateDirectory, "--no-radio", "--no-avahi", "--save-timeout", "0.3",
                              "--adapter", "hci3"]
-        let errors = Pipe()
+        let errors = ChildPipe()
         process.standardError = errors
         let exited = AsyncStream<Int32>.makeStream()
         process.terminationHandler = { exited.continuation.yield($0.terminationStatus) }
-        try process.run()
+        try launch(process)
         defer { if process.isRunning { process.terminate() } }
 
         let client = try DBusConnection(bus: .address(bus.address))
@@ -119,7 +119,7 @@ final class RunningBatond: @unchecked Sendable {
         daemon.process.executableURL = try batondExecutable()
         daemon.process.arguments = ["--bus-address", bus.address, "--state-dir", stateDirectory, "--no-radio", "--no-avahi"] + extraArguments
         daemon.process.standardError = FileHandle.nullDevice
-        try daemon.process.run()
+        try launch(daemon.process)
         #expect(try await eventually { try await daemon.client.nameHasOwner("org.baton") })
         return daemon
     }

@@ -17,14 +17,14 @@ final class RunningTool: Sendable {
         process = Process()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
-        let output = Pipe(), errors = Pipe(), input = Pipe()
+        let output = ChildPipe(), errors = ChildPipe(), input = ChildPipe()
         self.input = input
         process.standardOutput = output
         process.standardError = errors
         process.standardInput = input
         let (exitStream, exitContinuation) = AsyncStream<Int32>.makeStream()
         process.terminationHandler = { exitContinuation.yield($0.terminationStatus); exitContinuation.finish() }
-        try process.run()
+        try launch(process)
         if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
         exit = Task { var it = exitStream.makeAsyncIterator(); return await it.next() ?? -1 }
 

@@ -31,7 +31,7 @@ struct VethLink: Sendable {
             process.arguments = arguments
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
-            do { try process.run() } catch { return -1 }
+            do { try launch(process) } catch { return -1 }
             process.waitUntilExit()
             return process.terminationStatus
         }

@@ -58,7 +58,7 @@ final class KillableBatond: @unchecked Sendable {
         }
         launched.standardError = log
         launched.standardOutput = FileHandle.nullDevice
-        try launched.run()
+        try launch(launched)
         // These daemons only need to be correct, not fast: at nice 10 their starts and transfers
         // leave the CPU to the timing-sensitive tests that run beside them in the suite.
         setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(launched.processIdentifier), 10)

@@ -1,3 +1,4 @@
+import BatonTestBus
 import Foundation
 import Testing
 
@@ -48,9 +49,9 @@ struct EditSessionTortureTests {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        let output = Pipe()
+        let output = ChildPipe()
         process.standardOutput = output
-        try process.run()
+        try launch(process)
         var killed = false
         if let microseconds {
             usleep(microseconds)

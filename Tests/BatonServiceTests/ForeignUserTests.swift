@@ -145,11 +145,11 @@ struct ForeignUserTests {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
             process.arguments = ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", scriptURL.path, fixture.bus.address]
-            let input = Pipe()
-            let output = Pipe()
+            let input = ChildPipe()
+            let output = ChildPipe()
             process.standardInput = input
             process.standardOutput = output
-            try process.run()
+            try launch(process)
             defer {
                 try? input.fileHandleForWriting.close()
                 if process.isRunning { process.terminate() }

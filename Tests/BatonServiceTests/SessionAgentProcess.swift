@@ -21,7 +21,7 @@ final class SessionAgentProcess {
                                "XDG_DATA_HOME": dataDirectory + "/no-home", "PATH": "/usr/bin:/bin", "HOME": dataDirectory,
                                "XDG_CONFIG_HOME": configDirectory ?? dataDirectory + "/no-config"]
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try launch(process)
     }
 
     deinit { stop() }

@@ -61,9 +61,9 @@ struct FaultInjectionTests {
                 let process = Process()
                 process.executableURL = URL(fileURLWithPath: executable)
                 process.arguments = ["counter", path]
-                let output = Pipe()
+                let output = ChildPipe()
                 process.standardOutput = output
-                try process.run()
+                try launch(process)
                 usleep(delay)
                 kill(process.processIdentifier, SIGKILL)
                 let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)

@@ -1,3 +1,4 @@
+import BatonTestBus
 import Foundation
 @testable import BatonStore
 #if canImport(Glibc)
@@ -78,9 +79,9 @@ func runTorture(_ arguments: [String]) throws -> [String] {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
-    let output = Pipe()
+    let output = ChildPipe()
     process.standardOutput = output
-    try process.run()
+    try launch(process)
     let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)

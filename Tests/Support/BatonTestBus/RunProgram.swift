@@ -17,8 +17,8 @@ public func runProgram(_ path: String, _ arguments: [String], environment: [Stri
     process.arguments = arguments
     if let environment { process.environment = environment }
     process.standardInput = FileHandle.nullDevice
-    let output = Pipe()
-    let errors = mergeStandardError ? output : Pipe()
+    let output = ChildPipe()
+    let errors = mergeStandardError ? output : ChildPipe()
     process.standardOutput = output
     process.standardError = errors
     // Drain both pipes while the program runs, so a full pipe never blocks it. The blocking reads
@@ -29,7 +29,7 @@ public func runProgram(_ path: String, _ arguments: [String], environment: [Stri
     let status: Int32 = try await withCheckedThrowingContinuation { continuation in
         process.terminationHandler = { finished in continuation.resume(returning: finished.terminationStatus) }
         do {
-            try process.run()
+            try launch(process)
         } catch {
             process.terminationHandler = nil
             // Nothing will write: end the readers.

@@ -71,10 +71,10 @@ public final class TestBus: @unchecked Sendable {
         process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
         process.arguments = ["--config-file=\(configURL.path)", "--print-address", "--nofork"]
-        let output = Pipe()
+        let output = ChildPipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try launch(process)
 
         var line = Data()
         let reader = output.fileHandleForReading
