@@ -36,27 +36,14 @@ extension TwoDaemonsLabTests {
         try await pairOverTCP(lab)
 
         // The session on beta: the lab bus doubles as its session bus; dunst draws on Xvfb.
-        let display = ":\(Int.random(in: 300...9000))"
-        let session = ["DISPLAY": display, "DBUS_SESSION_BUS_ADDRESS": lab.address, "HOME": lab.directory.path, "PATH": "/usr/bin:/bin",
-                       "XDG_DATA_DIRS": lab.directory.appendingPathComponent("data").path,
-                       "XDG_DATA_HOME": lab.directory.appendingPathComponent("no-home").path,
-                       "XDG_CONFIG_HOME": lab.directory.appendingPathComponent("config").path]
+        let desktop = try await LabDesktopSession(lab: lab)
+        defer { desktop.stop() }
         let opened = lab.directory.appendingPathComponent("opened-url").path
         try writeTestBrowser(in: lab.directory, recordingTo: opened)
-        let xvfb = try spawn("/usr/bin/Xvfb", [display, "-screen", "0", "800x600x24", "-nolisten", "tcp"], environment: session)
-        defer { kill(xvfb.processIdentifier, SIGKILL) }
-        #expect(await lab.eventually(10) { FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X" + display.dropFirst()) })
-        try "[global]\n    font = Monospace 8\n".write(to: lab.directory.appendingPathComponent("dunstrc"), atomically: true, encoding: .utf8)
-        let dunst = try spawn("/usr/bin/dunst", ["-conf", lab.directory.appendingPathComponent("dunstrc").path], environment: session)
-        defer { kill(dunst.processIdentifier, SIGKILL) }
-        func dunstctl(_ arguments: [String]) async throws -> String {
-            try await runTool("/usr/bin/env", session.map { "\($0.key)=\($0.value)" } + ["/usr/bin/dunstctl"] + arguments).1
-                .trimmingCharacters(in: .whitespacesAndNewlines)
-        }
-        #expect(await lab.eventually(10) { (try? await dunstctl(["count", "displayed"])) == "0" }, "dunst did not start")
-        let agent = try spawn(product("baton-agent"), ["--bus", lab.address, "--bus-name", "org.baton.beta"], environment: session,
-                              log: lab.directory.appendingPathComponent("agent.log").path)
-        defer { kill(agent.processIdentifier, SIGKILL) }
+        func dunstctl(_ arguments: [String]) async throws -> String { await desktop.dunstctl(arguments) }
+        try #require(desktop.answering, "dunst did not start:\n\(desktop.problems.joined(separator: "\n"))")
+        _ = try desktop.spawn(product("baton-agent"), ["--bus", lab.address, "--bus-name", "org.baton.beta"],
+                                      log: lab.directory.appendingPathComponent("agent.log").path)
 
         // beta's reader app accepts activity versions 0-1 only.
         let type = "org.example.Reader.reading"
