@@ -5,19 +5,22 @@ import Dispatch
 /// Pinned TLS 1.3 over L2CAP LE channels, the BLE fallback between ring members (§8.3): the same throw-away
 /// certificates, identity proofs, pin check and ALPN as over TCP; the TLS byte stream travels as SDUs.
 public final class SecureL2CAP: Sendable {
-    private let serverContext: TLSContext
-    private let clientContext: TLSContext
+    private let serverContext: LazyTLSContext
+    private let clientContext: LazyTLSContext
     private let pins: PinProvider
     public let configuration: TransportConfiguration
     /// Every handshake started here, either side.
     public let handshakes = HandshakeCounter()
 
     public init(identity: Ed25519PrivateKey, pins: @escaping PinProvider, configuration: TransportConfiguration = .init()) throws(TransportError) {
-        serverContext = try TLSContext(identity: identity, role: .server)
-        clientContext = try TLSContext(identity: identity, role: .client)
+        serverContext = LazyTLSContext(identity: identity, role: .server)
+        clientContext = LazyTLSContext(identity: identity, role: .client)
         self.pins = pins
         self.configuration = configuration
     }
+
+    /// Whether its server and client TLS contexts exist yet (each made at its first use).
+    var contextsMade: (server: Bool, client: Bool) { (serverContext.isMade, clientContext.isMade) }
 
     /// Runs the server side of the handshake on a channel from an `L2CAPListener`, within the
     /// configuration's handshake timeout. An unpinned client fails with `.peerNotRecognised`.
@@ -36,8 +39,8 @@ public final class SecureL2CAP: Sendable {
         return try await secure(channel, context: clientContext, until: deadline)
     }
 
-    func secure(_ pipe: any SDUPipe, context: TLSContext, until deadline: DispatchTime) async throws(TransportError) -> SecureChannel {
-        try await context.secure(try SDUByteStream(pipe), pins: pins, until: deadline, configuration: configuration, counter: handshakes)
+    func secure(_ pipe: any SDUPipe, context: LazyTLSContext, until deadline: DispatchTime) async throws(TransportError) -> SecureChannel {
+        try await context.context().secure(try SDUByteStream(pipe), pins: pins, until: deadline, configuration: configuration, counter: handshakes)
     }
 
     /// The server side over any SDU pipe (tests use an in-memory one).

@@ -4,17 +4,20 @@ import Dispatch
 
 /// Opens channels to ring members: TCP, then TLS 1.3 with this device's identity, accepting only pinned peers.
 public final class TLSConnector: Sendable {
-    private let context: TLSContext
+    private let context: LazyTLSContext
     private let pins: PinProvider
     public let configuration: TransportConfiguration
     /// Every handshake this connector started.
     public let handshakes = HandshakeCounter()
 
     public init(identity: Ed25519PrivateKey, pins: @escaping PinProvider, configuration: TransportConfiguration = .init()) throws(TransportError) {
-        self.context = try TLSContext(identity: identity, role: .client)
+        self.context = LazyTLSContext(identity: identity, role: .client)
         self.pins = pins
         self.configuration = configuration
     }
+
+    /// Whether its TLS context exists yet (made at the first connect).
+    var contextIsMade: Bool { context.isMade }
 
     /// Connects and authenticates within `timeout` (TCP connect, handshake and identity proofs together).
     /// This device proves its identity first (§8.1); a server that refuses it closes the connection
@@ -23,6 +26,6 @@ public final class TLSConnector: Sendable {
     public func connect(host: String, port: UInt16, timeout: Duration = .seconds(10)) async throws(TransportError) -> SecureChannel {
         let deadline = timeout.deadlineFromNow
         let socket = try await OwnedSocket.connectTCP(host: host, port: port, until: deadline)
-        return try await context.secure(socket, pins: pins, until: deadline, configuration: configuration, counter: handshakes)
+        return try await context.context().secure(socket, pins: pins, until: deadline, configuration: configuration, counter: handshakes)
     }
 }

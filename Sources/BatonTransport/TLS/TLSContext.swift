@@ -255,6 +255,35 @@ final class SelfSignedCertificate {
 
 /// libssl writes to sockets with write(2); a peer that vanished would raise SIGPIPE and end the process.
 /// Ignoring it turns that into EPIPE, which the transport reports as `.closed`.
-private func ignoreBrokenPipeSignals() {
+func ignoreBrokenPipeSignals() {
     _ = signal(SIGPIPE, SIG_IGN)
+}
+
+/// A TLSContext made at its first connection, not when its listener or connector is: an idle daemon
+/// never touched libssl's configuration code or the algorithms it fetches (idle RSS,
+/// docs/benchmarks.md). Made once, then shared; a failure is thrown to that connection and the next
+/// one tries again.
+final class LazyTLSContext: Sendable {
+    private let identity: Ed25519PrivateKey
+    private let role: TLSContext.Role
+    private let made = Mutex<TLSContext?>(nil)
+
+    init(identity: Ed25519PrivateKey, role: TLSContext.Role) {
+        // Before any socket of the transport exists, as the eager context did.
+        ignoreBrokenPipeSignals()
+        self.identity = identity
+        self.role = role
+    }
+
+    func context() throws(TransportError) -> TLSContext {
+        try made.withLock { (made: inout TLSContext?) throws(TransportError) -> TLSContext in
+            if let made { return made }
+            let context = try TLSContext(identity: identity, role: role)
+            made = context
+            return context
+        }
+    }
+
+    /// Whether the context was made (tests).
+    var isMade: Bool { made.withLock { $0 != nil } }
 }

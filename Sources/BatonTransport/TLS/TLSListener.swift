@@ -40,7 +40,7 @@ public final class TLSListener: Sendable {
     public let configuration: TransportConfiguration
     /// Authenticated channels kept at once (ring members), apart from `configuration.maxConnections`.
     public let maxMemberConnections: Int
-    private let context: TLSContext
+    private let context: LazyTLSContext
     private let pins: PinProvider
     private let onHandshakeFailure: @Sendable (TransportError) -> Void
     private let state = Mutex(State())
@@ -58,7 +58,7 @@ public final class TLSListener: Sendable {
         onHandshakeFailure: @escaping @Sendable (TransportError) -> Void = { _ in }
     ) throws(TransportError) {
         let (socket, port) = try OwnedSocket.tcpListener(host: host, port: port, backlog: 64)
-        self.context = try TLSContext(identity: identity, role: .server)
+        self.context = LazyTLSContext(identity: identity, role: .server)
         self.port = port
         self.configuration = configuration
         self.maxMemberConnections = max(1, maxMemberConnections)
@@ -157,9 +157,12 @@ public final class TLSListener: Sendable {
         }
     }
 
+    /// Whether its TLS context exists yet (made at the first connection).
+    var contextIsMade: Bool { context.isMade }
+
     private func establish(_ socket: OwnedSocket, id: UInt64) async {
         do {
-            let channel = try await context.secure(
+            let channel = try await context.context().secure(
                 socket, pins: pins, until: configuration.handshakeTimeout.deadlineFromNow, configuration: configuration,
                 onClose: { [weak self] in self?.connectionClosed(id) })
             deliver(channel, id: id)
