@@ -10,6 +10,12 @@ let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
 // unsafe flags as a versioned dependency of another package.
 let daemonSections: [SwiftSetting] = strict + [.unsafeFlags(["-Xfrontend", "-function-sections"],
                                                             .when(platforms: [.linux], configuration: .release))]
+// The modules batond shares with the BatonClient product get function sections only in the release
+// builds of this tree's scripts (scripts/install, hence the Debian package, and
+// scripts/profile-startup-order set BATON_DAEMON_LAYOUT=1): about 0.2-0.4 MiB less of batond's text
+// resident after start (docs/benchmarks.md). Without it, as for a package depending on BatonClient,
+// they carry no unsafe flag.
+let sharedSections: [SwiftSetting] = Context.environment["BATON_DAEMON_LAYOUT"] == "1" ? daemonSections : strict
 
 let package = Package(
     name: "Baton",
@@ -34,20 +40,20 @@ let package = Package(
         .systemLibrary(name: "CGio", pkgConfig: "gio-unix-2.0", providers: [.apt(["libglib2.0-dev"])]),
 
         // Pure layers: no I/O.
-        .target(name: "BatonCrypto", dependencies: ["COpenSSL"], swiftSettings: strict),
-        .target(name: "BatonCore", dependencies: ["BatonCrypto"], swiftSettings: strict),
+        .target(name: "BatonCrypto", dependencies: ["COpenSSL"], swiftSettings: sharedSections),
+        .target(name: "BatonCore", dependencies: ["BatonCrypto"], swiftSettings: sharedSections),
 
         // Adapters at the edges.
         // Dispatch sources that never watch a socket directly (libdispatch's hang-up race).
         .systemLibrary(name: "CEpoll"),
-        .target(name: "BatonReadiness", dependencies: ["CEpoll"], swiftSettings: strict),
-        .target(name: "BatonDBus", dependencies: ["CDBus", "BatonReadiness"], swiftSettings: strict),
+        .target(name: "BatonReadiness", dependencies: ["CEpoll"], swiftSettings: sharedSections),
+        .target(name: "BatonDBus", dependencies: ["CDBus", "BatonReadiness"], swiftSettings: sharedSections),
         .target(name: "BatonStore", dependencies: ["BatonCrypto"], swiftSettings: daemonSections),
         .target(name: "BatonTransport", dependencies: ["BatonCore", "BatonCrypto", "COpenSSL", "CBluetooth", "BatonReadiness"], swiftSettings: daemonSections),
         .target(name: "BatonBlueZ", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: daemonSections),
         .target(name: "BatonAvahi", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: daemonSections),
         // The D-Bus contract (names, errors, value coding, typed replies) shared by daemon and clients.
-        .target(name: "BatonAPI", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: strict),
+        .target(name: "BatonAPI", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: sharedSections),
         .target(name: "BatonService", dependencies: ["BatonAPI", "BatonCore", "BatonCrypto", "BatonDBus", "BatonStore", "BatonBlueZ", "BatonAvahi", "BatonTransport"], swiftSettings: daemonSections),
         .target(name: "BatonClient", dependencies: ["BatonAPI", "BatonDBus", "BatonCore"], swiftSettings: strict),
         // What both command-line tools share: subcommands, argument parsing, output, JSON.
