@@ -43,7 +43,7 @@ public struct DocumentInbox: Sendable {
     func pullRunning(hexDigest: String) -> Bool {
         let descriptor = Glibc.open(directory + "/" + hexDigest + ".partial", O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard descriptor >= 0 else { return false }
-        defer { close(descriptor) }
+        defer { unlockAndClose(descriptor) }
         return flock(descriptor, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK
     }
 
@@ -108,7 +108,7 @@ public final class PartialDocument: @unchecked Sendable {
         }
     }
 
-    deinit { if !closed { close(descriptor) } }
+    deinit { if !closed { unlockAndClose(descriptor) } }
 
     /// Appends the next bytes (the caller checked their offset).
     public func append(_ bytes: UnsafeRawBufferPointer) throws(SnapshotError) {
@@ -142,7 +142,7 @@ public final class PartialDocument: @unchecked Sendable {
     /// no longer at its name is never renamed (`io`, ESTALE).
     public func finish() throws(SnapshotError) -> String {
         closed = true
-        defer { close(descriptor) }
+        defer { unlockAndClose(descriptor) }
         // The rename goes by name: it must still name this file (one removed and made again under
         // it is another pull's, unchecked), else that file would become the checked document.
         var opened = stat(), named = stat()
@@ -165,7 +165,7 @@ public final class PartialDocument: @unchecked Sendable {
         guard !closed else { return }
         closed = true
         unlink(path)
-        close(descriptor)
+        unlockAndClose(descriptor)
     }
 
     /// Keeps what arrived for a later resume (the connection broke).
@@ -173,6 +173,15 @@ public final class PartialDocument: @unchecked Sendable {
         guard !closed else { return }
         closed = true
         fsync(descriptor)
-        close(descriptor)
+        unlockAndClose(descriptor)
     }
+}
+
+/// Lets a partial file's lock go before closing its descriptor. The lock belongs to the open file,
+/// which a child process started in the meantime also refers to until its exec closes it (O_CLOEXEC
+/// acts only at exec); a plain close left the lock held that long, and the next pull of the snapshot
+/// was refused as already running (seen in test runs that start programs beside pulls).
+func unlockAndClose(_ descriptor: Int32) {
+    _ = flock(descriptor, LOCK_UN)
+    close(descriptor)
 }
