@@ -103,6 +103,35 @@ struct DocumentDripCancelTests {
     }
 }
 
+/// The race behind a flaky `anAbandonedCallerCancelsTheWork`: work that ends as soon as it is
+/// cancelled answered the caller before the cancel did, so a cancelled Continue was reported as
+/// finished. Made certain here: the work's cancellation handler waits until the work has returned.
+@Suite("BatonServiceTests: a cancel answers before the cancelled work can")
+struct ContinueAttemptCancelOrderTests {
+    @Test func aCancelledAttemptAnswersCancelledEvenWhenItsWorkEndsFirst() async throws {
+        let returned = Mutex(false)
+        // The cancel waits (up to 2 s) until the cancelled work has returned before it answers.
+        let attempt = ContinueAttempt(afterCancellingWork: {
+            for _ in 0..<2_000 where !returned.withLock({ $0 }) { usleep(1_000) }
+            usleep(20_000)
+        })
+        let started = Mutex(false)
+        let caller = Task {
+            await attempt.run { () async throws(TransferError) -> Handover in
+                started.withLock { $0 = true }
+                try? await Task.sleep(for: .seconds(60))
+                returned.withLock { $0 = true }
+                return .handled(.delivered)
+            }
+        }
+        #expect(await eventually(timeout: .seconds(10)) { started.withLock { $0 } })
+        attempt.cancel()
+        #expect(returned.withLock { $0 }, "the work returned while the cancel was held")
+        guard case .cancelled = await caller.value else { Issue.record("a cancelled attempt was reported as finished"); return }
+        #expect(!attempt.beginDelivery(), "nothing is delivered after a cancel")
+    }
+}
+
 /// How many of the fake source's streams found their connection closed.
 final class ClosedConnections: Sendable {
     let count = Mutex(0)

@@ -42,6 +42,12 @@ final class ContinueAttempt: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Runs between cancelling the work and answering the caller (tests hold the cancel there).
+    private let afterCancellingWork: @Sendable () -> Void
+
+    init(afterCancellingWork: @escaping @Sendable () -> Void = {}) {
+        self.afterCancellingWork = afterCancellingWork
+    }
 
     /// Runs `work` in its own task and returns its result, or `.cancelled` as soon as `cancel()` is called.
     func run(_ work: @escaping @Sendable () async throws(TransferError) -> Handover) async -> Result {
@@ -71,14 +77,20 @@ final class ContinueAttempt: Sendable {
 
     /// Cancels unless delivery already began: the caller is answered and the work stops.
     func cancel() {
-        let work = state.withLock { state -> Task<Void, Never>?? in
+        let taken = state.withLock { state -> (work: Task<Void, Never>?, waiter: CheckedContinuation<Result, Never>?)? in
             guard state.phase == .fetching else { return nil }
             state.phase = .cancelled
-            return .some(state.work)
+            // The answer is settled before the work hears of the cancel: work that then ends at once
+            // (a sleep or a pull that throws) answered first before, and the caller heard "finished".
+            guard state.early == nil else { return (state.work, nil) }
+            state.early = .cancelled
+            defer { state.waiter = nil }
+            return (state.work, state.waiter)
         }
-        guard let work else { return }
-        work?.cancel()
-        resume(.cancelled)
+        guard let taken else { return }
+        taken.work?.cancel()
+        afterCancellingWork()
+        taken.waiter?.resume(returning: .cancelled)
     }
 
     /// Called before the record goes to a handler: false when cancelled (then nothing is delivered).
