@@ -76,7 +76,7 @@ final class HeadlessChromium: @unchecked Sendable {
     }
 
     /// One DevTools HTTP call, through Python's urllib (python3 is a test dependency already).
-    private func devToolsRequest(_ method: String, _ path: String) async throws -> Data {
+    func devToolsRequest(_ method: String, _ path: String) async throws -> Data {
         let script = "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(urllib.request.Request(sys.argv[1], method=sys.argv[2])).read().decode())"
         let result = try await runTool("/usr/bin/python3", ["-c", script, try await devTools() + path, method])
         guard result.status == 0 else { throw FixtureError.timedOut("DevTools \(method) \(path): \(result.stderr)") }
@@ -223,12 +223,18 @@ extension RealBrowserTests {
                 // Headless focus is loose: which window is "focused" after a DevTools open depends on
                 // timing, so the control activates its tab again every few seconds until it publishes.
                 var activated = ContinuousClock.now
-                _ = try await awaitValue("normal window publishes") {
-                    if ContinuousClock.now - activated > .seconds(3) {
-                        try await browser.activate(two)
-                        activated = ContinuousClock.now
+                do {
+                    _ = try await awaitValue("normal window publishes") {
+                        if ContinuousClock.now - activated > .seconds(3) {
+                            try await browser.activate(two)
+                            activated = ContinuousClock.now
+                        }
+                        return try await connection.activities().first { $0.title == "Page Two" }
                     }
-                    return try await connection.activities().first { $0.title == "Page Two" }
+                } catch {
+                    // Seen once in a loaded host run: what the host and the browser's tabs were then.
+                    let tabs = (try? await browser.devToolsRequest("GET", "/json/list")).map { String(decoding: $0, as: UTF8.self) } ?? "(no answer)"
+                    Issue.record("\(error)\nhost log:\n\(browser.hostLogText)\ntabs:\n\(tabs)")
                 }
             }
         }
