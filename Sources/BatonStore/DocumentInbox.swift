@@ -176,12 +176,3 @@ public final class PartialDocument: @unchecked Sendable {
         unlockAndClose(descriptor)
     }
 }
-
-/// Lets a partial file's lock go before closing its descriptor. The lock belongs to the open file,
-/// which a child process started in the meantime also refers to until its exec closes it (O_CLOEXEC
-/// acts only at exec); a plain close left the lock held that long, and the next pull of the snapshot
-/// was refused as already running (seen in test runs that start programs beside pulls).
-func unlockAndClose(_ descriptor: Int32) {
-    _ = flock(descriptor, LOCK_UN)
-    close(descriptor)
-}

@@ -138,3 +138,13 @@ extension StateDirectory {
             + pad(parts.tm_hour, 2) + pad(parts.tm_min, 2) + pad(parts.tm_sec, 2) + "Z"
     }
 }
+
+/// Lets a flock go before closing its descriptor (the inbox's partial files, the state directory
+/// lock). The lock belongs to the open file, which a child process started in the meantime also
+/// refers to until its exec closes it (O_CLOEXEC acts only at exec); a plain close left the lock
+/// held that long, and the next pull of a snapshot was refused as already running (seen in test
+/// runs that start programs beside pulls).
+func unlockAndClose(_ descriptor: Int32) {
+    _ = flock(descriptor, LOCK_UN)
+    close(descriptor)
+}

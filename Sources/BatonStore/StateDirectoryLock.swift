@@ -38,10 +38,7 @@ public final class StateDirectoryLock: Sendable {
     }
 
     deinit {
-        // Explicitly: a child process between its start and its exec still refers to the open
-        // file, and a plain close would leave the lock held until then.
-        _ = flock(descriptor, LOCK_UN)
-        close(descriptor)
+        unlockAndClose(descriptor)
     }
 
     private static func readHolder(_ descriptor: Int32) -> Int32? {

@@ -20,8 +20,7 @@ final class LabDesktopSession: @unchecked Sendable {
                        "XDG_DATA_HOME": lab.directory.appendingPathComponent("no-home").path,
                        "XDG_CONFIG_HOME": lab.directory.appendingPathComponent("config").path]
         let xvfbLog = lab.directory.appendingPathComponent("xvfb.log").path
-        processes.append(try TwoDaemonsLabTests().spawn("/usr/bin/Xvfb", [display, "-screen", "0", "800x600x24", "-nolisten", "tcp"],
-                                                        environment: environment, log: xvfbLog))
+        _ = try spawn("/usr/bin/Xvfb", [display, "-screen", "0", "800x600x24", "-nolisten", "tcp"], log: xvfbLog)
         if !(await lab.eventually(10) { FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X" + display.dropFirst()) }) {
             problems.append("Xvfb made no socket for \(display) in 10 s; its log:\n\(Self.read(xvfbLog))")
         }
@@ -29,8 +28,7 @@ final class LabDesktopSession: @unchecked Sendable {
         try "[global]\n    font = Monospace 8\n".write(to: configuration, atomically: true, encoding: .utf8)
         for attempt in 1...3 {
             let log = lab.directory.appendingPathComponent("dunst-\(attempt).log").path
-            let dunst = try TwoDaemonsLabTests().spawn("/usr/bin/dunst", ["-conf", configuration.path], environment: environment, log: log)
-            processes.append(dunst)
+            let dunst = try spawn("/usr/bin/dunst", ["-conf", configuration.path], log: log)
             if await lab.eventually(10, { await self.dunstctl(["count", "displayed"]) == "0" }) {
                 answering = true
                 if !problems.isEmpty { print("LAB the notification server needed \(attempt) starts:\n\(problems.joined(separator: "\n"))") }
