@@ -33,7 +33,8 @@ let package = Package(
     targets: [
         // C libraries from Debian packages.
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
-        .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
+        // Header-only: descriptor passing on the bus socket (BatonDBus speaks D-Bus itself).
+        .systemLibrary(name: "CBusSocket"),
         // Header-only: the L2CAP socket address and constants. batond calls nothing in libbluetooth,
         // so nothing links it (one shared library less to load, docs/benchmarks.md).
         .systemLibrary(name: "CBluetooth", providers: [.apt(["libbluetooth-dev"])]),
@@ -47,7 +48,7 @@ let package = Package(
         // Dispatch sources that never watch a socket directly (libdispatch's hang-up race).
         .systemLibrary(name: "CEpoll"),
         .target(name: "BatonReadiness", dependencies: ["CEpoll"], swiftSettings: sharedSections),
-        .target(name: "BatonDBus", dependencies: ["CDBus", "BatonReadiness"], swiftSettings: sharedSections),
+        .target(name: "BatonDBus", dependencies: ["CBusSocket", "BatonReadiness"], swiftSettings: sharedSections),
         .target(name: "BatonStore", dependencies: ["BatonCrypto"], swiftSettings: daemonSections),
         .target(name: "BatonTransport", dependencies: ["BatonCore", "BatonCrypto", "COpenSSL", "CBluetooth", "BatonReadiness"], swiftSettings: daemonSections),
         .target(name: "BatonBlueZ", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: daemonSections),

@@ -1,28 +1,45 @@
-internal import CDBus
 import Dispatch
+import Glibc
 
 // Incoming method calls: routing, argument reading within a budget, replies.
 
 extension ConnectionCore {
     // MARK: - Incoming method calls
 
-    /// Object-path handler: runs on the queue during dispatch. Arguments are read only once the
+    /// Runs on the queue during dispatch, for every method call. Arguments are read only once the
     /// call is routed, within the budget of the method it names, so a call that is refused (no
     /// such method, wrong signature, over budget) never costs more than that budget.
-    func handleObjectMessage(_ message: OpaquePointer) -> DBusHandlerResult {
-        guard dbus_message_get_type(message) == DBUS_MESSAGE_TYPE_METHOD_CALL else { return DBUS_HANDLER_RESULT_NOT_YET_HANDLED }
-        let incoming = RetainedMessage(message)
-        let call = DBusMethodCall(sender: optionalString(dbus_message_get_sender(message)) ?? "",
-                                  path: optionalString(dbus_message_get_path(message)) ?? "/",
-                                  interface: optionalString(dbus_message_get_interface(message)),
-                                  member: optionalString(dbus_message_get_member(message)) ?? "", arguments: [])
-        route(call, signature: optionalString(dbus_message_get_signature(message)) ?? "", message: incoming)
-        return DBUS_HANDLER_RESULT_HANDLED
+    func handleObjectMessage(_ message: DBusMessage) {
+        let call = DBusMethodCall(sender: message.sender ?? "", path: message.path ?? "/", interface: message.interface,
+                                  member: message.member ?? "", arguments: [])
+        let address = ReplyAddress(message)
+        if call.interface == peerInterface {
+            return answerPeer(call, signature: message.signatureString, address: address)
+        }
+        route(call, message: message, address: address)
+    }
+
+    /// `org.freedesktop.DBus.Peer`, which every connection answers for every path.
+    private func answerPeer(_ call: DBusMethodCall, signature: String, address: ReplyAddress) {
+        switch call.member {
+        case "Ping" where signature.isEmpty:
+            reply(to: address, with: .success([]), expectedSignature: nil)
+        case "GetMachineId" where signature.isEmpty:
+            if let machineID = MachineID.value {
+                reply(to: address, with: .success([.string(machineID)]), expectedSignature: nil)
+            } else {
+                reply(to: address, with: .failure(.failed("no machine id in /etc/machine-id or /var/lib/dbus/machine-id")), expectedSignature: nil)
+            }
+        case "Ping", "GetMachineId":
+            reply(to: address, with: .failure(.invalidArgs("\(call.member) takes no arguments")), expectedSignature: nil)
+        default:
+            reply(to: address, with: .failure(.unknownMethod("no method \(call.member) in \(peerInterface)")), expectedSignature: nil)
+        }
     }
 
     /// Sends the reply now (synchronous outcome). Must run on the queue.
-    private func reply(to message: RetainedMessage, with outcome: CallOutcome, expectedSignature: String?) {
-        guard !isClosed, dbus_message_get_no_reply(message.raw) == 0 else { return }
+    private func reply(to address: ReplyAddress, with outcome: CallOutcome, expectedSignature: String?) {
+        guard !isClosed, address.expectsReply else { return }
         var outcome = outcome
         if case .success(let values) = outcome, let expectedSignature {
             let actual = values.map(\.signature).joined()
@@ -30,35 +47,26 @@ extension ConnectionCore {
                 outcome = .failure(.failed("handler replied with signature '\(actual)', declared '\(expectedSignature)'"))
             }
         }
-        var reply: OpaquePointer?
         if case .success(let values) = outcome {
-            reply = dbus_message_new_method_return(message.raw)
-            if let built = reply {
-                do {
-                    try DBusMarshal.append(values, to: built)
-                } catch {
-                    dbus_message_unref(built)
-                    reply = nil
-                    outcome = .failure(error)
-                }
+            var reply = address.reply(kind: .methodReturn)
+            do throws(DBusError) {
+                try send(&reply, body: values)
+                return
+            } catch {
+                outcome = .failure(error)
             }
         }
-        if case .failure(let error) = outcome {
-            let name = DBusValidate.isValidErrorName(error.name) ? error.name : DBusError.failedName
-            let text = String(String.UnicodeScalarView(error.message.unicodeScalars.filter { $0 != "\0" }))
-            reply = dbus_message_new_error(message.raw, name, text)
-        }
-        guard let reply else { return }
-        _ = dbus_connection_send(raw, reply, nil)
-        dbus_message_unref(reply)
+        guard case .failure(let error) = outcome else { return }
+        var reply = address.reply(kind: .error)
+        reply.errorName = DBusValidate.isValidErrorName(error.name) ? error.name : DBusError.failedName
+        let text = String(String.UnicodeScalarView(error.message.unicodeScalars.filter { $0 != "\0" }))
+        _ = try? send(&reply, body: [.string(text)])
     }
 
-    /// Answers a method call the gate kept from libdbus for its size, with the error its method's
+    /// Answers a method call refused for its size as it streamed in, with the error its method's
     /// budget names; the text gives only sizes, nothing of the caller's message.
     func refuseOversized(_ message: OversizedMessage) {
-        guard !isClosed, message.expectsReply, let sender = message.sender, DBusValidate.isValidBusName(sender),
-              let error = dbus_message_new(DBUS_MESSAGE_TYPE_ERROR) else { return }
-        defer { dbus_message_unref(error) }
+        guard !isClosed, message.expectsReply, let sender = message.sender, DBusValidate.isValidBusName(sender) else { return }
         var name = DBusError.limitsExceededName
         if let path = message.path, let member = message.member, let object = objects[path] {
             let interface = message.interface.flatMap { object.interface(named: $0) }
@@ -66,17 +74,13 @@ extension ConnectionCore {
             if let budgetName = interface?.method(named: member)?.budget.tooLargeErrorName,
                DBusValidate.isValidErrorName(budgetName) { name = budgetName }
         }
-        let limit = gate?.limit ?? 0
-        guard dbus_message_set_error_name(error, name) != 0, dbus_message_set_destination(error, sender) != 0,
-              dbus_message_set_reply_serial(error, message.serial) != 0 else { return }
-        dbus_message_set_no_reply(error, 1)
-        guard (try? DBusMarshal.append([.string("message of \(message.totalBytes) bytes is over the limit of \(limit) bytes")],
-                                       to: error)) != nil else { return }
-        _ = dbus_connection_send(raw, error, nil)
+        var error = ReplyAddress(sender: sender, serial: message.serial, expectsReply: true).reply(kind: .error)
+        error.errorName = name
+        _ = try? send(&error, body: [.string("message of \(message.totalBytes) bytes is over the limit of \(limit ?? 0) bytes")])
     }
 
     /// Runs `work` as a task and replies when it finishes.
-    private func replyLater(to message: RetainedMessage, sender: String, expectedSignature: String?,
+    private func replyLater(to address: ReplyAddress, sender: String, expectedSignature: String?,
                             _ work: @escaping @Sendable () async throws -> [DBusValue]) {
         Task {
             let outcome: CallOutcome
@@ -87,24 +91,25 @@ extension ConnectionCore {
             } catch {
                 outcome = .failure(.failed(String(describing: error)))
             }
-            self.queue.async { self.reply(to: message, with: outcome, expectedSignature: expectedSignature) }
+            self.queue.async { self.reply(to: address, with: outcome, expectedSignature: expectedSignature) }
         }
     }
 
-    private func route(_ call: DBusMethodCall, signature: String, message: RetainedMessage) {
+    private func route(_ call: DBusMethodCall, message: DBusMessage, address: ReplyAddress) {
         var call = call
+        let signature = message.signatureString
         let path = call.path
         let isManagerRoot = objectManagerRoots.contains(path)
         guard let object = objects[path] ?? (isManagerRoot ? ExportedObject(interfaces: []) : nil) else {
             // An intermediate node: only introspection is available.
             if call.member == "Introspect", call.interface == nil || call.interface == introspectableInterface {
-                guard signature.isEmpty else { return reply(to: message, with: .failure(.invalidArgs("Introspect takes no arguments")), expectedSignature: nil) }
-                return reply(to: message, with: .success([.string(introspectionXML(for: path, object: nil))]), expectedSignature: nil)
+                guard signature.isEmpty else { return reply(to: address, with: .failure(.invalidArgs("Introspect takes no arguments")), expectedSignature: nil) }
+                return reply(to: address, with: .success([.string(introspectionXML(for: path, object: nil))]), expectedSignature: nil)
             }
-            return reply(to: message, with: .failure(.unknownObject("no object at \(path)")), expectedSignature: nil)
+            return reply(to: address, with: .failure(.unknownObject("no object at \(path)")), expectedSignature: nil)
         }
 
-        func fail(_ error: DBusError) { reply(to: message, with: .failure(error), expectedSignature: nil) }
+        func fail(_ error: DBusError) { reply(to: address, with: .failure(error), expectedSignature: nil) }
         func expect(_ expected: String) -> Bool {
             guard signature == expected else {
                 fail(.invalidArgs("\(call.member) expects signature '\(expected)', got '\(signature)'"))
@@ -115,7 +120,7 @@ extension ConnectionCore {
         /// The arguments within `budget`, or nil after replying with the refusal.
         func readArguments(_ budget: DBusArgumentBudget) -> [DBusValue]? {
             do {
-                return try DBusMarshal.read(message.raw, budget: budget)
+                return try message.arguments(budget: budget)
             } catch {
                 fail(error)
                 if error.name == budget.tooLargeErrorName { MemoryRelease.afterOversizedMessage() }
@@ -131,17 +136,17 @@ extension ConnectionCore {
         case introspectableInterface:
             guard call.member == "Introspect" else { return fail(.unknownMethod("no method \(call.member) in \(interfaceName)")) }
             guard expect("") else { return }
-            reply(to: message, with: .success([.string(introspectionXML(for: path, object: object))]), expectedSignature: nil)
+            reply(to: address, with: .success([.string(introspectionXML(for: path, object: object))]), expectedSignature: nil)
         case propertiesInterface:
             // Get, GetAll and Set check their signatures; the standard budget bounds what is read first.
             guard let arguments = readArguments(.standard) else { return }
             call.arguments = arguments
-            handleProperties(call, signature: signature, object: object, message: message, fail: fail, expect: expect)
+            handleProperties(call, signature: signature, object: object, address: address, fail: fail, expect: expect)
         case objectManagerInterface where isManagerRoot:
             guard call.member == "GetManagedObjects" else { return fail(.unknownMethod("no method \(call.member) in \(interfaceName)")) }
             guard expect("") else { return }
             let managed = objects.filter { ConnectionCore.isDescendant($0.key, of: path) }
-            replyLater(to: message, sender: call.sender, expectedSignature: "a{oa{sa{sv}}}") {
+            replyLater(to: address, sender: call.sender, expectedSignature: "a{oa{sa{sv}}}") {
                 var entries: [DBusValue: DBusValue] = [:]
                 for (objectPath, managedObject) in managed {
                     entries[.objectPath(objectPath)] = await ConnectionCore.interfacesAndProperties(managedObject.interfaces)
@@ -159,7 +164,7 @@ extension ConnectionCore {
             call.arguments = arguments
             let handler = method.handler
             let call = call
-            replyLater(to: message, sender: call.sender, expectedSignature: method.outSignature) { try await handler(call) }
+            replyLater(to: address, sender: call.sender, expectedSignature: method.outSignature) { try await handler(call) }
         }
     }
 
@@ -172,7 +177,7 @@ extension ConnectionCore {
         }
     }
 
-    private func handleProperties(_ call: DBusMethodCall, signature: String, object: ExportedObject, message: RetainedMessage,
+    private func handleProperties(_ call: DBusMethodCall, signature: String, object: ExportedObject, address: ReplyAddress,
                                   fail: (DBusError) -> Void, expect: (String) -> Bool) {
         let arguments = call.arguments
         switch call.member {
@@ -180,7 +185,7 @@ extension ConnectionCore {
             guard expect("ss"), let interfaceName = arguments[0].stringValue, let name = arguments[1].stringValue else { return }
             guard let interface = object.interface(named: interfaceName) else { return fail(.unknownInterface("no interface \(interfaceName)")) }
             guard let property = interface.property(named: name) else { return fail(.unknownProperty("no property \(name) in \(interfaceName)")) }
-            replyLater(to: message, sender: call.sender, expectedSignature: "v") { [.variant(try await ConnectionCore.read(property))] }
+            replyLater(to: address, sender: call.sender, expectedSignature: "v") { [.variant(try await ConnectionCore.read(property))] }
         case "GetAll":
             guard expect("s"), let interfaceName = arguments[0].stringValue else { return }
             let interfaces: [DBusInterface]
@@ -193,7 +198,7 @@ extension ConnectionCore {
             } else {
                 return fail(.unknownInterface("no interface \(interfaceName)"))
             }
-            replyLater(to: message, sender: call.sender, expectedSignature: "a{sv}") {
+            replyLater(to: address, sender: call.sender, expectedSignature: "a{sv}") {
                 var all: [String: DBusValue] = [:]
                 for interface in interfaces {
                     all.merge(try await ConnectionCore.readProperties(of: interface, skippingFailures: false)) { first, _ in first }
@@ -211,7 +216,7 @@ extension ConnectionCore {
                 return fail(.invalidArgs("property \(name) has type '\(property.signature)', got '\(value.signature)'"))
             }
             let path = call.path
-            replyLater(to: message, sender: call.sender, expectedSignature: "") {
+            replyLater(to: address, sender: call.sender, expectedSignature: "") {
                 try await setter(value)
                 if property.emitsChangedOnSet {
                     self.queue.async {
@@ -223,5 +228,51 @@ extension ConnectionCore {
         default:
             fail(.unknownMethod("no method \(call.member) in \(propertiesInterface)"))
         }
+    }
+}
+
+/// Where the reply to an incoming call goes.
+struct ReplyAddress: Sendable {
+    let sender: String?
+    let serial: UInt32
+    let expectsReply: Bool
+
+    init(sender: String?, serial: UInt32, expectsReply: Bool) {
+        self.sender = sender
+        self.serial = serial
+        self.expectsReply = expectsReply
+    }
+
+    init(_ message: DBusMessage) {
+        self.init(sender: message.sender, serial: message.serial, expectsReply: message.expectsReply)
+    }
+
+    func reply(kind: DBusMessage.Kind) -> DBusMessage {
+        var reply = DBusMessage(kind: kind)
+        reply.flags = DBusMessage.noReplyExpectedFlag
+        reply.replySerial = serial
+        reply.destination = sender
+        return reply
+    }
+}
+
+/// This machine's D-Bus machine id (for `Peer.GetMachineId`), read once.
+enum MachineID {
+    static let value: String? = {
+        for path in ["/etc/machine-id", "/var/lib/dbus/machine-id"] {
+            guard let file = fopen(path, "r") else { continue }
+            defer { fclose(file) }
+            var buffer = [CChar](repeating: 0, count: 64)
+            guard fgets(&buffer, Int32(buffer.count), file) != nil else { continue }
+            let text = String(cString: buffer).trimmingWhitespace
+            if text.utf8.count == 32, text.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) { return text }
+        }
+        return nil
+    }()
+}
+
+private extension String {
+    var trimmingWhitespace: String {
+        String(decoding: utf8.filter { $0 != 0x0A && $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }, as: UTF8.self)
     }
 }

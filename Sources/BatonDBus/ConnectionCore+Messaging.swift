@@ -1,5 +1,5 @@
-internal import CDBus
 import Dispatch
+import Glibc
 
 let busName = "org.freedesktop.DBus"
 let busPath = "/org/freedesktop/DBus"
@@ -20,35 +20,25 @@ extension ConnectionCore {
             try DBusValidate.path(path)
             if let interface { try DBusValidate.interface(interface) }
             try DBusValidate.member(method)
-            guard let message = dbus_message_new_method_call(destination, path, interface, method) else { throw .noMemory() }
-            defer { dbus_message_unref(message) }
-            try DBusMarshal.append(arguments, to: message)
-            var pendingOut: OpaquePointer?
-            guard dbus_connection_send_with_reply(raw, message, &pendingOut, timeoutMilliseconds) != 0 else { throw .noMemory() }
-            // libdbus hands back no pending call when the connection is already disconnected.
-            guard let pending = pendingOut else { throw .disconnected() }
+            var message = DBusMessage(kind: .methodCall)
+            message.destination = destination
+            message.path = path
+            message.interface = interface
+            message.member = method
+            let serial = try send(&message, body: arguments)
             let reply = PendingReply(completion: completion)
-            reply.pending = pending
-            inflight[ObjectIdentifier(reply)] = reply
-            let installed = dbus_pending_call_set_notify(
-                pending,
-                { pending, data in
-                    guard let pending, let data else { return }
-                    let reply = Unmanaged<PendingReply>.fromOpaque(data).takeUnretainedValue()
-                    ConnectionCore.complete(reply, pending: pending)
-                },
-                Unmanaged.passRetained(reply).toOpaque(),
-                { data in
-                    guard let data else { return }
-                    Unmanaged<PendingReply>.fromOpaque(data).release()
-                })
-            guard installed != 0 else {
-                inflight[ObjectIdentifier(reply)] = nil
-                dbus_pending_call_cancel(pending)
-                dbus_pending_call_unref(pending)
-                throw .noMemory()
+            inflight[serial] = reply
+            reply.onFinish = { [weak self] in self?.inflight[serial] = nil }
+            if timeoutMilliseconds != Int32.max {
+                let timer = DispatchSource.makeTimerSource(queue: queue)
+                let milliseconds = timeoutMilliseconds < 0 ? ConnectionCore.defaultTimeoutMilliseconds : Int(timeoutMilliseconds)
+                timer.schedule(deadline: .now() + .milliseconds(milliseconds))
+                timer.setEventHandler { [weak reply] in
+                    reply?.finish(.failure(DBusError(name: DBusError.noReplyName, message: ConnectionCore.noReplyText)))
+                }
+                timer.activate()
+                reply.timer = timer
             }
-            reply.onFinish = { [weak self] in self?.inflight[ObjectIdentifier(reply)] = nil }
             return reply
         } catch {
             completion(.failure(error))
@@ -56,43 +46,27 @@ extension ConnectionCore {
         }
     }
 
-    /// Runs inside dispatch (on the queue) when a reply, error or timeout arrives.
-    static func complete(_ reply: PendingReply, pending: OpaquePointer) {
-        let result: Result<[DBusValue], any Error>
-        if let message = dbus_pending_call_steal_reply(pending) {
-            result = ConnectionCore.result(of: message)
-            dbus_message_unref(message)
-        } else {
-            result = .failure(DBusError(name: DBusError.noReplyName, message: "no reply"))
-        }
-        if reply.pending != nil {
-            reply.pending = nil
-            // libdbus holds its own reference while the notify callback runs.
-            dbus_pending_call_unref(pending)
-        }
-        reply.finish(result)
-    }
+    /// What a call waits for its reply when the caller gives no timeout (libdbus's and sd-bus's 25 s).
+    static let defaultTimeoutMilliseconds = 25_000
+    static let noReplyText = "Did not receive a reply. Possible causes include: the remote application did not send a reply, "
+        + "the message bus security policy blocked the reply, the reply timeout expired, or the network connection was broken."
 
-    static func result(of message: OpaquePointer) -> Result<[DBusValue], any Error> {
+    /// A reply or error message as the caller sees it.
+    static func result(of message: DBusMessage) -> Result<[DBusValue], any Error> {
         let arguments: [DBusValue]
         do {
-            arguments = try DBusMarshal.read(message, budget: .standard)
+            arguments = try message.arguments(budget: .standard)
         } catch {
             return .failure(error)
         }
-        if dbus_message_get_type(message) == DBUS_MESSAGE_TYPE_ERROR {
-            let name = optionalString(dbus_message_get_error_name(message)) ?? DBusError.failedName
-            return .failure(DBusError(name: name, message: arguments.first?.stringValue ?? ""))
+        if message.kind == .error {
+            for value in arguments { if case .unixFD(let descriptor) = value { _ = close(descriptor) } }
+            return .failure(DBusError(name: message.errorName ?? DBusError.failedName, message: arguments.first?.stringValue ?? ""))
         }
         return .success(arguments)
     }
 
     func cancel(_ reply: PendingReply) {
-        if let pending = reply.pending {
-            dbus_pending_call_cancel(pending)
-            dbus_pending_call_unref(pending)
-            reply.pending = nil
-        }
         reply.finish(.failure(CancellationError()))
     }
 
@@ -122,7 +96,7 @@ extension ConnectionCore {
     }
 
     static func milliseconds(_ timeout: Duration?) -> Int32 {
-        guard let timeout else { return -1 }  // libdbus default (25 s)
+        guard let timeout else { return -1 }  // the default (25 s)
         let (seconds, attoseconds) = timeout.components
         guard seconds >= 0 else { return 0 }
         let total = seconds.multipliedReportingOverflow(by: 1000)
@@ -145,36 +119,27 @@ extension ConnectionCore {
         try DBusValidate.interface(interface)
         try DBusValidate.member(name)
         if let destination { try DBusValidate.busName(destination) }
-        guard let message = dbus_message_new_signal(path, interface, name) else { throw .noMemory() }
-        defer { dbus_message_unref(message) }
-        if let destination, dbus_message_set_destination(message, destination) == 0 { throw .noMemory() }
-        try DBusMarshal.append(arguments, to: message)
-        guard dbus_connection_send(raw, message, nil) != 0 else { throw .noMemory() }
+        var message = DBusMessage(kind: .signal)
+        message.path = path
+        message.interface = interface
+        message.member = name
+        message.destination = destination
+        try send(&message, body: arguments)
     }
 
     // MARK: - Incoming messages
 
-    /// Filter: sees every incoming message on the queue during dispatch.
-    func filter(_ message: OpaquePointer) {
-        guard dbus_message_get_type(message) == DBUS_MESSAGE_TYPE_SIGNAL else { return }
-        let interface = optionalString(dbus_message_get_interface(message)) ?? ""
-        let member = optionalString(dbus_message_get_member(message)) ?? ""
-        if interface == "org.freedesktop.DBus.Local" && member == "Disconnected" {
-            closeOnQueue()
-            return
-        }
+    /// Sees every incoming signal on the queue during dispatch.
+    func filter(_ message: DBusMessage) {
         var signal = DBusSignal(
-            sender: optionalString(dbus_message_get_sender(message)) ?? "",
-            path: optionalString(dbus_message_get_path(message)) ?? "",
-            interface: interface, member: member,
-            destination: optionalString(dbus_message_get_destination(message)),
-            arguments: [])
+            sender: message.sender ?? "", path: message.path ?? "", interface: message.interface ?? "",
+            member: message.member ?? "", destination: message.destination, arguments: [])
         // Anyone may send a signal to this connection: read it only when a subscription wants it.
         guard subscriptions.values.contains(where: {
             $0.rule.matchesIgnoringSender(signal, checkingArguments: false) && senderMatches($0.rule.sender, signal.sender)
         }) else { return }
         // Malformed or oversized signals are dropped rather than delivered half-read.
-        guard let arguments = try? DBusMarshal.read(message, budget: .standard) else { return }
+        guard let arguments = try? message.arguments(budget: .standard) else { return }
         signal.arguments = arguments
         // Snapshot: handlers may subscribe or unsubscribe.
         let current = subscriptions.sorted { $0.key < $1.key }
@@ -219,8 +184,14 @@ extension ConnectionCore {
     /// Must run on the queue.
     func unsubscribeOnQueue(_ id: UInt64) {
         guard !isClosed, let subscription = subscriptions.removeValue(forKey: id) else { return }
-        // With a NULL error libdbus sends RemoveMatch without waiting for the reply.
-        dbus_bus_remove_match(raw, subscription.rule.ruleString, nil)
+        // Sent without waiting for (or asking for) a reply.
+        var removal = DBusMessage(kind: .methodCall)
+        removal.flags = DBusMessage.noReplyExpectedFlag
+        removal.destination = busName
+        removal.path = busPath
+        removal.interface = busInterface
+        removal.member = "RemoveMatch"
+        _ = try? send(&removal, body: [.string(subscription.rule.ruleString)])
         if let sender = subscription.rule.sender, !sender.hasPrefix(":"), sender != busName {
             releaseOwnerTracking(sender)
         }

@@ -1,4 +1,3 @@
-internal import CDBus
 import Dispatch
 
 let introspectableInterface = "org.freedesktop.DBus.Introspectable"
@@ -11,50 +10,6 @@ let standardInterfaces: Set<String> = [introspectableInterface, propertiesInterf
 typealias CallOutcome = Result<[DBusValue], DBusError>
 
 extension ConnectionCore {
-    static let objectMessageFunction: DBusObjectPathMessageFunction = { _, message, data in
-        guard let message, let core = ConnectionCore.from(data) else { return DBUS_HANDLER_RESULT_NOT_YET_HANDLED }
-        return core.handleObjectMessage(message)
-    }
-
-    private func withVTable<T>(_ body: (UnsafePointer<DBusObjectPathVTable>) -> T) -> T {
-        var vtable = DBusObjectPathVTable()
-        vtable.message_function = ConnectionCore.objectMessageFunction
-        return withUnsafePointer(to: &vtable, body)
-    }
-
-    /// The "/" fallback catches calls to paths between exported objects (for introspection) and
-    /// lets "/" itself be exported. Must run on the queue.
-    private func ensureFallbackRegistered() throws(DBusError) {
-        guard !fallbackRegistered else { return }
-        var error = CDBus.DBusError()
-        dbus_error_init(&error)
-        let data = Unmanaged.passUnretained(self).toOpaque()
-        let ok = withVTable { dbus_connection_try_register_fallback(raw, "/", $0, data, &error) }
-        guard ok != 0 else { throw takeLibDBusError(&error, fallback: "cannot register object tree") }
-        dbus_error_free(&error)
-        fallbackRegistered = true
-    }
-
-    /// Must run on the queue.
-    private func registerPath(_ path: String) throws(DBusError) {
-        try ensureFallbackRegistered()
-        guard path != "/", !registeredPaths.contains(path) else { return }
-        var error = CDBus.DBusError()
-        dbus_error_init(&error)
-        let data = Unmanaged.passUnretained(self).toOpaque()
-        let ok = withVTable { dbus_connection_try_register_object_path(raw, path, $0, data, &error) }
-        guard ok != 0 else { throw takeLibDBusError(&error, fallback: "cannot register object path \(path)") }
-        dbus_error_free(&error)
-        registeredPaths.insert(path)
-    }
-
-    /// Must run on the queue.
-    private func unregisterPathIfUnused(_ path: String) {
-        guard objects[path] == nil, !objectManagerRoots.contains(path), registeredPaths.contains(path) else { return }
-        _ = dbus_connection_unregister_object_path(raw, path)
-        registeredPaths.remove(path)
-    }
-
     static func isDescendant(_ path: String, of root: String) -> Bool {
         guard path != root else { return false }
         return root == "/" ? path.hasPrefix("/") : path.hasPrefix(root + "/")
@@ -75,7 +30,6 @@ extension ConnectionCore {
         let roots = try onQueue { () throws(DBusError) -> [String] in
             guard !isClosed else { throw .disconnected() }
             guard objects[path] == nil else { throw .invalidArgs("an object is already exported at \(path)") }
-            try registerPath(path)
             objects[path] = ExportedObject(interfaces: interfaces)
             return objectManagerRoots.filter { ConnectionCore.isDescendant(path, of: $0) }.sorted()
         }
@@ -96,7 +50,6 @@ extension ConnectionCore {
         try onQueue { () throws(DBusError) in
             guard !isClosed else { throw .disconnected() }
             guard let removed = objects.removeValue(forKey: path) else { throw .unknownObject("nothing exported at \(path)") }
-            unregisterPathIfUnused(path)
             guard !removed.interfaces.isEmpty else { return }
             for root in objectManagerRoots.sorted() where ConnectionCore.isDescendant(path, of: root) {
                 try emitSignalOnQueue(path: root, interface: objectManagerInterface, name: "InterfacesRemoved",
@@ -110,7 +63,6 @@ extension ConnectionCore {
         try DBusValidate.path(root)
         try onQueue { () throws(DBusError) in
             guard !isClosed else { throw .disconnected() }
-            try registerPath(root)
             objectManagerRoots.insert(root)
         }
     }

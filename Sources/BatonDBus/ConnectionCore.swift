@@ -1,122 +1,136 @@
-internal import CDBus
+internal import CBusSocket
 import BatonReadiness
 import Dispatch
 import Glibc
 
-/// libdbus needs its thread support switched on once, before any connection exists.
-enum LibDBusRuntime {
-    static let threadsInitialized: Bool = dbus_threads_init_default() != 0
-}
-
-/// A libdbus pointer moved between closures that all run on the owning connection's queue.
-struct QueueConfinedPointer: @unchecked Sendable {
-    let raw: OpaquePointer
-}
-
-/// A retained incoming message. libdbus message reference counts are atomic; everything else done
-/// with the message happens on the connection queue, so sharing the handle across tasks is safe.
-final class RetainedMessage: @unchecked Sendable {
-    let raw: OpaquePointer
-    init(_ raw: OpaquePointer) {
-        self.raw = raw
-        dbus_message_ref(raw)
-    }
-    deinit { dbus_message_unref(raw) }
-}
-
-/// All libdbus state of one connection. Every method that touches `raw` or the mutable fields runs on
-/// `queue` (public entry points hop there with `onQueue`), which is what makes `@unchecked Sendable` sound.
+/// All state of one bus connection: its socket, the messages coming in and going out, calls
+/// awaiting replies, subscriptions and exported objects. Every method that touches the mutable
+/// fields runs on `queue` (public entry points hop there with `onQueue`), which is what makes
+/// `@unchecked Sendable` sound.
+///
+/// BatonDBus speaks the protocol itself (no libdbus): reading is driven by a readiness source on
+/// the socket, each read is framed (`IncomingMessageStream`: a message over the limit is skipped
+/// as it streams in, never buffered), and whole messages are dispatched in arrival order. Writing
+/// goes straight to the socket and waits for room only when the socket is full.
 final class ConnectionCore: @unchecked Sendable {
     let queue: DispatchQueue
     private let queueKey = DispatchSpecificKey<Bool>()
-    let raw: OpaquePointer
     let uniqueName: String
+    /// The size over which incoming messages are refused (`maxIncomingMessageBytes`), if one was set.
+    let limit: Int?
+    private let socket: Int32
+    /// Whether the bus agreed to pass descriptors (NEGOTIATE_UNIX_FD).
+    let passesDescriptors: Bool
 
     // Queue-confined state.
     var isClosed = false
-    private var drainScheduled = false
     private var dispatchDepth = 0
     private var nextID: UInt64 = 1
+    private var nextSerial: UInt32 = 2  // 1 was Hello
+    private var stream: IncomingMessageStream
+    private var streamBroken = false
+    private var outbox: [(bytes: [UInt8], sent: Int, descriptors: [Int32])] = []
+    private var readSource: (any DispatchSourceRead)?
+    private var writeSource: (any DispatchSourceRead)?
+    /// The socket closes when the connection and every readiness source watching it let go.
+    private var socketHolders = 1
     var subscriptions: [UInt64: Subscription] = [:]
     var wellKnownOwners: [String: String] = [:]
     var ownerTracking: [String: OwnerTracking] = [:]
-    var inflight: [ObjectIdentifier: PendingReply] = [:]
+    var inflight: [UInt32: PendingReply] = [:]
     var objects: [String: ExportedObject] = [:]
     var objectManagerRoots: Set<String> = []
-    var registeredPaths: Set<String> = []
-    var fallbackRegistered = false
-
-    /// Set when incoming messages pass through a gate (`maxIncomingMessageBytes`).
-    let gate: IncomingMessageGate?
 
     init(bus: DBusBusKind, maxIncomingMessageBytes: Int? = nil) throws(DBusError) {
-        guard LibDBusRuntime.threadsInitialized else { throw .noMemory() }
         MemoryRelease.mapLargeAllocationsOnce()
-        var error = CDBus.DBusError()
-        dbus_error_init(&error)
-        var connection: OpaquePointer?
-        var gate: IncomingMessageGate?
-        let gatedAddress: String?
-        switch bus {
-        case .address(let address): gatedAddress = address
-        case .system: gatedAddress = maxIncomingMessageBytes == nil ? nil
-            : getenv("DBUS_SYSTEM_BUS_ADDRESS").map { String(cString: $0) } ?? "unix:path=/var/run/dbus/system_bus_socket"
-        case .session: gatedAddress = maxIncomingMessageBytes == nil ? nil : getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) }
+        let address = try BusSocket.address(of: bus)
+        guard !address.isEmpty, !address.utf8.contains(0) else { throw .invalidArgs("invalid bus address") }
+        let (socket, passesDescriptors) = try BusSocket.open(address)
+        var stream = IncomingMessageStream(limit: min(maxIncomingMessageBytes ?? DBusWireWriter.maxMessageBytes, DBusWireWriter.maxMessageBytes))
+        let hello: (name: String, early: [DBusMessage])
+        do throws(DBusError) {
+            hello = try ConnectionCore.sayHello(on: socket, stream: &stream)
+        } catch {
+            stream.discard()
+            _ = close(socket)
+            throw error
         }
-        switch bus {
-        case .session where gatedAddress == nil:
-            connection = dbus_bus_get_private(DBUS_BUS_SESSION, &error)
-        case .system where gatedAddress == nil:
-            connection = dbus_bus_get_private(DBUS_BUS_SYSTEM, &error)
-        default:
-            let address = gatedAddress ?? ""
-            guard !address.isEmpty, !address.utf8.contains(0) else { throw .invalidArgs("invalid bus address") }
-            connection = dbus_connection_open_private(address, &error)
-            if let opened = connection, let limit = maxIncomingMessageBytes {
-                // No byte has been exchanged yet: the gate sees the stream from its first byte.
-                var descriptor: Int32 = -1
-                do throws(DBusError) {
-                    guard dbus_connection_get_socket(opened, &descriptor) != 0 else { throw .failed("no socket to gate") }
-                    gate = try IncomingMessageGate.install(onLibrarySocket: descriptor, limit: limit)
-                } catch let gateError {
-                    dbus_connection_close(opened)
-                    dbus_connection_unref(opened)
-                    dbus_error_free(&error)
-                    throw gateError
-                }
-            }
-            if let opened = connection, dbus_bus_register(opened, &error) == 0 {
-                dbus_connection_close(opened)
-                dbus_connection_unref(opened)
-                connection = nil
-            }
-        }
-        guard let connection else { throw takeLibDBusError(&error, fallback: "cannot connect to the bus") }
-        self.gate = gate
-        dbus_error_free(&error)
-        // A library must never exit the process when the bus goes away.
-        dbus_connection_set_exit_on_disconnect(connection, 0)
-        raw = connection
-        uniqueName = optionalString(dbus_bus_get_unique_name(connection)) ?? ""
+        _ = fcntl(socket, F_SETFL, fcntl(socket, F_GETFL) | O_NONBLOCK)
+        self.socket = socket
+        self.passesDescriptors = passesDescriptors
+        self.stream = stream
+        self.limit = maxIncomingMessageBytes
+        uniqueName = hello.name
         queue = DispatchQueue(label: "baton.dbus.\(uniqueName)")
         queue.setSpecific(key: queueKey, value: true)
-        queue.sync { installMainLoopHooks() }
-        gate?.sink.attach { [weak self] message in
-            guard let self else { return }
-            self.queue.async { self.refuseOversized(message) }
+        let early = hello.early
+        let watching = queue.sync { () -> Bool in
+            guard let source = makeReadinessSource(watching: socket, for: .readable, queue: queue, onCancel: { [self] in releaseSocket() }) else {
+                self.stream.discard()
+                _ = close(socket)
+                isClosed = true
+                return false
+            }
+            socketHolders += 1
+            source.setEventHandler { [weak self] in self?.readAvailable() }
+            source.activate()
+            readSource = source
+            // Messages that came with Hello's reply (NameAcquired, early calls) go first.
+            for message in early { dispatch(message) }
+            return true
+        }
+        guard watching else { throw .failed("cannot watch the bus socket (descriptor limit?)") }
+    }
+
+    /// Sends `Hello` and waits for its reply (the one blocking step), keeping whatever else arrives.
+    private static func sayHello(on socket: Int32, stream: inout IncomingMessageStream) throws(DBusError) -> (String, [DBusMessage]) {
+        var hello = DBusMessage(kind: .methodCall)
+        hello.serial = 1
+        hello.destination = busName
+        hello.path = busPath
+        hello.interface = busInterface
+        hello.member = "Hello"
+        let (bytes, _) = try hello.encoded(body: [])
+        var offset = 0
+        while offset < bytes.count {
+            guard let written = BusSocket.send(socket, bytes, from: offset, descriptors: []), written > 0 else {
+                throw .disconnected("the bus closed the connection before Hello")
+            }
+            offset += written
+        }
+        var early: [DBusMessage] = []
+        var buffer = [UInt8](repeating: 0, count: 16 << 10)
+        var room = [Int32](repeating: -1, count: 256)
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(BusSocket.handshakeTimeoutSeconds) * 1_000_000_000
+        while true {
+            while let message = try stream.next() {
+                guard message.replySerial == 1 else {
+                    early.append(message)
+                    continue
+                }
+                let result = ConnectionCore.result(of: message)
+                guard case .success(let values) = result, let name = values.first?.stringValue, DBusNames.isValidBusName(name.utf8) else {
+                    if case .failure(let error as DBusError) = result { throw error }
+                    throw .failed("unexpected reply to Hello")
+                }
+                return (name, early)
+            }
+            let now = DispatchTime.now().uptimeNanoseconds
+            guard now < deadline else { throw DBusError(name: DBusError.noReplyName, message: "no reply to Hello from the bus") }
+            var poll = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+            _ = Glibc.poll(&poll, 1, Int32((deadline - now) / 1_000_000) + 1)
+            guard let (count, descriptors) = BusSocket.receive(socket, into: &buffer, descriptors: &room) else {
+                throw .disconnected("the bus closed the connection before answering Hello")
+            }
+            guard count > 0 else { continue }
+            _ = buffer.withUnsafeBytes { stream.feed(UnsafeRawBufferPointer(rebasing: $0[0..<count]), descriptors: descriptors) }
         }
     }
 
     var isOnQueue: Bool { DispatchQueue.getSpecific(key: queueKey) == true }
 
-    /// The socket libdbus reads and writes, while connected (tests use it to spot descriptor reuse).
-    var socketDescriptor: Int32? {
-        onQueue {
-            var descriptor: Int32 = -1
-            guard !isClosed, dbus_connection_get_unix_fd(raw, &descriptor) != 0 else { return nil }
-            return descriptor
-        }
-    }
+    /// The bus socket, while connected (tests use it to spot descriptor reuse).
+    var socketDescriptor: Int32? { onQueue { isClosed ? nil : socket } }
 
     /// Runs `body` on the connection queue, inline if already there (handlers may call back in).
     func onQueue<T, Failure: Error>(_ body: () throws(Failure) -> T) throws(Failure) -> T {
@@ -130,155 +144,127 @@ final class ConnectionCore: @unchecked Sendable {
         return nextID
     }
 
-    // MARK: - Main loop integration
-
-    private var unretainedSelf: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
-
-    static func from(_ data: UnsafeMutableRawPointer?) -> ConnectionCore? {
-        guard let data else { return nil }
-        return Unmanaged<ConnectionCore>.fromOpaque(data).takeUnretainedValue()
+    private func releaseSocket() {
+        socketHolders -= 1
+        if socketHolders == 0 { _ = close(socket) }
     }
 
-    /// Callbacks get an unretained pointer: `close()` removes every hook before the core can go away.
-    private func installMainLoopHooks() {
-        dbus_connection_set_watch_functions(
-            raw,
-            { watch, data in
-                guard let watch, let core = ConnectionCore.from(data) else { return 0 }
-                return core.addWatch(watch) ? 1 : 0
-            },
-            { watch, _ in
-                guard let watch, let sourcesPointer = dbus_watch_get_data(watch) else { return }
-                Unmanaged<WatchSources>.fromOpaque(sourcesPointer).takeUnretainedValue().cancel()
-            },
-            { watch, _ in
-                guard let watch, let sourcesPointer = dbus_watch_get_data(watch) else { return }
-                Unmanaged<WatchSources>.fromOpaque(sourcesPointer).takeUnretainedValue()
-                    .setEnabled(dbus_watch_get_enabled(watch) != 0)
-            },
-            unretainedSelf, nil)
-        dbus_connection_set_timeout_functions(
-            raw,
-            { timeout, data in
-                guard let timeout, let core = ConnectionCore.from(data) else { return 0 }
-                core.addTimeout(timeout)
-                return 1
-            },
-            { timeout, _ in
-                guard let timeout, let sourcePointer = dbus_timeout_get_data(timeout) else { return }
-                Unmanaged<TimeoutSource>.fromOpaque(sourcePointer).takeUnretainedValue().cancel()
-            },
-            { timeout, _ in
-                guard let timeout, let sourcePointer = dbus_timeout_get_data(timeout) else { return }
-                let source = Unmanaged<TimeoutSource>.fromOpaque(sourcePointer).takeUnretainedValue()
-                if dbus_timeout_get_enabled(timeout) != 0 {
-                    source.arm(intervalMilliseconds: dbus_timeout_get_interval(timeout))
-                } else {
-                    source.disarm()
-                }
-            },
-            unretainedSelf, nil)
-        dbus_connection_set_dispatch_status_function(
-            raw,
-            { _, status, data in
-                guard status == DBUS_DISPATCH_DATA_REMAINS, let core = ConnectionCore.from(data) else { return }
-                core.scheduleDrain()
-            },
-            unretainedSelf, nil)
-        _ = dbus_connection_add_filter(raw, ConnectionCore.filterFunction, unretainedSelf, nil)
-        // Messages (e.g. NameAcquired) may already be queued from the registration handshake.
-        scheduleDrain()
-    }
+    // MARK: - Reading
 
-    static let filterFunction: DBusHandleMessageFunction = { _, message, data in
-        guard let message, let core = ConnectionCore.from(data) else { return DBUS_HANDLER_RESULT_NOT_YET_HANDLED }
-        core.filter(message)
-        return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
-    }
-
-    /// Dispatch sources never watch libdbus's socket directly but a private epoll instance holding it
-    /// (BatonReadiness), closed only by their cancel handler. Two failures it avoids: libdbus closes its
-    /// descriptor right after removing the watch, but dispatch unregisters a cancelled source later and
-    /// keys its epoll registrations by descriptor number, so a new connection given the freed number
-    /// joined the stale registration and its replies sat unread; and a bus that goes away hangs the
-    /// socket up, which libdispatch's epoll code handles racily (a crash in its manager thread).
-    private func addWatch(_ watch: OpaquePointer) -> Bool {
-        let fd = dbus_watch_get_unix_fd(watch)
-        let flags = dbus_watch_get_flags(watch)
-        let sources = WatchSources()
-        let watchHandle = QueueConfinedPointer(raw: watch)
-        func makeSource(_ condition: DBusWatchFlags) -> (any DispatchSourceProtocol)? {
-            let readiness: Readiness = condition == DBUS_WATCH_READABLE ? .readable : .writable
-            guard let source = makeReadinessSource(watching: fd, for: readiness, queue: queue) else { return nil }
-            source.setEventHandler { [weak self] in
-                guard let self, !self.isClosed else { return }
-                _ = dbus_watch_handle(watchHandle.raw, condition.rawValue)
-                self.drain()
+    /// Reads what the socket holds (a bounded number of reads, so other queue work interleaves; the
+    /// source fires again while more is there) and dispatches every whole message.
+    private func readAvailable() {
+        guard !isClosed, !streamBroken else { return }
+        let size = 64 << 10
+        var buffer = [UInt8](unsafeUninitializedCapacity: size) { _, count in count = size }
+        var room = [Int32](repeating: -1, count: 256)
+        for _ in 0..<8 {
+            guard let (count, descriptors) = BusSocket.receive(socket, into: &buffer, descriptors: &room) else {
+                closeOnQueue()
+                return
             }
-            return source
-        }
-        for condition in [DBUS_WATCH_READABLE, DBUS_WATCH_WRITABLE] where flags & condition.rawValue != 0 {
-            guard let source = makeSource(condition) else {
-                // Activated only to be cancelled: that closes the private descriptors already made.
-                sources.activateAll()
-                sources.cancel()
-                return false
-            }
-            sources.add(source)
-        }
-        // Activate always (releasing an inactive source traps), then suspend if disabled.
-        sources.activateAll()
-        sources.setEnabled(dbus_watch_get_enabled(watch) != 0)
-        dbus_watch_set_data(watch, Unmanaged.passRetained(sources).toOpaque()) { pointer in
-            guard let pointer else { return }
-            let sources = Unmanaged<WatchSources>.fromOpaque(pointer).takeRetainedValue()
-            sources.cancel()
-        }
-        return true
-    }
-
-    private func addTimeout(_ timeout: OpaquePointer) {
-        let timer = DispatchSource.makeTimerSource(queue: queue)
-        let timeoutHandle = QueueConfinedPointer(raw: timeout)
-        timer.setEventHandler { [weak self] in
-            guard let self, !self.isClosed else { return }
-            _ = dbus_timeout_handle(timeoutHandle.raw)
-            self.drain()
-        }
-        let source = TimeoutSource(timer: timer)
-        source.start(intervalMilliseconds: dbus_timeout_get_interval(timeout), enabled: dbus_timeout_get_enabled(timeout) != 0)
-        dbus_timeout_set_data(timeout, Unmanaged.passRetained(source).toOpaque()) { pointer in
-            guard let pointer else { return }
-            Unmanaged<TimeoutSource>.fromOpaque(pointer).takeRetainedValue().cancel()
+            guard count > 0 else { break }
+            let refused = buffer.withUnsafeBytes { stream.feed(UnsafeRawBufferPointer(rebasing: $0[0..<count]), descriptors: descriptors) }
+            for message in refused { refuseOversized(message) }
+            dispatchQueued()
+            if isClosed || streamBroken || count < size { break }
         }
     }
 
-    /// Safe to call from any thread (libdbus calls it from inside its own functions).
-    func scheduleDrain() {
-        queue.async { [weak self] in
-            guard let self, !self.drainScheduled else { return }
-            self.drainScheduled = true
-            self.queue.async { [weak self] in self?.drain() }
-        }
-    }
-
-    /// Dispatches queued incoming messages, a bounded batch at a time so other queue work interleaves.
-    func drain() {
-        drainScheduled = false
-        guard !isClosed, dispatchDepth == 0 else { return }
-        dispatchDepth += 1
+    /// Dispatches whole messages received, 64 at a time (then again later, so other work interleaves).
+    private func dispatchQueued() {
+        guard dispatchDepth == 0 else { return }
         var budget = 64
-        while budget > 0, !isClosed, dbus_connection_dispatch(raw) == DBUS_DISPATCH_DATA_REMAINS {
+        while !isClosed, !streamBroken {
+            let message: DBusMessage?
+            do {
+                message = try stream.next()
+            } catch {
+                // What the bus sent is not D-Bus: nothing later can be trusted to be framed right.
+                streamBroken = true
+                queue.async { self.closeOnQueue() }
+                return
+            }
+            guard let message else { return }
+            dispatch(message)
             budget -= 1
+            if budget == 0 {
+                queue.async { [weak self] in self?.dispatchQueued() }
+                return
+            }
         }
-        dispatchDepth -= 1
-        if !isClosed, dbus_connection_get_dispatch_status(raw) == DBUS_DISPATCH_DATA_REMAINS {
-            drainScheduled = true
-            queue.async { [weak self] in self?.drain() }
+    }
+
+    private func dispatch(_ message: DBusMessage) {
+        dispatchDepth += 1
+        defer { dispatchDepth -= 1 }
+        switch message.kind {
+        case .methodReturn, .error:
+            guard let serial = message.replySerial, let reply = inflight[serial] else { return }
+            reply.finish(ConnectionCore.result(of: message))
+        case .signal:
+            filter(message)
+        case .methodCall:
+            handleObjectMessage(message)
         }
     }
 
     var isDispatching: Bool { dispatchDepth > 0 }
+
+    // MARK: - Writing
+
+    /// Sends `message` with `body` (validated here) and returns its serial. Must run on the queue.
+    @discardableResult
+    func send(_ message: inout DBusMessage, body: [DBusValue]) throws(DBusError) -> UInt32 {
+        guard !isClosed else { throw .disconnected() }
+        try DBusValidate.arguments(body)
+        message.serial = nextSerial
+        nextSerial = nextSerial == UInt32.max ? 1 : nextSerial + 1
+        let (bytes, descriptors) = try message.encoded(body: body)
+        guard descriptors.isEmpty || passesDescriptors else {
+            for descriptor in descriptors { _ = close(descriptor) }
+            throw .failed("the bus does not pass file descriptors on this connection")
+        }
+        outbox.append((bytes, 0, descriptors))
+        if outbox.count == 1 { flush() }
+        return message.serial
+    }
+
+    private enum FlushResult { case done, blocked, broken }
+
+    private func writeOut() -> FlushResult {
+        while let first = outbox.first {
+            guard let written = BusSocket.send(socket, first.bytes, from: first.sent, descriptors: first.descriptors) else { return .broken }
+            guard written > 0 else { return .blocked }
+            // The kernel passed its own copies with the first bytes.
+            for descriptor in first.descriptors { _ = close(descriptor) }
+            outbox[0].descriptors = []
+            outbox[0].sent += written
+            if outbox[0].sent == first.bytes.count { outbox.removeFirst() }
+        }
+        return .done
+    }
+
+    /// Writes what the socket takes; waits for room with a writable source while it is full.
+    private func flush() {
+        switch writeOut() {
+        case .done:
+            writeSource?.cancel()
+            writeSource = nil
+        case .blocked:
+            guard writeSource == nil, let source = makeReadinessSource(watching: socket, for: .writable, queue: queue,
+                                                                       onCancel: { [self] in releaseSocket() }) else { return }
+            socketHolders += 1
+            source.setEventHandler { [weak self] in
+                guard let self, !self.isClosed else { return }
+                self.flush()
+            }
+            source.activate()
+            writeSource = source
+        case .broken:
+            queue.async { self.closeOnQueue() }
+        }
+    }
 
     // MARK: - Closing
 
@@ -297,30 +283,27 @@ final class ConnectionCore: @unchecked Sendable {
         ownerTracking.removeAll()
         let waiting = inflight.values
         inflight.removeAll()
-        for reply in waiting {
-            if let pending = reply.pending {
-                dbus_pending_call_cancel(pending)
-                dbus_pending_call_unref(pending)
-                reply.pending = nil
-            }
-            reply.finish(.failure(DBusError.disconnected()))
-        }
-        for path in registeredPaths { _ = dbus_connection_unregister_object_path(raw, path) }
-        registeredPaths.removeAll()
-        if fallbackRegistered { _ = dbus_connection_unregister_object_path(raw, "/") }
+        for reply in waiting { reply.finish(.failure(DBusError.disconnected())) }
         objects.removeAll()
         objectManagerRoots.removeAll()
-        dbus_connection_remove_filter(raw, ConnectionCore.filterFunction, unretainedSelf)
-        dbus_connection_flush(raw)
-        // The watch sources' duplicates keep the socket open until dispatch cancels them, shortly after
-        // this returns; shutting it down now lets the bus see the disconnect (and free names) at once.
-        var descriptor: Int32 = -1
-        if dbus_connection_get_socket(raw, &descriptor) != 0, descriptor >= 0 { _ = shutdown(descriptor, Int32(SHUT_RDWR)) }
-        dbus_connection_close(raw)
-        dbus_connection_set_dispatch_status_function(raw, nil, nil, nil)
-        _ = dbus_connection_set_watch_functions(raw, nil, nil, nil, nil, nil)
-        _ = dbus_connection_set_timeout_functions(raw, nil, nil, nil, nil, nil)
-        dbus_connection_unref(raw)
+        // What is queued (replies, a last signal) still goes, for up to a second.
+        let deadline = DispatchTime.now().uptimeNanoseconds + 1_000_000_000
+        while !outbox.isEmpty, writeOut() == .blocked {
+            let now = DispatchTime.now().uptimeNanoseconds
+            guard now < deadline else { break }
+            var poll = pollfd(fd: socket, events: Int16(POLLOUT), revents: 0)
+            _ = Glibc.poll(&poll, 1, Int32((deadline - now) / 1_000_000) + 1)
+        }
+        for entry in outbox { for descriptor in entry.descriptors { _ = close(descriptor) } }
+        outbox = []
+        stream.discard()
+        // The readiness sources hold the socket until dispatch cancels them; shutting it down now
+        // lets the bus see the disconnect (and free names) at once.
+        _ = shutdown(socket, Int32(SHUT_RDWR))
+        readSource?.cancel()
+        readSource = nil
+        writeSource?.cancel()
+        writeSource = nil
+        releaseSocket()
     }
 }
-

@@ -2,7 +2,7 @@ import Dispatch
 
 /// A private connection to a message bus, driven by Dispatch (no blocking loop).
 ///
-/// All libdbus work for this connection runs on one serial queue owned by the connection; every
+/// All work for this connection runs on one serial queue owned by the connection; every
 /// method may be called from any thread or task. Signal handlers passed to `subscribe` run on that
 /// queue and must return quickly. Closing (explicitly or by releasing the last reference) ends
 /// subscription streams, fails outstanding calls with `org.freedesktop.DBus.Error.Disconnected`,
@@ -12,20 +12,18 @@ public final class DBusConnection: Sendable {
 
     /// Opens a private connection and registers with the bus (the one blocking step: `Hello`).
     ///
-    /// With `maxIncomingMessageBytes`, no incoming message over that size ever reaches libdbus
-    /// (`IncomingMessageGate`): a method call over it is answered with its method's
-    /// `DBusArgumentBudget.tooLargeErrorName` (`LimitsExceeded` for others) and other messages over
-    /// it are dropped, while at most one read buffer of it is held. For a service that must not be
-    /// made to buffer tens of megabytes by any caller. Needs an explicit address, or `.system` (its
-    /// address from `DBUS_SYSTEM_BUS_ADDRESS` or the default), or `.session` with
-    /// `DBUS_SESSION_BUS_ADDRESS` set; otherwise the connection has no gate.
+    /// With `maxIncomingMessageBytes`, no incoming message over that size is ever buffered
+    /// (`IncomingMessageFramer` skips it as it streams in): a method call over it is answered with
+    /// its method's `DBusArgumentBudget.tooLargeErrorName` (`LimitsExceeded` for others) and other
+    /// messages over it are dropped, while at most one read buffer of it is held. For a service that
+    /// must not be made to buffer tens of megabytes by any caller. Without it the limit is the
+    /// protocol's own (128 MiB).
     public init(bus: DBusBusKind, maxIncomingMessageBytes: Int? = nil) throws {
         core = try ConnectionCore(bus: bus, maxIncomingMessageBytes: maxIncomingMessageBytes)
     }
 
-    /// The gate of every connection batond opens (its own name, BlueZ, Avahi: any local user can
-    /// send each of them a unicast signal). libdbus would hold a message twice (about 62 MB for a
-    /// 31 MB call); the largest legitimate one, a userInfo call at its budget (132,096 values),
+    /// The limit of every connection batond opens (its own name, BlueZ, Avahi: any local user can
+    /// send each of them a unicast signal). The largest legitimate message, a userInfo call at its budget (132,096 values),
     /// marshals to about 3.2 MB, and BlueZ's and Avahi's replies and signals are far smaller.
     public static let serviceMessageLimit = 8 << 20
 
@@ -43,7 +41,7 @@ public final class DBusConnection: Sendable {
 
     /// Calls a method and waits (without blocking a thread) for its reply values.
     /// Remote errors are thrown as `DBusError`; task cancellation throws `CancellationError`.
-    /// - Parameter timeout: nil uses the libdbus default (25 s).
+    /// - Parameter timeout: nil uses the default (25 s, as libdbus and sd-bus).
     public func call(destination: String?, path: String, interface: String?, method: String,
                      arguments: [DBusValue] = [], timeout: Duration? = nil) async throws -> [DBusValue] {
         try await core.call(destination: destination, path: path, interface: interface, method: method,

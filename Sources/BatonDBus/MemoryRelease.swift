@@ -1,5 +1,5 @@
 import Dispatch
-internal import CDBus
+internal import CBusSocket
 
 /// Gives memory back to the system after an oversized message was refused. libdbus has to hold a
 /// whole message (tens of MB) before anyone can look at it; once it is freed, glibc keeps the pages

@@ -4,21 +4,24 @@ import Dispatch
 import Foundation
 import Testing
 
-/// Regression test for the lost-wakeup stall: a closed connection's socket descriptor number is handed
-/// to a new connection while the old connection's dispatch sources are still being torn down.
+/// Regression test for the lost-wakeup stall: a closed connection's socket descriptor number was handed
+/// to a new connection while the old connection's dispatch sources were still being torn down.
 @Suite("BatonDBus descriptor reuse")
 struct DescriptorReuseTests {
     /// libdispatch on Linux keys its epoll registrations by descriptor number, and a cancelled source that
     /// has an event queued on its (busy) target queue is only unregistered after that queue reaches it.
-    /// If libdbus has closed the socket meanwhile and a new connection got the same number, the new read
-    /// source joined the stale registration and never fired: replies sat unread until libdbus's timeout.
-    @Test func newConnectionReusingAClosedConnectionsDescriptorGetsReplies() async throws {
+    /// When libdbus closed the socket meanwhile and a new connection got the same number, the new read
+    /// source joined the stale registration and never fired: replies sat unread until the call timed out.
+    /// Now the socket closes only once every readiness source watching it was cancelled (on the old
+    /// connection's queue), so its number cannot be handed out while the old queue is held; and a fresh
+    /// connection made meanwhile gets its replies.
+    @Test func aClosedConnectionsDescriptorIsNotReusedBeforeItsSourcesAreGone() async throws {
         try await withTestBus { bus in
             let sender = try DBusConnection(bus: .address(bus.address))
             defer { sender.close() }
             var reuses = 0
-            // Up to 200 tries: under a parallel test run other suites often take the freed number first.
-            for _ in 0..<200 where reuses < 3 {
+            var released = 0
+            for _ in 0..<20 {
                 let old = try DBusConnection(bus: .address(bus.address))
                 let oldDescriptor = try #require(old.core.socketDescriptor)
                 let start = DispatchSemaphore(value: 0)
@@ -32,7 +35,8 @@ struct DescriptorReuseTests {
                     closed.signal()
                     release.wait()
                 }
-                defer { release.signal() }
+                var releasedThisRound = false
+                defer { if !releasedThisRound { release.signal() } }
                 try sender.emitSignal(path: testPath, interface: testInterfaceName, name: "Tick", arguments: [.uint32(1)],
                                       destination: old.uniqueName)
                 // Time for the daemon to forward it and for dispatch to queue the read event.
@@ -47,9 +51,17 @@ struct DescriptorReuseTests {
                                                  interface: "org.freedesktop.DBus", method: "GetNameOwner",
                                                  arguments: [.string(fresh.uniqueName)], timeout: .seconds(3))
                 #expect(owner == [.string(fresh.uniqueName)])
+                // Once the old queue goes on, the source is cancelled and the socket closed.
+                releasedThisRound = true
+                release.signal()
+                for _ in 0..<200 where fcntl(oldDescriptor, F_GETFD) >= 0 && !isSocketGone(oldDescriptor) {
+                    try await Task.sleep(for: .milliseconds(10))
+                }
+                if fcntl(oldDescriptor, F_GETFD) < 0 || isSocketGone(oldDescriptor) { released += 1 }
             }
-            // Otherwise other tests took every freed descriptor first and nothing was checked.
-            #expect(reuses > 0)
+            #expect(reuses == 0)
+            // Another suite may take the freed number at once (then it is a live descriptor again).
+            #expect(released > 0)
         }
     }
 }
@@ -62,4 +74,11 @@ func waitOffTheCooperativePool(_ semaphore: DispatchSemaphore) async {
             continuation.resume()
         }
     }
+}
+
+/// True when `descriptor` is open but no longer a connected socket of ours (another test reused it).
+private func isSocketGone(_ descriptor: Int32) -> Bool {
+    var type: Int32 = 0
+    var length = socklen_t(MemoryLayout<Int32>.size)
+    return getsockopt(descriptor, SOL_SOCKET, SO_TYPE, &type, &length) != 0 || type != Int32(SOCK_STREAM.rawValue)
 }

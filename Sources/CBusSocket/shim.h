@@ -1,7 +1,6 @@
-#include <dbus/dbus.h>
 // malloc_trim: BatonDBus gives memory back after refusing an oversized message.
 #include <malloc.h>
-// SCM_RIGHTS for the incoming message gate (IncomingMessageGate): CMSG_* are macros Swift cannot call.
+// SCM_RIGHTS for the bus socket (BusSocket): CMSG_* are macros Swift cannot call.
 #include <sys/socket.h>
 #include <string.h>
 #include <errno.h>
