@@ -206,6 +206,8 @@ final class ConnectionCore: @unchecked Sendable {
             filter(message)
         case .methodCall:
             handleObjectMessage(message)
+        case .unknown:
+            break
         }
     }
 

@@ -13,6 +13,9 @@ final class ReceivedDescriptors: @unchecked Sendable {
 struct DBusMessage: @unchecked Sendable {
     enum Kind: UInt8 {
         case methodCall = 1, methodReturn = 2, error = 3, signal = 4
+        /// A type this specification version does not define: received, it is ignored (as the
+        /// specification says), never an error that would drop the connection.
+        case unknown = 255
     }
     static let noReplyExpectedFlag: UInt8 = 0x1
 
@@ -107,8 +110,10 @@ struct DBusMessage: @unchecked Sendable {
     /// Throws for anything the specification does not allow in a header; the body is checked when read.
     static func parse(_ bytes: [UInt8], takingDescriptorsFrom queue: inout DescriptorQueue) throws(DBusError) -> DBusMessage {
         let budget = DBusArgumentBudget.standard
-        guard bytes.count >= 16, bytes[0] == UInt8(ascii: "l") || bytes[0] == UInt8(ascii: "B"), bytes[3] == 1,
-              let kind = Kind(rawValue: bytes[1]) else { throw .failed("malformed message header") }
+        guard bytes.count >= 16, bytes[0] == UInt8(ascii: "l") || bytes[0] == UInt8(ascii: "B"), bytes[3] == 1, bytes[1] != 0 else {
+            throw .failed("malformed message header")
+        }
+        let kind = bytes[1] <= 4 ? Kind(rawValue: bytes[1]) ?? .unknown : .unknown
         var message = DBusMessage(kind: kind)
         message.littleEndian = bytes[0] == UInt8(ascii: "l")
         message.flags = bytes[2]
@@ -153,11 +158,11 @@ struct DBusMessage: @unchecked Sendable {
                 message.replySerial = serial
             case 6:
                 let name = try text(UInt8(ascii: "s"))
-                guard DBusNames.isValidBusName(name.utf8) else { throw .failed("invalid destination in header") }
+                guard DBusNames.isValidBusName(name.utf8, asReceived: true) else { throw .failed("invalid destination in header") }
                 message.destination = name
             case 7:
                 let name = try text(UInt8(ascii: "s"))
-                guard DBusNames.isValidBusName(name.utf8) else { throw .failed("invalid sender in header") }
+                guard DBusNames.isValidBusName(name.utf8, asReceived: true) else { throw .failed("invalid sender in header") }
                 message.sender = name
             case 8: message.signature = Array(try text(UInt8(ascii: "g")).utf8)
             case 9:
@@ -174,6 +179,7 @@ struct DBusMessage: @unchecked Sendable {
             guard message.path != nil, message.interface != nil, message.member != nil else { throw .failed("signal without path, interface or member") }
         case .error: guard message.errorName != nil, message.replySerial != nil else { throw .failed("error without name or reply serial") }
         case .methodReturn: guard message.replySerial != nil else { throw .failed("reply without reply serial") }
+        case .unknown: break
         }
         let bodyStart = (fieldsEnd + 7) & ~7
         guard bodyStart <= bytes.count, bytes.count - bodyStart == bodyLength else { throw .failed("message length does not match its header") }

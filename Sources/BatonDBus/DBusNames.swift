@@ -62,9 +62,26 @@ enum DBusNames {
 
     /// Unique (`:1.42`: elements may start with a digit) or well-known (`org.baton.Daemon`) bus names;
     /// elements of `[A-Za-z0-9_-]`, at least two, at most 255 bytes in all.
-    static func isValidBusName<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> Bool {
+    ///
+    /// With `asReceived`, a unique name is taken as libdbus (and so the bus) takes it: any of those
+    /// characters and dots, no empty element after a dot; one element is enough (`:1` included).
+    /// What is sent always follows the specification.
+    static func isValidBusName<Bytes: Collection<UInt8>>(_ bytes: Bytes, asReceived: Bool = false) -> Bool {
         guard !bytes.isEmpty, bytes.count <= maxNameBytes else { return false }
         let unique = bytes.first == UInt8(ascii: ":")
+        if unique, asReceived {
+            var previousWasDot = false
+            for byte in bytes.dropFirst() {
+                if byte == UInt8(ascii: ".") {
+                    guard !previousWasDot else { return false }
+                    previousWasDot = true
+                    continue
+                }
+                guard isLetterOrUnderscore(byte) || isDigit(byte) || byte == UInt8(ascii: "-") else { return false }
+                previousWasDot = false
+            }
+            return !previousWasDot
+        }
         var elements = 0
         var elementLength = 0
         for byte in unique ? bytes.dropFirst() : bytes[...] {

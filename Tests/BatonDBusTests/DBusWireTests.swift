@@ -32,6 +32,10 @@ struct DBusNamesTests {
         for invalid in ["", ":", ":1", "org", "org.", "1org.baton", "org.1baton", "org..baton", "a.b/c", ":1..2"] {
             #expect(!DBusValidate.isValidBusName(invalid), "\(invalid)")
         }
+        // Received, a unique name is read as libdbus reads it (the fuzzer found ":Optional" in a
+        // header libdbus accepts): one element is enough, but no empty element or stray character.
+        for received in [":Optional", ":1", ":1.42", ":.a"] { #expect(DBusNames.isValidBusName(received.utf8, asReceived: true), "\(received)") }
+        for refused in [":a.", ":a..b", ":a/b", "org", "1org.baton"] { #expect(!DBusNames.isValidBusName(refused.utf8, asReceived: true), "\(refused)") }
     }
 
     @Test func signatures() {
@@ -110,6 +114,15 @@ struct DBusWireFormatTests {
         #expect(message.serial == 9)
         #expect(message.flags & DBusMessage.noReplyExpectedFlag != 0)
         #expect(try message.arguments(budget: .standard) == [.string("hi"), .uint16(0x0102)])
+    }
+
+    /// The specification: "unknown types must be ignored". A message of type 66 (the fuzzer found
+    /// that libdbus, and so the bus, accepts it) parses, to be skipped, not to drop the connection.
+    @Test func messagesOfUnknownTypeParseToBeIgnored() throws {
+        var bytes: [UInt8] = [UInt8(ascii: "B"), 66, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0]
+        #expect(try DBusWireFormatTests.parse(bytes).kind == .unknown)
+        bytes[1] = 0
+        #expect(throws: DBusError.self) { try DBusWireFormatTests.parse(bytes) }
     }
 
     /// One byte changed at a time in a valid message: whatever it becomes, parsing and reading end

@@ -1,0 +1,2 @@
+// libdbus, only as the reference DBusFuzz checks BatonDBus against (batond does not link it).
+#include <dbus/dbus.h>
