@@ -1,5 +1,5 @@
 /// How much of a message the unmarshaller reads before it refuses the message, and which errors
-/// answer a refused method call. The counts are kept while libdbus's iterator walks the message,
+/// answer a refused method call. The counts are kept while the reader walks the message,
 /// so an oversized message costs at most the budget in Swift values, never its whole size.
 public struct DBusArgumentBudget: Sendable, Hashable {
     /// Values of any type, containers included; each element of an `ay` counts as one value.

@@ -40,5 +40,5 @@ extension DBusError {
     public static func disconnected(_ message: String = "connection is closed") -> DBusError {
         DBusError(name: disconnectedName, message: message)
     }
-    public static func noMemory() -> DBusError { DBusError(name: noMemoryName, message: "libdbus ran out of memory") }
+    public static func noMemory() -> DBusError { DBusError(name: noMemoryName, message: "out of memory") }
 }

@@ -16,7 +16,7 @@ public indirect enum DBusValue: Sendable, Hashable {
     case objectPath(String)
     case signature(String)
     /// A file descriptor. On receipt it is a duplicate that the receiver owns and must close;
-    /// when sent, libdbus duplicates it and the sender keeps ownership.
+    /// when sent, the message carries a duplicate and the sender keeps ownership.
     case unixFD(Int32)
     /// `a<elementSignature>`; every element must have exactly `elementSignature`.
     case array(elementSignature: String, [DBusValue])

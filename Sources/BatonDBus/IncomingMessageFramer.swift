@@ -1,4 +1,4 @@
-/// The header of a message the gate kept from libdbus because it was over the limit: enough to
+/// The header of a message skipped because it was over the limit: enough to
 /// answer a method call (sender, serial) with the method's own error, never its arguments.
 struct OversizedMessage: Sendable, Equatable {
     static let methodCall: UInt8 = 1
@@ -22,12 +22,12 @@ struct OversizedMessage: Sendable, Equatable {
 /// Splits the binary stream the bus sends (after authentication) into messages by their fixed
 /// 16-byte header, which states the whole length before any of the body arrives. Messages within
 /// `limit` pass through unchanged; a larger one is skipped as it streams in, so it never occupies
-/// more than one read buffer (libdbus would hold it twice: its read buffer and the message's copy).
+/// more than one read buffer.
 ///
 /// Descriptors passed with SCM_RIGHTS belong to the message whose first bytes they came with (the
 /// kernel ends a read right after the data that carried them, and the bus sends each message's
 /// descriptors with its first write); those of a skipped message are reported for closing, the
-/// others pass on in order, so libdbus's first-in-first-out attribution stays right.
+/// others pass on in order, so the parser's first-in-first-out attribution stays right.
 struct IncomingMessageFramer {
     /// The fields of a refused message's header are read when the header is at most this long.
     static let maxParsedHeaderBytes = 64 << 10
@@ -40,7 +40,7 @@ struct IncomingMessageFramer {
         case refusedHeader(headerBytes: Int, totalBytes: Int)
         case passing(remaining: Int)
         case skipping(remaining: Int)
-        /// Not a D-Bus header: everything passes, libdbus judges it (and drops the connection).
+        /// Not a D-Bus header: everything passes, the parser refuses it (and the connection closes).
         case unframed
     }
     private enum Fate { case undecided, passed, skipped }

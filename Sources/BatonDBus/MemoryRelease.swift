@@ -1,9 +1,10 @@
 import Dispatch
 internal import CBusSocket
 
-/// Gives memory back to the system after an oversized message was refused. libdbus has to hold a
-/// whole message (tens of MB) before anyone can look at it; once it is freed, glibc keeps the pages
-/// in its arenas for reuse, so a burst of refused messages would stay in the daemon's RSS for good.
+/// Gives memory back to the system after an oversized message was refused. A message under the
+/// size limit but over its method's budget is held whole (up to 8 MiB) before it is refused; once
+/// it is freed, glibc keeps the pages in its arenas for reuse, so a burst of refused messages would
+/// stay in the daemon's RSS for good.
 /// `malloc_trim(0)` returns free pages of every arena. 
 enum MemoryRelease {
     /// Allocations of 256 KiB and more get their own mapping, returned to the system when freed.
@@ -17,7 +18,7 @@ enum MemoryRelease {
     nonisolated(unsafe) private static var generation = 0  // confined to `queue`
 
     /// Call after refusing a message over its budget. The trim runs once refusals have stopped
-    /// for a moment (each one postpones it), so libdbus has released every refused message.
+    /// for a moment (each one postpones it), so every refused message has been released.
     static func afterOversizedMessage() {
         queue.async {
             generation += 1

@@ -39,7 +39,7 @@ let churnSeconds: Int = ProcessInfo.processInfo.environment["BATON_DBUS_STRESS_S
 @Suite("BatonDBus connection churn")
 struct ConnectionChurnStressTests {
     /// Many connections opened, used and closed in parallel in one process, as the daemon and lab suites
-    /// do. Every reply must arrive well inside libdbus's 25 s default timeout; a stall is a lost wakeup.
+    /// do. Every reply must arrive well inside the 25 s default timeout; a stall is a lost wakeup.
     @Test func parallelConnectionChurnNeverStalls() async throws {
         try await withTestBus { bus in
             let service = try DBusConnection(bus: .address(bus.address))

@@ -154,7 +154,7 @@ struct DBusConnectionTests {
         #expect(DBusValue.bytes([1, 2]).bytesValue == [1, 2])
     }
 
-    @Test func invalidValuesAreRejectedBeforeReachingLibdbus() async throws {
+    @Test func invalidValuesAreRejectedBeforeTheyAreSent() async throws {
         try await withTestBus { bus in
             let connection = try DBusConnection(bus: .address(bus.address))
             let bad: [DBusValue] = [

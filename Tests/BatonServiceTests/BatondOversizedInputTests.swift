@@ -12,7 +12,7 @@ private func peakResidentKiB(of pid: Int32) throws -> Int {
 
 @Suite("BatonServiceTests: batond under a message over its bus limit (issue 10)", .serialized)
 struct BatondOversizedInputTests {
-    /// 20 MB in one CreateActivity: before the gate, libdbus in batond held it twice (its read buffer
+    /// 20 MB in one CreateActivity: before the size limit, libdbus in batond held it twice (its read buffer
     /// and the message) before the argument budget refused it, about 40 MB more at the peak.
     @Test func aCallOverTheLimitIsRefusedWhileItArrivesAndNeverBuffered() async throws {
         let bus = try TestBus()
@@ -35,7 +35,7 @@ struct BatondOversizedInputTests {
             Issue.record("a 20 MB call was accepted")
         } catch let error as DBusError {
             #expect(error.name == "org.baton.Error.PayloadTooLarge")
-            // The gate's refusal (sizes only), not the argument budget's, which comes after libdbus buffered it.
+            // The size limit's refusal (sizes only), not the argument budget's, which comes after the message was buffered.
             #expect(error.message.contains("over the limit of \(DBusConnection.serviceMessageLimit) bytes"), "\(error)")
         }
         let growth = try peakResidentKiB(of: process.processIdentifier) - peakBefore

@@ -20,7 +20,7 @@ extension ActivityService {
     static func snapshotPrefix(_ id: ActivityID) -> String { "a\(id.serial)-" }
 
     func attachDocument(_ id: ActivityID, uid: UInt32, arguments: [DBusValue]) async throws {
-        // We own the received descriptor whatever happens (a duplicate made by libdbus).
+        // We own the received descriptor whatever happens (a duplicate made when the message was read).
         guard case .unixFD(let descriptor) = arguments[0] else { throw DBusError.invalidArguments("snapshot must be a file descriptor (h)") }
         defer { close(descriptor) }
         // Ownership first: another user learns nothing from validation errors.

@@ -88,7 +88,7 @@ extension ActivityService: ContinuationActivities {
             info["Document"] = value
             descriptor = opened
         }
-        // libdbus sent its own duplicate: ours closes once the call is done.
+        // The message carries its own duplicate: ours closes once the call is done.
         defer { if let descriptor { close(descriptor) } }
         do {
             _ = try await connection.call(destination: target.connection, path: target.path, interface: BatonInterface.handler,

@@ -3,14 +3,14 @@ import BatonTestBus
 import Foundation
 import Testing
 
-private let gateLimit = 64 << 10
-private let gatePath = "/org/baton/Gate"
-private let gateInterfaceName = "org.baton.GateTest"
+private let messageLimit = 64 << 10
+private let limitPath = "/org/baton/Limit"
+private let limitInterfaceName = "org.baton.LimitTest"
 
 /// "Count" (ay, budgeted), "Echo" (v, standard budget), "ReadFD" (h: reads what the pipe holds).
-private func makeGateInterface(_ runs: HandlerRuns) -> DBusInterface {
+private func makeLimitInterface(_ runs: HandlerRuns) -> DBusInterface {
     let budget = DBusArgumentBudget(maxValues: 1 << 20, maxStringBytes: 1 << 20, tooLargeErrorName: tooLargeName)
-    return DBusInterface(gateInterfaceName, methods: [
+    return DBusInterface(limitInterfaceName, methods: [
         DBusMethod("Count", in: [DBusArgument("bytes", "ay")], out: [DBusArgument("count", "u")], budget: budget) { call in
             await runs.record()
             return [.uint32(UInt32(call.arguments[0].bytesValue?.count ?? 0))]
@@ -38,31 +38,31 @@ private func pipeHolding(_ text: String) -> Int32 {
     return fds[0]
 }
 
-@Suite("BatonDBus: the incoming message gate")
-struct IncomingMessageGateTests {
+@Suite("BatonDBus: the incoming message limit")
+struct IncomingMessageLimitTests {
     @Test func callsOverTheLimitAreAnsweredWithoutReachingTheHandlerAndTheConnectionStays() async throws {
         try await withTestBus { bus in
             let runs = HandlerRuns()
-            let service = try DBusConnection(bus: .address(bus.address), maxIncomingMessageBytes: gateLimit)
+            let service = try DBusConnection(bus: .address(bus.address), maxIncomingMessageBytes: messageLimit)
             let client = try DBusConnection(bus: .address(bus.address))
-            try await service.export([makeGateInterface(runs)], at: gatePath)
+            try await service.export([makeLimitInterface(runs)], at: limitPath)
             func call(_ method: String, _ argument: DBusValue) async throws -> [DBusValue] {
-                try await client.call(destination: service.uniqueName, path: gatePath, interface: gateInterfaceName,
+                try await client.call(destination: service.uniqueName, path: limitPath, interface: limitInterfaceName,
                                       method: method, arguments: [argument])
             }
             #expect(try await call("Count", .bytes([UInt8](repeating: 7, count: 60_000))) == [.uint32(60_000)])
-            // Within both budgets, over the gate: only the gate refuses these (its text gives sizes only).
+            // Within both budgets, over the limit: only the limit refuses these (its text gives sizes only).
             do {
                 _ = try await call("Count", .bytes([UInt8](repeating: 7, count: 200_000)))
                 Issue.record("an oversized call was accepted")
             } catch let error as DBusError {
                 #expect(error.name == tooLargeName)
-                #expect(error.message.contains("over the limit of \(gateLimit) bytes"))
+                #expect(error.message.contains("over the limit of \(messageLimit) bytes"))
             }
             await expectDBusError(DBusError.limitsExceededName) {
                 _ = try await call("Echo", .variant(.string(String(repeating: "x", count: 100_000))))
             }
-            // A method nobody exports: the gate answers LimitsExceeded all the same.
+            // A method nobody exports: the limit answers LimitsExceeded all the same.
             await expectDBusError(DBusError.limitsExceededName) {
                 _ = try await client.call(destination: service.uniqueName, path: "/nowhere", interface: "org.baton.None",
                                           method: "Nothing", arguments: [.bytes([UInt8](repeating: 1, count: 100_000))])
@@ -77,24 +77,24 @@ struct IncomingMessageGateTests {
     @Test func messagesWithinTheLimitPassUnchangedSignalsAndPropertiesIncluded() async throws {
         try await withTestBus { bus in
             let runs = HandlerRuns()
-            let service = try DBusConnection(bus: .address(bus.address), maxIncomingMessageBytes: gateLimit)
+            let service = try DBusConnection(bus: .address(bus.address), maxIncomingMessageBytes: messageLimit)
             let client = try DBusConnection(bus: .address(bus.address))
-            try await service.export([makeGateInterface(runs)], at: gatePath)
-            // Sizes around the gate's 64 KiB reads and below the limit, several in flight at once.
+            try await service.export([makeLimitInterface(runs)], at: limitPath)
+            // Sizes around the 64 KiB reads and below the limit, several in flight at once.
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for size in [0, 1, 15, 16, 17, 4_095, 20_000, 65_000] {
                     group.addTask {
                         let value = DBusValue.bytes((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31) })
-                        let reply = try await client.call(destination: service.uniqueName, path: gatePath,
-                                                          interface: gateInterfaceName, method: "Echo", arguments: [.variant(value)])
+                        let reply = try await client.call(destination: service.uniqueName, path: limitPath,
+                                                          interface: limitInterfaceName, method: "Echo", arguments: [.variant(value)])
                         #expect(reply == [.variant(value)])
                     }
                 }
                 try await group.waitForAll()
             }
-            // Signals reach the gated connection as well.
-            let ticks = try await service.signals(matching: DBusMatchRule(interface: gateInterfaceName, member: "Tick"))
-            try client.emitSignal(path: gatePath, interface: gateInterfaceName, name: "Tick", arguments: [.uint32(3)])
+            // Signals reach the limited connection as well.
+            let ticks = try await service.signals(matching: DBusMatchRule(interface: limitInterfaceName, member: "Tick"))
+            try client.emitSignal(path: limitPath, interface: limitInterfaceName, name: "Tick", arguments: [.uint32(3)])
             #expect(try await first(of: ticks).arguments == [.uint32(3)])
         }
     }
@@ -102,26 +102,26 @@ struct IncomingMessageGateTests {
     @Test func descriptorsOfARefusedMessageAreClosedAndLaterOnesStayInOrder() async throws {
         try await withTestBus { bus in
             let runs = HandlerRuns()
-            let service = try DBusConnection(bus: .address(bus.address), maxIncomingMessageBytes: gateLimit)
+            let service = try DBusConnection(bus: .address(bus.address), maxIncomingMessageBytes: messageLimit)
             let client = try DBusConnection(bus: .address(bus.address))
-            try await service.export([makeGateInterface(runs)], at: gatePath)
+            try await service.export([makeLimitInterface(runs)], at: limitPath)
             let refusedPipe = pipeHolding("refused")
             let acceptedPipe = pipeHolding("accepted")
             defer { close(refusedPipe); close(acceptedPipe) }
             await expectDBusError(DBusError.limitsExceededName) {
-                _ = try await client.call(destination: service.uniqueName, path: gatePath, interface: gateInterfaceName, method: "Echo",
+                _ = try await client.call(destination: service.uniqueName, path: limitPath, interface: limitInterfaceName, method: "Echo",
                                           arguments: [.variant(.structure([.unixFD(refusedPipe), .bytes([UInt8](repeating: 0, count: 100_000))]))])
             }
-            // Had the refused message's descriptor reached libdbus, this call would be handed it.
-            let reply = try await client.call(destination: service.uniqueName, path: gatePath, interface: gateInterfaceName,
+            // Had the refused message's descriptor been queued, this call would be handed it.
+            let reply = try await client.call(destination: service.uniqueName, path: limitPath, interface: limitInterfaceName,
                                               method: "ReadFD", arguments: [.unixFD(acceptedPipe)])
             #expect(reply == [.string("accepted")])
         }
     }
 
-    @Test func closingTheConnectionEndsTheGateAndTheBusSeesItGo() async throws {
+    @Test func closingTheConnectionLetsTheBusSeeItGo() async throws {
         try await withTestBus { bus in
-            let service = try DBusConnection(bus: .address(bus.address), maxIncomingMessageBytes: gateLimit)
+            let service = try DBusConnection(bus: .address(bus.address), maxIncomingMessageBytes: messageLimit)
             let client = try DBusConnection(bus: .address(bus.address))
             let name = service.uniqueName
             #expect(try await client.nameHasOwner(name))
@@ -193,7 +193,7 @@ struct IncomingMessageFramerTests {
         #expect(output.forwardDescriptors == [11] && output.forward == small)
     }
 
-    @Test func aStreamThatIsNoDBusPassesUntouchedForLibdbusToJudge() {
+    @Test func aStreamThatIsNoDBusPassesUntouchedForTheParserToRefuse() {
         var framer = IncomingMessageFramer(limit: 16)
         let garbage = [UInt8](repeating: 0x58, count: 100)
         let output = garbage.withUnsafeBytes { framer.consume($0, descriptors: []) }
