@@ -32,7 +32,7 @@ let package = Package(
     ],
     targets: [
         // C libraries from Debian packages.
-        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // Header-only: descriptor passing on the bus socket (BatonDBus speaks D-Bus itself).
         .systemLibrary(name: "CBusSocket"),
         // Header-only: the L2CAP socket address and constants. batond calls nothing in libbluetooth,
@@ -117,7 +117,8 @@ let package = Package(
         .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore", "BatonCrypto"], resources: [.copy("Vectors")], swiftSettings: strict),
         // Links libbluetooth itself: its str2ba is the reference the address parser is checked against.
         .testTarget(name: "BatonTransportTests", dependencies: ["BatonTestBus", "BatonTransport", "BatonReadiness", "BatonCore", "BatonCrypto", "COpenSSL"],
-                    swiftSettings: strict, linkerSettings: [.linkedLibrary("bluetooth")]),
+                    // The tests drive libssl directly as a peer would; batond itself loads it at run time.
+                    swiftSettings: strict, linkerSettings: [.linkedLibrary("bluetooth"), .linkedLibrary("ssl")]),
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "BatonTestBus"], swiftSettings: strict),
         .testTarget(name: "BatonDBusTests", dependencies: ["BatonTestBus", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonAPITests", dependencies: ["BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),

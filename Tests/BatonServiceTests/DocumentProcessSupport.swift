@@ -72,6 +72,9 @@ final class KillableBatond: @unchecked Sendable {
         #expect(started, "\(name) did not start:\n\(self.log)")
     }
 
+    /// The running process's id.
+    var processIdentifier: Int32? { process.withLock { $0?.isRunning == true ? $0?.processIdentifier : nil } }
+
     /// SIGKILL, then waits for the process to be gone.
     func kill9() async {
         guard let running = process.withLock({ $0 }) else { return }

@@ -31,7 +31,7 @@ final class HandshakeVerification: Sendable {
     }
 
     static func from(ssl: OpaquePointer?) -> HandshakeVerification? {
-        guard let ssl, let raw = SSL_get_ex_data(ssl, 0) else { return nil }
+        guard let ssl, let raw = LibSSL.api.SSL_get_ex_data(ssl, 0) else { return nil }
         return Unmanaged<HandshakeVerification>.fromOpaque(raw).takeUnretainedValue()
     }
 
@@ -40,7 +40,7 @@ final class HandshakeVerification: Sendable {
     /// ignored; the TLS CertificateVerify message proves possession of the key.
     fileprivate static func verifyPeer(_ storeContext: OpaquePointer?) -> Int32 {
         guard let storeContext,
-              let rawSSL = X509_STORE_CTX_get_ex_data(storeContext, SSL_get_ex_data_X509_STORE_CTX_idx()),
+              let rawSSL = X509_STORE_CTX_get_ex_data(storeContext, LibSSL.api.SSL_get_ex_data_X509_STORE_CTX_idx()),
               let verification = from(ssl: OpaquePointer(rawSSL))
         else { return 0 }
         guard let certificate = X509_STORE_CTX_get0_cert(storeContext) else {
@@ -123,7 +123,8 @@ final class TLSContext: @unchecked Sendable {
 
     init(identity: Ed25519PrivateKey, role: Role) throws(TransportError) {
         ignoreBrokenPipeSignals()
-        guard let context = SSL_CTX_new(role == .server ? TLS_server_method() : TLS_client_method()) else {
+        let libssl = try LibSSL.load()
+        guard let context = libssl.SSL_CTX_new(role == .server ? libssl.TLS_server_method() : libssl.TLS_client_method()) else {
             throw .library(takeSSLError("SSL_CTX_new").text)
         }
         self.pointer = context
@@ -133,45 +134,45 @@ final class TLSContext: @unchecked Sendable {
     }
 
     deinit {
-        SSL_CTX_free(pointer)
+        LibSSL.api.SSL_CTX_free(pointer)
     }
 
     private func configure() throws(TransportError) {
         let tls13 = Int(TLS1_3_VERSION)
-        guard SSL_CTX_ctrl(pointer, SSL_CTRL_SET_MIN_PROTO_VERSION, tls13, nil) == 1,
-              SSL_CTX_ctrl(pointer, SSL_CTRL_SET_MAX_PROTO_VERSION, tls13, nil) == 1
+        guard LibSSL.api.SSL_CTX_ctrl(pointer, SSL_CTRL_SET_MIN_PROTO_VERSION, tls13, nil) == 1,
+              LibSSL.api.SSL_CTX_ctrl(pointer, SSL_CTRL_SET_MAX_PROTO_VERSION, tls13, nil) == 1
         else { throw .library(takeSSLError("TLS 1.3 only").text) }
 
         let noTicket: UInt64 = 1 << 14  // SSL_OP_NO_TICKET, a macro Swift cannot import
-        _ = SSL_CTX_set_options(pointer, noTicket)
-        _ = SSL_CTX_set_num_tickets(pointer, 0)
-        _ = SSL_CTX_ctrl(pointer, SSL_CTRL_SET_SESS_CACHE_MODE, Int(SSL_SESS_CACHE_OFF), nil)
+        _ = LibSSL.api.SSL_CTX_set_options(pointer, noTicket)
+        _ = LibSSL.api.SSL_CTX_set_num_tickets(pointer, 0)
+        _ = LibSSL.api.SSL_CTX_ctrl(pointer, SSL_CTRL_SET_SESS_CACHE_MODE, Int(SSL_SESS_CACHE_OFF), nil)
         // Writes are retried after EAGAIN with the same bytes, possibly at a different address.
-        _ = SSL_CTX_ctrl(pointer, SSL_CTRL_MODE, Int(SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER), nil)
+        _ = LibSSL.api.SSL_CTX_ctrl(pointer, SSL_CTRL_MODE, Int(SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER), nil)
 
         // Every TLS 1.3 suite stays allowed (§8.1 names none); the order puts the cheapest first on
         // this CPU: AES-128-GCM where the CPU has AES instructions (about 5 % less CPU per byte than
         // AES-256-GCM, OpenSSL's default first choice), ChaCha20-Poly1305 where it has none.
-        guard SSL_CTX_set_ciphersuites(pointer, Self.cipherSuitePreference) == 1 else {
+        guard LibSSL.api.SSL_CTX_set_ciphersuites(pointer, Self.cipherSuitePreference) == 1 else {
             throw .library(takeSSLError("cipher suites").text)
         }
         let serverPreference: UInt64 = 1 << 22  // SSL_OP_CIPHER_SERVER_PREFERENCE, a macro Swift cannot import
-        if role == .server { _ = SSL_CTX_set_options(pointer, serverPreference) }
+        if role == .server { _ = LibSSL.api.SSL_CTX_set_options(pointer, serverPreference) }
 
-        SSL_CTX_set_verify(pointer, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nil)
-        SSL_CTX_set_cert_verify_callback(pointer, { storeContext, _ in
+        LibSSL.api.SSL_CTX_set_verify(pointer, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nil)
+        LibSSL.api.SSL_CTX_set_cert_verify_callback(pointer, { storeContext, _ in
             HandshakeVerification.verifyPeer(storeContext)
         }, nil)
 
         switch role {
         case .server:
-            SSL_CTX_set_alpn_select_cb(pointer, { ssl, out, outLength, offered, offeredLength, _ in
+            LibSSL.api.SSL_CTX_set_alpn_select_cb(pointer, { ssl, out, outLength, offered, offeredLength, _ in
                 HandshakeVerification.selectALPN(
                     ssl: ssl, out: out, outLength: outLength, offered: offered, offeredLength: offeredLength)
             }, nil)
         case .client:
             // Unlike most of libssl, this returns 0 on success.
-            guard SSL_CTX_set_alpn_protos(pointer, batonALPNWire, UInt32(batonALPNWire.count)) == 0 else {
+            guard LibSSL.api.SSL_CTX_set_alpn_protos(pointer, batonALPNWire, UInt32(batonALPNWire.count)) == 0 else {
                 throw .library(takeSSLError("ALPN").text)
             }
         }
@@ -201,9 +202,9 @@ final class TLSContext: @unchecked Sendable {
         let key: Ed25519PrivateKey
         do { key = try Ed25519PrivateKey() } catch { throw .library("ephemeral key: \(error)") }
         let certificate = try SelfSignedCertificate(key: key)
-        guard SSL_use_certificate(ssl, certificate.certificate) == 1,
-              SSL_use_PrivateKey(ssl, certificate.key) == 1,
-              SSL_check_private_key(ssl) == 1
+        guard LibSSL.api.SSL_use_certificate(ssl, certificate.certificate) == 1,
+              LibSSL.api.SSL_use_PrivateKey(ssl, certificate.key) == 1,
+              LibSSL.api.SSL_check_private_key(ssl) == 1
         else { throw .library(takeSSLError("certificate").text) }
     }
 }

@@ -52,21 +52,21 @@ final class TLSEngine: ByteTransport {
     /// Takes ownership of `transport`: it is closed (and `onClose` called) however this ends.
     init(context: TLSContext, transport: any ByteTransport,
          onClose: @escaping @Sendable () -> Void = {}) throws(TransportError) {
-        let ssl = SSL_new(context.pointer)
+        let ssl = LibSSL.api.SSL_new(context.pointer)
         let incoming = BIO_new(BIO_s_mem())
         let outgoing = BIO_new(BIO_s_mem())
         guard let ssl, let incoming, let outgoing else {
             let error = takeSSLError("SSL_new/BIO_new").text
-            SSL_free(ssl)
+            LibSSL.api.SSL_free(ssl)
             _ = BIO_free(incoming)
             _ = BIO_free(outgoing)
             transport.close()
             onClose()
             throw .library(error)
         }
-        SSL_set_bio(ssl, incoming, outgoing)
+        LibSSL.api.SSL_set_bio(ssl, incoming, outgoing)
         do { try TLSContext.installCertificate(on: ssl) } catch {
-            SSL_free(ssl)
+            LibSSL.api.SSL_free(ssl)
             transport.close()
             onClose()
             throw error
@@ -76,12 +76,12 @@ final class TLSEngine: ByteTransport {
         self.state = Mutex(State(handle: SSLHandle(pointer: ssl), outgoing: SSLHandle(pointer: outgoing)))
         self.onClose = Mutex(onClose)
         // The verification object lives as long as this engine, which outlives the SSL.
-        _ = SSL_set_ex_data(ssl, 0, Unmanaged.passUnretained(verification).toOpaque())
-        if context.role == .server { SSL_set_accept_state(ssl) } else { SSL_set_connect_state(ssl) }
+        _ = LibSSL.api.SSL_set_ex_data(ssl, 0, Unmanaged.passUnretained(verification).toOpaque())
+        if context.role == .server { LibSSL.api.SSL_set_accept_state(ssl) } else { LibSSL.api.SSL_set_connect_state(ssl) }
     }
 
     deinit {
-        state.withLock { SSL_free($0.ssl) }
+        state.withLock { LibSSL.api.SSL_free($0.ssl) }
         transport.close()
         runOnClose()
     }
@@ -90,7 +90,7 @@ final class TLSEngine: ByteTransport {
     func handshake(until deadline: DispatchTime) async throws(TransportError) {
         do {
             try await drive(until: deadline, timeoutError: .handshakeTimedOut) { state in
-                (SSL_do_handshake(state.ssl), ())
+                (LibSSL.api.SSL_do_handshake(state.ssl), ())
             }
         } catch .connectionFailed(let text) {
             throw classifyHandshakeFailure(text)
@@ -107,7 +107,7 @@ final class TLSEngine: ByteTransport {
             let labelBytes = Array(label.utf8)
             let status = labelBytes.withUnsafeBufferPointer { labelPointer in
                 labelPointer.withMemoryRebound(to: CChar.self) { label in
-                    SSL_export_keying_material(state.ssl, &output, output.count, label.baseAddress, label.count, nil, 0, 0)
+                    LibSSL.api.SSL_export_keying_material(state.ssl, &output, output.count, label.baseAddress, label.count, nil, 0, 0)
                 }
             }
             guard status == 1 else { throw .library(takeSSLError("exporter").text) }
@@ -117,7 +117,7 @@ final class TLSEngine: ByteTransport {
 
     /// The TLS suite of this session (an IANA name such as `TLS_AES_128_GCM_SHA256`), for benchmarks and logs.
     var cipherSuite: String {
-        state.withLock { state in SSL_get_current_cipher(state.ssl).flatMap { SSL_CIPHER_standard_name($0) }.map { String(cString: $0) } ?? "" }
+        state.withLock { state in LibSSL.api.SSL_get_current_cipher(state.ssl).flatMap { LibSSL.api.SSL_CIPHER_standard_name($0) }.map { String(cString: $0) } ?? "" }
     }
 
     /// Encrypts and sends all of `bytes`.
@@ -126,7 +126,7 @@ final class TLSEngine: ByteTransport {
         // A memory BIO takes everything at once, so one call either writes all bytes or fails.
         try await drive(until: deadline, timeoutError: .timedOut) { state in
             var written = 0
-            let status = bytes.withUnsafeBytes { SSL_write_ex(state.ssl, $0.baseAddress, $0.count, &written) }
+            let status = bytes.withUnsafeBytes { LibSSL.api.SSL_write_ex(state.ssl, $0.baseAddress, $0.count, &written) }
             return (status, ())
         }
     }
@@ -153,12 +153,12 @@ final class TLSEngine: ByteTransport {
         try await drive(until: deadline, timeoutError: .timedOut) { state in
             var status: Int32 = 0
             // Sized by what libssl holds, so a small frame does not cost a large allocation.
-            let held = Int(SSL_pending(state.ssl)) + Int(BIO_ctrl_pending(SSL_get_rbio(state.ssl))) + Self.recordSlack
+            let held = Int(LibSSL.api.SSL_pending(state.ssl)) + Int(BIO_ctrl_pending(LibSSL.api.SSL_get_rbio(state.ssl))) + Self.recordSlack
             let bytes = [UInt8](unsafeUninitializedCapacity: max(1, min(maximum, held))) { buffer, initialized in
                 initialized = 0
                 repeat {
                     var count = 0
-                    status = SSL_read_ex(state.ssl, buffer.baseAddress! + initialized, buffer.count - initialized, &count)
+                    status = LibSSL.api.SSL_read_ex(state.ssl, buffer.baseAddress! + initialized, buffer.count - initialized, &count)
                     if status == 1 { initialized += count }
                 } while status == 1 && initialized < buffer.count
             }
@@ -199,7 +199,7 @@ final class TLSEngine: ByteTransport {
             ERR_clear_error()
             let (status, value) = operation(&state)
             if status == 1 { return .done(value) }
-            switch SSL_get_error(state.ssl, status) {
+            switch LibSSL.api.SSL_get_error(state.ssl, status) {
             case SSL_ERROR_WANT_READ: return .needsInput
             case SSL_ERROR_ZERO_RETURN: return .failed(.closed)
             default: return .failed(.connectionFailed(takeSSLError("TLS").text))
@@ -237,7 +237,7 @@ final class TLSEngine: ByteTransport {
         defer { inputLock.unlock() }
         let bytes = try await transport.receive(upTo: Self.inputChunk, until: deadline)
         let accepted = state.withLock { state in
-            state.closed ? -1 : bytes.withUnsafeBytes { BIO_write(SSL_get_rbio(state.ssl), $0.baseAddress, Int32($0.count)) }
+            state.closed ? -1 : bytes.withUnsafeBytes { BIO_write(LibSSL.api.SSL_get_rbio(state.ssl), $0.baseAddress, Int32($0.count)) }
         }
         guard !isClosed else { throw .closed }
         guard Int(accepted) == bytes.count else { throw .library("BIO_write took \(accepted) of \(bytes.count) bytes") }
@@ -269,11 +269,11 @@ final class TLSEngine: ByteTransport {
     private func checkNegotiatedSession(_ ssl: OpaquePointer) throws(TransportError) {
         var selected: UnsafePointer<UInt8>?
         var length: UInt32 = 0
-        SSL_get0_alpn_selected(ssl, &selected, &length)
+        LibSSL.api.SSL_get0_alpn_selected(ssl, &selected, &length)
         guard let selected, Array(UnsafeBufferPointer(start: selected, count: Int(length))) == batonALPN else {
             throw .alpnMismatch
         }
-        guard let certificate = SSL_get0_peer_certificate(ssl) else { throw .peerCertificateMissing }
+        guard let certificate = LibSSL.api.SSL_get0_peer_certificate(ssl) else { throw .peerCertificateMissing }
         guard let key = ed25519PublicKey(of: certificate) else { throw .peerKeyNotEd25519 }
         guard let verified = verification.certificateKey, verified == key else { throw .peerKeyNotEd25519 }
     }
