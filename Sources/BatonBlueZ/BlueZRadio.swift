@@ -85,7 +85,7 @@ public final class BlueZRadio: RadioPort {
     public init(options: BlueZRadioOptions = BlueZRadioOptions()) async throws(RadioError) {
         let connection: DBusConnection
         do {
-            connection = try DBusConnection(bus: options.bus, maxIncomingMessageBytes: DBusConnection.serviceMessageLimit)
+            connection = try DBusConnection.service(bus: options.bus)
         } catch {
             throw .unavailable("cannot connect to the bus: \(error)")
         }

@@ -59,7 +59,8 @@ extension ConnectionCore {
         guard case .failure(let error) = outcome else { return }
         var reply = address.reply(kind: .error)
         reply.errorName = DBusValidate.isValidErrorName(error.name) ? error.name : DBusError.failedName
-        let text = String(String.UnicodeScalarView(error.message.unicodeScalars.filter { $0 != "\0" }))
+        // An error text never echoes unbounded caller input (a path, a name from the arguments).
+        let text = String(String.UnicodeScalarView(quoted(error.message, limit: 1024).unicodeScalars.filter { $0 != "\0" }))
         _ = try? send(&reply, body: [.string(text)])
     }
 
@@ -106,7 +107,7 @@ extension ConnectionCore {
                 guard signature.isEmpty else { return reply(to: address, with: .failure(.invalidArgs("Introspect takes no arguments")), expectedSignature: nil) }
                 return reply(to: address, with: .success([.string(introspectionXML(for: path, object: nil))]), expectedSignature: nil)
             }
-            return reply(to: address, with: .failure(.unknownObject("no object at \(path)")), expectedSignature: nil)
+            return reply(to: address, with: .failure(.unknownObject("no object at \(quoted(path))")), expectedSignature: nil)
         }
 
         func fail(_ error: DBusError) { reply(to: address, with: .failure(error), expectedSignature: nil) }
@@ -130,7 +131,7 @@ extension ConnectionCore {
 
         let interfaceName = call.interface ?? standardInterface(forMember: call.member, isManagerRoot: isManagerRoot)
             ?? object.interfaces.first { $0.method(named: call.member) != nil }?.name
-        guard let interfaceName else { return fail(.unknownMethod("no method \(call.member) at \(path)")) }
+        guard let interfaceName else { return fail(.unknownMethod("no method \(call.member) at \(quoted(path))")) }
 
         switch interfaceName {
         case introspectableInterface:
@@ -140,7 +141,8 @@ extension ConnectionCore {
         case propertiesInterface:
             // Get, GetAll and Set check their signatures; the standard budget bounds what is read first.
             guard let arguments = readArguments(.standard) else { return }
-            call.arguments = arguments
+            // Get, GetAll and Set take no descriptor: any that came are closed now.
+            call.arguments = arguments.map { $0.closingDescriptors() }
             handleProperties(call, signature: signature, object: object, address: address, fail: fail, expect: expect)
         case objectManagerInterface where isManagerRoot:
             guard call.member == "GetManagedObjects" else { return fail(.unknownMethod("no method \(call.member) in \(interfaceName)")) }
@@ -155,13 +157,22 @@ extension ConnectionCore {
             }
         default:
             guard let interface = object.interface(named: interfaceName) else {
-                return fail(.unknownInterface("no interface \(interfaceName) at \(path)"))
+                return fail(.unknownInterface("no interface \(interfaceName) at \(quoted(path))"))
             }
             guard let method = interface.method(named: call.member) else {
                 return fail(.unknownMethod("no method \(call.member) in \(interfaceName)"))
             }
             guard expect(method.inSignature), let arguments = readArguments(method.budget) else { return }
-            call.arguments = arguments
+            switch incomingDescriptors {
+            case .handlerOwnsAll:
+                call.arguments = arguments
+            case .declaredArgumentsOnly:
+                // The handler owns the descriptors of the `h` arguments it declares; any other (inside
+                // a variant, say) is closed now, so a call can never leave one open in the service.
+                call.arguments = zip(arguments, method.inArguments).map { value, declared in
+                    declared.signature == "h" ? value : value.closingDescriptors()
+                }
+            }
             let handler = method.handler
             let call = call
             replyLater(to: address, sender: call.sender, expectedSignature: method.outSignature) { try await handler(call) }
@@ -183,8 +194,8 @@ extension ConnectionCore {
         switch call.member {
         case "Get":
             guard expect("ss"), let interfaceName = arguments[0].stringValue, let name = arguments[1].stringValue else { return }
-            guard let interface = object.interface(named: interfaceName) else { return fail(.unknownInterface("no interface \(interfaceName)")) }
-            guard let property = interface.property(named: name) else { return fail(.unknownProperty("no property \(name) in \(interfaceName)")) }
+            guard let interface = object.interface(named: interfaceName) else { return fail(.unknownInterface("no interface \(quoted(interfaceName))")) }
+            guard let property = interface.property(named: name) else { return fail(.unknownProperty("no property \(quoted(name)) in \(quoted(interfaceName))")) }
             replyLater(to: address, sender: call.sender, expectedSignature: "v") { [.variant(try await ConnectionCore.read(property))] }
         case "GetAll":
             guard expect("s"), let interfaceName = arguments[0].stringValue else { return }
@@ -196,7 +207,7 @@ extension ConnectionCore {
             } else if standardInterfaces.contains(interfaceName) {
                 interfaces = []
             } else {
-                return fail(.unknownInterface("no interface \(interfaceName)"))
+                return fail(.unknownInterface("no interface \(quoted(interfaceName))"))
             }
             replyLater(to: address, sender: call.sender, expectedSignature: "a{sv}") {
                 var all: [String: DBusValue] = [:]
@@ -209,11 +220,11 @@ extension ConnectionCore {
             guard expect("ssv"), let interfaceName = arguments[0].stringValue, let name = arguments[1].stringValue,
                 let value = arguments[2].variantValue
             else { return }
-            guard let interface = object.interface(named: interfaceName) else { return fail(.unknownInterface("no interface \(interfaceName)")) }
-            guard let property = interface.property(named: name) else { return fail(.unknownProperty("no property \(name) in \(interfaceName)")) }
-            guard property.access == .readwrite, let setter = property.set else { return fail(.propertyReadOnly("property \(name) is read-only")) }
+            guard let interface = object.interface(named: interfaceName) else { return fail(.unknownInterface("no interface \(quoted(interfaceName))")) }
+            guard let property = interface.property(named: name) else { return fail(.unknownProperty("no property \(quoted(name)) in \(quoted(interfaceName))")) }
+            guard property.access == .readwrite, let setter = property.set else { return fail(.propertyReadOnly("property \(quoted(name)) is read-only")) }
             guard value.signature == property.signature else {
-                return fail(.invalidArgs("property \(name) has type '\(property.signature)', got '\(value.signature)'"))
+                return fail(.invalidArgs("property \(quoted(name)) has type '\(property.signature)', got '\(value.signature)'"))
             }
             let path = call.path
             replyLater(to: address, sender: call.sender, expectedSignature: "") {
@@ -227,6 +238,41 @@ extension ConnectionCore {
             }
         default:
             fail(.unknownMethod("no method \(call.member) in \(propertiesInterface)"))
+        }
+    }
+}
+
+/// `text` cut to at most `limit` UTF-8 bytes (on a character boundary), marked with "…" when cut:
+/// for caller input quoted in an error text.
+func quoted(_ text: String, limit: Int = 255) -> String {
+    guard text.utf8.count > limit else { return text }
+    var cut = ""
+    for character in text {
+        guard cut.utf8.count + character.utf8.count <= limit else { break }
+        cut.append(character)
+    }
+    return cut + "…"
+}
+
+extension DBusValue {
+    /// The value with every descriptor in it closed and replaced by -1: for values whose receiver
+    /// takes no descriptor there (each read of an `h` made a duplicate someone must close).
+    func closingDescriptors() -> DBusValue {
+        switch self {
+        case .unixFD(let descriptor):
+            if descriptor >= 0 { _ = close(descriptor) }
+            return .unixFD(-1)
+        case .array(let signature, let elements):
+            guard signature.utf8.contains(UInt8(ascii: "h")) || signature.utf8.contains(UInt8(ascii: "v")) else { return self }
+            return .array(elementSignature: signature, elements.map { $0.closingDescriptors() })
+        case .dictionary(let key, let value, let entries):
+            guard (key + value).utf8.contains(UInt8(ascii: "h")) || value.utf8.contains(UInt8(ascii: "v")) else { return self }
+            var closed: [DBusValue: DBusValue] = [:]
+            for (entryKey, entryValue) in entries { closed[entryKey.closingDescriptors()] = entryValue.closingDescriptors() }
+            return .dictionary(keySignature: key, valueSignature: value, closed)
+        case .structure(let fields): return .structure(fields.map { $0.closingDescriptors() })
+        case .variant(let inner): return .variant(inner.closingDescriptors())
+        default: return self
         }
     }
 }

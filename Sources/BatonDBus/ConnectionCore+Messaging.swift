@@ -140,7 +140,8 @@ extension ConnectionCore {
         }) else { return }
         // Malformed or oversized signals are dropped rather than delivered half-read.
         guard let arguments = try? message.arguments(budget: .standard) else { return }
-        signal.arguments = arguments
+        // No subscriber takes a descriptor from a signal (anyone may send one to this connection).
+        signal.arguments = arguments.map { $0.closingDescriptors() }
         // Snapshot: handlers may subscribe or unsubscribe.
         let current = subscriptions.sorted { $0.key < $1.key }
         for (_, subscription) in current where subscription.rule.matchesIgnoringSender(signal) && senderMatches(subscription.rule.sender, signal.sender) {

@@ -21,6 +21,8 @@ final class ConnectionCore: @unchecked Sendable {
     private let socket: Int32
     /// Whether the bus agreed to pass descriptors (NEGOTIATE_UNIX_FD).
     let passesDescriptors: Bool
+    /// Which descriptors of an incoming call reach its handler.
+    let incomingDescriptors: DBusDescriptorPolicy
 
     // Queue-confined state.
     var isClosed = false
@@ -41,7 +43,7 @@ final class ConnectionCore: @unchecked Sendable {
     var objects: [String: ExportedObject] = [:]
     var objectManagerRoots: Set<String> = []
 
-    init(bus: DBusBusKind, maxIncomingMessageBytes: Int? = nil) throws(DBusError) {
+    init(bus: DBusBusKind, maxIncomingMessageBytes: Int? = nil, incomingDescriptors: DBusDescriptorPolicy = .handlerOwnsAll) throws(DBusError) {
         MemoryRelease.mapLargeAllocationsOnce()
         let address = try BusSocket.address(of: bus)
         guard !address.isEmpty, !address.utf8.contains(0) else { throw .invalidArgs("invalid bus address") }
@@ -58,6 +60,7 @@ final class ConnectionCore: @unchecked Sendable {
         _ = fcntl(socket, F_SETFL, fcntl(socket, F_GETFL) | O_NONBLOCK)
         self.socket = socket
         self.passesDescriptors = passesDescriptors
+        self.incomingDescriptors = incomingDescriptors
         self.stream = stream
         self.limit = maxIncomingMessageBytes
         uniqueName = hello.name

@@ -1,5 +1,15 @@
 import Dispatch
 
+/// Which descriptors an incoming call's handler gets. Each read of an `h` value is a duplicate
+/// someone must close, and a caller can attach up to 253 descriptors anywhere in a call.
+public enum DBusDescriptorPolicy: Sendable {
+    /// Every descriptor in the call's arguments, wherever it is (an app's handler, whose `a{sv}`
+    /// arguments may carry one by design); the handler closes them.
+    case handlerOwnsAll
+    /// Only those of the top-level `h` arguments the method declares; any other is closed at once.
+    case declaredArgumentsOnly
+}
+
 /// A private connection to a message bus, driven by Dispatch (no blocking loop).
 ///
 /// All work for this connection runs on one serial queue owned by the connection; every
@@ -18,8 +28,19 @@ public final class DBusConnection: Sendable {
     /// messages over it are dropped, while at most one read buffer of it is held. For a service that
     /// must not be made to buffer tens of megabytes by any caller. Without it the limit is the
     /// protocol's own (128 MiB).
-    public init(bus: DBusBusKind, maxIncomingMessageBytes: Int? = nil) throws {
-        core = try ConnectionCore(bus: bus, maxIncomingMessageBytes: maxIncomingMessageBytes)
+    ///
+    /// `incomingDescriptors` says which descriptors of an incoming call its handler gets (and then
+    /// owns); any other is closed before the handler runs. Descriptors in signals and in
+    /// `Properties` calls never reach a handler.
+    public init(bus: DBusBusKind, maxIncomingMessageBytes: Int? = nil,
+                incomingDescriptors: DBusDescriptorPolicy = .handlerOwnsAll) throws {
+        core = try ConnectionCore(bus: bus, maxIncomingMessageBytes: maxIncomingMessageBytes, incomingDescriptors: incomingDescriptors)
+    }
+
+    /// What every connection batond opens uses (its own name, BlueZ, Avahi): any local user can
+    /// send each of them calls and unicast signals.
+    public static func service(bus: DBusBusKind) throws -> DBusConnection {
+        try DBusConnection(bus: bus, maxIncomingMessageBytes: serviceMessageLimit, incomingDescriptors: .declaredArgumentsOnly)
     }
 
     /// The limit of every connection batond opens (its own name, BlueZ, Avahi: any local user can

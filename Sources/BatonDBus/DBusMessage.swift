@@ -184,7 +184,10 @@ struct DBusMessage: @unchecked Sendable {
         let bodyStart = (fieldsEnd + 7) & ~7
         guard bodyStart <= bytes.count, bytes.count - bodyStart == bodyLength else { throw .failed("message length does not match its header") }
         guard bytes[fieldsEnd..<bodyStart].allSatisfy({ $0 == 0 }) else { throw .failed("non-zero header padding") }
-        guard let descriptors = queue.take(descriptorCount) else { throw .failed("message names descriptors that did not arrive") }
+        // Fewer may have come than the header names: the kernel drops what it cannot install (the
+        // process at its descriptor limit). The message stays readable up to its missing `h`
+        // values, which refuse it as a call's InvalidArgs; the connection goes on.
+        let descriptors = queue.take(upTo: descriptorCount)
         message.received = descriptors.isEmpty ? nil : ReceivedDescriptors(descriptors)
         message.bytes = bytes
         message.bodyStart = bodyStart
@@ -198,10 +201,11 @@ struct DescriptorQueue {
 
     mutating func append(_ descriptors: [Int32]) { pending += descriptors }
 
-    mutating func take(_ count: Int) -> [Int32]? {
-        guard count <= pending.count else { return nil }
-        defer { pending.removeFirst(count) }
-        return Array(pending.prefix(count))
+    /// The next `count` descriptors, or all there are when fewer arrived.
+    mutating func take(upTo count: Int) -> [Int32] {
+        let taken = Array(pending.prefix(count))
+        pending.removeFirst(taken.count)
+        return taken
     }
 
     mutating func closeAll() {

@@ -15,8 +15,10 @@ public indirect enum DBusValue: Sendable, Hashable {
     case string(String)
     case objectPath(String)
     case signature(String)
-    /// A file descriptor. On receipt it is a duplicate that the receiver owns and must close;
-    /// when sent, the message carries a duplicate and the sender keeps ownership.
+    /// A file descriptor. Received in a reply or an incoming call, it is a duplicate that the
+    /// receiver owns and must close, unless the connection's `DBusDescriptorPolicy` closed it
+    /// before (it then reads -1); in a signal or a `Properties` call it is always closed first.
+    /// When sent, the message carries a duplicate and the sender keeps ownership.
     case unixFD(Int32)
     /// `a<elementSignature>`; every element must have exactly `elementSignature`.
     case array(elementSignature: String, [DBusValue])

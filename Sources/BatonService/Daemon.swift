@@ -56,7 +56,7 @@ public enum Daemon {
         }
         let connection: DBusConnection
         do {
-            connection = try DBusConnection(bus: busKind, maxIncomingMessageBytes: DBusConnection.serviceMessageLimit)
+            connection = try DBusConnection.service(bus: busKind)
         } catch {
             logger.log("batond: cannot connect to the bus: \(error)")
             return exitFailure

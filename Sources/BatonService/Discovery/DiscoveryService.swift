@@ -92,7 +92,7 @@ public actor DiscoveryService {
         guard let bus = avahiBus, discovery.connection == nil else { return }
         discovery.lastConnectAttempt = clock.unixSeconds()
         let connection: DBusConnection
-        do { connection = try DBusConnection(bus: bus, maxIncomingMessageBytes: DBusConnection.serviceMessageLimit) } catch {
+        do { connection = try DBusConnection.service(bus: bus) } catch {
             await discoveryNotice("cannot reach the bus for Avahi: \(error)")
             return
         }
