@@ -27,6 +27,7 @@ extension ConnectionCore {
             message.member = method
             let serial = try send(&message, body: arguments)
             let reply = PendingReply(completion: completion)
+            if let destination, destination == busName || destination.hasPrefix(":") { reply.expectedSender = destination }
             inflight[serial] = reply
             reply.onFinish = { [weak self] in self?.inflight[serial] = nil }
             if timeoutMilliseconds != Int32.max {

@@ -204,6 +204,7 @@ final class ConnectionCore: @unchecked Sendable {
         switch message.kind {
         case .methodReturn, .error:
             guard let serial = message.replySerial, let reply = inflight[serial] else { return }
+            guard reply.expectedSender == nil || message.sender == reply.expectedSender else { return }  // forged
             reply.finish(ConnectionCore.result(of: message))
         case .signal:
             filter(message)

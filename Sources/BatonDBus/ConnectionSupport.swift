@@ -7,6 +7,10 @@ import Dispatch
 final class PendingReply {
     /// Fires the NoReply error when the reply is late; cancelled when the call finishes.
     var timer: (any DispatchSourceTimer)?
+    /// Who must send the reply, when that is known (the bus itself, or a unique name called
+    /// directly): a reply with this serial from anyone else is dropped (on a session bus any
+    /// client of the same user can send one).
+    var expectedSender: String?
     var completion: ((Result<[DBusValue], any Error>) -> Void)?
     /// Unregisters the reply from the connection's in-flight table.
     var onFinish: (() -> Void)?

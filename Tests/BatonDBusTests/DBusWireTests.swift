@@ -1,3 +1,4 @@
+import BatonTestBus
 @testable import BatonDBus
 import Glibc
 import Testing
@@ -295,5 +296,39 @@ struct DBusAddressAndStreamTests {
         let garbage = [UInt8]("HTTP/1.1 200 OK\r\n\r\n".utf8)
         _ = garbage.withUnsafeBytes { incoming.feed($0, descriptors: []) }
         #expect(throws: DBusError.self) { try incoming.next() }
+    }
+}
+
+/// A reply is taken only from whom the call went to, when that is known (the bus, or a unique
+/// name): on a session bus any client of the same user can send a method return with a guessed
+/// serial, and a helper's attack showed the bus forwards it.
+@Suite("BatonDBus: forged replies")
+struct ForgedReplyTests {
+    @Test func repliesFromAnotherConnectionAreIgnored() async throws {
+        try await withTestBus { bus in
+            let service = try DBusConnection(bus: .address(bus.address))
+            let caller = try DBusConnection(bus: .address(bus.address))
+            let forger = try DBusConnection(bus: .address(bus.address))
+            try await service.export([DBusInterface("org.baton.Slow", methods: [
+                DBusMethod("Answer", out: [DBusArgument("value", "s")]) { _ in
+                    try await Task.sleep(for: .milliseconds(400))
+                    return [.string("genuine")]
+                },
+            ])], at: "/slow")
+            async let answer = caller.call(destination: service.uniqueName, path: "/slow", interface: "org.baton.Slow", method: "Answer")
+            try await Task.sleep(for: .milliseconds(100))
+            // Method returns for every serial the caller can have used by now, from the forger.
+            try forger.core.onQueue { () throws(DBusError) in
+                for serial in UInt32(1)...64 {
+                    var forged = DBusMessage(kind: .methodReturn)
+                    forged.replySerial = serial
+                    forged.destination = caller.uniqueName
+                    try forger.core.send(&forged, body: [.string("forged")])
+                }
+            }
+            #expect(try await answer == [.string("genuine")])
+            // The bus's own replies still come through (they are checked against the bus's name).
+            #expect(try await caller.nameHasOwner(service.uniqueName))
+        }
     }
 }
