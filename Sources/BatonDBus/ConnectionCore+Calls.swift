@@ -83,6 +83,8 @@ extension ConnectionCore {
     /// Runs `work` as a task and replies when it finishes.
     private func replyLater(to address: ReplyAddress, sender: String, expectedSignature: String?,
                             _ work: @escaping @Sendable () async throws -> [DBusValue]) {
+        handlersRunning += 1
+        mostHandlersRunning = max(mostHandlersRunning, handlersRunning)
         Task {
             let outcome: CallOutcome
             do {
@@ -92,9 +94,19 @@ extension ConnectionCore {
             } catch {
                 outcome = .failure(.failed(String(describing: error)))
             }
-            self.queue.async { self.reply(to: address, with: outcome, expectedSignature: expectedSignature) }
+            self.queue.async {
+                self.reply(to: address, with: outcome, expectedSignature: expectedSignature)
+                self.handlersRunning -= 1
+                if self.handlersRunning == 0, self.mostHandlersRunning >= ConnectionCore.burstHandlers {
+                    self.mostHandlersRunning = 0
+                    MemoryRelease.afterBurst()
+                }
+            }
         }
     }
+
+    /// As many handlers running at once as make a burst worth giving memory back after.
+    static let burstHandlers = 64
 
     private func route(_ call: DBusMethodCall, message: DBusMessage, address: ReplyAddress) {
         var call = call

@@ -42,6 +42,9 @@ final class ConnectionCore: @unchecked Sendable {
     var inflight: [UInt32: PendingReply] = [:]
     var objects: [String: ExportedObject] = [:]
     var objectManagerRoots: Set<String> = []
+    /// Handlers of incoming calls not yet answered, and the most at once since the last trim.
+    var handlersRunning = 0
+    var mostHandlersRunning = 0
 
     init(bus: DBusBusKind, maxIncomingMessageBytes: Int? = nil, incomingDescriptors: DBusDescriptorPolicy = .handlerOwnsAll) throws(DBusError) {
         MemoryRelease.mapLargeAllocationsOnce()
