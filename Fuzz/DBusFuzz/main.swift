@@ -166,12 +166,8 @@ func containsFD(_ value: DBusValue) -> Bool {
 
 /// A method call carrying `values`, as BatonDBus writes it for the bus.
 func marshalledCall(_ values: [DBusValue]) -> [UInt8] {
-    var message = DBusMessage(kind: .methodCall)
+    var message = DBusMessage.methodCall(destination: "org.baton", path: "/org/baton", interface: "org.baton.Manager1", member: "CreateActivity")
     message.serial = 1
-    message.destination = "org.baton"
-    message.path = "/org/baton"
-    message.interface = "org.baton.Manager1"
-    message.member = "CreateActivity"
     guard (try? DBusValidate.arguments(values)) != nil, let encoded = try? message.encoded(body: values) else { return [] }
     return encoded.bytes
 }

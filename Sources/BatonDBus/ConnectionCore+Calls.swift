@@ -12,7 +12,7 @@ extension ConnectionCore {
     func handleObjectMessage(_ message: DBusMessage) {
         let call = DBusMethodCall(sender: message.sender ?? "", path: message.path ?? "/", interface: message.interface,
                                   member: message.member ?? "", arguments: [])
-        let address = ReplyAddress(message)
+        let address = ReplyAddress(sender: message.sender, serial: message.serial, expectsReply: message.expectsReply)
         if call.interface == peerInterface {
             return answerPeer(call, signature: message.signatureString, address: address)
         }
@@ -67,7 +67,7 @@ extension ConnectionCore {
     /// Answers a method call refused for its size as it streamed in, with the error its method's
     /// budget names; the text gives only sizes, nothing of the caller's message.
     func refuseOversized(_ message: OversizedMessage) {
-        guard !isClosed, message.expectsReply, let sender = message.sender, DBusValidate.isValidBusName(sender) else { return }
+        guard !isClosed, message.expectsReply, let sender = message.sender, DBusNames.isValidBusName(sender.utf8, asReceived: true) else { return }
         var name = DBusError.limitsExceededName
         if let path = message.path, let member = message.member, let object = objects[path] {
             let interface = message.interface.flatMap { object.interface(named: $0) }
@@ -99,7 +99,7 @@ extension ConnectionCore {
                 self.handlersRunning -= 1
                 if self.handlersRunning == 0, self.mostHandlersRunning >= ConnectionCore.burstHandlers {
                     self.mostHandlersRunning = 0
-                    MemoryRelease.afterBurst()
+                    MemoryRelease.releaseSoon()
                 }
             }
         }
@@ -136,7 +136,7 @@ extension ConnectionCore {
                 return try message.arguments(budget: budget)
             } catch {
                 fail(error)
-                if error.name == budget.tooLargeErrorName { MemoryRelease.afterOversizedMessage() }
+                if error.name == budget.tooLargeErrorName { MemoryRelease.releaseSoon() }
                 return nil
             }
         }
@@ -294,16 +294,6 @@ struct ReplyAddress: Sendable {
     let sender: String?
     let serial: UInt32
     let expectsReply: Bool
-
-    init(sender: String?, serial: UInt32, expectsReply: Bool) {
-        self.sender = sender
-        self.serial = serial
-        self.expectsReply = expectsReply
-    }
-
-    init(_ message: DBusMessage) {
-        self.init(sender: message.sender, serial: message.serial, expectsReply: message.expectsReply)
-    }
 
     func reply(kind: DBusMessage.Kind) -> DBusMessage {
         var reply = DBusMessage(kind: kind)

@@ -20,11 +20,7 @@ extension ConnectionCore {
             try DBusValidate.path(path)
             if let interface { try DBusValidate.interface(interface) }
             try DBusValidate.member(method)
-            var message = DBusMessage(kind: .methodCall)
-            message.destination = destination
-            message.path = path
-            message.interface = interface
-            message.member = method
+            var message = DBusMessage.methodCall(destination: destination, path: path, interface: interface, member: method)
             let serial = try send(&message, body: arguments)
             let reply = PendingReply(completion: completion)
             if let destination, destination == busName || destination.hasPrefix(":") { reply.expectedSender = destination }
@@ -120,11 +116,7 @@ extension ConnectionCore {
         try DBusValidate.interface(interface)
         try DBusValidate.member(name)
         if let destination { try DBusValidate.busName(destination) }
-        var message = DBusMessage(kind: .signal)
-        message.path = path
-        message.interface = interface
-        message.member = name
-        message.destination = destination
+        var message = DBusMessage.signal(path: path, interface: interface, member: name, destination: destination)
         try send(&message, body: arguments)
     }
 
@@ -187,12 +179,7 @@ extension ConnectionCore {
     func unsubscribeOnQueue(_ id: UInt64) {
         guard !isClosed, let subscription = subscriptions.removeValue(forKey: id) else { return }
         // Sent without waiting for (or asking for) a reply.
-        var removal = DBusMessage(kind: .methodCall)
-        removal.flags = DBusMessage.noReplyExpectedFlag
-        removal.destination = busName
-        removal.path = busPath
-        removal.interface = busInterface
-        removal.member = "RemoveMatch"
+        var removal = DBusMessage.busCall("RemoveMatch", flags: DBusMessage.noReplyExpectedFlag)
         _ = try? send(&removal, body: [.string(subscription.rule.ruleString)])
         if let sender = subscription.rule.sender, !sender.hasPrefix(":"), sender != busName {
             releaseOwnerTracking(sender)

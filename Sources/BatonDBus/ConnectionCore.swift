@@ -90,12 +90,8 @@ final class ConnectionCore: @unchecked Sendable {
 
     /// Sends `Hello` and waits for its reply (the one blocking step), keeping whatever else arrives.
     private static func sayHello(on socket: Int32, stream: inout IncomingMessageStream) throws(DBusError) -> (String, [DBusMessage]) {
-        var hello = DBusMessage(kind: .methodCall)
+        var hello = DBusMessage.busCall("Hello")
         hello.serial = 1
-        hello.destination = busName
-        hello.path = busPath
-        hello.interface = busInterface
-        hello.member = "Hello"
         let (bytes, _) = try hello.encoded(body: [])
         var offset = 0
         while offset < bytes.count {

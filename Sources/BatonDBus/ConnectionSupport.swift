@@ -54,7 +54,3 @@ struct ExportedObject {
     var interfaces: [DBusInterface]
     func interface(named name: String) -> DBusInterface? { interfaces.first { $0.name == name } }
 }
-
-func optionalString(_ pointer: UnsafePointer<CChar>?) -> String? {
-    pointer.map { String(cString: $0) }
-}

@@ -38,6 +38,30 @@ struct DBusMessage: @unchecked Sendable {
 
     init(kind: Kind) { self.kind = kind }
 
+    static func methodCall(destination: String?, path: String, interface: String?, member: String, flags: UInt8 = 0) -> DBusMessage {
+        var message = DBusMessage(kind: .methodCall)
+        message.flags = flags
+        message.destination = destination
+        message.path = path
+        message.interface = interface
+        message.member = member
+        return message
+    }
+
+    static func signal(path: String, interface: String, member: String, destination: String?) -> DBusMessage {
+        var message = DBusMessage(kind: .signal)
+        message.path = path
+        message.interface = interface
+        message.member = member
+        message.destination = destination
+        return message
+    }
+
+    /// A call to the bus itself (`org.freedesktop.DBus`).
+    static func busCall(_ member: String, flags: UInt8 = 0) -> DBusMessage {
+        methodCall(destination: busName, path: busPath, interface: busInterface, member: member, flags: flags)
+    }
+
     var expectsReply: Bool { kind == .methodCall && flags & DBusMessage.noReplyExpectedFlag == 0 }
     var signatureString: String { String(decoding: signature, as: UTF8.self) }
 

@@ -17,15 +17,13 @@ enum MemoryRelease {
     private static let queue = DispatchQueue(label: "baton.dbus.memory-release")
     nonisolated(unsafe) private static var generation = 0  // confined to `queue`
 
-    /// Call after a burst of calls ended (many handlers were running at once, none is now): their
-    /// tasks, messages and replies were freed, but glibc keeps the pages in the arenas of the
-    /// threads that ran them (a flood of 10,000 pipelined calls left batond at 56 MB; a trim
-    /// brought it back to 13 MB).
-    static func afterBurst() { afterOversizedMessage() }
-
-    /// Call after refusing a message over its budget. The trim runs once refusals have stopped
-    /// for a moment (each one postpones it), so every refused message has been released.
-    static func afterOversizedMessage() {
+    /// Trims the heap once these calls have stopped for a moment (each one postpones it). Call:
+    /// - after refusing a message over its budget, so every refused message has been released;
+    /// - after a burst of calls ended (many handlers were running at once, none is now): their
+    ///   tasks, messages and replies were freed, but glibc keeps the pages in the arenas of the
+    ///   threads that ran them (a flood of 10,000 pipelined calls left batond at 56 MB; a trim
+    ///   brought it back to 13 MB).
+    static func releaseSoon() {
         queue.async {
             generation += 1
             let scheduled = generation

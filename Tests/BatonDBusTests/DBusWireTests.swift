@@ -67,13 +67,10 @@ struct DBusWireFormatTests {
         .array(elementSignature: "b", [.boolean(false), .boolean(true)]),
     ]
 
-    static func call(_: [DBusValue]) -> DBusMessage {
-        var message = DBusMessage(kind: .methodCall)
+    static var call: DBusMessage {
+        var message = DBusMessage.methodCall(destination: "org.baton", path: "/org/baton/Manager", interface: "org.baton.Manager1",
+                                             member: "CreateActivity")
         message.serial = 7
-        message.path = "/org/baton/Manager"
-        message.interface = "org.baton.Manager1"
-        message.member = "CreateActivity"
-        message.destination = "org.baton"
         return message
     }
 
@@ -84,7 +81,7 @@ struct DBusWireFormatTests {
     }
 
     @Test func everyTypeRoundTripsWithItsHeader() throws {
-        let encoded = try DBusWireFormatTests.call(DBusWireFormatTests.everyType).encoded(body: DBusWireFormatTests.everyType)
+        let encoded = try DBusWireFormatTests.call.encoded(body: DBusWireFormatTests.everyType)
         #expect(encoded.descriptors.isEmpty)
         #expect(encoded.bytes.prefix(4) == [UInt8(ascii: "l"), 1, 0, 1])
         let message = try DBusWireFormatTests.parse(encoded.bytes)
@@ -130,7 +127,7 @@ struct DBusWireFormatTests {
     /// in a value or a typed error, never a trap.
     @Test func everySingleByteCorruptionEndsInAValueOrAnError() throws {
         let values: [DBusValue] = [.string("x"), .propertyDictionary(["a": .bytes([1, 2])]), .boolean(true)]
-        let bytes = try DBusWireFormatTests.call(values).encoded(body: values).bytes
+        let bytes = try DBusWireFormatTests.call.encoded(body: values).bytes
         var parsed = 0
         for index in bytes.indices {
             for replacement: UInt8 in [0, 1, 0x7F, 0xFF] where replacement != bytes[index] {
