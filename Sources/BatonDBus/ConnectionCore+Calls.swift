@@ -81,8 +81,17 @@ extension ConnectionCore {
     }
 
     /// Runs `work` as a task and replies when it finishes.
+    /// A caller with `maxHandlersPerSender` calls already being served gets LimitsExceeded at once,
+    /// before a task or a reply is made for it: one connection's flood of pipelined calls cannot make
+    /// the service hold thousands of them, and it waits for nobody else's.
     private func replyLater(to address: ReplyAddress, sender: String, expectedSignature: String?,
                             _ work: @escaping @Sendable () async throws -> [DBusValue]) {
+        let serving = handlersBySender[sender, default: 0]
+        guard serving < ConnectionCore.maxHandlersPerSender else {
+            return reply(to: address, with: .failure(DBusError(name: DBusError.limitsExceededName,
+                message: "\(serving) calls of this connection are being served; wait for their replies")), expectedSignature: nil)
+        }
+        handlersBySender[sender] = serving + 1
         handlersRunning += 1
         mostHandlersRunning = max(mostHandlersRunning, handlersRunning)
         Task {
@@ -96,6 +105,7 @@ extension ConnectionCore {
             }
             self.queue.async {
                 self.reply(to: address, with: outcome, expectedSignature: expectedSignature)
+                if let left = self.handlersBySender[sender], left > 1 { self.handlersBySender[sender] = left - 1 } else { self.handlersBySender[sender] = nil }
                 self.handlersRunning -= 1
                 if self.handlersRunning == 0, self.mostHandlersRunning >= ConnectionCore.burstHandlers {
                     self.mostHandlersRunning = 0
@@ -107,6 +117,9 @@ extension ConnectionCore {
 
     /// As many handlers running at once as make a burst worth giving memory back after.
     static let burstHandlers = 64
+    /// Calls of one connection served at once. dbus-daemon's system bus lets a connection wait for
+    /// 128 replies; no client of the service needs more than a few.
+    static let maxHandlersPerSender = 64
 
     private func route(_ call: DBusMethodCall, message: DBusMessage, address: ReplyAddress) {
         var call = call

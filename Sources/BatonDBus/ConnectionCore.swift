@@ -45,6 +45,8 @@ final class ConnectionCore: @unchecked Sendable {
     /// Handlers of incoming calls not yet answered, and the most at once since the last trim.
     var handlersRunning = 0
     var mostHandlersRunning = 0
+    /// Handlers not yet answered, by the caller's unique name.
+    var handlersBySender: [String: Int] = [:]
 
     init(bus: DBusBusKind, maxIncomingMessageBytes: Int? = nil, incomingDescriptors: DBusDescriptorPolicy = .handlerOwnsAll) throws(DBusError) {
         MemoryRelease.mapLargeAllocationsOnce()

@@ -16,6 +16,8 @@ struct Options {
     var directory = "/tmp"
     var cutAt = 0.5
     var runs = 5
+    /// Only whole pulls, back to back, each with its CPU: for a profiler attached to the process.
+    var pullsOnly = false
 
     static func parse(_ arguments: [String]) -> Options {
         var options = Options()
@@ -31,6 +33,8 @@ struct Options {
             case "--runs":
                 guard let value = iterator.next().flatMap(Int.init), value > 0 else { usage() }
                 options.runs = value
+            case "--pulls-only":
+                options.pullsOnly = true
             case "--cut-at":
                 guard let value = iterator.next().flatMap(Double.init), value > 0, value < 1 else { usage() }
                 options.cutAt = value
@@ -41,7 +45,7 @@ struct Options {
     }
 
     static func usage() -> Never {
-        print("usage: baton-bench-documents [--mib N (1024)] [--directory DIR (/tmp)] [--cut-at FRACTION (0.5)] [--runs N (5)]")
+        print("usage: baton-bench-documents [--mib N (1024)] [--directory DIR (/tmp)] [--cut-at FRACTION (0.5)] [--runs N (5)] [--pulls-only]")
         exit(2)
     }
 }
@@ -333,6 +337,17 @@ func oneRun(_ index: Int) async throws -> RunFigures {
           + "from the middle \(milliseconds(fromMiddle.total))")
     print("  budget: " + budget.describe(bytes: bytes) + "; the pull's own overhead \(perGiB(whole.cpu - budget.total, bytes: bytes))")
     return RunFigures(raw: raw, rawCPU: rawCPU, whole: whole, cutPull: cutPull, fromMiddle: fromMiddle, budget: budget)
+}
+
+if options.pullsOnly {
+    for index in 1...options.runs {
+        let inbox = root + "/b-inbox-\(index)"
+        let whole = try await pull(from: try Source(document: document, cutAfterChunks: nil), into: inbox)
+        unlink(inbox + "/" + info.digest.hexString + ".document")
+        print("pull \(index) (load \(loadAverage())): \(milliseconds(whole.total)) \(rate(bytes, whole.total)), CPU \(perGiB(whole.cpu, bytes: bytes)) (\(cores(whole)) cores busy)")
+    }
+    _ = system("rm -rf '\(root)'")
+    exit(0)
 }
 
 var runs: [RunFigures] = []
