@@ -103,7 +103,7 @@ let package = Package(
         // Accept → delivered over loopback TLS, two rings in one process (docs/benchmarks.md).
         .executableTarget(name: "baton-continue-bench", dependencies: ["BatonService", "BatonStore", "BatonCore"], swiftSettings: strict),
         // A 1 GiB document over pinned TLS on loopback against raw TCP (docs/benchmarks.md).
-        .executableTarget(name: "baton-bench-documents", dependencies: ["BatonService", "BatonStore", "BatonTransport", "BatonCore", "BatonCrypto"],
+        .executableTarget(name: "baton-bench-documents", dependencies: ["BatonService", "BatonStore", "BatonTransport", "BatonCore", "BatonCrypto", "BatonReadiness"],
                           swiftSettings: strict),
         // Test helper: writes a counter record until SIGKILLed (BatonStoreTests fault injection).
         .executableTarget(name: "baton-store-torture", dependencies: ["BatonStore"], swiftSettings: strict),

@@ -1,5 +1,6 @@
 import BatonCore
 import BatonCrypto
+import BatonReadiness
 import BatonService
 import BatonStore
 import BatonTransport
@@ -267,6 +268,8 @@ func pull(from source: Source, into directory: String, maxInterruptions: Int = 2
                        cipherSuite: source.cipherSuite.withLock { $0 }, runQueueWait: waited)
 }
 
+// batond's own global executor, so the pull's tasks run as they do in the daemon.
+installQuietGlobalExecutor()
 let options = Options.parse(Array(CommandLine.arguments.dropFirst()))
 let bytes = options.mebibytes << 20
 let root = options.directory + "/baton-bench-documents-\(getpid())"
