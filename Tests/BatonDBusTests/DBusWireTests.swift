@@ -288,6 +288,40 @@ struct DBusAddressAndStreamTests {
         }
     }
 
+    /// Large and small messages mixed (large ones arrive in many socket-sized reads), cut anywhere,
+    /// come out whole and in order.
+    @Test func largeAndSmallMessagesComeOutWholeHoweverCut() throws {
+        func letter(_ serial: UInt32) -> String { String(UnicodeScalar(UInt8(96 + serial))) }
+        func signal(_ serial: UInt32, _ bytes: Int) throws -> [UInt8] {
+            var message = DBusMessage(kind: .signal)
+            message.serial = serial
+            message.path = "/a"
+            message.interface = "a.b"
+            message.member = "S"
+            return try message.encoded(body: [.string(String(repeating: letter(serial), count: bytes))]).bytes
+        }
+        let mixed = try signal(3, 10) + signal(4, 200_000) + signal(5, 70_000) + signal(6, 0)
+        for piece in [1_000, 4_093, 65_536, 100_003, mixed.count] {
+            var incoming = IncomingMessageStream(limit: 1 << 20)
+            var sizes: [UInt32: Int] = [:]
+            var order: [UInt32] = []
+            var start = 0
+            while start < mixed.count {
+                let end = min(start + piece, mixed.count)
+                _ = Array(mixed[start..<end]).withUnsafeBytes { incoming.feed($0, descriptors: []) }
+                while let message = try incoming.next() {
+                    order.append(message.serial)
+                    guard let body = try message.arguments(budget: .standard).first?.stringValue else { continue }
+                    #expect(body.allSatisfy { String($0) == letter(message.serial) })
+                    sizes[message.serial] = body.utf8.count
+                }
+                start = end
+            }
+            #expect(order == [3, 4, 5, 6], "pieces of \(piece)")
+            #expect(sizes == [3: 10, 4: 200_000, 5: 70_000, 6: 0], "pieces of \(piece)")
+        }
+    }
+
     @Test func aStreamThatIsNotDBusIsAnError() {
         var incoming = IncomingMessageStream(limit: 1 << 20)
         let garbage = [UInt8]("HTTP/1.1 200 OK\r\n\r\n".utf8)
