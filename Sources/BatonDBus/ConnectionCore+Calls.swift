@@ -117,9 +117,9 @@ extension ConnectionCore {
 
     /// As many handlers running at once as make a burst worth giving memory back after.
     static let burstHandlers = 64
-    /// Calls of one connection served at once. dbus-daemon's system bus lets a connection wait for
-    /// 128 replies; no client of the service needs more than a few.
-    static let maxHandlersPerSender = 64
+    /// Calls of one connection served at once: as many as dbus-daemon's system bus lets a connection
+    /// wait for (max_replies_per_connection), so a client that works there never meets this limit.
+    static let maxHandlersPerSender = 128
 
     private func route(_ call: DBusMethodCall, message: DBusMessage, address: ReplyAddress) {
         var call = call

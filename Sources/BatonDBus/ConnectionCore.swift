@@ -205,7 +205,11 @@ final class ConnectionCore: @unchecked Sendable {
         switch message.kind {
         case .methodReturn, .error:
             guard let serial = message.replySerial, let reply = inflight[serial] else { return }
-            guard reply.expectedSender == nil || message.sender == reply.expectedSender else { return }  // forged
+            // From whom the call went to; or an error from the bus itself, which answers for a callee
+            // that is gone, disconnected mid-call, or that policy or limits keep the call from (only
+            // the bus can send as its own name).
+            guard reply.expectedSender == nil || message.sender == reply.expectedSender
+                || (message.kind == .error && message.sender == busName) else { return }  // forged
             reply.finish(ConnectionCore.result(of: message))
         case .signal:
             filter(message)

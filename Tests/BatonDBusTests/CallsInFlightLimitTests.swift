@@ -3,7 +3,7 @@ import BatonTestBus
 import Synchronization
 import Testing
 
-/// A connection may have at most 64 calls being served by a service at once; more are answered
+/// A connection may have at most 128 calls being served by a service at once; more are answered
 /// LimitsExceeded at once, without running: a flood of pipelined calls from one client cannot make
 /// the service hold thousands of handlers (a helper's attack: 10,000 calls in flight, 56–61 MiB).
 @Suite("BatonDBus: calls in flight per caller")
@@ -25,7 +25,7 @@ struct CallsInFlightLimitTests {
             let clock = ContinuousClock()
             let began = clock.now
             let outcomes = await withTaskGroup(of: (String, Duration).self) { group in
-                for _ in 0..<72 {
+                for _ in 0..<136 {
                     group.addTask {
                         do {
                             let reply = try await flooder.call(destination: service.uniqueName, path: "/slow", interface: "org.baton.Slow", method: "Wait")
@@ -49,10 +49,10 @@ struct CallsInFlightLimitTests {
             }
             let served = outcomes.filter { $0.0 == "served" }
             let refused = outcomes.filter { $0.0 == DBusError.limitsExceededName }
-            #expect(served.count == 64)
+            #expect(served.count == 128)
             #expect(refused.count == 8)
             #expect(refused.allSatisfy { $0.1 < .seconds(1) }, "refused at once, not after the served ones")
-            #expect(started.withLock { $0 } == 64, "refused calls never ran")
+            #expect(started.withLock { $0 } == 128, "refused calls never ran")
             #expect(outcomes.contains { $0.0 == "neighbour served" && $0.1 < .seconds(1) })
             // Once its calls are answered, the flooder is served again.
             #expect(try await flooder.call(destination: service.uniqueName, path: "/slow", interface: "org.baton.Slow", method: "Quick") == [.string("quick")])

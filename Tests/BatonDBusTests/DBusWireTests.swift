@@ -362,4 +362,37 @@ struct ForgedReplyTests {
             #expect(try await caller.nameHasOwner(service.uniqueName))
         }
     }
+
+    /// The bus answers for a callee that is gone or leaves mid-call, with an error of its own: that
+    /// error ends the call at once (taking only the callee's replies left such calls waiting 25 s).
+    @Test func errorsTheBusSendsForTheCalleeEndTheCallAtOnce() async throws {
+        try await withTestBus { bus in
+            let caller = try DBusConnection(bus: .address(bus.address))
+            let clock = ContinuousClock()
+            // A callee that leaves while the call waits: the bus sends NoReply.
+            let leaving = try DBusConnection(bus: .address(bus.address))
+            let leavingName = leaving.uniqueName
+            try await leaving.export([DBusInterface("org.baton.Slow", methods: [
+                DBusMethod("Answer", out: [DBusArgument("value", "s")]) { _ in
+                    try await Task.sleep(for: .seconds(30))
+                    return [.string("late")]
+                },
+            ])], at: "/slow")
+            var began = clock.now
+            let pending = Task { try await caller.call(destination: leavingName, path: "/slow", interface: "org.baton.Slow", method: "Answer") }
+            try await Task.sleep(for: .milliseconds(200))
+            leaving.close()
+            await #expect(throws: DBusError.self) { _ = try await pending.value }
+            #expect(clock.now - began < .seconds(5))
+            // A callee already gone: the bus answers ServiceUnknown.
+            began = clock.now
+            do {
+                _ = try await caller.call(destination: leavingName, path: "/slow", interface: "org.baton.Slow", method: "Answer")
+                Issue.record("a call to a name that is gone was answered")
+            } catch let error as DBusError {
+                #expect(error.name == DBusError.serviceUnknownName || error.name == DBusError.nameHasNoOwnerName, "\(error.name)")
+            }
+            #expect(clock.now - began < .seconds(5))
+        }
+    }
 }

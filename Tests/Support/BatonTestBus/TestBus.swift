@@ -32,6 +32,8 @@ public final class TestBus: @unchecked Sendable {
                     <allow eavesdrop="true"/>
                     <allow own="*"/>
                   </policy>
+                  <!-- As Debian's session.conf: a connection may wait for many replies (the system bus's is 128). -->
+                  <limit name="max_replies_per_connection">50000</limit>
                 """
         case .system(let policyFile):
             // The defaults of Debian's /usr/share/dbus-1/system.conf, restated.
