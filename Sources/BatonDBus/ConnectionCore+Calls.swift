@@ -81,17 +81,9 @@ extension ConnectionCore {
     }
 
     /// Runs `work` as a task and replies when it finishes.
-    /// A caller with `maxHandlersPerSender` calls already being served gets LimitsExceeded at once,
-    /// before a task or a reply is made for it: one connection's flood of pipelined calls cannot make
-    /// the service hold thousands of them, and it waits for nobody else's.
     private func replyLater(to address: ReplyAddress, sender: String, expectedSignature: String?,
                             _ work: @escaping @Sendable () async throws -> [DBusValue]) {
-        let serving = handlersBySender[sender, default: 0]
-        guard serving < ConnectionCore.maxHandlersPerSender else {
-            return reply(to: address, with: .failure(DBusError(name: DBusError.limitsExceededName,
-                message: "\(serving) calls of this connection are being served; wait for their replies")), expectedSignature: nil)
-        }
-        handlersBySender[sender] = serving + 1
+        handlersBySender[sender, default: 0] += 1
         handlersRunning += 1
         mostHandlersRunning = max(mostHandlersRunning, handlersRunning)
         Task {
@@ -122,6 +114,14 @@ extension ConnectionCore {
     static let maxHandlersPerSender = 128
 
     private func route(_ call: DBusMethodCall, message: DBusMessage, address: ReplyAddress) {
+        // A caller with `maxHandlersPerSender` calls being served gets LimitsExceeded at once, before
+        // its arguments are read or a task is made: one connection's flood of pipelined calls cannot
+        // make the service hold thousands of them (nor the descriptors they bring).
+        let serving = handlersBySender[call.sender, default: 0]
+        guard serving < ConnectionCore.maxHandlersPerSender else {
+            return reply(to: address, with: .failure(DBusError(name: DBusError.limitsExceededName,
+                message: "\(serving) calls of this connection are being served; wait for their replies")), expectedSignature: nil)
+        }
         var call = call
         let signature = message.signatureString
         let path = call.path
@@ -188,19 +188,26 @@ extension ConnectionCore {
                 return fail(.unknownMethod("no method \(call.member) in \(interfaceName)"))
             }
             guard expect(method.inSignature), let arguments = readArguments(method.budget) else { return }
+            var lent: [Int32] = []
             switch incomingDescriptors {
             case .handlerOwnsAll:
                 call.arguments = arguments
             case .declaredArgumentsOnly:
-                // The handler owns the descriptors of the `h` arguments it declares; any other (inside
-                // a variant, say) is closed now, so a call can never leave one open in the service.
+                // The handler may use the descriptors of the `h` arguments it declares while it runs;
+                // they are closed when it returns or throws, and any other (inside a variant, say) is
+                // closed now, so a call can never leave one open in the service.
                 call.arguments = zip(arguments, method.inArguments).map { value, declared in
-                    declared.signature == "h" ? value : value.closingDescriptors()
+                    if declared.signature == "h", case .unixFD(let descriptor) = value { lent.append(descriptor); return value }
+                    return value.closingDescriptors()
                 }
             }
             let handler = method.handler
             let call = call
-            replyLater(to: address, sender: call.sender, expectedSignature: method.outSignature) { try await handler(call) }
+            let borrowed = lent
+            replyLater(to: address, sender: call.sender, expectedSignature: method.outSignature) {
+                defer { for descriptor in borrowed { _ = close(descriptor) } }
+                return try await handler(call)
+            }
         }
     }
 

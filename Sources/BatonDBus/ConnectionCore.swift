@@ -31,7 +31,15 @@ final class ConnectionCore: @unchecked Sendable {
     private var nextSerial: UInt32 = 2  // 1 was Hello
     private var stream: IncomingMessageStream
     private var streamBroken = false
+    /// Messages not yet written, oldest at `outboxHead` (entries before it are sent; taking one is O(1)).
     private var outbox: [(bytes: [UInt8], sent: Int, descriptors: [Int32])] = []
+    private var outboxHead = 0
+    /// Bytes in the outbox not yet written.
+    private(set) var outboxBytes = 0
+    /// Reading is paused while the outbox is over `outboxHighWater` (the bus takes our replies slower
+    /// than callers ask for them) or while received messages wait to be dispatched.
+    private var readingPaused = false
+    private var dispatchPending = false
     private var readSource: (any DispatchSourceRead)?
     private var writeSource: (any DispatchSourceRead)?
     /// The socket closes when the connection and every readiness source watching it let go.
@@ -159,6 +167,7 @@ final class ConnectionCore: @unchecked Sendable {
     /// source fires again while more is there) and dispatches every whole message.
     private func readAvailable() {
         guard !isClosed, !streamBroken else { return }
+        guard !mustPauseReading else { return updateReading() }
         let size = 64 << 10
         var buffer = [UInt8](unsafeUninitializedCapacity: size) { _, count in count = size }
         var room = [Int32](repeating: -1, count: 256)
@@ -171,7 +180,29 @@ final class ConnectionCore: @unchecked Sendable {
             let refused = buffer.withUnsafeBytes { stream.feed(UnsafeRawBufferPointer(rebasing: $0[0..<count]), descriptors: descriptors) }
             for message in refused { refuseOversized(message) }
             dispatchQueued()
-            if isClosed || streamBroken || count < size { break }
+            if isClosed || streamBroken || count < size || mustPauseReading { break }
+        }
+        updateReading()
+    }
+
+    /// A burst of calls whose replies the bus takes slower than they come (a client pipelining
+    /// thousands of Introspect calls: 117 MiB before) waits in the bus and the kernel, not here.
+    static let outboxHighWater = 4 << 20
+    static let outboxLowWater = 1 << 20
+
+    private var mustPauseReading: Bool { dispatchPending || outboxBytes >= ConnectionCore.outboxHighWater }
+
+    /// Pauses the read source while it must pause, and resumes it once the outbox is below the low
+    /// mark and every received message is dispatched (a paused source never spins: readiness is
+    /// level-triggered, so it fires again at once while bytes wait).
+    func updateReading() {
+        guard !isClosed, let readSource else { return }
+        if !readingPaused, mustPauseReading {
+            readingPaused = true
+            readSource.suspend()
+        } else if readingPaused, !dispatchPending, outboxBytes <= ConnectionCore.outboxLowWater {
+            readingPaused = false
+            readSource.resume()
         }
     }
 
@@ -179,7 +210,14 @@ final class ConnectionCore: @unchecked Sendable {
     private func dispatchQueued() {
         guard dispatchDepth == 0 else { return }
         var budget = 64
+        dispatchPending = false
         while !isClosed, !streamBroken {
+            if outboxBytes >= ConnectionCore.outboxHighWater {
+                // Resumed from `flush` once the bus has taken enough of what is queued.
+                dispatchPending = true
+                updateReading()
+                return
+            }
             let message: DBusMessage?
             do {
                 message = try stream.next()
@@ -193,7 +231,13 @@ final class ConnectionCore: @unchecked Sendable {
             dispatch(message)
             budget -= 1
             if budget == 0 {
-                queue.async { [weak self] in self?.dispatchQueued() }
+                dispatchPending = true
+                updateReading()
+                queue.async { [weak self] in
+                    guard let self else { return }
+                    self.dispatchQueued()
+                    self.updateReading()
+                }
                 return
             }
         }
@@ -237,27 +281,46 @@ final class ConnectionCore: @unchecked Sendable {
             throw .failed("the bus does not pass file descriptors on this connection")
         }
         outbox.append((bytes, 0, descriptors))
-        if outbox.count == 1 { flush() }
+        outboxBytes += bytes.count
+        if outbox.count - outboxHead == 1 { flush() }
         return message.serial
     }
 
     private enum FlushResult { case done, blocked, broken }
 
     private func writeOut() -> FlushResult {
-        while let first = outbox.first {
+        while outboxHead < outbox.count {
+            let first = outbox[outboxHead]
             guard let written = BusSocket.send(socket, first.bytes, from: first.sent, descriptors: first.descriptors) else { return .broken }
             guard written > 0 else { return .blocked }
             // The kernel passed its own copies with the first bytes.
             for descriptor in first.descriptors { _ = close(descriptor) }
-            outbox[0].descriptors = []
-            outbox[0].sent += written
-            if outbox[0].sent == first.bytes.count { outbox.removeFirst() }
+            outbox[outboxHead].descriptors = []
+            outbox[outboxHead].sent += written
+            outboxBytes -= written
+            if outbox[outboxHead].sent == first.bytes.count {
+                outbox[outboxHead].bytes = []
+                outboxHead += 1
+                if outboxHead == outbox.count {
+                    outbox.removeAll(keepingCapacity: outbox.capacity <= 64)
+                    outboxHead = 0
+                } else if outboxHead >= 64, outboxHead * 2 >= outbox.count {
+                    outbox.removeFirst(outboxHead)
+                    outboxHead = 0
+                }
+            }
         }
         return .done
     }
 
     /// Writes what the socket takes; waits for room with a writable source while it is full.
     private func flush() {
+        defer {
+            if readingPaused, outboxBytes <= ConnectionCore.outboxLowWater {
+                // Messages left undispatched go first, then reading resumes.
+                if dispatchPending { queue.async { [weak self] in self?.dispatchQueued(); self?.updateReading() } } else { updateReading() }
+            }
+        }
         switch writeOut() {
         case .done:
             writeSource?.cancel()
@@ -299,18 +362,25 @@ final class ConnectionCore: @unchecked Sendable {
         objectManagerRoots.removeAll()
         // What is queued (replies, a last signal) still goes, for up to a second.
         let deadline = DispatchTime.now().uptimeNanoseconds + 1_000_000_000
-        while !outbox.isEmpty, writeOut() == .blocked {
+        while outboxHead < outbox.count, writeOut() == .blocked {
             let now = DispatchTime.now().uptimeNanoseconds
             guard now < deadline else { break }
             var poll = pollfd(fd: socket, events: Int16(POLLOUT), revents: 0)
             _ = Glibc.poll(&poll, 1, Int32((deadline - now) / 1_000_000) + 1)
         }
-        for entry in outbox { for descriptor in entry.descriptors { _ = close(descriptor) } }
+        for entry in outbox[outboxHead...] { for descriptor in entry.descriptors { _ = close(descriptor) } }
         outbox = []
+        outboxHead = 0
+        outboxBytes = 0
         stream.discard()
         // The readiness sources hold the socket until dispatch cancels them; shutting it down now
         // lets the bus see the disconnect (and free names) at once.
         _ = shutdown(socket, Int32(SHUT_RDWR))
+        // A suspended source must be resumed before it is cancelled and released.
+        if readingPaused, let readSource {
+            readingPaused = false
+            readSource.resume()
+        }
         readSource?.cancel()
         readSource = nil
         writeSource?.cancel()

@@ -6,7 +6,9 @@ public enum DBusDescriptorPolicy: Sendable {
     /// Every descriptor in the call's arguments, wherever it is (an app's handler, whose `a{sv}`
     /// arguments may carry one by design); the handler closes them.
     case handlerOwnsAll
-    /// Only those of the top-level `h` arguments the method declares; any other is closed at once.
+    /// Only those of the top-level `h` arguments the method declares, lent for the handler's run: the
+    /// connection closes them when it returns or throws (a handler that keeps one duplicates it).
+    /// Any other is closed at once.
     case declaredArgumentsOnly
 }
 

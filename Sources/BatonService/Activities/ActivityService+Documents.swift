@@ -20,9 +20,8 @@ extension ActivityService {
     static func snapshotPrefix(_ id: ActivityID) -> String { "a\(id.serial)-" }
 
     func attachDocument(_ id: ActivityID, uid: UInt32, arguments: [DBusValue]) async throws {
-        // We own the received descriptor whatever happens (a duplicate made when the message was read).
+        // The descriptor is ours until this call returns; the bus connection closes it then, whatever happens.
         guard case .unixFD(let descriptor) = arguments[0] else { throw DBusError.invalidArguments("snapshot must be a file descriptor (h)") }
-        defer { close(descriptor) }
         // Ownership first: another user learns nothing from validation errors.
         let activity = try Self.decode { () throws(RegistryError) in try registry.activity(id, for: uid) }
         guard case .string(let mediaType) = arguments[1], case .string(let documentID) = arguments[2] else {
