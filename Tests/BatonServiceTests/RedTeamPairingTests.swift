@@ -57,7 +57,9 @@ struct RedTeamPairingTests {
         let pathA = try await a.pairing.acceptPairing(uid: uid, host: "127.0.0.1")
         let waiting = try #require(await a.pairing.session(pathA))
         let pathB = try await b.pairing.pair(uid: uid, target: "127.0.0.1:\(waiting.port)", sessionID: waiting.sessionID, addressType: nil)
-        #expect(await eventually(timeout: .seconds(10)) { await a.pairing.session(pathA)?.phase.stateName == "confirming" })
+        // Each side reaches a phase on its own (under load beta can lag alpha); the waits end as soon as it does.
+        #expect(await eventually(timeout: .seconds(30)) { await a.pairing.session(pathA)?.phase.stateName == "confirming" })
+        #expect(await eventually(timeout: .seconds(30)) { await b.pairing.session(pathB)?.phase.stateName == "confirming" })
         let code = try #require(await a.pairing.session(pathA)?.shownCode)
         await #expect(throws: ServiceFailure.self) { try await a.pairing.confirm(pathA, uid: otherUID, accepted: true) }
         await #expect(throws: ServiceFailure.self) { try await b.pairing.confirmCode(pathB, uid: otherUID, code: code) }
@@ -65,7 +67,8 @@ struct RedTeamPairingTests {
         #expect(await a.pairing.session(pathA)?.phase.stateName == "confirming")
         try await a.pairing.confirm(pathA, uid: uid, accepted: true)
         try await b.pairing.confirmCode(pathB, uid: uid, code: code)
-        #expect(await eventually(timeout: .seconds(10)) { await a.pairing.session(pathA)?.phase.stateName == "reviewing" })
+        #expect(await eventually(timeout: .seconds(30)) { await a.pairing.session(pathA)?.phase.stateName == "reviewing" })
+        #expect(await eventually(timeout: .seconds(30)) { await b.pairing.session(pathB)?.phase.stateName == "reviewing" })
         await #expect(throws: ServiceFailure.self) { try await a.pairing.commit(pathA, uid: otherUID, accepted: true) }
         await #expect(throws: ServiceFailure.self) { try await a.pairing.cancel(pathA, uid: otherUID) }
         #expect(await a.ring.snapshot().roster.members.count == 1)
