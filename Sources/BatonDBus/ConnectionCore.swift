@@ -41,7 +41,10 @@ final class ConnectionCore: @unchecked Sendable {
     private var readingPaused = false
     private var dispatchPending = false
     private var readSource: (any DispatchSourceRead)?
+    /// Made with the read source and kept, suspended while nothing waits for room: making one when
+    /// the socket fills could fail at the descriptor limit, and then nothing would ever flush again.
     private var writeSource: (any DispatchSourceRead)?
+    private var waitingForRoom = false
     /// The socket closes when the connection and every readiness source watching it let go.
     private var socketHolders = 1
     var subscriptions: [UInt64: Subscription] = [:]
@@ -88,6 +91,24 @@ final class ConnectionCore: @unchecked Sendable {
                 return false
             }
             socketHolders += 1
+            guard let roomSource = makeReadinessSource(watching: socket, for: .writable, queue: queue, onCancel: { [self] in releaseSocket() }) else {
+                source.setEventHandler {}
+                source.activate()
+                source.cancel()
+                self.stream.discard()
+                isClosed = true
+                releaseSocket()
+                return false
+            }
+            socketHolders += 1
+            roomSource.setEventHandler { [weak self] in
+                guard let self, !self.isClosed else { return }
+                self.flush()
+            }
+            // Activated and suspended at once (on the queue, so its handler cannot run in between).
+            roomSource.activate()
+            roomSource.suspend()
+            writeSource = roomSource
             source.setEventHandler { [weak self] in self?.readAvailable() }
             source.activate()
             readSource = source
@@ -323,18 +344,15 @@ final class ConnectionCore: @unchecked Sendable {
         }
         switch writeOut() {
         case .done:
-            writeSource?.cancel()
-            writeSource = nil
-        case .blocked:
-            guard writeSource == nil, let source = makeReadinessSource(watching: socket, for: .writable, queue: queue,
-                                                                       onCancel: { [self] in releaseSocket() }) else { return }
-            socketHolders += 1
-            source.setEventHandler { [weak self] in
-                guard let self, !self.isClosed else { return }
-                self.flush()
+            if waitingForRoom {
+                waitingForRoom = false
+                writeSource?.suspend()
             }
-            source.activate()
-            writeSource = source
+        case .blocked:
+            if !waitingForRoom {
+                waitingForRoom = true
+                writeSource?.resume()
+            }
         case .broken:
             queue.async { self.closeOnQueue() }
         }
@@ -383,7 +401,11 @@ final class ConnectionCore: @unchecked Sendable {
         }
         readSource?.cancel()
         readSource = nil
-        writeSource?.cancel()
+        if let writeSource {
+            if !waitingForRoom { writeSource.resume() }
+            waitingForRoom = false
+            writeSource.cancel()
+        }
         writeSource = nil
         releaseSocket()
     }

@@ -178,7 +178,11 @@ public enum Daemon {
         logger.log(reason == 0 ? (connection.isConnected ? "batond: bus name lost" : "batond: bus connection lost") : "batond: signal \(reason), shutting down")
         await parts.stop(activities: service)
         await radio?.close()
-        if connection.isConnected { _ = try? await connection.releaseName(options.busName) }
+        // Bounded: a stop must not wait out a bus that does not answer (the unit's restart depends on it).
+        if connection.isConnected {
+            _ = try? await connection.call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                                           method: "ReleaseName", arguments: [.string(options.busName)], timeout: .seconds(2))
+        }
         return reason == 0 ? exitFailure : 0
     }
 }

@@ -22,4 +22,12 @@ func processEnvironment() -> [String: String] {
 
 // Before any task: idle worker threads must not wake each second (docs/benchmarks.md, idle).
 installQuietGlobalExecutor()
+// batond never uses select(), so it takes the whole hard limit on descriptors (systemd gives services
+// 1,024 soft and 524,288 hard): callers' documents, TLS connections and bus sockets all need them, and
+// a flood of AttachDocument calls held 1,024 at once in an attack.
+var descriptorLimit = rlimit()
+if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &descriptorLimit) == 0, descriptorLimit.rlim_cur < descriptorLimit.rlim_max {
+    descriptorLimit.rlim_cur = descriptorLimit.rlim_max
+    _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &descriptorLimit)
+}
 exit(await Daemon.main(arguments: Array(CommandLine.arguments.dropFirst()), environment: processEnvironment()))

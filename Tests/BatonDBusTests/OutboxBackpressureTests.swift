@@ -1,4 +1,5 @@
 @testable import BatonDBus
+import BatonTestBus
 import Foundation
 import Glibc
 import Synchronization
@@ -105,6 +106,11 @@ struct OutboxBackpressureTests {
         try await Task.sleep(for: .milliseconds(50))
         let service = try DBusConnection(bus: .address("unix:path=\(bus.path)"))
         try await greeted
+        // Both readiness watches of the socket exist from the start: filling the socket makes none
+        // (made then, at the descriptor limit it failed and nothing flushed again: batond wedged).
+        let socket = try #require(service.core.socketDescriptor)
+        let watchesAtStart = Set(epollInstances().filter { $0.watched.contains(socket) }.map(\.instance))
+        #expect(watchesAtStart.count == 2)
         let served = Atomic<Int>(0)
         let reply = String(repeating: "r", count: 16 << 10)
         try await service.export([DBusInterface("org.baton.Echo", methods: [
@@ -132,6 +138,7 @@ struct OutboxBackpressureTests {
             try await Task.sleep(for: .milliseconds(300))
         }
         let outbox = service.core.onQueue { service.core.outboxBytes }
+        #expect(Set(epollInstances().filter { $0.watched.contains(socket) }.map(\.instance)) == watchesAtStart)
         #expect(last < calls / 2, "the service kept reading: \(last) calls served with no reply taken")
         // Over the high mark only by the replies of calls whose handlers were already running when
         // dispatch paused (without the pause: all 2,000, 33 MB).

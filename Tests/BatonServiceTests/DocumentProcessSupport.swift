@@ -22,12 +22,16 @@ final class KillableBatond: @unchecked Sendable {
     let port: UInt16
     let namespace: String?
     let extraArguments: [String]
+    /// Started with this soft limit on descriptors (through prlimit), the hard limit left as it is.
+    let softDescriptorLimit: Int?
     private let bus: TestBus
     private let logPath: String
     private let process = Mutex<Process?>(nil)
     private(set) var starts = 0
 
-    init(_ bus: TestBus, name: String, listen: String = "127.0.0.1", port: UInt16, namespace: String? = nil, extraArguments: [String] = []) {
+    init(_ bus: TestBus, name: String, listen: String = "127.0.0.1", port: UInt16, namespace: String? = nil, extraArguments: [String] = [],
+         softDescriptorLimit: Int? = nil) {
+        self.softDescriptorLimit = softDescriptorLimit
         self.bus = bus
         self.name = name
         busName = "org.baton.test.\(name)"
@@ -52,6 +56,9 @@ final class KillableBatond: @unchecked Sendable {
         if let namespace {
             launched.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
             launched.arguments = ["netns", "exec", namespace, daemon] + arguments
+        } else if let softDescriptorLimit {
+            launched.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+            launched.arguments = ["--nofile=\(softDescriptorLimit):", "--", daemon] + arguments
         } else {
             launched.executableURL = URL(fileURLWithPath: daemon)
             launched.arguments = arguments
