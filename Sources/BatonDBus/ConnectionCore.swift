@@ -56,8 +56,10 @@ final class ConnectionCore: @unchecked Sendable {
     /// Handlers of incoming calls not yet answered, and the most at once since the last trim.
     var handlersRunning = 0
     var mostHandlersRunning = 0
-    /// Handlers not yet answered, by the caller's unique name.
+    /// Handlers not yet answered (running or waiting), by the caller's unique name.
     var handlersBySender: [String: Int] = [:]
+    var runningBySender: [String: Int] = [:]
+    var waitingBySender: [String: [PendingHandler]] = [:]
 
     init(bus: DBusBusKind, maxIncomingMessageBytes: Int? = nil, incomingDescriptors: DBusDescriptorPolicy = .handlerOwnsAll) throws(DBusError) {
         MemoryRelease.mapLargeAllocationsOnce()
@@ -211,7 +213,11 @@ final class ConnectionCore: @unchecked Sendable {
     static let outboxHighWater = 4 << 20
     static let outboxLowWater = 1 << 20
 
-    private var mustPauseReading: Bool { dispatchPending || outboxBytes >= ConnectionCore.outboxHighWater }
+    private var mustPauseReading: Bool { dispatchPending || outboxIsFull }
+
+    /// Over the high mark: no message is read and no waiting handler starts until the bus has taken
+    /// the outbox down to the low mark.
+    var outboxIsFull: Bool { outboxBytes >= ConnectionCore.outboxHighWater }
 
     /// Pauses the read source while it must pause, and resumes it once the outbox is below the low
     /// mark and every received message is dispatched (a paused source never spins: readiness is
@@ -337,6 +343,7 @@ final class ConnectionCore: @unchecked Sendable {
     /// Writes what the socket takes; waits for room with a writable source while it is full.
     private func flush() {
         defer {
+            if outboxBytes <= ConnectionCore.outboxLowWater, !waitingBySender.isEmpty { startWaitingHandlers() }
             if readingPaused, outboxBytes <= ConnectionCore.outboxLowWater {
                 // Messages left undispatched go first, then reading resumes.
                 if dispatchPending { queue.async { [weak self] in self?.dispatchQueued(); self?.updateReading() } } else { updateReading() }
@@ -378,6 +385,9 @@ final class ConnectionCore: @unchecked Sendable {
         for reply in waiting { reply.finish(.failure(DBusError.disconnected())) }
         objects.removeAll()
         objectManagerRoots.removeAll()
+        let neverStarted = waitingBySender.values.joined()
+        waitingBySender.removeAll()
+        for handler in neverStarted { handler.discard() }
         // What is queued (replies, a last signal) still goes, for up to a second.
         let deadline = DispatchTime.now().uptimeNanoseconds + 1_000_000_000
         while outboxHead < outbox.count, writeOut() == .blocked {

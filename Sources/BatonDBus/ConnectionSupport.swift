@@ -54,3 +54,12 @@ struct ExportedObject {
     var interfaces: [DBusInterface]
     func interface(named name: String) -> DBusInterface? { interfaces.first { $0.name == name } }
 }
+
+/// A call's handler, waiting for its caller's earlier calls (ConnectionCore.runningPerSender).
+struct PendingHandler {
+    let address: ReplyAddress
+    let expectedSignature: String?
+    let work: @Sendable () async throws -> [DBusValue]
+    /// Runs instead of `work` when the connection closes first (closes the descriptors lent to it).
+    let discard: @Sendable () -> Void
+}

@@ -15,10 +15,13 @@ struct CallsInFlightLimitTests {
             let flooder = try DBusConnection(bus: .address(bus.address))
             let neighbour = try DBusConnection(bus: .address(bus.address))
             let started = Mutex(0)
+            let running = Mutex((now: 0, most: 0))
             try await service.export([DBusInterface("org.baton.Slow", methods: [
                 DBusMethod("Wait", out: [DBusArgument("value", "s")]) { _ in
                     started.withLock { $0 += 1 }
-                    try await Task.sleep(for: .seconds(2))
+                    running.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
+                    try await Task.sleep(for: .milliseconds(150))
+                    running.withLock { $0.now -= 1 }
                     return [.string("served")]
                 },
                 DBusMethod("Quick", out: [DBusArgument("value", "s")]) { _ in [.string("quick")] },
@@ -54,6 +57,8 @@ struct CallsInFlightLimitTests {
             #expect(refused.count == 8)
             #expect(refused.allSatisfy { $0.1 < .seconds(1) }, "refused at once, not after the served ones")
             #expect(started.withLock { $0 } == 128, "refused calls never ran")
+            // The 128 accepted ran 8 at a time, in turn (their replies are built 8 at a time).
+            #expect(running.withLock { $0.most } == 8)
             #expect(outcomes.contains { $0.0 == "neighbour served" && $0.1 < .seconds(1) })
             // Once its calls are answered, the flooder is served again.
             #expect(try await flooder.call(destination: service.uniqueName, path: "/slow", interface: "org.baton.Slow", method: "Quick") == [.string("quick")])
@@ -68,7 +73,8 @@ struct CallsInFlightLimitTests {
             let flooder = try DBusConnection(bus: .address(bus.address))
             try await service.export([DBusInterface("org.baton.Slow", methods: [
                 DBusMethod("Hold", in: [DBusArgument("fd", "h")]) { _ in
-                    try await Task.sleep(for: .seconds(2))
+                    // Long enough that none of the 128 has finished when the 8 more arrive (8 run at a time).
+                    try await Task.sleep(for: .milliseconds(400))
                     return []
                 },
             ])], at: "/slow")
@@ -91,7 +97,7 @@ struct CallsInFlightLimitTests {
                                                         method: "Hold", arguments: [.unixFD(fd)])
                         }
                         // The served ones reach the service first.
-                        if index == 127 { try? await Task.sleep(for: .milliseconds(300)) }
+                        if index == 127 { try? await Task.sleep(for: .milliseconds(100)) }
                     }
                 }
             }
@@ -101,9 +107,47 @@ struct CallsInFlightLimitTests {
             #expect(hangsUp(refused.read, within: 500), "a refused call's descriptor stayed open")
             #expect(!hangsUp(served.read, within: 100), "the served calls' descriptors are lent to their handlers while they run")
             await calls.value
-            #expect(hangsUp(served.read, within: 3_000), "closed when the handlers returned")
+            #expect(hangsUp(served.read, within: 5_000), "closed when the handlers returned")
             close(refused.read)
             close(served.read)
+        }
+    }
+
+    /// Calls waiting for their caller's earlier ones when the service's connection closes never run;
+    /// the descriptors lent to them are closed all the same.
+    @Test func callsThatNeverStartCloseTheirDescriptors() async throws {
+        try await withTestBus { bus in
+            let service = try DBusConnection.service(bus: .address(bus.address))
+            let caller = try DBusConnection(bus: .address(bus.address))
+            let ran = Mutex(0)
+            try await service.export([DBusInterface("org.baton.Slow", methods: [
+                DBusMethod("Hold", in: [DBusArgument("fd", "h")]) { _ in
+                    ran.withLock { $0 += 1 }
+                    try await Task.sleep(for: .milliseconds(500))
+                    return []
+                },
+            ])], at: "/slow")
+            var fds: [Int32] = [-1, -1]
+            #expect(pipe(&fds) == 0)
+            let (readEnd, writeEnd) = (fds[0], fds[1])
+            let calls = Task {
+                await withTaskGroup(of: Void.self) { group in
+                    for _ in 0..<20 {
+                        group.addTask {
+                            _ = try? await caller.call(destination: service.uniqueName, path: "/slow", interface: "org.baton.Slow",
+                                                       method: "Hold", arguments: [.unixFD(writeEnd)], timeout: .seconds(5))
+                        }
+                    }
+                }
+            }
+            try await Task.sleep(for: .milliseconds(250))
+            close(writeEnd)
+            service.close()
+            var poll = pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)
+            #expect(Glibc.poll(&poll, 1, 3_000) == 1 && poll.revents & Int16(POLLHUP) != 0, "a waiting call's descriptor stayed open")
+            #expect(ran.withLock { $0 } == 8, "only the first 8 started")
+            close(readEnd)
+            await calls.value
         }
     }
 }

@@ -158,4 +158,54 @@ struct OutboxBackpressureTests {
         #expect(served.load(ordering: .relaxed) == calls)
         service.close()
     }
+
+    /// Calls accepted but waiting for their caller's earlier ones start only while the bus keeps up:
+    /// their replies, built regardless, made the outbox hold 1 GiB in an attack (128 pipelined
+    /// GetManagedObjects of 4 MB from each of two connections).
+    @Test func waitingCallsStartOnlyWhileTheBusTakesReplies() async throws {
+        let bus = try FakeBus()
+        async let greeted: Void = Self.onThread { try bus.greet() }
+        try await Task.sleep(for: .milliseconds(50))
+        let service = try DBusConnection(bus: .address("unix:path=\(bus.path)"))
+        try await greeted
+        let served = Atomic<Int>(0)
+        let reply = String(repeating: "r", count: 64 << 10)
+        try await service.export([DBusInterface("org.baton.Echo", methods: [
+            DBusMethod("Big", out: [DBusArgument("value", "s")]) { _ in
+                served.add(1, ordering: .relaxed)
+                return [.string(reply)]
+            },
+        ])], at: "/echo")
+        // 128 calls of one caller (all accepted: the limit per caller), 8 MiB of replies in all.
+        let calls = ConnectionCore.maxHandlersPerSender
+        var stream: [UInt8] = []
+        for serial in 1...UInt32(calls) {
+            var call = DBusMessage.methodCall(destination: ":1.7", path: "/echo", interface: "org.baton.Echo", member: "Big")
+            call.serial = serial
+            call.sender = ":1.8"
+            stream += try call.encoded(body: []).bytes
+        }
+        let finalStream = stream
+        try await Self.onThread { bus.sendAll(finalStream) }
+        var last = -1
+        while served.load(ordering: .relaxed) != last {
+            last = served.load(ordering: .relaxed)
+            try await Task.sleep(for: .milliseconds(300))
+        }
+        let outbox = service.core.onQueue { service.core.outboxBytes }
+        #expect(last < calls, "every accepted call ran although the bus took no reply (\(last))")
+        #expect(outbox <= ConnectionCore.outboxHighWater + ConnectionCore.runningPerSender * (reply.utf8.count + 256), "the outbox holds \(outbox) bytes")
+        let returned = try await Self.onThread { () -> Int in
+            var returned = 0
+            while returned < calls {
+                let message = bus.readMessage()
+                guard !message.isEmpty else { break }
+                if message[1] == 2 { returned += 1 }
+            }
+            return returned
+        }
+        #expect(returned == calls)
+        #expect(served.load(ordering: .relaxed) == calls)
+        service.close()
+    }
 }
