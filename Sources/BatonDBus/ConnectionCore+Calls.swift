@@ -89,7 +89,7 @@ extension ConnectionCore {
                             _ work: @escaping @Sendable () async throws -> [DBusValue]) {
         handlersBySender[sender, default: 0] += 1
         let handler = PendingHandler(address: address, expectedSignature: expectedSignature, work: work, discard: discard)
-        if runningBySender[sender, default: 0] < ConnectionCore.runningPerSender, !outboxIsFull {
+        if runningBySender[sender, default: 0] < ConnectionCore.runningPerSender, mayStartHandler {
             runningBySender[sender, default: 0] += 1
             start(handler, for: sender)
         } else {
@@ -97,10 +97,16 @@ extension ConnectionCore {
         }
     }
 
-    /// Starts waiting handlers of every caller with a free slot (after the outbox drained).
+    /// Whether a handler may start now: the bus keeps up with the replies, and fewer than
+    /// `runningAtMost` run (with handlers slower than the stream, every call read would otherwise
+    /// start before the first reply counted against the outbox).
+    var mayStartHandler: Bool { !outboxIsFull && handlersRunning < ConnectionCore.runningAtMost }
+
+    /// Starts waiting handlers of every caller with a free slot (after the outbox drained, or a
+    /// handler finished).
     func startWaitingHandlers() {
         for sender in Array(waitingBySender.keys) {
-            while !outboxIsFull, runningBySender[sender, default: 0] < ConnectionCore.runningPerSender,
+            while mayStartHandler, runningBySender[sender, default: 0] < ConnectionCore.runningPerSender,
                   var waiting = waitingBySender[sender], !waiting.isEmpty {
                 let next = waiting.removeFirst()
                 waitingBySender[sender] = waiting.isEmpty ? nil : waiting
@@ -128,7 +134,7 @@ extension ConnectionCore {
                 self.handlersRunning -= 1
                 // A waiting call starts only while the bus keeps up with the replies: those of calls
                 // started regardless made the outbox (not the handlers) hold 1 GiB in an attack.
-                if !self.outboxIsFull, var waiting = self.waitingBySender[sender], !waiting.isEmpty {
+                if self.mayStartHandler, var waiting = self.waitingBySender[sender], !waiting.isEmpty {
                     let next = waiting.removeFirst()
                     self.waitingBySender[sender] = waiting.isEmpty ? nil : waiting
                     self.start(next, for: sender)
@@ -137,6 +143,8 @@ extension ConnectionCore {
                 } else {
                     self.runningBySender[sender] = nil
                 }
+                // Another caller's call may have waited for this slot.
+                if !self.waitingBySender.isEmpty, self.mayStartHandler { self.startWaitingHandlers() }
                 if self.handlersRunning == 0, self.mostHandlersRunning >= ConnectionCore.burstHandlers {
                     self.mostHandlersRunning = 0
                     MemoryRelease.releaseSoon()
@@ -147,6 +155,9 @@ extension ConnectionCore {
 
     /// Handlers of one caller running at once; no client of the service runs more than a few calls at once.
     static let runningPerSender = 8
+    /// Handlers of all callers running at once; the others wait their turn (not refused: replies to
+    /// the service's own calls are still read, so a waiting call never blocks a running one).
+    static let runningAtMost = 256
 
     /// As many handlers running at once as make a burst worth giving memory back after.
     static let burstHandlers = 64
