@@ -56,8 +56,7 @@ final class ConnectionCore: @unchecked Sendable {
     /// Handlers of incoming calls not yet answered, and the most at once since the last trim.
     var handlersRunning = 0
     var mostHandlersRunning = 0
-    /// Handlers not yet answered (running or waiting), by the caller's unique name.
-    var handlersBySender: [String: Int] = [:]
+    /// Handlers of each caller (by unique name) running, and its calls waiting for a turn.
     var runningBySender: [String: Int] = [:]
     var waitingBySender: [String: [PendingHandler]] = [:]
 
@@ -239,7 +238,7 @@ final class ConnectionCore: @unchecked Sendable {
         var budget = 64
         dispatchPending = false
         while !isClosed, !streamBroken {
-            if outboxBytes >= ConnectionCore.outboxHighWater {
+            if outboxIsFull {
                 // Resumed from `flush` once the bus has taken enough of what is queued.
                 dispatchPending = true
                 updateReading()
@@ -343,10 +342,14 @@ final class ConnectionCore: @unchecked Sendable {
     /// Writes what the socket takes; waits for room with a writable source while it is full.
     private func flush() {
         defer {
-            if outboxBytes <= ConnectionCore.outboxLowWater, !waitingBySender.isEmpty { startWaitingHandlers() }
-            if readingPaused, outboxBytes <= ConnectionCore.outboxLowWater {
+            if outboxBytes <= ConnectionCore.outboxLowWater {
+                if !waitingBySender.isEmpty { startWaitingHandlers() }
                 // Messages left undispatched go first, then reading resumes.
-                if dispatchPending { queue.async { [weak self] in self?.dispatchQueued(); self?.updateReading() } } else { updateReading() }
+                if readingPaused, dispatchPending {
+                    queue.async { [weak self] in self?.dispatchQueued(); self?.updateReading() }
+                } else if readingPaused {
+                    updateReading()
+                }
             }
         }
         switch writeOut() {
