@@ -87,6 +87,7 @@ extension ConnectionCore {
     private func replyLater(to address: ReplyAddress, sender: String, expectedSignature: String?,
                             discard: @escaping @Sendable () -> Void = {},
                             _ work: @escaping @Sendable () async throws -> [DBusValue]) {
+        handlersBySender[sender, default: 0] += 1
         let handler = PendingHandler(address: address, expectedSignature: expectedSignature, work: work, discard: discard)
         if runningBySender[sender, default: 0] < ConnectionCore.runningPerSender, mayStartHandler {
             runningBySender[sender, default: 0] += 1
@@ -129,12 +130,21 @@ extension ConnectionCore {
             }
             self.queue.async {
                 self.reply(to: handler.address, with: outcome, expectedSignature: handler.expectedSignature)
+                if let left = self.handlersBySender[sender], left > 1 { self.handlersBySender[sender] = left - 1 } else { self.handlersBySender[sender] = nil }
                 self.handlersRunning -= 1
-                if let running = self.runningBySender[sender], running > 1 { self.runningBySender[sender] = running - 1 } else { self.runningBySender[sender] = nil }
-                // This caller's next call, or another's that waited for a slot. A waiting call starts
-                // only while the bus keeps up with the replies: those of calls started regardless
-                // made the outbox (not the handlers) hold 1 GiB in an attack.
-                if !self.waitingBySender.isEmpty { self.startWaitingHandlers() }
+                // A waiting call starts only while the bus keeps up with the replies: those of calls
+                // started regardless made the outbox (not the handlers) hold 1 GiB in an attack.
+                if self.mayStartHandler, var waiting = self.waitingBySender[sender], !waiting.isEmpty {
+                    let next = waiting.removeFirst()
+                    self.waitingBySender[sender] = waiting.isEmpty ? nil : waiting
+                    self.start(next, for: sender)
+                } else if let running = self.runningBySender[sender], running > 1 {
+                    self.runningBySender[sender] = running - 1
+                } else {
+                    self.runningBySender[sender] = nil
+                }
+                // Another caller's call may have waited for this slot.
+                if !self.waitingBySender.isEmpty, self.mayStartHandler { self.startWaitingHandlers() }
                 if self.handlersRunning == 0, self.mostHandlersRunning >= ConnectionCore.burstHandlers {
                     self.mostHandlersRunning = 0
                     MemoryRelease.releaseSoon()
@@ -159,7 +169,7 @@ extension ConnectionCore {
         // A caller with `maxHandlersPerSender` calls being served gets LimitsExceeded at once, before
         // its arguments are read or a task is made: one connection's flood of pipelined calls cannot
         // make the service hold thousands of them (nor the descriptors they bring).
-        let serving = runningBySender[call.sender, default: 0] + (waitingBySender[call.sender]?.count ?? 0)
+        let serving = handlersBySender[call.sender, default: 0]
         guard serving < ConnectionCore.maxHandlersPerSender else {
             return reply(to: address, with: .failure(DBusError(name: DBusError.limitsExceededName,
                 message: "\(serving) calls of this connection are being served; wait for their replies")), expectedSignature: nil)
@@ -246,9 +256,9 @@ extension ConnectionCore {
             let handler = method.handler
             let call = call
             let borrowed = lent
-            let closeLent: @Sendable () -> Void = { for descriptor in borrowed { _ = close(descriptor) } }
-            replyLater(to: address, sender: call.sender, expectedSignature: method.outSignature, discard: closeLent) {
-                defer { closeLent() }
+            replyLater(to: address, sender: call.sender, expectedSignature: method.outSignature,
+                       discard: { for descriptor in borrowed { _ = close(descriptor) } }) {
+                defer { for descriptor in borrowed { _ = close(descriptor) } }
                 return try await handler(call)
             }
         }

@@ -101,9 +101,9 @@ extension ConnectionCore {
         return Int32(clamping: total.partialValue + attoseconds / 1_000_000_000_000_000)
     }
 
-    func callBus(_ method: String, _ arguments: [DBusValue], timeout: Duration? = nil) async throws -> [DBusValue] {
+    func callBus(_ method: String, _ arguments: [DBusValue]) async throws -> [DBusValue] {
         try await call(destination: busName, path: busPath, interface: busInterface, method: method,
-                       arguments: arguments, timeout: timeout)
+                       arguments: arguments, timeout: nil)
     }
 
     // MARK: - Signals out

@@ -56,7 +56,8 @@ final class ConnectionCore: @unchecked Sendable {
     /// Handlers of incoming calls not yet answered, and the most at once since the last trim.
     var handlersRunning = 0
     var mostHandlersRunning = 0
-    /// Handlers of each caller (by unique name) running, and its calls waiting for a turn.
+    /// Handlers not yet answered (running or waiting), by the caller's unique name.
+    var handlersBySender: [String: Int] = [:]
     var runningBySender: [String: Int] = [:]
     var waitingBySender: [String: [PendingHandler]] = [:]
 
@@ -238,7 +239,7 @@ final class ConnectionCore: @unchecked Sendable {
         var budget = 64
         dispatchPending = false
         while !isClosed, !streamBroken {
-            if outboxIsFull {
+            if outboxBytes >= ConnectionCore.outboxHighWater {
                 // Resumed from `flush` once the bus has taken enough of what is queued.
                 dispatchPending = true
                 updateReading()
@@ -342,14 +343,10 @@ final class ConnectionCore: @unchecked Sendable {
     /// Writes what the socket takes; waits for room with a writable source while it is full.
     private func flush() {
         defer {
-            if outboxBytes <= ConnectionCore.outboxLowWater {
-                if !waitingBySender.isEmpty { startWaitingHandlers() }
+            if outboxBytes <= ConnectionCore.outboxLowWater, !waitingBySender.isEmpty { startWaitingHandlers() }
+            if readingPaused, outboxBytes <= ConnectionCore.outboxLowWater {
                 // Messages left undispatched go first, then reading resumes.
-                if readingPaused, dispatchPending {
-                    queue.async { [weak self] in self?.dispatchQueued(); self?.updateReading() }
-                } else if readingPaused {
-                    updateReading()
-                }
+                if dispatchPending { queue.async { [weak self] in self?.dispatchQueued(); self?.updateReading() } } else { updateReading() }
             }
         }
         switch writeOut() {

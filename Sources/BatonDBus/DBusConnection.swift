@@ -139,9 +139,8 @@ public final class DBusConnection: Sendable {
         return result
     }
 
-    /// - Parameter timeout: nil uses the default (25 s).
-    public func releaseName(_ name: String, timeout: Duration? = nil) async throws -> DBusReleaseNameReply {
-        let reply = try await core.callBus("ReleaseName", [.string(name)], timeout: timeout)
+    public func releaseName(_ name: String) async throws -> DBusReleaseNameReply {
+        let reply = try await core.callBus("ReleaseName", [.string(name)])
         guard let code = reply.first?.uint32Value, let result = DBusReleaseNameReply(rawValue: code) else {
             throw DBusError.failed("unexpected ReleaseName reply \(reply)")
         }

@@ -254,20 +254,17 @@ struct DBusAddressAndStreamTests {
         }
     }
 
-    /// A signal carrying `text`, as the bus delivers it.
-    static func signal(_ serial: UInt32, _ text: String) throws -> [UInt8] {
-        var message = DBusMessage(kind: .signal)
-        message.serial = serial
-        message.path = "/a"
-        message.interface = "a.b"
-        message.member = "S"
-        return try message.encoded(body: [.string(text)]).bytes
-    }
-
     /// Three messages (one of them over the limit) fed in pieces of every size from 1 to 40 bytes
     /// give the same messages, and the refused one is reported once.
     @Test func theStreamGivesTheSameMessagesHoweverItIsCut() throws {
-        let signal = Self.signal
+        func signal(_ serial: UInt32, _ text: String) throws -> [UInt8] {
+            var message = DBusMessage(kind: .signal)
+            message.serial = serial
+            message.path = "/a"
+            message.interface = "a.b"
+            message.member = "S"
+            return try message.encoded(body: [.string(text)]).bytes
+        }
         let stream = try signal(2, "first") + signal(3, String(repeating: "x", count: 300)) + signal(4, "third")
         for piece in 1...40 {
             var incoming = IncomingMessageStream(limit: 200)
@@ -295,7 +292,14 @@ struct DBusAddressAndStreamTests {
     /// come out whole and in order.
     @Test func largeAndSmallMessagesComeOutWholeHoweverCut() throws {
         func letter(_ serial: UInt32) -> String { String(UnicodeScalar(UInt8(96 + serial))) }
-        func signal(_ serial: UInt32, _ bytes: Int) throws -> [UInt8] { try Self.signal(serial, String(repeating: letter(serial), count: bytes)) }
+        func signal(_ serial: UInt32, _ bytes: Int) throws -> [UInt8] {
+            var message = DBusMessage(kind: .signal)
+            message.serial = serial
+            message.path = "/a"
+            message.interface = "a.b"
+            message.member = "S"
+            return try message.encoded(body: [.string(String(repeating: letter(serial), count: bytes))]).bytes
+        }
         let mixed = try signal(3, 10) + signal(4, 200_000) + signal(5, 70_000) + signal(6, 0)
         for piece in [1_000, 4_093, 65_536, 100_003, mixed.count] {
             var incoming = IncomingMessageStream(limit: 1 << 20)

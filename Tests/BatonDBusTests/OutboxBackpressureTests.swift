@@ -100,92 +100,64 @@ struct OutboxBackpressureTests {
         }
     }
 
-    /// How many calls the echo service served (a class, so handlers can share it).
-    final class ServedCount: Sendable {
-        let count = Atomic<Int>(0)
-    }
-
-    /// A service connected through `bus`, exporting /echo's Big, which counts its calls in `served`
-    /// and answers `replyBytes` bytes.
-    static func echoService(on bus: FakeBus, replyBytes: Int, served: ServedCount) async throws -> DBusConnection {
-        async let greeted: Void = onThread { try bus.greet() }
+    @Test func aServiceStopsReadingWhileTheBusTakesNoReplies() async throws {
+        let bus = try FakeBus()
+        async let greeted: Void = Self.onThread { try bus.greet() }
         try await Task.sleep(for: .milliseconds(50))
         let service = try DBusConnection(bus: .address("unix:path=\(bus.path)"))
         try await greeted
-        let reply = String(repeating: "r", count: replyBytes)
-        try await service.export([DBusInterface("org.baton.Echo", methods: [
-            DBusMethod("Big", out: [DBusArgument("value", "s")]) { _ in
-                served.count.add(1, ordering: .relaxed)
-                return [.string(reply)]
-            },
-        ])], at: "/echo")
-        return service
-    }
-
-    /// `count` calls of Big as the bus delivers them, each from the sender `sender` names for its serial.
-    static func bigCalls(_ count: Int, sender: (UInt32) -> String) throws -> [UInt8] {
-        var stream: [UInt8] = []
-        for serial in 1...UInt32(count) {
-            var call = DBusMessage.methodCall(destination: ":1.7", path: "/echo", interface: "org.baton.Echo", member: "Big")
-            call.serial = serial
-            call.sender = sender(serial)
-            stream += try call.encoded(body: []).bytes
-        }
-        return stream
-    }
-
-    /// Waits until `served` stops changing (the service stopped on its own) and returns it.
-    static func settled(_ served: ServedCount) async throws -> Int {
-        var last = -1
-        while served.count.load(ordering: .relaxed) != last {
-            last = served.count.load(ordering: .relaxed)
-            try await Task.sleep(for: .milliseconds(300))
-        }
-        return last
-    }
-
-    /// Takes `count` answers off the bus side: how many were returns and how many errors.
-    static func answers(_ count: Int, from bus: FakeBus) async throws -> (returned: Int, refused: Int) {
-        try await onThread {
-            var returned = 0, refused = 0
-            while returned + refused < count {
-                let message = bus.readMessage()
-                guard !message.isEmpty else { break }
-                if message[1] == 2 { returned += 1 } else if message[1] == 3 { refused += 1 }
-            }
-            return (returned, refused)
-        }
-    }
-
-    @Test func aServiceStopsReadingWhileTheBusTakesNoReplies() async throws {
-        let bus = try FakeBus()
-        let served = ServedCount()
-        let replyBytes = 16 << 10
-        let service = try await Self.echoService(on: bus, replyBytes: replyBytes, served: served)
         // Both readiness watches of the socket exist from the start: filling the socket makes none
         // (made then, at the descriptor limit it failed and nothing flushed again: batond wedged).
         let socket = try #require(service.core.socketDescriptor)
         let watchesAtStart = Set(epollInstances().filter { $0.watched.contains(socket) }.map(\.instance))
         #expect(watchesAtStart.count == 2)
-        // 2,000 calls of 16 KiB replies each (32 MiB in all), written while nothing is read back, each
-        // from a caller of its own, so the limits per caller play no part.
+        let served = Atomic<Int>(0)
+        let reply = String(repeating: "r", count: 16 << 10)
+        try await service.export([DBusInterface("org.baton.Echo", methods: [
+            DBusMethod("Big", out: [DBusArgument("value", "s")]) { _ in
+                served.add(1, ordering: .relaxed)
+                return [.string(reply)]
+            },
+        ])], at: "/echo")
+        // 2,000 calls of 16 KiB replies each (32 MiB in all), written while nothing is read back.
         let calls = 2_000
-        let stream = try Self.bigCalls(calls) { ":1.\(1_000 + $0)" }
-        async let written: Void = Self.onThread { bus.sendAll(stream) }
-        let last = try await Self.settled(served)
+        var stream: [UInt8] = []
+        for serial in 1...UInt32(calls) {
+            var call = DBusMessage.methodCall(destination: ":1.7", path: "/echo", interface: "org.baton.Echo", member: "Big")
+            call.serial = serial
+            // Each from a caller of its own, so the limit of calls per caller plays no part.
+            call.sender = ":1.\(1_000 + serial)"
+            stream += try call.encoded(body: []).bytes
+        }
+        let finalStream = stream
+        async let written: Void = Self.onThread { bus.sendAll(finalStream) }
+        // Let the service run until it stops on its own.
+        var last = -1
+        while served.load(ordering: .relaxed) != last {
+            last = served.load(ordering: .relaxed)
+            try await Task.sleep(for: .milliseconds(300))
+        }
         let outbox = service.core.onQueue { service.core.outboxBytes }
         #expect(Set(epollInstances().filter { $0.watched.contains(socket) }.map(\.instance)) == watchesAtStart)
         #expect(last < calls / 2, "the service kept reading: \(last) calls served with no reply taken")
         // Over the high mark only by the replies of handlers already running when it was crossed, at
         // most `runningAtMost` (without the pause: all 2,000, 33 MB; without that cap, under load,
         // 14 MB: every call read had started before the first reply was counted).
-        let bound = ConnectionCore.outboxHighWater + ConnectionCore.runningAtMost * (replyBytes + 256)
+        let bound = ConnectionCore.outboxHighWater + ConnectionCore.runningAtMost * (reply.utf8.count + 256)
         #expect(outbox <= bound, "the outbox holds \(outbox) bytes")
         // Once the bus takes the replies, every call is served and answered.
-        let (returned, refused) = try await Self.answers(calls, from: bus)
+        let (returned, refused) = try await Self.onThread { () -> (Int, Int) in
+            var returned = 0, refused = 0
+            while returned + refused < calls {
+                let message = bus.readMessage()
+                guard !message.isEmpty else { break }
+                if message[1] == 2 { returned += 1 } else if message[1] == 3 { refused += 1 }
+            }
+            return (returned, refused)
+        }
         try await written
         #expect(returned == calls && refused == 0)
-        #expect(served.count.load(ordering: .relaxed) == calls)
+        #expect(served.load(ordering: .relaxed) == calls)
         service.close()
     }
 
@@ -194,20 +166,48 @@ struct OutboxBackpressureTests {
     /// GetManagedObjects of 4 MB from each of two connections).
     @Test func waitingCallsStartOnlyWhileTheBusTakesReplies() async throws {
         let bus = try FakeBus()
-        let served = ServedCount()
-        let replyBytes = 64 << 10
-        let service = try await Self.echoService(on: bus, replyBytes: replyBytes, served: served)
+        async let greeted: Void = Self.onThread { try bus.greet() }
+        try await Task.sleep(for: .milliseconds(50))
+        let service = try DBusConnection(bus: .address("unix:path=\(bus.path)"))
+        try await greeted
+        let served = Atomic<Int>(0)
+        let reply = String(repeating: "r", count: 64 << 10)
+        try await service.export([DBusInterface("org.baton.Echo", methods: [
+            DBusMethod("Big", out: [DBusArgument("value", "s")]) { _ in
+                served.add(1, ordering: .relaxed)
+                return [.string(reply)]
+            },
+        ])], at: "/echo")
         // 128 calls of one caller (all accepted: the limit per caller), 8 MiB of replies in all.
         let calls = ConnectionCore.maxHandlersPerSender
-        let stream = try Self.bigCalls(calls) { _ in ":1.8" }
-        try await Self.onThread { bus.sendAll(stream) }
-        let last = try await Self.settled(served)
+        var stream: [UInt8] = []
+        for serial in 1...UInt32(calls) {
+            var call = DBusMessage.methodCall(destination: ":1.7", path: "/echo", interface: "org.baton.Echo", member: "Big")
+            call.serial = serial
+            call.sender = ":1.8"
+            stream += try call.encoded(body: []).bytes
+        }
+        let finalStream = stream
+        try await Self.onThread { bus.sendAll(finalStream) }
+        var last = -1
+        while served.load(ordering: .relaxed) != last {
+            last = served.load(ordering: .relaxed)
+            try await Task.sleep(for: .milliseconds(300))
+        }
         let outbox = service.core.onQueue { service.core.outboxBytes }
         #expect(last < calls, "every accepted call ran although the bus took no reply (\(last))")
-        #expect(outbox <= ConnectionCore.outboxHighWater + ConnectionCore.runningPerSender * (replyBytes + 256), "the outbox holds \(outbox) bytes")
-        let (returned, _) = try await Self.answers(calls, from: bus)
+        #expect(outbox <= ConnectionCore.outboxHighWater + ConnectionCore.runningPerSender * (reply.utf8.count + 256), "the outbox holds \(outbox) bytes")
+        let returned = try await Self.onThread { () -> Int in
+            var returned = 0
+            while returned < calls {
+                let message = bus.readMessage()
+                guard !message.isEmpty else { break }
+                if message[1] == 2 { returned += 1 }
+            }
+            return returned
+        }
         #expect(returned == calls)
-        #expect(served.count.load(ordering: .relaxed) == calls)
+        #expect(served.load(ordering: .relaxed) == calls)
         service.close()
     }
 }
