@@ -1,4 +1,5 @@
 // swift-tools-version:6.0
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Baton: Handoff for Linux. No outside Swift packages; C libraries come from Debian.
 import PackageDescription
 

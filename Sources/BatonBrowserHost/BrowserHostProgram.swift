@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Thread is only in full Foundation.
 import Foundation
 #if canImport(Glibc)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonClient
 
 /// A command-line tool made of subcommands: global options anywhere before `--`, then a

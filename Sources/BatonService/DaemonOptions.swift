@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonAPI
 
 /// batond's command line, parsed without side effects so it can be tested.
