@@ -67,7 +67,7 @@ let package = Package(
         // Which of the app-independent publishers the user turned on (publishers.conf).
         .target(name: "BatonPublishers", swiftSettings: strict),
         // The browser extension's native messaging host: framing, page messages, the activity.
-        .target(name: "BatonBrowserHost", dependencies: ["BatonPublishers", "BatonClient", "BatonCore", "BatonCommandLine", "BatonDBus"], swiftSettings: strict),
+        .target(name: "BatonBrowserHost", dependencies: ["BatonPublishers", "BatonClient", "BatonAPI", "BatonCore", "BatonCommandLine", "BatonDBus"], swiftSettings: strict),
 
         // Thin executables that only wire things together.
         // The release daemon links the Swift runtime statically: only the pages it touches become

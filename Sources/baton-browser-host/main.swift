@@ -3,4 +3,4 @@
 import BatonBrowserHost
 import Foundation
 
-exit(await BrowserHostProgram.run(environment: ProcessInfo.processInfo.environment))
+exit(await BrowserHostProgram.run(arguments: Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment))

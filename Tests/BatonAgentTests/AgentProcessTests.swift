@@ -73,7 +73,9 @@ struct AgentProcessTests {
         #expect(second.status == 0)
         #expect(second.stderr.contains("another baton-agent already runs"))
         let usage = try await runProgram(try agentExecutable(), ["--bogus"], environment: environment)
-        #expect(usage.status == 2)
+        // Issue 26: 64 like every tool, one line and where help is, no Swift debug text.
+        #expect(usage.status == 64)
+        #expect(usage.stderr == "baton-agent: unknown option --bogus\nTry 'baton-agent --help'.\n", "\(usage.stderr)")
     }
 
     @Test(.enabled(if: installed("/usr/bin/desktop-file-validate")))
