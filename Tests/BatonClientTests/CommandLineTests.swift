@@ -85,6 +85,36 @@ struct CommandLineTests {
         #expect(unknown.status == 64 && unknown.stdout.isEmpty && unknown.stderr.hasSuffix("Try 'baton --help'.\n"), "\(unknown.stderr)")
     }
 
+    @Test("diag rssi: --json --output writes one JSON document; --watch into a pipe has no screen escapes")
+    func diagOutputAndWatch() async throws {
+        try await withDaemon { daemon in
+            let tool = BatonTool(daemon: daemon)
+            let file = daemon.bus.directory.appendingPathComponent("radio.json").path
+            let written = try await tool.run(["--json", "diag", "rssi", "--output", file])
+            #expect(written.status == 0, "\(written.stderr)")
+            // Issue 26: the file was empty when no advertiser was heard (as without a radio here).
+            let text = try String(contentsOfFile: file, encoding: .utf8)
+            let document = try JSONValue.parse(text)
+            #expect(document["Version"] != nil && document["State"] != nil && document["Radio"] != nil, "\(text)")
+            #expect(document["Advertisers"] == .array([]) && document["RadioNotices"] != nil, "\(text)")
+
+            // stdout is a pipe here: dumps one after another, no clear-screen escapes.
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: try Built.executable("baton"))
+            process.arguments = tool.globalArguments + ["diag", "rssi", "--watch", "--interval", "0.2"]
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = FileHandle.nullDevice
+            try launch(process)
+            try await Task.sleep(for: .seconds(2))
+            kill(process.processIdentifier, SIGTERM)
+            process.waitUntilExit()
+            let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            #expect(!output.isEmpty)
+            #expect(!output.contains("\u{1B}"), "\(output.debugDescription)")
+        }
+    }
+
     @Test("a bad --user-info names the JSON path")
     func userInfoErrorPath() async throws {
         let result = try await BatonTool(daemon: nil).run(
