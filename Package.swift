@@ -1,4 +1,5 @@
 // swift-tools-version:6.0
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Baton: Handoff for Linux. No outside Swift packages; C libraries come from Debian.
 import PackageDescription
 
@@ -66,7 +67,7 @@ let package = Package(
         // Which of the app-independent publishers the user turned on (publishers.conf).
         .target(name: "BatonPublishers", swiftSettings: strict),
         // The browser extension's native messaging host: framing, page messages, the activity.
-        .target(name: "BatonBrowserHost", dependencies: ["BatonPublishers", "BatonClient", "BatonCore", "BatonCommandLine", "BatonDBus"], swiftSettings: strict),
+        .target(name: "BatonBrowserHost", dependencies: ["BatonPublishers", "BatonClient", "BatonAPI", "BatonCore", "BatonCommandLine", "BatonDBus"], swiftSettings: strict),
 
         // Thin executables that only wire things together.
         // The release daemon links the Swift runtime statically: only the pages it touches become

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-or-later
 """Independent implementation of the Baton wire protocol v1, written from docs/protocol.md
 alone (not from the Swift sources), checked against Tests/BatonCoreTests/Vectors/protocol-v1.json.
 

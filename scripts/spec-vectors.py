@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-or-later
 """Renders Tests/BatonCoreTests/Vectors/protocol-v1.json as §10 of docs/protocol.md.
 Run after regenerating the vectors (see VectorTests.swift)."""
 import json, pathlib

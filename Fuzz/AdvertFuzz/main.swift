@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Fuzzes advert decoding: ring adverts through AdvertMatcher.receive (a ring of four members)
 // and pairing adverts through PairingAdvert(decoding:).
 //

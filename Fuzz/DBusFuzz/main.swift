@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Fuzzes BatonDBus's own reading of D-Bus messages, the path every byte from the bus takes into
 // the daemon (an app's CreateActivity/Update arguments included), against libdbus as the
 // reference: the input is a whole marshalled message, which both parse.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Fuzzes frame decoding: FrameDecoder fed a byte stream in arbitrary chunks, and the typed
 // payload decoders (Hello, ActivityReference, Error, ActivityRecord, Roster, the document and edit-session frames,
 // FetchActivityOfVersions).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Fuzzes the pairing state machine (§7) in every phase, and PropertyValueCodec.decode.
 //
 // The harness drives a real initiator and responder once, keeping a copy of each session at

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Fuzzes BatonStore's JSON coder (the state files, which are hostile ground): the input is a JSON
 // text. scripts/fuzz compiles Sources/BatonStore/JSON/*.swift into this target (internal types).
 // Invariants: parsing never traps; whatever parses, decoded as any JSON shape, encodes (compact

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Shared by every fuzz target (compiled into each one by scripts/fuzz).
 import Glibc
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Why a continuation did not complete, in words an app can pass on to its user
 /// (docs/dbus-api.md, "Continuation failures"). Suggestion1.Continue and Ring1.Continue report it
 /// as the first word of the D-Bus error's message ("interrupted: …"); ActivityHandler1's

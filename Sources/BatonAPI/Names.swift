@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import BatonDBus
 
 /// The daemon's well-known bus name (several daemons on one bus pick others, e.g. in tests).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import BatonDBus
 
 // The daemon's side of Pairing1's options: the same names and types the client encodes above

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import BatonDBus
 
 /// One entry of Ring1.ListMembers (`aa{sv}`). The peer fields are absent for this machine.

@@ -1,6 +1,8 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #if canImport(Glibc)
 import Glibc
 #endif
+import BatonAPI
 import BatonClient
 import BatonCommandLine
 import BatonDBus
@@ -18,28 +20,38 @@ public struct StandardErrorLog: AgentLog {
 /// `baton-agent`'s command line and lifetime; the executable only calls `run`.
 public enum AgentProgram {
     public static let usage = """
-        usage: baton-agent [--bus session|system|ADDRESS] [--bus-name NAME]
+        usage: baton-agent [--bus session|system|ADDRESS] [--bus-name NAME] [--version] [--help]
         Shows batond's suggestions as desktop notifications and launches handler apps in this session.
           --bus session|system|ADDRESS  the bus batond is on (default: system)
           --bus-name NAME               batond's bus name (default: org.baton)
+          --version                     print the version and exit
+          -h, --help                    print this help and exit
         The notification server and org.baton.Agent1 are on the session bus (DBUS_SESSION_BUS_ADDRESS).
+        Exit status: 0 stopped or another agent runs in this session, 1 cannot start, 64 usage error.
         """
 
     /// Runs until killed; returns an exit status only when it cannot start.
     public static func run(arguments: [String]) async -> Int32 {
         let logger = StandardErrorLog()
         let options: GlobalOptions
-        do {
+        do throws(UsageError) {
             let (parsed, rest) = try GlobalOptions.extract(from: arguments)
             options = parsed
             if options.help {
                 print(usage)
                 return 0
             }
-            guard rest.isEmpty else { throw UsageError("unexpected argument \(rest[0])") }
+            if rest == ["--version"] {
+                print("baton-agent \(BatonRelease.version)")
+                return 0
+            }
+            if let first = rest.first {
+                throw UsageError(first.hasPrefix("-") ? "unknown option \(first)" : "unexpected argument \(first)")
+            }
         } catch {
-            logger.log("\(error)\n\(usage)")
-            return 2
+            let text = CommandLineProgram.usageFailureText(program: "baton-agent", error.message)
+            text.withCString { _ = write(2, $0, strlen($0)) }
+            return ExitStatus.usage
         }
         do {
             let session = try DBusConnection(bus: .session)
@@ -55,10 +67,15 @@ public enum AgentProgram {
             do { try await recentDocuments.start() } catch { logger.log("not following the recently-used list: \(error)") }
             if let directory = RecentDocumentReceiver.defaultDirectory(environment: ProcessInfo.processInfo.environment) {
                 let receiver = RecentDocumentReceiver(directory: directory, opener: DesktopURLOpener())
+                // Registered again whenever batond restarts (a new owner of its bus name).
+                let handler = ClosureActivityHandler { activity in
+                    do { try await receiver.receive(activity) } catch { logger.log("opening a received document failed: \(error)") }
+                }
                 do {
-                    _ = try await daemon.registerHandler(for: [RecentDocumentsPublisher.activityType]) { activity in
-                        do { try await receiver.receive(activity) } catch { logger.log("opening a received document failed: \(error)") }
-                    }
+                    _ = try await daemon.registerHandlerAcrossRestarts(
+                        handler, for: [RecentDocumentsPublisher.activityType],
+                        registered: { logger.log("registered as handler for \(RecentDocumentsPublisher.activityType)") },
+                        registrationFailed: { error in logger.log("not receiving recent documents until batond restarts: \(error)") })
                 } catch {
                     logger.log("not receiving recent documents: \(error)")
                 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 /// Something the agent observed: from the daemon's ObjectManager or from the notification server.
 public enum AgentEvent: Sendable, Hashable {
     /// The notification server is there (at start or after it restarted): ids it gave out before are void.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import CGio
 
 /// A handler app found among the installed .desktop files.

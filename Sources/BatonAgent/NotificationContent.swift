@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonDBus
 
 /// One org.freedesktop.Notifications.Notify call, before it is sent.

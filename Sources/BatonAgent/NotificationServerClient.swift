@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonDBus
 
 /// The org.freedesktop.Notifications server on the session bus (GNOME Shell, Plasma, dunst, ...).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonDBus
 
 /// What the agent needs from one org.baton.Suggestion1 object. Built from the raw property

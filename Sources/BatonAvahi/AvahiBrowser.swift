@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonDBus
 
 /// Identifies one DNS-SD service instance as Avahi reports it (per interface and protocol).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonDBus
 
 /// Errors from Avahi and from the bus on the way to it. `org.freedesktop.Avahi.*` error names map

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonDBus
 
 /// Publishes one DNS-SD service through avahi-daemon's D-Bus API (an entry group with one service).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonDBus
 
 /// DNS-SD service types Baton uses (protocol §5, §8.2).

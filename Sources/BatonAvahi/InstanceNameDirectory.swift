@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
 
 /// Maps `_baton._tcp` instance names to the ring members that published them (protocol §3, §8.2).

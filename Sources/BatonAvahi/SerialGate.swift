@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 /// A FIFO mutual-exclusion gate for async work inside one actor: actor methods may interleave at
 /// every `await`, and multi-call D-Bus sequences (Reset, AddService, Commit) must not.
 /// Not Sendable: it lives in and is used only from its owning actor.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonDBus
 
 /// Bus signals matching several rules, fed in arrival order to one handler, and dropped as one.

@@ -1,8 +1,10 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Thread is only in full Foundation.
 import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import BatonAPI
 import BatonClient
 import BatonCommandLine
 import BatonDBus
@@ -14,7 +16,48 @@ import Synchronization
 /// environment: BATON_BUS (session|system|ADDRESS, default system) and BATON_BUS_NAME. Publishes
 /// only while publishers.conf says `browser = on`.
 public enum BrowserHostProgram {
-    public static func run(environment: [String: String]) async -> Int32 {
+    public static let usage = """
+        usage: baton-browser-host [ORIGIN...] | --version | --help
+        The native messaging host of the Baton browser extension: the browser starts it, one per
+        profile, and talks to it on stdin and stdout (docs/publishers.md). It is not run by hand.
+        The browser's own arguments (the extension's origin) are ignored.
+          BATON_BUS        the bus batond is on: session, system (default) or a D-Bus address
+          BATON_BUS_NAME   batond's bus name (default: org.baton)
+          --version        print the version and exit
+          -h, --help       print this help and exit
+        Exit status: 0 the browser closed the stream, 1 batond's bus cannot be reached, 64 usage error.
+        """
+
+    /// What the command line asks for: the browser's own arguments never start with "-".
+    public enum Invocation: Equatable, Sendable {
+        case serve, showVersion, showHelp
+        case usageError(String)
+    }
+
+    public static func invocation(_ arguments: [String]) -> Invocation {
+        guard let first = arguments.first, first.hasPrefix("-") else { return .serve }
+        switch first {
+        case "--version" where arguments.count == 1: return .showVersion
+        case "--help" where arguments.count == 1, "-h" where arguments.count == 1: return .showHelp
+        case "--version", "--help", "-h": return .usageError("\(first) takes no arguments")
+        default: return .usageError("unknown option \(first)")
+        }
+    }
+
+    public static func run(arguments: [String] = [], environment: [String: String]) async -> Int32 {
+        switch invocation(arguments) {
+        case .serve: break
+        case .showVersion:
+            print("baton-browser-host \(BatonRelease.version)")
+            return 0
+        case .showHelp:
+            print(usage)
+            return 0
+        case .usageError(let message):
+            let text = CommandLineProgram.usageFailureText(program: "baton-browser-host", message)
+            text.withCString { _ = write(2, $0, strlen($0)) }
+            return ExitStatus.usage
+        }
         let log: @Sendable (String) -> Void = { line in
             var text = "baton-browser-host: " + line + "\n"
             text.withUTF8 { bytes in _ = write(2, bytes.baseAddress, bytes.count) }
@@ -30,12 +73,17 @@ public enum BrowserHostProgram {
         let output = StandardOutputWriter()
         let session = BrowserHostSession(connection: connection,
                                          isEnabled: { PublisherSettings.load(environment: environment).isEnabled(.browser) }, log: log)
+        // Pages continued from another device open in this browser, scroll position and all; registered
+        // again whenever batond restarts (a new owner of its bus name).
+        let opener = ClosureActivityHandler { continued in
+            guard let request = BrowserHostSession.openRequest(for: continued) else { return }
+            do { try output.send(request.encoded()) } catch { log("cannot ask the browser to open a page: \(error)") }
+        }
         do {
-            // Pages continued from another device open in this browser, scroll position and all.
-            _ = try await connection.registerHandler(for: [webBrowsingActivityType]) { continued in
-                guard let request = BrowserHostSession.openRequest(for: continued) else { return }
-                do { try output.send(request.encoded()) } catch { log("cannot ask the browser to open a page: \(error)") }
-            }
+            _ = try await connection.registerHandlerAcrossRestarts(
+                opener, for: [webBrowsingActivityType],
+                registered: { log("registered as handler for \(webBrowsingActivityType)") },
+                registrationFailed: { error in log("not registered as handler for \(webBrowsingActivityType) until batond restarts: \(error)") })
         } catch {
             log("not registered as handler for \(webBrowsingActivityType): \(error)")
         }

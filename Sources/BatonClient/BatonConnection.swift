@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import BatonAPI
 import BatonCore
 import BatonDBus
@@ -121,15 +122,8 @@ public final class BatonConnection: Sendable {
         let path = makeObjectPath("handler")
         let interface = ActivityHandlerObject(handler: handler, connection: self).interface
         try await translatingErrors { try await dbus.export([interface], at: path) }
-        do {
-            if let versions {
-                let ranges = versions.ranges.map { DBusValue.structure([.int64($0.lowerBound), .int64($0.upperBound)]) }
-                _ = try await callManager("RegisterHandlerWithOptions", [
-                    .objectPath(path), .stringArray(types), .propertyDictionary(["Versions": .array(elementSignature: "(xx)", ranges)]),
-                ])
-            } else {
-                _ = try await callManager("RegisterHandler", [.objectPath(path), .stringArray(types)])
-            }
+        do throws(BatonClientError) {
+            try await announceHandler(at: path, for: types, versions: versions)
         } catch {
             try? dbus.unexport(path: path)
             throw error

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 /// A command line was wrong; `message` says how.
 public struct UsageError: Error, Sendable {
     public var message: String

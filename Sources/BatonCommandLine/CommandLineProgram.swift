@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+import BatonAPI
 import BatonClient
 
 /// A command-line tool made of subcommands: global options anywhere before `--`, then a
@@ -41,26 +43,44 @@ public struct CommandLineProgram: Sendable {
         do {
             (options, rest) = try GlobalOptions.extract(from: arguments)
         } catch {
-            return usageFailure(error.message, usage: usage)
+            return usageFailure(error.message)
         }
         let output = Output(json: options.json)
         let command: any Subcommand.Type
+        // No command named (bt-pair's default): a usage error points at the program's help.
+        var named = true
+        if rest.first == "--version" {
+            // Only before a command: after one, --version may be that command's own option (publish).
+            guard rest.count == 1 else { return usageFailure("--version takes no arguments") }
+            Output.write("\(name) \(BatonRelease.version)\n", to: .standardOutput)
+            return ExitStatus.success
+        }
         if let first = rest.first, first != "--", let named = subcommands.first(where: { $0.name == first }) {
             rest.removeFirst()
             command = named
         } else if let first = rest.first, first == "help" {
-            Output.write(usage, to: .standardOutput)
+            // `help` alone: the whole usage; `help COMMAND`: that command's help.
+            guard rest.count <= 2 else { return usageFailure("help takes at most one command") }
+            guard rest.count == 2 else {
+                Output.write(usage, to: .standardOutput)
+                return ExitStatus.success
+            }
+            guard let named = subcommands.first(where: { $0.name == rest[1] }) else {
+                return usageFailure("no command '\(rest[1])' to show help for")
+            }
+            Output.write(named.help(program: name), to: .standardOutput)
             return ExitStatus.success
         } else if let first = rest.first, first != "--", !first.hasPrefix("-") || defaultSubcommand == nil {
-            return usageFailure("unknown command '\(first)'", usage: usage)
+            return usageFailure(first.hasPrefix("-") ? "unknown option \(first)" : "unknown command '\(first)'")
         } else if let fallback = defaultSubcommand, !options.help {
             command = fallback
+            named = false
         } else {
             if options.help {
                 Output.write(usage, to: .standardOutput)
                 return ExitStatus.success
             }
-            return usageFailure("no command given", usage: usage)
+            return usageFailure("no command given")
         }
         if options.help {
             Output.write(command.help(program: name), to: .standardOutput)
@@ -72,19 +92,26 @@ public struct CommandLineProgram: Sendable {
             parsed = try command.init(parsing: &list)
             try list.expectEnd()
         } catch {
-            return usageFailure("\(command.name): \(error.message)", usage: command.help(program: name))
+            return named ? usageFailure("\(command.name): \(error.message)", helpFor: command.name) : usageFailure(error.message)
         }
         do {
             return try await parsed.run(CommandContext(options: options, output: output, program: name))
         } catch {
-            let explanation = DaemonReachability.explanation(for: error, options: options) ?? "\(error.name): \(error.message)"
+            let explanation = DaemonReachability.sentence(for: error, options: options, command: command.name)
             output.message("\(name) \(command.name): \(explanation)")
             return failureStatus(error)
         }
     }
 
-    func usageFailure(_ message: String, usage: String) -> Int32 {
-        Output.write("\(name): \(message)\n\n\(usage)", to: .standardError)
+    /// One line saying what was wrong and where help is, on stderr; exit 64. The whole usage is not
+    /// repeated: it would bury the one line that matters.
+    func usageFailure(_ message: String, helpFor command: String? = nil) -> Int32 {
+        Output.write(Self.usageFailureText(program: name, message, helpFor: command), to: .standardError)
         return ExitStatus.usage
+    }
+
+    /// "PROG: message" and "Try 'PROG [COMMAND] --help'.", for every executable's usage errors.
+    public static func usageFailureText(program: String, _ message: String, helpFor command: String? = nil) -> String {
+        "\(program): \(message)\nTry '\(program)\(command.map { " " + $0 } ?? "") --help'.\n"
     }
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonClient
 import BatonDBus
 
@@ -10,18 +11,93 @@ public enum DaemonReachability {
         "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner",
     ]
 
-    /// "batond is not running on the system bus: start it with ... [ServiceUnknown's name]" for a
-    /// call to a name nobody owns (the error name stays, for scripts); nil for every other failure.
+    /// "batond is not running on the system bus: start it with ..." for a call to a name nobody
+    /// owns; nil for every other failure.
     public static func explanation(for error: BatonClientError, options: GlobalOptions) -> String? {
         guard notRunningNames.contains(error.name) else { return nil }
         return "batond is not running on \(busDescription(options.bus))" + ownerNote(options)
-            + ": start it with " + startAdvice(options) + " [\(error.name)]"
+            + ": start it with " + startAdvice(options)
+    }
+
+    /// What a person reads for a failed command: what happened, why and the fix. The bus's own
+    /// errors (org.freedesktop.DBus.Error.*: a policy's "Rejected send message, 2 matched rules",
+    /// "No such object path", a connection refused) are put in words; batond's documented errors
+    /// (org.baton.Error.*) keep their name, for scripts, and batond's message, written for people.
+    public static func sentence(for error: BatonClientError, options: GlobalOptions, command: String) -> String {
+        if let explanation = explanation(for: error, options: options) { return explanation }
+        if error.name == busUnreachableName { return error.message }
+        if error.code != nil { return "\(error.name): \(error.message)" }
+        switch error.name {
+        case DBusError.accessDeniedName:
+            return "not permitted: the bus policy lets only root and members of group `baton` \(privilegedAction(command)) "
+                + "(or this user may not use batond at all). Fix: `sudo adduser $USER baton`, then log out and in again "
+                + "(or run the command with sudo)"
+        case DBusError.unknownObjectName, DBusError.unknownInterfaceName, DBusError.unknownMethodName:
+            return "batond has no such \(objectKind(command)) (it went away, was never there, or batond restarted since): "
+                + "\(listAdvice(command))"
+        case DBusError.noReplyName, "org.freedesktop.DBus.Error.Timeout", "org.freedesktop.DBus.Error.TimedOut":
+            return "batond did not answer in time (busy or stuck): `systemctl status batond` shows its state and "
+                + "`sudo systemctl restart batond` restarts it"
+        case DBusError.disconnectedName:
+            return "the connection to \(busDescription(options.bus)) was closed while waiting for batond: try again; "
+                + "`systemctl status batond dbus` shows whether either stopped"
+        case DBusError.limitsExceededName, DBusError.noMemoryName:
+            return "\(busDescription(options.bus)) refused the call (it is at a limit: too many connections or messages); try again later"
+        default:
+            return "the call to batond failed on \(busDescription(options.bus)) (\(shortName(error.name))); "
+                + "`baton doctor` checks what batond needs"
+        }
     }
 
     /// Why a connection to the bus itself failed, with what to do.
     public static func connectionFailure(_ error: BatonClientError, options: GlobalOptions) -> BatonClientError {
-        BatonClientError(name: error.name, message: "cannot connect to \(busDescription(options.bus)) (\(error.message)), so batond "
-                         + "cannot be reached there; start a bus and batond with " + startAdvice(options))
+        let bus = busDescription(options.bus)
+        let why: String
+        switch (error.name, options.bus) {
+        case ("org.freedesktop.DBus.Error.NoServer", .system), ("org.freedesktop.DBus.Error.FileNotFound", .system):
+            why = "\(bus) is not running (no dbus-daemon listens), so batond cannot be reached either: "
+                + "`sudo systemctl start dbus`, then " + startAdvice(options)
+        case ("org.freedesktop.DBus.Error.NoServer", _), ("org.freedesktop.DBus.Error.FileNotFound", _):
+            why = "nothing listens on \(bus), so batond cannot be reached there: start a bus and batond with " + startAdvice(options)
+        case (DBusError.accessDeniedName, _), ("org.freedesktop.DBus.Error.AuthFailed", _):
+            why = "\(bus) does not let this user connect: check its socket's permissions, or run as a user it accepts"
+        default:
+            why = "cannot connect to \(bus), so batond cannot be reached there: start a bus and batond with " + startAdvice(options)
+        }
+        return BatonClientError(name: busUnreachableName, message: why)
+    }
+
+    /// The name of `connectionFailure`'s errors: their message is the whole sentence.
+    public static let busUnreachableName = "org.baton.CommandLine.BusUnreachable"
+
+    static func privilegedAction(_ command: String) -> String {
+        switch command {
+        case "continue": "continue a suggestion"
+        case "accept", "with": "pair this machine"
+        case "remove": "remove a member from the ring"
+        default: "do that"
+        }
+    }
+
+    static func objectKind(_ command: String) -> String {
+        switch command {
+        case "continue": "suggestion"
+        case "remove": "device"
+        default: "activity, suggestion or device"
+        }
+    }
+
+    static func listAdvice(_ command: String) -> String {
+        switch command {
+        case "continue": "`baton suggestions` lists those there are"
+        case "remove", "list": "`bt-pair list` lists the ring's members"
+        default: "`baton list` and `baton suggestions` list what there is"
+        }
+    }
+
+    /// "AccessDenied" for "org.freedesktop.DBus.Error.AccessDenied".
+    static func shortName(_ name: String) -> String {
+        name.split(separator: ".").last.map(String.init) ?? name
     }
 
     public static func busDescription(_ bus: DBusBusKind) -> String {

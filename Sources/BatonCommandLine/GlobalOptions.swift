@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonClient
 import BatonDBus
 
@@ -17,6 +18,7 @@ public struct GlobalOptions: Sendable {
           --bus-name NAME               batond's bus name (default: org.baton)
           --json                        print results as JSON on stdout
           -h, --help                    show help (after a command: that command's help)
+          --version                     print the version and exit (before a command)
         """
 
     /// Removes the global options from `arguments` (anywhere before `--`) and returns them with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
 
 /// A JSON document. Integers and doubles are kept apart (a number with a fraction or exponent is a

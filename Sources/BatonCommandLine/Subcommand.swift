@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonClient
 
 /// One subcommand of a command-line tool (`baton publish`, `bt-pair accept`). To add one: write a

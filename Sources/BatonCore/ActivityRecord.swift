@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// A user activity as it travels in ActivityPayload (§6.4) and as apps publish it.
 public struct ActivityRecord: Hashable, Sendable {
     public static let maxTitleBytes = 256

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// The activity versions a handler accepts (issue 13): inclusive ranges of `ActivityRecord.version`.
 /// From the RegisterHandler option `Versions` (a(xx)) or the .desktop key
 /// `X-Baton-ActivityVersions=1;3-5;`. No declaration accepts every version.

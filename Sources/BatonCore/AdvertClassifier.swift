@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// What an advertiser heard on the air is, for diagnostics (`baton diag rssi`).
 public enum AdvertiserKind: Hashable, Sendable {
     case ringMember(DeviceID)

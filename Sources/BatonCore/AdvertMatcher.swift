@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import BatonCrypto
 
 /// What a receiver learns from an accepted ring advert (§4.3).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// One advertiser heard on the air, as diagnostics show it. Holds no payload bytes: ring adverts
 /// are only named by the member's short id, so nothing here is key material or sealed content.
 public struct AdvertiserRecord: Hashable, Sendable {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Why text or bytes are not a Bluetooth address.
 public enum BluetoothAddressError: Error, Hashable, Sendable {
     case wrongByteCount(Int)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Bounds-checked reading of untrusted bytes. Every read either succeeds or throws
 /// `WireError.truncated`; nothing here can trap on hostile input.
 public struct ByteReader: Sendable {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import BatonCrypto
 
 /// The identity proof each side of a ring TLS channel sends inside the channel, right after the

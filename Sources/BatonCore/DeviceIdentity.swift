@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import BatonCrypto
 
 /// The first 16 bytes of SHA-256(identity public key) (protocol §1).

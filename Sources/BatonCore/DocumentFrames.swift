@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// The document frames (§6.5): FetchDocument asks for the snapshot attached to a member's current
 /// activity from an offset; the answer is a stream of frames with the request's id, one DocumentInfo
 /// then DocumentChunk frames in order up to the total size. Nothing here names a local path.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Who may edit each document, and which revision this machine holds (§6.6). Pure: the daemon
 /// persists the book (with `AppliedClaims`) after every change that returns, before it answers.
 ///

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import BatonCrypto
 
 /// The two journals of §6.6, as pure values: the owner's applied claims (answered at most once,

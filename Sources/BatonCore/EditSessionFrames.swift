@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// The edit-session frames (§6.6): a receiver claims a document's edit session from the machine
 /// that owns it, naming the revision of its own copy; the owner saves, releases and answers with
 /// the revision the claimer takes the session at.

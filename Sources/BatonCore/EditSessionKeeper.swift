@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// The owner's side of ClaimEditSession (§6.6) as a state machine: screen the request (a replay
 /// gets its stored grant, a refusal its error), let the adapter ask the app to save, then release
 /// and record the grant. The adapter persists `book` and `applied` together (one record) before it

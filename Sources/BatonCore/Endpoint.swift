@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Why text is not an endpoint. Endpoints come from D-Bus callers, peers' pairing messages and
 /// DNS-SD, so every way of being wrong is a value, never a trap.
 public enum EndpointError: Error, Hashable, Sendable {

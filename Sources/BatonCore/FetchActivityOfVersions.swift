@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// FetchActivityOfVersions (0x0C, §6.2, §9): FetchActivity plus the activity versions the
 /// receiver's handlers accept. The advert has no room for the version (24 bytes), so the receiver
 /// names what it accepts and the source, whose current activity's version is in none of the ranges,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Frame types and their payload limits (§6.2).
 public enum FrameType: UInt8, CaseIterable, Sendable {
     case hello = 0x01

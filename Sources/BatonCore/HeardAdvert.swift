@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// One scanner report, classified once (§4.3): what the matcher, the suggestions, the pairing
 /// list and the diagnostics table all start from. Only `ringMember` names a member: a replayed or
 /// forged advert that carries a member's tag is never shown as that member.

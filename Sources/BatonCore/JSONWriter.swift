@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// The JSON text writer of the project's outputs (no Foundation, no I/O): every component that
 /// prints JSON by hand quotes strings and renders numbers through it, so they all escape alike.
 /// (The state files are the exception: BatonStore's `JSONText` writes them in the bytes Foundation's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// A key-value store holding at most `capacity` entries; inserting into a full cache evicts the
 /// least recently used entry. Storage never grows past `capacity` slots, so memory is bounded
 /// whatever the input (throw-away BLE addresses arrive without limit).

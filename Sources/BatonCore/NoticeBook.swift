@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// One kept notice: its text, how often it came, and when it came last.
 public struct CountedNotice: Sendable, Hashable {
     public var text: String

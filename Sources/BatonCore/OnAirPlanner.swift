@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// What this device has on the air (swift-nio style: inputs in, actions out, carried out in order).
 /// Wraps `AdvertSender` and adds the daemon's rules around it:
 /// - a ring of one is silent (§4.2): the revision and counters still move, but nothing is sealed;

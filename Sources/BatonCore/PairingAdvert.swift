@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// The clear advert of a device waiting in `bt-pair accept` (§5).
 public struct PairingAdvert: Hashable, Sendable {
     public static let nameBytes = 12

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// A pairing advert heard on the radio (protocol §5): who is waiting in `bt-pair accept` nearby.
 public struct HeardPairingAdvert: Hashable, Sendable {
     public var advert: PairingAdvert

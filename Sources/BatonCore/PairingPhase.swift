@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import BatonCrypto
 
 /// Why a pairing session failed, with the names PairingSession1.Error and bt-pair use.

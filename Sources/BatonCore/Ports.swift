@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// The small protocols that adapters implement. The core defines them (no I/O here); BlueZ,
 /// sockets and clocks live behind them at the edges.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Property-list values, the only types `userInfo` may hold (§6.4).
 public indirect enum PropertyValue: Hashable, Sendable {
     case string(String)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// RSSI bookkeeping for one advertiser (§ issue 4). HCI reports 127 when the controller does
 /// not know the RSSI (the lab's emulated controllers always do): such samples are counted but
 /// never move the statistics, and an advertiser with only unknown samples is not "far".

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import BatonCrypto
 
 /// This device's view of its ring (§7.3, §7.4) as a state machine: pairing results, removals

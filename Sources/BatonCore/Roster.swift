@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import BatonCrypto
 
 /// The ring: who is in, who was removed and by whom (§7.3). Every entry is signed by the identity

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import BatonCrypto
 
 /// Who paired a member into the ring: the introducer's device id and its Ed25519 signature over

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// A ring member's activity this machine can continue (one per member at most).
 public struct Suggestion: Hashable, Sendable {
     /// Unique for the book's life; the service names the D-Bus object after it.

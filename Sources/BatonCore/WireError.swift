@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Every way untrusted bytes can be wrong. Decoders throw these; none of them traps.
 /// Names match docs/protocol.md.
 public enum WireError: Error, Equatable, Hashable, Sendable {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import COpenSSL
 
 /// Compares two byte strings in time independent of their contents (CRYPTO_memcmp).

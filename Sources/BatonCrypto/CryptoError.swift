@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Errors from BatonCrypto. Every failure caused by input is reported as one of these, never as a trap.
 public enum CryptoError: Error, Equatable, Sendable {
     case invalidKeyLength

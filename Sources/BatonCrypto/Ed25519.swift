@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import COpenSSL
 
 /// An Ed25519 signing key (RFC 8032), PureEdDSA.

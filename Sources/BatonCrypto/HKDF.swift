@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import COpenSSL
 
 /// HKDF with SHA-256 (RFC 5869), computed by libcrypto's HKDF through the EVP_PKEY interface.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 extension Array where Element == UInt8 {
     /// Parses hexadecimal text (either case, no separators). Nil when the text is not an even number of hex digits.
     public init?(hex: String) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import COpenSSL
 
 // Internal glue to libcrypto: fetched algorithms, error-queue handling, pointer helpers.

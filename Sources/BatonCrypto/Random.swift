@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import COpenSSL
 
 /// A source of cryptographically secure random bytes. Tests substitute deterministic fakes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import COpenSSL
 
 /// SHA-256 over bytes that arrive in pieces (a file read in blocks, a transfer in chunks), so a large

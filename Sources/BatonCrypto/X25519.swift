@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import COpenSSL
 
 /// An X25519 private key (RFC 7748) for Diffie-Hellman key agreement.

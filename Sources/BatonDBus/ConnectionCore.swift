@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 internal import CBusSocket
 import BatonReadiness
 import Dispatch

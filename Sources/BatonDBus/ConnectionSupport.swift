@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import Dispatch
 
 // Helpers of ConnectionCore: pending replies, subscriptions and exported objects. All of them are

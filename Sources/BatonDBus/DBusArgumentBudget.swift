@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// How much of a message the unmarshaller reads before it refuses the message, and which errors
 /// answer a refused method call. The counts are kept while the reader walks the message,
 /// so an oversized message costs at most the budget in Swift values, never its whole size.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import Dispatch
 
 /// Which descriptors an incoming call's handler gets. Each read of an `h` value is a duplicate

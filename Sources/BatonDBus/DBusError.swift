@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// A D-Bus error: received from a peer, raised locally (connection or marshalling problems),
 /// or thrown by an exported method handler to reply with that error.
 public struct DBusError: Error, Sendable, Hashable, CustomStringConvertible {

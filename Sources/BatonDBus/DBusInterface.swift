@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 // Swift descriptions of exported D-Bus interfaces: methods, properties and signals.
 
 /// A named, typed argument (used for method and signal introspection and signature checks).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
 
 /// Descriptors received with one message; closed when the last holder of the message lets go.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 // Validity of names and signatures, as the D-Bus specification defines them ("Valid Names",
 // "Type System"). Everything sent is checked here first, and everything received is checked again
 // while it is parsed: a message is built only from values that another implementation would accept.

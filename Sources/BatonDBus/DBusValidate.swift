@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 // MARK: - Validation
 // Every string, name and signature is checked before it is marshalled: what is sent must be
 // something any other implementation accepts.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 // Swift model of D-Bus values. Containers carry their element signatures so that empty arrays and
 // dictionaries still marshal with the right type.
 

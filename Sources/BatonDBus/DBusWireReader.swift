@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
 
 /// Reads values of a known signature from wire-format bytes, checking every bound, every padding

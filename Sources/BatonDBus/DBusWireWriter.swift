@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
 
 /// Marshals values in the D-Bus wire format, little-endian ("Marshaling (Wire Format)" in the

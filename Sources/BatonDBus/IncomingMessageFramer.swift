@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// The header of a message skipped because it was over the limit: enough to
 /// answer a method call (sender, serial) with the method's own error, never its arguments.
 struct OversizedMessage: Sendable, Equatable {

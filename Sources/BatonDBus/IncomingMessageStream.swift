@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Turns what the bus socket delivers (bytes and descriptors, cut anywhere) into messages. The
 /// framer skips messages over the limit as they stream in; the rest are buffered until whole and
 /// then parsed, each taking its descriptors in arrival order.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 /// Media types as the recent publisher's setting takes them: `type/subtype` tokens only (RFC 6838
 /// restricted names, no parameters, no wildcards), compared in lower case as the recent list writes them.
 public enum MediaTypeList {

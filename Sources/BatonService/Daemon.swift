@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -19,7 +20,8 @@ public enum Daemon {
         do {
             command = try DaemonOptions.parse(arguments, environment: environment)
         } catch {
-            logger.log("batond: \(error.message)\n\(DaemonOptions.usage)")
+            // One line and where help is: the whole usage would bury what was wrong.
+            logger.log("batond: \(error.message)\nTry 'batond --help'.")
             return exitUsage
         }
         switch command {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonAPI
 
 /// batond's command line, parsed without side effects so it can be tested.
@@ -57,7 +58,8 @@ public struct DaemonOptions: Sendable, Hashable {
           --bus-address ADDR   use the bus at ADDR (treated like a session bus)
           --bus-name NAME      bus name to own (default org.baton)
           --state-dir DIR      state directory (default /var/lib/baton on the system bus,
-                               $XDG_STATE_HOME/baton otherwise; required if that is unset)
+                               $XDG_STATE_HOME/baton otherwise, ~/.local/state/baton when
+                               XDG_STATE_HOME is unset)
           --adapter hciN       Bluetooth adapter (default: the first powered one)
           --listen ADDR        numeric address for pairing and transfers (default 0.0.0.0)
           --port N             TCP port of the TLS transfer listener (default 0: any free port)
@@ -188,8 +190,11 @@ public struct DaemonOptions: Sendable, Hashable {
                 stateDirectory = "/var/lib/baton"
             } else if let stateHome = environment["XDG_STATE_HOME"], stateHome.hasPrefix("/") {
                 stateDirectory = stateHome + "/baton"
+            } else if let home = environment["HOME"], home.hasPrefix("/") {
+                // The base-directory specification's default for an unset or relative XDG_STATE_HOME.
+                stateDirectory = (home.hasSuffix("/") ? String(home.dropLast()) : home) + "/.local/state/baton"
             } else {
-                throw UsageError(message: "--state-dir is required when not on the system bus and XDG_STATE_HOME is unset")
+                throw UsageError(message: "--state-dir is required when not on the system bus and neither XDG_STATE_HOME nor HOME is an absolute path")
             }
         }
         var options = DaemonOptions(stateDirectory: stateDirectory ?? "/var/lib/baton")

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 /// One value of type `Value` kept in its own file of a `StateDirectory`, in the checksummed
 /// `RecordFormat` container with a JSON body (compact, keys sorted: `JSONValueEncoder`, the same
 /// bytes Foundation's `JSONEncoder` wrote with `.sortedKeys`).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 /// A bounded, durable list of entries keyed by id: the request journal that lets the daemon replay
 /// a request lost in a crash exactly once.
 ///

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 /// The daemon's lifecycle status as plain, pretty-printed JSON, for `baton status` and humans.
 ///
 /// Unlike `DurableRecord` it has no binary header, so `jq` can read it; it is informational and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import Synchronization
 
 /// Mutual exclusion across suspension points: one frame is written (or read) at a time per channel,

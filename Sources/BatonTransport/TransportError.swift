@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
 
 /// Every failure of the transport. Input from the network never traps; it ends up here.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 // malloc_trim: BatonDBus gives memory back after refusing an oversized message.
 #include <malloc.h>
 // SCM_RIGHTS for the bus socket (BusSocket): CMSG_* are macros Swift cannot call.

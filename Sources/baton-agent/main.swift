@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // baton-agent: the per-user session agent. Everything lives in BatonAgent; this only hands over the command line.
 import BatonAgent
 import BatonReadiness

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // baton-bench: throughput of advert matching on one core (single thread), for rings of
 // 1, 100 and 10,000 paired devices. See docs/benchmarks.md.
 //

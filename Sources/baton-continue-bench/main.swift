@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // baton-continue-bench: accept → Continue delivered to the handler, two rings on loopback in one
 // process (real TLS 1.3 with pinned keys, real transfer), 4 KiB userInfo; only the advert trigger
 // is an in-memory fake radio. Cold (fetch on accept) and prefetched. See docs/benchmarks.md.

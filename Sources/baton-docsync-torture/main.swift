@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Fault-injection helper for EditSessionTortureTests. Not part of the daemon. Each run is one step
 // of §6.6 on one machine's state directory; the test carries the frames between the two machines
 // (dropping some: lost requests and answers) and SIGKILLs runs at random moments.

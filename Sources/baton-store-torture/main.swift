@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Fault-injection helper for BatonStoreTests. Not part of the daemon.
 //
 //   baton-store-torture counter <dir>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // batond: the Baton daemon. Everything lives in BatonService; this only hands over the command line.
 // No Foundation here or below: the daemon stays small (docs/benchmarks.md, idle memory).
 #if canImport(Glibc)

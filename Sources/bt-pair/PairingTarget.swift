@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonAPI
 
 /// HOST:PORT (or [V6]:PORT) or ble:ADDRESS/PSM rather than a name or session id.

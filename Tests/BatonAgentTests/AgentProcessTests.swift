@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonAgent
 import BatonDBus
 import BatonTestBus
@@ -72,7 +73,9 @@ struct AgentProcessTests {
         #expect(second.status == 0)
         #expect(second.stderr.contains("another baton-agent already runs"))
         let usage = try await runProgram(try agentExecutable(), ["--bogus"], environment: environment)
-        #expect(usage.status == 2)
+        // Issue 26: 64 like every tool, one line and where help is, no Swift debug text.
+        #expect(usage.status == 64)
+        #expect(usage.stderr == "baton-agent: unknown option --bogus\nTry 'baton-agent --help'.\n", "\(usage.stderr)")
     }
 
     @Test(.enabled(if: installed("/usr/bin/desktop-file-validate")))
@@ -83,6 +86,16 @@ struct AgentProcessTests {
         let text = try String(contentsOfFile: file, encoding: .utf8)
         for line in ["Exec=baton-agent", "NoDisplay=true", "Type=Application"] { #expect(text.contains("\n" + line + "\n"), "\(line)") }
         #expect(!text.contains("OnlyShowIn"))
+        // Issue 26: the entry the notifications name (desktop-entry=baton-agent) is this one, in
+        // share/applications; the autostart entry stays out of systemd-managed sessions (the unit runs there).
+        #expect(text.contains("\nX-GNOME-UsesNotifications=true\n"))
+        let autostart = packageRoot.appendingPathComponent("desktop/autostart/baton-agent.desktop").path
+        let checked = try await runProgram("/usr/bin/desktop-file-validate", [autostart], mergeStandardError: true)
+        #expect(checked.status == 0 && checked.stdout.isEmpty, "\(checked.stdout)")
+        let autostartText = try String(contentsOfFile: autostart, encoding: .utf8)
+        for line in ["Exec=baton-agent", "NoDisplay=true", "X-GNOME-HiddenUnderSystemd=true", "X-systemd-skip=true"] {
+            #expect(autostartText.contains("\n" + line + "\n"), "\(line)")
+        }
     }
 
     @Test(.enabled(if: installed("/usr/bin/systemd-analyze")))

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonTestBus
 import BatonClient
 import BatonCommandLine
@@ -50,13 +51,68 @@ struct CommandLineTests {
         ["continue", "/org/baton/s1", "/org/baton/s2"],
     ]
 
-    @Test("usage errors exit 64 with a message and usage on stderr, nothing on stdout", arguments: usageFailures)
+    @Test("usage errors exit 64 with one line and where help is on stderr, nothing on stdout", arguments: usageFailures)
     func usageErrors(_ arguments: [String]) async throws {
         let result = try await BatonTool(daemon: nil).run(arguments)
         #expect(result.status == 64, "\(arguments): \(result.stderr)")
         #expect(result.stdout.isEmpty)
+        // Issue 26: not the whole usage again, one line and "Try 'baton [COMMAND] --help'.".
+        let lines = result.stderr.split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(lines.count == 3 && lines[2].isEmpty, "\(arguments): \(result.stderr)")
         #expect(result.stderr.hasPrefix("baton: "))
-        #expect(result.stderr.contains("usage: baton"))
+        #expect(lines.count > 1 && lines[1].hasPrefix("Try 'baton") && lines[1].hasSuffix(" --help'."), "\(result.stderr)")
+        #expect(!result.stderr.contains("usage: baton"))
+    }
+
+    @Test("a command's usage error points at that command's help")
+    func commandUsageErrorNamesTheCommand() async throws {
+        let result = try await BatonTool(daemon: nil).run(["status", "--verbose"])
+        #expect(result.status == 64)
+        #expect(result.stderr == "baton: status: unknown option --verbose\nTry 'baton status --help'.\n", "\(result.stderr)")
+    }
+
+    @Test("help COMMAND shows that command's help; help of no command is a usage error")
+    func helpCommand() async throws {
+        let tool = BatonTool(daemon: nil)
+        let general = try await tool.run(["--help"])
+        for command in ["status", "continue", "diag", "publish"] {
+            let viaHelp = try await tool.run(["help", command])
+            let viaOption = try await tool.run([command, "--help"])
+            #expect(viaHelp.status == 0 && viaHelp.stdout == viaOption.stdout, "help \(command)")
+            #expect(viaHelp.stdout != general.stdout && viaHelp.stdout.hasPrefix("usage: baton [GLOBAL OPTIONS] \(command)"), "\(viaHelp.stdout)")
+        }
+        let unknown = try await tool.run(["help", "frobnicate"])
+        #expect(unknown.status == 64 && unknown.stdout.isEmpty && unknown.stderr.hasSuffix("Try 'baton --help'.\n"), "\(unknown.stderr)")
+    }
+
+    @Test("diag rssi: --json --output writes one JSON document; --watch into a pipe has no screen escapes")
+    func diagOutputAndWatch() async throws {
+        try await withDaemon { daemon in
+            let tool = BatonTool(daemon: daemon)
+            let file = daemon.bus.directory.appendingPathComponent("radio.json").path
+            let written = try await tool.run(["--json", "diag", "rssi", "--output", file])
+            #expect(written.status == 0, "\(written.stderr)")
+            // Issue 26: the file was empty when no advertiser was heard (as without a radio here).
+            let text = try String(contentsOfFile: file, encoding: .utf8)
+            let document = try JSONValue.parse(text)
+            #expect(document["Version"] != nil && document["State"] != nil && document["Radio"] != nil, "\(text)")
+            #expect(document["Advertisers"] == .array([]) && document["RadioNotices"] != nil, "\(text)")
+
+            // stdout is a pipe here: dumps one after another, no clear-screen escapes.
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: try Built.executable("baton"))
+            process.arguments = tool.globalArguments + ["diag", "rssi", "--watch", "--interval", "0.2"]
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = FileHandle.nullDevice
+            try launch(process)
+            try await Task.sleep(for: .seconds(2))
+            kill(process.processIdentifier, SIGTERM)
+            process.waitUntilExit()
+            let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            #expect(!output.isEmpty)
+            #expect(!output.contains("\u{1B}"), "\(output.debugDescription)")
+        }
     }
 
     @Test("a bad --user-info names the JSON path")
@@ -205,12 +261,21 @@ struct CommandLineTests {
             let unknown = try await tool.run(["--json", "continue", "/org/baton/suggestion/nonexistent"])
             #expect(unknown.status == 1)
             #expect(unknown.stdout.isEmpty)
-            #expect(unknown.stderr.contains("baton continue: org.freedesktop.DBus.Error.UnknownObject"), "\(unknown.stderr)")
+            // Issue 26: the bus's error put in words, with the fix; no raw D-Bus text.
+            #expect(unknown.stderr.contains("baton continue: batond has no such suggestion"), "\(unknown.stderr)")
+            #expect(unknown.stderr.contains("`baton suggestions` lists those there are"), "\(unknown.stderr)")
+            #expect(!unknown.stderr.contains("org.freedesktop.DBus"), "\(unknown.stderr)")
         }
         let bus = try TestBus()
         defer { bus.stop() }
         let noDaemon = try await runTool(try Built.executable("baton"), ["--bus", bus.address, "--bus-name", "org.baton.Nobody", "status"])
         #expect(noDaemon.status == 1)
-        #expect(noDaemon.stderr.contains(DBusError.serviceUnknownName), "\(noDaemon.stderr)")
+        #expect(noDaemon.stderr.contains("batond is not running on the bus at"), "\(noDaemon.stderr)")
+        #expect(!noDaemon.stderr.contains("org.freedesktop.DBus"), "\(noDaemon.stderr)")
+        // Nothing listening at the bus address: said in words, not "Failed to connect to socket".
+        let noBus = try await runTool(try Built.executable("baton"), ["--bus", "unix:path=\(bus.directory.path)/absent", "status"])
+        #expect(noBus.status == 1)
+        #expect(noBus.stderr.contains("nothing listens on the bus at unix:path="), "\(noBus.stderr)")
+        #expect(!noBus.stderr.contains("org.freedesktop.DBus") && !noBus.stderr.contains("errno"), "\(noBus.stderr)")
     }
 }

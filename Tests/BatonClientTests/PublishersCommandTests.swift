@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonTestBus
 import Foundation
 import Testing
@@ -31,7 +32,8 @@ struct PublishersCommandTests {
 
             result = try await run(["--json", "publishers", "disable", "browser"])
             let json = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Bool])
-            #expect(json == ["browser": false, "recent": false])
+            // Issue 26: UpperCamelCase keys, as every other --json output (docs/dbus-api.md).
+            #expect(json == ["Browser": false, "Recent": false])
 
             for bad in [["publishers", "enable"], ["publishers", "enable", "mail"], ["publishers", "toggle", "browser"],
                         ["publishers", "enable", "browser", "extra"]] {
@@ -71,8 +73,8 @@ struct PublishersCommandTests {
 
         result = try await run(["--json", "publishers", "recent-types"])
         let json = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
-        #expect(json["types"] as? [String] == ["text/plain", "application/pdf", "text/markdown"])
-        #expect(json["default"] as? Bool == false)
+        #expect(json["Types"] as? [String] == ["text/plain", "application/pdf", "text/markdown"])
+        #expect(json["Default"] as? Bool == false)
 
         result = try await run(["publishers", "recent-types", "default"])
         #expect(result.status == 0)

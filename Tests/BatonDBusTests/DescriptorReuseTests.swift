@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 @testable import BatonDBus
 import BatonTestBus
 import Dispatch

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonTestBus
 import BatonCore
 import BatonDBus
@@ -334,6 +335,16 @@ struct DesktopAndOptionsTests {
             return
         }
         #expect(custom.bus == .address("unix:path=/x") && custom.busName == "org.baton.Test2" && custom.stateDirectory == "/tmp/s")
+        // The base-directory specification's default when XDG_STATE_HOME is unset or relative (issue 26).
+        for stateHome in [nil, "relative/state"] {
+            var environment = ["HOME": "/home/v"]
+            environment["XDG_STATE_HOME"] = stateHome
+            guard case .run(let fallback) = try DaemonOptions.parse(["--session"], environment: environment) else {
+                Issue.record("expected run")
+                return
+            }
+            #expect(fallback.stateDirectory == "/home/v/.local/state/baton", "\(environment)")
+        }
         #expect(try DaemonOptions.parse(["--version"], environment: [:]) == .showVersion)
         #expect(try DaemonOptions.parse(["--help"], environment: [:]) == .showHelp)
         let bad: [[String]] = [

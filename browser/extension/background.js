@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Baton: the active tab of the focused window is the user's current activity (docs/publishers.md).
 // One source for Chromium (service worker) and Firefox (event page).
 "use strict";

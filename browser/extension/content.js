@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Baton: tells the extension where the page is scrolled, and restores the position of a page
 // continued from another machine. Runs only on http(s) pages; never in private windows.
 "use strict";

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Runs background.js against a fake WebExtension API (a fake: no browser here) and checks what it
 // sends to the native host. Run by Tests/BatonClientTests/ExtensionBackgroundTests.swift with node.
 "use strict";

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-or-later
 """A pretend e-book reader that uses batond over D-Bus (python3-dbus and a GLib main loop).
 
 It publishes the book the user is reading as the current activity, answers the daemon's

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-or-later
 """Radio path benchmark, run inside the lab by scripts/lab/bench (needs 6 controllers).
 
 hci0: batond "alpha" (publishes), hci1: batond "beta" (suggests), hci2: the observer's scan,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 /// One line of `baton doctor`: what was checked, how it went, and for anything not ok the exact
 /// thing to do about it.
 public struct DoctorFinding: Sendable, Equatable {

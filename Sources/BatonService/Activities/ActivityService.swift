@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonAPI
 import BatonCore
 import BatonDBus
@@ -31,7 +32,7 @@ public struct ServiceConfiguration: Sendable {
     }
 }
 
-public let batonVersion = "0.1.0"
+public let batonVersion = BatonRelease.version
 
 /// What `deliver(activity:from:to:)` achieved.
 public enum DeliveryOutcome: Sendable, Hashable {

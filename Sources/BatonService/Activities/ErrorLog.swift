@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 /// Categories the daemon records. Closed and short: records never carry payloads, titles, keys or paths.
 public enum ErrorCategory: String, Sendable, Codable, Hashable, CaseIterable {
     case sourceTimeout = "source-timeout"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 /// Caller input quoted in an error message or a log line: at most `limit` characters, control and
 /// format characters replaced by "?", quoted, and cut with "..." when longer, so that no message
 /// repeats unbounded or unprintable input (a 100 KB Host, a newline forging a log line).

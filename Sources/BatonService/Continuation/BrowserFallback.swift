@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
 
 /// The browser fallback (issue 13): a suggestion no local handler can take but whose activity has

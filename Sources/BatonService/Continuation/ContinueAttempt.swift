@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import Synchronization
 
 /// One running Continue of a suggestion, which Dismiss (or its caller's task being cancelled) may

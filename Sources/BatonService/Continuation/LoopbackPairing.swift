@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 /// Pairs two rings of one process over loopback TCP, both sides accepting the code: for
 /// benchmarks that run two daemons' ring sides in one process (baton-continue-bench). Not
 /// reachable over D-Bus; a caller already holds both services.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
 
 /// An activity fetched ahead for a suggestion (issue 13; docs/protocol.md §9 "Prefetch").

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
 
 /// The suggestions part of the continuation: the core's SuggestionBook decides (one per member,

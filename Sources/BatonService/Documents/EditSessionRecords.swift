@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
 
 /// What `EditSessions` keeps on disk, per local user (the namespace of §6.6 on this machine: a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
 
 /// `Ring1.DumpRadio`: the advertiser table for people (a fixed-width table) and for scripts (JSON

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 /// Bytes kept in a record as one base64 string (RFC 4648 alphabet, with padding): how Foundation's
 /// `JSONEncoder` wrote a `Data` property, so records that held `Data` keep their bytes on disk.
 /// Decoding is as strict as Foundation's was: no white space, padding required.

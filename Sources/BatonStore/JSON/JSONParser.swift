@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 /// Strict RFC 8259 parser for files of the state directory, which is hostile ground: every way a
 /// document can be wrong is a `JSONFormatError`, never a trap, and work is bounded by the input's
 /// size and the nesting limit.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 /// Writes an encoded tree as JSON text byte for byte as Foundation's `JSONEncoder` did with the
 /// options this store used, so files written before and after it are the same bytes and an older
 /// build reads what this one writes:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 /// A parsed JSON document, the input of `JSONValueDecoder`. Numbers keep their text so each is
 /// converted once, exactly, to the type the `Decodable` asks for (an `Int64` never passes through
 /// a `Double`).

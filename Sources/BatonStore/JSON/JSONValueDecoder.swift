@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 /// The standard library's `Decoder` over a `JSONValue` from `JSONParser`: what Foundation's
 /// `JSONDecoder` did for the state files, with typed errors (`JSONFormatError` for the text,
 /// `DecodingError` for the shape). Keys absent from the type are ignored (a newer build's optional

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 /// The standard library's `Encoder` over a tree of `JSONEncodingNode`s, written out by `JSONText`.
 /// Replaces Foundation's `JSONEncoder` (whose module cost batond over 1 MiB of resident memory)
 /// for the state files, with its default strategies: numbers as Swift prints them (a Double's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
 import Dispatch
 // CBluetooth includes <sys/socket.h>: depending on build order its clang module owns the socket

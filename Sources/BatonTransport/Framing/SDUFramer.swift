@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
 
 /// Frames over an L2CAP LE credit-based channel (§8.3): each encoded frame is split into SDUs of at

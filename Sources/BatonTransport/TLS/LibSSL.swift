@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import COpenSSL
 
 /// libssl, loaded when the first TLS context is made (`TLSContext.init`), so an idle daemon that no

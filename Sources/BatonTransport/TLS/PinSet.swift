@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
 
 /// The identity keys a handshake accepts: the current ring members (§8.1).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonClient
 import BatonCommandLine
 import Foundation
@@ -13,10 +14,11 @@ struct DiagCommand: Subcommand {
         unknown and is never shown as a value), TX power, company ID, what it is (a ring member
         by short id, another Baton ring, Apple Continuity, Microsoft CDP, Google Fast Pair...),
         time since last heard, reports.
-          --watch             redraw every interval (JSON Lines: a new dump every interval)
+          --watch             a new dump every interval, redrawn in place on a terminal only
           --interval SECONDS  for --watch, 0.2-60 (default 1)
-          --output FILE       write one dump (text, or JSON Lines with --json) plus the
-                              daemon's status and radio notices to FILE, for bug reports
+          --output FILE       write one dump plus the daemon's status and radio notices to
+                              FILE, for bug reports (with --json one JSON document: Version,
+                              State, Radio, Adapter, RadioNotices, Advertisers)
         """
 
     var watch = false
@@ -61,6 +63,22 @@ struct DiagCommand: Subcommand {
             if format == "text" {
                 report = "baton \(status.version), daemon \(status.state), radio \(status.radio), adapter \(status.adapter)\n"
                     + report + (notices.isEmpty ? "" : "\nradio notices:\n" + notices.map { "  " + $0 }.joined(separator: "\n") + "\n")
+            } else {
+                // One JSON document for a bug report: the daemon's state and every advertiser heard
+                // (before, only the advertisers' JSON Lines: an empty file when none was heard).
+                var advertisers: [JSONValue] = []
+                for line in report.split(separator: "\n") where !line.isEmpty {
+                    guard let value = try? JSONValue.parse(String(line)) else {
+                        throw BatonClientError(.failed, "batond's radio dump is not JSON Lines")
+                    }
+                    advertisers.append(value)
+                }
+                report = JSONValue.object([
+                    (key: "Version", value: .string(status.version)), (key: "State", value: .string(status.state)),
+                    (key: "Radio", value: .string(status.radio)), (key: "Adapter", value: .string(status.adapter)),
+                    (key: "RadioNotices", value: .array(notices.map { .string($0) })),
+                    (key: "Advertisers", value: .array(advertisers)),
+                ]).rendered(pretty: true) + "\n"
             }
             do {
                 try report.write(toFile: output, atomically: true, encoding: .utf8)
@@ -73,7 +91,8 @@ struct DiagCommand: Subcommand {
         }
         repeat {
             let dump = try await connection.dumpRadio(format: format)
-            if watch && format == "text" { Output.write("\u{1B}[H\u{1B}[2J", to: .standardOutput) }
+            // Redrawn in place only on a terminal: a pipe or file gets the dumps one after another.
+            if watch && format == "text" && isatty(1) == 1 { Output.write("\u{1B}[H\u{1B}[2J", to: .standardOutput) }
             Output.write(dump, to: .standardOutput)
             if watch { try? await Task.sleep(for: .milliseconds(Int(interval * 1000))) }
         } while watch

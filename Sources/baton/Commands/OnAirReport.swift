@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonClient
 
 /// Whether a current activity reached the air and, if not, why: the activity's own Status and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import BatonClient
 import BatonCommandLine
 import BatonPublishers
@@ -14,11 +15,16 @@ struct PublishersCommand: Subcommand {
         recent: the local document you last opened (session agent, recently-used.xbel).
         All are off until enabled. The setting is $XDG_CONFIG_HOME/baton/publishers.conf
         (default ~/.config), read before each publication; the daemon is not needed.
-        Prints "NAME on|off" per publisher (with --json: an object of booleans).
+        Prints "NAME on|off" per publisher (with --json: {"Browser": bool, "Recent": bool}).
         recent-types: the media types recent offers, one per line (with --json:
-        {"types": [...], "default": bool}); with TYPEs (type/subtype, separated by spaces,
+        {"Types": [...], "Default": bool}); with TYPEs (type/subtype, separated by spaces,
         ";" or ","), offers only those; "default" returns to the built-in set.
         """
+
+    /// The publisher's --json key, UpperCamelCase as every key of baton's JSON (docs/dbus-api.md).
+    static func jsonKey(_ publisher: Publisher) -> String {
+        publisher.rawValue.prefix(1).uppercased() + publisher.rawValue.dropFirst()
+    }
 
     enum Change: Sendable {
         case enable(Publisher), disable(Publisher)
@@ -74,15 +80,15 @@ struct PublishersCommand: Subcommand {
         }
         if showsRecentTypes {
             let types = settings.recentMediaTypes ?? settings.effectiveRecentMediaTypes.sorted()
-            context.output.result(json: .object([(key: "types", value: .array(types.map { .string($0) })),
-                                                 (key: "default", value: .boolean(settings.recentMediaTypes == nil))]),
+            context.output.result(json: .object([(key: "Types", value: .array(types.map { .string($0) })),
+                                                 (key: "Default", value: .boolean(settings.recentMediaTypes == nil))]),
                                   text: types.joined(separator: "\n"))
             if settings.recentMediaTypes == nil, !context.output.json {
                 context.output.message("(the built-in set; `baton publishers recent-types TYPE...` chooses others)")
             }
             return ExitStatus.success
         }
-        context.output.result(json: .object(Publisher.allCases.map { (key: $0.rawValue, value: .boolean(settings.isEnabled($0))) }),
+        context.output.result(json: .object(Publisher.allCases.map { (key: Self.jsonKey($0), value: .boolean(settings.isEnabled($0))) }),
                               text: Self.summaryLines(settings).joined(separator: "\n"))
         return ExitStatus.success
     }

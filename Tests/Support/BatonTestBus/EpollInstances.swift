@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import Glibc
 
 /// Every epoll instance of this process with the descriptors it watches, from /proc/self/fdinfo.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 /// Python (python3-dbus) that sends dictionaries with duplicate keys, which dbus-python's own
 /// Dictionary cannot: `Pairs([("k", 1), ("k", 2)])` marshals as an a{sv} with both entries.
 /// Interpolated into the test clients of BatonDBusTests and BatonServiceTests.

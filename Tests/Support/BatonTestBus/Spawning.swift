@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 import Foundation
 
 /// Foundation's Process on Linux emulates close-on-exec by listing the open descriptors just before

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
 # Baton lab, guest side: helpers shared by init, restart-bluetoothd and power.
 # Sourced (not run) inside the VM only.
 
