@@ -64,11 +64,14 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     var ours: DBusMessage?
     var refusal = "the input is shorter than its header says"
     if messageBytes.count < input.count || IncomingMessageFramer.lengths(ofFixedHeader: input)?.total == input.count {
-        var descriptors = DescriptorQueue()
-        do {
-            ours = try DBusMessage.parse(messageBytes, takingDescriptorsFrom: &descriptors)
+        do throws(IncomingRefusal) {
+            ours = try DBusMessage.parse(messageBytes, descriptors: [])
         } catch {
-            refusal = error.description
+            switch error {
+            case .malformed(let attempt): refusal = attempt.reason
+            // No descriptors come with fuzzed bytes: a header naming some cannot be taken.
+            case .unframeable: return 0
+            }
         }
     }
     guard let reference else {

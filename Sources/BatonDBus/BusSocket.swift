@@ -154,10 +154,11 @@ enum BusSocket {
         return socket
     }
 
-    /// SASL EXTERNAL with our uid, then `NEGOTIATE_UNIX_FD`, then `BEGIN`. True when the bus agreed
+    /// SASL EXTERNAL with our effective uid (what the bus checks against the socket's peer
+    /// credentials, and what libdbus sends), then `NEGOTIATE_UNIX_FD`, then `BEGIN`. True when the bus agreed
     /// to pass descriptors.
     static func authenticate(_ socket: Int32) throws(DBusError) -> Bool {
-        let uid = String(getuid())
+        let uid = String(geteuid())
         let hexUID = uid.utf8.map { byte in
             let digits = Array("0123456789abcdef".utf8)
             return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]], as: UTF8.self)
@@ -207,16 +208,25 @@ enum BusSocket {
     // MARK: Nonblocking I/O with descriptors
 
     /// Receives up to `buffer.count` bytes with their descriptors: (bytes, descriptors), (0, []) when
-    /// nothing is there now, nil when the bus is gone.
+    /// nothing is there now, nil when the bus is gone or descriptors were lost on the way
+    /// (MSG_CTRUNC: at the descriptor limit the kernel drops what it cannot install). A message
+    /// whose descriptors are lost cannot be told from one that never had them, so the connection
+    /// must close (libdbus and sd-bus do the same); the descriptors that did come are closed.
     static func receive(_ socket: Int32, into buffer: inout [UInt8], descriptors room: inout [Int32]) -> (Int, [Int32])? {
         var count: Int32 = 0
+        var truncated: Int32 = 0
         let received = buffer.withUnsafeMutableBytes { bytes in
             room.withUnsafeMutableBufferPointer { fds in
-                baton_recv_with_fds(socket, bytes.baseAddress, bytes.count, fds.baseAddress, Int32(fds.count), &count)
+                baton_recv_with_fds(socket, bytes.baseAddress, bytes.count, fds.baseAddress, Int32(fds.count), &count, &truncated)
             }
         }
         if received < 0 { return errno == EAGAIN || errno == EINTR ? (0, []) : nil }
-        return received == 0 ? nil : (received, Array(room[0..<Int(count)]))
+        let descriptors = count == 0 ? [] : Array(room[0..<Int(count)])
+        if truncated != 0 {
+            for descriptor in descriptors { _ = close(descriptor) }
+            return nil
+        }
+        return received == 0 ? nil : (received, descriptors)
     }
 
     /// Sends from `bytes[offset...]` with `descriptors` attached: how many bytes went, 0 when the

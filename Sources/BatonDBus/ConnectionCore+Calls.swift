@@ -81,6 +81,22 @@ extension ConnectionCore {
         _ = try? send(&error, body: [.string("message of \(message.totalBytes) bytes is over the limit of \(limit ?? 0) bytes")])
     }
 
+    /// A message dropped for its header (the connection goes on): a call whose caller waits gets
+    /// an error saying so; a malformed reply from whom one of our calls went to ends that call.
+    func refuseMalformed(_ attempt: HeaderAttempt) {
+        guard !isClosed else { return }
+        if let serial = attempt.replySerial, attempt.type == DBusMessage.Kind.methodReturn.rawValue || attempt.type == DBusMessage.Kind.error.rawValue,
+           let reply = inflight[serial], reply.expectedSender == nil || attempt.sender == reply.expectedSender {
+            reply.finish(.failure(DBusError(name: DBusError.invalidArgsName,
+                                            message: "the reply could not be read: malformed message header (\(attempt.reason))")))
+            return
+        }
+        guard attempt.expectsReply, let sender = attempt.sender, DBusNames.isValidBusName(sender.utf8, asReceived: true) else { return }
+        var error = ReplyAddress(sender: sender, serial: attempt.serial, expectsReply: true).reply(kind: .error)
+        error.errorName = DBusError.invalidArgsName
+        _ = try? send(&error, body: [.string("malformed message header: \(attempt.reason)")])
+    }
+
     /// Runs `work` as a task and replies when it finishes. A caller has at most
     /// `runningPerSender` handlers running at once; its further calls wait, in order, for one of
     /// them to finish (as messages, not replies: 128 pipelined GetManagedObjects of 4 MB each held

@@ -140,6 +140,8 @@ final class ConnectionCore: @unchecked Sendable {
         let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(BusSocket.handshakeTimeoutSeconds) * 1_000_000_000
         while true {
             while let message = try stream.next() {
+                // Nobody knows our name before Hello's reply: no call to answer, nothing of ours to end.
+                _ = stream.takeMalformed()
                 guard message.replySerial == 1 else {
                     early.append(message)
                     continue
@@ -249,6 +251,7 @@ final class ConnectionCore: @unchecked Sendable {
             let message: DBusMessage?
             do {
                 message = try stream.next()
+                if !stream.malformed.isEmpty { for attempt in stream.takeMalformed() { refuseMalformed(attempt) } }
             } catch {
                 // What the bus sent is not D-Bus: nothing later can be trusted to be framed right.
                 streamBroken = true
@@ -308,10 +311,15 @@ final class ConnectionCore: @unchecked Sendable {
             for descriptor in descriptors { _ = close(descriptor) }
             throw .failed("the bus does not pass file descriptors on this connection")
         }
+        enqueue(bytes, descriptors: descriptors)
+        return message.serial
+    }
+
+    /// Queues bytes already encoded (the descriptors travel with their first bytes, then are closed).
+    func enqueue(_ bytes: [UInt8], descriptors: [Int32]) {
         outbox.append((bytes, 0, descriptors))
         outboxBytes += bytes.count
         if outbox.count - outboxHead == 1 { flush() }
-        return message.serial
     }
 
     private enum FlushResult { case done, blocked, broken }

@@ -131,13 +131,41 @@ struct DBusMessage: @unchecked Sendable {
 
     // MARK: Parsing
 
-    /// Parses one whole message (`bytes` holds exactly it) with the descriptors that came with it.
-    /// Throws for anything the specification does not allow in a header; the body is checked when read.
-    static func parse(_ bytes: [UInt8], takingDescriptorsFrom queue: inout DescriptorQueue) throws(DBusError) -> DBusMessage {
+    /// Parses one whole message (`bytes` holds exactly it, framed by its fixed header) with the
+    /// descriptors that came with it (the message takes them: they are closed if it is refused).
+    ///
+    /// Header fields D-Bus does not define are skipped by their framing alone (dbus-broker forwards
+    /// them as sent: an `h` there, or a dictionary with a repeated key, is no reason to refuse the
+    /// message). A header the specification does not allow refuses the message alone
+    /// (`.malformed`, with what could be read of the header, to answer a call); only descriptors
+    /// other than the header names (`.unframeable`) mean the stream itself cannot be trusted.
+    static func parse(_ bytes: [UInt8], descriptors: [Int32]) throws(IncomingRefusal) -> DBusMessage {
+        var attempt = HeaderAttempt()
+        var parsed: DBusMessage
+        do throws(DBusError) {
+            parsed = try parseHeader(bytes, into: &attempt)
+        } catch {
+            for descriptor in descriptors { _ = close(descriptor) }
+            attempt.reason = error.message
+            throw .malformed(attempt)
+        }
+        guard attempt.descriptorCount == descriptors.count else {
+            for descriptor in descriptors { _ = close(descriptor) }
+            throw .unframeable("a message names \(attempt.descriptorCount) file descriptors in its header and \(descriptors.count) came with it")
+        }
+        parsed.received = descriptors.isEmpty ? nil : ReceivedDescriptors(descriptors)
+        return parsed
+    }
+
+    /// The header of `bytes`; `attempt` keeps what was read before any refusal.
+    private static func parseHeader(_ bytes: [UInt8], into attempt: inout HeaderAttempt) throws(DBusError) -> DBusMessage {
         let budget = DBusArgumentBudget.standard
-        guard bytes.count >= 16, bytes[0] == UInt8(ascii: "l") || bytes[0] == UInt8(ascii: "B"), bytes[3] == 1, bytes[1] != 0 else {
+        guard bytes.count >= 16, bytes[0] == UInt8(ascii: "l") || bytes[0] == UInt8(ascii: "B"), bytes[3] == 1 else {
             throw .failed("malformed message header")
         }
+        attempt.type = bytes[1]
+        attempt.flags = bytes[2]
+        guard bytes[1] != 0 else { throw .failed("message of type 0") }
         let kind = bytes[1] <= 4 ? Kind(rawValue: bytes[1]) ?? .unknown : .unknown
         var message = DBusMessage(kind: kind)
         message.littleEndian = bytes[0] == UInt8(ascii: "l")
@@ -145,59 +173,51 @@ struct DBusMessage: @unchecked Sendable {
         var reader = DBusWireReader(bytes: bytes, from: 4, littleEndian: message.littleEndian, budget: budget)
         let bodyLength = Int(try reader.readUInt32())
         message.serial = try reader.readUInt32()
+        attempt.serial = message.serial
         guard message.serial != 0 else { throw .failed("message with serial 0") }
         let fieldsLength = Int(try reader.readUInt32())
         guard fieldsLength <= bytes.count - 16 else { throw .failed("header fields run past the message") }
         let fieldsEnd = 16 + fieldsLength
         var fields = DBusWireReader(bytes: bytes, from: 16, to: fieldsEnd, littleEndian: message.littleEndian, budget: budget)
-        var descriptorCount = 0
+        // The first refusal of a field's value; reading goes on (framing allowing) to find the
+        // sender, so that a call is answered.
+        var refusal: DBusError?
+        var seen: Set<UInt8> = []
         while !fields.isAtEnd {
             try fields.align(8)
             let code = try fields.readByte()
+            let signature = try fields.readSignature()
+            guard DBusNames.isSingleCompleteType(signature) else { throw .failed("header field \(code) holds other than one value") }
+            guard let expected = HeaderAttempt.fieldType(code) else {
+                // Not defined by the specification: ignored, and skipped by its framing alone.
+                var index = 0
+                try fields.skipValue(signature, &index, depth: 1)
+                continue
+            }
+            guard signature == [expected] else {
+                refusal = refusal ?? .failed("header field \(code) has type \(String(decoding: signature, as: UTF8.self))")
+                var index = 0
+                try fields.skipValue(signature, &index, depth: 1)
+                continue
+            }
+            guard seen.insert(code).inserted else {
+                refusal = refusal ?? .failed("header field \(code) appears twice")
+                var index = 0
+                try fields.skipValue(signature, &index, depth: 1)
+                continue
+            }
             var index = 0
-            guard case .variant(let value) = try fields.readValue(Array("v".utf8), &index, depth: 0) else {
-                throw .failed("malformed header field")
+            let value: DBusValue
+            do throws(DBusError) {
+                value = try fields.readValue(signature, &index, depth: 1)
+            } catch {
+                // Where the next field starts is not known for sure: the sender, if later, stays unread.
+                refusal = refusal ?? error
+                break
             }
-            func text(_ type: UInt8) throws(DBusError) -> String {
-                guard value.signature.utf8.first == type, let string = value.stringValue else {
-                    throw .failed("header field \(code) has type \(value.signature)")
-                }
-                return string
-            }
-            switch code {
-            case 1: message.path = try text(UInt8(ascii: "o"))
-            case 2:
-                let name = try text(UInt8(ascii: "s"))
-                guard DBusNames.isValidInterface(name.utf8) else { throw .failed("invalid interface in header") }
-                message.interface = name
-            case 3:
-                let name = try text(UInt8(ascii: "s"))
-                guard DBusNames.isValidMember(name.utf8) else { throw .failed("invalid member in header") }
-                message.member = name
-            case 4:
-                let name = try text(UInt8(ascii: "s"))
-                guard DBusNames.isValidInterface(name.utf8) else { throw .failed("invalid error name in header") }
-                message.errorName = name
-            case 5:
-                guard case .uint32(let serial) = value, serial != 0 else { throw .failed("invalid reply serial in header") }
-                message.replySerial = serial
-            case 6:
-                let name = try text(UInt8(ascii: "s"))
-                guard DBusNames.isValidBusName(name.utf8, asReceived: true) else { throw .failed("invalid destination in header") }
-                message.destination = name
-            case 7:
-                let name = try text(UInt8(ascii: "s"))
-                guard DBusNames.isValidBusName(name.utf8, asReceived: true) else { throw .failed("invalid sender in header") }
-                message.sender = name
-            case 8: message.signature = Array(try text(UInt8(ascii: "g")).utf8)
-            case 9:
-                guard case .uint32(let count) = value, count <= DBusWireWriter.maxDescriptors else {
-                    throw .failed("invalid descriptor count in header")
-                }
-                descriptorCount = Int(count)
-            default: break  // unknown fields are ignored (the specification says so)
-            }
+            if let problem = message.setHeaderField(code, value, attempt: &attempt) { refusal = refusal ?? .failed(problem) }
         }
+        if let refusal { throw refusal }
         switch kind {
         case .methodCall: guard message.path != nil, message.member != nil else { throw .failed("method call without path or member") }
         case .signal:
@@ -209,32 +229,77 @@ struct DBusMessage: @unchecked Sendable {
         let bodyStart = (fieldsEnd + 7) & ~7
         guard bodyStart <= bytes.count, bytes.count - bodyStart == bodyLength else { throw .failed("message length does not match its header") }
         guard bytes[fieldsEnd..<bodyStart].allSatisfy({ $0 == 0 }) else { throw .failed("non-zero header padding") }
-        // Fewer may have come than the header names: the kernel drops what it cannot install (the
-        // process at its descriptor limit). The message stays readable up to its missing `h`
-        // values, which refuse it as a call's InvalidArgs; the connection goes on.
-        let descriptors = queue.take(upTo: descriptorCount)
-        message.received = descriptors.isEmpty ? nil : ReceivedDescriptors(descriptors)
         message.bytes = bytes
         message.bodyStart = bodyStart
         return message
     }
+
+    /// Sets a header field the specification defines (its type already checked); the reason it is
+    /// refused, if it is.
+    private mutating func setHeaderField(_ code: UInt8, _ value: DBusValue, attempt: inout HeaderAttempt) -> String? {
+        switch (code, value) {
+        case (1, .objectPath(let text)): path = text
+        case (2, .string(let name)):
+            guard DBusNames.isValidInterface(name.utf8) else { return "invalid interface in header" }
+            interface = name
+        case (3, .string(let name)):
+            guard DBusNames.isValidMember(name.utf8) else { return "invalid member in header" }
+            member = name
+        case (4, .string(let name)):
+            guard DBusNames.isValidInterface(name.utf8) else { return "invalid error name in header" }
+            errorName = name
+        case (5, .uint32(let serial)):
+            guard serial != 0 else { return "invalid reply serial in header" }
+            replySerial = serial
+            attempt.replySerial = serial
+        case (6, .string(let name)):
+            guard DBusNames.isValidBusName(name.utf8, asReceived: true) else { return "invalid destination in header" }
+            destination = name
+        case (7, .string(let name)):
+            guard DBusNames.isValidBusName(name.utf8, asReceived: true) else { return "invalid sender in header" }
+            sender = name
+            attempt.sender = name
+        case (8, .signature(let text)): signature = Array(text.utf8)
+        case (9, .uint32(let count)):
+            guard count <= DBusWireWriter.maxDescriptors else { return "invalid descriptor count in header" }
+            attempt.descriptorCount = Int(count)
+        default: return "header field \(code) has type \(value.signature)"
+        }
+        return nil
+    }
 }
 
-/// Descriptors received on the socket, in order, until the messages they came with claim them.
-struct DescriptorQueue {
-    private var pending: [Int32] = []
+/// Why a received message was not taken.
+enum IncomingRefusal: Error {
+    /// This message alone is dropped; the connection goes on.
+    case malformed(HeaderAttempt)
+    /// The stream cannot be trusted any more (not D-Bus, or descriptors that do not match the
+    /// message that carried them): the connection closes.
+    case unframeable(String)
+}
 
-    mutating func append(_ descriptors: [Int32]) { pending += descriptors }
+/// What was read of a header before it was refused: enough to answer a call with an error, or to
+/// end a call of ours whose reply was malformed.
+struct HeaderAttempt: Sendable, Equatable {
+    var type: UInt8 = 0
+    var flags: UInt8 = 0
+    var serial: UInt32 = 0
+    var sender: String?
+    var replySerial: UInt32?
+    var descriptorCount = 0
+    var reason = ""
 
-    /// The next `count` descriptors, or all there are when fewer arrived.
-    mutating func take(upTo count: Int) -> [Int32] {
-        let taken = Array(pending.prefix(count))
-        pending.removeFirst(taken.count)
-        return taken
-    }
+    /// A method call whose caller waits for an answer (and can be told).
+    var expectsReply: Bool { type == 1 && flags & DBusMessage.noReplyExpectedFlag == 0 && serial != 0 && sender != nil }
 
-    mutating func closeAll() {
-        for descriptor in pending { _ = close(descriptor) }
-        pending = []
+    /// The type of each header field the specification defines, nil for the others.
+    static func fieldType(_ code: UInt8) -> UInt8? {
+        switch code {
+        case 1: UInt8(ascii: "o")
+        case 2, 3, 4, 6, 7: UInt8(ascii: "s")
+        case 5, 9: UInt8(ascii: "u")
+        case 8: UInt8(ascii: "g")
+        default: nil
+        }
     }
 }

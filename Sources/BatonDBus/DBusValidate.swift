@@ -35,8 +35,34 @@ enum DBusValidate {
         guard isSingleCompleteType(s) else { throw .invalidArgs("invalid single complete type signature '\(s)'") }
     }
 
+    /// The specification's nesting limits: 32 arrays and 32 structs (dictionary entries count as
+    /// structs), and 64 containers in all counting variants, which a signature alone does not bound.
+    static let maxArrayNesting = 32
+    static let maxStructNesting = 32
+    static let maxTotalNesting = 64
+
+    /// How deep a value sits: arrays, structs and all containers (variants included) around it.
+    struct Nesting {
+        var arrays = 0
+        var structs = 0
+        var total = 0
+
+        func entering(array: Bool = false, structure: Bool = false) throws(DBusError) -> Nesting {
+            var inner = self
+            if array { inner.arrays += 1 }
+            if structure { inner.structs += 1 }
+            inner.total += 1
+            guard inner.arrays <= DBusValidate.maxArrayNesting, inner.structs <= DBusValidate.maxStructNesting,
+                  inner.total <= DBusValidate.maxTotalNesting else {
+                throw .invalidArgs("values nest deeper than D-Bus allows (\(DBusValidate.maxArrayNesting) arrays, "
+                                   + "\(DBusValidate.maxStructNesting) structs, \(DBusValidate.maxTotalNesting) containers with variants)")
+            }
+            return inner
+        }
+    }
+
     /// Checks that `value` can be marshalled as-is.
-    static func value(_ value: DBusValue) throws(DBusError) {
+    static func value(_ value: DBusValue, nesting: Nesting = Nesting()) throws(DBusError) {
         switch value {
         case .string(let s):
             guard isValidUTF8String(s) else { throw .invalidArgs("string contains a NUL character") }
@@ -46,29 +72,32 @@ enum DBusValidate {
             guard isValidSignature(s) else { throw .invalidArgs("invalid signature value '\(s)'") }
         case .array(let elementSignature, let elements):
             try singleType(elementSignature)
+            let inner = try nesting.entering(array: true)
             for element in elements {
                 guard element.signature == elementSignature else {
                     throw .invalidArgs("array element of type '\(element.signature)' in array of '\(elementSignature)'")
                 }
-                try Self.value(element)
+                try Self.value(element, nesting: inner)
             }
         case .dictionary(let keySignature, let valueSignature, let entries):
             guard isBasicTypeSignature(keySignature) else {
                 throw .invalidArgs("dictionary key type '\(keySignature)' is not a basic type")
             }
             try singleType(valueSignature)
+            let inner = try nesting.entering(array: true).entering(structure: true)
             for (key, entryValue) in entries {
                 guard key.signature == keySignature, entryValue.signature == valueSignature else {
                     throw .invalidArgs("dictionary entry {\(key.signature)\(entryValue.signature)} in a{\(keySignature)\(valueSignature)}")
                 }
-                try Self.value(key)
-                try Self.value(entryValue)
+                try Self.value(key, nesting: inner)
+                try Self.value(entryValue, nesting: inner)
             }
         case .structure(let fields):
             guard !fields.isEmpty else { throw .invalidArgs("empty struct") }
-            for field in fields { try Self.value(field) }
+            let inner = try nesting.entering(structure: true)
+            for field in fields { try Self.value(field, nesting: inner) }
         case .variant(let inner):
-            try Self.value(inner)
+            try Self.value(inner, nesting: try nesting.entering())
             try singleType(inner.signature)
         case .byte, .boolean, .int16, .uint16, .int32, .uint32, .int64, .uint64, .double, .unixFD:
             break

@@ -174,6 +174,63 @@ struct DBusWireReader {
         }
     }
 
+    /// Moves past the value whose type starts at `signature[index]` (a valid signature) by framing
+    /// alone: lengths, alignment and nested variants' signatures are checked, the values are not
+    /// (no UTF-8, boolean, name or duplicate-key checks, no descriptor lookups; arrays are skipped by
+    /// their length). For header fields D-Bus does not define, which a bus may forward unchecked.
+    mutating func skipValue(_ signature: [UInt8], _ index: inout Int, depth: Int) throws(DBusError) {
+        guard depth <= DBusWireReader.maxSkippedDepth else { throw malformed("values nest deeper than \(DBusWireReader.maxSkippedDepth)") }
+        let code = signature[index]
+        index += 1
+        func skip(_ size: Int) throws(DBusError) {
+            try align(size)
+            guard end - position >= size else { throw malformed("value runs past the end") }
+            position += size
+        }
+        switch code {
+        case UInt8(ascii: "y"): try skip(1)
+        case UInt8(ascii: "n"), UInt8(ascii: "q"): try skip(2)
+        case UInt8(ascii: "b"), UInt8(ascii: "i"), UInt8(ascii: "u"), UInt8(ascii: "h"): try skip(4)
+        case UInt8(ascii: "x"), UInt8(ascii: "t"), UInt8(ascii: "d"): try skip(8)
+        case UInt8(ascii: "s"), UInt8(ascii: "o"):
+            let length = Int(try readUInt32())
+            guard end - position > length else { throw malformed("string runs past the end") }
+            position += length + 1
+        case UInt8(ascii: "g"):
+            let length = Int(try readByte())
+            guard end - position > length else { throw malformed("signature runs past the end") }
+            position += length + 1
+        case UInt8(ascii: "v"):
+            let inner = try readSignature()
+            guard DBusNames.isSingleCompleteType(inner) else { throw malformed("variant does not hold exactly one value") }
+            var innerIndex = 0
+            try skipValue(inner, &innerIndex, depth: depth + 1)
+        case UInt8(ascii: "("), UInt8(ascii: "{"):
+            try align(8)
+            let close = code == UInt8(ascii: "(") ? UInt8(ascii: ")") : UInt8(ascii: "}")
+            while index < signature.count, signature[index] != close {
+                try skipValue(signature, &index, depth: depth + 1)
+            }
+            index += 1
+        case UInt8(ascii: "a"):
+            guard let elementEnd = DBusNames.endOfSingleType(signature, from: index, insideArray: true) else {
+                throw malformed("malformed array signature")
+            }
+            let element = signature[index]
+            index = elementEnd
+            let length = Int(try readUInt32())
+            guard length <= DBusWireWriter.maxArrayBytes else { throw malformed("array of \(length) bytes") }
+            try align(DBusNames.alignment(of: element))
+            guard end - position >= length else { throw malformed("array runs past the end") }
+            position += length
+        default:
+            throw malformed("unsupported D-Bus type code \(code)")
+        }
+    }
+
+    /// The D-Bus specification's bound on nesting (32 arrays and 32 structs, variants included).
+    static let maxSkippedDepth = 64
+
     private mutating func readArray(_ signature: [UInt8], _ index: inout Int, depth: Int) throws(DBusError) -> DBusValue {
         let elementStart = index
         guard let elementEnd = DBusNames.endOfSingleType(signature, from: elementStart, insideArray: true) else {

@@ -25,10 +25,15 @@ struct OversizedMessage: Sendable, Equatable {
 /// `limit` pass through unchanged; a larger one is skipped as it streams in, so it never occupies
 /// more than one read buffer.
 ///
-/// Descriptors passed with SCM_RIGHTS belong to the message whose first bytes they came with (the
-/// kernel ends a read right after the data that carried them, and the bus sends each message's
-/// descriptors with its first write); those of a skipped message are reported for closing, the
-/// others pass on in order, so the parser's first-in-first-out attribution stays right.
+/// Descriptors passed with SCM_RIGHTS belong to the message whose first bytes they came with: the
+/// bus sends each message with descriptors in a send of its own (dbus-daemon one message per
+/// sendmsg, dbus-broker one per sendmmsg entry), with the descriptors on its first bytes, and the
+/// kernel ends a read right after the data that carried descriptors. So a read's descriptors belong
+/// to the message begun last in that read; they are handed on tagged with that message's number
+/// (counting passed messages), never by position in a shared queue. Descriptors that come with a
+/// read in which no message began break that rule: `descriptorsWithoutMessage` reports it, and the
+/// connection closes (as libdbus and sd-bus drop a connection whose descriptors do not add up).
+/// Those of a skipped message are reported for closing.
 struct IncomingMessageFramer {
     /// The fields of a refused message's header are read when the header is at most this long.
     static let maxParsedHeaderBytes = 64 << 10
@@ -51,17 +56,23 @@ struct IncomingMessageFramer {
     /// Of the message begun last (the one a chunk's descriptors belong to).
     private var fate = Fate.passed
     private var heldDescriptors: [Int32] = []
+    /// Messages passed on so far; the one begun last is number `passedCount - 1`.
+    private var passedCount = 0
 
     struct Output {
         var forward: [UInt8] = []
-        var forwardDescriptors: [Int32] = []
+        /// Descriptors of passed messages, by message number (0 for the first message passed).
+        var forwardDescriptors: [(message: Int, descriptors: [Int32])] = []
         var closeDescriptors: [Int32] = []
         var refused: [OversizedMessage] = []
+        /// Descriptors came with a read in which no message began (they are in `closeDescriptors`).
+        var descriptorsWithoutMessage = false
     }
 
     mutating func consume(_ chunk: UnsafeRawBufferPointer, descriptors: [Int32]) -> Output {
         var output = Output()
         var index = 0
+        var begun = false
         while index < chunk.count {
             switch phase {
             case .unframed:
@@ -77,7 +88,10 @@ struct IncomingMessageFramer {
                 index += take
                 phase = remaining == take ? .fixedHeader : .skipping(remaining: remaining - take)
             case .fixedHeader:
-                if pending.isEmpty { fate = .undecided }
+                if pending.isEmpty {
+                    fate = .undecided
+                    begun = true
+                }
                 let take = min(16 - pending.count, chunk.count - index)
                 pending.append(contentsOf: chunk[index..<index + take])
                 index += take
@@ -94,8 +108,13 @@ struct IncomingMessageFramer {
             }
         }
         if !descriptors.isEmpty {
+            if !begun {
+                output.descriptorsWithoutMessage = true
+                output.closeDescriptors += descriptors
+                return output
+            }
             switch fate {
-            case .passed: output.forwardDescriptors += descriptors
+            case .passed: output.forwardDescriptors.append((passedCount - 1, descriptors))
             case .skipped: output.closeDescriptors += descriptors
             case .undecided: heldDescriptors += descriptors
             }
@@ -131,7 +150,12 @@ struct IncomingMessageFramer {
 
     private mutating func settle(_ decided: Fate, _ output: inout Output) {
         fate = decided
-        if decided == .passed { output.forwardDescriptors += heldDescriptors } else { output.closeDescriptors += heldDescriptors }
+        if decided == .passed {
+            passedCount += 1
+            if !heldDescriptors.isEmpty { output.forwardDescriptors.append((passedCount - 1, heldDescriptors)) }
+        } else {
+            output.closeDescriptors += heldDescriptors
+        }
         heldDescriptors = []
     }
 

@@ -2,21 +2,47 @@
 import Foundation
 import Testing
 
-/// A private dbus-daemon for one test, listening on a unix socket in a fresh temp directory.
+/// A private bus for one test, listening on a unix socket in a fresh temp directory: dbus-daemon,
+/// or dbus-broker (the bus of Fedora, Arch and others, which forwards what dbus-daemon strips).
 /// `.session` is permissive like a session bus but lets every local user connect (for the
 /// other-user tests); `.system(policy:)` mimics the system bus defaults and includes a policy file.
+/// `BATON_TEST_BUS=broker` makes dbus-broker the default; tests of hostile input take the daemon
+/// as an argument and run on every one installed (`TestBus.Daemon.installed`).
 public final class TestBus: @unchecked Sendable {
     public enum Kind: Sendable {
         case session
         case system(policyFile: String)
     }
 
+    public enum Daemon: String, Sendable, CustomStringConvertible, CaseIterable {
+        case dbusDaemon = "dbus-daemon"
+        case broker = "dbus-broker"
+
+        public var description: String { rawValue }
+
+        /// dbus-broker when `BATON_TEST_BUS=broker`, else dbus-daemon.
+        public static var `default`: Daemon {
+            ProcessInfo.processInfo.environment["BATON_TEST_BUS"] == "broker" ? .broker : .dbusDaemon
+        }
+
+        /// The buses this machine can run (dbus-broker needs dbus-broker-launch and
+        /// systemd-socket-activate, Debian's dbus-broker and systemd packages).
+        public static var installed: [Daemon] {
+            let broker = ["/usr/bin/dbus-broker-launch", "/usr/bin/systemd-socket-activate"].allSatisfy {
+                FileManager.default.isExecutableFile(atPath: $0)
+            }
+            return broker ? [.dbusDaemon, .broker] : [.dbusDaemon]
+        }
+    }
+
     public let address: String
     public let directory: URL
+    public let daemon: Daemon
     private let process: Process
 
     /// `serviceDirectory`: .service files for D-Bus activation on this bus.
-    public init(_ kind: Kind = .session, serviceDirectory: String? = nil) throws {
+    public init(_ kind: Kind = .session, serviceDirectory: String? = nil, daemon: Daemon = .default) throws {
+        self.daemon = daemon
         directory = URL(fileURLWithPath: "/tmp").appendingPathComponent("baton-svc-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         // Other users (nobody) must reach the socket and read helper scripts.
@@ -72,32 +98,60 @@ public final class TestBus: @unchecked Sendable {
         try config.write(to: configURL, atomically: true, encoding: .utf8)
 
         process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
-        process.arguments = ["--config-file=\(configURL.path)", "--print-address", "--nofork"]
-        let output = ChildPipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try launch(process)
+        switch daemon {
+        case .dbusDaemon:
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
+            process.arguments = ["--config-file=\(configURL.path)", "--print-address", "--nofork"]
+            let output = ChildPipe()
+            process.standardOutput = output
+            process.standardError = FileHandle.nullDevice
+            try launch(process)
 
-        var line = Data()
-        let reader = output.fileHandleForReading
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = reader.availableData
-            if chunk.isEmpty { break }
-            line.append(chunk)
+            var line = Data()
+            let reader = output.fileHandleForReading
+            while !line.contains(UInt8(ascii: "\n")) {
+                let chunk = reader.availableData
+                if chunk.isEmpty { break }
+                line.append(chunk)
+            }
+            let printed = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            guard !printed.isEmpty else {
+                process.terminate()
+                throw TestBusError.daemonDidNotStart
+            }
+            address = printed
+        case .broker:
+            // dbus-broker-launch takes its listening socket from socket activation (which
+            // systemd-socket-activate provides, starting the launcher at the first connection),
+            // logs to the journal, and connects to the bus it serves as its own client (found
+            // through DBUS_SESSION_BUS_ADDRESS for the user scope). <listen> is ignored there.
+            try BrokerJournal.ensure()
+            let busAddress = "unix:path=\(socketPath)"
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-socket-activate")
+            process.arguments = ["-E", "DBUS_SESSION_BUS_ADDRESS=\(busAddress)", "-l", socketPath,
+                                 "/usr/bin/dbus-broker-launch", "--scope", "user", "--config-file", configURL.path]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try launch(process)
+            // Ready once it accepts a connection (the file exists from bind, before listen).
+            for _ in 0..<1_000 where !BrokerJournal.accepts(socketPath, type: SOCK_STREAM) && process.isRunning { usleep(10_000) }
+            guard BrokerJournal.accepts(socketPath, type: SOCK_STREAM) else {
+                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+                throw TestBusError.daemonDidNotStart
+            }
+            address = busAddress
         }
-        let printed = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !printed.isEmpty else {
-            process.terminate()
-            throw TestBusError.daemonDidNotStart
-        }
-        address = printed
     }
 
     /// SIGKILL, then poll: Foundation reaps the child itself.
     public func stop() {
         if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
+            // dbus-broker-launch ends its broker when it gets SIGTERM (SIGKILL would leave the broker).
+            if daemon == .broker {
+                kill(process.processIdentifier, SIGTERM)
+                for _ in 0..<300 where process.isRunning { usleep(10_000) }
+            }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
             for _ in 0..<200 where process.isRunning { usleep(10_000) }
         }
         try? FileManager.default.removeItem(at: directory)
@@ -108,6 +162,8 @@ public final class TestBus: @unchecked Sendable {
 
 public enum TestBusError: Error {
     case daemonDidNotStart
+    /// dbus-broker-launch needs /run/systemd/journal/socket, and it could not be made (not root).
+    case brokerNeedsJournal
     case timedOut
 }
 
@@ -139,8 +195,66 @@ public func eventually(timeout: Duration = .seconds(5), _ condition: () async th
 }
 
 /// Runs `body` with a fresh session-like bus and stops the bus afterwards.
-public func withTestBus<T>(_ body: (TestBus) async throws -> T) async throws -> T {
-    let bus = try TestBus()
+public func withTestBus<T>(_ daemon: TestBus.Daemon = .default, _ body: (TestBus) async throws -> T) async throws -> T {
+    let bus = try TestBus(daemon: daemon)
     defer { bus.stop() }
     return try await body(bus)
+}
+
+/// dbus-broker-launch logs to the journal and will not start without its socket. Where there is no
+/// journal (a container without systemd), a sink that reads and drops everything takes its place,
+/// for the life of the test process (made only when the socket is missing; needs root).
+enum BrokerJournal {
+    static let path = "/run/systemd/journal/socket"
+    nonisolated(unsafe) private static var ready = false
+    private static let lock = NSLock()
+
+    static func ensure() throws {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !ready else { return }
+        var status = stat()
+        if stat(path, &status) == 0, status.st_mode & S_IFMT == S_IFSOCK {
+            if accepts(path, type: SOCK_DGRAM) { ready = true; return }
+            unlink(path)
+        }
+        try? FileManager.default.createDirectory(atPath: "/run/systemd/journal", withIntermediateDirectories: true)
+        let sink = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard sink >= 0, bind(sink, path) else {
+            if sink >= 0 { close(sink) }
+            throw TestBusError.brokerNeedsJournal
+        }
+        let thread = Thread {
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            while true { _ = buffer.withUnsafeMutableBytes { recv(sink, $0.baseAddress, $0.count, 0) } }
+        }
+        thread.start()
+        ready = true
+    }
+
+    /// Whether a socket of `type` at `path` takes a connection now.
+    static func accepts(_ path: String, type: __socket_type) -> Bool {
+        let probe = socket(AF_UNIX, Int32(type.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(probe) }
+        return probe >= 0 && connect(probe, path)
+    }
+
+    private static func address(_ path: String) -> (sockaddr_un, socklen_t) {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { room in
+            for (index, byte) in path.utf8.enumerated() where index < room.count - 1 { room[index] = byte }
+        }
+        return (address, socklen_t(MemoryLayout<sa_family_t>.size + path.utf8.count + 1))
+    }
+
+    private static func connect(_ socket: Int32, _ path: String) -> Bool {
+        var (address, length) = address(path)
+        return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(socket, $0, length) } } == 0
+    }
+
+    private static func bind(_ socket: Int32, _ path: String) -> Bool {
+        var (address, length) = address(path)
+        return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(socket, $0, length) } } == 0
+    }
 }
