@@ -96,22 +96,19 @@ public struct Roster: Hashable, Sendable {
         return changed
     }
 
-    /// SHA-256 of what members must agree on (§7.3 "Roster digest"): every member's device id,
-    /// self-signature (it covers name, commitment and generation) and introductions, every
-    /// tombstone. Keys of a day, the version and the order of entries do not count.
+    /// SHA-256 of what members must agree on (§7.3 "Roster digest"): every member's device id and
+    /// self-signature (it covers name, commitment and generation), every tombstone. Keys of a day,
+    /// introductions (attribution: a member never holds the one signed for itself right after
+    /// pairing; they spread with every sync), the version and the order of entries do not count.
     public var digest: [UInt8] {
         var input = "baton/v1 roster".utf8Bytes
         input.appendBigEndian(UInt32(members.count))
         for member in members.values.sorted(by: { $0.deviceID < $1.deviceID }) {
             input += member.deviceID.bytes + member.signature
-            input.appendBigEndian(UInt32(member.introductions.count))
-            input += member.introductions.flatMap(\.record)
         }
         input.appendBigEndian(UInt32(removalMarks.count))
         for (id, mark) in removalMarks.sorted(by: { $0.key < $1.key }) {
             input += id.bytes + mark.remover.bytes + mark.signature + [mark.removedKey == nil ? 0 : 1]
-            input.appendBigEndian(UInt32(mark.introductions.count))
-            input += mark.introductions.flatMap(\.record)
         }
         return SHA256.hash(input)
     }
