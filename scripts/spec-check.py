@@ -895,6 +895,14 @@ def stored_key_after_merge(stored, received, receiver_day):
         raise ValueError("badSignature")
     if r_commitment == commitment and r_day < day:
         secret, day = r_secret, r_day
+    elif r_commitment != commitment:
+        # §7.3: equal generations under two commitments: the entry with the lower member signature
+        # bytes is kept, whichever side holds it (the vectors' member: "laptop", seed 55…, generation 1).
+        seed = bytes([0x55]) * 32
+        def signature(c):
+            return sign(seed, member_signed_bytes("laptop", identity_public(seed), c, 1))
+        if signature(r_commitment) < signature(commitment):
+            secret, day, commitment = r_secret, r_day, r_commitment
     if day < receiver_day:
         secret, day = ratchet(secret, day, receiver_day), receiver_day
     return secret, day, commitment

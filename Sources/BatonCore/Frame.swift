@@ -117,21 +117,22 @@ public struct FrameDecoder: Sendable {
     }
 }
 
-/// Hello (§6.2).
+/// Hello (§6.2). `rosterDigest` is the first 8 bytes of the sender's roster digest (§7.3) as
+/// u64be: two members hold the same roster exactly when they agree on it.
 public struct HelloMessage: Hashable, Sendable {
     public var deviceID: DeviceID
-    public var rosterVersion: UInt64
+    public var rosterDigest: UInt64
     public var maxFramePayload: UInt32
 
-    public init(deviceID: DeviceID, rosterVersion: UInt64, maxFramePayload: UInt32) {
+    public init(deviceID: DeviceID, rosterDigest: UInt64, maxFramePayload: UInt32) {
         self.deviceID = deviceID
-        self.rosterVersion = rosterVersion
+        self.rosterDigest = rosterDigest
         self.maxFramePayload = maxFramePayload
     }
 
     public var payload: [UInt8] {
         var out = deviceID.bytes
-        out.appendBigEndian(rosterVersion)
+        out.appendBigEndian(rosterDigest)
         out.appendBigEndian(maxFramePayload)
         return out
     }
@@ -139,7 +140,7 @@ public struct HelloMessage: Hashable, Sendable {
     public init(payload: [UInt8]) throws(WireError) {
         var reader = ByteReader(payload)
         deviceID = try DeviceID(bytes: try reader.readBytes(DeviceID.byteCount))
-        rosterVersion = try reader.readUInt64()
+        rosterDigest = try reader.readUInt64()
         maxFramePayload = try reader.readUInt32()
         try reader.expectEnd()
     }
@@ -233,6 +234,18 @@ public struct ErrorFrame: Hashable, Sendable, Error {
         case .unsupportedVersion: self.init(code: .unsupportedVersion, message: "unsupported version")
         case .payloadTooLarge: self.init(code: .payloadTooLarge, message: "payload too large")
         default: self.init(code: .malformed, message: "malformed request")
+        }
+    }
+
+    /// The answer to a refused RingSync (§6.2 "Ring sync"): `payloadTooLarge` when the roster or
+    /// the merge result breaks a size bound, `internal` when the merge could not be saved,
+    /// `malformed` otherwise; the message names the check (`badSignature`, `malformed(roster …)`).
+    public init(refusedRoster error: WireError) {
+        switch error {
+        case .payloadTooLarge, .malformed("roster size"), .malformed("roster removals per remover"):
+            self.init(code: .payloadTooLarge, message: "\(error)")
+        case .malformed("ring not saved"): self.init(code: .internalError, message: "ring not saved")
+        default: self.init(code: .malformed, message: "\(error)")
         }
     }
 }

@@ -85,6 +85,8 @@ public struct PairingSession: Sendable {
     /// The peer's identity message, checked; its signed roster entry (with its secret) comes with its roster.
     private var peer: (name: String, identityKey: [UInt8])?
     private var peerRoster: Roster?
+    /// The peer's roster parts so far (§7.2 message 3, RosterChunks).
+    private var peerRosterParts = RosterChunks.Assembler()
     private var rosterSent = false
     private var peerEndpoints: [String] = []
     public private(set) var code: String?
@@ -281,9 +283,8 @@ public struct PairingSession: Sendable {
             peerEndpoints = endpoints
             return sendRoster() + finishIfComplete()
         case "roster":
-            guard phase == .exchanging, peer != nil, peerRoster == nil, let bytes = message["roster"]?.bytesValue else {
-                throw .unexpectedMessage("roster")
-            }
+            guard phase == .exchanging, peer != nil, peerRoster == nil else { throw .unexpectedMessage("roster") }
+            guard let bytes = try peerRosterParts.add(message) else { return [] }
             let roster = try Roster(decoding: bytes)
             // The roster lists its sender (§7.3): that signed entry must be the identity just checked.
             guard let peer, let entry = roster.members[DeviceID(identityKey: peer.identityKey)], entry.name == peer.name else {
@@ -324,7 +325,13 @@ public struct PairingSession: Sendable {
         guard phase == .exchanging, sendCounter >= 2, peer != nil, !rosterSent else { return [] }
         guard let roster = try? local.roster.encoded() else { return fail(.malformed("local roster"), tellPeer: true) }
         rosterSent = true
-        return sendSealed(["msg": .string("roster"), "roster": .bytes(roster)])
+        var actions: [Action] = []
+        for message in RosterChunks.messages(for: roster) {
+            let sent = sendSealed(message)
+            actions += sent
+            guard case .send? = sent.first else { break }
+        }
+        return actions
     }
 
     private mutating func finishIfComplete() -> [Action] {

@@ -9,7 +9,8 @@ public struct RingKeeper: Sendable {
         public var name: String
         public var identitySeed: [UInt8]
         public var roster: Roster
-        /// Members that still need our roster, with the roster version they must reach (§7.4).
+        /// Members that still need our roster, with the local roster version (a counter of this
+        /// device, §7.3) the RingSync must carry (§7.4).
         /// Kept durably so a re-key that failed to reach a member is retried at its next sighting.
         public var pendingSyncs: [DeviceID: UInt64]
 
@@ -97,24 +98,39 @@ public struct RingKeeper: Sendable {
         (try? pair(result, random: random)) ?? []
     }
 
-    /// `bt-pair remove`: signed tombstone, drop keys, rotate own secret, tell the rest.
-    public mutating func remove(_ id: DeviceID, random: some RandomSource) -> [Action] {
-        guard id != deviceID else { return [] }
+    /// `bt-pair remove`: signed tombstone, drop keys, rotate own secret, tell the rest. Refused
+    /// (typed, nothing changes) for this device, a device that is not a member, a remover at its
+    /// bound of marks, or a roster that would no longer encode (§7.3).
+    public mutating func removeMember(_ id: DeviceID, random: some RandomSource) throws(WireError) -> [Action] {
+        guard id != deviceID else { throw .badSignature }
         var roster = state.roster
-        guard roster.remove(id, by: identity) else { return [] }
+        try roster.removing(id, by: identity)
         state.pendingSyncs[id] = nil
         return apply(roster, from: nil, random: random, forceRotation: true)
     }
 
-    /// Members `id` introduced, so `bt-pair remove` can offer to remove them too.
-    public func introduced(by id: DeviceID) -> [DeviceID] {
-        state.roster.members.values.filter { $0.introduction?.introducer == id }.map(\.deviceID).sorted()
+    /// `removeMember`, nothing when refused.
+    public mutating func remove(_ id: DeviceID, random: some RandomSource) -> [Action] {
+        (try? removeMember(id, random: random)) ?? []
     }
 
-    /// A member's RingSync arrived (inside pinned TLS). Throws when a signature in it is bad.
+    /// Members `bt-pair remove` offers to remove with `id` (§7.4): the whole subtree of its
+    /// introductions (id → y1 → y2 ...), each member whose every introducer is in it or removed.
+    public func introduced(by id: DeviceID) -> [DeviceID] {
+        state.roster.introducedSubtree(of: id, me: deviceID)
+    }
+
+    /// A member's RingSync arrived (inside pinned TLS). Throws, changing nothing, when a signature
+    /// in it is bad, when it lacks its sender's own entry, or when the merge result breaks a bound (§7.3).
     public mutating func receive(_ roster: Roster, from sender: DeviceID, random: some RandomSource) throws(WireError) -> [Action] {
+        // A roster lists its sender (§7.3); one without that entry is refused.
+        // A removal notice (no members, only marks: the reply of a member to a device it removed,
+        // §6.2) is the one exception.
+        guard roster.members[sender] != nil || roster.members.isEmpty else { throw .malformed("roster sender entry") }
         var merged = state.roster
-        let result = try merged.merge(roster, me: deviceID)
+        // A device removed here may still deliver its marks (they count, §7.3), nothing else.
+        let taken = state.roster.removed.contains(sender) ? Roster(version: 0, members: [], removalMarks: roster.removalMarks) : roster
+        let result = try merged.merge(taken, me: deviceID)
         guard result.changed else {
             // Keys may still have moved back to an earlier day of their chain (§3.1), never before ours.
             merged.ratchet(toDay: today)
@@ -190,7 +206,7 @@ public struct RingKeeper: Sendable {
         }
         if forceRotation, let fresh = nextOwnSecret(random: random),
            let me = try? RosterMember.signed(name: state.name, identity: identity, secret: fresh,
-                                             introduction: state.roster.members[deviceID]?.introduction) {
+                                             introductions: state.roster.members[deviceID]?.introductions ?? []) {
             state.roster.upsert(me)
             actions.append(.rotateOwnSecret(fresh))
         }

@@ -3,8 +3,18 @@ import BatonCrypto
 
 /// The ring: who is in, who was removed and by whom (§7.3). Every entry is signed by the identity
 /// it describes; removal marks are signed by the remover; merging checks both (`merge`).
+///
+/// Membership is a convergent replicated set: `merge` is commutative, associative and idempotent
+/// over the signed entries it accepts, and a valid removal mark by any device that was ever a
+/// member (tombstoned ones included) wins, in whatever order rosters arrive (§7.3).
 public struct Roster: Hashable, Sendable {
     public static let maxMembers = 10_000
+    /// Tombstones a roster may hold in all.
+    public static let maxRemovals = 10_000
+    /// Tombstones one remover may have signed (§7.3): one member cannot fill the ring's roster.
+    public static let maxRemovalsPerRemover = 1_024
+    /// A local change counter (§7.3): raised on every change this device makes or merges, never
+    /// taken from a received roster, so no member can pin it. Rosters are compared by `digest`.
     public var version: UInt64
     public private(set) var members: [DeviceID: RosterMember]
     public private(set) var removalMarks: [DeviceID: RemovalMark]
@@ -12,9 +22,16 @@ public struct Roster: Hashable, Sendable {
 
     public init(version: UInt64 = 0, members: [RosterMember] = [], removalMarks: [DeviceID: RemovalMark] = [:]) {
         self.version = version
-        self.removalMarks = removalMarks
+        var marks = removalMarks
         var byID: [DeviceID: RosterMember] = [:]
-        for member in members where removalMarks[member.deviceID] == nil { byID[member.deviceID] = member }
+        for member in members {
+            if let mark = marks[member.deviceID] {
+                marks[member.deviceID] = mark.keeping(key: member.identityKey, introductions: member.introductions)
+            } else {
+                byID[member.deviceID] = member
+            }
+        }
+        self.removalMarks = marks
         self.members = byID
     }
 
@@ -24,34 +41,44 @@ public struct Roster: Hashable, Sendable {
         let id = member.deviceID
         guard removalMarks[id] == nil else { return false }
         if let existing = members[id], existing.secret.generation >= member.secret.generation { return false }
-        members[id] = member
+        members[id] = member.with(introductions: Introduction.union(member.introductions, members[id]?.introductions ?? []))
         bumpVersion()
         return true
     }
 
-    /// Removes a member for good with a mark signed by `remover`. Marks and introductions the
-    /// removed device signed are re-signed by the remover, so members joining later can still
-    /// check them against a current member (§7.3).
+    /// Removes member `id` for good with a tombstone signed by `remover` (§7.4). The tombstone
+    /// keeps the removed device's identity key and introductions; nothing the removed device
+    /// signed is re-signed. Refused (typed) for a device that is not a member, when the remover
+    /// has signed `maxRemovalsPerRemover` marks, or when the roster would no longer encode.
+    public mutating func removing(_ id: DeviceID, by remover: Ed25519PrivateKey) throws(WireError) {
+        guard let member = members[id] else { throw .notRingMember }
+        let removerID = DeviceID(identityKey: remover.publicKey)
+        guard removerID != id else { throw .badSignature }
+        guard removalMarks.values.filter({ $0.remover == removerID }).count < Self.maxRemovalsPerRemover,
+              removalMarks.count < Self.maxRemovals else {
+            throw .malformed("roster removals per remover")
+        }
+        var next = self
+        next.removalMarks[id] = try RemovalMark.make(removing: member, by: remover)
+        next.members[id] = nil
+        _ = try next.encoded()
+        next.bumpVersion()
+        self = next
+    }
+
+    /// `removing`, false when refused.
     @discardableResult
     public mutating func remove(_ id: DeviceID, by remover: Ed25519PrivateKey) -> Bool {
-        guard removalMarks[id] == nil, let mark = try? RemovalMark.make(removing: id, by: remover) else { return false }
-        removalMarks[id] = mark
-        members[id] = nil
-        for (other, mark) in removalMarks where mark.remover == id {
-            removalMarks[other] = (try? RemovalMark.make(removing: other, by: remover)) ?? mark
-        }
-        for (other, member) in members where member.introduction?.introducer == id {
-            members[other] = member.introduced(by: try? Introduction.make(for: member.identityKey, by: remover))
-        }
-        bumpVersion()
-        return true
+        (try? removing(id, by: remover)) != nil
     }
 
-    /// Records `introducer` as the member who paired `id` in (§7.3); false when `id` is unknown.
+    /// Records `introducer` as a member who paired `id` in (§7.3), beside any introductions it
+    /// already has; false when `id` is unknown or already introduced by it.
     @discardableResult
     public mutating func introduce(_ id: DeviceID, by introducer: Ed25519PrivateKey) -> Bool {
-        guard let member = members[id], let introduction = try? Introduction.make(for: member.identityKey, by: introducer),
-              member.introduction != introduction else { return false }
+        let introducerID = DeviceID(identityKey: introducer.publicKey)
+        guard let member = members[id], !member.introductions.contains(where: { $0.introducer == introducerID }),
+              let introduction = try? Introduction.make(for: member.identityKey, by: introducer) else { return false }
         members[id] = member.introduced(by: introduction)
         bumpVersion()
         return true
@@ -70,106 +97,191 @@ public struct Roster: Hashable, Sendable {
         return changed
     }
 
+    /// SHA-256 of what members must agree on (§7.3 "Roster digest"): every member's device id and
+    /// self-signature (it covers name, commitment and generation), every tombstone. Keys of a day,
+    /// introductions (attribution: a member never holds the one signed for itself right after
+    /// pairing; they spread with every sync), the version and the order of entries do not count.
+    public var digest: [UInt8] {
+        var input = "baton/v1 roster".utf8Bytes
+        input.appendBigEndian(UInt32(members.count))
+        for member in members.values.sorted(by: { $0.deviceID < $1.deviceID }) {
+            input += member.deviceID.bytes + member.signature
+        }
+        input.appendBigEndian(UInt32(removalMarks.count))
+        for (id, mark) in removalMarks.sorted(by: { $0.key < $1.key }) {
+            input += id.bytes + mark.remover.bytes + mark.signature + [mark.removedKey == nil ? 0 : 1]
+        }
+        return SHA256.hash(input)
+    }
+
+    /// The first 8 bytes of `digest` as u64be: what Hello carries (§6.2).
+    public var digestPrefix: UInt64 { digest.prefix(8).reduce(0) { $0 << 8 | UInt64($1) } }
+
     public struct MergeResult: Hashable, Sendable {
         public var changed: Bool
         /// Device ids that became removed by this merge (the caller rotates its own secret, §7.4).
         public var newlyRemoved: Set<DeviceID>
-        /// Entries left out: this device's own entry, members nobody current introduced, marks
-        /// whose remover is not a current member.
+        /// Entries left out: this device's own entry, members and tombstones nobody vouched for,
+        /// marks whose remover or removed device was never a member.
         public var ignored: Set<DeviceID>
     }
 
-    /// Merges a received roster (§7.3). `me` is never taken from it; `anchor` is the device the
-    /// roster came from when it is not a member yet (the pairing peer). A signature that does
-    /// not verify refuses the whole roster (`badSignature`); entries that cannot be vouched
-    /// for are left out and listed in `ignored`.
+    /// Merges a received roster (§7.3). `me` never takes its own secret or generation from it;
+    /// `anchor` is the device the roster came from when it is not a member yet (the pairing peer).
+    /// A member signature or removal mark that does not verify refuses the whole roster
+    /// (`badSignature`); an introduction that does not verify is dropped; entries that cannot be
+    /// vouched for are left out and listed in `ignored`. A result that breaks a bound or does not
+    /// encode within the RingSync limit is refused whole (`malformed`, `payloadTooLarge`) and
+    /// nothing changes.
     public mutating func merge(_ other: Roster, me: DeviceID, anchor: DeviceID? = nil) throws(WireError) -> MergeResult {
         var ignored: Set<DeviceID> = []
-        // Members this device can vouch for: its own, then new ones introduced by a vouched member.
-        var vouched = members.mapValues(\.identityKey)
-        if let anchor, let entry = other.members[anchor], removalMarks[anchor] == nil, anchor != me { vouched[anchor] = entry.identityKey }
-        var pending = other.members.filter { id, _ in vouched[id] == nil && id != me && removalMarks[id] == nil }
-        // Walk from the vouched members along introductions: linear in the roster size.
+        // Ever-members with their identity keys: this side's members and keyed tombstones, the
+        // pairing peer, then, repeatedly, every received member or tombstone introduced by one.
+        var vouched: [DeviceID: [UInt8]] = [:]
+        for (id, member) in members { vouched[id] = member.identityKey }
+        for (id, mark) in removalMarks { if let key = mark.removedKey { vouched[id] = key } }
+        if let anchor, anchor != me, vouched[anchor] == nil, let entry = other.members[anchor] { vouched[anchor] = entry.identityKey }
+        var pending: [DeviceID: (key: [UInt8], introductions: [Introduction])] = [:]
+        for (id, member) in other.members where vouched[id] == nil { pending[id] = (member.identityKey, member.introductions) }
+        for (id, mark) in other.removalMarks where vouched[id] == nil {
+            guard let key = mark.removedKey else { continue }
+            pending[id] = (key, Introduction.union(pending[id]?.introductions ?? [], mark.introductions))
+        }
+        // Walk from the vouched devices along introductions: linear in the roster size. An
+        // introduction by a device that was removed since still counts (the result must not depend
+        // on the order marks and entries arrive in); what a removed device sends itself is only
+        // its marks (RingKeeper.receive).
         var introducedBy: [DeviceID: [DeviceID]] = [:]
-        for (id, member) in pending { if let by = member.introduction?.introducer { introducedBy[by, default: []].append(id) } }
+        for (id, entry) in pending { for introduction in entry.introductions { introducedBy[introduction.introducer, default: []].append(id) } }
         var frontier = Array(vouched.keys)
         while let introducer = frontier.popLast() {
             guard let introducerKey = vouched[introducer] else { continue }
             for id in introducedBy.removeValue(forKey: introducer) ?? [] {
-                guard let member = pending.removeValue(forKey: id), let introduction = member.introduction else { continue }
-                guard introduction.isValid(for: member.identityKey, introducerKey: introducerKey) else { throw .badSignature }
-                vouched[id] = member.identityKey
+                guard vouched[id] == nil, let entry = pending[id],
+                      let introduction = entry.introductions.first(where: { $0.introducer == introducer }),
+                      introduction.isValid(for: entry.key, introducerKey: introducerKey) else { continue }
+                vouched[id] = entry.key
+                pending[id] = nil
                 frontier.append(id)
             }
         }
         ignored.formUnion(pending.keys)
         if other.members[me] != nil { ignored.insert(me) }
 
-        var acceptedMarks: [DeviceID: RemovalMark] = [:]
-        for (id, mark) in other.removalMarks where removalMarks[id] == nil || removerGone(removalMarks[id]!, vouched) {
-            guard let remover = vouched[mark.remover], mark.remover != id else { ignored.insert(id); continue }
-            guard mark.isValid(removing: id, removerKey: remover) else { throw .badSignature }
-            acceptedMarks[id] = mark
-        }
-
-        var changed = false
-        var newlyRemoved: Set<DeviceID> = []
-        for (id, mark) in acceptedMarks where removalMarks[id] != mark {
-            if removalMarks[id] == nil { newlyRemoved.insert(id) }
-            removalMarks[id] = mark
-            changed = true
-        }
-        for id in removalMarks.keys where members.removeValue(forKey: id) != nil { changed = true }
-        for (id, member) in other.members where id != me && removalMarks[id] == nil && vouched[id] != nil {
-            if let mine = members[id] {
-                if member.secret.generation > mine.secret.generation {
-                    members[id] = member
-                    changed = true
-                } else if member.secret.generation == mine.secret.generation {
-                    // Same generation: the earlier day's key of the same chain (§3.1), whoever sent it,
-                    // and the received introduction when ours is by a device that is gone.
-                    var kept = mine
-                    if member.secret.day < mine.secret.day, member.secret.chain?.commitment == mine.secret.chain?.commitment {
-                        kept = member.introduced(by: mine.introduction)
-                    }
-                    if introducerGone(mine, vouched) && !introducerGone(member, vouched) {
-                        kept = kept.introduced(by: member.introduction)
-                        changed = true
-                    }
-                    // A key moved back alone is local state, like a ratchet step: no new version.
-                    members[id] = kept
-                }
-            } else {
-                members[id] = member
-                changed = true
+        // Every received introduction is checked, for known members too; one that fails is dropped.
+        func verified(_ introductions: [Introduction], of id: DeviceID, held: [Introduction]) -> [Introduction] {
+            guard let key = vouched[id] else { return [] }
+            return introductions.filter { introduction in
+                if held.contains(introduction) { return true }
+                guard let introducerKey = vouched[introduction.introducer] else { return false }
+                return introduction.isValid(for: key, introducerKey: introducerKey)
             }
         }
-        // Members holding the same roster agree on its version, so a Hello stops triggering syncs (§7.3).
-        let sameAsReceived = members == other.members && removalMarks == other.removalMarks
-        let highest = max(version, other.version)
-        version = highest
-        if changed && !sameAsReceived { bumpVersion() }
+
+        // Members: vouched received entries join or update; removal is applied below.
+        var result = members
+        for (id, member) in other.members where vouched[id] != nil {
+            let held = result[id]?.introductions ?? removalMarks[id]?.introductions ?? []
+            let introductions = verified(member.introductions, of: id, held: held)
+            if let mine = result[id] {
+                let kept = id == me ? mine : Self.preferred(mine, member)
+                result[id] = kept.with(introductions: Introduction.union(mine.introductions, introductions))
+            } else {
+                result[id] = member.with(introductions: introductions)
+            }
+        }
+
+        // Tombstones: a valid mark by an ever-member for an ever-member wins; one kept per device.
+        var marks = removalMarks
+        var newlyRemoved: Set<DeviceID> = []
+        for (id, mark) in other.removalMarks {
+            guard mark.remover != id, vouched[id] != nil || removalMarks[id] != nil, let removerKey = vouched[mark.remover] else {
+                ignored.insert(id)
+                continue
+            }
+            let local = removalMarks[id]
+            let sameRemoval = local?.remover == mark.remover && local?.signature == mark.signature
+            if !sameRemoval { guard mark.isValid(removing: id, removerKey: removerKey) else { throw .badSignature } }
+            let introductions = verified(mark.introductions, of: id, held: local?.introductions ?? [])
+            let bare = try RemovalMark(remover: mark.remover, signature: mark.signature)
+            var kept: RemovalMark
+            if let local {
+                kept = sameRemoval || local.precedes(bare) ? local : bare.keeping(key: local.removedKey, introductions: local.introductions)
+            } else {
+                kept = bare
+                newlyRemoved.insert(id)
+            }
+            marks[id] = kept.keeping(key: vouched[id], introductions: introductions)
+        }
+        for (id, mark) in marks {
+            guard let member = result.removeValue(forKey: id) else { continue }
+            marks[id] = mark.keeping(key: member.identityKey, introductions: member.introductions)
+        }
+
+        // Bounds (§7.3): a result that breaks one is refused as a whole.
+        var perRemover: [DeviceID: Int] = [:]
+        for mark in marks.values { perRemover[mark.remover, default: 0] += 1 }
+        guard perRemover.values.allSatisfy({ $0 <= Self.maxRemovalsPerRemover }) else { throw .malformed("roster removals per remover") }
+        guard result.count <= Self.maxMembers, marks.count <= Self.maxRemovals else { throw .malformed("roster size") }
+        var next = Roster(version: version, members: Array(result.values), removalMarks: marks)
+        _ = try next.encoded()
+        let changed = next.digest != digest
+        if changed { next.bumpVersion() }
+        self = next
         return MergeResult(changed: changed, newlyRemoved: newlyRemoved, ignored: ignored)
     }
 
-    /// Versions travel as non-negative integers (§7.3): they stop at 2⁶³ − 1 rather than wrap.
+    /// Which of two entries of one member is kept (§7.3): the higher generation; with equal
+    /// generations the lower self-signature bytes; the key of the earlier day when both entries
+    /// carry the same commitment (whoever relays it, it leads to the signed commitment, §3.1).
+    static func preferred(_ a: RosterMember, _ b: RosterMember) -> RosterMember {
+        if a.secret.generation != b.secret.generation { return a.secret.generation > b.secret.generation ? a : b }
+        var kept = a.signature == b.signature || a.signature.lexicographicallyPrecedes(b.signature) ? a : b
+        let other = kept == a ? b : a
+        if other.secret.chain?.commitment == kept.secret.chain?.commitment, other.secret.day < kept.secret.day {
+            kept = (try? RosterMember(name: kept.name, identityKey: kept.identityKey, secret: other.secret,
+                                      signature: kept.signature, introductions: kept.introductions)) ?? kept
+        }
+        return kept
+    }
+
+    /// What a member answers a RingSync with when the other side is not (or no longer) a member
+    /// (§6.2 "Ring sync"): no members, only the tombstone of `id`; nil when `id` is not removed here.
+    public func removalNotice(for id: DeviceID) -> Roster? {
+        guard let mark = removalMarks[id] else { return nil }
+        return Roster(version: 0, members: [], removalMarks: [id: mark])
+    }
+
+    /// The local counter saturates at 2⁶³ − 1 (it travels as a non-negative integer).
     private mutating func bumpVersion() {
         if version < UInt64(Int64.max) { version += 1 }
     }
 
-    private func removerGone(_ mark: RemovalMark, _ vouched: [DeviceID: [UInt8]]) -> Bool {
-        vouched[mark.remover] == nil || removalMarks[mark.remover] != nil
-    }
-
-    private func introducerGone(_ member: RosterMember, _ vouched: [DeviceID: [UInt8]]) -> Bool {
-        guard let introducer = member.introduction?.introducer else { return false }
-        return vouched[introducer] == nil || removalMarks[introducer] != nil
+    /// Members whose removal `bt-pair remove` offers with `root` (§7.4): every member all of whose
+    /// introducers are `root`, an earlier member of the set, or already removed (the chain
+    /// root → y1 → y2 ...); never `me`. Ascending by device id, `root` not included.
+    public func introducedSubtree(of root: DeviceID, me: DeviceID) -> [DeviceID] {
+        var set: Set<DeviceID> = [root]
+        var grew = true
+        while grew {
+            grew = false
+            for (id, member) in members where id != me && !set.contains(id) && !member.introductions.isEmpty {
+                if member.introductions.allSatisfy({ set.contains($0.introducer) || removalMarks[$0.introducer] != nil }),
+                   member.introductions.contains(where: { set.contains($0.introducer) }) {
+                    set.insert(id)
+                    grew = true
+                }
+            }
+        }
+        set.remove(root)
+        return set.sorted()
     }
 
     public var propertyValue: PropertyValue {
         let list = members.values.sorted { $0.deviceID < $1.deviceID }.map(\.propertyValue)
         let marks = removalMarks.sorted { $0.key < $1.key }.map { id, mark -> PropertyValue in
-            .dictionary(["deviceId": .bytes(id.bytes), "removedBy": .bytes(mark.remover.bytes), "signature": .bytes(mark.signature)])
+            if let record = mark.record { return .bytes(record) }
+            return .dictionary(["deviceId": .bytes(id.bytes), "removedBy": .bytes(mark.remover.bytes), "signature": .bytes(mark.signature)])
         }
         return .dictionary([
             "version": .integer(Int64(bitPattern: version)),
@@ -191,14 +303,23 @@ public struct Roster: Hashable, Sendable {
               let list = entries["members"]?.arrayValue, let removedList = entries["removed"]?.arrayValue else {
             throw .malformed("roster")
         }
-        guard list.count <= Self.maxMembers, removedList.count <= Self.maxMembers else { throw .malformed("roster size") }
+        guard list.count <= Self.maxMembers, removedList.count <= Self.maxRemovals else { throw .malformed("roster size") }
         var marks: [DeviceID: RemovalMark] = [:]
         for item in removedList {
-            guard let mark = item.dictionaryValue, let id = mark["deviceId"]?.bytesValue, let remover = mark["removedBy"]?.bytesValue,
-                  let signature = mark["signature"]?.bytesValue else {
-                throw .malformed("roster removed entry")
+            let id: DeviceID, mark: RemovalMark
+            if let record = item.bytesValue {
+                (id, mark) = try RemovalMark.parse(record: record)
+            } else {
+                // The dictionary form kept in rings stored before tombstones carried keys.
+                guard let entry = item.dictionaryValue, let removedID = entry["deviceId"]?.bytesValue,
+                      let remover = entry["removedBy"]?.bytesValue, let signature = entry["signature"]?.bytesValue else {
+                    throw .malformed("roster removed entry")
+                }
+                id = try DeviceID(bytes: removedID)
+                mark = try RemovalMark(remover: DeviceID(bytes: remover), signature: signature)
             }
-            marks[try DeviceID(bytes: id)] = try RemovalMark(remover: DeviceID(bytes: remover), signature: signature)
+            guard marks[id] == nil else { throw .malformed("roster removed entry") }
+            marks[id] = mark
         }
         var members: [RosterMember] = []
         for item in list { members.append(try RosterMember(value: item)) }

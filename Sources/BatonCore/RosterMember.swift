@@ -25,18 +25,82 @@ public struct Introduction: Hashable, Sendable {
         DeviceID(identityKey: introducerKey) == introducer
             && Ed25519.isValidSignature(signature, for: Self.signingInput(member: identityKey), publicKey: introducerKey)
     }
+
+    /// `introducer (16) || signature (64)`: one record of a member's `introductions` (§7.3).
+    public static let recordByteCount = DeviceID.byteCount + Ed25519.signatureByteCount
+    var record: [UInt8] { introducer.bytes + signature }
+
+    /// Records of `recordByteCount` bytes each, back to back.
+    static func records(_ bytes: [UInt8]) throws(WireError) -> [Introduction] {
+        guard bytes.count % recordByteCount == 0 else { throw .malformed("roster introductions") }
+        var out: [Introduction] = []
+        var offset = 0
+        while offset < bytes.count {
+            let id = try DeviceID(bytes: Array(bytes[offset..<offset + DeviceID.byteCount]))
+            let signature = Array(bytes[offset + DeviceID.byteCount..<offset + recordByteCount])
+            out.append(try Introduction(introducer: id, signature: signature))
+            offset += recordByteCount
+        }
+        return out
+    }
+
+    /// The set rule of §7.3: at most one introduction per introducer (the lower signature bytes
+    /// when one introducer signed twice), in ascending order of introducer id.
+    public static func union(_ a: [Introduction], _ b: [Introduction]) -> [Introduction] {
+        var byIntroducer: [DeviceID: Introduction] = [:]
+        for introduction in a + b {
+            if let held = byIntroducer[introduction.introducer],
+               !introduction.signature.lexicographicallyPrecedes(held.signature) { continue }
+            byIntroducer[introduction.introducer] = introduction
+        }
+        return byIntroducer.values.sorted { $0.introducer < $1.introducer }
+    }
 }
 
-/// A removal mark (§7.3): the removed device id, who removed it, and the remover's Ed25519
-/// signature over `"baton/v1 remove" || removed device id`.
+/// A removal mark, or tombstone (§7.3): who removed the device and the remover's Ed25519
+/// signature over `"baton/v1 remove" || removed device id`, with the removed device's identity key
+/// (so the marks and introductions it signed while a member stay checkable) and the introductions
+/// that made it a member (so a receiver that never knew it can tell it was one, and "introduced
+/// by" survives). Marks kept from before v1 rosters carried keys have neither (`removedKey` nil).
 public struct RemovalMark: Hashable, Sendable {
     public let remover: DeviceID
     public let signature: [UInt8]
+    public let removedKey: [UInt8]?
+    public let introductions: [Introduction]
 
-    public init(remover: DeviceID, signature: [UInt8]) throws(WireError) {
+    public init(remover: DeviceID, signature: [UInt8], removedKey: [UInt8]? = nil, introductions: [Introduction] = []) throws(WireError) {
         guard signature.count == Ed25519.signatureByteCount else { throw .malformed("roster removed entry") }
+        guard removedKey == nil || removedKey?.count == 32 else { throw .malformed("roster removed entry") }
         self.remover = remover
         self.signature = signature
+        self.removedKey = removedKey
+        self.introductions = removedKey == nil ? [] : Introduction.union(introductions, [])
+    }
+
+    /// The same mark with the removed device's key and introductions (what a tombstone keeps).
+    public func keeping(key: [UInt8]?, introductions more: [Introduction]) -> RemovalMark {
+        let key = removedKey ?? key
+        return (try? RemovalMark(remover: remover, signature: signature, removedKey: key,
+                                 introductions: Introduction.union(introductions, more))) ?? self
+    }
+
+    /// Compact form (§7.3): `identityKey of the removed (32) || removedBy (16) || signature (64) || introductions (80 each)`.
+    var record: [UInt8]? {
+        guard let removedKey else { return nil }
+        return removedKey + remover.bytes + signature + introductions.flatMap(\.record)
+    }
+
+    static let recordHeaderByteCount = 32 + DeviceID.byteCount + Ed25519.signatureByteCount
+
+    /// Parses the compact form; returns the removed device id with the mark.
+    static func parse(record bytes: [UInt8]) throws(WireError) -> (DeviceID, RemovalMark) {
+        guard bytes.count >= recordHeaderByteCount else { throw .malformed("roster removed entry") }
+        let key = Array(bytes[0..<32])
+        let remover = try DeviceID(bytes: Array(bytes[32..<48]))
+        let signature = Array(bytes[48..<recordHeaderByteCount])
+        let introductions = try Introduction.records(Array(bytes[recordHeaderByteCount...]))
+        guard Set(introductions.map(\.introducer)).count == introductions.count else { throw .malformed("roster introductions") }
+        return (DeviceID(identityKey: key), try RemovalMark(remover: remover, signature: signature, removedKey: key, introductions: introductions))
     }
 
     static func signingInput(removed id: DeviceID) -> [UInt8] { "baton/v1 remove".utf8Bytes + id.bytes }
@@ -44,6 +108,17 @@ public struct RemovalMark: Hashable, Sendable {
     public static func make(removing id: DeviceID, by remover: Ed25519PrivateKey) throws(WireError) -> RemovalMark {
         guard let signature = try? remover.signature(for: signingInput(removed: id)) else { throw .badSignature }
         return try RemovalMark(remover: DeviceID(identityKey: remover.publicKey), signature: signature)
+    }
+
+    /// The tombstone of `member`, removed by `remover`: its key and introductions stay.
+    public static func make(removing member: RosterMember, by remover: Ed25519PrivateKey) throws(WireError) -> RemovalMark {
+        try make(removing: member.deviceID, by: remover).keeping(key: member.identityKey, introductions: member.introductions)
+    }
+
+    /// The order §7.3 keeps one mark per removed device by: the lower `removedBy`, then the lower signature.
+    func precedes(_ other: RemovalMark) -> Bool {
+        if remover != other.remover { return remover < other.remover }
+        return signature.lexicographicallyPrecedes(other.signature)
     }
 
     public func isValid(removing id: DeviceID, removerKey: [UInt8]) -> Bool {
@@ -64,13 +139,16 @@ public struct RosterMember: Hashable, Sendable {
     public let secret: AdvertisingSecret
     /// Ed25519 by `identityKey` over `signingInput` (§7.3).
     public let signature: [UInt8]
-    /// Who paired this member in; nil for a ring's founder and for an entry only its owner holds.
-    public let introduction: Introduction?
+    /// Who paired this member in (§7.3): one per introducer, ascending by introducer id; empty
+    /// for a ring's founder and for an entry only its owner holds.
+    public let introductions: [Introduction]
+    /// The first of `introductions` (lowest introducer id).
+    public var introduction: Introduction? { introductions.first }
     public var deviceID: DeviceID { DeviceID(identityKey: identityKey) }
 
     /// Checks lengths, the generation and the self-signature: every RosterMember is signed.
     public init(name: String, identityKey: [UInt8], secret: AdvertisingSecret, signature: [UInt8],
-                introduction: Introduction? = nil) throws(WireError) {
+                introduction: Introduction? = nil, introductions: [Introduction] = []) throws(WireError) {
         guard identityKey.count == 32 else { throw .malformed("identity key length") }
         guard name.utf8.count <= Self.maxNameBytes else { throw .malformed("name length") }
         guard secret.generation <= Self.maxGeneration else { throw .malformed("generation") }
@@ -81,16 +159,16 @@ public struct RosterMember: Hashable, Sendable {
         self.identityKey = identityKey
         self.secret = secret
         self.signature = signature
-        self.introduction = introduction
+        self.introductions = Introduction.union(introduction.map { [$0] } ?? [], introductions)
     }
 
     /// This device's own entry, signed with its identity.
     public static func signed(name: String, identity: Ed25519PrivateKey, secret: AdvertisingSecret,
-                              introduction: Introduction? = nil) throws(WireError) -> RosterMember {
+                              introduction: Introduction? = nil, introductions: [Introduction] = []) throws(WireError) -> RosterMember {
         let input = signingInput(name: name, identityKey: identity.publicKey, secret: secret)
         guard let signature = try? identity.signature(for: input) else { throw .badSignature }
         return try RosterMember(name: name, identityKey: identity.publicKey, secret: secret, signature: signature,
-                                introduction: introduction)
+                                introduction: introduction, introductions: introductions)
     }
 
     /// `"baton/v1 member" || identityKey || commitment || u32be(generation) || name` (the device id
@@ -106,10 +184,15 @@ public struct RosterMember: Hashable, Sendable {
         return input + Array(name.utf8)
     }
 
-    /// The same entry vouched for by another introducer.
+    /// The same entry also vouched for by `introduction` (added to the set; nil adds nothing).
     public func introduced(by introduction: Introduction?) -> RosterMember {
-        // The self-signature does not cover the introduction, so it stays valid.
-        try! RosterMember(name: name, identityKey: identityKey, secret: secret, signature: signature, introduction: introduction)
+        with(introductions: Introduction.union(introductions, introduction.map { [$0] } ?? []))
+    }
+
+    /// The same entry with exactly these introductions.
+    public func with(introductions: [Introduction]) -> RosterMember {
+        // The self-signature does not cover the introductions, so it stays valid.
+        try! RosterMember(name: name, identityKey: identityKey, secret: secret, signature: signature, introductions: introductions)
     }
 
     /// The entry with its key moved forward to `day` (§3.1); nil when the chain does not cover it.
@@ -125,9 +208,12 @@ public struct RosterMember: Hashable, Sendable {
             "secret": .bytes(secret.bytes), "generation": .integer(Int64(secret.generation)), "signature": .bytes(signature),
             "day": .integer(Int64(secret.day)), "commitment": .bytes(secret.chain?.commitment ?? []),
         ]
-        if let introduction {
-            entry["introducedBy"] = .bytes(introduction.introducer.bytes)
-            entry["introduction"] = .bytes(introduction.signature)
+        // One introduction travels in the two keys of §7.3; several as `introductions` records.
+        if introductions.count == 1, let only = introductions.first {
+            entry["introducedBy"] = .bytes(only.introducer.bytes)
+            entry["introduction"] = .bytes(only.signature)
+        } else if !introductions.isEmpty {
+            entry["introductions"] = .bytes(introductions.flatMap(\.record))
         }
         return .dictionary(entry)
     }
@@ -140,10 +226,16 @@ public struct RosterMember: Hashable, Sendable {
               let commitment = m["commitment"]?.bytesValue else {
             throw .malformed("roster member")
         }
-        var introduction: Introduction?
+        var introductions: [Introduction] = []
+        if let records = m["introductions"] {
+            guard let bytes = records.bytesValue else { throw .malformed("roster member") }
+            introductions = try Introduction.records(bytes)
+            guard Set(introductions.map(\.introducer)).count == introductions.count else { throw .malformed("roster introductions") }
+        }
+        // One introduction (§7.3): the two keys; with `introductions` too, both count.
         switch (m["introducedBy"]?.bytesValue, m["introduction"]?.bytesValue) {
-        case (nil, nil) where m["introducedBy"] == nil && m["introduction"] == nil: introduction = nil
-        case (let by?, let signature?): introduction = try Introduction(introducer: DeviceID(bytes: by), signature: signature)
+        case (nil, nil) where m["introducedBy"] == nil && m["introduction"] == nil: break
+        case (let by?, let signature?): introductions.append(try Introduction(introducer: DeviceID(bytes: by), signature: signature))
         default: throw .malformed("roster member")
         }
         // The id is derived from the key; a mismatch means a forged or broken entry.
@@ -151,6 +243,6 @@ public struct RosterMember: Hashable, Sendable {
         // A key that does not lead to the commitment is refused like a bad signature (§7.3).
         try self.init(name: name, identityKey: key,
                       secret: AdvertisingSecret(bytes: secret, generation: UInt32(generation), day: UInt64(day), commitment: commitment),
-                      signature: signature, introduction: introduction)
+                      signature: signature, introductions: introductions)
     }
 }

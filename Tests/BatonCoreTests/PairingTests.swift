@@ -205,7 +205,8 @@ struct PairingHarness {
         #expect(result.changed)
         #expect(a.members.count == 3)
         #expect(a.members[member(2).deviceID]?.secret.generation == 4)
-        #expect(a.version == 6)
+        // The version is a local counter (§7.3): one change, one step, whatever b's version.
+        #expect(a.version == 4)
         #expect(try !a.merge(b, me: member(1).deviceID).changed)
     }
 
@@ -310,15 +311,15 @@ struct PairingHarness {
         #expect(throws: WireError.malformed("revision")) { try ActivityReference(payload: [0, 0, 0, 1, 0xFF, 0xFF, 0xFF, 0xFE]) }
     }
 
-    @Test func sameContentAdoptsTheHigherVersion() throws {
+    @Test func sameContentWithAHigherVersionChangesNothing() throws {
         let random = SeededRandomFake(seed: 5)
         var a = try RingKeeper.create(name: "a", today: testDay, random: random)
         var copy = a.state.roster
         copy.version += 10
-        // Nothing new in it, but its version is higher: adopted and persisted, no sync.
-        let actions = a.received(copy, from: DeviceID(identityKey: [UInt8](repeating: 3, count: 32)), random: random)
-        #expect(actions == [.persist(a.state)])
-        #expect(a.state.roster.version == copy.version)
-        #expect(a.received(copy, from: DeviceID(identityKey: [UInt8](repeating: 3, count: 32)), random: random).isEmpty)
+        // The version is local (§7.3, issue 23): a received one is never adopted; same digest, nothing to do.
+        let actions = a.received(copy, from: a.deviceID, random: random)
+        #expect(actions.isEmpty)
+        #expect(a.state.roster.version == 1)
+        #expect(a.state.roster.digest == copy.digest)
     }
 }

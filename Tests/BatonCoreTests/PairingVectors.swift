@@ -220,7 +220,7 @@ enum PairingVectorSource {
             vector("an earlier key of the same chain replaces the stored one", stored: key(chain, testDay + 3), received: chain, receiverDay: testDay),
             vector("...moved forward to the receiver's day", stored: key(chain, testDay + 3), received: chain, receiverDay: testDay + 1),
             vector("a later key of the same chain is not taken", stored: chain, received: key(chain, testDay + 3), receiverDay: testDay),
-            vector("an earlier key of another chain (same generation) is not taken", stored: key(chain, testDay + 3), received: otherChain,
+            vector("same generation, another chain: the entry with the lower member signature is kept", stored: key(chain, testDay + 3), received: otherChain,
                    receiverDay: testDay),
         ]
     }

@@ -205,8 +205,12 @@ import BatonCrypto
     /// generation under another commitment is not taken.
     @Test func anEarlierKeyOfTheSameChainMovesBackSilentlyButNeverBeforeTheReceiversDay() throws {
         var (a, b, _) = try ring()
+        // Converged first (introductions are a set every member ends up holding, §7.3).
+        _ = try a.receive(b.state.roster, from: b.deviceID, random: random)
+        _ = try b.receive(a.state.roster, from: a.deviceID, random: random)
         _ = a.ratchet(toDay: testDay + 3, random: random)
         _ = a.rekey(random: random, today: testDay + 1)
+        _ = try b.receive(a.state.roster, from: a.deviceID, random: random)
         let version = a.state.roster.version
         let actions = try a.receive(b.state.roster, from: b.deviceID, random: random)
         #expect(a.peers[b.deviceID]?.day == testDay + 1, "moved back to the receiver's day, not to the sender's earlier one")
@@ -220,7 +224,10 @@ import BatonCrypto
                                             secret: .generate(generation: stored.secret.generation, day: testDay, using: random),
                                             introduction: stored.introduction)
         _ = try a.receive(Roster(version: b.state.roster.version, members: [other]), from: b.deviceID, random: random)
-        #expect(a.state.roster.members[b.deviceID] == stored)
+        // Same generation, two chains (only b can sign both): the lower signature wins on every side (§7.3).
+        let kept = try #require(a.state.roster.members[b.deviceID])
+        let lower = stored.signature.lexicographicallyPrecedes(other.signature) ? stored : other
+        #expect(kept.signature == lower.signature && kept.secret.chain?.commitment == lower.secret.chain?.commitment)
     }
 
     /// Attack: a member with a skewed clock (two epochs ahead) seals adverts a receiver must not

@@ -10,7 +10,7 @@ import Testing
         var (x, member) = try PairingVectorSource.parties()
         let other = try RosterMember.signed(name: "other", identity: Ed25519PrivateKey(seed: [UInt8](repeating: 0x99, count: 32)),
                                             secret: chainedSecret(0x9A))
-        var roster = Roster(version: 3, members: [member.member, other])
+        var roster = Roster(version: 3, members: [member.member, other, x.member])
         let removed = roster.remove(x.member.deviceID, by: member.identity)
         #expect(removed)
         let memberInfo = LocalPairingInfo(name: member.name, identityKey: member.identity, roster: roster)

@@ -75,7 +75,9 @@ import BatonCrypto
         var a = try RingKeeper.create(name: "a", today: testDay, random: random)
         #expect(a.remove(a.deviceID, random: random).isEmpty)
         let stranger = deviceID(77)
-        #expect(!a.remove(stranger, random: random).isEmpty)
+        // Marks only for devices that are members (§7.3, issue 23): a stranger gets no tombstone.
         #expect(a.remove(stranger, random: random).isEmpty)
+        #expect(throws: WireError.notRingMember) { try a.removeMember(stranger, random: random) }
+        #expect(a.state.roster.removed.isEmpty)
     }
 }

@@ -150,7 +150,7 @@ extension Array { func repeated(_ n: Int) -> [Element] { (0..<n).flatMap { _ in 
 
     @Test func streamSplitAtEveryPosition() throws {
         let frames = [
-            Frame(type: .hello, requestID: 1, payload: HelloMessage(deviceID: deviceID(1), rosterVersion: 3, maxFramePayload: 1 << 20).payload),
+            Frame(type: .hello, requestID: 1, payload: HelloMessage(deviceID: deviceID(1), rosterDigest: 3, maxFramePayload: 1 << 20).payload),
             Frame(type: .fetchActivity, requestID: 2, payload: ActivityReference(typeHash: TypeHash(value: 9), revision: 4).payload),
             Frame(type: .ack, requestID: 2, payload: []),
         ]
@@ -168,7 +168,7 @@ extension Array { func repeated(_ n: Int) -> [Element] { (0..<n).flatMap { _ in 
     }
 
     @Test func typedPayloads() throws {
-        let hello = HelloMessage(deviceID: deviceID(4), rosterVersion: 99, maxFramePayload: 4096)
+        let hello = HelloMessage(deviceID: deviceID(4), rosterDigest: 99, maxFramePayload: 4096)
         #expect(try HelloMessage(payload: hello.payload) == hello)
         #expect(throws: WireError.truncated) { try HelloMessage(payload: Array(hello.payload.dropLast())) }
         let ref = ActivityReference(typeHash: TypeHash(value: 0xAABBCCDD), revision: 0xFF_FFFF)

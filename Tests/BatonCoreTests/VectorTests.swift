@@ -100,7 +100,7 @@ func computeVectors() throws -> ProtocolVectors {
     let record = try ActivityRecord(activityType: "org.example.Reader.reading", title: "Chapter 3", userInfo: ["page": .integer(42)],
                                     webpageURL: "https://example.org/book#3", version: 7, revision: 1)
     let frameSamples: [Frame] = try [
-        Frame(type: .hello, requestID: 0, payload: HelloMessage(deviceID: DeviceID(bytes: Array(0..<16)), rosterVersion: 5, maxFramePayload: 1_048_576).payload),
+        Frame(type: .hello, requestID: 0, payload: HelloMessage(deviceID: DeviceID(bytes: Array(0..<16)), rosterDigest: 5, maxFramePayload: 1_048_576).payload),
         Frame(type: .fetchActivity, requestID: 7, payload: ActivityReference(typeHash: keys.typeHash("org.example.Reader.reading"), revision: 1).payload),
         Frame(type: .activityPayload, requestID: 7, payload: record.encoded()),
         Frame(type: .activityContinued, requestID: 8, payload: ActivityReference(typeHash: keys.typeHash("org.example.Reader.reading"), revision: 1).payload),

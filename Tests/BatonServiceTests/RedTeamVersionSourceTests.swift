@@ -36,7 +36,7 @@ struct RedTeamVersionSourceTests {
         let publication = try #require(await a.ring.radio.currentPublication())
         let port = a.transfer.port
         await a.transfer.stop()
-        let hello = HelloMessage(deviceID: await a.ring.deviceID, rosterVersion: await a.ring.rosterVersion, maxFramePayload: 1_048_576)
+        let hello = HelloMessage(deviceID: await a.ring.deviceID, rosterDigest: await a.ring.rosterDigest, maxFramePayload: 1_048_576)
         let identity = await a.ring.keeper.identity, pinned = await b.ring.keeper.identity.publicKey
         var rogue: RogueVersionSource?
         // The stopped listener's socket is closed asynchronously: the port may take a moment to be free.
@@ -127,7 +127,7 @@ struct RedTeamVersionSourceTests {
         RogueVersionSource.Answer.frame(.activityPayload, negativeVersionPayload),
         .error([0, 11, 0, 0]),
         .frame(.ack, []),
-        .frame(.hello, HelloMessage(deviceID: try! DeviceID(bytes: [UInt8](repeating: 7, count: 16)), rosterVersion: 1, maxFramePayload: 1_048_576).payload),
+        .frame(.hello, HelloMessage(deviceID: try! DeviceID(bytes: [UInt8](repeating: 7, count: 16)), rosterDigest: 1, maxFramePayload: 1_048_576).payload),
     ])
     func answersOfTheWrongKindDeliverNothing(answer: RogueVersionSource.Answer) async throws {
         defer { try? FileManager.default.removeItem(at: directory) }

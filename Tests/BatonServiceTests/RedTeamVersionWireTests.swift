@@ -137,7 +137,7 @@ struct RedTeamVersionWireTests {
         let connector = try TLSConnector(identity: await p.b.ring.keeper.identity, pins: { PinSet([keyOfA]) })
         let channel = try await connector.connect(host: "127.0.0.1", port: p.a.transfer.port, timeout: .seconds(5))
         defer { channel.close() }
-        let hello = HelloMessage(deviceID: await p.b.ring.deviceID, rosterVersion: await p.b.ring.rosterVersion, maxFramePayload: maxFramePayload)
+        let hello = HelloMessage(deviceID: await p.b.ring.deviceID, rosterDigest: await p.b.ring.rosterDigest, maxFramePayload: maxFramePayload)
         #expect(try await Self.ask(channel, Frame(type: .hello, requestID: 0, payload: hello.payload)).type == .hello)
         let fetch = Frame(type: .fetchActivityOfVersions, requestID: 71, payload: Self.payload(p, ranges: [(1, 1)]))
         #expect(try await Self.ask(channel, fetch).type == .activityPayload)

@@ -136,8 +136,10 @@ struct DaemonRingSecurityTests {
                                                secret: .generate(generation: 1, day: testDay, using: SystemRandom()))
         forged.upsert(stranger.introduced(by: try Introduction(introducer: idB, signature: [UInt8](repeating: 7, count: 64))))
         let before = await a.ring.snapshot().roster
-        await #expect(throws: WireError.badSignature) { _ = try await a.ring.receivedRoster(forged, from: idB) }
-        #expect(await a.ring.snapshot().roster == before)
+        // Issue 23: an introduction that does not verify is dropped, not stored; the member it would
+        // vouch for is left out, the rest of the roster is merged.
+        _ = try await a.ring.receivedRoster(forged, from: idB)
+        #expect(await a.ring.snapshot().roster.members.keys.sorted() == before.members.keys.sorted())
         #expect(await a.ring.isMember(stranger.deviceID) == false)
         await a.stop()
         await b.stop()

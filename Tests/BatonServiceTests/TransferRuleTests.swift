@@ -36,7 +36,7 @@ struct PublishedPair {
         let keyOfA = await a.ring.keeper.identity.publicKey
         let connector = try TLSConnector(identity: await b.ring.keeper.identity, pins: { PinSet([keyOfA]) })
         let channel = try await connector.connect(host: "127.0.0.1", port: a.transfer.port, timeout: .seconds(3))
-        let hello = HelloMessage(deviceID: await b.ring.deviceID, rosterVersion: await b.ring.rosterVersion, maxFramePayload: 1_048_576)
+        let hello = HelloMessage(deviceID: await b.ring.deviceID, rosterDigest: await b.ring.rosterDigest, maxFramePayload: 1_048_576)
         try await channel.send(Frame(type: .hello, requestID: 0, payload: hello.payload))
         let reply = try await channel.receive(timeout: .seconds(3))
         #expect(reply.type == .hello && reply.requestID == 0)
@@ -145,12 +145,12 @@ struct TransferRuleTests {
         let keyOfB = await p.b.ring.keeper.identity.publicKey
         let fake = try TLSListener(identity: await p.a.ring.keeper.identity, pins: { PinSet([keyOfB]) }, host: "127.0.0.1", port: 0)
         defer { fake.close() }
-        let versionOfA = await p.a.ring.rosterVersion, idA = p.idA
+        let versionOfA = await p.a.ring.rosterDigest, idA = p.idA
         let seen = Task {
             guard let channel = try? await fake.accept() else { return [Frame]() }
             defer { channel.close() }
             guard let hello = try? await channel.receive(timeout: .seconds(5)) else { return [] }
-            let ours = HelloMessage(deviceID: idA, rosterVersion: versionOfA, maxFramePayload: 1_048_576)
+            let ours = HelloMessage(deviceID: idA, rosterDigest: versionOfA, maxFramePayload: 1_048_576)
             try? await channel.send(Frame(type: .hello, requestID: hello.requestID, payload: ours.payload))
             guard let request = try? await channel.receive(timeout: .seconds(5)) else { return [hello] }
             return [hello, request]

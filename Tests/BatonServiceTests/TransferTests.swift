@@ -126,7 +126,7 @@ func handshakeSucceeds(identity: Ed25519PrivateKey, serverKey: [UInt8], port: UI
     guard let connector = try? TLSConnector(identity: identity, pins: { PinSet([serverKey]) }),
           let channel = try? await connector.connect(host: "127.0.0.1", port: port, timeout: .seconds(3)) else { return false }
     defer { channel.close() }
-    let hello = HelloMessage(deviceID: DeviceID(identityKey: identity.publicKey), rosterVersion: 0, maxFramePayload: 1024)
+    let hello = HelloMessage(deviceID: DeviceID(identityKey: identity.publicKey), rosterDigest: 0, maxFramePayload: 1024)
     // A refused client sees the connection close where it waits for the server's proof (protocol §8.1),
     // or, should the refusal come later, on its first read.
     guard (try? await channel.send(Frame(type: .hello, requestID: 1, payload: hello.payload))) != nil,
@@ -212,13 +212,13 @@ struct TransferTests {
         let keyOfB = await b.ring.keeper.identity.publicKey
         let breaking = try TLSListener(identity: await a.ring.keeper.identity, pins: { PinSet([keyOfB]) }, host: "127.0.0.1", port: 0)
         defer { breaking.close() }
-        let versionOfA = await a.ring.rosterVersion
+        let versionOfA = await a.ring.rosterDigest
         let fake = Task {
             guard let channel = try? await breaking.accept() else { return [UInt32]() }
             var ids: [UInt32] = []
             while let frame = try? await channel.receive(timeout: .seconds(5)) {
                 guard frame.type == .hello else { ids.append(frame.requestID); channel.close(); break }
-                let hello = HelloMessage(deviceID: idA, rosterVersion: versionOfA, maxFramePayload: 1024)
+                let hello = HelloMessage(deviceID: idA, rosterDigest: versionOfA, maxFramePayload: 1024)
                 try? await channel.send(Frame(type: .hello, requestID: frame.requestID, payload: hello.payload))
             }
             return ids
@@ -295,7 +295,7 @@ struct TransferTests {
         let connectorOfC = try TLSConnector(identity: identityOfC, pins: { PinSet([keyOfA]) })
         let openChannel = try await connectorOfC.connect(host: "127.0.0.1", port: a.transfer.port, timeout: .seconds(3))
         defer { openChannel.close() }
-        let helloOfC = HelloMessage(deviceID: idC, rosterVersion: 0, maxFramePayload: 1024)
+        let helloOfC = HelloMessage(deviceID: idC, rosterDigest: 0, maxFramePayload: 1024)
         try await openChannel.send(Frame(type: .hello, requestID: 1, payload: helloOfC.payload))
         #expect(try await openChannel.receive(timeout: .seconds(3)).type == .hello)
         #expect(await a.transfer.openChannelCount(from: idC) == 1)
@@ -315,9 +315,10 @@ struct TransferTests {
         // B's new secret reached A in B's RingSync answer.
         let rotatedB = await b.ring.keeper.ownSecret, idB = await b.deviceID
         #expect(await eventually { await a.ring.keeper.state.roster.members[idB]?.secret == rotatedB })
-        // C is refused at the handshake by both.
-        #expect(await handshakeSucceeds(identity: identityOfC, serverKey: keyOfA, port: a.transfer.port) == false)
-        #expect(await handshakeSucceeds(identity: identityOfC, serverKey: keyOfB, port: b.transfer.port) == false)
+        // Issue 23: C's tombstone keeps its key, so C may still connect, for Hello and RingSync only
+        // (its marks count, and it learns it was removed, protocol §6.2); no other request is served.
+        #expect(await handshakeSucceeds(identity: identityOfC, serverKey: keyOfA, port: a.transfer.port) == true)
+        #expect(await handshakeSucceeds(identity: identityOfC, serverKey: keyOfB, port: b.transfer.port) == true)
         // C holds only the old secrets: adverts sealed with the new ones do not open for it.
         let newSecretOfA = await a.ring.keeper.ownSecret
         #expect(newSecretOfA.generation == oldSecretOfA.generation + 1)
@@ -358,7 +359,7 @@ struct TransferTests {
         await #expect(throws: TransferError.self) { _ = try await b.transfer.fetch(member: idA, typeHash: hash, revision: ActivityReference.anyRevision) }
         #expect(await !b.ring.isMember(idC))
         #expect(await b.ring.keeper.state.roster.removed.contains(idC))
-        #expect(await b.ring.rosterVersion == (await a.ring.rosterVersion))
+        #expect(await b.ring.rosterDigest == (await a.ring.rosterDigest))
         // B rotated its secret on learning of the removal, and A has the new one.
         let secretOfB = await b.ring.keeper.ownSecret
         #expect(await a.ring.keeper.state.roster.members[await b.deviceID]?.secret == secretOfB)

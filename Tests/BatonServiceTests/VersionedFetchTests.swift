@@ -141,7 +141,7 @@ struct VersionedFetchTests {
         let record = try ActivityRecord(activityType: type, title: "Chapter 3", userInfo: [:], webpageURL: nil, version: 1, revision: publication.revision)
         let port = a.transfer.port
         await a.transfer.stop()
-        let hello = HelloMessage(deviceID: await a.ring.deviceID, rosterVersion: await a.ring.rosterVersion, maxFramePayload: 1_048_576)
+        let hello = HelloMessage(deviceID: await a.ring.deviceID, rosterDigest: await a.ring.rosterDigest, maxFramePayload: 1_048_576)
         let identity = await a.ring.keeper.identity, pinned = await b.ring.keeper.identity.publicKey
         // The stopped listener's socket is closed asynchronously: the port may take a moment to be free.
         var fake: FakeSourceBeforeVersionedFetch?

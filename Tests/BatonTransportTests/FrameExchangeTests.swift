@@ -140,7 +140,7 @@ struct FrameExchangeTests {
 /// The Hello a test client opens with (request id 0, protocol §6.2).
 func helloFrame(from identity: Ed25519PrivateKey) -> Frame {
     Frame(type: .hello, requestID: 0,
-          payload: HelloMessage(deviceID: DeviceID(identityKey: identity.publicKey), rosterVersion: 1, maxFramePayload: 262_144).payload)
+          payload: HelloMessage(deviceID: DeviceID(identityKey: identity.publicKey), rosterDigest: 1, maxFramePayload: 262_144).payload)
 }
 
 /// Opens a connection as the protocol requires, with a Hello naming `identity`.

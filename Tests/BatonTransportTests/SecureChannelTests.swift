@@ -19,7 +19,7 @@ struct SecureChannelTests {
             #expect(server.peerIdentityKey == pair.clientIdentity.publicKey)
             #expect(server.peerDeviceID == DeviceID(identityKey: pair.clientIdentity.publicKey))
 
-            let hello = HelloMessage(deviceID: DeviceID(identityKey: pair.clientIdentity.publicKey), rosterVersion: 7, maxFramePayload: 262_144)
+            let hello = HelloMessage(deviceID: DeviceID(identityKey: pair.clientIdentity.publicKey), rosterDigest: 7, maxFramePayload: 262_144)
             try await client.send(Frame(type: .hello, requestID: 1, payload: hello.payload))
             let received = try await server.receive()
             #expect(received.type == .hello)

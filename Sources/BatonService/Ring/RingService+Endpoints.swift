@@ -13,6 +13,7 @@ extension RingService {
     public func memberName(_ id: DeviceID) -> String { snapshot().memberName(id) }
 
     public var rosterVersion: UInt64 { keeper.state.roster.version }
+    public var rosterDigest: UInt64 { keeper.state.roster.digestPrefix }
 
     // MARK: Endpoint hints
 

@@ -170,15 +170,26 @@ public actor RingService {
         await notifyObservers(syncTo: syncTo)
     }
 
-    /// A member's RingSync (inside pinned TLS): merged, persisted and acted on; returns our roster after it.
+    /// A member's RingSync (inside pinned TLS): merged, persisted and acted on; returns the reply's
+    /// roster: ours after the merge, or, to a device that is not a member (removed here, or whose
+    /// roster removed this device, which then starts over), only the mark that removed it (§6.2).
     /// A roster with a bad signature, an entry for this device or a refused generation changes nothing
     /// and is refused (the transfer answers an Error frame); the log names the sender and the check, no key.
     public func receivedRoster(_ roster: Roster, from sender: DeviceID) async throws(WireError) -> Roster {
         let before = Set(keeper.state.roster.members.keys)
+        let previous = keeper
         let actions: [RingKeeper.Action]
         do { actions = try keeper.receive(roster, from: sender, random: SystemRandom()) } catch {
             log("batond: RingSync from \(sender.shortForm) refused: \(Self.describe(error))")
             throw error
+        }
+        // A merge that cannot be saved is refused as a whole (§7.3): nothing of it is kept or acted on.
+        for case .persist(let state) in actions.prefix(1) {
+            do { try store.saveRing(state) } catch {
+                keeper = previous
+                log("batond: RingSync from \(sender.shortForm) refused: the merged ring cannot be saved (\(error))")
+                throw .malformed(Self.unsavedRing)
+            }
         }
         let gone = before.subtracting(keeper.state.roster.members.keys)
         if !gone.isEmpty {
@@ -187,11 +198,19 @@ public actor RingService {
             log("batond: RingSync from \(sender.shortForm) removed \(gone.count) member(s)")
         }
         await apply(actions)
+        if let notice = keeper.state.roster.removalNotice(for: sender) { return notice }
+        if let mark = roster.removalMarks[keeper.deviceID], keeper.state.roster.members[sender] == nil {
+            // The sender's roster removed this device: it started over; the sender learns nothing new.
+            return Roster(version: 0, members: [], removalMarks: [keeper.deviceID: mark])
+        }
         return keeper.state.roster
     }
 
     /// A refusal's kind for logs (WireError's texts are fixed, none carries key bytes).
     nonisolated static func describe(_ error: WireError) -> String { "\(error)" }
+
+    /// The refusal of a RingSync whose merge could not be written (answered `internal`, §6.2).
+    nonisolated static let unsavedRing = "ring not saved"
 
     /// A RingSync carrying roster `version` was answered by `member`: it no longer needs a retry.
     public func syncDelivered(to member: DeviceID, version: UInt64) async {
@@ -261,7 +280,11 @@ public actor RingService {
     func remove(_ text: String) async throws(ServiceFailure) {
         let member = try requireMember(text)
         guard member.deviceID != keeper.deviceID else { throw .unknownDevice("no single ring member matches") }
-        let actions = keeper.remove(member.deviceID, random: SystemRandom())
+        let actions: [RingKeeper.Action]
+        do { actions = try keeper.removeMember(member.deviceID, random: SystemRandom()) } catch {
+            throw .limitExceeded("\(member.name) was not removed: this machine has removed as many devices as one member may "
+                                 + "(\(Roster.maxRemovalsPerRemover)) or the ring's roster is full; remove it from another member")
+        }
         peers[member.deviceID] = nil
         try? store.savePeers(peers)
         await apply(actions)

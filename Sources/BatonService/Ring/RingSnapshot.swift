@@ -16,6 +16,8 @@ public struct RingSnapshot: Sendable {
     public var transferPort: UInt16?
     public var localEndpoints: [String] = []
     public var rosterVersion: UInt64 { roster.version }
+    /// What Hello carries (§6.2, §7.3).
+    public var rosterDigest: UInt64 { roster.digestPrefix }
 
     /// Every member's advertising secret but this device's.
     public var peerSecrets: [DeviceID: AdvertisingSecret] {
@@ -25,6 +27,16 @@ public struct RingSnapshot: Sendable {
     }
 
     /// Identity keys of every member but this device: the TLS pins.
+    /// Identity keys of removed devices (tombstones that keep one): they may still connect, but
+    /// only to deliver a RingSync (its marks count, §7.3) and to learn that they were removed.
+    public var removedKeys: [DeviceID: [UInt8]] {
+        var out: [DeviceID: [UInt8]] = [:]
+        for (id, mark) in roster.removalMarks { if let key = mark.removedKey { out[id] = key } }
+        return out
+    }
+
+    public func wasMember(_ id: DeviceID) -> Bool { roster.removalMarks[id]?.removedKey != nil }
+
     public var memberKeys: [DeviceID: [UInt8]] {
         var keys: [DeviceID: [UInt8]] = [:]
         for (id, member) in roster.members where id != deviceID { keys[id] = member.identityKey }

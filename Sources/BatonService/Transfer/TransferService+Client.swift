@@ -192,7 +192,7 @@ extension TransferService {
         }
         // A RingSync still owed to this member (a re-key it missed) goes out now that it answers.
         let owed = await ring.pendingSyncs()[member] != nil
-        if forceSync || owed || theirs.rosterVersion != ours.rosterVersion {
+        if forceSync || owed || theirs.rosterDigest != ours.rosterDigest {
             // A second round when merging their answer changed ours again (a removal new to us made us
             // rotate our secret): they must learn the new secret too.
             for _ in 0..<2 {
@@ -208,7 +208,7 @@ extension TransferService {
                 await ring.syncDelivered(to: member, version: sent.version)
                 let ours: Roster
                 do { ours = try await ring.receivedRoster(merged, from: member) } catch { throw .invalidFrame(error) }
-                if ours.version == merged.version { break }
+                if ours.digest == merged.digest { break }
             }
         }
         guard let request else { return nil }

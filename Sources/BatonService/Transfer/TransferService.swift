@@ -207,7 +207,9 @@ public actor TransferService {
         snapshot = change.snapshot
         let memberKeys = change.snapshot.memberKeys
         let syncTo = change.syncTo
-        pins.set(Array(memberKeys.values))
+        // Removed devices stay pinned for Hello and RingSync only (handle): their marks must reach
+        // this device, and they learn they were removed (§6.2 "Ring sync", §7.3).
+        pins.set(Array(memberKeys.values) + Array(change.snapshot.removedKeys.values))
         for (peer, channels) in open where memberKeys[peer] == nil {
             for channel in channels.values { channel.close() }
             open[peer] = nil
@@ -242,7 +244,9 @@ public actor TransferService {
     func openChannelCount(from peer: DeviceID) -> Int { open[peer]?.count ?? 0 }
 
     private func handle(_ request: Frame, from peer: DeviceID) async throws -> Frame {
-        guard snapshot.isMember(peer) else { throw ErrorFrame(code: .notPermitted, message: "not a ring member") }
+        guard snapshot.isMember(peer) || (snapshot.wasMember(peer) && (request.type == .hello || request.type == .ringSync)) else {
+            throw ErrorFrame(code: .notPermitted, message: "not a ring member")
+        }
         do {
             switch request.type {
             case .hello:
@@ -270,9 +274,13 @@ public actor TransferService {
             case .claimEditSession:
                 return await claimRequested(request, from: peer)
             case .ringSync:
-                let roster = try Roster(decoding: request.payload)
-                let merged = try await ring.receivedRoster(roster, from: peer)
-                return Frame(type: .ringSync, requestID: request.requestID, payload: try merged.encoded())
+                do {
+                    let roster = try Roster(decoding: request.payload)
+                    let reply = try await ring.receivedRoster(roster, from: peer)
+                    return Frame(type: .ringSync, requestID: request.requestID, payload: try reply.encoded())
+                } catch {
+                    throw ErrorFrame(refusedRoster: error)
+                }
             default:
                 throw ErrorFrame(code: .malformed, message: "not a request")
             }
@@ -316,7 +324,7 @@ public actor TransferService {
     }
 
     func ownHello() -> HelloMessage {
-        HelloMessage(deviceID: snapshot.deviceID, rosterVersion: snapshot.rosterVersion, maxFramePayload: Self.maxFramePayload)
+        HelloMessage(deviceID: snapshot.deviceID, rosterDigest: snapshot.rosterDigest, maxFramePayload: Self.maxFramePayload)
     }
 
     /// A refusal's cause without key bytes, for logs.
