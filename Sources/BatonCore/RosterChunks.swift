@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0-or-later
+// SPDX-License-Identifier: LGPL-2.1-or-later
 
 /// Pairing message 3 in parts (§7.2): a roster larger than one sealed message travels as several
 /// `{"msg": "roster", "roster": part, "more": true}` messages and a last one without `more`; the
