@@ -101,7 +101,7 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
 public func fuzzInitialize(_ argc: UnsafeMutableRawPointer?, _ argv: UnsafeMutableRawPointer?) -> CInt {
     writeSeedsIfRequested {
         let id = DeviceID(identityKey: [UInt8](repeating: 3, count: 32))
-        let hello = HelloMessage(deviceID: id, rosterVersion: 4, maxFramePayload: 262_144).payload
+        let hello = HelloMessage(deviceID: id, rosterDigest: 4, maxFramePayload: 262_144).payload
         let reference = ActivityReference(typeHash: TypeHash(value: 0xDEAD_BEEF), revision: 12).payload
         let versioned = try! FetchActivityOfVersions(activity: ActivityReference(typeHash: TypeHash(value: 0xDEAD_BEEF), revision: 12),
                                                      versions: [1...1, 3...5]).payload
