@@ -222,7 +222,7 @@ struct AvahiDiscoveryTests {
         await beta.stop()
         // Avahi reports a known instance again only after its goodbye has expired (about 1 s); a
         // quicker restart on another port would be learned with the next epoch's name.
-        #expect(await eventually(timeout: .seconds(10)) { await !browser.endpoints.contains { $0.name == betaName } })
+        #expect(await eventually(timeout: .seconds(30)) { await !browser.endpoints.contains { $0.name == betaName } })
         await browser.stop()
         let store = try RingStore(directory: StateDirectory(path: beta.stateDirectory))
         var peers = try store.loadPeers()

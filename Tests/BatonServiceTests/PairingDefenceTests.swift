@@ -51,7 +51,7 @@ struct PairingDefenceTests {
         let waiting = try #require(await a.pairing.session(pathA))
         let pathB = try await b.pairing.pair(uid: uid, target: "127.0.0.1:\(waiting.port)", sessionID: waiting.sessionID, addressType: nil)
         for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
-            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.phase.stateName == "confirming" })
+            #expect(await eventually(timeout: .seconds(30)) { await pairing.session(path)?.phase.stateName == "confirming" })
         }
         // Only the acceptor shows the code; the initiator cannot just click yes.
         let code = try #require(await a.pairing.session(pathA)?.textProperties["Code"])
