@@ -2,7 +2,7 @@
 @testable import BatonDBus
 import BatonTestBus
 import Foundation
-import Glibc
+import CBusSocket
 import Synchronization
 import Testing
 
@@ -20,7 +20,7 @@ struct OutboxBackpressureTests {
 
         init() throws {
             path = "/tmp/baton-fakebus-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-            listener = socket(AF_UNIX, Int32(Glibc.SOCK_STREAM.rawValue), 0)
+            listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
             var address = sockaddr_un()
             address.sun_family = sa_family_t(AF_UNIX)
             withUnsafeMutableBytes(of: &address.sun_path) { raw in
