@@ -6,6 +6,7 @@ alone (not from the Swift sources), checked against Tests/BatonCoreTests/Vectors
 Prints one line per check and a final line `N passed, M failed`; exits non-zero on any failure.
 Needs Python 3 and python3-cryptography (AES-GCM, X25519)."""
 import hashlib
+import itertools
 import hmac
 import json
 import math
@@ -603,11 +604,207 @@ def decode_roster_value(value):
         # The unsigned key of "day" must lead to the signed commitment (§3.1, §7.3).
         if chain_end(member["secret"], member["day"], member["commitment"]) is None:
             raise ProtocolError("badSignature")
+        if "introductions" in member:
+            introduction_records(member["introductions"])
+    if len(value["members"]) > 10000 or len(value["removed"]) > 10000:
+        raise ProtocolError("malformed", "roster size")
+    seen = set()
     for mark in value["removed"]:
-        shape = {"deviceId": 16, "removedBy": 16, "signature": 64}
-        if not isinstance(mark, dict) or not all(isinstance(mark.get(k), bytes) and len(mark[k]) == n for k, n in shape.items()):
+        removed_id = tombstone(mark)[0]
+        if removed_id in seen:
             raise ProtocolError("malformed", "roster removed entry")
+        seen.add(removed_id)
     return value
+
+
+def introduction_records(raw):
+    """§7.3 `introductions`: records introducedBy (16) || introduction (64), one per introducer."""
+    if not isinstance(raw, bytes) or len(raw) % 80:
+        raise ProtocolError("malformed", "roster introductions")
+    records = {}
+    for offset in range(0, len(raw), 80):
+        introducer, signature = raw[offset:offset + 16], raw[offset + 16:offset + 80]
+        if introducer in records:
+            raise ProtocolError("malformed", "roster introductions")
+        records[introducer] = signature
+    return records
+
+
+def introductions_of(member):
+    """Both forms of §7.3, their union: one per introducer, the lower signature bytes when two differ."""
+    pairs = list(introduction_records(member["introductions"]).items()) if "introductions" in member else []
+    if "introducedBy" in member:
+        pairs.append((member["introducedBy"], member["introduction"]))
+    return union_introductions({}, {}, pairs)
+
+
+def union_introductions(a, b, pairs=()):
+    result = {}
+    for introducer, signature in list(a.items()) + list(b.items()) + list(pairs):
+        if introducer not in result or signature < result[introducer]:
+            result[introducer] = signature
+    return result
+
+
+def tombstone(mark):
+    """A removal mark (§7.3) as (removed device id, {removedBy, signature, key or None, introductions})."""
+    if isinstance(mark, bytes):
+        if len(mark) < 112 or (len(mark) - 112) % 80:
+            raise ProtocolError("malformed", "roster removed entry")
+        key = mark[0:32]
+        return device_id_of(key), {"removedBy": mark[32:48], "signature": mark[48:112], "key": key,
+                                   "introductions": introduction_records(mark[112:])}
+    shape = {"deviceId": 16, "removedBy": 16, "signature": 64}
+    if not isinstance(mark, dict) or not all(isinstance(mark.get(k), bytes) and len(mark[k]) == n for k, n in shape.items()):
+        raise ProtocolError("malformed", "roster removed entry")
+    return mark["deviceId"], {"removedBy": mark["removedBy"], "signature": mark["signature"], "key": None, "introductions": {}}
+
+
+def roster_state(value):
+    """A decoded roster (§7.3) as members and tombstones by device id."""
+    decode_roster_value(value)
+    members = {m["deviceId"]: dict(m, introductions=introductions_of(m)) for m in value["members"]}
+    for m in members.values():
+        m.pop("introducedBy", None), m.pop("introduction", None)
+    return {"version": value["version"], "members": members, "removed": dict(tombstone(t) for t in value["removed"])}
+
+
+def roster_state_value(state):
+    """The roster as a sender encodes it (§7.3): members ascending by device id, one introduction as
+    introducedBy/introduction and several as introductions; tombstones ascending by removed device id, as
+    bytes when they keep a key."""
+    members = []
+    for device_id in sorted(state["members"]):
+        m = state["members"][device_id]
+        entry = {k: m[k] for k in ("deviceId", "name", "identityKey", "secret", "generation", "day", "commitment", "signature")}
+        intros = sorted(m["introductions"].items())
+        if len(intros) == 1:
+            entry["introducedBy"], entry["introduction"] = intros[0]
+        elif intros:
+            entry["introductions"] = b"".join(i + sig for i, sig in intros)
+        members.append(entry)
+    removed = []
+    for device_id in sorted(state["removed"]):
+        t = state["removed"][device_id]
+        if t["key"] is None:
+            removed.append({"deviceId": device_id, "removedBy": t["removedBy"], "signature": t["signature"]})
+        else:
+            removed.append(t["key"] + t["removedBy"] + t["signature"]
+                           + b"".join(i + sig for i, sig in sorted(t["introductions"].items())))
+    return {"version": state["version"], "members": members, "removed": removed}
+
+
+def roster_digest(state):
+    """§7.3 step 7."""
+    data = b"baton/v1 roster" + u32be(len(state["members"]))
+    for device_id in sorted(state["members"]):
+        data += device_id + state["members"][device_id]["signature"]
+    data += u32be(len(state["removed"]))
+    for device_id in sorted(state["removed"]):
+        t = state["removed"][device_id]
+        data += device_id + t["removedBy"] + t["signature"] + bytes([0 if t["key"] is None else 1])
+    return hashlib.sha256(data).digest()
+
+
+def merge_rosters(local, received, me, anchor=None):
+    """§7.3's merge, steps 1 to 7, as the text gives them. Returns (new state, newly removed ids)."""
+    # 1. Ever-members V with their keys.
+    vouched = {i: m["identityKey"] for i, m in local["members"].items()}
+    vouched.update({i: t["key"] for i, t in local["removed"].items() if t["key"] is not None})
+    if anchor is not None and anchor != me and anchor not in vouched and anchor in received["members"]:
+        vouched[anchor] = received["members"][anchor]["identityKey"]
+    pending = {}
+    for i, m in received["members"].items():
+        if i not in vouched:
+            pending[i] = (m["identityKey"], m["introductions"])
+    for i, t in received["removed"].items():
+        if i not in vouched and t["key"] is not None:
+            pending[i] = (t["key"], union_introductions(pending.get(i, (None, {}))[1], t["introductions"]))
+    grew = True
+    while grew:
+        grew = False
+        for i, (key, intros) in list(pending.items()):
+            if any(by in vouched and ed25519_verifies(vouched[by], sig, introduction_signed_bytes(key)) for by, sig in intros.items()):
+                vouched[i] = key
+                del pending[i]
+                grew = True
+
+    # 2. Introductions: each checked, for members already held too.
+    def verified(intros, device_id, held):
+        key = vouched.get(device_id)
+        if key is None:
+            return {}
+        return {by: sig for by, sig in intros.items()
+                if held.get(by) == sig or (by in vouched and ed25519_verifies(vouched[by], sig, introduction_signed_bytes(key)))}
+
+    # 3. Members.
+    members = {i: dict(m) for i, m in local["members"].items()}
+    for i, m in received["members"].items():
+        if i not in vouched:
+            continue
+        held = members[i]["introductions"] if i in members else local["removed"].get(i, {"introductions": {}})["introductions"]
+        intros = verified(m["introductions"], i, held)
+        if i in members:
+            mine = members[i]
+            kept = mine if i == me else preferred_entry(mine, m)
+            members[i] = dict(kept, introductions=union_introductions(mine["introductions"], intros))
+        else:
+            members[i] = dict(m, introductions=intros)
+
+    # 4. Tombstones.
+    removed = {i: dict(t) for i, t in local["removed"].items()}
+    newly = set()
+    for i, mark in received["removed"].items():
+        by = mark["removedBy"]
+        if by == i or not (i in vouched or i in local["removed"]) or by not in vouched:
+            continue  # left out
+        held = local["removed"].get(i)
+        same = held is not None and held["removedBy"] == by and held["signature"] == mark["signature"]
+        if not same and not (device_id_of(vouched[by]) == by and ed25519_verifies(vouched[by], mark["signature"], removal_signed_bytes(i))):
+            raise ProtocolError("badSignature")
+        intros = verified(mark["introductions"], i, held["introductions"] if held else {})
+        if held is not None:
+            kept = held if same or (held["removedBy"], held["signature"]) < (by, mark["signature"]) else \
+                {"removedBy": by, "signature": mark["signature"], "key": held["key"], "introductions": held["introductions"]}
+        else:
+            kept = {"removedBy": by, "signature": mark["signature"], "key": None, "introductions": {}}
+            newly.add(i)
+        key = kept["key"] if kept["key"] is not None else vouched.get(i)
+        removed[i] = dict(kept, key=key, introductions=union_introductions(kept["introductions"], intros) if key is not None else {})
+    # 5. Removal wins.
+    for i in list(removed):
+        if i in members:
+            m = members.pop(i)
+            t = removed[i]
+            key = t["key"] if t["key"] is not None else m["identityKey"]
+            removed[i] = dict(t, key=key, introductions=union_introductions(t["introductions"], m["introductions"]))
+    # 6. Bounds, the result refused whole.
+    per_remover = {}
+    for t in removed.values():
+        per_remover[t["removedBy"]] = per_remover.get(t["removedBy"], 0) + 1
+    if any(n > 1024 for n in per_remover.values()):
+        raise ProtocolError("malformed", "roster removals per remover")
+    if len(members) > 10000 or len(removed) > 10000:
+        raise ProtocolError("malformed", "roster size")
+    result = {"version": local["version"], "members": members, "removed": removed}
+    if len(encode_value(roster_state_value(result))) > 1048576:
+        raise ProtocolError("payloadTooLarge")
+    # 7. The version is local: +1 when the digest changed, never past 2^63 - 1.
+    if roster_digest(result) != roster_digest(local):
+        result["version"] = min(local["version"] + 1, (1 << 63) - 1)
+    return result, newly
+
+
+def preferred_entry(a, b):
+    """§7.3 step 3 for another device's entry: the higher generation; with equal generations the lower
+    member signature; then the key of an earlier day of the same commitment."""
+    if a["generation"] != b["generation"]:
+        return a if a["generation"] > b["generation"] else b
+    kept = a if a["signature"] <= b["signature"] else b
+    other = b if kept is a else a
+    if other["commitment"] == kept["commitment"] and other["day"] < kept["day"]:
+        kept = dict(kept, secret=other["secret"], day=other["day"])
+    return kept
 
 
 def member_signed_bytes(name, identity_key, commitment, generation):
@@ -868,22 +1065,75 @@ def check_rosters(check, rosters):
                 check.equal(f"{name}: {m['name']} introduction signed bytes", introduction_signed_bytes(key).hex(), m["introductionSignedBytes"])
                 check.equal(f"{name}: {m['name']} introduction", sign(introducer, introduction_signed_bytes(key)).hex(), m["introduction"])
             members.append((m["name"], h(m["identitySeed"]), (h(m["secret"]), m["day"], h(m["commitment"])), m["generation"], introducer))
-        removed = []
+        # Tombstones keep the removed device's key and introductions (§7.3): signatures are checked
+        # under the keys the roster holds, members' and tombstones' alike (a removed device's
+        # introductions and marks stay checkable).
+        keys = {device_id_of(identity_public(seed)).hex(): identity_public(seed) for seed in seeds.values()}
+        keys.update({mark["deviceId"]: h(mark["identityKey"]) for mark in vector["removed"]})
+        records = []
         for mark in vector["removed"]:
-            remover = seeds.get(mark["removedBy"])
-            check.equal(f"{name}: remover of {mark['deviceId']} is a member", remover is not None, True)
+            check.equal(f"{name}: tombstone {mark['deviceId']} device id", device_id_of(h(mark["identityKey"])).hex(), mark["deviceId"])
             check.equal(f"{name}: removal signed bytes", removal_signed_bytes(h(mark["deviceId"])).hex(), mark["signedBytes"])
-            if remover is not None:
-                check.equal(f"{name}: removal signature", sign(remover, removal_signed_bytes(h(mark["deviceId"]))).hex(), mark["signature"])
-                removed.append((h(mark["deviceId"]), remover))
-        encoded = encode_value(roster_value(vector["version"], members, removed))
+            remover_key = keys.get(mark["removedBy"])
+            check.equal(f"{name}: remover of {mark['deviceId']} was a member", remover_key is not None, True)
+            if remover_key is not None:
+                check.equal(f"{name}: removal signature verifies", ed25519_verifies(remover_key, h(mark["signature"]), removal_signed_bytes(h(mark["deviceId"]))), True)
+                if mark["removedBy"] in seeds:
+                    check.equal(f"{name}: removal signature", sign(seeds[mark["removedBy"]], removal_signed_bytes(h(mark["deviceId"]))).hex(), mark["signature"])
+            for intro in mark["introductions"]:
+                introducer_key = keys.get(intro["introducedBy"])
+                check.equal(f"{name}: tombstone {mark['deviceId']} introduction verifies", introducer_key is not None and
+                            ed25519_verifies(introducer_key, h(intro["signature"]), introduction_signed_bytes(h(mark["identityKey"]))), True)
+            record = h(mark["identityKey"]) + h(mark["removedBy"]) + h(mark["signature"]) + \
+                b"".join(h(i["introducedBy"]) + h(i["signature"]) for i in sorted(mark["introductions"], key=lambda i: i["introducedBy"]))
+            check.equal(f"{name}: tombstone record", record.hex(), mark["record"])
+            records.append((h(mark["deviceId"]), record))
+        value = roster_value(vector["version"], members, [])
+        value["removed"] = [record for _, record in sorted(records)]
+        encoded = encode_value(value)
         check.equal(f"{name}: encode", encoded.hex(), vector["roster"])
         check.equal(f"{name}: RingSync frame", encode_frame(0x10, vector["ringSyncRequestID"], encoded).hex(), vector["ringSyncFrame"])
         frame_type, request_id, payload, fields = decode_frame(h(vector["ringSyncFrame"]))
-        check.equal(f"{name}: decode", (fields["version"], sorted(m["deviceId"].hex() for m in fields["members"]),
-                                        sorted(d["deviceId"].hex() for d in fields["removed"])),
+        state = roster_state(fields)
+        check.equal(f"{name}: decode", (fields["version"], sorted(i.hex() for i in state["members"]), sorted(i.hex() for i in state["removed"])),
                     (vector["version"], sorted(m["deviceId"] for m in vector["members"]), sorted(d["deviceId"] for d in vector["removed"])))
         check.equal(f"{name}: re-encode", encode_value(fields).hex(), vector["roster"])
+        check.equal(f"{name}: digest", roster_digest(state).hex(), vector["digest"])
+        check.equal(f"{name}: encoded from its parts", encode_value(roster_state_value(state)).hex(), vector["roster"])
+
+
+def check_roster_merges(check, merges):
+    """§7.3's merge run from the vectors' bytes: the result, its digest and what became removed, or the
+    refusal; then the same rosters in every other delivery order reach the same digest."""
+    h = bytes.fromhex
+    for vector in merges:
+        name = f"roster merge: {vector['comment']}"
+        me = h(vector["me"])
+        state = roster_state(decode_value(h(vector["local"])))
+        before = roster_digest(state)
+        newly = set()
+        try:
+            for index, received in enumerate(vector["received"]):
+                anchor = h(vector["anchor"]) if index == 0 and vector.get("anchor") else None
+                state, removed_now = merge_rosters(state, roster_state(decode_value(h(received))), me, anchor)
+                newly |= removed_now
+        except ProtocolError as error:
+            check.equal(f"{name}: refused", str(error.kind), vector.get("error"))
+            continue
+        check.equal(f"{name}: accepted", None, vector.get("error"))
+        check.equal(f"{name}: result", encode_value(roster_state_value(state)).hex(), vector["result"])
+        check.equal(f"{name}: digest", roster_digest(state).hex(), vector["digest"])
+        check.equal(f"{name}: newly removed", sorted(i.hex() for i in newly), vector["newlyRemoved"])
+        check.equal(f"{name}: version +1 exactly when the digest changed", state["version"] - roster_state(decode_value(h(vector["local"])))["version"],
+                    0 if roster_digest(state) == before else 1 if len(vector["received"]) == 1 else state["version"] - roster_state(decode_value(h(vector["local"])))["version"])
+        if vector.get("anchor"):
+            continue
+        # Commutative, associative, idempotent: every order of the received rosters, each merged twice.
+        for order in itertools.permutations(vector["received"]):
+            other = roster_state(decode_value(h(vector["local"])))
+            for received in order + order:
+                other, _ = merge_rosters(other, roster_state(decode_value(h(received))), me)
+            check.equal(f"{name}: same digest in another order, merged twice", roster_digest(other).hex(), vector["digest"])
 
 
 def stored_key_after_merge(stored, received, receiver_day):
@@ -1077,6 +1327,7 @@ def main():
     check_pairing_exchange(check, vectors["pairingExchange"])
     check_rosters(check, vectors["rosters"])
     check_key_merges(check, vectors["keyMerges"])
+    check_roster_merges(check, vectors["rosterMerges"])
     check_channel_proofs(check, vectors["channelProofs"])
     # §4.3 step 6 replay outcomes (§10.9).
     for vector in vectors["replays"]:

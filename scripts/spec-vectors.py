@@ -82,7 +82,9 @@ for r in v["replays"]:
 out += ["", "### 10.10 Rosters and RingSync", "",
         "Members are given by their Ed25519 seed (identity key and device id follow from it), name, key of a day",
         "(the generation's root, issued that day), commitment and generation; each entry's signature (§7.3) is by its own seed, an introduction by the introducer's seed,",
-        "a removal mark by the remover's seed. Ed25519 signatures are deterministic.", ""]
+        "a removal mark by the remover's seed. Ed25519 signatures are deterministic. A tombstone keeps the removed",
+        "device's identity key and introductions and travels as the bytes `record` (§7.3); `digest` is the roster",
+        "digest of §7.3 step 7 (Hello carries its first 8 bytes).", ""]
 for r in v["rosters"]:
     def member_line(m):
         text = (f"\"{m['name']}\" (seed `{m['identitySeed']}`, device id `{m['deviceId']}`, secret `{m['secret']}` of day {m['day']}, "
@@ -91,15 +93,36 @@ for r in v["rosters"]:
             text += f", introduced by `{m['introducedBy']}`"
         return text + ")"
     out.append(f"- {r['comment']}: version {r['version']}, members " + "; ".join(member_line(m) for m in r["members"])
-               + ", removed " + (", ".join(f"`{d['deviceId']}` by `{d['removedBy']}`" for d in r["removed"]) or "none"))
+               + ", removed " + (", ".join(f"`{d['deviceId']}` (identity key `{d['identityKey']}`) by `{d['removedBy']}`" for d in r["removed"]) or "none"))
     for m in r["members"]:
         out.append(f"  - \"{m['name']}\": signed bytes `{m['signedBytes']}`, signature `{m['signature']}`")
         if m.get("introduction"):
             out.append(f"  - \"{m['name']}\" introduction: signed bytes `{m['introductionSignedBytes']}`, signature `{m['introduction']}`")
     for d in r["removed"]:
         out.append(f"  - removal of `{d['deviceId']}`: signed bytes `{d['signedBytes']}`, signature `{d['signature']}`")
+        for i in d["introductions"]:
+            out.append(f"    - kept introduction by `{i['introducedBy']}`: signature `{i['signature']}`")
+        out.append(f"    - tombstone record `{d['record']}`")
     out.append(f"  - roster `{r['roster']}`")
     out.append(f"  - RingSync, request id {r['ringSyncRequestID']}: `{r['ringSyncFrame']}`")
+    out.append(f"  - digest `{r['digest']}`")
+out += ["", "Merges (§7.3) by the member named by `me` (device ids as above: laptop `b4c1ece898ece24e24e601232f95c6a1`,",
+        "Schreibtisch-Ü `d2f381d7b0b5f1d39239f186fdee4dd3`; the others' seeds: tablet `99`…, phone `bb`…, old `dd`…,",
+        "thief `11`…, each byte repeated 32 times, keys of day 20833). The receiver holds `local`, merges each",
+        "`received` roster in the order given (the first from the pairing peer `anchor` when one is named), and",
+        "holds `result` with `digest`, or refuses the first merge that fails with `error` and keeps `local`.",
+        "`newly removed` lists the device ids that became removed (each makes the receiver re-key, §7.4). Merging",
+        "the received rosters in any other order, or each twice, gives the same digest.", ""]
+for m in v["rosterMerges"]:
+    out.append(f"- {m['comment']}: me `{m['me']}`" + (f", anchor `{m['anchor']}`" if m.get("anchor") else ""))
+    out.append(f"  - local `{m['local']}`")
+    for index, received in enumerate(m["received"]):
+        out.append(f"  - received ({index + 1}) `{received}`")
+    if m.get("error"):
+        out.append(f"  - error: {m['error']}")
+    else:
+        out.append(f"  - result `{m['result']}`")
+        out.append(f"  - digest `{m['digest']}`, newly removed " + (", ".join(f"`{i}`" for i in m["newlyRemoved"]) or "none"))
 out += ["", "Keys of one member at a receiver holding the same generation (§3.1, §7.3): the receiver stores",
         "`stored` and receives `received` on its day D; it keeps `result`. Each key is S_d of day d with its",
         "commitment C.", ""]
@@ -124,7 +147,8 @@ out += ["", "### 10.12 Independent check", "",
         "DocumentInfo's digest (§6.5) and that the edit-session grant of §10.5 names that snapshot (§6.6), that the",
         "FetchActivityOfVersions of §10.5 leaves out the version of the activity answered and is answered",
         "versionUnsupported (§6.2), builds",
-        "the rosters of §10.10 from their members (making and verifying every signature), keeps the key §3.1 and §7.3",
+        "the rosters of §10.10 from their members (making and verifying every signature) and computes their digests,",
+        "runs the merge of §7.3 over each merge of §10.10 (in every delivery order, each roster twice), keeps the key §3.1 and §7.3",
         "say for each key merge of §10.10, makes and verifies the",
         "channel identity proofs of §10.11 in both roles, replays §10.9, decodes and re-encodes every encoded item, and",
         "expects each rejection's error.",

@@ -32,10 +32,23 @@ extension ProtocolVectors {
     }
     struct RemovalVector: Codable, Equatable {
         var deviceId: String, removedBy: String, signedBytes: String, signature: String
+        /// The tombstone keeps the removed device's identity key and introductions (§7.3); `record`
+        /// is the bytes value it travels as.
+        var identityKey: String, introductions: [IntroductionVector], record: String
     }
+    struct IntroductionVector: Codable, Equatable { var introducedBy: String, signature: String }
     struct RosterVector: Codable, Equatable {
         var comment: String, version: UInt64, members: [RosterMemberVector], removed: [RemovalVector]
         var roster: String, ringSyncRequestID: UInt32, ringSyncFrame: String
+        /// §7.3 step 7: what Hello compares (its first 8 bytes).
+        var digest: String
+    }
+    /// §7.3 merge: the receiver `me` holds `local`, merges each of `received` in order (the first one
+    /// from the pairing peer `anchor`, when given) and holds `result` with `digest`; or the first
+    /// merge is refused with `error` and nothing changes.
+    struct RosterMergeVector: Codable, Equatable {
+        var comment: String, me: String, anchor: String?, local: String, received: [String]
+        var result: String?, digest: String?, newlyRemoved: [String], error: String?
     }
     struct ReplayVector: Codable, Equatable {
         var comment: String, adverts: [String], outcomes: [String]
@@ -171,31 +184,108 @@ enum PairingVectorSource {
                               introduction: introduction.map { hex($0.signature) }))
     }
 
+    static let rosterSeeds: [String: UInt8] = ["laptop": 0x55, "Schreibtisch-Ü": 0x77, "tablet": 0x99, "phone": 0xBB, "old": 0xDD, "thief": 0x11]
+    static func rosterKey(_ name: String) -> Ed25519PrivateKey { try! Ed25519PrivateKey(seed: Array(repeating: rosterSeeds[name]!, count: 32)) }
+    static func rosterID(_ name: String) -> DeviceID { DeviceID(identityKey: rosterKey(name).publicKey) }
+
+    /// The members of §10.10: laptop founded the ring; it paired Schreibtisch-Ü, phone and thief,
+    /// Schreibtisch-Ü paired tablet, phone paired old.
+    static func rosterMembers() throws -> [String: (RosterMember, ProtocolVectors.RosterMemberVector)] {
+        [
+            "laptop": try rosterMember(name: "laptop", seedByte: 0x55, secretByte: 0x66, generation: 1),
+            "Schreibtisch-Ü": try rosterMember(name: "Schreibtisch-Ü", seedByte: 0x77, secretByte: 0x88, generation: 3, introducer: rosterKey("laptop")),
+            "tablet": try rosterMember(name: "tablet", seedByte: 0x99, secretByte: 0xAA, generation: 2, introducer: rosterKey("Schreibtisch-Ü")),
+            "phone": try rosterMember(name: "phone", seedByte: 0xBB, secretByte: 0xCC, generation: 1, introducer: rosterKey("laptop")),
+            "old": try rosterMember(name: "old", seedByte: 0xDD, secretByte: 0xEE, generation: 1, introducer: rosterKey("phone")),
+            "thief": try rosterMember(name: "thief", seedByte: 0x11, secretByte: 0x22, generation: 1, introducer: rosterKey("laptop")),
+        ]
+    }
+
+    /// A roster of `members` with the tombstones `removed` (name → remover's name), made as a
+    /// device removes a member (§7.4): the tombstone keeps the key and introductions.
+    static func roster(_ version: UInt64, _ members: [String], removed: [(String, String)] = []) throws -> Roster {
+        let all = try rosterMembers()
+        var roster = Roster(version: version, members: (members + removed.map(\.0)).map { all[$0]!.0 })
+        for (name, remover) in removed { try roster.removing(rosterID(name), by: rosterKey(remover)) }
+        roster.version = version
+        return roster
+    }
+
     static func rosters() throws -> [ProtocolVectors.RosterVector] {
-        let laptopKey = try Ed25519PrivateKey(seed: Array(repeating: 0x55, count: 32))
-        let deskKey = try Ed25519PrivateKey(seed: Array(repeating: 0x77, count: 32))
-        let laptop = try rosterMember(name: "laptop", seedByte: 0x55, secretByte: 0x66, generation: 1)
-        let desk = try rosterMember(name: "Schreibtisch-Ü", seedByte: 0x77, secretByte: 0x88, generation: 3, introducer: laptopKey)
-        let tablet = try rosterMember(name: "tablet", seedByte: 0x99, secretByte: 0xAA, generation: 2, introducer: deskKey)
-        let gone = try DeviceID(bytes: Array(repeating: 0xEE, count: 16)), alsoGone = try DeviceID(bytes: Array(repeating: 0x0E, count: 16))
-        func vector(_ comment: String, _ version: UInt64, _ members: [(RosterMember, ProtocolVectors.RosterMemberVector)],
-                    _ removed: [DeviceID], requestID: UInt32) throws -> ProtocolVectors.RosterVector {
-            var marks: [DeviceID: RemovalMark] = [:]
-            for id in removed { marks[id] = try RemovalMark.make(removing: id, by: laptopKey) }
-            let roster = Roster(version: version, members: members.map(\.0), removalMarks: marks)
+        let all = try rosterMembers()
+        func vector(_ comment: String, _ roster: Roster, requestID: UInt32) throws -> ProtocolVectors.RosterVector {
             let bytes = try roster.encoded()
-            let removedVectors = removed.sorted().map { id in
-                ProtocolVectors.RemovalVector(deviceId: hex(id.bytes), removedBy: hex(marks[id]!.remover.bytes),
-                                              signedBytes: hex(RemovalMark.signingInput(removed: id)), signature: hex(marks[id]!.signature))
+            let members = roster.members.values.sorted { $0.deviceID < $1.deviceID }.map { m in all.values.first { $0.0.deviceID == m.deviceID }!.1 }
+            let removedVectors = roster.removalMarks.sorted { $0.key < $1.key }.map { id, mark in
+                ProtocolVectors.RemovalVector(deviceId: hex(id.bytes), removedBy: hex(mark.remover.bytes),
+                                              signedBytes: hex(RemovalMark.signingInput(removed: id)), signature: hex(mark.signature),
+                                              identityKey: hex(mark.removedKey!),
+                                              introductions: mark.introductions.map { .init(introducedBy: hex($0.introducer.bytes), signature: hex($0.signature)) },
+                                              record: hex(mark.record!))
             }
-            return .init(comment: comment, version: version, members: members.map(\.1), removed: removedVectors,
+            return .init(comment: comment, version: roster.version, members: members, removed: removedVectors,
                          roster: hex(bytes), ringSyncRequestID: requestID,
-                         ringSyncFrame: hex(try Frame(type: .ringSync, requestID: requestID, payload: bytes).encoded()))
+                         ringSyncFrame: hex(try Frame(type: .ringSync, requestID: requestID, payload: bytes).encoded()),
+                         digest: hex(roster.digest))
         }
         return try [
-            vector("a fresh device: a ring of one, version 1", 1, [laptop], [], requestID: 0x0000_0101),
-            vector("three members, two removed (members sorted by device id, removed ascending)", 7, [laptop, desk, tablet],
-                   [gone, alsoGone], requestID: 0xFFFF_FFFE),
+            vector("a fresh device: a ring of one, version 1", roster(1, ["laptop"]), requestID: 0x0000_0101),
+            vector("three members, two removed: phone by Schreibtisch-Ü, old (whom phone paired) by laptop; members sorted by device id, tombstones by removed device id",
+                   roster(7, ["laptop", "Schreibtisch-Ü", "tablet"], removed: [("phone", "Schreibtisch-Ü"), ("old", "laptop")]), requestID: 0xFFFF_FFFE),
+        ]
+    }
+
+    /// §7.3: merges, each from what a receiver holds and what it receives to what it keeps.
+    static func rosterMerges() throws -> [ProtocolVectors.RosterMergeVector] {
+        let desk = "Schreibtisch-Ü"
+        func vector(_ comment: String, me: String = desk, anchor: String? = nil, _ local: Roster, _ received: [Roster]) throws -> ProtocolVectors.RosterMergeVector {
+            var roster = local
+            var newlyRemoved: Set<DeviceID> = []
+            var failure: String?
+            for (index, other) in received.enumerated() {
+                do {
+                    newlyRemoved.formUnion(try roster.merge(other, me: rosterID(me), anchor: index == 0 ? anchor.map(rosterID) : nil).newlyRemoved)
+                } catch { failure = specName(error); break }
+            }
+            return .init(comment: comment, me: hex(rosterID(me).bytes), anchor: anchor.map { hex(rosterID($0).bytes) },
+                         local: hex(try local.encoded()), received: try received.map { hex(try $0.encoded()) },
+                         result: failure == nil ? hex(try roster.encoded()) : nil, digest: failure == nil ? hex(roster.digest) : nil,
+                         newlyRemoved: newlyRemoved.sorted().map { hex($0.bytes) }, error: failure)
+        }
+        let three = try roster(3, ["laptop", desk, "thief"])
+        let byThief = try roster(4, [desk, "thief"], removed: [("laptop", "thief")])
+        let byOwner = try roster(9, ["laptop", desk], removed: [("thief", "laptop")])
+        // A legacy mark (dictionary form, no key) for a device that never joined.
+        var legacy = try roster(2, ["laptop", desk])
+        legacy = Roster(version: 2, members: Array(legacy.members.values),
+                        removalMarks: [try DeviceID(bytes: Array(repeating: 0xEE, count: 16)): try RemovalMark.make(removing: DeviceID(bytes: Array(repeating: 0xEE, count: 16)), by: rosterKey("laptop"))])
+        // thief's entry with a second introduction that claims Schreibtisch-Ü but carries laptop's signature.
+        let thiefEntry = try rosterMembers()["thief"]!.0
+        let forged = try Introduction(introducer: rosterID(desk), signature: thiefEntry.introductions[0].signature)
+        let withForgedIntroduction = Roster(version: 5, members: [try rosterMembers()["laptop"]!.0, try rosterMembers()[desk]!.0,
+                                                                  thiefEntry.introduced(by: forged)])
+        // laptop's tombstone of thief, its signature made by thief's own key.
+        let badMark = try RemovalMark.make(removing: rosterID("thief"), by: rosterKey("thief"))
+        let selfSigned = Roster(version: 9, members: [try rosterMembers()["laptop"]!.0, try rosterMembers()[desk]!.0],
+                                removalMarks: [rosterID("thief"): try RemovalMark(remover: rosterID("laptop"), signature: badMark.signature,
+                                                                                   removedKey: thiefEntry.identityKey, introductions: thiefEntry.introductions)])
+        // old's entry claiming laptop as introducer with the signature phone made for it.
+        let oldEntry = try rosterMembers()["old"]!.0
+        let unvouched = Roster(version: 5, members: [try rosterMembers()["laptop"]!.0, try rosterMembers()[desk]!.0,
+                                                     oldEntry.with(introductions: [try Introduction(introducer: rosterID("laptop"), signature: oldEntry.introductions[0].signature)])])
+        return try [
+            vector("a member paired in elsewhere joins: thief, introduced by laptop", roster(2, ["laptop", desk]), [roster(6, ["laptop", desk, "thief"])]),
+            vector("thief and owner remove each other, thief's roster first: both are out", three, [byThief, byOwner]),
+            vector("...the owner's roster first: the same roster", three, [byOwner, byThief]),
+            vector("two members remove the same device: the mark with the lower removedBy is kept",
+                   roster(4, ["laptop", desk], removed: [("thief", desk)]), [byOwner]),
+            vector("a mark (legacy form, no key) for a device that was never a member is left out: nothing changes",
+                   roster(2, ["laptop", desk]), [legacy]),
+            vector("an introduction that does not verify is dropped; the entry stays", three, [withForgedIntroduction]),
+            vector("a removal mark that does not verify refuses the whole roster", three, [selfSigned]),
+            vector("a new member whose only introduction does not verify is left out: nothing changes", roster(2, ["laptop", desk]), [unvouched]),
+            vector("pairing: the peer's roster, its members vouched for from the peer (the anchor) on", anchor: "laptop", roster(1, [desk]),
+                   [roster(5, ["laptop", "thief"], removed: [("phone", "laptop")])]),
         ]
     }
 
@@ -307,11 +397,40 @@ extension VectorTests {
             for mark in vector.removed {
                 let decoded = try #require(try roster.removalMarks[DeviceID(bytes: unhex(mark.deviceId))])
                 #expect(hex(decoded.remover.bytes) == mark.removedBy && hex(decoded.signature) == mark.signature)
+                #expect(decoded.removedKey.map(hex) == mark.identityKey && decoded.record.map(hex) == mark.record)
+                #expect(decoded.introductions.map { hex($0.introducer.bytes) + hex($0.signature) } == mark.introductions.map { $0.introducedBy + $0.signature })
             }
+            #expect(hex(roster.digest) == vector.digest)
             #expect(hex(try roster.encoded()) == vector.roster)
             let frame = try Frame.decode(unhex(vector.ringSyncFrame))
             #expect(frame.type == .ringSync && frame.requestID == vector.ringSyncRequestID && hex(frame.payload) == vector.roster)
         }
+    }
+
+    /// The file's merges, run from its bytes: the code holds what the file says, or refuses as it says.
+    @Test func rosterMergeVectorsGiveTheFilesResults() throws {
+        let merges = try fileVectors().rosterMerges
+        #expect(merges.count >= 9)
+        for vector in merges {
+            var roster = try Roster(decoding: unhex(vector.local))
+            let before = roster
+            var failure: String?
+            var newlyRemoved: Set<DeviceID> = []
+            for (index, bytes) in vector.received.enumerated() {
+                do {
+                    let anchor = try index == 0 ? vector.anchor.map { try DeviceID(bytes: unhex($0)) } : nil
+                    newlyRemoved.formUnion(try roster.merge(try Roster(decoding: unhex(bytes)), me: DeviceID(bytes: unhex(vector.me)), anchor: anchor).newlyRemoved)
+                } catch { failure = (error as? WireError).map(specName) ?? "\(error)"; break }
+            }
+            #expect(failure == vector.error, "\(vector.comment)")
+            if failure != nil { #expect(roster == before, "\(vector.comment): a refused merge changes nothing") }
+            if let result = vector.result { #expect(hex(try roster.encoded()) == result, "\(vector.comment)") }
+            if let digest = vector.digest { #expect(hex(roster.digest) == digest, "\(vector.comment)") }
+            #expect(newlyRemoved.sorted().map { hex($0.bytes) } == vector.newlyRemoved, "\(vector.comment)")
+        }
+        // Both delivery orders of the mutual removal hold one roster.
+        let orders = merges.filter { $0.comment.contains("remove each other") || $0.comment.hasPrefix("...the owner's") }
+        #expect(orders.count == 2 && orders[0].result == orders[1].result)
     }
 
     @Test func replayVectorsGiveTheFilesOutcomes() throws {

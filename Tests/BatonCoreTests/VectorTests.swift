@@ -49,6 +49,7 @@ struct ProtocolVectors: Codable, Equatable {
     var pairingExchange: PairingExchangeVector
     var rosters: [RosterVector]
     var keyMerges: [KeyMergeVector]
+    var rosterMerges: [RosterMergeVector]
     var replays: [ReplayVector]
     var rejects: [RejectVector]
     var channelProofs: [ChannelProofVector]
@@ -203,7 +204,7 @@ func computeVectors() throws -> ProtocolVectors {
                                               typeKey: hex(keys.typeKey), mdnsKey: hex(keys.mdnsKey), epochs: epochs, typeHashes: types),
                            ringAdverts: rings, pairingAdverts: pairingAdverts, values: values, frames: frames, pairing: pairing,
                            pairingExchange: try PairingVectorSource.exchange(), rosters: try PairingVectorSource.rosters(),
-                           keyMerges: try PairingVectorSource.keyMerges(),
+                           keyMerges: try PairingVectorSource.keyMerges(), rosterMerges: try PairingVectorSource.rosterMerges(),
                            replays: try PairingVectorSource.replays(keys: keys), rejects: rejects,
                            channelProofs: try channelProofVectors())
 }
