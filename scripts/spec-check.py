@@ -1124,8 +1124,9 @@ def check_roster_merges(check, merges):
         check.equal(f"{name}: result", encode_value(roster_state_value(state)).hex(), vector["result"])
         check.equal(f"{name}: digest", roster_digest(state).hex(), vector["digest"])
         check.equal(f"{name}: newly removed", sorted(i.hex() for i in newly), vector["newlyRemoved"])
-        check.equal(f"{name}: version +1 exactly when the digest changed", state["version"] - roster_state(decode_value(h(vector["local"])))["version"],
-                    0 if roster_digest(state) == before else 1 if len(vector["received"]) == 1 else state["version"] - roster_state(decode_value(h(vector["local"])))["version"])
+        if len(vector["received"]) == 1:
+            grew = state["version"] - roster_state(decode_value(h(vector["local"])))["version"]
+            check.equal(f"{name}: version +1 exactly when the digest changed", grew, 0 if roster_digest(state) == before else 1)
         if vector.get("anchor"):
             continue
         # Commutative, associative, idempotent: every order of the received rosters, each merged twice.
