@@ -103,7 +103,7 @@ actor EventLog<Element: Sendable> {
 
     /// Waits for the first element after index `from` that `match` accepts; returns it and its index.
     @discardableResult
-    func wait(from start: Int = 0, timeout: Duration = .seconds(15), _ what: String,
+    func wait(from start: Int = 0, timeout: Duration = .seconds(60), _ what: String,
               _ match: @Sendable (Element) -> Bool) async throws -> (element: Element, index: Int) {
         let deadline = ContinuousClock.now + timeout
         var index = start

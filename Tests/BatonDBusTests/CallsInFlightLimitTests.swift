@@ -56,11 +56,15 @@ struct CallsInFlightLimitTests {
             let refused = outcomes.filter { $0.0 == DBusError.limitsExceededName }
             #expect(served.count == 128)
             #expect(refused.count == 8)
-            #expect(refused.allSatisfy { $0.1 < .seconds(1) }, "refused at once, not after the served ones")
+            // Served calls end 8 at a time, 150 ms apart (2.4 s at least); refusals come before the
+            // first half of them, not after all.
+            let servedTimes = served.map(\.1).sorted()
+            #expect(!servedTimes.isEmpty && refused.allSatisfy { $0.1 < servedTimes[servedTimes.count / 2] }, "refused at once, not after the served ones")
             #expect(started.withLock { $0 } == 128, "refused calls never ran")
             // The 128 accepted ran 8 at a time, in turn (their replies are built 8 at a time).
             #expect(running.withLock { $0.most } == 8)
-            #expect(outcomes.contains { $0.0 == "neighbour served" && $0.1 < .seconds(1) })
+            #expect(outcomes.contains { $0.0 == "neighbour served" && $0.1 < (servedTimes.last ?? .zero) },
+                    "the neighbour is served before the flooder's calls are all answered")
             // Once its calls are answered, the flooder is served again.
             #expect(try await flooder.call(destination: service.uniqueName, path: "/slow", interface: "org.baton.Slow", method: "Quick") == [.string("quick")])
         }
@@ -72,10 +76,14 @@ struct CallsInFlightLimitTests {
         try await withTestBus { bus in
             let service = try DBusConnection.service(bus: .address(bus.address))
             let flooder = try DBusConnection(bus: .address(bus.address))
+            // The served calls are held until the test lets them go, so all 128 are in flight
+            // when the 8 more arrive however slow the machine is.
+            let gate = Mutex(false)
+            let started = Mutex(0)
             try await service.export([DBusInterface("org.baton.Slow", methods: [
                 DBusMethod("Hold", in: [DBusArgument("fd", "h")]) { _ in
-                    // Long enough that none of the 128 has finished when the 8 more arrive (8 run at a time).
-                    try await Task.sleep(for: .milliseconds(400))
+                    started.withLock { $0 += 1 }
+                    while !gate.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(20)) }
                     return []
                 },
             ])], at: "/slow")
@@ -88,27 +96,43 @@ struct CallsInFlightLimitTests {
                 var poll = pollfd(fd: read, events: Int16(POLLIN), revents: 0)
                 return Glibc.poll(&poll, 1, milliseconds) == 1 && poll.revents & Int16(POLLHUP) != 0
             }
+            func call(_ copy: Int32) async -> String {
+                defer { close(copy) }
+                do {
+                    _ = try await flooder.call(destination: service.uniqueName, path: "/slow", interface: "org.baton.Slow",
+                                               method: "Hold", arguments: [.unixFD(copy)], timeout: .seconds(120))
+                    return "served"
+                } catch let error as DBusError { return error.name } catch { return "\(error)" }
+            }
             let served = pipeEnds(), refused = pipeEnds()
-            let calls = Task {
-                await withTaskGroup(of: Void.self) { group in
-                    for index in 0..<136 {
-                        let fd = index < 128 ? served.write : refused.write
-                        group.addTask {
-                            _ = try? await flooder.call(destination: service.uniqueName, path: "/slow", interface: "org.baton.Slow",
-                                                        method: "Hold", arguments: [.unixFD(fd)])
-                        }
-                        // The served ones reach the service first.
-                        if index == 127 { try? await Task.sleep(for: .milliseconds(100)) }
-                    }
+            // Each call lends its own copy, closed when the call returns: no descriptor number is
+            // closed here while a call may still be sending it.
+            let servedCopies = (0..<128).map { _ in dup(served.write) }
+            let refusedCopies = (0..<8).map { _ in dup(refused.write) }
+            close(served.write)
+            close(refused.write)
+            let servedCalls = Task {
+                await withTaskGroup(of: String.self) { group in
+                    for copy in servedCopies { group.addTask { await call(copy) } }
+                    return await group.reduce(into: [String]()) { $0.append($1) }
                 }
             }
-            try await Task.sleep(for: .milliseconds(600))
-            close(refused.write)
-            close(served.write)
-            #expect(hangsUp(refused.read, within: 500), "a refused call's descriptor stayed open")
+            // The served ones reach the service first: 8 of them run, and the rest are sent.
+            let began = ContinuousClock.now
+            while started.withLock({ $0 }) < 8, ContinuousClock.now - began < .seconds(60) {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            try await Task.sleep(for: .milliseconds(500))
+            let refusals = await withTaskGroup(of: String.self) { group in
+                for copy in refusedCopies { group.addTask { await call(copy) } }
+                return await group.reduce(into: [String]()) { $0.append($1) }
+            }
+            #expect(refusals == Array(repeating: DBusError.limitsExceededName, count: 8))
+            #expect(hangsUp(refused.read, within: 30_000), "a refused call's descriptor stayed open")
             #expect(!hangsUp(served.read, within: 100), "the served calls' descriptors are lent to their handlers while they run")
-            await calls.value
-            #expect(hangsUp(served.read, within: 5_000), "closed when the handlers returned")
+            gate.withLock { $0 = true }
+            #expect(await servedCalls.value == Array(repeating: "served", count: 128))
+            #expect(hangsUp(served.read, within: 30_000), "closed when the handlers returned")
             close(refused.read)
             close(served.read)
         }
@@ -131,24 +155,35 @@ struct CallsInFlightLimitTests {
             var fds: [Int32] = [-1, -1]
             #expect(pipe(&fds) == 0)
             let (readEnd, writeEnd) = (fds[0], fds[1])
+            // Each call lends its own copy, closed once the call has returned, so no descriptor
+            // number is closed here while a call may still be sending it.
+            let copies = (0..<20).map { _ in dup(writeEnd) }
             let calls = Task {
                 await withTaskGroup(of: Void.self) { group in
-                    for _ in 0..<20 {
+                    for copy in copies {
                         group.addTask {
                             _ = try? await caller.call(destination: service.uniqueName, path: "/slow", interface: "org.baton.Slow",
-                                                       method: "Hold", arguments: [.unixFD(writeEnd)], timeout: .seconds(5))
+                                                       method: "Hold", arguments: [.unixFD(copy)], timeout: .seconds(5))
+                            close(copy)
                         }
                     }
                 }
             }
-            try await Task.sleep(for: .milliseconds(250))
             close(writeEnd)
+            // The first 8 start; the other 12 wait behind them (however slow the machine).
+            let started = ContinuousClock.now
+            while ran.withLock({ $0 }) < 8, ContinuousClock.now - started < .seconds(60) {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            try await Task.sleep(for: .milliseconds(100))
             service.close()
+            await calls.value
+            // Every copy the caller held is closed now; the write end stays open only while the
+            // service still holds a descriptor of a call that never started.
             var poll = pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)
-            #expect(Glibc.poll(&poll, 1, 3_000) == 1 && poll.revents & Int16(POLLHUP) != 0, "a waiting call's descriptor stayed open")
+            #expect(Glibc.poll(&poll, 1, 30_000) == 1 && poll.revents & Int16(POLLHUP) != 0, "a waiting call's descriptor stayed open")
             #expect(ran.withLock { $0 } == 8, "only the first 8 started")
             close(readEnd)
-            await calls.value
         }
     }
 }
