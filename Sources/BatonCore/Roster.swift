@@ -54,8 +54,9 @@ public struct Roster: Hashable, Sendable {
         guard let member = members[id] else { throw .notRingMember }
         let removerID = DeviceID(identityKey: remover.publicKey)
         guard removerID != id else { throw .badSignature }
-        guard removalMarks.values.filter({ $0.remover == removerID }).count < Self.maxRemovalsPerRemover,
-              removalMarks.count < Self.maxRemovals else {
+        // The bounds of §7.3, each refused with its own error, as a merge past them is.
+        guard removalMarks.count < Self.maxRemovals else { throw .malformed("roster size") }
+        guard removalMarks.values.filter({ $0.remover == removerID }).count < Self.maxRemovalsPerRemover else {
             throw .malformed("roster removals per remover")
         }
         var next = self
@@ -257,24 +258,29 @@ public struct Roster: Hashable, Sendable {
         if version < UInt64(Int64.max) { version += 1 }
     }
 
-    /// Members whose removal `bt-pair remove` offers with `root` (§7.4): every member all of whose
-    /// introducers are `root`, an earlier member of the set, or already removed (the chain
-    /// root → y1 → y2 ...); never `me`. Ascending by device id, `root` not included.
+    /// Members whose removal `bt-pair remove` offers with `root` (§7.4): the largest set of
+    /// members, each reached from `root` through introductions within the set, all of whose
+    /// introducers are `root`, members of the set or removed devices (the chain root → y1 → y2 ...;
+    /// plants that introduce themselves or each other in a cycle stay in it, a member with an
+    /// introducer outside it does not); never `me`. Ascending by device id, `root` not included.
     public func introducedSubtree(of root: DeviceID, me: DeviceID) -> [DeviceID] {
-        var set: Set<DeviceID> = [root]
-        var grew = true
-        while grew {
-            grew = false
-            for (id, member) in members where id != me && !set.contains(id) && !member.introductions.isEmpty {
-                if member.introductions.allSatisfy({ set.contains($0.introducer) || removalMarks[$0.introducer] != nil }),
-                   member.introductions.contains(where: { set.contains($0.introducer) }) {
-                    set.insert(id)
-                    grew = true
-                }
+        var introduced: [DeviceID: [DeviceID]] = [:]
+        for (id, member) in members { for introduction in member.introductions { introduced[introduction.introducer, default: []].append(id) } }
+        var set = Set(members.keys).subtracting([me, root])
+        while true {
+            // Reached from root through members of the set ...
+            var reached: Set<DeviceID> = []
+            var frontier = [root]
+            while let next = frontier.popLast() {
+                for id in introduced[next] ?? [] where set.contains(id) && reached.insert(id).inserted { frontier.append(id) }
             }
+            // ... and introduced by nobody else but root, the set or removed devices.
+            let kept = reached.filter { id in
+                members[id]!.introductions.allSatisfy { $0.introducer == root || reached.contains($0.introducer) || removalMarks[$0.introducer] != nil }
+            }
+            if kept == set { return set.sorted() }
+            set = kept
         }
-        set.remove(root)
-        return set.sorted()
     }
 
     public var propertyValue: PropertyValue {

@@ -199,7 +199,7 @@ public struct RosterMember: Hashable, Sendable {
     public func ratcheted(toDay day: UInt64) -> RosterMember? {
         guard let later = secret.ratcheted(toDay: day) else { return nil }
         // The signature covers the commitment, which ratcheting keeps.
-        return try! RosterMember(name: name, identityKey: identityKey, secret: later, signature: signature, introduction: introduction)
+        return try! RosterMember(name: name, identityKey: identityKey, secret: later, signature: signature, introductions: introductions)
     }
 
     var propertyValue: PropertyValue {
