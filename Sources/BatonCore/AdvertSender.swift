@@ -63,13 +63,25 @@ public struct AdvertSender: Sendable {
     public private(set) var needsRekey = false
     /// How far behind the high-water epoch the clock may be before a re-key beats waiting (a day).
     public static let maxEpochsBehind: UInt64 = 96
+    /// The first epoch this process may seal in under the secret it started with (§4.2 "Restarts"):
+    /// one past the last epoch in which a seal this state does not record could have been made (a
+    /// restored backup or snapshot forgets the seals made after it). Below it the sender waits, as
+    /// for a clock behind its high-water epoch; a new own secret (nothing sealed under it) lifts it (0).
+    public private(set) var startFloor: UInt64 = 0
     private var secret: AdvertisingSecret
     private var keys: DerivedKeys
     private var enabled = false
 
     /// `restored` are the counters read back from disk, if any; `machine` identifies this machine
-    /// (nil: no check). Counters written on another machine set `needsRekey`.
-    public init(secret: AdvertisingSecret, restored: SenderCounters?, machine: [UInt8]? = nil) {
+    /// (nil: no check). Counters written on another machine set `needsRekey`. `startedAt` is the
+    /// `forgottenSealsUntil` bounds when a seal the restored counters may not record could have been
+    /// made under this secret (batond: the machine's boot time for the first start in a boot, since a
+    /// rolled-back disk means a reboot; the start time for later starts in the same boot; nil: the
+    /// caller vouches that the counters record every seal); it sets `startFloor`. `countersExpected`:
+    /// the secret was not created just now, so missing counters mean they were lost or never copied
+    /// with it, and the secret is replaced before anything is sealed (§4.2).
+    public init(secret: AdvertisingSecret, restored: SenderCounters?, machine: [UInt8]? = nil, forgottenSealsUntil: Int64? = nil,
+                countersExpected: Bool = false) {
         self.secret = secret
         self.keys = DerivedKeys(secret: secret)
         self.content = .presence
@@ -84,6 +96,8 @@ public struct AdvertSender: Sendable {
             needsRekey = restored?.machine.map { $0 != machine } ?? false
             counters.machine = machine
         }
+        if countersExpected && restored == nil { needsRekey = true }
+        if let forgottenSealsUntil { startFloor = Protocol.epoch(unixSeconds: forgottenSealsUntil) + 1 }
     }
 
     public var typeHash: TypeHash { content.activityType.map(keys.typeHash) ?? .none }
@@ -141,6 +155,7 @@ public struct AdvertSender: Sendable {
         // The high-water mark protects one key's nonces; a new key starts from the clock.
         counters.epoch = 0
         needsRekey = false
+        startFloor = 0
         counters.revision = Revision.next(counters.revision)
         return enabled ? seal(nowSeconds: nowSeconds, forceNewEpochState: true) : [.persist(counters)]
     }
@@ -154,6 +169,13 @@ public struct AdvertSender: Sendable {
             deferred = true
             if epoch + Self.maxEpochsBehind < counters.epoch { needsRekey = true }
             return needsRekey ? [] : [.persist(counters)]
+        }
+        // The state this process started from may be a restored copy whose later seals it cannot
+        // know (§4.2 "Restarts"): under the secret it started with, nothing is sealed below the
+        // floor; the change waits for it (at most one epoch: the floor is at most the clock's next).
+        guard epoch >= startFloor else {
+            deferred = true
+            return [.persist(counters)]
         }
         // No key for this epoch's day: an erased earlier day (the clock is behind the ratchet) or
         // past the chain's end (the keeper renews long before). Stay as we are.

@@ -95,7 +95,8 @@ public enum Daemon {
             ring = try RingService(
                 store: RingStore(directory: StateDirectory(path: options.stateDirectory)), radio: radio, clock: clock,
                 configuration: .init(deviceName: options.deviceName ?? hostName(), listenHost: options.listenHost,
-                                     companyID: options.companyID, avahiBus: options.avahiBus.map(dbusBusKind)),
+                                     companyID: options.companyID, avahiBus: options.avahiBus.map(dbusBusKind),
+                                     runtimeDirectory: environment["RUNTIME_DIRECTORY"].flatMap { $0.split(separator: ":").first.map(String.init) }),
                 log: { logger.log($0) })
         } catch {
             logger.log("batond: cannot open the ring store: \(error)")

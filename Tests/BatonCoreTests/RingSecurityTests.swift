@@ -268,6 +268,59 @@ import BatonCrypto
         #expect(seals.values.allSatisfy { $0.count == 1 })
     }
 
+    /// Issue 23 finding 7: a state directory restored from a copy (backup, btrfs or VM snapshot
+    /// rollback) on the same machine, started again within the epoch it last sealed in. Without the
+    /// start floor the restored counters (older) let it seal (e, 0) again with another body.
+    @Test func aRestoredCopyStartedWithinTheLastSealedEpochNeverSealsANonceTwice() throws {
+        let random = SeededRandomFake(seed: 78)
+        let keeper = try RingKeeper.create(name: "a", today: testDay, random: random)
+        let machine = [UInt8](repeating: 0xA, count: 32)
+        var seals: [Seal: [[UInt8]]] = [:]
+        let t0 = seconds(epoch: 2_000_000) + 10
+        var first = AdvertSender(secret: keeper.ownSecret, restored: nil, machine: machine)
+        record(first.start(nowSeconds: t0), secret: keeper.ownSecret, into: &seals)
+        let copy = first.counters
+        // The run goes on into the next epoch and seals there, then the copy is restored.
+        let t1 = seconds(epoch: 2_000_001) + 10
+        record(first.tick(nowSeconds: t1), secret: keeper.ownSecret, into: &seals)
+        record(first.update(AdvertContent(activityType: "org.example.a"), nowSeconds: t1 + 1), secret: keeper.ownSecret, into: &seals)
+        // Started from the copy within epoch 2_000_001, forgotten seals possible until now: nothing
+        // is sealed in this epoch...
+        var restored = AdvertSender(secret: keeper.ownSecret, restored: copy, machine: machine, forgottenSealsUntil: t1 + 2, countersExpected: true)
+        #expect(restored.startFloor == 2_000_002)
+        let started = restored.start(nowSeconds: t1 + 3)
+        let changed = restored.update(AdvertContent(activityType: "org.example.b"), nowSeconds: t1 + 4)
+        #expect(!(started + changed).contains { if case .advertise = $0 { true } else { false } })
+        #expect(restored.deferred && !restored.needsRekey)
+        record(started + changed, secret: keeper.ownSecret, into: &seals)
+        // ...and the waiting change goes out at the next epoch.
+        let next = restored.tick(nowSeconds: seconds(epoch: 2_000_002) + 1)
+        #expect(next.contains { if case .advertise = $0 { true } else { false } })
+        record(next, secret: keeper.ownSecret, into: &seals)
+        #expect(seals.values.allSatisfy { $0.count == 1 }, "a nonce sealed two bodies: \(seals.filter { $0.value.count > 1 }.keys)")
+        // The first start of a boot (a rollback means a reboot): forgotten seals are older than the
+        // boot, so a start in a later epoch seals at once.
+        var booted = AdvertSender(secret: keeper.ownSecret, restored: copy, machine: machine,
+                                  forgottenSealsUntil: seconds(epoch: 2_000_002) - 30, countersExpected: true)
+        #expect(booted.start(nowSeconds: seconds(epoch: 2_000_003) + 1).contains { if case .advertise = $0 { true } else { false } })
+        // A new own secret lifts the floor: nothing was sealed under it.
+        var rekeyed = AdvertSender(secret: keeper.ownSecret, restored: copy, machine: machine, forgottenSealsUntil: t1 + 2, countersExpected: true)
+        #expect(rekeyed.rotateSecret(secret(0x51), nowSeconds: t1 + 3).isEmpty == false)
+        #expect(rekeyed.startFloor == 0)
+    }
+
+    /// Issue 23 finding 7: a ring copied without its advert counters (or whose counters were lost)
+    /// replaces its secret before sealing anything; a ring created just now has no counters yet and needs nothing.
+    @Test func aRingWithoutItsCountersReKeysBeforeAnySeal() throws {
+        let s = secret(0x43)
+        var copied = AdvertSender(secret: s, restored: nil, machine: [1], forgottenSealsUntil: seconds(epoch: 2_000_000), countersExpected: true)
+        #expect(copied.needsRekey)
+        #expect(copied.start(nowSeconds: seconds(epoch: 2_000_005)).allSatisfy { if case .advertise = $0 { false } else { true } })
+        var created = AdvertSender(secret: s, restored: nil, machine: [1])
+        #expect(!created.needsRekey && created.startFloor == 0)
+        #expect(created.start(nowSeconds: seconds(epoch: 2_000_000)).contains { if case .advertise = $0 { true } else { false } })
+    }
+
     @Test func countersFromAnotherMachineForceARekeyBeforeAnySeal() throws {
         let random = SeededRandomFake(seed: 77)
         var keeper = try RingKeeper.create(name: "a", today: testDay, random: random)

@@ -131,11 +131,13 @@ struct BusLessNode {
                       machineIDPaths: [String] = MachineIdentity.defaultPaths,
                       pairingLimits: PairingLimits = PairingLimits(),
                       transfer configuration: TransferService.Configuration = BusLessNode.transferConfiguration,
-                      continuation continuationConfiguration: ContinuationService.Configuration = .init()) async throws -> BusLessNode {
+                      continuation continuationConfiguration: ContinuationService.Configuration = .init(),
+                      runtimeDirectory: String? = nil) async throws -> BusLessNode {
         let radio = FakeRadio()
         let ring = try RingService(store: RingStore(directory: StateDirectory(path: directory.appendingPathComponent(name).path)),
                                    radio: radio, clock: SystemWallClock(),
-                                   configuration: .init(deviceName: name, listenHost: "127.0.0.1", machineIDPaths: machineIDPaths), log: { _ in })
+                                   configuration: .init(deviceName: name, listenHost: "127.0.0.1", machineIDPaths: machineIDPaths,
+                                                        runtimeDirectory: runtimeDirectory), log: { _ in })
         await ring.start()
         let pairing = PairingService(ring: ring, discovery: nil, clock: SystemWallClock(), limits: pairingLimits, log: { _ in })
         let activities = FakeActivities(handled: handled)

@@ -33,15 +33,21 @@ public actor RadioService {
     var pairingAdverts = PairingAdvertBook()
 
     /// `store` keeps the advert counters (persisted before the advert they cover goes on the air).
+    /// `countersExpected`: the ring was loaded from disk, not created now; `forgottenSealsUntil`: when
+    /// seals its counters may not record could last have been made (AdvertSender). A secret created
+    /// now has sealed nothing.
     init(port: (any RadioPort)?, store: RingStore, clock: any WallClock, companyID: UInt16, ownSecret: AdvertisingSecret,
-         machine: [UInt8]? = nil, log: @escaping @Sendable (String) -> Void) throws {
+         machine: [UInt8]? = nil, countersExpected: Bool = false, forgottenSealsUntil: Int64? = nil,
+         log: @escaping @Sendable (String) -> Void) throws {
         self.port = port
         self.store = store
         self.clock = clock
         self.companyID = companyID
         self.log = log
         self.ownSecret = ownSecret
-        planner = OnAirPlanner(sender: AdvertSender(secret: ownSecret, restored: try store.loadCounters(), machine: machine),
+        planner = OnAirPlanner(sender: AdvertSender(secret: ownSecret, restored: try store.loadCounters(), machine: machine,
+                                                    forgottenSealsUntil: countersExpected ? forgottenSealsUntil : nil,
+                                                    countersExpected: countersExpected),
                                hasRadio: port != nil, ringHasOtherMembers: false)
         matcher = AdvertMatcher(epoch: Protocol.epoch(unixSeconds: clock.unixSeconds()))
     }

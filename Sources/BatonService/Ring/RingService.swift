@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+#if canImport(Glibc)
+import Glibc
+#endif
 import BatonCore
 import BatonCrypto
 import BatonDBus
@@ -20,11 +23,16 @@ public actor RingService {
         public var avahiBus: DBusBusKind?
         /// Machine id files, first existing one wins (MachineIdentity); tests point them elsewhere.
         public var machineIDPaths: [String]
+        /// A directory that lives as long as the boot (batond: systemd's RuntimeDirectory, kept across
+        /// restarts): a marker there tells a restart within the boot from the first start of a boot
+        /// (§4.2 "Restarts"). Nil: every start counts as the first of its boot.
+        public var runtimeDirectory: String?
 
         public init(deviceName: String, listenHost: String = "0.0.0.0", companyID: UInt16 = Protocol.defaultCompanyID,
                     privilege: PrivilegePolicy = PrivilegePolicy(), avahiBus: DBusBusKind? = nil,
-                    machineIDPaths: [String] = MachineIdentity.defaultPaths) {
+                    machineIDPaths: [String] = MachineIdentity.defaultPaths, runtimeDirectory: String? = nil) {
             self.machineIDPaths = machineIDPaths
+            self.runtimeDirectory = runtimeDirectory
             self.deviceName = deviceName
             self.listenHost = listenHost
             self.companyID = companyID
@@ -57,7 +65,8 @@ public actor RingService {
         self.configuration = configuration
         self.log = log
         let today = Self.keyDay(clock: clock)
-        if let state = try store.loadRing() {
+        let loaded = try store.loadRing()
+        if let state = loaded {
             keeper = try RingKeeper(state: state)
             // Days passed while batond was stopped: their keys are dropped before anything runs (§3.1).
             // A renewal's RingSyncs are kept in the state and sent once the transfer starts.
@@ -67,9 +76,14 @@ public actor RingService {
             try store.saveRing(keeper.state)
         }
         peers = try store.loadPeers()
+        // Marks this boot's first start (even of a ring created now) for later starts.
+        let forgottenSealsUntil = Self.forgottenSealsUntil(clock: clock, runtimeDirectory: configuration.runtimeDirectory)
         self.radio = try RadioService(port: radio, store: store, clock: clock, companyID: configuration.companyID,
                                       ownSecret: keeper.ownSecret,
-                                      machine: MachineIdentity.value(paths: configuration.machineIDPaths, store: store), log: log)
+                                      machine: MachineIdentity.value(paths: configuration.machineIDPaths, store: store),
+                                      countersExpected: loaded != nil,
+                                      forgottenSealsUntil: loaded == nil ? nil : forgottenSealsUntil,
+                                      log: log)
     }
 
     public var deviceID: DeviceID { keeper.deviceID }
@@ -83,6 +97,23 @@ public actor RingService {
             await self?.sighted(sighting.member, byHello: false)
         }
         await radio.start()
+    }
+
+    /// Until when seals that the stored counters may not record could have been made (§4.2
+    /// "Restarts"). A state directory is rolled back (btrfs, Timeshift, a VM disk snapshot) with a
+    /// reboot, so at the first start of a boot every forgotten seal is older than the boot; a later
+    /// start in the same boot (a restart, or state restored from a backup without a reboot) cannot
+    /// tell, so the bound is now and the first seal waits for the next epoch.
+    static func forgottenSealsUntil(clock: any WallClock, runtimeDirectory: String?) -> Int64 {
+        let now = clock.unixSeconds()
+        var elapsed = timespec()
+        let bootTime = clock_gettime(CLOCK_BOOTTIME, &elapsed) == 0 ? now - Int64(elapsed.tv_sec) - 1 : now
+        guard let runtimeDirectory else { return bootTime }
+        let marker = runtimeDirectory + "/started"
+        if access(marker, F_OK) == 0 { return now }
+        let descriptor = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        if descriptor >= 0 { close(descriptor) }
+        return bootTime
     }
 
     public func stop() async {
@@ -110,12 +141,13 @@ public actor RingService {
         await apply(keeper.rekey(random: SystemRandom(), today: Self.keyDay(clock: clock)))
     }
 
-    /// The advert sender cannot seal safely any more (its counters were written on another machine,
-    /// or the clock is far behind its high-water epoch): a fresh own secret, a new roster version,
-    /// and every member hears of it, so the two copies never seal under one key (§4.2).
+    /// The advert sender cannot seal safely any more (its counters were written on another machine
+    /// or are missing beside an existing ring, or the clock is far behind its high-water epoch): a
+    /// fresh own secret, a new roster version, and every member hears of it, so no nonce is ever
+    /// used twice under one key (§4.2).
     func rekeyIfCloned() async {
         guard await radio.needsRekey else { return }
-        log("batond: advert counters from another machine or far ahead of the clock: re-keying")
+        log("batond: advert counters missing beside the ring, from another machine, or far ahead of the clock: re-keying")
         await apply(keeper.rekey(random: SystemRandom(), today: Self.keyDay(clock: clock)))
     }
 
