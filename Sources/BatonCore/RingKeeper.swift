@@ -184,21 +184,24 @@ public struct RingKeeper: Sendable {
         return apply(state.roster, from: nil, random: random, forceRotation: true)
     }
 
-    private func nextOwnSecret(random: some RandomSource) -> AdvertisingSecret? {
-        let (next, overflow) = ownSecret.generation.addingReportingOverflow(1)
+    private func nextOwnSecret(random: some RandomSource, after generation: UInt32? = nil) -> AdvertisingSecret? {
+        let (next, overflow) = (generation ?? ownSecret.generation).addingReportingOverflow(1)
         guard !overflow, next <= RosterMember.maxGeneration else { return nil }
         return .generate(generation: next, day: today, using: random)
     }
 
     private mutating func apply(_ roster: Roster, from sender: DeviceID?, random: some RandomSource, forceRotation: Bool = false) -> [Action] {
         let before = peers
+        // Read before the roster is replaced: a roster that removed us no longer holds our entry.
+        let ownGeneration = ownSecret.generation
         state.roster = roster
         // Keys received of an earlier day are moved to ours at once: we keep no earlier day (§3.1).
         state.roster.ratchet(toDay: today)
         var actions: [Action] = []
         if state.roster.removed.contains(deviceID) {
-            // We were removed: start over alone with a fresh secret and a fresh ring.
-            let fresh = nextOwnSecret(random: random) ?? .generate(generation: 1, day: today, using: random)
+            // We were removed: start over alone with a fresh secret (the generation after ours, so
+            // no receiver's state for our old generations can apply to it) and a fresh ring.
+            let fresh = nextOwnSecret(random: random, after: ownGeneration) ?? .generate(generation: 1, day: today, using: random)
             let me = try! RosterMember.signed(name: state.name, identity: identity, secret: fresh)
             state.roster = Roster(version: 1, members: [me])
             state.pendingSyncs = [:]
