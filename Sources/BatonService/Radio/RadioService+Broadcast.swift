@@ -18,7 +18,8 @@ public struct Publication: Sendable {
 extension RadioService: ActivityPublisher {
     // MARK: ActivityPublisher
 
-    public func publish(_ record: ActivityRecord, uid: UInt32) async throws(RadioError) {
+    @discardableResult
+    public func publish(_ record: ActivityRecord, uid: UInt32) async throws(RadioError) -> UInt32 {
         // Kept even without a radio: the radio is only discovery, the record is what a fetch returns.
         published[uid] = record
         advertisedUID = uid
@@ -30,6 +31,7 @@ extension RadioService: ActivityPublisher {
             throw .unavailable("no radio")
         }
         try await carryOrThrow(actions)
+        return planner.sender.counters.revision
     }
 
     public func withdraw(uid: UInt32) async {
