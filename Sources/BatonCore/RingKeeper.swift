@@ -42,6 +42,10 @@ public struct RingKeeper: Sendable {
     public private(set) var today: UInt64
     /// A generation this close to the end of its day chain is replaced (§3.1).
     public static let renewalDays: UInt64 = 30
+    /// Own secrets older than this many days are replaced at the next day's ratchet (a re-key,
+    /// RingSync to every member), so a leaked backup or key reads adverts for at most this long
+    /// rather than the rest of a 1,024-day chain. 0: only the chain's renewal (batond: --rekey-days).
+    public var maxKeyAgeDays: UInt64 = 30
     public var deviceID: DeviceID { DeviceID(identityKey: identity.publicKey) }
 
     public init(state: State) throws(WireError) {
@@ -161,8 +165,10 @@ public struct RingKeeper: Sendable {
         guard day > today else { return [] }
         today = day
         var roster = state.roster
-        guard roster.ratchet(toDay: day) else { return [] }
-        if let end = ownSecret.chain?.endDay, end <= day + Self.renewalDays {
+        // Piggybacks on the day's ratchet: no wakeup of its own.
+        let aged = ownSecret.chain.map { maxKeyAgeDays > 0 && $0.endDay - AdvertisingSecret.chainDays + maxKeyAgeDays <= day } ?? false
+        guard roster.ratchet(toDay: day) || aged else { return [] }
+        if aged || ownSecret.chain.map({ $0.endDay <= day + Self.renewalDays }) == true {
             state.roster = roster
             return apply(roster, from: nil, random: random, forceRotation: true)
         }

@@ -96,7 +96,8 @@ public enum Daemon {
                 store: RingStore(directory: StateDirectory(path: options.stateDirectory)), radio: radio, clock: clock,
                 configuration: .init(deviceName: options.deviceName ?? hostName(), listenHost: options.listenHost,
                                      companyID: options.companyID, avahiBus: options.avahiBus.map(dbusBusKind),
-                                     runtimeDirectory: environment["RUNTIME_DIRECTORY"].flatMap { $0.split(separator: ":").first.map(String.init) }),
+                                     runtimeDirectory: environment["RUNTIME_DIRECTORY"].flatMap { $0.split(separator: ":").first.map(String.init) },
+                                     rekeyDays: options.rekeyDays),
                 log: { logger.log($0) })
         } catch {
             logger.log("batond: cannot open the ring store: \(error)")

@@ -27,12 +27,15 @@ public actor RingService {
         /// restarts): a marker there tells a restart within the boot from the first start of a boot
         /// (§4.2 "Restarts"). Nil: every start counts as the first of its boot.
         public var runtimeDirectory: String?
+        /// Own secrets are replaced once this many days old (RingKeeper.maxKeyAgeDays; 0: never early).
+        public var rekeyDays: UInt64 = 30
 
         public init(deviceName: String, listenHost: String = "0.0.0.0", companyID: UInt16 = Protocol.defaultCompanyID,
                     privilege: PrivilegePolicy = PrivilegePolicy(), avahiBus: DBusBusKind? = nil,
-                    machineIDPaths: [String] = MachineIdentity.defaultPaths, runtimeDirectory: String? = nil) {
+                    machineIDPaths: [String] = MachineIdentity.defaultPaths, runtimeDirectory: String? = nil, rekeyDays: UInt64 = 30) {
             self.machineIDPaths = machineIDPaths
             self.runtimeDirectory = runtimeDirectory
+            self.rekeyDays = rekeyDays
             self.deviceName = deviceName
             self.listenHost = listenHost
             self.companyID = companyID
@@ -68,11 +71,13 @@ public actor RingService {
         let loaded = try store.loadRing()
         if let state = loaded {
             keeper = try RingKeeper(state: state)
+            keeper.maxKeyAgeDays = configuration.rekeyDays
             // Days passed while batond was stopped: their keys are dropped before anything runs (§3.1).
             // A renewal's RingSyncs are kept in the state and sent once the transfer starts.
             if !keeper.ratchet(toDay: today, random: SystemRandom()).isEmpty { try store.saveRing(keeper.state) }
         } else {
             keeper = try RingKeeper.create(name: configuration.deviceName, today: today, random: SystemRandom())
+            keeper.maxKeyAgeDays = configuration.rekeyDays
             try store.saveRing(keeper.state)
         }
         peers = try store.loadPeers()
