@@ -45,11 +45,15 @@ public actor RadioService {
         self.companyID = companyID
         self.log = log
         self.ownSecret = ownSecret
-        planner = OnAirPlanner(sender: AdvertSender(secret: ownSecret, restored: try store.loadCounters(), machine: machine,
+        let restored = try store.loadCounters()
+        planner = OnAirPlanner(sender: AdvertSender(secret: ownSecret, restored: restored, machine: machine,
                                                     forgottenSealsUntil: countersExpected ? forgottenSealsUntil : nil,
                                                     countersExpected: countersExpected),
                                hasRadio: port != nil, ringHasOtherMembers: false)
         matcher = AdvertMatcher(epoch: Protocol.epoch(unixSeconds: clock.unixSeconds()))
+        // A ring created now gets its counters at once, even if it never seals (no radio, a ring of
+        // one): later, a ring without counters means they were lost or not copied (§4.2), not this.
+        if restored == nil, !countersExpected { try store.saveCounters(planner.sender.counters) }
     }
 
     /// The ring must re-key before the advert is sealed again (AdvertSender.needsRekey).
