@@ -257,7 +257,7 @@ import BatonCrypto
         var seals: [Seal: [[UInt8]]] = [:]
         record(sender.start(nowSeconds: seconds(epoch: 2_000_010)), secret: old, into: &seals)
         // Less than a day behind: wait. More: a new secret, since waiting would silence the device.
-        #expect(sender.update(AdvertContent(activityType: "org.example.a"), nowSeconds: seconds(epoch: 2_000_001)) == [.persist(sender.counters)])
+        #expect(sender.update(AdvertContent(activityType: "org.example.a"), nowSeconds: seconds(epoch: 2_000_001)) == [.persist(sender.counters, sender.bootMark)])
         #expect(!sender.needsRekey)
         let farBehind = seconds(epoch: 2_000_010 - AdvertSender.maxEpochsBehind - 1)
         #expect(sender.tick(nowSeconds: farBehind).isEmpty)
@@ -307,6 +307,52 @@ import BatonCrypto
         var rekeyed = AdvertSender(secret: keeper.ownSecret, restored: copy, machine: machine, forgottenSealsUntil: t1 + 2, countersExpected: true)
         #expect(rekeyed.rotateSecret(secret(0x51), nowSeconds: t1 + 3).isEmpty == false)
         #expect(rekeyed.startFloor == 0)
+    }
+
+    /// §4.2 "Restarts": a restart within the boot finds the boot mark (written before every seal,
+    /// beside the counters, where a disk restore cannot reach): it seals at once, in the same epoch,
+    /// after every seal the mark records, even from an older copy of the counters. A mark of another
+    /// secret does not count: the start floor applies.
+    @Test func aRestartWithTheBootMarkSealsAtOnceAndNeverReusesANonce() throws {
+        let random = SeededRandomFake(seed: 79)
+        let keeper = try RingKeeper.create(name: "a", today: testDay, random: random)
+        let machine = [UInt8](repeating: 0xB, count: 32)
+        var seals: [Seal: [[UInt8]]] = [:]
+        var mark: SenderBootMark?
+        func carry(_ actions: [AdvertSender.Action]) {
+            for case .persist(_, let written) in actions { mark = written }
+            record(actions, secret: keeper.ownSecret, into: &seals)
+        }
+        let t0 = seconds(epoch: 2_000_000) + 10
+        var first = AdvertSender(secret: keeper.ownSecret, restored: nil, machine: machine)
+        carry(first.start(nowSeconds: t0))
+        let copy = first.counters
+        carry(first.update(AdvertContent(activityType: "org.example.a"), nowSeconds: t0 + 1))
+        carry(first.update(AdvertContent(activityType: "org.example.b"), nowSeconds: t0 + 2))
+        #expect(mark == first.bootMark && mark?.counters.nextSequence == 3)
+        // A plain restart (the counters are current) and a restart from the older copy: both seal
+        // at once in the same epoch, after sequence 2, although the start bound is now.
+        for restored in [first.counters, copy] {
+            var again = AdvertSender(secret: keeper.ownSecret, restored: restored, machine: machine, forgottenSealsUntil: t0 + 3,
+                                     bootMark: mark, countersExpected: true)
+            #expect(again.resumedFromBootMark && again.startFloor == 0)
+            let started = again.start(nowSeconds: t0 + 4)
+            #expect(started.contains { if case .advertise = $0 { true } else { false } })
+            #expect(again.counters.epoch == 2_000_000 && again.counters.nextSequence == mark!.counters.nextSequence + 1)
+            carry(started)
+        }
+        #expect(seals.values.allSatisfy { $0.count == 1 }, "a nonce sealed two bodies: \(seals.filter { $0.value.count > 1 }.keys)")
+        // The mark follows a day ratchet (same generation), not a new secret.
+        var ratcheted = AdvertSender(secret: keeper.ownSecret, restored: copy, machine: machine)
+        ratcheted.ratchet(keeper.ownSecret.ratcheted(toDay: keeper.ownSecret.chain!.day + 1)!)
+        #expect(ratcheted.secretID == first.secretID)
+        // A mark written under another secret (a re-key later in this boot) says nothing about
+        // this one: the start bound holds and the first seal waits for the next epoch.
+        let other = SenderBootMark(secretID: AdvertSender.secretID(of: secret(0x60)), counters: mark!.counters)
+        var unmarked = AdvertSender(secret: keeper.ownSecret, restored: copy, machine: machine, forgottenSealsUntil: t0 + 5,
+                                    bootMark: other, countersExpected: true)
+        #expect(!unmarked.resumedFromBootMark && unmarked.startFloor == 2_000_001)
+        #expect(!unmarked.start(nowSeconds: t0 + 6).contains { if case .advertise = $0 { true } else { false } })
     }
 
     /// Issue 23 finding 7: a ring copied without its advert counters (or whose counters were lost)

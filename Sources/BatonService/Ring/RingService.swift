@@ -23,9 +23,10 @@ public actor RingService {
         public var avahiBus: DBusBusKind?
         /// Machine id files, first existing one wins (MachineIdentity); tests point them elsewhere.
         public var machineIDPaths: [String]
-        /// A directory that lives as long as the boot (batond: systemd's RuntimeDirectory, kept across
-        /// restarts): a marker there tells a restart within the boot from the first start of a boot
-        /// (§4.2 "Restarts"). Nil: every start counts as the first of its boot.
+        /// A directory that lives as long as the boot and that a restored state directory does not
+        /// roll back (batond: systemd's RuntimeDirectory, kept across restarts; `$XDG_RUNTIME_DIR/baton`
+        /// for a session daemon): the advert sender's boot mark lives there (BootMarkStore, §4.2
+        /// "Restarts"). Nil: no mark, every start counts as the first of its boot.
         public var runtimeDirectory: String?
         /// Own secrets are replaced once this many days old (RingKeeper.maxKeyAgeDays; 0: never early).
         public var rekeyDays: UInt64 = 30
@@ -81,13 +82,14 @@ public actor RingService {
             try store.saveRing(keeper.state)
         }
         peers = try store.loadPeers()
-        // Marks this boot's first start (even of a ring created now) for later starts.
-        let forgottenSealsUntil = Self.forgottenSealsUntil(clock: clock, runtimeDirectory: configuration.runtimeDirectory)
+        let start = Self.startBound(clock: clock, store: store, runtimeDirectory: configuration.runtimeDirectory,
+                                    loadedRing: loaded != nil, log: log)
         self.radio = try RadioService(port: radio, store: store, clock: clock, companyID: configuration.companyID,
                                       ownSecret: keeper.ownSecret,
                                       machine: MachineIdentity.value(paths: configuration.machineIDPaths, store: store),
                                       countersExpected: loaded != nil,
-                                      forgottenSealsUntil: loaded == nil ? nil : forgottenSealsUntil,
+                                      forgottenSealsUntil: loaded == nil ? nil : start.forgottenSealsUntil,
+                                      bootMark: loaded == nil ? nil : start.mark, bootMarks: start.marks,
                                       log: log)
     }
 
@@ -104,21 +106,39 @@ public actor RingService {
         await radio.start()
     }
 
-    /// Until when seals that the stored counters may not record could have been made (§4.2
-    /// "Restarts"). A state directory is rolled back (btrfs, Timeshift, a VM disk snapshot) with a
-    /// reboot, so at the first start of a boot every forgotten seal is older than the boot; a later
-    /// start in the same boot (a restart, or state restored from a backup without a reboot) cannot
-    /// tell, so the bound is now and the first seal waits for the next epoch.
-    static func forgottenSealsUntil(clock: any WallClock, runtimeDirectory: String?) -> Int64 {
+    /// What the runtime directory says about this boot's seals (§4.2 "Restarts"): the boot mark, if
+    /// one was written in this boot, and until when seals the stored counters may not record could
+    /// have been made, for when the mark does not name the stored secret. A state directory is rolled
+    /// back (btrfs, Timeshift, a VM disk snapshot) with a reboot, so with no mark (the first start of
+    /// a boot, or nothing persisted in it yet) every forgotten seal is older than the boot. A mark
+    /// naming another secret (a re-key in this boot, then a restored older state) or one that cannot
+    /// be read leaves the start time as the bound: the first seal waits for the next epoch.
+    static func startBound(clock: any WallClock, store: RingStore, runtimeDirectory: String?, loadedRing: Bool,
+                           log: @Sendable (String) -> Void) -> (forgottenSealsUntil: Int64, mark: SenderBootMark?, marks: BootMarkStore?) {
         let now = clock.unixSeconds()
         var elapsed = timespec()
         let bootTime = clock_gettime(CLOCK_BOOTTIME, &elapsed) == 0 ? now - Int64(elapsed.tv_sec) - 1 : now
-        guard let runtimeDirectory else { return bootTime }
-        let marker = runtimeDirectory + "/started"
-        if access(marker, F_OK) == 0 { return now }
-        let descriptor = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
-        if descriptor >= 0 { close(descriptor) }
-        return bootTime
+        guard let runtimeDirectory else { return (bootTime, nil, nil) }
+        let marks: BootMarkStore
+        do {
+            marks = try BootMarkStore(runtimeDirectory: runtimeDirectory, stateDirectory: store.directoryPath)
+        } catch {
+            if loadedRing {
+                log("batond: cannot open the advert boot mark in \(runtimeDirectory)/advert (\(error)): the ring advert waits for the next 15-minute epoch, so a restored state directory cannot reuse an advert nonce; fix the directory's owner and mode (0700, owned by batond's user)")
+            }
+            return (now, nil, nil)
+        }
+        switch marks.read() {
+        case .absent:
+            return (bootTime, nil, marks)
+        case .present(let mark):
+            return (now, mark, marks)
+        case .unreadable(let reason):
+            if loadedRing {
+                log("batond: the advert boot mark \(marks.filePath) was unreadable (\(reason)) and was removed: the ring advert waits for the next 15-minute epoch, so a restored state directory cannot reuse an advert nonce")
+            }
+            return (now, nil, marks)
+        }
     }
 
     public func stop() async {
