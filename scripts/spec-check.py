@@ -531,6 +531,11 @@ def sas(h):
     return f"{int.from_bytes(h[0:4], 'big') % 1000000:06d}"
 
 
+def second_code(h):
+    # §7.1 "What the users do": the code the initiator shows once its user typed the SAS.
+    return f"{int.from_bytes(h[4:8], 'big') % 1000000:06d}"
+
+
 def x25519(private, peer_public):
     try:
         z = X25519PrivateKey.from_private_bytes(private).exchange(X25519PublicKey.from_public_bytes(peer_public))
@@ -991,6 +996,7 @@ def check_pairing_exchange(check, x):
     transcript = transcript_hash(sid, commit, pub["initiator"], nonce["initiator"], pub["responder"], nonce["responder"])
     check.equal("exchange: H", transcript.hex(), x["transcriptHash"])
     check.equal("exchange: SAS", sas(transcript), x["code"])
+    check.equal("exchange: second code", second_code(transcript), x["secondCode"])
     keys = dict(zip(("initiator", "responder"), pairing_keys(x25519(h(parties["initiator"]["x25519Private"]), pub["responder"]), transcript)))
     expected = {("initiator", "pairCommit"): encode_frame(0x20, 0, bytes([1]) + sid + commit),
                 ("responder", "pairHello"): encode_frame(0x21, 0, pub["responder"] + nonce["responder"]),

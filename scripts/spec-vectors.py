@@ -59,7 +59,7 @@ out += ["", "### 10.8 A whole pairing exchange", "",
         "are as there. Identity keys are Ed25519 (RFC 8032) from the given 32-byte seeds; signatures are",
         "deterministic. Frames are listed in the order they were sent (each side's own order is the normative",
         "one, §7.2); for PairSealed the counter and the plaintext (a §6.4 dictionary) are given.", "",
-        f"- session id `{x['sessionID']}`, H = `{x['transcriptHash']}`, SAS = **{x['code']}**"]
+        f"- session id `{x['sessionID']}`, H = `{x['transcriptHash']}`, SAS = **{x['code']}**, second code (§7.1) = **{x['secondCode']}**"]
 for role in ("initiator", "responder"):
     q = x[role]
     out += [f"- {role}: name \"{q['name']}\", identity seed `{q['identitySeed']}`, identity key `{q['identityKey']}`,",

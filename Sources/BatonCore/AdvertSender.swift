@@ -40,12 +40,29 @@ public struct SenderCounters: Hashable, Sendable, Codable {
     }
 }
 
+/// The sender's high-water mark for the current boot (§4.2 "Restarts"): the counters of its last
+/// persist, with the secret they belong to. Written before every seal, like the counters, but kept
+/// where a restored copy of the state directory cannot roll it back (batond: a file in systemd's
+/// RuntimeDirectory, a tmpfs that lives as long as the boot), so a restart within the boot continues
+/// after every seal made in it.
+public struct SenderBootMark: Hashable, Sendable, Codable {
+    /// Which own secret the counters belong to (`AdvertSender.secretID`).
+    public var secretID: [UInt8]
+    public var counters: SenderCounters
+
+    public init(secretID: [UInt8], counters: SenderCounters) {
+        self.secretID = secretID
+        self.counters = counters
+    }
+}
+
 /// Sender state machine (swift-nio style: inputs in, actions out). Decides when to seal,
 /// rotate and re-register; the radio adapter carries the actions out in order.
 public struct AdvertSender: Sendable {
     public enum Action: Hashable, Sendable {
-        /// Write these counters durably before the next action.
-        case persist(SenderCounters)
+        /// Write these counters durably, and the boot mark where a disk restore cannot reach it
+        /// (§4.2 "Restarts"), before the next action.
+        case persist(SenderCounters, SenderBootMark)
         /// Replace whatever is advertised with these 24 bytes (fresh registration, fresh address).
         case advertise([UInt8])
         /// Stop advertising.
@@ -63,15 +80,48 @@ public struct AdvertSender: Sendable {
     public private(set) var needsRekey = false
     /// How far behind the high-water epoch the clock may be before a re-key beats waiting (a day).
     public static let maxEpochsBehind: UInt64 = 96
+    /// The first epoch this process may seal in under the secret it started with (§4.2 "Restarts"):
+    /// one past the last epoch in which a seal this state does not record could have been made (a
+    /// restored backup or snapshot forgets the seals made after it). Below it the sender waits, as
+    /// for a clock behind its high-water epoch; a new own secret (nothing sealed under it) lifts it (0).
+    public private(set) var startFloor: UInt64 = 0
+    /// True when the counters continued from a boot mark of the same secret (a restart within the
+    /// boot): no start floor, the first seal goes out at once.
+    public private(set) var resumedFromBootMark = false
     private var secret: AdvertisingSecret
     private var keys: DerivedKeys
+    /// Names the own secret's generation in a boot mark (fixed across the day ratchet).
+    public private(set) var secretID: [UInt8]
     private var enabled = false
 
+    /// SHA-256("baton/v1 boot mark" || u32be(generation) || commitment), or the key bytes for a
+    /// secret without a day chain: one value per generation, whichever day the key is at.
+    public static func secretID(of secret: AdvertisingSecret) -> [UInt8] {
+        var input = Array("baton/v1 boot mark".utf8)
+        input += withUnsafeBytes(of: secret.generation.bigEndian) { Array($0) }
+        input += secret.chain?.commitment ?? secret.bytes
+        return SHA256.hash(input)
+    }
+
+    /// The boot mark of the current counters (what `.persist` carries).
+    public var bootMark: SenderBootMark { SenderBootMark(secretID: secretID, counters: counters) }
+
     /// `restored` are the counters read back from disk, if any; `machine` identifies this machine
-    /// (nil: no check). Counters written on another machine set `needsRekey`.
-    public init(secret: AdvertisingSecret, restored: SenderCounters?, machine: [UInt8]? = nil) {
+    /// (nil: no check). Counters written on another machine set `needsRekey`. `bootMark` is the
+    /// high-water mark kept for this boot (§4.2 "Restarts"): one naming this secret records every
+    /// seal made under it in this boot, so the counters continue from the later of the two and the
+    /// first seal goes out at once. Otherwise `forgottenSealsUntil` bounds when a seal the restored
+    /// counters may not record could have been made under this secret (batond: the machine's boot
+    /// time at the first start of a boot, since a rolled-back disk means a reboot; the start time
+    /// when the mark is unreadable or names another secret; nil: the caller vouches that the
+    /// counters record every seal); it sets `startFloor`. `countersExpected`: the secret was not
+    /// created just now, so missing counters mean they were lost or never copied with it, and the
+    /// secret is replaced before anything is sealed (§4.2).
+    public init(secret: AdvertisingSecret, restored: SenderCounters?, machine: [UInt8]? = nil, forgottenSealsUntil: Int64? = nil,
+                bootMark: SenderBootMark? = nil, countersExpected: Bool = false) {
         self.secret = secret
         self.keys = DerivedKeys(secret: secret)
+        self.secretID = Self.secretID(of: secret)
         self.content = .presence
         if let restored, restored.generation == secret.generation {
             counters = restored
@@ -83,6 +133,20 @@ public struct AdvertSender: Sendable {
             // Counters without a machine value predate the check: adopt them.
             needsRekey = restored?.machine.map { $0 != machine } ?? false
             counters.machine = machine
+        }
+        if countersExpected && restored == nil { needsRekey = true }
+        if let bootMark, bootMark.secretID == secretID, bootMark.counters.generation == secret.generation {
+            // Nothing was sealed under this secret in this boot after the mark was written: continue
+            // from whichever of the two is later (a restored disk is behind the mark).
+            let mark = bootMark.counters
+            if (mark.epoch, mark.nextSequence) > (counters.epoch, counters.nextSequence) {
+                counters.epoch = mark.epoch
+                counters.nextSequence = mark.nextSequence
+                counters.revision = mark.revision
+            }
+            resumedFromBootMark = true
+        } else if let forgottenSealsUntil {
+            startFloor = Protocol.epoch(unixSeconds: forgottenSealsUntil) + 1
         }
     }
 
@@ -106,7 +170,7 @@ public struct AdvertSender: Sendable {
         guard newContent != content || changed else { return [] }
         content = newContent
         counters.revision = Revision.next(counters.revision)
-        return enabled ? seal(nowSeconds: nowSeconds) : [.persist(counters)]
+        return enabled ? seal(nowSeconds: nowSeconds) : [.persist(counters, bootMark)]
     }
 
     /// Clock tick: rotates at an epoch boundary, and releases a deferred change.
@@ -136,13 +200,15 @@ public struct AdvertSender: Sendable {
     public mutating func rotateSecret(_ newSecret: AdvertisingSecret, nowSeconds: Int64) -> [Action] {
         secret = newSecret
         keys = DerivedKeys(secret: newSecret)
+        secretID = Self.secretID(of: newSecret)
         counters.generation = newSecret.generation
         counters.nextSequence = 0
         // The high-water mark protects one key's nonces; a new key starts from the clock.
         counters.epoch = 0
         needsRekey = false
+        startFloor = 0
         counters.revision = Revision.next(counters.revision)
-        return enabled ? seal(nowSeconds: nowSeconds, forceNewEpochState: true) : [.persist(counters)]
+        return enabled ? seal(nowSeconds: nowSeconds, forceNewEpochState: true) : [.persist(counters, bootMark)]
     }
 
     private mutating func seal(nowSeconds: Int64, forceNewEpochState: Bool = false) -> [Action] {
@@ -153,7 +219,14 @@ public struct AdvertSender: Sendable {
         guard !needsRekey, epoch >= counters.epoch else {
             deferred = true
             if epoch + Self.maxEpochsBehind < counters.epoch { needsRekey = true }
-            return needsRekey ? [] : [.persist(counters)]
+            return needsRekey ? [] : [.persist(counters, bootMark)]
+        }
+        // The state this process started from may be a restored copy whose later seals it cannot
+        // know (§4.2 "Restarts"): under the secret it started with, nothing is sealed below the
+        // floor; the change waits for it (at most one epoch: the floor is at most the clock's next).
+        guard epoch >= startFloor else {
+            deferred = true
+            return [.persist(counters, bootMark)]
         }
         // No key for this epoch's day: an erased earlier day (the clock is behind the ratchet) or
         // past the chain's end (the keeper renews long before). Stay as we are.
@@ -175,6 +248,6 @@ public struct AdvertSender: Sendable {
         let body = AdvertBody(typeHash: typeHash, revision: counters.revision, flags: content.flags)
         let advert = RingAdvert.seal(body: body, keys: keys, epoch: keys.epochMaterial(epoch), sequence: sequence)
         currentAdvert = advert
-        return [.persist(counters), .advertise(advert)]
+        return [.persist(counters, bootMark), .advertise(advert)]
     }
 }

@@ -11,8 +11,9 @@
 ///   no IP endpoint other machines can reach, §8.3); a pairing advert when it announces a PSM.
 public struct OnAirPlanner: Sendable {
     public enum Action: Hashable, Sendable {
-        /// Write these counters durably before the next action (§4.2).
-        case persist(SenderCounters)
+        /// Write these counters durably, and the boot mark where a disk restore cannot reach it,
+        /// before the next action (§4.2, AdvertSender.Action.persist).
+        case persist(SenderCounters, SenderBootMark)
         /// Replace whatever is advertised with this ring advert.
         case advertiseRing([UInt8], connectable: Bool)
         /// Replace whatever is advertised with this pairing advert (`encoded` gives the bytes).
@@ -167,8 +168,8 @@ public struct OnAirPlanner: Sendable {
     private mutating func ring(_ actions: [AdvertSender.Action]) -> [Action] {
         actions.compactMap { action in
             switch action {
-            case .persist(let counters):
-                return .persist(counters)
+            case .persist(let counters, let mark):
+                return .persist(counters, mark)
             case .advertise(let bytes):
                 guard hasRadio, waitingPairing.isEmpty else { return nil }
                 onAir = .ring(bytes, connectable: ringAdvertConnectable)

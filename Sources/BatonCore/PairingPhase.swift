@@ -6,7 +6,8 @@ public enum PairingFailureReason: String, Hashable, Sendable, CaseIterable {
     /// The user (here or on the peer) refused the code, or the session was cancelled.
     case rejected
     case timedOut = "timed-out"
-    /// Commitment, seal or signature did not verify: possibly a man in the middle.
+    /// A typed code differs from this side's, or commitment, seal or signature did not verify: the
+    /// other machine may not be the one meant (a mistyped code, or a man in the middle).
     case verificationFailed = "verification-failed"
     case transport
     case protocolError = "protocol"
@@ -79,10 +80,27 @@ public struct PairingProgress: Hashable, Sendable {
     /// The code once computed; still kept after the session finished.
     public private(set) var shownCode = ""
 
-    /// The code as PairingSession1.Code shows it: only the acceptor shows it. The initiator's user
-    /// must type what the acceptor shows (ConfirmCode), so the code is never on the initiator's
-    /// screen for a reflex to copy.
-    public var visibleCode: String { role == .responder ? shownCode : "" }
+    /// The second code (§7.1 "What the users do"): the initiator shows it once its user typed the
+    /// acceptor's code correctly; the acceptor's user types it.
+    public private(set) var secondCode = ""
+    /// This side's user typed the code the other screen shows, and it matched.
+    public private(set) var codeTypedHere = false
+
+    /// The code as PairingSession1.Code shows it. The acceptor shows the first code from the
+    /// moment both keys are known; the initiator shows nothing until its user typed that code
+    /// correctly (so a reflex cannot copy it), and then the second code, for the acceptor's user to
+    /// type. Each screen thus shows only what the other person must type.
+    public var visibleCode: String {
+        switch role {
+        case .responder: shownCode
+        case .initiator: codeTypedHere ? secondCode : ""
+        }
+    }
+
+    /// An acceptor keeps its pairing advert, its DNS-SD record and its listeners (and any second
+    /// initiator fails the session, `contested`) until its own user typed the initiator's code:
+    /// only then does it know which machine it is talking to.
+    public var wantsInitiators: Bool { role == .responder && !phase.isFinished && !codeTypedHere }
 
     /// An acceptor starts waiting; an initiator starts connected.
     public init(role: PairingSession.Role, sessionID: [UInt8], listeningPort: UInt16?) {
@@ -97,9 +115,19 @@ public struct PairingProgress: Hashable, Sendable {
     public mutating func connected() -> Bool { move(to: .connected, from: { $0.isWaiting }) }
 
     @discardableResult
-    public mutating func codeShown(_ code: String) -> Bool {
+    public mutating func codeShown(_ code: String, second: String = "") -> Bool {
         guard move(to: .confirming(code: code), from: { $0 == .connected }) else { return false }
         shownCode = code
+        secondCode = second
+        return true
+    }
+
+    /// This side's user typed the other screen's code and it matched (compared by the caller in
+    /// constant time). Only while confirming, once. Returns false when nothing changed.
+    @discardableResult
+    public mutating func typedCodeMatched() -> Bool {
+        guard case .confirming = phase, !codeTypedHere else { return false }
+        codeTypedHere = true
         return true
     }
 

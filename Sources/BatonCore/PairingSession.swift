@@ -90,6 +90,9 @@ public struct PairingSession: Sendable {
     private var rosterSent = false
     private var peerEndpoints: [String] = []
     public private(set) var code: String?
+    /// The second code (§7.1), shown by the initiator once its user typed `code` correctly; the
+    /// responder's user types it, so the responder too confirms what the other screen shows.
+    public private(set) var secondCode: String?
 
     /// `ephemeralKey` and `nonce` (16 bytes) must be fresh randomness for this session.
     public init(role: Role, sessionID: [UInt8], ephemeralKey: X25519PrivateKey, nonce: [UInt8], local: LocalPairingInfo) throws(WireError) {
@@ -114,6 +117,11 @@ public struct PairingSession: Sendable {
         let value = h.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) } % 1_000_000
         let digits = String(value)
         return String(repeating: "0", count: 6 - digits.count) + digits
+    }
+
+    /// The second code of a transcript hash: u32be(H[4..<8]) mod 10⁶, six digits (§7.1).
+    public static func confirmationCode(transcriptHash h: [UInt8]) -> String {
+        shortAuthenticationString(transcriptHash: Array(h.dropFirst(4)))
     }
 
     /// Initiator only: the first frame.
@@ -198,6 +206,7 @@ public struct PairingSession: Sendable {
     private mutating func deriveKeys(initiatorKey: [UInt8], initiatorNonce: [UInt8], responderKey: [UInt8], responderNonce: [UInt8]) throws(WireError) {
         transcript = SHA256.hash("baton/v1 pair".utf8Bytes + sessionID + commitment + initiatorKey + initiatorNonce + responderKey + responderNonce)
         code = Self.shortAuthenticationString(transcriptHash: transcript)
+        secondCode = Self.confirmationCode(transcriptHash: transcript)
         let shared: [UInt8]
         do { shared = try ephemeral.sharedSecret(with: peerPublic) } catch { throw .weakKey }
         guard let keys = try? HKDF.deriveKey(ikm: shared, salt: transcript, info: "baton/v1 pair keys".utf8Bytes, count: 64),

@@ -42,6 +42,10 @@ public struct RingKeeper: Sendable {
     public private(set) var today: UInt64
     /// A generation this close to the end of its day chain is replaced (§3.1).
     public static let renewalDays: UInt64 = 30
+    /// Own secrets older than this many days are replaced at the next day's ratchet (a re-key,
+    /// RingSync to every member), so a leaked backup or key reads adverts for at most this long
+    /// rather than the rest of a 1,024-day chain. 0: only the chain's renewal (batond: --rekey-days).
+    public var maxKeyAgeDays: UInt64 = 30
     public var deviceID: DeviceID { DeviceID(identityKey: identity.publicKey) }
 
     public init(state: State) throws(WireError) {
@@ -161,8 +165,10 @@ public struct RingKeeper: Sendable {
         guard day > today else { return [] }
         today = day
         var roster = state.roster
-        guard roster.ratchet(toDay: day) else { return [] }
-        if let end = ownSecret.chain?.endDay, end <= day + Self.renewalDays {
+        // Piggybacks on the day's ratchet: no wakeup of its own.
+        let aged = ownSecret.chain.map { maxKeyAgeDays > 0 && $0.endDay - AdvertisingSecret.chainDays + maxKeyAgeDays <= day } ?? false
+        guard roster.ratchet(toDay: day) || aged else { return [] }
+        if aged || ownSecret.chain.map({ $0.endDay <= day + Self.renewalDays }) == true {
             state.roster = roster
             return apply(roster, from: nil, random: random, forceRotation: true)
         }
@@ -184,21 +190,24 @@ public struct RingKeeper: Sendable {
         return apply(state.roster, from: nil, random: random, forceRotation: true)
     }
 
-    private func nextOwnSecret(random: some RandomSource) -> AdvertisingSecret? {
-        let (next, overflow) = ownSecret.generation.addingReportingOverflow(1)
+    private func nextOwnSecret(random: some RandomSource, after generation: UInt32? = nil) -> AdvertisingSecret? {
+        let (next, overflow) = (generation ?? ownSecret.generation).addingReportingOverflow(1)
         guard !overflow, next <= RosterMember.maxGeneration else { return nil }
         return .generate(generation: next, day: today, using: random)
     }
 
     private mutating func apply(_ roster: Roster, from sender: DeviceID?, random: some RandomSource, forceRotation: Bool = false) -> [Action] {
         let before = peers
+        // Read before the roster is replaced: a roster that removed us no longer holds our entry.
+        let ownGeneration = ownSecret.generation
         state.roster = roster
         // Keys received of an earlier day are moved to ours at once: we keep no earlier day (§3.1).
         state.roster.ratchet(toDay: today)
         var actions: [Action] = []
         if state.roster.removed.contains(deviceID) {
-            // We were removed: start over alone with a fresh secret and a fresh ring.
-            let fresh = nextOwnSecret(random: random) ?? .generate(generation: 1, day: today, using: random)
+            // We were removed: start over alone with a fresh secret (the generation after ours, so
+            // no receiver's state for our old generations can apply to it) and a fresh ring.
+            let fresh = nextOwnSecret(random: random, after: ownGeneration) ?? .generate(generation: 1, day: today, using: random)
             let me = try! RosterMember.signed(name: state.name, identity: identity, secret: fresh)
             state.roster = Roster(version: 1, members: [me])
             state.pendingSyncs = [:]

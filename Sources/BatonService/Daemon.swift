@@ -36,6 +36,14 @@ public enum Daemon {
         }
     }
 
+    /// Where the advert boot mark lives (§4.2 "Restarts"): systemd's RuntimeDirectory (the system
+    /// service), else `$XDG_RUNTIME_DIR/baton` for a daemon on a session bus; nil: none.
+    static func bootRuntimeDirectory(_ options: DaemonOptions, environment: [String: String]) -> String? {
+        if let first = environment["RUNTIME_DIRECTORY"]?.split(separator: ":").first { return String(first) }
+        if options.bus != .system, let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") { return runtime + "/baton" }
+        return nil
+    }
+
     static func run(_ options: DaemonOptions, environment: [String: String], logger: any ServiceLog) async -> Int32 {
         // Handled below through Dispatch; ignored first so the default action cannot kill us meanwhile.
         signal(SIGTERM, SIG_IGN)
@@ -95,7 +103,9 @@ public enum Daemon {
             ring = try RingService(
                 store: RingStore(directory: StateDirectory(path: options.stateDirectory)), radio: radio, clock: clock,
                 configuration: .init(deviceName: options.deviceName ?? hostName(), listenHost: options.listenHost,
-                                     companyID: options.companyID, avahiBus: options.avahiBus.map(dbusBusKind)),
+                                     companyID: options.companyID, avahiBus: options.avahiBus.map(dbusBusKind),
+                                     runtimeDirectory: bootRuntimeDirectory(options, environment: environment),
+                                     rekeyDays: options.rekeyDays),
                 log: { logger.log($0) })
         } catch {
             logger.log("batond: cannot open the ring store: \(error)")

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonAPI
+import BatonCore
 
 /// batond's command line, parsed without side effects so it can be tested.
 public struct DaemonOptions: Sendable, Hashable {
@@ -28,6 +29,8 @@ public struct DaemonOptions: Sendable, Hashable {
     /// Benchmarks only (hidden, not in the usage): after starting, move the daemon's clock through
     /// this many epochs at once, one rotation each (docs/benchmarks.md, memory after an hour).
     public var simulatedEpochs = 0
+    /// Own advertising secrets are replaced once this many days old (security.md, forward window).
+    public var rekeyDays: UInt64 = 30
     /// Smoothed RSSI (dBm) from which a member's suggestion is shown (issue 13; unknown RSSI is near).
     public var nearRSSI: Double = -70
     /// Seconds without a member's advert after which its suggestion goes (issue 13 hysteresis).
@@ -51,7 +54,7 @@ public struct DaemonOptions: Sendable, Hashable {
                       [--adapter hciN] [--listen ADDR] [--port N] [--name NAME] [--company-id ID]
                       [--save-timeout SECONDS] [--no-radio] [--avahi-bus ADDR | --no-avahi]
                       [--near-rssi DBM] [--away-after SECONDS] [--prefetch-after SECONDS]
-                      [--version] [--help]
+                      [--rekey-days N] [--version] [--help]
 
           --session            use the session bus (tests, per-user use)
           --system             use the system bus (default)
@@ -74,6 +77,8 @@ public struct DaemonOptions: Sendable, Hashable {
                                (default -70; it goes 10 dB lower for 3 s, or after 10 s unheard;
                                an unknown RSSI counts as near)
           --away-after S       a member unheard this long loses its suggestion, 1-3600 (default 10)
+          --rekey-days N       replace this machine's advertising secret once it is N days old,
+                               1-1024 (default 30); the members learn the new one (RingSync)
           --prefetch-after S   fetch a suggestion ahead once shown S seconds, 0-60 (default: never);
                                accept then delivers the held activity if at most 10 s old
           --version            print the version and exit
@@ -89,6 +94,7 @@ public struct DaemonOptions: Sendable, Hashable {
         var adapter = "auto"
         var listenHost = "0.0.0.0"
         var transferPort: UInt16 = 0
+        var rekeyDays: UInt64 = 30
         var deviceName: String?
         var companyID: UInt16 = 0xFFFF
         var saveTimeout = ServiceConfiguration.defaultSaveTimeout
@@ -160,6 +166,11 @@ public struct DaemonOptions: Sendable, Hashable {
                 guard listenHost.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == ":" }) else {
                     throw UsageError(message: "--listen takes a numeric IPv4 or IPv6 address")
                 }
+            case "--rekey-days":
+                guard let days = UInt64(try value(argument)), (1...AdvertisingSecret.chainDays).contains(days) else {
+                    throw UsageError(message: "--rekey-days takes a number of days from 1 to 1024")
+                }
+                rekeyDays = days
             case "--port":
                 guard let port = UInt16(try value(argument)) else { throw UsageError(message: "--port takes a number from 0 to 65535") }
                 transferPort = port
@@ -212,6 +223,7 @@ public struct DaemonOptions: Sendable, Hashable {
         options.nearRSSI = nearRSSI
         options.awayAfter = awayAfter
         options.prefetchAfter = prefetchAfter
+        options.rekeyDays = rekeyDays
         return .run(options)
     }
 

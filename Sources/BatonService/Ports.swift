@@ -7,8 +7,9 @@ import BatonCore
 /// How the service gets an activity onto the air. The BlueZ-backed implementation lives elsewhere;
 /// without one, BecomeCurrent ends in failed(radio-unavailable).
 public protocol ActivityPublisher: Sendable {
-    /// Advertises `record` (its revision is the advert revision) as `uid`'s current activity.
-    func publish(_ record: ActivityRecord, uid: UInt32) async throws(RadioError)
+    /// Advertises `record` as `uid`'s current activity; returns the device-wide advert revision
+    /// (§4.2) it is served under, which FetchActivity takes and Activity1.Revision shows.
+    func publish(_ record: ActivityRecord, uid: UInt32) async throws(RadioError) -> UInt32
     /// `uid` has no current activity any more.
     func withdraw(uid: UInt32) async
 }

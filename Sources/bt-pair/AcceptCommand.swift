@@ -7,22 +7,25 @@ import BatonCommandLine
 struct AcceptCommand: Subcommand {
     static let name = "accept"
     static let summary = "wait up to 120 s for another machine to pair with this one"
-    static let synopsis = "[--host ADDR] [--yes]"
+    static let synopsis = "[--host ADDR]"
     static let details = """
           --host ADDR   the address the other machine should dial (only printed)
-          --yes         confirm the code and add the other ring's members without asking
+        This machine shows a code to type on the other machine; that machine then shows a second
+        code to type here. Until it is typed here, any second machine that connects ends the session.
         """
 
     var host: String?
-    var yes = false
+    /// Hidden, for test harnesses only (bt-pair(1) TESTING): answers "Add them to this ring?" with yes.
+    var testAutoConfirm = false
 
     init(parsing arguments: inout ArgumentList) throws(UsageError) {
         while let option = arguments.popOption() {
             switch option.name {
             case "--host": host = try arguments.value(for: option)
-            case "--yes":
+            case testAutoConfirmOption:
                 try arguments.flag(option)
-                yes = true
+                testAutoConfirm = true
+            case "--yes": throw UsageError(yesIsGone)
             default: throw UsageError("unknown option \(option.name)")
             }
         }
@@ -37,6 +40,6 @@ struct AcceptCommand: Subcommand {
         if context.output.json {
             context.output.jsonLine(OutputDocument.acceptOffer(port: session.port, sessionID: session.sessionID))
         }
-        return try await PairingFollower(connection: connection, context: context, path: path, confirmWithoutAsking: yes).follow()
+        return try await PairingFollower(connection: connection, context: context, path: path, commitWithoutAsking: testAutoConfirm).follow()
     }
 }

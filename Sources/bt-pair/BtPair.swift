@@ -19,13 +19,12 @@ enum BtPair {
 
         commands:
           list                      the machines in this ring (the default)
-          accept [--host ADDR] [--yes]
-                                    wait up to 120 s for another machine to pair with this one
-          with HOST:PORT --session ID [--yes]
+          accept [--host ADDR]      wait up to 120 s for another machine to pair with this one
+          with HOST:PORT --session ID [--code CODE]
                                     pair with the machine running `bt-pair accept` (it prints both)
-          with ble:ADDRESS/PSM --session ID [--yes]
+          with ble:ADDRESS/PSM --session ID [--code CODE]
                                     the same over Bluetooth (L2CAP), to the address and PSM `discover` lists
-          with NAME-OR-SESSION [--seconds N] [--yes]
+          with NAME-OR-SESSION [--seconds N] [--code CODE]
                                     the same, finding that machine as `discover` does (over TCP when
                                     DNS-SD lists it, else over Bluetooth when its pairing advert offers L2CAP)
           discover [--seconds N]    machines waiting in `bt-pair accept`: on the local network (DNS-SD)
@@ -33,8 +32,11 @@ enum BtPair {
                                     (browses _baton-pair._tcp for N seconds, default 5, at most 30)
           remove DEVICE             remove a member (its name, short id or device id); the others re-key
 
-        Both machines show the same 6-digit code; confirm it on each. --yes confirms without asking:
-        only for scripts that check the code themselves (tests, the demo).
+        Each person types the code the other machine shows: `accept` shows a 6-digit code, typed on
+        the machine running `with` (or given with --code); that machine then shows a second code,
+        typed on the accepting machine. Until then, a second machine connecting to the accepting one
+        ends the session (contested). Then each side lists the members the other ring brings and asks
+        before adding them.
         Pairing and removal need root or group `baton`; listing does not.
 
         exit status: 0 done, 1 failure, 2 rejected or cancelled, 3 timed out, 4 not found, 64 usage

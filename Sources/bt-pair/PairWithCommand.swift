@@ -7,18 +7,20 @@ import BatonCommandLine
 struct PairWithCommand: Subcommand {
     static let name = "with"
     static let summary = "pair with the machine running `bt-pair accept`"
-    static let synopsis = "HOST:PORT|ble:ADDRESS/PSM --session ID | NAME-OR-SESSION [--seconds N] [--code CODE] [--yes]"
+    static let synopsis = "HOST:PORT|ble:ADDRESS/PSM --session ID | NAME-OR-SESSION [--seconds N] [--code CODE]"
     static let details = """
           --session ID  the session id `bt-pair accept` printed (needed with an address)
           --seconds N   how long to look for a NAME-OR-SESSION (1-30, default 5)
           --code CODE   the code `bt-pair accept` shows (asked for when absent)
-          --yes         add the other ring's members without asking (scripts that check them themselves)
+        Once the code typed here matches, this machine shows a second code: type it on the
+        accepting machine, which asks for it.
         """
 
     var target: String
     var session: String?
     var seconds: UInt32 = 5
-    var yes = false
+    /// Hidden, for test harnesses only (bt-pair(1) TESTING): answers "Add them to this ring?" with yes.
+    var testAutoConfirm = false
     var code: String?
 
     init(parsing arguments: inout ArgumentList) throws(UsageError) {
@@ -29,9 +31,10 @@ struct PairWithCommand: Subcommand {
                 case "--session": session = try arguments.value(for: option)
                 case "--seconds": seconds = try parseSeconds(try arguments.value(for: option))
                 case "--code": code = try arguments.value(for: option)
-                case "--yes":
+                case testAutoConfirmOption:
                     try arguments.flag(option)
-                    yes = true
+                    testAutoConfirm = true
+                case "--yes": throw UsageError(yesIsGone)
                 default: throw UsageError("unknown option \(option.name)")
                 }
             } else if let operand = try arguments.popPositional() {
@@ -68,7 +71,7 @@ struct PairWithCommand: Subcommand {
         }
         let path = try await connection.pair(with: dial, options: options)
         context.output.message("Connected; exchanging keys...")
-        return try await PairingFollower(connection: connection, context: context, path: path, confirmWithoutAsking: yes,
+        return try await PairingFollower(connection: connection, context: context, path: path, commitWithoutAsking: testAutoConfirm,
                                          typedCode: code, peerLabel: peerLabel).follow()
     }
 }

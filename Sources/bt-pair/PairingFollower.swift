@@ -7,56 +7,77 @@ import BatonClient
 import BatonCommandLine
 import Dispatch
 import Foundation
+import Synchronization
 
-/// Follows a pairing session to its end: the acceptor shows the code and asks, the initiator's user
-/// types the code the acceptor shows; then the members the other ring brings are shown before they
-/// are merged. Ctrl-C cancels the session (nothing is stored) and exits 2.
+/// Follows a pairing session to its end. Each person types the code the other screen shows (§7.1
+/// "What the users do"): the acceptor shows its code; the initiator's person types it there; the
+/// initiator then shows a second code, which the acceptor's person types. Then the members the
+/// other ring brings are shown before they are merged. Ctrl-C cancels the session (nothing is
+/// stored) and exits 2; standard input ending before a code was typed cancels it too, saying so.
 struct PairingFollower {
     let connection: BatonConnection
     let context: CommandContext
     let path: String
-    /// --yes: the acceptor confirms and both sides commit without asking (the initiator still needs the code).
-    let confirmWithoutAsking: Bool
+    /// --test-auto-confirm (test harnesses only): the final "add these members?" is answered yes.
+    /// The codes are still typed (standard input, or --code on the initiator).
+    let commitWithoutAsking: Bool
     /// --code: the code the acceptor shows, for an initiator run from a script.
     var typedCode: String? = nil
-    /// How the prompt names the acceptor ("Type the code shown on <peer>:").
+    /// How the prompts name the other machine ("Type the code shown on <peer>:").
     var peerLabel = "the other machine"
+
+    /// Why a code was not typed: standard input ended (no terminal, /dev/null, a closed pipe).
+    private struct NoInput: Error {}
 
     func follow() async throws(BatonClientError) -> Int32 {
         let interrupt = cancelOnInterrupt()
         defer { interrupt.cancel() }
-        var asked = false, reviewed = false
+        var asked = false, reviewed = false, secondShown = false
         var typed = ""
         while true {
             let session = try await connection.pairingSession(at: path)
             switch session.knownState {
             case .confirming where !asked:
                 asked = true
-                if session.role == "initiator" { typed = try await typeCode() } else { try await confirm(code: session.code) }
+                let answer = session.role == "initiator" ? try await typeCode(given: typedCode, prompt: "Type the code shown on \(peerLabel): ")
+                                                          : try await acceptorTypes(shown: session.code)
+                guard let answer else { return try await noInput() }
+                typed = answer
+            case .confirming where session.role == "initiator" && !secondShown && !session.code.isEmpty:
+                // Our person typed the acceptor's code correctly: the second code is for the acceptor's person.
+                secondShown = true
+                context.output.message("Second code: \(session.code)")
+                context.output.message("Type it on \(peerLabel), which asks for it now. Waiting for it...")
             case .reviewing where !reviewed:
                 reviewed = true
                 try await review(session.peerMembers)
             case .paired:
                 let id = session.peerID
                 let short = id.count >= 8 ? String(id.prefix(4)) + "-" + String(id.dropFirst(4).prefix(4)) : id
+                // "Code" is the acceptor's code on both sides: shown there, typed here.
                 context.output.result(json: OutputDocument.paired(name: session.peerName, deviceID: id,
-                                                                           code: session.code.isEmpty ? typed : session.code),
+                                                                  code: session.role == "initiator" ? typed : session.code),
                                       text: "Paired with \(session.peerName) (\(short)).", compact: true)
                 return PairExit.ok
             case .failed:
                 if context.output.json { context.output.jsonLine(OutputDocument.pairingFailed(error: session.error)) }
                 return switch session.error {
-                case "rejected": context.fail("pairing was refused or cancelled; nothing was stored", PairExit.rejected)
-                case "timed-out": context.fail("timed out; nothing was stored", PairExit.timedOut)
+                case "rejected": context.fail("pairing was refused or cancelled on one of the machines; nothing was stored", PairExit.rejected)
+                case "timed-out": context.fail("timed out (each side waits 120 s for its person); nothing was stored", PairExit.timedOut)
                 case "verification-failed":
-                    context.fail("the code did not match or the other side failed verification (a man in the middle?); nothing was stored",
-                                 PairExit.failure)
+                    context.fail("""
+                        the typed code did not match the code shown on the other machine: a typo, another machine \
+                        answering, or someone in between. Nothing was stored; start again on both machines
+                        """, PairExit.failure)
                 case "peer-removed":
                     context.fail("peer-removed: that machine was removed from the ring (or removed this one); nothing of the ring was sent",
                                  PairExit.rejected)
                 case "contested":
-                    context.fail("contested: a second machine tried to pair during the session (an attack?); nothing was stored",
-                                 PairExit.failure)
+                    context.fail("""
+                        contested: a second machine tried to pair with the accepting machine before its person typed the \
+                        code (an attack, or two machines running bt-pair with); nothing was stored. Start again, with only \
+                        the one machine pairing
+                        """, PairExit.failure)
                 default: context.fail("pairing failed (\(session.error)); nothing was stored", PairExit.failure)
                 }
             default:
@@ -70,51 +91,66 @@ struct PairingFollower {
         }
     }
 
-    private func confirm(code: String) async throws(BatonClientError) {
+    /// The acceptor: shows its code, then its person types the second code the initiator shows once
+    /// the initiator's person typed this one. Nil when standard input ended first.
+    private func acceptorTypes(shown code: String) async throws(BatonClientError) -> String? {
         context.output.message("Code: \(code)")
-        var accepted = confirmWithoutAsking
-        if confirmWithoutAsking {
-            context.output.message("Confirmed automatically (--yes).")
-        } else {
-            Output.write("Does the other machine show \(code)? [y/N] ", to: .standardError)
-            let answer = (await Self.readAnswer() ?? "").trimmingCharacters(in: .whitespaces).lowercased()
-            accepted = answer == "y" || answer == "yes"
-        }
-        do {
-            try await connection.confirmPairing(at: path, accepted: accepted)
-        } catch where error.code == .notReady {
-            // The session ended meanwhile (the other side refused or timed out): the next poll
-            // reports how, with its exit status.
-        }
-        if !accepted { context.output.message("Refused.") }
+        context.output.message("Type this code on the other machine. It then shows a second code.")
+        return try await typeCode(given: nil, prompt: "Type the second code shown on the other machine: ")
     }
 
-    /// The initiator: the person types the code the acceptor shows (never shown here, so a reflex cannot pass it).
-    private func typeCode() async throws(BatonClientError) -> String {
-        var code = typedCode
+    /// Asks for a code (or takes the given one) and hands it to the daemon, which compares it in
+    /// constant time; nil when standard input ended before a line was typed.
+    private func typeCode(given: String?, prompt: String) async throws(BatonClientError) -> String? {
+        var code = given
         if code == nil {
-            Output.write("Type the code shown on \(peerLabel): ", to: .standardError)
-            code = await Self.readAnswer()
+            switch await ask(prompt) {
+            case .line(let line): code = line
+            case .endOfInput: return nil
+            // The session ended while the person was typing (the other side refused, timed out,
+            // or a second machine contested): the next poll reports how.
+            case .sessionEnded: return ""
+            }
         }
-        let typed = (code ?? "").trimmingCharacters(in: .whitespaces)
+        guard let code else { return nil }
+        let typed = code.trimmingCharacters(in: .whitespaces)
         do {
             try await connection.confirmPairingCode(at: path, code: typed)
         } catch where error.code == .notReady {
-            // The session ended meanwhile: the next poll reports how.
+            // The session ended meanwhile (the other side refused, timed out or contested): the
+            // next poll reports how, with its exit status.
         }
         return typed
+    }
+
+    /// Standard input ended before a code was typed: the session is cancelled, saying why.
+    private func noInput() async throws(BatonClientError) -> Int32 {
+        try? await connection.cancelPairing(at: path)
+        if context.output.json { context.output.jsonLine(OutputDocument.pairingFailed(error: "rejected")) }
+        return context.fail("""
+            no code was typed: standard input ended (not a terminal?). bt-pair asks the person at this \
+            machine to type the code the other machine shows; run it in a terminal. Pairing cancelled; nothing was stored
+            """, PairExit.rejected)
     }
 
     /// Keys and rosters are exchanged: the members the other ring brings are shown, merged only on a yes.
     private func review(_ members: [String]) async throws(BatonClientError) {
         context.output.message("The other ring brings \(members.count) member(s):")
         for member in members { context.output.message("  \(member)") }
-        var accepted = confirmWithoutAsking
-        if confirmWithoutAsking {
-            context.output.message("Committed automatically (--yes).")
+        var accepted = commitWithoutAsking
+        if commitWithoutAsking {
+            context.output.message("Committed automatically (--test-auto-confirm, for tests only).")
         } else {
-            Output.write("Add them to this ring? [y/N] ", to: .standardError)
-            let answer = (await Self.readAnswer() ?? "").trimmingCharacters(in: .whitespaces).lowercased()
+            let line: String
+            switch await ask("Add them to this ring? [y/N] ") {
+            case .line(let text): line = text
+            case .sessionEnded: return
+            case .endOfInput:
+                context.output.message("No answer (standard input ended): nothing is added.")
+                try? await connection.cancelPairing(at: path)
+                return
+            }
+            let answer = line.trimmingCharacters(in: .whitespaces).lowercased()
             accepted = answer == "y" || answer == "yes"
         }
         do {
@@ -139,10 +175,53 @@ struct PairingFollower {
         return source
     }
 
+    enum Answer: Sendable { case line(String), endOfInput, sessionEnded }
+
+    /// Shows `prompt` and waits for a line of standard input, or for the session to end meanwhile
+    /// (then the person need not answer a question that no longer matters). A read left waiting
+    /// is abandoned: bt-pair exits soon after.
+    private func ask(_ prompt: String) async -> Answer {
+        Output.write(prompt, to: .standardError)
+        let once = AnswerOnce(), connection = connection, path = path
+        return await withCheckedContinuation { continuation in
+            once.wait(continuation)
+            DispatchQueue(label: "bt-pair.stdin").async { once.answer(readLine().map { .line($0) } ?? .endOfInput) }
+            Task {
+                while !once.answered {
+                    try? await Task.sleep(for: .milliseconds(200))
+                    if let state = try? await connection.pairingSession(at: path).knownState, state == .paired || state == .failed {
+                        once.answer(.sessionEnded)
+                    }
+                }
+            }
+        }
+    }
+
     /// Reads one line from standard input without blocking the caller's executor.
     static func readAnswer() async -> String? {
         await withCheckedContinuation { continuation in
             DispatchQueue(label: "bt-pair.stdin").async { continuation.resume(returning: readLine()) }
         }
+    }
+}
+
+/// The first answer wins; later ones are dropped.
+final class AnswerOnce: Sendable {
+    private let state = Mutex<(continuation: CheckedContinuation<PairingFollower.Answer, Never>?, done: Bool)>((nil, false))
+
+    var answered: Bool { state.withLock { $0.done } }
+
+    func wait(_ continuation: CheckedContinuation<PairingFollower.Answer, Never>) {
+        state.withLock { $0.continuation = continuation }
+    }
+
+    func answer(_ answer: PairingFollower.Answer) {
+        let continuation: CheckedContinuation<PairingFollower.Answer, Never>? = state.withLock { state in
+            guard !state.done else { return nil }
+            state.done = true
+            defer { state.continuation = nil }
+            return state.continuation
+        }
+        continuation?.resume(returning: answer)
     }
 }

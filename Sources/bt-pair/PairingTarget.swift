@@ -40,3 +40,10 @@ enum TargetMatch {
         self = matches.allSatisfy({ $0.sessionID == first.sessionID }) ? .found(first) : .ambiguous
     }
 }
+
+/// For test harnesses only, never shown in the usage (bt-pair(1), TESTING): answers the final
+/// "Add them to this ring?" with yes. Both codes must still be typed: no option skips them.
+let testAutoConfirmOption = "--test-auto-confirm"
+
+/// `--yes` once confirmed the code without a person; it is refused, saying why.
+let yesIsGone = "--yes is not taken: each person types the code the other machine shows (see bt-pair --help)"

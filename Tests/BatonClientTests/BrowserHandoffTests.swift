@@ -72,7 +72,8 @@ final class PairedDaemons: @unchecked Sendable {
 
     func log(_ member: Member) -> String { (try? String(contentsOf: member.log, encoding: .utf8)) ?? "" }
 
-    /// alpha accepts, beta dials 127.0.0.1 and its user types the code alpha shows; both commit.
+    /// alpha accepts, beta dials 127.0.0.1 and its user types the code alpha shows, alpha's the second
+    /// code beta then shows; both commit.
     private func pair() async throws {
         let probe = try DBusConnection(bus: .address(bus.address))
         defer { probe.close() }
@@ -90,8 +91,10 @@ final class PairedDaemons: @unchecked Sendable {
         func state(_ connection: BatonConnection, _ path: String) async throws -> String { try await connection.pairingSession(at: path).state }
         try await eventually(timeout: .seconds(20), "alpha shows a code") { try await state(a, accepting) == "confirming" }
         let code = try await a.pairingSession(at: accepting).code
-        try await a.confirmPairing(at: accepting, accepted: true)
         try await b.confirmPairingCode(at: dialling, code: code)
+        // beta then shows the second code; alpha's user types it.
+        try await eventually(timeout: .seconds(20), "beta shows the second code") { try await b.pairingSession(at: dialling).code.count == 6 }
+        try await a.confirmPairingCode(at: accepting, code: try await b.pairingSession(at: dialling).code)
         for (connection, path) in [(a, accepting), (b, dialling)] {
             try await eventually(timeout: .seconds(20), "reviewing") { try await state(connection, path) == "reviewing" }
             try await connection.commitPairing(at: path)

@@ -236,8 +236,11 @@ private func pairOverTCP(acceptor: String, initiator: String, client: DBusConnec
         #expect(try await eventually(timeout: .seconds(20)) { try await property(name, path, "State").stringValue == "confirming" })
     }
     let code = try #require(try await property(acceptor, pathA, "Code").stringValue)
-    _ = try await call(acceptor, pathA, BatonInterface.pairingSession, "Confirm", [.boolean(true)])
     _ = try await call(initiator, pathB, BatonInterface.pairingSession, "ConfirmCode", [.string(code)])
+    // The initiator then shows the second code; the acceptor's user types it.
+    #expect(try await eventually(timeout: .seconds(20)) { try await property(initiator, pathB, "Code").stringValue?.count == 6 })
+    let second = try #require(try await property(initiator, pathB, "Code").stringValue)
+    _ = try await call(acceptor, pathA, BatonInterface.pairingSession, "ConfirmCode", [.string(second)])
     for (name, path) in sides {
         #expect(try await eventually(timeout: .seconds(20)) { try await property(name, path, "State").stringValue == "reviewing" })
         _ = try await call(name, path, BatonInterface.pairingSession, "Commit")

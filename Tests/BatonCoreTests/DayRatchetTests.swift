@@ -89,6 +89,7 @@ import Testing
 
     @Test func aGenerationNearTheEndOfItsChainIsRenewed() throws {
         var a = try RingKeeper.create(name: "a", today: testDay, random: random)
+        a.maxKeyAgeDays = 0  // the chain's own renewal alone (the 30-day re-key is tested below)
         let first = a.ownSecret
         let lastQuietDay = testDay + AdvertisingSecret.chainDays - RingKeeper.renewalDays - 1
         #expect(!a.ratchet(toDay: lastQuietDay, random: random).contains(.rotateOwnSecret(a.ownSecret)))
@@ -96,6 +97,28 @@ import Testing
         let actions = a.ratchet(toDay: lastQuietDay + 1, random: random)
         #expect(a.ownSecret.generation == first.generation + 1 && a.ownSecret.day == lastQuietDay + 1)
         #expect(actions.contains(.rotateOwnSecret(a.ownSecret)))
+    }
+
+    /// Issue 23: a shorter forward window. The own secret is replaced once `maxKeyAgeDays` old, at
+    /// the day's ratchet (no wakeup of its own), and every member is owed a RingSync.
+    @Test func theOwnSecretIsReplacedOnceThirtyDaysOld() throws {
+        var a = try RingKeeper.create(name: "a", today: testDay, random: random)
+        var b = try RingKeeper.create(name: "b", today: testDay, random: random)
+        try KeeperRing(random: random).pair(&a, &b)
+        #expect(a.maxKeyAgeDays == 30)
+        let first = a.ownSecret
+        let quiet = a.ratchet(toDay: testDay + 29, random: random)
+        #expect(!quiet.contains(.rotateOwnSecret(a.ownSecret)) && a.ownSecret.generation == first.generation)
+        let actions = a.ratchet(toDay: testDay + 30, random: random)
+        #expect(a.ownSecret.generation == first.generation + 1 && a.ownSecret.day == testDay + 30)
+        #expect(actions.contains(.rotateOwnSecret(a.ownSecret)) && actions.contains(.sync(b.deviceID)))
+        // The new generation counts from its own issue day.
+        #expect(!a.ratchet(toDay: testDay + 59, random: random).contains(.rotateOwnSecret(a.ownSecret)))
+        #expect(a.ratchet(toDay: testDay + 60, random: random).contains(.rotateOwnSecret(a.ownSecret)))
+        // Configurable: a week.
+        var c = try RingKeeper.create(name: "c", today: testDay, random: random)
+        c.maxKeyAgeDays = 7
+        #expect(c.ratchet(toDay: testDay + 7, random: random).contains(.rotateOwnSecret(c.ownSecret)))
     }
 
     /// §4.2: a clock more than a day behind re-keys; the new generation is issued on the clock's

@@ -139,7 +139,7 @@ import BatonCrypto
         var sender = AdvertSender(secret: secret(1), restored: nil)
         let start = sender.start(nowSeconds: now)
         #expect(start.count == 2)
-        guard case .persist(let counters) = start[0], case .advertise(let bytes) = start[1] else {
+        guard case .persist(let counters, _) = start[0], case .advertise(let bytes) = start[1] else {
             Issue.record("expected persist then advertise"); return
         }
         #expect(counters.nextSequence == 1)

@@ -33,7 +33,7 @@ struct OnAirPlannerTests {
         #expect(p.onAir == .nothing)
         // Publishing while alone: a new revision, persisted, nothing sealed or sent.
         let actions = p.publish(AdvertContent(activityType: "org.example.edit"), nowSeconds: now)
-        #expect(actions == [.persist(p.sender.counters)] && p.sender.counters.revision == 1)
+        #expect(actions == [.persist(p.sender.counters, p.sender.bootMark)] && p.sender.counters.revision == 1)
         #expect(p.sender.counters.nextSequence == 0 && p.onAir == .nothing)
         #expect(p.activityPublished)
         #expect(p.tick(nowSeconds: nextEpoch) == [])
@@ -94,7 +94,7 @@ struct OnAirPlannerTests {
         var p = planner(radio: false, others: true)
         #expect(p.radioStarted(nowSeconds: now) == [])
         let actions = p.publish(AdvertContent(activityType: "t"), nowSeconds: now)
-        #expect(actions == [.persist(p.sender.counters)] && p.sender.counters.revision == 1)
+        #expect(actions == [.persist(p.sender.counters, p.sender.bootMark)] && p.sender.counters.revision == 1)
         #expect(p.sender.counters.nextSequence == 0)  // nothing was sealed
         #expect(p.tick(nowSeconds: nextEpoch) == [])
         #expect(p.pairingStartedWaiting(pairingAdvert(1)) == [])

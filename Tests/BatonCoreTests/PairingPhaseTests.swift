@@ -26,6 +26,43 @@ struct PairingPhaseTests {
                                             "PeerId": peer.description, "Error": "", "SessionId": "0102030405060708"])
     }
 
+    /// Issue 23 finding 5: each screen shows only what the other person types, and the acceptor
+    /// wants initiators (advert, listeners, contest) until its own user typed the second code.
+    @Test("Each side shows what the other types; the acceptor waits for initiators until its user typed")
+    func secondCode() {
+        var initiator = PairingProgress(role: .initiator, sessionID: sessionID, listeningPort: nil)
+        #expect(initiator.wantsInitiators == false)
+        #expect(initiator.typedCodeMatched() == false)  // no code yet
+        #expect(initiator.codeShown("123456", second: "654321") == true)
+        #expect(initiator.visibleCode == "" && initiator.textProperties["Code"] == "")
+        #expect(initiator.typedCodeMatched() == true)
+        #expect(initiator.typedCodeMatched() == false)
+        #expect(initiator.visibleCode == "654321" && initiator.textProperties["Code"] == "654321")
+        #expect(initiator.phase == .confirming(code: "123456"))
+
+        var acceptor = PairingProgress(role: .responder, sessionID: sessionID, listeningPort: 4242)
+        #expect(acceptor.wantsInitiators)
+        acceptor.connected()
+        #expect(acceptor.wantsInitiators, "an acceptor still waits for initiators once the first one connected")
+        acceptor.codeShown("123456", second: "654321")
+        #expect(acceptor.wantsInitiators && acceptor.visibleCode == "123456")
+        #expect(acceptor.typedCodeMatched() == true)
+        #expect(!acceptor.wantsInitiators && acceptor.visibleCode == "123456")
+        var failed = PairingProgress(role: .responder, sessionID: sessionID, listeningPort: 4242)
+        failed.failed(.rejected)
+        #expect(!failed.wantsInitiators)
+    }
+
+    @Test("The second code is u32be(H[4..<8]) mod 10⁶ (§7.1)")
+    func secondCodeDerivation() throws {
+        let h = try #require([UInt8](hex: "21b20a30c8ec01750c66ecf071e0b36f9a537047ba3a49c7372962a46f7faf6d"))
+        #expect(PairingSession.shortAuthenticationString(transcriptHash: h) == "316144")
+        #expect(PairingSession.confirmationCode(transcriptHash: h) == "910069")
+        // Leading zeros are kept: 0x000f4240 = 10⁶ gives 000000; 0x00000007 gives 000007.
+        #expect(PairingSession.confirmationCode(transcriptHash: [9, 9, 9, 9, 0, 0x0f, 0x42, 0x40] + h) == "000000")
+        #expect(PairingSession.confirmationCode(transcriptHash: [9, 9, 9, 9, 0, 0, 0, 7] + h) == "000007")
+    }
+
     @Test("An initiator starts connected with port 0")
     func initiator() {
         let progress = PairingProgress(role: .initiator, sessionID: sessionID, listeningPort: nil)

@@ -58,6 +58,10 @@ struct PairingHarness {
         #expect(h.codes.count == 2)
         #expect(h.codes[0] == h.codes[1])
         #expect(h.codes[0].count == 6 && h.codes[0].allSatisfy(\.isNumber))
+        // Both compute the second code (§7.1), from other bits of H than the first.
+        let second = try #require(h.initiator.secondCode)
+        #expect(second == h.responder.secondCode && second.count == 6 && second.allSatisfy(\.isNumber))
+        #expect(second != h.codes[0])
         h.confirm(initiator: true, responder: true)
         let atInitiator = try #require(h.results[.initiator])
         let atResponder = try #require(h.results[.responder])

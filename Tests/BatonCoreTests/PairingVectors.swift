@@ -20,6 +20,8 @@ extension ProtocolVectors {
     }
     struct PairingExchangeVector: Codable, Equatable {
         var sessionID: String, transcriptHash: String, code: String
+        /// The second code (§7.1 "What the users do"): u32be(H[4..<8]) mod 10⁶.
+        var secondCode: String
         var initiator: PartyVector, responder: PartyVector
         var frames: [PairingFrameVector]
     }
@@ -164,7 +166,7 @@ enum PairingVectorSource {
             return vector
         }
         return .init(sessionID: hex(sessionID), transcriptHash: hex(h), code: PairingSession.shortAuthenticationString(transcriptHash: h),
-                     initiator: try i.vector(transcript: h), responder: try r.vector(transcript: h), frames: frameVectors)
+                     secondCode: PairingSession.confirmationCode(transcriptHash: h), initiator: try i.vector(transcript: h), responder: try r.vector(transcript: h), frames: frameVectors)
     }
 
     static func rosterMember(name: String, seedByte: UInt8, secretByte: UInt8, generation: UInt32,
@@ -359,7 +361,9 @@ extension VectorTests {
                     case .send(let frame): sent.append(hex(try frame.encoded()))
                     case .completed(let done): result = done
                     case .failed(let error): Issue.record("\(side) failed: \(error)")
-                    case .showCode(let code): #expect(code == v.code)
+                    case .showCode(let code):
+                        #expect(code == v.code)
+                        #expect(session.secondCode == v.secondCode)
                     }
                 }
             }

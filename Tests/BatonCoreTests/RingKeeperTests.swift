@@ -65,10 +65,14 @@ import BatonCrypto
         // A stale roster from c cannot bring it back.
         #expect(a.received(c.state.roster, from: c.deviceID, random: random).allSatisfy { if case .membersChanged(let m) = $0 { return m[c.deviceID] == nil }; return true })
         #expect(a.peers[c.deviceID] == nil)
-        // When c finally hears it was removed, it starts over alone.
+        // When c finally hears it was removed, it starts over alone, with the generation after its
+        // last one (issue 23: it took 1, whatever it had before).
+        let oldC = c.ownSecret
         let atC = c.received(a.state.roster, from: a.deviceID, random: random)
         #expect(c.peers.isEmpty)
         #expect(atC.contains(.membersChanged([:])))
+        #expect(c.ownSecret.generation == oldC.generation + 1 && c.ownSecret.bytes != oldC.bytes)
+        #expect(atC.contains(.rotateOwnSecret(c.ownSecret)))
     }
 
     @Test func cannotRemoveSelfOrUnknownTwice() throws {

@@ -257,7 +257,7 @@ import BatonCrypto
         var seals: [Seal: [[UInt8]]] = [:]
         record(sender.start(nowSeconds: seconds(epoch: 2_000_010)), secret: old, into: &seals)
         // Less than a day behind: wait. More: a new secret, since waiting would silence the device.
-        #expect(sender.update(AdvertContent(activityType: "org.example.a"), nowSeconds: seconds(epoch: 2_000_001)) == [.persist(sender.counters)])
+        #expect(sender.update(AdvertContent(activityType: "org.example.a"), nowSeconds: seconds(epoch: 2_000_001)) == [.persist(sender.counters, sender.bootMark)])
         #expect(!sender.needsRekey)
         let farBehind = seconds(epoch: 2_000_010 - AdvertSender.maxEpochsBehind - 1)
         #expect(sender.tick(nowSeconds: farBehind).isEmpty)
@@ -266,6 +266,105 @@ import BatonCrypto
         record(after, secret: fresh, into: &seals)
         #expect(seals.keys.contains(Seal(generation: 2, epoch: UInt64(farBehind / 900), sequence: 0)))
         #expect(seals.values.allSatisfy { $0.count == 1 })
+    }
+
+    /// Issue 23 finding 7: a state directory restored from a copy (backup, btrfs or VM snapshot
+    /// rollback) on the same machine, started again within the epoch it last sealed in. Without the
+    /// start floor the restored counters (older) let it seal (e, 0) again with another body.
+    @Test func aRestoredCopyStartedWithinTheLastSealedEpochNeverSealsANonceTwice() throws {
+        let random = SeededRandomFake(seed: 78)
+        let keeper = try RingKeeper.create(name: "a", today: testDay, random: random)
+        let machine = [UInt8](repeating: 0xA, count: 32)
+        var seals: [Seal: [[UInt8]]] = [:]
+        let t0 = seconds(epoch: 2_000_000) + 10
+        var first = AdvertSender(secret: keeper.ownSecret, restored: nil, machine: machine)
+        record(first.start(nowSeconds: t0), secret: keeper.ownSecret, into: &seals)
+        let copy = first.counters
+        // The run goes on into the next epoch and seals there, then the copy is restored.
+        let t1 = seconds(epoch: 2_000_001) + 10
+        record(first.tick(nowSeconds: t1), secret: keeper.ownSecret, into: &seals)
+        record(first.update(AdvertContent(activityType: "org.example.a"), nowSeconds: t1 + 1), secret: keeper.ownSecret, into: &seals)
+        // Started from the copy within epoch 2_000_001, forgotten seals possible until now: nothing
+        // is sealed in this epoch...
+        var restored = AdvertSender(secret: keeper.ownSecret, restored: copy, machine: machine, forgottenSealsUntil: t1 + 2, countersExpected: true)
+        #expect(restored.startFloor == 2_000_002)
+        let started = restored.start(nowSeconds: t1 + 3)
+        let changed = restored.update(AdvertContent(activityType: "org.example.b"), nowSeconds: t1 + 4)
+        #expect(!(started + changed).contains { if case .advertise = $0 { true } else { false } })
+        #expect(restored.deferred && !restored.needsRekey)
+        record(started + changed, secret: keeper.ownSecret, into: &seals)
+        // ...and the waiting change goes out at the next epoch.
+        let next = restored.tick(nowSeconds: seconds(epoch: 2_000_002) + 1)
+        #expect(next.contains { if case .advertise = $0 { true } else { false } })
+        record(next, secret: keeper.ownSecret, into: &seals)
+        #expect(seals.values.allSatisfy { $0.count == 1 }, "a nonce sealed two bodies: \(seals.filter { $0.value.count > 1 }.keys)")
+        // The first start of a boot (a rollback means a reboot): forgotten seals are older than the
+        // boot, so a start in a later epoch seals at once.
+        var booted = AdvertSender(secret: keeper.ownSecret, restored: copy, machine: machine,
+                                  forgottenSealsUntil: seconds(epoch: 2_000_002) - 30, countersExpected: true)
+        #expect(booted.start(nowSeconds: seconds(epoch: 2_000_003) + 1).contains { if case .advertise = $0 { true } else { false } })
+        // A new own secret lifts the floor: nothing was sealed under it.
+        var rekeyed = AdvertSender(secret: keeper.ownSecret, restored: copy, machine: machine, forgottenSealsUntil: t1 + 2, countersExpected: true)
+        #expect(rekeyed.rotateSecret(secret(0x51), nowSeconds: t1 + 3).isEmpty == false)
+        #expect(rekeyed.startFloor == 0)
+    }
+
+    /// §4.2 "Restarts": a restart within the boot finds the boot mark (written before every seal,
+    /// beside the counters, where a disk restore cannot reach): it seals at once, in the same epoch,
+    /// after every seal the mark records, even from an older copy of the counters. A mark of another
+    /// secret does not count: the start floor applies.
+    @Test func aRestartWithTheBootMarkSealsAtOnceAndNeverReusesANonce() throws {
+        let random = SeededRandomFake(seed: 79)
+        let keeper = try RingKeeper.create(name: "a", today: testDay, random: random)
+        let machine = [UInt8](repeating: 0xB, count: 32)
+        var seals: [Seal: [[UInt8]]] = [:]
+        var mark: SenderBootMark?
+        func carry(_ actions: [AdvertSender.Action]) {
+            for case .persist(_, let written) in actions { mark = written }
+            record(actions, secret: keeper.ownSecret, into: &seals)
+        }
+        let t0 = seconds(epoch: 2_000_000) + 10
+        var first = AdvertSender(secret: keeper.ownSecret, restored: nil, machine: machine)
+        carry(first.start(nowSeconds: t0))
+        let copy = first.counters
+        carry(first.update(AdvertContent(activityType: "org.example.a"), nowSeconds: t0 + 1))
+        carry(first.update(AdvertContent(activityType: "org.example.b"), nowSeconds: t0 + 2))
+        #expect(mark == first.bootMark && mark?.counters.nextSequence == 3)
+        // A plain restart (the counters are current) and a restart from the older copy: both seal
+        // at once in the same epoch, after sequence 2, although the start bound is now.
+        for restored in [first.counters, copy] {
+            var again = AdvertSender(secret: keeper.ownSecret, restored: restored, machine: machine, forgottenSealsUntil: t0 + 3,
+                                     bootMark: mark, countersExpected: true)
+            #expect(again.resumedFromBootMark && again.startFloor == 0)
+            let started = again.start(nowSeconds: t0 + 4)
+            #expect(started.contains { if case .advertise = $0 { true } else { false } })
+            #expect(again.counters.epoch == 2_000_000 && again.counters.nextSequence == mark!.counters.nextSequence + 1)
+            carry(started)
+        }
+        #expect(seals.values.allSatisfy { $0.count == 1 }, "a nonce sealed two bodies: \(seals.filter { $0.value.count > 1 }.keys)")
+        // The mark follows a day ratchet (same generation), not a new secret.
+        var ratcheted = AdvertSender(secret: keeper.ownSecret, restored: copy, machine: machine)
+        ratcheted.ratchet(keeper.ownSecret.ratcheted(toDay: keeper.ownSecret.chain!.day + 1)!)
+        #expect(ratcheted.secretID == first.secretID)
+        // A mark written under another secret (a re-key later in this boot) says nothing about
+        // this one: the start bound holds and the first seal waits for the next epoch.
+        let other = SenderBootMark(secretID: AdvertSender.secretID(of: secret(0x60)), counters: mark!.counters)
+        var unmarked = AdvertSender(secret: keeper.ownSecret, restored: copy, machine: machine, forgottenSealsUntil: t0 + 5,
+                                    bootMark: other, countersExpected: true)
+        #expect(!unmarked.resumedFromBootMark && unmarked.startFloor == 2_000_001)
+        #expect(!unmarked.start(nowSeconds: t0 + 6).contains { if case .advertise = $0 { true } else { false } })
+    }
+
+    /// Issue 23 finding 7: a ring copied without its advert counters (or whose counters were lost)
+    /// replaces its secret before sealing anything; a ring created just now has no counters yet and needs nothing.
+    @Test func aRingWithoutItsCountersReKeysBeforeAnySeal() throws {
+        let s = secret(0x43)
+        var copied = AdvertSender(secret: s, restored: nil, machine: [1], forgottenSealsUntil: seconds(epoch: 2_000_000), countersExpected: true)
+        #expect(copied.needsRekey)
+        #expect(copied.start(nowSeconds: seconds(epoch: 2_000_005)).allSatisfy { if case .advertise = $0 { false } else { true } })
+        var created = AdvertSender(secret: s, restored: nil, machine: [1])
+        #expect(!created.needsRekey && created.startFloor == 0)
+        #expect(created.start(nowSeconds: seconds(epoch: 2_000_000)).contains { if case .advertise = $0 { true } else { false } })
     }
 
     @Test func countersFromAnotherMachineForceARekeyBeforeAnySeal() throws {

@@ -169,7 +169,24 @@ final class DaemonPair: @unchecked Sendable {
         return result
     }
 
-    /// The Code of the daemon's pairing session that is confirming (the acceptor shows it), if any.
+    /// `bt-pair accept` on `name` (arguments after the bus options); its user types the second code
+    /// that `initiator`'s session shows once the initiator's user typed the first (§7.1).
+    func accept(_ name: String, initiator: String, _ arguments: [String]) async throws -> (Int32, String, String) {
+        let address = address
+        let started = Date()
+        let result = try await runTool(product("bt-pair"), ["--bus", address, "--bus-name", "org.baton.\(name)"] + arguments) {
+            for _ in 0..<480 {
+                if let code = try? await Self.confirmingCode(address: address, daemon: initiator) { return code + "\n" }
+                try? await Task.sleep(for: .milliseconds(250))
+            }
+            return nil
+        }
+        mark("bt-pair \(name) \(arguments.joined(separator: " ")) → \(result.0), began \(stamp(started))")
+        return result
+    }
+
+    /// The Code of the daemon's pairing session that is confirming, if any: the acceptor shows the
+    /// first code, the initiator the second once its user typed the first.
     static func confirmingCode(address: String, daemon: String) async throws -> String? {
         let (_, out, _) = try await runTool("/usr/bin/dbus-send", ["--bus=\(address)", "--print-reply", "--dest=org.baton.\(daemon)",
             "/org/baton", "org.freedesktop.DBus.ObjectManager.GetManagedObjects"])
@@ -221,7 +238,7 @@ struct TwoDaemonsLabTests {
         try lab.start(name: "beta", adapter: "hci1")
         #expect(await lab.eventually(10) { (try? await lab.cli("bt-pair", "beta", ["list"]))?.0 == 0 })
 
-        let accept = Task { try await lab.cli("bt-pair", "alpha", ["--json", "accept", "--yes"]) }
+        let accept = Task { try await lab.accept("alpha", initiator: "beta", ["--json", "accept", "--test-auto-confirm"]) }
         func alphaEntry() async throws -> [String: Any]? {
             let (_, out, _) = try await lab.cli("bt-pair", "beta", ["--json", "discover", "--seconds", "2"])
             let entries = ((try? JSONSerialization.jsonObject(with: Data(out.utf8))) as? [[String: Any]]) ?? []
@@ -243,7 +260,7 @@ struct TwoDaemonsLabTests {
             #expect(entry["AddressType"] as? String == "public")
         }
 
-        let (withStatus, withOut, withErr) = try await lab.pairWith("beta", acceptor: "alpha", ["--json", "alpha", "--yes"])
+        let (withStatus, withOut, withErr) = try await lab.pairWith("beta", acceptor: "alpha", ["--json", "alpha", "--test-auto-confirm"])
         let links = withStatus == 0 ? "" : await Lab.links()
         #expect(withStatus == 0, "\(withErr)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))\nlinks:\n\(links)\n\(lab.timeline)")
         #expect(withOut.contains("\"paired\""))
@@ -273,7 +290,7 @@ struct TwoDaemonsLabTests {
         try await capture.startScanning()
 
         // Pair over TCP inside the VM (the BLE pairing advert is not needed for this path).
-        let accept = Task { try await lab.cli("bt-pair", "alpha", ["--json", "accept", "--host", "127.0.0.1", "--yes"]) }
+        let accept = Task { try await lab.accept("alpha", initiator: "beta", ["--json", "accept", "--host", "127.0.0.1", "--test-auto-confirm"]) }
         // The offer (port, session id) is read from the daemon's pairing session object.
         #expect(try await lab.eventually(10) {
             let (_, out, _) = try await runTool("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.alpha",
@@ -288,7 +305,7 @@ struct TwoDaemonsLabTests {
         let (discoverStatus, discovered, discoverErr) = try await lab.cli("bt-pair", "beta", ["--json", "discover", "--seconds", "3"])
         #expect(discoverStatus == 0, "\(discoverErr)")
         #expect(discovered.contains("\"alpha\"") && discovered.contains(String(session)) && discovered.contains("ble"), "\(discovered)")
-        let (withStatus, withOut, withErr) = try await lab.pairWith("beta", acceptor: "alpha", ["--json", "127.0.0.1:\(port)", "--session", String(session), "--yes"])
+        let (withStatus, withOut, withErr) = try await lab.pairWith("beta", acceptor: "alpha", ["--json", "127.0.0.1:\(port)", "--session", String(session), "--test-auto-confirm"])
         #expect(withStatus == 0, "\(withErr)")
         #expect(withOut.contains("\"paired\""))
         #expect(try await accept.value.0 == 0)
@@ -400,7 +417,7 @@ struct TwoDaemonsLabTests {
         let offered = try #require(try await suggestionPaths().first)
 
         // alpha waits for another pairing: its clear pairing advert replaces the ring advert.
-        let waiting = Task { try await lab.cli("bt-pair", "alpha", ["--json", "accept", "--host", "127.0.0.1", "--yes"]) }
+        let waiting = Task { try await lab.cli("bt-pair", "alpha", ["--json", "accept", "--host", "127.0.0.1"]) }
         defer { waiting.cancel() }
         // Beta must hear this session's advert, not remember the first session's (listed for 130 s):
         // a CI run published before the second session's advert was on the air.
@@ -436,7 +453,7 @@ struct TwoDaemonsLabTests {
 
     /// Pairs alpha (Accept on 127.0.0.1) and beta over TCP inside the VM.
     func pairOverTCP(_ lab: DaemonPair) async throws {
-        let accept = Task { try await lab.cli("bt-pair", "alpha", ["--json", "accept", "--host", "127.0.0.1", "--yes"]) }
+        let accept = Task { try await lab.accept("alpha", initiator: "beta", ["--json", "accept", "--host", "127.0.0.1", "--test-auto-confirm"]) }
         #expect(try await lab.eventually(10) {
             let (_, out, _) = try await runTool("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.alpha",
                 "/org/baton", "org.freedesktop.DBus.ObjectManager.GetManagedObjects"])
@@ -446,8 +463,8 @@ struct TwoDaemonsLabTests {
             "/org/baton/ring/pairing/1", "org.freedesktop.DBus.Properties.GetAll", "string:org.baton.PairingSession1"])
         let port = props.components(separatedBy: "\"Port\"").last?.split(separator: "uint16 ").dropFirst().first?.prefix { $0.isNumber } ?? ""
         let session = props.components(separatedBy: "\"SessionId\"").last?.split(separator: "\"").dropFirst().first ?? ""
-        // beta's user types the code alpha shows (a yes alone does not pair).
-        let (withStatus, _, withErr) = try await lab.pairWith("beta", acceptor: "alpha", ["127.0.0.1:\(port)", "--session", String(session), "--yes"])
+        // beta's user types the code alpha shows, alpha's user the second code beta then shows (a yes alone does not pair).
+        let (withStatus, _, withErr) = try await lab.pairWith("beta", acceptor: "alpha", ["127.0.0.1:\(port)", "--session", String(session), "--test-auto-confirm"])
         #expect(withStatus == 0, "\(withErr)")
         #expect(try await accept.value.0 == 0)
     }
@@ -499,7 +516,7 @@ struct TwoDaemonsLabTests {
         #expect(await lab.eventually(10) { (try? await lab.cli("bt-pair", "beta", ["list"]))?.0 == 0 })
         #expect(await lab.eventually(20) { lab.log("alpha").contains("transfers also on ble:") }, "alpha log:\n\(lab.log("alpha"))")
 
-        let accept = Task { try await lab.cli("bt-pair", "alpha", ["--json", "accept", "--yes"]) }
+        let accept = Task { try await lab.accept("alpha", initiator: "beta", ["--json", "accept", "--test-auto-confirm"]) }
         let heard = try await lab.eventually(20) {
             let (_, out, _) = try await lab.cli("bt-pair", "beta", ["--json", "discover", "--seconds", "2"])
             return out.contains("\"alpha\"") && out.contains("ble")
@@ -507,7 +524,7 @@ struct TwoDaemonsLabTests {
         // Once on bluetoothd 5.82, beta heard no pairing advert of alpha: what each radio said then.
         let radios = heard ? "" : try await lab.radioReport()
         #expect(heard, "beta never heard alpha's pairing advert\n\(radios)")
-        let (withStatus, _, withErr) = try await lab.pairWith("beta", acceptor: "alpha", ["--json", "alpha", "--yes"])
+        let (withStatus, _, withErr) = try await lab.pairWith("beta", acceptor: "alpha", ["--json", "alpha", "--test-auto-confirm"])
         let links = withStatus == 0 ? "" : await Lab.links()
         #expect(withStatus == 0, "\(withErr)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))\nlinks:\n\(links)\n\(lab.timeline)")
         _ = try await accept.value

@@ -183,11 +183,13 @@ struct AvahiDiscoveryTests {
         #expect(listed == 0)
         #expect(listing.contains(session))
         let betaBusName = beta.busName
-        let pairing = try RunningTool(btPair, ["--bus", bus.address, "--bus-name", betaBusName, "with", "alpha", "--seconds", "2", "--yes"])
+        let pairing = try RunningTool(btPair, ["--bus", bus.address, "--bus-name", betaBusName, "with", "alpha", "--seconds", "2",
+                                               "--test-auto-confirm"])
         #expect(try await eventually(timeout: .seconds(20)) { try await alpha.sessionProperty(client, pathA, "State").stringValue == "confirming" })
-        // beta's user types the code alpha shows; alpha confirms, then commits the members beta brings.
+        // beta's user types the code alpha shows; alpha's user types the second code beta then shows,
+        // then commits the members beta brings.
         pairing.send((try #require(try await alpha.sessionProperty(client, pathA, "Code").stringValue)) + "\n")
-        _ = try await alpha.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: pathA)
+        _ = try await alpha.call(client, BatonInterface.pairingSession, "ConfirmCode", [.string(try #require(await pairing.secondCode()))], path: pathA)
         #expect(try await eventually(timeout: .seconds(15)) { try await alpha.sessionProperty(client, pathA, "State").stringValue == "reviewing" })
         _ = try await alpha.call(client, BatonInterface.pairingSession, "Commit", path: pathA)
         let paired = await pairing.status()

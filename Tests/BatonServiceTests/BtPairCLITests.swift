@@ -70,6 +70,20 @@ final class RunningTool: Sendable {
         return nil
     }
 
+    /// The second code `bt-pair with` shows once its user typed the acceptor's ("Second code: NNNNNN").
+    func secondCode() async -> String? {
+        for _ in 0..<400 {
+            if let range = stderr.range(of: #"Second code: [0-9]{6}"#, options: .regularExpression) {
+                return String(stderr[range].suffix(6))
+            }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return nil
+    }
+
+    /// Closes the program's standard input (no terminal, nothing more typed).
+    func closeInput() { try? input.fileHandleForWriting.close() }
+
     /// The next line of standard output; nil at its end, or after `limit` without one (a test that
     /// waits for a line that never comes fails instead of stalling the suite).
     func nextLine(within limit: Duration = .seconds(60)) async -> String? {
@@ -137,13 +151,15 @@ func json(_ line: String?) -> [String: Any] {
         defer { bus.stop() }
         let a = try await RingNode.start(bus, name: "alpha"), b = try await RingNode.start(bus, name: "beta")
         let common = ["--bus", bus.address, "--json"]
-        let accept = try RunningTool(tool, common + ["--bus-name", a.busName, "accept", "--host", "127.0.0.1", "--yes"])
+        let accept = try RunningTool(tool, common + ["--bus-name", a.busName, "accept", "--host", "127.0.0.1", "--test-auto-confirm"])
         let offer = json(await accept.nextLine())
         #expect(Set(offer.keys) == ["Port", "SessionId"])
         let port = try #require(offer["Port"] as? Int), session = try #require(offer["SessionId"] as? String)
-        // The initiator's user types the code the acceptor shows.
-        let with = try RunningTool(tool, common + ["--bus-name", b.busName, "with", "127.0.0.1:\(port)", "--session", session, "--yes"])
+        // The initiator's user types the code the acceptor shows; the initiator then shows the
+        // second code, which the acceptor's user types.
+        let with = try RunningTool(tool, common + ["--bus-name", b.busName, "with", "127.0.0.1:\(port)", "--session", session, "--test-auto-confirm"])
         with.send((try #require(await accept.shownCode())) + "\n")
+        accept.send((try #require(await with.secondCode(), "with: \(with.stderr)")) + "\n")
         let status = await with.status(killedAfter: .seconds(60)), err = with.stderr
         var lines: [String] = []
         while let line = await with.nextLine() { lines.append(line) }
@@ -158,6 +174,8 @@ func json(_ line: String?) -> [String: Any] {
         #expect(acceptResult["Code"] as? String == result["Code"] as? String)
         #expect(!err.contains("Code: "))
         #expect(accept.stderr.contains("Code: "))
+        #expect(accept.stderr.contains("Type the second code shown on the other machine:"))
+        #expect(!accept.stderr.contains("Second code"))
 
         let (listStatus, listOut, _) = try await runTool(tool, common + ["--bus-name", b.busName, "list"])
         #expect(listStatus == 0)
@@ -185,15 +203,67 @@ func json(_ line: String?) -> [String: Any] {
         let bus = try TestBus()
         defer { bus.stop() }
         let a = try await RingNode.start(bus, name: "alpha"), b = try await RingNode.start(bus, name: "beta")
-        let accept = try RunningTool(tool, ["--bus", bus.address, "--bus-name", a.busName, "--json", "accept", "--host", "127.0.0.1", "--yes"])
+        let accept = try RunningTool(tool, ["--bus", bus.address, "--bus-name", a.busName, "--json", "accept", "--host", "127.0.0.1"])
         let offer = json(await accept.nextLine())
         let port = try #require(offer["Port"] as? Int), session = try #require(offer["SessionId"] as? String)
         let with = try RunningTool(tool, ["--bus", bus.address, "--bus-name", b.busName, "with", "127.0.0.1:\(port)", "--session", session], stdin: "n\n")
         #expect(await with.status() == 1, "\(with.stderr)")
         #expect(with.stderr.contains("Type the code shown on the other machine:"))
-        #expect(with.stderr.contains("the code did not match"))
-        #expect(await accept.status() == 2, "\(accept.stderr)")
+        #expect(with.stderr.contains("the typed code did not match"))
+        #expect(!with.stderr.contains("Second code"))
+        // The acceptor, still asking its user for the second code, learns the other side refused.
+        #expect(await accept.status(killedAfter: .seconds(60)) == 2, "\(accept.stderr)")
+        #expect(accept.stderr.contains("refused or cancelled"))
         #expect(try await b.members(DBusConnection(bus: .address(bus.address))).count == 1)
+    }
+
+    /// The acceptor's user types the code it shows itself (the reflex the second code guards
+    /// against): both fail, nothing joins.
+    @Test func theAcceptorTypingItsOwnCodeFailsBothSides() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let a = try await RingNode.start(bus, name: "alpha"), b = try await RingNode.start(bus, name: "beta")
+        let accept = try RunningTool(tool, ["--bus", bus.address, "--bus-name", a.busName, "--json", "accept", "--host", "127.0.0.1"])
+        let offer = json(await accept.nextLine())
+        let port = try #require(offer["Port"] as? Int), session = try #require(offer["SessionId"] as? String)
+        let with = try RunningTool(tool, ["--bus", bus.address, "--bus-name", b.busName, "with", "127.0.0.1:\(port)", "--session", session])
+        let code = try #require(await accept.shownCode())
+        with.send(code + "\n")
+        _ = await with.secondCode()
+        accept.send(code + "\n")
+        #expect(await accept.status(killedAfter: .seconds(60)) == 1, "\(accept.stderr)")
+        #expect(accept.stderr.contains("the typed code did not match"))
+        #expect(await with.status(killedAfter: .seconds(60)) == 2, "\(with.stderr)")
+        #expect(try await a.members(DBusConnection(bus: .address(bus.address))).count == 1)
+        #expect(try await b.members(DBusConnection(bus: .address(bus.address))).count == 1)
+    }
+
+    /// No terminal: standard input ends before a code is typed. The session is cancelled with a
+    /// message that says so, not a man-in-the-middle warning.
+    @Test func noCodeOnStandardInputCancelsWithAClearMessage() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let a = try await RingNode.start(bus, name: "alpha"), b = try await RingNode.start(bus, name: "beta")
+        let accept = try RunningTool(tool, ["--bus", bus.address, "--bus-name", a.busName, "--json", "accept", "--host", "127.0.0.1"])
+        let offer = json(await accept.nextLine())
+        let port = try #require(offer["Port"] as? Int), session = try #require(offer["SessionId"] as? String)
+        let with = try RunningTool(tool, ["--bus", bus.address, "--bus-name", b.busName, "with", "127.0.0.1:\(port)", "--session", session])
+        with.closeInput()
+        #expect(await with.status(killedAfter: .seconds(60)) == 2, "\(with.stderr)")
+        #expect(with.stderr.contains("no code was typed: standard input ended"), "\(with.stderr)")
+        #expect(!with.stderr.contains("man in the middle"))
+        #expect(await accept.status(killedAfter: .seconds(60)) == 2, "\(accept.stderr)")
+    }
+
+    /// `--yes` no longer pairs without a person: refused with a usage error saying why.
+    @Test func yesIsRefused() async throws {
+        for arguments in [["accept", "--yes"], ["with", "h:1", "--session", "0011223344556677", "--yes"]] {
+            let (status, _, err) = try await runTool(tool, arguments)
+            #expect(status == 64, "\(arguments)")
+            #expect(err.contains("each person types the code"), "\(err)")
+        }
+        let (_, help, _) = try await runTool(tool, ["--help"])
+        #expect(!help.contains("--yes") && !help.contains("--test-auto-confirm"))
     }
 
     @Test func usageErrorsExit64() async throws {

@@ -131,11 +131,13 @@ struct BusLessNode {
                       machineIDPaths: [String] = MachineIdentity.defaultPaths,
                       pairingLimits: PairingLimits = PairingLimits(),
                       transfer configuration: TransferService.Configuration = BusLessNode.transferConfiguration,
-                      continuation continuationConfiguration: ContinuationService.Configuration = .init()) async throws -> BusLessNode {
+                      continuation continuationConfiguration: ContinuationService.Configuration = .init(),
+                      runtimeDirectory: String? = nil) async throws -> BusLessNode {
         let radio = FakeRadio()
         let ring = try RingService(store: RingStore(directory: StateDirectory(path: directory.appendingPathComponent(name).path)),
                                    radio: radio, clock: SystemWallClock(),
-                                   configuration: .init(deviceName: name, listenHost: "127.0.0.1", machineIDPaths: machineIDPaths), log: { _ in })
+                                   configuration: .init(deviceName: name, listenHost: "127.0.0.1", machineIDPaths: machineIDPaths,
+                                                        runtimeDirectory: runtimeDirectory), log: { _ in })
         await ring.start()
         let pairing = PairingService(ring: ring, discovery: nil, clock: SystemWallClock(), limits: pairingLimits, log: { _ in })
         let activities = FakeActivities(handled: handled)
@@ -161,8 +163,9 @@ struct BusLessNode {
     }
 }
 
-/// Pairs two nodes directly over loopback TCP (Accept on `a`, Pair on `b`); both answer the code with `accept`
-/// (the initiator by typing the acceptor's code) and, with `commit`, commit the merge.
+/// Pairs two nodes directly over loopback TCP (Accept on `a`, Pair on `b`); each answers with `accept`
+/// (.1 the initiator, typing the acceptor's code; .0 the acceptor, typing the second code the initiator
+/// then shows) and, with `commit`, both commit the merge.
 func pairWithoutBus(_ a: PairingService, _ b: PairingService, accept: (Bool, Bool) = (true, true),
                     commit: Bool = true) async throws -> (pathA: String, pathB: String) {
     let uid = getuid()
@@ -176,10 +179,20 @@ func pairWithoutBus(_ a: PairingService, _ b: PairingService, accept: (Bool, Boo
     }
     let codeA = await a.session(pathA)?.shownCode, codeB = await b.session(pathB)?.shownCode
     #expect(codeA?.count == 6 && codeA == codeB)
-    // The acceptor answers yes or no; the initiator's user types the acceptor's code (or refuses).
-    try await a.confirm(pathA, uid: uid, accepted: accept.0)
-    if accept.1 { try await b.confirmCode(pathB, uid: uid, code: try #require(codeA)) } else { try await b.confirm(pathB, uid: uid, accepted: false) }
-    guard accept.0 && accept.1 && commit else { return (pathA, pathB) }
+    // The initiator shows no code until its user typed the acceptor's (or refused).
+    #expect(await b.session(pathB)?.visibleCode == "")
+    guard accept.1 else {
+        try await b.confirm(pathB, uid: uid, accepted: false)
+        return (pathA, pathB)
+    }
+    try await b.confirmCode(pathB, uid: uid, code: try #require(codeA))
+    // Then it shows the second code, which the acceptor's user types (or refuses).
+    #expect(await eventually(timeout: .seconds(30)) { await b.session(pathB)?.visibleCode.count == 6 })
+    let second = try #require(await b.session(pathB)?.visibleCode)
+    let expected = await b.session(pathB)?.secondCode
+    #expect(second == expected && second != codeA)
+    if accept.0 { try await a.confirmCode(pathA, uid: uid, code: second) } else { try await a.confirm(pathA, uid: uid, accepted: false) }
+    guard accept.0 && commit else { return (pathA, pathB) }
     // Both review the members the other ring brings and commit.
     for (pairing, path) in [(a, pathA), (b, pathB)] {
         #expect(await eventually(timeout: .seconds(30)) { await pairing.session(path)?.phase.stateName == "reviewing" })

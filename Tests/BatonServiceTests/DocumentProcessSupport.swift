@@ -151,7 +151,7 @@ final class KillableBatond: @unchecked Sendable {
     func inbox() throws -> DocumentInbox { try DocumentInbox.ofUser(getuid(), under: stateDirectory + "/documents") }
 }
 
-/// Pairs `acceptor` and `initiator` over TCP through their D-Bus API (the acceptor's code typed on the initiator).
+/// Pairs `acceptor` and `initiator` over TCP through their D-Bus API (the acceptor's code typed on the initiator, its second code on the acceptor).
 func pairOverTCP(_ acceptor: KillableBatond, _ initiator: KillableBatond, client: DBusConnection) async throws {
     let pathA = try #require(try await acceptor.call(client, BatonInterface.pairing, "Accept", [.propertyDictionary([:])]).first?.objectPathValue)
     let port = try #require(try await acceptor.pairingProperty(client, pathA, "Port").uint16Value)
@@ -163,8 +163,11 @@ func pairOverTCP(_ acceptor: KillableBatond, _ initiator: KillableBatond, client
         #expect(try await eventually(timeout: .seconds(20)) { try await daemon.pairingProperty(client, path, "State").stringValue == "confirming" })
     }
     let code = try #require(try await acceptor.pairingProperty(client, pathA, "Code").stringValue)
-    _ = try await acceptor.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: pathA)
     _ = try await initiator.call(client, BatonInterface.pairingSession, "ConfirmCode", [.string(code)], path: pathB)
+    // The initiator then shows the second code; the acceptor's user types it.
+    #expect(try await eventually(timeout: .seconds(20)) { try await initiator.pairingProperty(client, pathB, "Code").stringValue?.count == 6 })
+    let second = try #require(try await initiator.pairingProperty(client, pathB, "Code").stringValue)
+    _ = try await acceptor.call(client, BatonInterface.pairingSession, "ConfirmCode", [.string(second)], path: pathA)
     for (daemon, path) in [(acceptor, pathA), (initiator, pathB)] {
         #expect(try await eventually(timeout: .seconds(20)) { try await daemon.pairingProperty(client, path, "State").stringValue == "reviewing" })
         _ = try await daemon.call(client, BatonInterface.pairingSession, "Commit", path: path)

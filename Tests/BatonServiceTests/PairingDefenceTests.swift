@@ -53,19 +53,92 @@ struct PairingDefenceTests {
         for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
             #expect(await eventually(timeout: .seconds(30)) { await pairing.session(path)?.phase.stateName == "confirming" })
         }
-        // Only the acceptor shows the code; the initiator cannot just click yes.
+        // Only the acceptor shows the code; neither side can just click yes.
         let code = try #require(await a.pairing.session(pathA)?.textProperties["Code"])
         #expect(code.count == 6)
         #expect(await b.pairing.session(pathB)?.textProperties["Code"] == "")
         await #expect(throws: ServiceFailure.self) { try await b.pairing.confirm(pathB, uid: uid, accepted: true) }
-        await #expect(throws: ServiceFailure.self) { try await a.pairing.confirmCode(pathA, uid: uid, code: code) }
-        try await a.pairing.confirm(pathA, uid: uid, accepted: true)
+        await #expect(throws: ServiceFailure.self) { try await a.pairing.confirm(pathA, uid: uid, accepted: true) }
         let wrong = String(code.map { $0 == "9" ? "0" : Character(String(($0.wholeNumberValue ?? 0) + 1)) })
         try await b.pairing.confirmCode(pathB, uid: uid, code: wrong)
         #expect(await finished(b.pairing, pathB) == .failed(.verificationFailed))
         #expect(await finished(a.pairing, pathA)?.stateName == "failed")
         #expect(await a.ring.snapshot().roster.members.count == 1)
         #expect(await b.ring.snapshot().roster.members.count == 1)
+        await a.stop()
+        await b.stop()
+    }
+
+    /// Finding 5 of issue 23: the acceptor's user confirms what the initiator's screen shows. A yes
+    /// is refused, and typing the code on its own screen (a reflex) fails the session: only the
+    /// second code, which the initiator shows once its user typed the first, confirms.
+    @Test func theAcceptorConfirmsOnlyByTypingTheSecondCodeTheInitiatorShows() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta")
+        let pathA = try await a.pairing.acceptPairing(uid: uid, host: "127.0.0.1")
+        let waiting = try #require(await a.pairing.session(pathA))
+        let pathB = try await b.pairing.pair(uid: uid, target: "127.0.0.1:\(waiting.port)", sessionID: waiting.sessionID, addressType: nil)
+        for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
+            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.phase.stateName == "confirming" })
+        }
+        let code = try #require(await a.pairing.session(pathA)?.visibleCode)
+        await #expect(throws: ServiceFailure.self) { try await a.pairing.confirm(pathA, uid: uid, accepted: true) }
+        try await b.pairing.confirmCode(pathB, uid: uid, code: code)
+        #expect(await eventually(timeout: .seconds(10)) { await b.pairing.session(pathB)?.visibleCode.count == 6 })
+        let second = try #require(await b.pairing.session(pathB)?.visibleCode)
+        #expect(second != code)
+        // alpha's user types alpha's own code instead of the one beta shows: nothing joins.
+        try await a.pairing.confirmCode(pathA, uid: uid, code: code)
+        #expect(await finished(a.pairing, pathA) == .failed(.verificationFailed))
+        #expect(await finished(b.pairing, pathB) == .failed(.rejected))
+        #expect(await a.ring.snapshot().roster.members.count == 1)
+        #expect(await b.ring.snapshot().roster.members.count == 1)
+        await a.stop()
+        await b.stop()
+    }
+
+    /// Finding 5 of issue 23: an attacker that connects first does not take the acceptor's pairing
+    /// advert (nor its listener) off the air, so the real initiator still finds the acceptor, and
+    /// its arrival fails the session as contested, even after the attacker's user typed the code.
+    @Test func theAcceptorKeepsItsAdvertUntilItsUserTypedTheSecondCodeSoTheRealInitiatorContests() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let a = try await BusLessNode.start(in: directory, name: "alpha"), m = try await BusLessNode.start(in: directory, name: "laptop")
+        let b = try await BusLessNode.start(in: directory, name: "laptop")
+        let pathA = try await a.pairing.acceptPairing(uid: uid, host: "127.0.0.1")
+        let waiting = try #require(await a.pairing.session(pathA))
+        func advertising() -> Bool { (a.radio.onAir.flatMap { try? PairingAdvert(decoding: $0) })?.sessionID == waiting.sessionID }
+        #expect(await eventually(timeout: .seconds(10)) { advertising() })
+        let pathM = try await m.pairing.pair(uid: uid, target: "127.0.0.1:\(waiting.port)", sessionID: waiting.sessionID, addressType: nil)
+        #expect(await eventually(timeout: .seconds(10)) { await a.pairing.session(pathA)?.phase.stateName == "confirming" })
+        #expect(await eventually(timeout: .seconds(10)) { await m.pairing.session(pathM)?.phase.stateName == "confirming" })
+        // Even knowing the code (read over the user's shoulder), the attacker only gets a second code on its own screen.
+        try await m.pairing.confirmCode(pathM, uid: uid, code: try #require(await a.pairing.session(pathA)?.visibleCode))
+        #expect(await eventually(timeout: .seconds(10)) { await m.pairing.session(pathM)?.visibleCode.count == 6 })
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(advertising(), "the pairing advert left the air at the attacker's connection")
+        // The real laptop finds the advert and dials: the session fails, nothing joins anywhere.
+        let pathB = try await b.pairing.pair(uid: uid, target: "127.0.0.1:\(waiting.port)", sessionID: waiting.sessionID, addressType: nil)
+        #expect(await finished(a.pairing, pathA) == .failed(.contested))
+        #expect(await finished(m.pairing, pathM)?.stateName == "failed")
+        #expect(await finished(b.pairing, pathB)?.stateName == "failed")
+        #expect(await eventually(timeout: .seconds(10)) { !advertising() })
+        for node in [a, b, m] { #expect(await node.ring.snapshot().roster.members.count == 1) }
+        await a.stop()
+        await m.stop()
+        await b.stop()
+    }
+
+    /// Once the acceptor's user typed the second code, the advert goes and the listeners close.
+    @Test func theAdvertGoesOnceTheAcceptorsUserTypedTheSecondCode() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta")
+        let (pathA, _) = try await pairWithoutBus(a.pairing, b.pairing, commit: false)
+        let sessionID = try #require(await a.pairing.session(pathA)?.sessionID)
+        #expect(await a.pairing.session(pathA)?.wantsInitiators == false)
+        #expect(await eventually(timeout: .seconds(10)) {
+            (a.radio.onAir.flatMap { try? PairingAdvert(decoding: $0) })?.sessionID != sessionID
+        })
+        _ = try? await a.pairing.cancel(pathA, uid: uid)
         await a.stop()
         await b.stop()
     }

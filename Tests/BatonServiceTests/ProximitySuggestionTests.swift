@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonTestBus
 import BatonCore
+import BatonStore
 import Foundation
 import Testing
 @testable import BatonService
@@ -81,5 +82,25 @@ struct ProximitySuggestionTests {
                     ["--away-after", "0"], ["--away-after", "3601"]] {
             #expect(throws: DaemonOptions.UsageError.self) { try DaemonOptions.parse(["--session", "--state-dir", "/tmp/x"] + bad, environment: [:]) }
         }
+    }
+}
+
+/// batond's --rekey-days (issue 23: a shorter forward window).
+@Suite struct RekeyDaysOptionTests {
+    @Test func rekeyDaysIsParsedBoundedAndReachesTheKeeper() async throws {
+        guard case .run(let options) = try DaemonOptions.parse(["--session", "--state-dir", "/tmp/x", "--rekey-days", "7"], environment: [:]),
+              case .run(let defaults) = try DaemonOptions.parse(["--session", "--state-dir", "/tmp/x"], environment: [:]) else {
+            Issue.record("not a run command")
+            return
+        }
+        #expect(options.rekeyDays == 7 && defaults.rekeyDays == 30)
+        for bad in [["--rekey-days", "0"], ["--rekey-days", "1025"], ["--rekey-days", "x"]] {
+            #expect(throws: DaemonOptions.UsageError.self) { try DaemonOptions.parse(["--session", "--state-dir", "/tmp/x"] + bad, environment: [:]) }
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("rekeydays-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let ring = try RingService(store: RingStore(directory: StateDirectory(path: directory.path)), radio: nil, clock: SystemWallClock(),
+                                   configuration: .init(deviceName: "a", listenHost: "127.0.0.1", rekeyDays: 7), log: { _ in })
+        #expect(await ring.keeper.maxKeyAgeDays == 7)
     }
 }

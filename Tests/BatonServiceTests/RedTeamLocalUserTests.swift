@@ -41,8 +41,7 @@ struct RedTeamLocalUserTests {
         let client = try DBusConnection(bus: .address(bus.address))
         defer { client.close() }
         let started = try await startPairing(a, b, client: client)
-        _ = try await a.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: started.pathA)
-        _ = try await b.call(client, BatonInterface.pairingSession, "ConfirmCode", [.string(started.codeA)], path: started.pathB)
+        try await confirmBothCodes(a, b, started, client: client)
         #expect(try await eventually(timeout: .seconds(10)) { try await a.property(client, started.pathA, "State").stringValue == "reviewing" })
 
         let seen = try await runAsNobody(script: foreignSessionReaderScript, in: bus.directory,

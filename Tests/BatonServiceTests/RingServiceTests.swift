@@ -69,15 +69,25 @@ func startPairing(_ a: RingNode, _ b: RingNode, client: DBusConnection) async th
     return (pathA, pathB, codeA, codeB)
 }
 
-/// The acceptor (`a`) confirms its code, the initiator (`b`) types it; both then commit the members shown.
+/// The initiator (`b`) types the acceptor's code; the acceptor (`a`) types the second code the initiator
+/// then shows; both then commit the members shown.
 func confirmAndCommit(_ a: RingNode, _ b: RingNode, _ p: (pathA: String, pathB: String, codeA: String, codeB: String),
                       client: DBusConnection) async throws {
-    _ = try await a.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathA)
-    _ = try await b.call(client, BatonInterface.pairingSession, "ConfirmCode", [.string(p.codeA)], path: p.pathB)
+    try await confirmBothCodes(a, b, p, client: client)
     for (node, path) in [(a, p.pathA), (b, p.pathB)] {
         #expect(try await eventually(timeout: .seconds(10)) { try await node.property(client, path, "State").stringValue == "reviewing" })
         _ = try await node.call(client, BatonInterface.pairingSession, "Commit", path: path)
     }
+}
+
+/// The initiator (`b`) types the acceptor's code; the acceptor (`a`) then types the second code the
+/// initiator shows (§7.1 "What the users do").
+func confirmBothCodes(_ a: RingNode, _ b: RingNode, _ p: (pathA: String, pathB: String, codeA: String, codeB: String),
+                      client: DBusConnection) async throws {
+    _ = try await b.call(client, BatonInterface.pairingSession, "ConfirmCode", [.string(p.codeA)], path: p.pathB)
+    #expect(try await eventually(timeout: .seconds(10)) { try await b.property(client, p.pathB, "Code").stringValue?.count == 6 })
+    let second = try #require(try await b.property(client, p.pathB, "Code").stringValue)
+    _ = try await a.call(client, BatonInterface.pairingSession, "ConfirmCode", [.string(second)], path: p.pathA)
 }
 
 @Suite struct RingServiceTests {
@@ -94,10 +104,14 @@ func confirmAndCommit(_ a: RingNode, _ b: RingNode, _ p: (pathA: String, pathB: 
         let p = try await startPairing(a, b, client: client)
         let session = try await client.call(destination: a.busName, path: p.pathA, interface: "org.freedesktop.DBus.Introspectable", method: "Introspect")
         #expect(try IntrospectionReader.parse(try #require(session.first?.stringValue))[BatonInterface.pairingSession] == (try InterfaceFiles.shape(BatonInterface.pairingSession)))
-        // Only the acceptor shows the code: the initiator's user types it (ConfirmCode).
+        // Only the acceptor shows the code: the initiator's user types it (ConfirmCode). A yes alone
+        // confirms on neither side: each types the code the other screen shows.
         #expect(p.codeA.count == 6 && p.codeB == "")
         await #expect(throws: DBusError.self) {
             _ = try await b.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathB)
+        }
+        await #expect(throws: DBusError.self) {
+            _ = try await a.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathA)
         }
         try await confirmAndCommit(a, b, p, client: client)
         for (node, path) in [(a, p.pathA), (b, p.pathB)] {
@@ -127,7 +141,7 @@ func confirmAndCommit(_ a: RingNode, _ b: RingNode, _ p: (pathA: String, pathB: 
         let a = try await RingNode.start(bus, name: "alpha"), b = try await RingNode.start(bus, name: "beta")
         let client = try DBusConnection(bus: .address(bus.address))
         let p = try await startPairing(a, b, client: client)
-        _ = try await a.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(true)], path: p.pathA)
+        // The initiator's user refuses instead of typing the code.
         _ = try await b.call(client, BatonInterface.pairingSession, "Confirm", [.boolean(false)], path: p.pathB)
         for (node, path) in [(a, p.pathA), (b, p.pathB)] {
             #expect(try await eventually(timeout: .seconds(10)) { try await node.property(client, path, "State").stringValue == "failed" })

@@ -80,6 +80,10 @@ struct ServiceBusTests {
             #expect(try await client.manager("GetCurrentActivity") == [.objectPath(second)])
             #expect(try await eventually { try await client.property(second, "Status") == .string("published") })
             #expect(publisher.publications.map(\.title) == ["one", "one b", "two"])
+            // Revision is the advert revision the daemon serves (FetchActivity takes it), device-wide:
+            // the third publication's, not a count of the second activity's own changes (issue 23).
+            #expect(try await client.property(second, "Revision") == .uint32(3))
+            #expect(try await client.property(first, "Revision") == .uint32(2))
 
             _ = try await client.activity(second, "ResignCurrent")
             #expect(try await client.property(second, "Status") == .string("idle"))

@@ -21,10 +21,15 @@ final class FakePublisher: ActivityPublisher, @unchecked Sendable {
         self.onPublish = onPublish
     }
 
-    func publish(_ record: ActivityRecord, uid: UInt32) async throws(RadioError) {
+    /// Like the radio: one advert revision for the whole device, +1 per publication (§4.2).
+    func publish(_ record: ActivityRecord, uid: UInt32) async throws(RadioError) -> UInt32 {
         onPublish?()
-        lock.withLock { published.append(record) }
+        let revision = lock.withLock {
+            published.append(record)
+            return UInt32(published.count)
+        }
         if let failure { throw failure }
+        return revision
     }
 
     func withdraw(uid: UInt32) async { lock.withLock { withdrawn.append(uid) } }

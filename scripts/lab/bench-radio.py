@@ -217,16 +217,23 @@ def main():
                 break
             time.sleep(0.2)
         accept = subprocess.Popen([f"{BIN}/bt-pair", "--bus", address, "--bus-name", "org.baton.alpha", "--json", "accept",
-                                   "--host", "127.0.0.1", "--yes"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                   "--host", "127.0.0.1", "--test-auto-confirm"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         offer = json.loads(accept.stdout.readline())
-        # The initiator's user types the code the acceptor shows ("Code: NNNNNN" on its stderr).
+        # The initiator's user types the code the acceptor shows ("Code: NNNNNN" on its stderr); the
+        # acceptor's user then types the second code the initiator shows ("Second code: NNNNNN").
         initiator = subprocess.Popen([f"{BIN}/bt-pair", "--bus", address, "--bus-name", "org.baton.beta", "--json", "with",
-                                      f"127.0.0.1:{offer['Port']}", "--session", offer["SessionId"], "--yes"],
+                                      f"127.0.0.1:{offer['Port']}", "--session", offer["SessionId"], "--test-auto-confirm"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for line in accept.stderr:
             if line.startswith("Code: "):
                 initiator.stdin.write(line.split()[1] + "\n")
                 initiator.stdin.flush()
+                break
+        for line in initiator.stderr:
+            if "Second code: " in line:  # after the prompt, on its line: no newline was typed there
+                accept.stdin.write(line.split("Second code: ")[1].split()[0] + "\n")
+                accept.stdin.flush()
                 break
         _, initiator_errors = initiator.communicate(timeout=60)
         accept.wait()

@@ -131,6 +131,10 @@ public struct Activity: Sendable, Hashable {
     public internal(set) var lastError: FailureCategory?
     /// The document snapshot attached to it, if any (§6.5).
     public internal(set) var document: ActivityDocument? = nil
+    /// The device-wide advert revision (§4.2) it was last published with, which FetchActivity
+    /// serves (Activity1.Revision); 0 until it was published. `record.revision` counts this
+    /// activity's own changes, only to drop stale publish reports.
+    public internal(set) var advertRevision: UInt32 = 0
 }
 
 /// An activity's document: the committed snapshot, and whether the app edited it since (then the
@@ -259,11 +263,13 @@ public struct ActivityRegistry: Sendable {
     }
 
     /// The radio advertises `revision`. Stale reports (an older revision, or no longer current) are ignored.
-    public mutating func published(_ id: ActivityID, revision: UInt32) -> [RegistryEvent] {
+    public mutating func published(_ id: ActivityID, revision: UInt32, advertRevision: UInt32? = nil) -> [RegistryEvent] {
         guard let activity = activities[id], activity.isCurrent, activity.record.revision == revision,
               activity.status == .preparing else { return [] }
         activities[id]?.status = .published
-        return [.changed(id, [.status])]
+        guard let advertRevision, advertRevision != activity.advertRevision else { return [.changed(id, [.status])] }
+        activities[id]?.advertRevision = advertRevision
+        return [.changed(id, [.status, .revision])]
     }
 
     /// Publishing `revision` failed; stale reports are ignored.

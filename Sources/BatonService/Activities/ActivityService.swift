@@ -260,8 +260,8 @@ public actor ActivityService {
         publishesInFlight += 1
         Task {
             do throws(RadioError) {
-                try await publisher.publish(record, uid: id.uid)
-                await self.publishFinished(id, revision: revision, failure: nil)
+                let advertRevision = try await publisher.publish(record, uid: id.uid)
+                await self.publishFinished(id, revision: revision, failure: nil, advertRevision: advertRevision)
             } catch {
                 let category: FailureCategory = switch error {
                 case .unavailable: .radioUnavailable
@@ -272,14 +272,14 @@ public actor ActivityService {
         }
     }
 
-    func publishFinished(_ id: ActivityID, revision: UInt32, failure: FailureCategory?) async {
+    func publishFinished(_ id: ActivityID, revision: UInt32, failure: FailureCategory?, advertRevision: UInt32? = nil) async {
         publishesInFlight -= 1
         await refreshRadio()
         if let failure {
             errorLog.record(ErrorCategory(failure), at: clock.unixSeconds())
             await apply(registry.publishFailed(id, revision: revision, category: failure))
         } else {
-            await apply(registry.published(id, revision: revision))
+            await apply(registry.published(id, revision: revision, advertRevision: advertRevision))
         }
     }
 
@@ -334,7 +334,7 @@ public actor ActivityService {
         case .needsSave: .boolean(activity.needsSave)
         case .current: .boolean(activity.isCurrent)
         case .owner: .uint32(activity.owner.uid)
-        case .revision: .uint32(activity.record.revision)
+        case .revision: .uint32(activity.advertRevision)
         case .status: .string(activity.status.name)
         case .lastError: .string(activity.lastError?.rawValue ?? "")
         case .document: .propertyDictionary(activity.document.map { documentDescription($0.snapshot.info) } ?? [:])

@@ -34,21 +34,28 @@ public enum PairingFailure: Error, Sendable, Equatable {
 /// clock ticks go in, one at a time (an actor serialises them); the session's actions come out.
 public actor PairingDriver {
     public typealias CodeHandler = @Sendable (String) async -> Void
+    /// Both codes of §7.1: the first (the acceptor shows it) and the second (the initiator shows it
+    /// once its user typed the first).
+    public typealias CodesHandler = @Sendable (_ code: String, _ secondCode: String) async -> Void
     static let lingerTimeout: Duration = .milliseconds(500)
 
     private var session: PairingSession
     private let channel: any FrameChannel
     private let clock: any WallClock
-    private let onCode: CodeHandler
+    private let onCodes: CodesHandler
     private var outcome: Result<PairingResult, PairingFailure>?
     private var waiters: [CheckedContinuation<Result<PairingResult, PairingFailure>, Never>] = []
     public private(set) var code: String?
 
-    public init(session: PairingSession, channel: any FrameChannel, clock: any WallClock, onCode: @escaping CodeHandler) {
+    public init(session: PairingSession, channel: any FrameChannel, clock: any WallClock, onCodes: @escaping CodesHandler) {
         self.session = session
         self.channel = channel
         self.clock = clock
-        self.onCode = onCode
+        self.onCodes = onCodes
+    }
+
+    public init(session: PairingSession, channel: any FrameChannel, clock: any WallClock, onCode: @escaping CodeHandler) {
+        self.init(session: session, channel: channel, clock: clock, onCodes: { code, _ in await onCode(code) })
     }
 
     /// Runs until the session ends; returns the result. Call `confirm(_:)` when the user answered.
@@ -133,7 +140,7 @@ public actor PairingDriver {
                 do { try await channel.send(frame) } catch { sendFailure = error }
             case .showCode(let code):
                 self.code = code
-                await onCode(code)
+                await onCodes(code, session.secondCode ?? "")
             case .completed(let result):
                 finish(.success(result))
             case .failed(let error):

@@ -6,16 +6,19 @@ import BatonTransport
 // MARK: Pairing that one careless click cannot defeat (issue 11, security.md "Pairing")
 
 extension PairingService {
-    /// The initiator's user typed the code the acceptor shows. Compared in constant time; a different
-    /// code fails the session (`verification-failed`): the other machine may not be the one meant.
+    /// A user typed the code the other screen shows (§7.1 "What the users do"): on the initiator the
+    /// acceptor's code, on the acceptor the second code the initiator shows once its own user typed
+    /// the first. Compared in constant time; a match confirms (and shows the initiator's second code,
+    /// or ends the acceptor's wait for initiators), a different code fails the session
+    /// (`verification-failed`): the other machine may not be the one meant.
     public func confirmCode(_ path: String, uid: UInt32, code: String) async throws(ServiceFailure) {
         let entry = try ownedSession(path, uid: uid)
-        guard entry.progress.role == .initiator else {
-            throw .invalidArguments("the acceptor shows the code and answers with Confirm")
-        }
-        guard case .confirming(let expected) = entry.progress.phase, let driver = entry.driver else { throw .notReady("no code to confirm yet") }
+        guard case .confirming(let shown) = entry.progress.phase, let driver = entry.driver else { throw .notReady("no code to confirm yet") }
+        guard !entry.progress.codeTypedHere else { throw .notReady("the code was already typed here") }
+        let expected = entry.progress.role == .initiator ? shown : entry.progress.secondCode
         let typed = code.filter { !$0.isWhitespace }
-        if constantTimeEquals(Array(typed.utf8), Array(expected.utf8)) {
+        if !expected.isEmpty, constantTimeEquals(Array(typed.utf8), Array(expected.utf8)) {
+            update(path) { $0.typedCodeMatched() }
             await driver.confirm(true)
         } else {
             log("batond: pairing code typed wrong; session failed")
@@ -72,9 +75,9 @@ extension PairingService {
         reviews.removeValue(forKey: path)?.resume(returning: answer)
     }
 
-    /// While an acceptor's session runs, its listeners stay open: the first further initiator
-    /// fails the session as `contested` (an attacker racing the real initiator, or the real one
-    /// arriving after an attacker), both connections closed and nothing joined.
+    /// Until the acceptor's user typed the initiator's code, its listeners stay open: the first
+    /// further initiator fails the session as `contested` (an attacker racing the real initiator, or
+    /// the real one arriving after an attacker), both connections closed and nothing joined.
     func watchForSecondInitiator(_ path: String, tcp: PlainFrameListener, bluetooth: L2CAPListener?) {
         sessions[path]?.contestWatch = Task { [weak self] in
             while !Task.isCancelled {

@@ -173,7 +173,9 @@ public actor PairingService {
                 return
             }
             if let bluetooth = channel as? L2CAPFrameChannel { log("batond: pairing initiator connected over L2CAP from \(bluetooth.peer)") }
-            await radio.pairingStoppedWaiting(sessionID: entry.progress.sessionID)
+            // The pairing advert, the DNS-SD record and the listeners stay until this side's user
+            // typed the initiator's code (`PairingProgress.wantsInitiators`): the first to connect
+            // may be an attacker, and the real initiator must still find this machine and contest.
             // Cancelled while the initiator arrived: the session stays as cancelled.
             guard update(path, { $0.connected() }) else {
                 channel?.close()
@@ -192,9 +194,9 @@ public actor PairingService {
             channel.close()
             return
         }
-        let driver = PairingDriver(session: session, channel: channel, clock: clock) { [weak self] code in
-            await self?.codeShown(path, code)
-        }
+        let driver = PairingDriver(session: session, channel: channel, clock: clock, onCodes: { [weak self] code, second in
+            await self?.codeShown(path, code, second)
+        })
         // Cancelled (or stopped, or contested) while the session was being set up: nothing runs.
         guard sessions[path]?.progress.phase.isFinished == false else {
             channel.close()
@@ -213,8 +215,8 @@ public actor PairingService {
         }
     }
 
-    private func codeShown(_ path: String, _ code: String) {
-        update(path) { $0.codeShown(code) }
+    private func codeShown(_ path: String, _ code: String, _ second: String) {
+        update(path) { $0.codeShown(code, second: second) }
     }
 
     /// Applies a transition; the observer hears of a change, and a session that just finished is
@@ -230,8 +232,15 @@ public actor PairingService {
             entry.closeListeners()
         }
         sessions[path] = entry
-        if before.phase.isWaiting, !entry.progress.phase.isWaiting, let discovery {
-            Task { await discovery.pairingSessionLeftWaiting(path) }
+        // An acceptor that no longer wants initiators (its user typed the initiator's code, or the
+        // session ended) closes its listeners and withdraws its pairing advert and DNS-SD record.
+        if before.wantsInitiators, !entry.progress.wantsInitiators {
+            entry.closeListeners()
+            let radio = radio, discovery = discovery, sessionID = entry.progress.sessionID
+            Task {
+                await radio.pairingStoppedWaiting(sessionID: sessionID)
+                await discovery?.pairingSessionLeftWaiting(path)
+            }
         }
         sessionObserver?(.changed(path: path, before: before, after: entry.progress))
         if entry.progress.phase.isFinished { scheduleRemoval(of: path) }
@@ -265,15 +274,17 @@ public actor PairingService {
         return entry
     }
 
-    /// The user's answer to the code, from the session's owner (or root). Only the acceptor accepts
-    /// with a yes; the initiator accepts by typing the acceptor's code (`confirmCode`), and may refuse here.
+    /// The user's answer to the code, from the session's owner (or root): only a refusal. Each side
+    /// accepts by typing the code the other screen shows (`confirmCode`), so one careless click cannot pair.
     public func confirm(_ path: String, uid: UInt32, accepted: Bool) async throws(ServiceFailure) {
         let entry = try ownedSession(path, uid: uid)
         guard case .confirming = entry.progress.phase, let driver = entry.driver else { throw .notReady("no code to confirm yet") }
-        if accepted, entry.progress.role == .initiator {
-            throw .invalidArguments("the initiator confirms by typing the code shown on the other machine (ConfirmCode)")
+        if accepted {
+            throw .invalidArguments(entry.progress.role == .initiator
+                ? "the initiator confirms by typing the code shown on the other machine (ConfirmCode)"
+                : "the acceptor confirms by typing the code the other machine shows once its user typed this one (ConfirmCode)")
         }
-        await driver.confirm(accepted)
+        await driver.confirm(false)
     }
 
     public func cancel(_ path: String, uid: UInt32) async throws(ServiceFailure) {

@@ -18,7 +18,8 @@ public struct Publication: Sendable {
 extension RadioService: ActivityPublisher {
     // MARK: ActivityPublisher
 
-    public func publish(_ record: ActivityRecord, uid: UInt32) async throws(RadioError) {
+    @discardableResult
+    public func publish(_ record: ActivityRecord, uid: UInt32) async throws(RadioError) -> UInt32 {
         // Kept even without a radio: the radio is only discovery, the record is what a fetch returns.
         published[uid] = record
         advertisedUID = uid
@@ -30,6 +31,7 @@ extension RadioService: ActivityPublisher {
             throw .unavailable("no radio")
         }
         try await carryOrThrow(actions)
+        return planner.sender.counters.revision
     }
 
     public func withdraw(uid: UInt32) async {
@@ -92,8 +94,8 @@ extension RadioService: ActivityPublisher {
     func carryOrThrow(_ actions: [OnAirPlanner.Action]) async throws(RadioError) {
         for action in actions {
             switch action {
-            case .persist(let counters):
-                do { try store.saveCounters(counters) } catch { throw .failed("cannot persist advert counters") }
+            case .persist(let counters, let mark):
+                try persist(counters, mark)
             case .advertiseRing(let bytes, let connectable):
                 guard let port else { continue }
                 try await port.advertise(companyID: companyID, data: bytes, connectable: connectable)
@@ -111,9 +113,18 @@ extension RadioService: ActivityPublisher {
         }
     }
 
-    private func persistCounters(of actions: [OnAirPlanner.Action]) throws {
-        if let counters = actions.lazy.compactMap({ if case .persist(let c) = $0 { c } else { nil } }).last {
-            try store.saveCounters(counters)
+    private func persistCounters(of actions: [OnAirPlanner.Action]) throws(RadioError) {
+        if let (counters, mark) = actions.lazy.compactMap({ if case .persist(let c, let m) = $0 { (c, m) } else { nil } }).last {
+            try persist(counters, mark)
         }
+    }
+
+    /// The boot mark (runtime directory) and the counters (state directory), both before the advert
+    /// they cover: a failure of either keeps the advert off the air (§4.2 "Restarts").
+    private func persist(_ counters: SenderCounters, _ mark: SenderBootMark) throws(RadioError) {
+        if let bootMarks {
+            do { try bootMarks.save(mark) } catch { throw .failed("cannot write the advert boot mark \(bootMarks.filePath): \(error)") }
+        }
+        do { try store.saveCounters(counters) } catch { throw .failed("cannot persist advert counters") }
     }
 }

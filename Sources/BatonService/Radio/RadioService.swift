@@ -12,6 +12,8 @@ public actor RadioService {
 
     let port: (any RadioPort)?
     let store: RingStore
+    /// The boot mark's file in the runtime directory (nil: none, §4.2 "Restarts").
+    let bootMarks: BootMarkStore?
     let clock: any WallClock
     let companyID: UInt16
     let log: @Sendable (String) -> Void
@@ -32,18 +34,37 @@ public actor RadioService {
     /// Pairing adverts heard on the radio (the most recent sessions).
     var pairingAdverts = PairingAdvertBook()
 
-    /// `store` keeps the advert counters (persisted before the advert they cover goes on the air).
+    /// `store` keeps the advert counters and `bootMarks` the boot mark (both written before the
+    /// advert they cover goes on the air). `countersExpected`: the ring was loaded from disk, not
+    /// created now; `bootMark`: the mark found for this boot; `forgottenSealsUntil`: when seals its
+    /// counters may not record could last have been made, if the mark does not name the secret
+    /// (AdvertSender, §4.2 "Restarts"). A secret created now has sealed nothing.
     init(port: (any RadioPort)?, store: RingStore, clock: any WallClock, companyID: UInt16, ownSecret: AdvertisingSecret,
-         machine: [UInt8]? = nil, log: @escaping @Sendable (String) -> Void) throws {
+         machine: [UInt8]? = nil, countersExpected: Bool = false, forgottenSealsUntil: Int64? = nil,
+         bootMark: SenderBootMark? = nil, bootMarks: BootMarkStore? = nil,
+         log: @escaping @Sendable (String) -> Void) throws {
         self.port = port
         self.store = store
+        self.bootMarks = bootMarks
         self.clock = clock
         self.companyID = companyID
         self.log = log
         self.ownSecret = ownSecret
-        planner = OnAirPlanner(sender: AdvertSender(secret: ownSecret, restored: try store.loadCounters(), machine: machine),
-                               hasRadio: port != nil, ringHasOtherMembers: false)
+        let restored = try store.loadCounters()
+        let sender = AdvertSender(secret: ownSecret, restored: restored, machine: machine,
+                                  forgottenSealsUntil: countersExpected ? forgottenSealsUntil : nil,
+                                  bootMark: countersExpected ? bootMark : nil, countersExpected: countersExpected)
+        if countersExpected, bootMark != nil, !sender.resumedFromBootMark, !sender.needsRekey {
+            log("batond: the advert boot mark names another own secret than the state directory (restored from an older copy after a re-key in this boot): the ring advert waits for the next 15-minute epoch, so no advert nonce is used twice")
+        }
+        planner = OnAirPlanner(sender: sender, hasRadio: port != nil, ringHasOtherMembers: false)
         matcher = AdvertMatcher(epoch: Protocol.epoch(unixSeconds: clock.unixSeconds()))
+        // A ring created now gets its counters at once, even if it never seals (no radio, a ring of
+        // one): later, a ring without counters means they were lost or not copied (§4.2), not this.
+        if restored == nil, !countersExpected {
+            try store.saveCounters(planner.sender.counters)
+            try? bootMarks?.save(planner.sender.bootMark)
+        }
     }
 
     /// The ring must re-key before the advert is sealed again (AdvertSender.needsRekey).

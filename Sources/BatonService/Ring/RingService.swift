@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+#if canImport(Glibc)
+import Glibc
+#endif
 import BatonCore
 import BatonCrypto
 import BatonDBus
@@ -20,11 +23,20 @@ public actor RingService {
         public var avahiBus: DBusBusKind?
         /// Machine id files, first existing one wins (MachineIdentity); tests point them elsewhere.
         public var machineIDPaths: [String]
+        /// A directory that lives as long as the boot and that a restored state directory does not
+        /// roll back (batond: systemd's RuntimeDirectory, kept across restarts; `$XDG_RUNTIME_DIR/baton`
+        /// for a session daemon): the advert sender's boot mark lives there (BootMarkStore, §4.2
+        /// "Restarts"). Nil: no mark, every start counts as the first of its boot.
+        public var runtimeDirectory: String?
+        /// Own secrets are replaced once this many days old (RingKeeper.maxKeyAgeDays; 0: never early).
+        public var rekeyDays: UInt64 = 30
 
         public init(deviceName: String, listenHost: String = "0.0.0.0", companyID: UInt16 = Protocol.defaultCompanyID,
                     privilege: PrivilegePolicy = PrivilegePolicy(), avahiBus: DBusBusKind? = nil,
-                    machineIDPaths: [String] = MachineIdentity.defaultPaths) {
+                    machineIDPaths: [String] = MachineIdentity.defaultPaths, runtimeDirectory: String? = nil, rekeyDays: UInt64 = 30) {
             self.machineIDPaths = machineIDPaths
+            self.runtimeDirectory = runtimeDirectory
+            self.rekeyDays = rekeyDays
             self.deviceName = deviceName
             self.listenHost = listenHost
             self.companyID = companyID
@@ -57,19 +69,28 @@ public actor RingService {
         self.configuration = configuration
         self.log = log
         let today = Self.keyDay(clock: clock)
-        if let state = try store.loadRing() {
+        let loaded = try store.loadRing()
+        if let state = loaded {
             keeper = try RingKeeper(state: state)
+            keeper.maxKeyAgeDays = configuration.rekeyDays
             // Days passed while batond was stopped: their keys are dropped before anything runs (§3.1).
             // A renewal's RingSyncs are kept in the state and sent once the transfer starts.
             if !keeper.ratchet(toDay: today, random: SystemRandom()).isEmpty { try store.saveRing(keeper.state) }
         } else {
             keeper = try RingKeeper.create(name: configuration.deviceName, today: today, random: SystemRandom())
+            keeper.maxKeyAgeDays = configuration.rekeyDays
             try store.saveRing(keeper.state)
         }
         peers = try store.loadPeers()
+        let start = Self.startBound(clock: clock, store: store, runtimeDirectory: configuration.runtimeDirectory,
+                                    loadedRing: loaded != nil, log: log)
         self.radio = try RadioService(port: radio, store: store, clock: clock, companyID: configuration.companyID,
                                       ownSecret: keeper.ownSecret,
-                                      machine: MachineIdentity.value(paths: configuration.machineIDPaths, store: store), log: log)
+                                      machine: MachineIdentity.value(paths: configuration.machineIDPaths, store: store),
+                                      countersExpected: loaded != nil,
+                                      forgottenSealsUntil: loaded == nil ? nil : start.forgottenSealsUntil,
+                                      bootMark: loaded == nil ? nil : start.mark, bootMarks: start.marks,
+                                      log: log)
     }
 
     public var deviceID: DeviceID { keeper.deviceID }
@@ -83,6 +104,41 @@ public actor RingService {
             await self?.sighted(sighting.member, byHello: false)
         }
         await radio.start()
+    }
+
+    /// What the runtime directory says about this boot's seals (§4.2 "Restarts"): the boot mark, if
+    /// one was written in this boot, and until when seals the stored counters may not record could
+    /// have been made, for when the mark does not name the stored secret. A state directory is rolled
+    /// back (btrfs, Timeshift, a VM disk snapshot) with a reboot, so with no mark (the first start of
+    /// a boot, or nothing persisted in it yet) every forgotten seal is older than the boot. A mark
+    /// naming another secret (a re-key in this boot, then a restored older state) or one that cannot
+    /// be read leaves the start time as the bound: the first seal waits for the next epoch.
+    static func startBound(clock: any WallClock, store: RingStore, runtimeDirectory: String?, loadedRing: Bool,
+                           log: @Sendable (String) -> Void) -> (forgottenSealsUntil: Int64, mark: SenderBootMark?, marks: BootMarkStore?) {
+        let now = clock.unixSeconds()
+        var elapsed = timespec()
+        let bootTime = clock_gettime(CLOCK_BOOTTIME, &elapsed) == 0 ? now - Int64(elapsed.tv_sec) - 1 : now
+        guard let runtimeDirectory else { return (bootTime, nil, nil) }
+        let marks: BootMarkStore
+        do {
+            marks = try BootMarkStore(runtimeDirectory: runtimeDirectory, stateDirectory: store.directoryPath)
+        } catch {
+            if loadedRing {
+                log("batond: cannot open the advert boot mark in \(runtimeDirectory)/advert (\(error)): the ring advert waits for the next 15-minute epoch, so a restored state directory cannot reuse an advert nonce; fix the directory's owner and mode (0700, owned by batond's user)")
+            }
+            return (now, nil, nil)
+        }
+        switch marks.read() {
+        case .absent:
+            return (bootTime, nil, marks)
+        case .present(let mark):
+            return (now, mark, marks)
+        case .unreadable(let reason):
+            if loadedRing {
+                log("batond: the advert boot mark \(marks.filePath) was unreadable (\(reason)) and was removed: the ring advert waits for the next 15-minute epoch, so a restored state directory cannot reuse an advert nonce")
+            }
+            return (now, nil, marks)
+        }
     }
 
     public func stop() async {
@@ -110,12 +166,13 @@ public actor RingService {
         await apply(keeper.rekey(random: SystemRandom(), today: Self.keyDay(clock: clock)))
     }
 
-    /// The advert sender cannot seal safely any more (its counters were written on another machine,
-    /// or the clock is far behind its high-water epoch): a fresh own secret, a new roster version,
-    /// and every member hears of it, so the two copies never seal under one key (§4.2).
+    /// The advert sender cannot seal safely any more (its counters were written on another machine
+    /// or are missing beside an existing ring, or the clock is far behind its high-water epoch): a
+    /// fresh own secret, a new roster version, and every member hears of it, so no nonce is ever
+    /// used twice under one key (§4.2).
     func rekeyIfCloned() async {
         guard await radio.needsRekey else { return }
-        log("batond: advert counters from another machine or far ahead of the clock: re-keying")
+        log("batond: advert counters missing beside the ring, from another machine, or far ahead of the clock: re-keying")
         await apply(keeper.rekey(random: SystemRandom(), today: Self.keyDay(clock: clock)))
     }
 

@@ -119,6 +119,9 @@ public final class RingStore: Sendable {
         try peerInfo.save(out)
     }
 
+    /// The state directory's path (names its boot mark, BootMarkStore).
+    public var directoryPath: String { ring.directory.path }
+
     public func loadCounters() throws(StoreError) -> SenderCounters? { try counters.load() }
     public func saveCounters(_ value: SenderCounters) throws(StoreError) { try counters.save(value) }
 
