@@ -56,7 +56,7 @@ let package = Package(
         .target(name: "BatonAvahi", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: daemonSections),
         // The D-Bus contract (names, errors, value coding, typed replies) shared by daemon and clients.
         .target(name: "BatonAPI", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: sharedSections),
-        .target(name: "BatonService", dependencies: ["BatonAPI", "BatonCore", "BatonCrypto", "BatonDBus", "BatonStore", "BatonBlueZ", "BatonAvahi", "BatonTransport"], swiftSettings: daemonSections),
+        .target(name: "BatonService", dependencies: ["BatonAPI", "BatonCore", "BatonCrypto", "BatonDBus", "BatonStore", "BatonBlueZ", "BatonAvahi", "BatonTransport", "CBusSocket"], swiftSettings: daemonSections),
         .target(name: "BatonClient", dependencies: ["BatonAPI", "BatonDBus", "BatonCore"], swiftSettings: strict),
         // What both command-line tools share: subcommands, argument parsing, output, JSON.
         .target(name: "BatonCommandLine", dependencies: ["BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),

@@ -25,6 +25,8 @@ public struct BlueZRadioOptions: Sendable {
     /// (issue 13). Off by default: on the lab's emulated controllers (kernel 6.1, legacy
     /// advertising) overlapping instances while scanning left the new advert unheard.
     public var makeBeforeBreak: Bool
+    /// The limits of the connection to bluetoothd's bus (batond passes its own, with its memory policy).
+    public var dbusConfiguration: DBusConnectionConfiguration = .service
 
     public init(adapter: String? = nil, bus: DBusBusKind = .system, deviceCacheLimit: Int = 512,
                 advertTxPower: Int16? = nil, advertIntervalMilliseconds: ClosedRange<UInt32>? = BlueZRadioOptions.handoffAdvertInterval,
@@ -86,7 +88,7 @@ public final class BlueZRadio: RadioPort {
     public init(options: BlueZRadioOptions = BlueZRadioOptions()) async throws(RadioError) {
         let connection: DBusConnection
         do {
-            connection = try DBusConnection.service(bus: options.bus)
+            connection = try DBusConnection.service(bus: options.bus, configuration: options.dbusConfiguration)
         } catch {
             throw .unavailable("cannot connect to the bus: \(error)")
         }

@@ -25,6 +25,8 @@ actor RadioEngine {
     let pathPrefix: String
 
     var bluezPresent = false
+    /// Why the last reading of bluetoothd's objects failed, when it is not simply absent.
+    var synchronizeFailure: String?
     var adapterPath: String?
     var adapterPowered = false
     var adapterAddress: RadioAdapterAddress?
@@ -146,7 +148,7 @@ actor RadioEngine {
     // MARK: - State
 
     var currentState: RadioState {
-        if !bluezPresent { return .unavailable("bluetoothd is not running") }
+        if !bluezPresent { return .unavailable(synchronizeFailure ?? "bluetoothd is not running") }
         guard adapterPath != nil else {
             return .unavailable(options.adapter.map { "adapter \($0) is not present" } ?? "no Bluetooth adapter")
         }
@@ -179,8 +181,10 @@ actor RadioEngine {
                                                   method: "GetManagedObjects", timeout: options.callTimeout)
             objects = reply.first.map(Self.managedObjects) ?? [:]
             bluezPresent = true
+            synchronizeFailure = nil
         } catch {
             bluezPresent = false
+            synchronizeFailure = Self.synchronizeFailure(error, replyLimit: options.dbusConfiguration.maxReplyBytes)
             adapterPath = nil
             adapterPowered = false
             adapterAddress = nil
@@ -257,6 +261,15 @@ actor RadioEngine {
     // MARK: - Helpers
 
     static let maxManufacturerDataLength = 31 - 2 - 2
+
+    /// What the radio's state says when reading bluetoothd's objects failed other than by its
+    /// absence (nil: it is not running).
+    static func synchronizeFailure(_ error: any Error, replyLimit: Int?) -> String? {
+        guard let error = error as? DBusError, error.name == DBusError.replyTooLargeName else { return nil }
+        return "bluetoothd is running, but its list of adapters and devices is larger than batond reads from the bus "
+            + "(\(replyLimit.map { "\($0 >> 20) MiB" } ?? "its limit")), so Bluetooth is not used; "
+            + "remove devices you no longer use (bluetoothctl devices, then bluetoothctl remove ADDRESS) and restart batond"
+    }
 
     static func radioError(_ error: any Error) -> RadioError {
         guard let error = error as? DBusError else { return .failed(String(describing: error)) }

@@ -154,25 +154,22 @@ enum BusSocket {
         return socket
     }
 
-    /// SASL EXTERNAL with our effective uid (what the bus checks against the socket's peer
-    /// credentials, and what libdbus sends), then `NEGOTIATE_UNIX_FD`, then `BEGIN`. True when the bus agreed
-    /// to pass descriptors.
+    /// Authenticates as `SASLClient` says (EXTERNAL with our effective uid, then
+    /// `NEGOTIATE_UNIX_FD`, then `BEGIN`). True when the bus agreed to pass descriptors.
     static func authenticate(_ socket: Int32) throws(DBusError) -> Bool {
-        let uid = String(geteuid())
-        let hexUID = uid.utf8.map { byte in
-            let digits = Array("0123456789abcdef".utf8)
-            return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]], as: UTF8.self)
-        }.joined()
-        // The first byte is a NUL (where other systems pass credentials with it).
-        try send(socket, [0] + Array("AUTH EXTERNAL \(hexUID)\r\n".utf8))
-        let answer = try readLine(socket)
-        guard answer.hasPrefix("OK ") else {
-            throw DBusError(name: "org.freedesktop.DBus.Error.AuthFailed", message: "the bus refused EXTERNAL authentication as uid \(uid)")
+        var client = SASLClient(uid: geteuid())
+        try send(socket, client.start())
+        var reader = SASLLineReader()
+        while true {
+            let line = try readLine(socket, &reader)
+            switch client.receive(line: line) {
+            case .send(let bytes): try send(socket, bytes)
+            case .begin(let bytes, let unixFDs):
+                try send(socket, bytes)
+                return unixFDs
+            case .failed(let error): throw error
+            }
         }
-        try send(socket, Array("NEGOTIATE_UNIX_FD\r\n".utf8))
-        let unixFDs = try readLine(socket) == "AGREE_UNIX_FD"
-        try send(socket, Array("BEGIN\r\n".utf8))
-        return unixFDs
     }
 
     private static func send(_ socket: Int32, _ bytes: [UInt8]) throws(DBusError) {
@@ -185,24 +182,20 @@ enum BusSocket {
         }
     }
 
-    /// One `\r\n`-terminated line of the text protocol. The bus sends nothing unasked before BEGIN,
-    /// so reading whatever arrives never takes bytes of the binary stream.
-    private static func readLine(_ socket: Int32) throws(DBusError) -> String {
-        var line: [UInt8] = []
+    /// One `\r\n`-terminated line of the text protocol, read a byte at a time: the bus sends nothing
+    /// unasked before BEGIN, so this never takes bytes of the binary stream.
+    private static func readLine(_ socket: Int32, _ reader: inout SASLLineReader) throws(DBusError) -> [UInt8] {
         var byte: UInt8 = 0
-        while line.count < 16 << 10 {
+        while !reader.overlong {
             let received = recv(socket, &byte, 1, 0)
             if received < 0, errno == EINTR { continue }
             guard received == 1 else {
-                throw DBusError(name: "org.freedesktop.DBus.Error.AuthFailed",
+                throw DBusError(name: SASLClient.authFailedName,
                                 message: received == 0 ? "the bus closed the connection during authentication" : "no answer from the bus during authentication")
             }
-            if byte == UInt8(ascii: "\n"), line.last == UInt8(ascii: "\r") {
-                return String(decoding: line.dropLast(), as: UTF8.self)
-            }
-            line.append(byte)
+            if let line = reader.take(byte) { return line }
         }
-        throw DBusError(name: "org.freedesktop.DBus.Error.AuthFailed", message: "overlong line from the bus during authentication")
+        throw DBusError(name: SASLClient.authFailedName, message: "overlong line from the bus during authentication")
     }
 
     // MARK: Nonblocking I/O with descriptors

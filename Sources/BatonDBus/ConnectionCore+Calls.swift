@@ -67,7 +67,18 @@ extension ConnectionCore {
 
     /// Answers a method call refused for its size as it streamed in, with the error its method's
     /// budget names; the text gives only sizes, nothing of the caller's message.
+    /// A reply over `maxReplyBytes` to one of our calls fails that call at once, saying so (it used
+    /// to be dropped and the call waited out its 25 s timeout).
     func refuseOversized(_ message: OversizedMessage) {
+        if message.isReply {
+            guard !isClosed, let serial = message.replySerial, let reply = inflight[serial],
+                  ReplyMatch.accepts(expectedSender: reply.expectedSender, sender: message.sender, isError: message.type == OversizedMessage.error)
+            else { return }
+            let who = message.sender.map { " from \(quoted($0))" } ?? ""
+            reply.finish(.failure(DBusError(name: DBusError.replyTooLargeName,
+                message: "the reply\(who) was \(message.totalBytes) bytes, over this connection's limit of \(configuration.replyLimit) bytes for replies; it was dropped unread")))
+            return
+        }
         guard !isClosed, message.expectsReply, let sender = message.sender, DBusNames.isValidBusName(sender.utf8, asReceived: true) else { return }
         var name = DBusError.limitsExceededName
         if let path = message.path, let member = message.member, let object = objects[path] {
@@ -78,7 +89,7 @@ extension ConnectionCore {
         }
         var error = ReplyAddress(sender: sender, serial: message.serial, expectsReply: true).reply(kind: .error)
         error.errorName = name
-        _ = try? send(&error, body: [.string("message of \(message.totalBytes) bytes is over the limit of \(limit ?? 0) bytes")])
+        _ = try? send(&error, body: [.string("message of \(message.totalBytes) bytes is over the limit of \(configuration.incomingLimit) bytes")])
     }
 
     /// A message dropped for its header (the connection goes on): a call whose caller waits gets
@@ -86,7 +97,7 @@ extension ConnectionCore {
     func refuseMalformed(_ attempt: HeaderAttempt) {
         guard !isClosed else { return }
         if let serial = attempt.replySerial, attempt.type == DBusMessage.Kind.methodReturn.rawValue || attempt.type == DBusMessage.Kind.error.rawValue,
-           let reply = inflight[serial], reply.expectedSender == nil || attempt.sender == reply.expectedSender {
+           let reply = inflight[serial], ReplyMatch.accepts(expectedSender: reply.expectedSender, sender: attempt.sender, isError: false) {
             reply.finish(.failure(DBusError(name: DBusError.invalidArgsName,
                                             message: "the reply could not be read: malformed message header (\(attempt.reason))")))
             return
@@ -106,7 +117,7 @@ extension ConnectionCore {
                             _ work: @escaping @Sendable () async throws -> [DBusValue]) {
         handlersBySender[sender, default: 0] += 1
         let handler = PendingHandler(address: address, expectedSignature: expectedSignature, work: work, discard: discard)
-        if runningBySender[sender, default: 0] < ConnectionCore.runningPerSender, mayStartHandler {
+        if runningBySender[sender, default: 0] < configuration.runningPerSender, mayStartHandler {
             runningBySender[sender, default: 0] += 1
             start(handler, for: sender)
         } else {
@@ -117,13 +128,13 @@ extension ConnectionCore {
     /// Whether a handler may start now: the bus keeps up with the replies, and fewer than
     /// `runningAtMost` run (with handlers slower than the stream, every call read would otherwise
     /// start before the first reply counted against the outbox).
-    var mayStartHandler: Bool { !outboxIsFull && handlersRunning < ConnectionCore.runningAtMost }
+    var mayStartHandler: Bool { !outboxIsFull && handlersRunning < configuration.runningAtMost }
 
     /// Starts waiting handlers of every caller with a free slot (after the outbox drained, or a
     /// handler finished).
     func startWaitingHandlers() {
         for sender in Array(waitingBySender.keys) {
-            while mayStartHandler, runningBySender[sender, default: 0] < ConnectionCore.runningPerSender,
+            while mayStartHandler, runningBySender[sender, default: 0] < configuration.runningPerSender,
                   var waiting = waitingBySender[sender], !waiting.isEmpty {
                 let next = waiting.removeFirst()
                 waitingBySender[sender] = waiting.isEmpty ? nil : waiting
@@ -162,32 +173,23 @@ extension ConnectionCore {
                 }
                 // Another caller's call may have waited for this slot.
                 if !self.waitingBySender.isEmpty, self.mayStartHandler { self.startWaitingHandlers() }
-                if self.handlersRunning == 0, self.mostHandlersRunning >= ConnectionCore.burstHandlers {
+                if self.handlersRunning == 0, self.mostHandlersRunning >= self.configuration.burstHandlers {
                     self.mostHandlersRunning = 0
-                    MemoryRelease.releaseSoon()
+                    self.configuration.memoryReleasable?()
                 }
             }
         }
     }
 
-    /// Handlers of one caller running at once; no client of the service runs more than a few calls at once.
-    static let runningPerSender = 8
-    /// Handlers of all callers running at once; the others wait their turn (not refused: replies to
-    /// the service's own calls are still read, so a waiting call never blocks a running one).
-    static let runningAtMost = 256
-
-    /// As many handlers running at once as make a burst worth giving memory back after.
-    static let burstHandlers = 64
-    /// Calls of one connection served at once: as many as dbus-daemon's system bus lets a connection
-    /// wait for (max_replies_per_connection), so a client that works there never meets this limit.
-    static let maxHandlersPerSender = 128
+    // The limits (handlers per caller and in all, calls served per caller, a burst) are the
+    // connection's `DBusConnectionConfiguration`.
 
     private func route(_ call: DBusMethodCall, message: DBusMessage, address: ReplyAddress) {
         // A caller with `maxHandlersPerSender` calls being served gets LimitsExceeded at once, before
         // its arguments are read or a task is made: one connection's flood of pipelined calls cannot
         // make the service hold thousands of them (nor the descriptors they bring).
         let serving = handlersBySender[call.sender, default: 0]
-        guard serving < ConnectionCore.maxHandlersPerSender else {
+        guard serving < configuration.maxHandlersPerSender else {
             return reply(to: address, with: .failure(DBusError(name: DBusError.limitsExceededName,
                 message: "\(serving) calls of this connection are being served; wait for their replies")), expectedSignature: nil)
         }
@@ -218,7 +220,7 @@ extension ConnectionCore {
                 return try message.arguments(budget: budget)
             } catch {
                 fail(error)
-                if error.name == budget.tooLargeErrorName { MemoryRelease.releaseSoon() }
+                if error.name == budget.tooLargeErrorName { configuration.memoryReleasable?() }
                 return nil
             }
         }

@@ -24,9 +24,11 @@ extension ConnectionCore {
             var message = DBusMessage.methodCall(destination: destination, path: path, interface: interface, member: method)
             let serial = try send(&message, body: arguments)
             let reply = PendingReply(completion: completion)
-            if let destination, destination == busName || destination.hasPrefix(":") { reply.expectedSender = destination }
+            reply.expectedSender = ReplyMatch.expectedSender(forCallTo: destination)
             inflight[serial] = reply
             reply.onFinish = { [weak self] in self?.inflight[serial] = nil }
+            // Reading paused for a full outbox goes on while a reply is awaited (calls read are held).
+            if outboxIsFull { queue.async { [weak self] in self?.resumeForReplies() } }
             if timeoutMilliseconds != Int32.max {
                 let timer = DispatchSource.makeTimerSource(queue: queue)
                 let milliseconds = timeoutMilliseconds < 0 ? ConnectionCore.defaultTimeoutMilliseconds : Int(timeoutMilliseconds)

@@ -17,8 +17,8 @@ final class ConnectionCore: @unchecked Sendable {
     let queue: DispatchQueue
     private let queueKey = DispatchSpecificKey<Bool>()
     let uniqueName: String
-    /// The size over which incoming messages are refused (`maxIncomingMessageBytes`), if one was set.
-    let limit: Int?
+    /// The limits of this connection (and what to call when memory may be given back).
+    let configuration: DBusConnectionConfiguration
     private let socket: Int32
     /// Whether the bus agreed to pass descriptors (NEGOTIATE_UNIX_FD).
     let passesDescriptors: Bool
@@ -38,8 +38,14 @@ final class ConnectionCore: @unchecked Sendable {
     /// Bytes in the outbox not yet written.
     private(set) var outboxBytes = 0
     /// Reading is paused while the outbox is over `outboxHighWater` (the bus takes our replies slower
-    /// than callers ask for them) or while received messages wait to be dispatched.
+    /// than callers ask for them) and none of our own calls waits for a reply, or while received
+    /// messages wait to be dispatched.
     private var readingPaused = false
+    /// Incoming calls read while the outbox is over the high mark (to reach replies to our own
+    /// calls behind them), oldest at `heldHead`; dispatched in order once it drains.
+    private var held: [DBusMessage] = []
+    private var heldHead = 0
+    private(set) var heldBytes = 0
     private var dispatchPending = false
     private var readSource: (any DispatchSourceRead)?
     /// Made with the read source and kept, suspended while nothing waits for room: making one when
@@ -62,12 +68,12 @@ final class ConnectionCore: @unchecked Sendable {
     var runningBySender: [String: Int] = [:]
     var waitingBySender: [String: [PendingHandler]] = [:]
 
-    init(bus: DBusBusKind, maxIncomingMessageBytes: Int? = nil, incomingDescriptors: DBusDescriptorPolicy = .handlerOwnsAll) throws(DBusError) {
-        MemoryRelease.mapLargeAllocationsOnce()
+    init(bus: DBusBusKind, configuration: DBusConnectionConfiguration = DBusConnectionConfiguration(),
+         incomingDescriptors: DBusDescriptorPolicy = .handlerOwnsAll) throws(DBusError) {
         let address = try BusSocket.address(of: bus)
         guard !address.isEmpty, !address.utf8.contains(0) else { throw .invalidArgs("invalid bus address") }
         let (socket, passesDescriptors) = try BusSocket.open(address)
-        var stream = IncomingMessageStream(limit: min(maxIncomingMessageBytes ?? DBusWireWriter.maxMessageBytes, DBusWireWriter.maxMessageBytes))
+        var stream = IncomingMessageStream(limit: configuration.incomingLimit, replyLimit: configuration.replyLimit)
         let hello: (name: String, early: [DBusMessage])
         do throws(DBusError) {
             hello = try ConnectionCore.sayHello(on: socket, stream: &stream)
@@ -81,7 +87,7 @@ final class ConnectionCore: @unchecked Sendable {
         self.passesDescriptors = passesDescriptors
         self.incomingDescriptors = incomingDescriptors
         self.stream = stream
-        self.limit = maxIncomingMessageBytes
+        self.configuration = configuration
         uniqueName = hello.name
         queue = DispatchQueue(label: "baton.dbus.\(uniqueName)")
         queue.setSpecific(key: queueKey, value: true)
@@ -213,24 +219,31 @@ final class ConnectionCore: @unchecked Sendable {
 
     /// A burst of calls whose replies the bus takes slower than they come (a client pipelining
     /// thousands of Introspect calls: 117 MiB before) waits in the bus and the kernel, not here.
-    static let outboxHighWater = 4 << 20
-    static let outboxLowWater = 1 << 20
+    /// Replies to our own calls are not held back by it: while one is awaited, reading goes on and
+    /// the calls read meanwhile are held (up to `heldCallBytes`), so a reply from BlueZ is never
+    /// stuck behind callers' calls (it used to wait out its timeout).
+    private var mustPauseReading: Bool {
+        if dispatchPending { return true }
+        return outboxIsFull && !readingForReplies
+    }
 
-    private var mustPauseReading: Bool { dispatchPending || outboxIsFull }
+    /// Over the outbox's high mark with our own calls awaiting replies and room to hold calls.
+    private var readingForReplies: Bool { !inflight.isEmpty && heldBytes < configuration.heldCallBytes }
 
-    /// Over the high mark: no message is read and no waiting handler starts until the bus has taken
-    /// the outbox down to the low mark.
-    var outboxIsFull: Bool { outboxBytes >= ConnectionCore.outboxHighWater }
+    /// Over the high mark: no incoming call is dispatched and no waiting handler starts until the
+    /// bus has taken the outbox down to the low mark.
+    var outboxIsFull: Bool { outboxBytes >= configuration.outboxHighWater }
 
     /// Pauses the read source while it must pause, and resumes it once the outbox is below the low
-    /// mark and every received message is dispatched (a paused source never spins: readiness is
-    /// level-triggered, so it fires again at once while bytes wait).
+    /// mark (or a reply to our own call is awaited) and every received message is dispatched (a
+    /// paused source never spins: readiness is level-triggered, so it fires again at once while
+    /// bytes wait).
     func updateReading() {
         guard !isClosed, let readSource else { return }
         if !readingPaused, mustPauseReading {
             readingPaused = true
             readSource.suspend()
-        } else if readingPaused, !dispatchPending, outboxBytes <= ConnectionCore.outboxLowWater {
+        } else if readingPaused, !mustPauseReading, outboxBytes <= configuration.outboxLowWater || readingForReplies {
             readingPaused = false
             readSource.resume()
         }
@@ -242,24 +255,34 @@ final class ConnectionCore: @unchecked Sendable {
         var budget = 64
         dispatchPending = false
         while !isClosed, !streamBroken {
-            if outboxBytes >= ConnectionCore.outboxHighWater {
-                // Resumed from `flush` once the bus has taken enough of what is queued.
-                dispatchPending = true
-                updateReading()
-                return
+            let full = outboxIsFull
+            if !full, heldHead < held.count {
+                // Calls held while the outbox was full go first, in order.
+                let message = held[heldHead]
+                held[heldHead] = DBusMessage(kind: .unknown)
+                heldHead += 1
+                heldBytes -= message.bytes.count
+                if heldHead == held.count {
+                    held.removeAll(keepingCapacity: held.capacity <= 64)
+                    heldHead = 0
+                }
+                dispatch(message)
+            } else {
+                if full, !readingForReplies {
+                    // Resumed from `flush` once the bus has taken enough of what is queued.
+                    dispatchPending = true
+                    updateReading()
+                    return
+                }
+                guard let message = nextReceived() else { return }
+                if full || heldHead < held.count, message.kind == .methodCall {
+                    // Held (not dispatched) while the bus takes our replies; replies and signals go on.
+                    heldBytes += message.bytes.count
+                    held.append(message)
+                } else {
+                    dispatch(message)
+                }
             }
-            let message: DBusMessage?
-            do {
-                message = try stream.next()
-                if !stream.malformed.isEmpty { for attempt in stream.takeMalformed() { refuseMalformed(attempt) } }
-            } catch {
-                // What the bus sent is not D-Bus: nothing later can be trusted to be framed right.
-                streamBroken = true
-                queue.async { self.closeOnQueue() }
-                return
-            }
-            guard let message else { return }
-            dispatch(message)
             budget -= 1
             if budget == 0 {
                 dispatchPending = true
@@ -274,17 +297,37 @@ final class ConnectionCore: @unchecked Sendable {
         }
     }
 
+    /// Dispatches what was received (replies first reach their calls) and resumes reading, after
+    /// one of our calls was sent while reading was paused for a full outbox.
+    func resumeForReplies() {
+        guard !isClosed, readingPaused else { return }
+        dispatchQueued()
+        updateReading()
+    }
+
+    /// The next whole message received, nil when none is (or the stream broke: closing then).
+    private func nextReceived() -> DBusMessage? {
+        let message: DBusMessage?
+        do {
+            message = try stream.next()
+            if !stream.malformed.isEmpty { for attempt in stream.takeMalformed() { refuseMalformed(attempt) } }
+        } catch {
+            // What the bus sent is not D-Bus: nothing later can be trusted to be framed right.
+            streamBroken = true
+            queue.async { self.closeOnQueue() }
+            return nil
+        }
+        return message
+    }
+
     private func dispatch(_ message: DBusMessage) {
         dispatchDepth += 1
         defer { dispatchDepth -= 1 }
         switch message.kind {
         case .methodReturn, .error:
-            guard let serial = message.replySerial, let reply = inflight[serial] else { return }
-            // From whom the call went to; or an error from the bus itself, which answers for a callee
-            // that is gone, disconnected mid-call, or that policy or limits keep the call from (only
-            // the bus can send as its own name).
-            guard reply.expectedSender == nil || message.sender == reply.expectedSender
-                || (message.kind == .error && message.sender == busName) else { return }  // forged
+            guard let serial = message.replySerial, let reply = inflight[serial],
+                  ReplyMatch.accepts(expectedSender: reply.expectedSender, sender: message.sender, isError: message.kind == .error)
+            else { return }  // late, or forged
             reply.finish(ConnectionCore.result(of: message))
         case .signal:
             filter(message)
@@ -352,10 +395,10 @@ final class ConnectionCore: @unchecked Sendable {
     /// Writes what the socket takes; waits for room with a writable source while it is full.
     private func flush() {
         defer {
-            if outboxBytes <= ConnectionCore.outboxLowWater, !waitingBySender.isEmpty { startWaitingHandlers() }
-            if readingPaused, outboxBytes <= ConnectionCore.outboxLowWater {
+            if outboxBytes <= configuration.outboxLowWater, !waitingBySender.isEmpty { startWaitingHandlers() }
+            if readingPaused || heldHead < held.count, outboxBytes <= configuration.outboxLowWater {
                 // Messages left undispatched go first, then reading resumes.
-                if dispatchPending { queue.async { [weak self] in self?.dispatchQueued(); self?.updateReading() } } else { updateReading() }
+                if dispatchPending || heldHead < held.count { queue.async { [weak self] in self?.dispatchQueued(); self?.updateReading() } } else { updateReading() }
             }
         }
         switch writeOut() {
@@ -397,6 +440,10 @@ final class ConnectionCore: @unchecked Sendable {
         let neverStarted = waitingBySender.values.joined()
         waitingBySender.removeAll()
         for handler in neverStarted { handler.discard() }
+        // Calls held unanswered (their descriptors close with them).
+        held = []
+        heldHead = 0
+        heldBytes = 0
         // What is queued (replies, a last signal) still goes, for up to a second.
         let deadline = DispatchTime.now().uptimeNanoseconds + 1_000_000_000
         while outboxHead < outbox.count, writeOut() == .blocked {

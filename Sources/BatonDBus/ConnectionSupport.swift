@@ -56,11 +56,29 @@ struct ExportedObject {
     func interface(named name: String) -> DBusInterface? { interfaces.first { $0.name == name } }
 }
 
-/// A call's handler, waiting for its caller's earlier calls (ConnectionCore.runningPerSender).
+/// A call's handler, waiting for its caller's earlier calls (DBusConnectionConfiguration.runningPerSender).
 struct PendingHandler {
     let address: ReplyAddress
     let expectedSignature: String?
     let work: @Sendable () async throws -> [DBusValue]
     /// Runs instead of `work` when the connection closes first (closes the descriptors lent to it).
     let discard: @Sendable () -> Void
+}
+
+/// Which replies may end a call (pure; the connection, its oversized- and malformed-message paths
+/// and the fuzzer use it). A reply must come from whom the call went to when that is known (the bus
+/// itself, or a unique name called directly): on a session bus any client of the same user can send
+/// one with a guessed serial. An error from the bus itself also ends a call: the bus answers for a
+/// callee that is gone, disconnected mid-call, or that policy or limits keep the call from (only the
+/// bus can send as its own name).
+enum ReplyMatch {
+    static func accepts(expectedSender: String?, sender: String?, isError: Bool) -> Bool {
+        expectedSender == nil || sender == expectedSender || (isError && sender == busName)
+    }
+
+    /// Who must answer a call to `destination`, when that is known.
+    static func expectedSender(forCallTo destination: String?) -> String? {
+        guard let destination, destination == busName || destination.hasPrefix(":") else { return nil }
+        return destination
+    }
 }

@@ -25,31 +25,38 @@ public final class DBusConnection: Sendable {
 
     /// Opens a private connection and registers with the bus (the one blocking step: `Hello`).
     ///
-    /// With `maxIncomingMessageBytes`, no incoming message over that size is ever buffered
-    /// (`IncomingMessageFramer` skips it as it streams in): a method call over it is answered with
-    /// its method's `DBusArgumentBudget.tooLargeErrorName` (`LimitsExceeded` for others) and other
-    /// messages over it are dropped, while at most one read buffer of it is held. For a service that
-    /// must not be made to buffer tens of megabytes by any caller. Without it the limit is the
-    /// protocol's own (128 MiB).
+    /// `configuration` holds the connection's limits (see `DBusConnectionConfiguration`); the
+    /// defaults suit an app. Incoming calls and signals over `maxIncomingMessageBytes` are never
+    /// buffered (`IncomingMessageFramer` skips them as they stream in): a method call over it is
+    /// answered with its method's `DBusArgumentBudget.tooLargeErrorName` (`LimitsExceeded` for
+    /// others) and other messages over it are dropped, while at most one read buffer of it is held.
+    /// A reply over `maxReplyBytes` fails its call at once with `DBusError.replyTooLargeName`.
     ///
     /// `incomingDescriptors` says which descriptors of an incoming call its handler gets (and then
     /// owns); any other is closed before the handler runs. Descriptors in signals and in
     /// `Properties` calls never reach a handler.
-    public init(bus: DBusBusKind, maxIncomingMessageBytes: Int? = nil,
+    public init(bus: DBusBusKind, configuration: DBusConnectionConfiguration = DBusConnectionConfiguration(),
                 incomingDescriptors: DBusDescriptorPolicy = .handlerOwnsAll) throws {
-        core = try ConnectionCore(bus: bus, maxIncomingMessageBytes: maxIncomingMessageBytes, incomingDescriptors: incomingDescriptors)
+        core = try ConnectionCore(bus: bus, configuration: configuration, incomingDescriptors: incomingDescriptors)
+    }
+
+    /// The defaults with `maxIncomingMessageBytes` (and the same limit for replies).
+    public convenience init(bus: DBusBusKind, maxIncomingMessageBytes: Int?,
+                            incomingDescriptors: DBusDescriptorPolicy = .handlerOwnsAll) throws {
+        try self.init(bus: bus, configuration: DBusConnectionConfiguration(maxIncomingMessageBytes: maxIncomingMessageBytes,
+                                                                           maxReplyBytes: maxIncomingMessageBytes),
+                      incomingDescriptors: incomingDescriptors)
     }
 
     /// What every connection batond opens uses (its own name, BlueZ, Avahi): any local user can
-    /// send each of them calls and unicast signals.
-    public static func service(bus: DBusBusKind) throws -> DBusConnection {
-        try DBusConnection(bus: bus, maxIncomingMessageBytes: serviceMessageLimit, incomingDescriptors: .declaredArgumentsOnly)
+    /// send each of them calls and unicast signals. `configuration` is `.service` with, in batond,
+    /// its `memoryReleasable`.
+    public static func service(bus: DBusBusKind, configuration: DBusConnectionConfiguration = .service) throws -> DBusConnection {
+        try DBusConnection(bus: bus, configuration: configuration, incomingDescriptors: .declaredArgumentsOnly)
     }
 
-    /// The limit of every connection batond opens (its own name, BlueZ, Avahi: any local user can
-    /// send each of them a unicast signal). The largest legitimate message, a userInfo call at its budget (132,096 values),
-    /// marshals to about 3.2 MB, and BlueZ's and Avahi's replies and signals are far smaller.
-    public static let serviceMessageLimit = 8 << 20
+    /// The incoming limit of `DBusConnectionConfiguration.service` (8 MiB).
+    public static let serviceMessageLimit = DBusConnectionConfiguration.service.maxIncomingMessageBytes ?? 8 << 20
 
     deinit { core.onQueue { core.closeOnQueue() } }
 

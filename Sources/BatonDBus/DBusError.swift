@@ -29,6 +29,9 @@ extension DBusError {
     public static let serviceUnknownName = "org.freedesktop.DBus.Error.ServiceUnknown"
     public static let noMemoryName = "org.freedesktop.DBus.Error.NoMemory"
     public static let limitsExceededName = "org.freedesktop.DBus.Error.LimitsExceeded"
+    /// Thrown by `call` (never sent on the bus) when the reply was over the connection's
+    /// `maxReplyBytes`: it was dropped unread and the call failed at once.
+    public static let replyTooLargeName = "org.baton.DBus.Error.ReplyTooLarge"
 
     public static func failed(_ message: String) -> DBusError { DBusError(name: failedName, message: message) }
     public static func invalidArgs(_ message: String) -> DBusError { DBusError(name: invalidArgsName, message: message) }

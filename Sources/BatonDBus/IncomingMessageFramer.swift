@@ -3,6 +3,8 @@
 /// answer a method call (sender, serial) with the method's own error, never its arguments.
 struct OversizedMessage: Sendable, Equatable {
     static let methodCall: UInt8 = 1
+    static let methodReturn: UInt8 = 2
+    static let error: UInt8 = 3
     static let noReplyExpected: UInt8 = 0x1
 
     var type: UInt8
@@ -13,6 +15,11 @@ struct OversizedMessage: Sendable, Equatable {
     var interface: String?
     var member: String?
     var sender: String?
+    /// Of a method return or error: the call it answers.
+    var replySerial: UInt32?
+
+    /// A method return or an error (a reply to one of this connection's calls, if its serial matches).
+    var isReply: Bool { type == OversizedMessage.methodReturn || type == OversizedMessage.error }
 
     /// A method call whose caller waits for an answer.
     var expectsReply: Bool {
@@ -22,8 +29,9 @@ struct OversizedMessage: Sendable, Equatable {
 
 /// Splits the binary stream the bus sends (after authentication) into messages by their fixed
 /// 16-byte header, which states the whole length before any of the body arrives. Messages within
-/// `limit` pass through unchanged; a larger one is skipped as it streams in, so it never occupies
-/// more than one read buffer.
+/// `limit` (`replyLimit` for method returns and errors, which answer this connection's own calls)
+/// pass through unchanged; a larger one is skipped as it streams in, so it never occupies more than
+/// one read buffer.
 ///
 /// Descriptors passed with SCM_RIGHTS belong to the message whose first bytes they came with: the
 /// bus sends each message with descriptors in a send of its own (dbus-daemon one message per
@@ -39,7 +47,11 @@ struct IncomingMessageFramer {
     static let maxParsedHeaderBytes = 64 << 10
 
     let limit: Int
-    init(limit: Int) { self.limit = limit }
+    let replyLimit: Int
+    init(limit: Int, replyLimit: Int? = nil) {
+        self.limit = limit
+        self.replyLimit = replyLimit ?? limit
+    }
 
     private enum Phase {
         case fixedHeader
@@ -131,7 +143,8 @@ struct IncomingMessageFramer {
             pending = []
             return
         }
-        if lengths.total <= limit {
+        let isReply = pending[1] == OversizedMessage.methodReturn || pending[1] == OversizedMessage.error
+        if lengths.total <= (isReply ? replyLimit : limit) {
             settle(.passed, &output)
             output.forward += pending
             pending = []
@@ -214,6 +227,7 @@ struct IncomingMessageFramer {
             case UInt8(ascii: "u"):
                 align(4)
                 guard position + 4 <= end else { return nil }
+                if code == 5 { message.replySerial = readUInt32(bytes, at: position, little: little) }
                 position += 4
             case UInt8(ascii: "g"):
                 guard position < end else { return nil }

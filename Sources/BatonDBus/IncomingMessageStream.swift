@@ -17,7 +17,7 @@ struct IncomingMessageStream {
     /// Messages dropped for a malformed header since the last `takeMalformed()`.
     private(set) var malformed: [HeaderAttempt] = []
 
-    init(limit: Int) { framer = IncomingMessageFramer(limit: limit) }
+    init(limit: Int, replyLimit: Int? = nil) { framer = IncomingMessageFramer(limit: limit, replyLimit: replyLimit) }
 
     /// Feeds one read; returns the messages refused for their size (their descriptors are closed).
     mutating func feed(_ chunk: UnsafeRawBufferPointer, descriptors received: [Int32]) -> [OversizedMessage] {

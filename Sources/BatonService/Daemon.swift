@@ -66,7 +66,7 @@ public enum Daemon {
         }
         let connection: DBusConnection
         do {
-            connection = try DBusConnection.service(bus: busKind)
+            connection = try DBusConnection.service(bus: busKind, configuration: DaemonMemoryPolicy.dbusConfiguration)
         } catch {
             logger.log("batond: cannot connect to the bus: \(error)")
             return exitFailure
@@ -92,7 +92,9 @@ public enum Daemon {
             // BlueZ lives on the system bus whatever bus we serve on. A missing bluetoothd or adapter
             // is not fatal: the radio reports "unavailable" and starts when they appear.
             do {
-                radio = try await BlueZRadio(options: BlueZRadioOptions(adapter: options.adapter == "auto" ? nil : options.adapter))
+                var radioOptions = BlueZRadioOptions(adapter: options.adapter == "auto" ? nil : options.adapter)
+                radioOptions.dbusConfiguration = DaemonMemoryPolicy.dbusConfiguration
+                radio = try await BlueZRadio(options: radioOptions)
             } catch {
                 logger.log("batond: Bluetooth unavailable: \(error)")
             }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// malloc_trim: BatonDBus gives memory back after refusing an oversized message.
+// mallopt, malloc_trim: batond's memory policy (BatonService's DaemonMemoryPolicy; BatonDBus uses neither).
 #include <malloc.h>
 // SCM_RIGHTS for the bus socket (BusSocket): CMSG_* are macros Swift cannot call.
 #include <sys/socket.h>

@@ -21,6 +21,8 @@ func processEnvironment() -> [String: String] {
     return result
 }
 
+// batond's malloc policy (the D-Bus library sets none: apps linking BatonClient keep glibc's defaults).
+DaemonMemoryPolicy.install()
 // Before any task: idle worker threads must not wake each second (docs/benchmarks.md, idle).
 installQuietGlobalExecutor()
 // batond never uses select(), so it takes the whole hard limit on descriptors (systemd gives services

@@ -144,7 +144,7 @@ struct OutboxBackpressureTests {
         // Over the high mark only by the replies of handlers already running when it was crossed, at
         // most `runningAtMost` (without the pause: all 2,000, 33 MB; without that cap, under load,
         // 14 MB: every call read had started before the first reply was counted).
-        let bound = ConnectionCore.outboxHighWater + ConnectionCore.runningAtMost * (reply.utf8.count + 256)
+        let bound = DBusConnectionConfiguration().outboxHighWater + DBusConnectionConfiguration().runningAtMost * (reply.utf8.count + 256)
         #expect(outbox <= bound, "the outbox holds \(outbox) bytes")
         // Once the bus takes the replies, every call is served and answered.
         let (returned, refused) = try await Self.onThread { () -> (Int, Int) in
@@ -180,7 +180,7 @@ struct OutboxBackpressureTests {
             },
         ])], at: "/echo")
         // 128 calls of one caller (all accepted: the limit per caller), 8 MiB of replies in all.
-        let calls = ConnectionCore.maxHandlersPerSender
+        let calls = DBusConnectionConfiguration().maxHandlersPerSender
         var stream: [UInt8] = []
         for serial in 1...UInt32(calls) {
             var call = DBusMessage.methodCall(destination: ":1.7", path: "/echo", interface: "org.baton.Echo", member: "Big")
@@ -197,7 +197,7 @@ struct OutboxBackpressureTests {
         }
         let outbox = service.core.onQueue { service.core.outboxBytes }
         #expect(last < calls, "every accepted call ran although the bus took no reply (\(last))")
-        #expect(outbox <= ConnectionCore.outboxHighWater + ConnectionCore.runningPerSender * (reply.utf8.count + 256), "the outbox holds \(outbox) bytes")
+        #expect(outbox <= DBusConnectionConfiguration().outboxHighWater + DBusConnectionConfiguration().runningPerSender * (reply.utf8.count + 256), "the outbox holds \(outbox) bytes")
         let returned = try await Self.onThread { () -> Int in
             var returned = 0
             while returned < calls {

@@ -93,7 +93,7 @@ public actor DiscoveryService {
         guard let bus = avahiBus, discovery.connection == nil else { return }
         discovery.lastConnectAttempt = clock.unixSeconds()
         let connection: DBusConnection
-        do { connection = try DBusConnection.service(bus: bus) } catch {
+        do { connection = try DBusConnection.service(bus: bus, configuration: DaemonMemoryPolicy.dbusConfiguration) } catch {
             await discoveryNotice("cannot reach the bus for Avahi: \(error)")
             return
         }
