@@ -6,7 +6,11 @@ import BatonAPI
 import BatonClient
 import BatonCommandLine
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Follows a pairing session to its end: the acceptor shows the code and asks, the initiator's user
 /// types the code the acceptor shows; then the members the other ring brings are shown before they
@@ -77,7 +81,7 @@ struct PairingFollower {
             context.output.message("Confirmed automatically (--yes).")
         } else {
             Output.write("Does the other machine show \(code)? [y/N] ", to: .standardError)
-            let answer = (await Self.readAnswer() ?? "").trimmingCharacters(in: .whitespaces).lowercased()
+            let answer = (await Self.readAnswer() ?? "").whitespaceTrimmed.lowercased()
             accepted = answer == "y" || answer == "yes"
         }
         do {
@@ -96,7 +100,7 @@ struct PairingFollower {
             Output.write("Type the code shown on \(peerLabel): ", to: .standardError)
             code = await Self.readAnswer()
         }
-        let typed = (code ?? "").trimmingCharacters(in: .whitespaces)
+        let typed = (code ?? "").whitespaceTrimmed
         do {
             try await connection.confirmPairingCode(at: path, code: typed)
         } catch where error.code == .notReady {
@@ -114,7 +118,7 @@ struct PairingFollower {
             context.output.message("Committed automatically (--yes).")
         } else {
             Output.write("Add them to this ring? [y/N] ", to: .standardError)
-            let answer = (await Self.readAnswer() ?? "").trimmingCharacters(in: .whitespaces).lowercased()
+            let answer = (await Self.readAnswer() ?? "").whitespaceTrimmed.lowercased()
             accepted = answer == "y" || answer == "yes"
         }
         do {
