@@ -2,6 +2,9 @@
 // baton-agent: the per-user session agent. Everything lives in BatonAgent; this only hands over the command line.
 import BatonAgent
 import BatonReadiness
+#if canImport(Glibc)
+import Glibc
+#endif
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
