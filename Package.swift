@@ -96,8 +96,18 @@ let package = Package(
                                                           "-Xlinker", "--no-warn-symbol-ordering",
                                                           "-Xlinker", "--script=\(Context.packageDirectory)/Sources/batond/private-functions.ld"],
                                                          .when(platforms: [.linux], configuration: .release))]),
-        .executableTarget(name: "baton", dependencies: ["BatonPublishers", "BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
-        .executableTarget(name: "bt-pair", dependencies: ["BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
+        // The two command lines' subcommands; their executables' main.swift is left out.
+        .target(name: "BatonTool", dependencies: ["BatonPublishers", "BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"],
+                path: "Sources/baton", exclude: ["main.swift"], swiftSettings: strict),
+        .target(name: "BtPairTool", dependencies: ["BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"],
+                path: "Sources/bt-pair", exclude: ["main.swift"], swiftSettings: strict),
+        // The installed client binary: baton, and bt-pair, baton-agent and baton-browser-host as links
+        // to it, chosen by argv[0] (one copy of the Swift runtime and FoundationEssentials instead of
+        // four, docs/benchmarks.md). The separate executables below are for development and tests.
+        .executableTarget(name: "baton", dependencies: ["BatonTool", "BtPairTool", "BatonAgent", "BatonBrowserHost", "BatonReadiness"],
+                          path: "Sources/baton", sources: ["main.swift"], swiftSettings: strict),
+        .executableTarget(name: "bt-pair", dependencies: ["BtPairTool", "BatonCommandLine"],
+                          path: "Sources/bt-pair", sources: ["main.swift"], swiftSettings: strict),
         .executableTarget(name: "baton-agent", dependencies: ["BatonAgent", "BatonReadiness"], swiftSettings: strict),
         .executableTarget(name: "baton-browser-host", dependencies: ["BatonBrowserHost"], swiftSettings: strict),
         .executableTarget(name: "baton-bench", dependencies: ["BatonCore", "BatonCrypto"], swiftSettings: strict),

@@ -6,7 +6,11 @@ import BatonAPI
 import BatonClient
 import BatonCommandLine
 import BatonDBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Writes log lines to standard error (the journal, under systemd).
 public struct StandardErrorLog: AgentLog {

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonPublishers
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Which recently used files may be offered as the current activity. Only local documents of the
 /// chosen media types, and nothing from places the user would not expect to leave the machine:

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonClient
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -65,8 +69,12 @@ public struct RecentDocumentReceiver: Sendable {
     private func freeName(for name: String) -> URL {
         let first = directory.appendingPathComponent(name)
         guard FileManager.default.fileExists(atPath: first.path) else { return first }
-        let base = (name as NSString).deletingPathExtension
-        let ext = (name as NSString).pathExtension
+        // "a.pdf" gives "a" and "pdf"; ".hidden" and "a." have no extension.
+        var base = name, ext = ""
+        if let dot = name.lastIndex(of: "."), dot != name.startIndex, name.index(after: dot) != name.endIndex {
+            base = String(name[..<dot])
+            ext = String(name[name.index(after: dot)...])
+        }
         for number in 2... {
             let candidate = directory.appendingPathComponent("\(base) (\(number))" + (ext.isEmpty ? "" : "." + ext))
             if !FileManager.default.fileExists(atPath: candidate.path) { return candidate }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
-#if canImport(FoundationXML)
-import FoundationXML
 #endif
 
 /// One entry of the freedesktop recently-used list (~/.local/share/recently-used.xbel), as
@@ -26,11 +27,9 @@ public struct RecentDocument: Equatable, Sendable {
 /// is rewritten by other programs while we read it, and a half-written file must not stop the agent.
 public enum RecentDocumentsList {
     public static func parse(_ data: Data) -> [RecentDocument] {
-        let reader = XBELReader()
-        let parser = XMLParser(data: data)
-        parser.shouldResolveExternalEntities = false
-        parser.delegate = reader
-        _ = parser.parse()
+        var reader = XBELReader()
+        var scanner = XMLTagScanner(Array(data))
+        while let tag = scanner.next() { reader.take(tag) }
         return reader.documents
     }
 
@@ -44,21 +43,23 @@ public enum RecentDocumentsList {
     /// The list's ISO 8601 times, with or without fractional seconds.
     public static func date(_ text: String?) -> Date? {
         guard let text else { return nil }
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let date = formatter.date(from: text) { return date }
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.date(from: text)
+        if let date = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text) { return date }
+        return try? Date.ISO8601FormatStyle().parse(text)
     }
 }
 
-private final class XBELReader: NSObject, XMLParserDelegate {
+/// What of the list's elements makes a document: a bookmark's href and times, its media type.
+private struct XBELReader {
     var documents: [RecentDocument] = []
     private var current: (url: URL, lastUsed: Date)?
     private var mediaType: String?
 
-    func parser(_ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
-                attributes: [String: String] = [:]) {
+    mutating func take(_ tag: XMLTag) {
+        if tag.opens { start(tag.name, attributes: tag.attributes) }
+        if tag.closes { end(tag.name) }
+    }
+
+    private mutating func start(_ name: String, attributes: [String: String]) {
         switch name {
         case "bookmark":
             mediaType = nil
@@ -75,7 +76,7 @@ private final class XBELReader: NSObject, XMLParserDelegate {
         }
     }
 
-    func parser(_ parser: XMLParser, didEndElement name: String, namespaceURI: String?, qualifiedName: String?) {
+    private mutating func end(_ name: String) {
         guard name == "bookmark", let current else { return }
         documents.append(RecentDocument(url: current.url, mediaType: mediaType ?? "application/octet-stream", lastUsed: current.lastUsed))
         self.current = nil

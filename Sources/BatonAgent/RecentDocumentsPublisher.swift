@@ -2,7 +2,11 @@
 import BatonAPI
 import BatonClient
 import BatonPublishers
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 #if canImport(Glibc)
 import Glibc
 #endif

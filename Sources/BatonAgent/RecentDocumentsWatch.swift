@@ -1,5 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+import BatonCommandLine
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -46,7 +51,7 @@ public final class RecentDocumentsWatch: Sendable {
         stopWriter = ends[1]
         let stopReader = ends[0]
         let watched = directories
-        Thread.detachNewThread {
+        DetachedThread.start {
             Self.follow(inotify: inotify, stopReader: stopReader, directories: watched, continuation: continuation)
         }
     }

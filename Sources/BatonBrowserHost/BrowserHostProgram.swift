@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// Thread is only in full Foundation.
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -105,7 +108,7 @@ public enum BrowserHostProgram {
     /// stream finishes at end of file, which is how the browser says it has closed.
     static func standardInputChunks() -> AsyncStream<[UInt8]> {
         let (stream, continuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .unbounded)
-        let thread = Thread {
+        DetachedThread.start {
             var buffer = [UInt8](repeating: 0, count: 65_536)
             while true {
                 let count = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
@@ -115,7 +118,6 @@ public enum BrowserHostProgram {
             }
             continuation.finish()
         }
-        thread.start()
         return stream
     }
 }

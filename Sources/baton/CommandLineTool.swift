@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCommandLine
 
-enum CommandLineTool {
+public enum CommandLineTool {
     /// Every subcommand, in the order `baton --help` lists them.
     static let subcommands: [any Subcommand.Type] = [
         PublishCommand.self,
@@ -32,7 +32,7 @@ enum CommandLineTool {
     }
 
     /// A failed continuation exits with its category's status; every other failure with 1.
-    static let program = CommandLineProgram(name: "baton", subcommands: subcommands, usage: usage) { error in
+    public static let program = CommandLineProgram(name: "baton", subcommands: subcommands, usage: usage) { error in
         error.continuationFailure.map(ContinueCommand.exitStatus) ?? ExitStatus.failure
     }
 }

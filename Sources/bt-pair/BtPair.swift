@@ -13,7 +13,7 @@ enum PairExit {
     static let usage: Int32 = ExitStatus.usage
 }
 
-enum BtPair {
+public enum BtPair {
     static let usage = """
         usage: bt-pair [--bus session|system|ADDRESS] [--bus-name NAME] [--json] [COMMAND]
 
@@ -43,7 +43,7 @@ enum BtPair {
 
         """
 
-    static let program = CommandLineProgram(
+    public static let program = CommandLineProgram(
         name: "bt-pair",
         subcommands: [ListMembersCommand.self, AcceptCommand.self, PairWithCommand.self, DiscoverCommand.self, RemoveCommand.self],
         defaultSubcommand: ListMembersCommand.self,

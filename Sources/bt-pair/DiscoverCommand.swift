@@ -28,7 +28,7 @@ struct DiscoverCommand: Subcommand {
         } else {
             context.output.line("NAME                           SESSION           ADDRESS")
             for endpoint in found {
-                context.output.line(endpoint.name.padding(toLength: 30, withPad: " ", startingAt: 0) + " " + endpoint.sessionID + "  " + endpoint.target)
+                context.output.line(endpoint.name.padded(to: 30) + " " + endpoint.sessionID + "  " + endpoint.target)
             }
         }
         if found.isEmpty { context.output.message("No machine is waiting in `bt-pair accept` nearby.") }

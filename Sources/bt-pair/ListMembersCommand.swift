@@ -2,7 +2,14 @@
 import BatonAPI
 import BatonClient
 import BatonCommandLine
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `bt-pair list`: the machines in this ring (the default command).
 struct ListMembersCommand: Subcommand {
@@ -26,8 +33,8 @@ struct ListMembersCommand: Subcommand {
             let rssi = member.lastRSSI.map { String($0) } ?? "-"
             let since = member.isSelf ? "(this machine)" : Self.formatTime(member.pairedSince)
             let seen = member.isSelf ? "" : Self.formatTime(member.lastSeen)
-            context.output.line(member.name.padding(toLength: 20, withPad: " ", startingAt: 0) + " " + member.shortID + "  "
-                + since.padding(toLength: 17, withPad: " ", startingAt: 0) + " " + seen.padding(toLength: 17, withPad: " ", startingAt: 0)
+            context.output.line(member.name.padded(to: 20) + " " + member.shortID + "  "
+                + since.padded(to: 17) + " " + seen.padded(to: 17)
                 + " " + rssi + (member.introducedBy.map { "  learned from \($0)" } ?? ""))
         }
         return PairExit.ok
@@ -35,8 +42,11 @@ struct ListMembersCommand: Subcommand {
 
     static func formatTime(_ seconds: Int64?) -> String {
         guard let seconds else { return "never" }
-        let formatter = DateFormatter()
-        formatter.dateFormat = "yyyy-MM-dd HH:mm"
-        return formatter.string(from: Date(timeIntervalSince1970: TimeInterval(seconds)))
+        // Local time, "yyyy-MM-dd HH:mm" (Glibc: DateFormatter would bring ICU into the binary).
+        var time = time_t(seconds)
+        var parts = tm()
+        guard localtime_r(&time, &parts) != nil else { return "never" }
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) \(two(parts.tm_hour)):\(two(parts.tm_min))"
     }
 }

@@ -6,7 +6,11 @@ import BatonAPI
 import BatonClient
 import BatonCommandLine
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// Follows a pairing session to its end. Each person types the code the other screen shows (§7.1
@@ -113,7 +117,7 @@ struct PairingFollower {
             }
         }
         guard let code else { return nil }
-        let typed = code.trimmingCharacters(in: .whitespaces)
+        let typed = code.whitespaceTrimmed
         do {
             try await connection.confirmPairingCode(at: path, code: typed)
         } catch where error.code == .notReady {
@@ -150,7 +154,7 @@ struct PairingFollower {
                 try? await connection.cancelPairing(at: path)
                 return
             }
-            let answer = line.trimmingCharacters(in: .whitespaces).lowercased()
+            let answer = line.whitespaceTrimmed.lowercased()
             accepted = answer == "y" || answer == "yes"
         }
         do {

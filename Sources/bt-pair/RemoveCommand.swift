@@ -44,7 +44,7 @@ struct RemoveCommand: Subcommand {
             let names = introduced.map { "\($0.name) (\($0.shortID))" }.joined(separator: ", ")
             context.output.message("Removed \(device); the ring re-keys.")
             Output.write("\(device) paired these into the ring: \(names). Remove them too? [y/N] ", to: .standardError)
-            let answer = (await PairingFollower.readAnswer() ?? "").trimmingCharacters(in: .whitespaces).lowercased()
+            let answer = (await PairingFollower.readAnswer() ?? "").whitespaceTrimmed.lowercased()
             alsoRemove = answer == "y" || answer == "yes"
         }
         if alsoRemove {

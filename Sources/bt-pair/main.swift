@@ -5,5 +5,6 @@
 import Glibc
 #endif
 import BatonCommandLine
+import BtPairTool
 
 exit(await BtPair.program.run(arguments: Array(CommandLine.arguments.dropFirst())))

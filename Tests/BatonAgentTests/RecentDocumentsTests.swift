@@ -44,6 +44,40 @@ struct RecentDocumentsTests {
         #expect(RecentDocumentsList.parse(Data([0xff, 0xfe, 0x00])).isEmpty)
     }
 
+    @Test func referencesCommentsAndSkippedSectionsAreReadAsXMLDoes() {
+        let list = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <!DOCTYPE xbel>
+            <xbel version="1.0" xmlns:mime="http://www.freedesktop.org/standards/shared-mime-info">
+              <!-- <bookmark href="file:///home/ann/commented.pdf" added="2026-11-30T10:00:00Z"></bookmark> -->
+              <bookmark href='file:///home/ann/R&amp;D%20plan.pdf' added="2026-11-30T10:00:00Z" >
+                <info><metadata><![CDATA[ <bookmark href="file:///home/ann/cdata.pdf"> ]]>
+                <mime:mime-type type="application/&#x70;df" /></metadata></info>
+              </bookmark>
+              <bookmark href="file:///home/ann/a&#x25;20b&#46;txt" added="2026-11-30T11:00:00Z"></bookmark>
+            </xbel>
+            """
+        let documents = RecentDocumentsList.parse(Data(list.utf8))
+        #expect(documents.map(\.url.path) == ["/home/ann/R&D plan.pdf", "/home/ann/a b.txt"])
+        #expect(documents.map(\.mediaType) == ["application/pdf", "application/octet-stream"])
+        #expect(documents.first?.lastUsed == RecentDocumentsList.date("2026-11-30T10:00:00Z"))
+    }
+
+    @Test(arguments: [
+        "<bookmark href=\"file:///home/ann/b.pdf\" added=\"2026-11-30T10:00:00Z\"></bookmarks>",  // close does not match
+        "<bookmark href=\"file:///home/ann/b&nbsp;.pdf\"></bookmark>",  // an entity XML does not define
+        "<bookmark href=\"file:///home/ann/b.pdf\" href=\"file:///x\"></bookmark>",  // a repeated attribute
+        "<bookmark href=\"file:///home/ann/b.pdf\"added=\"x\"></bookmark>",  // attributes not apart
+        "<bookmark href=\"file:///home/ann/b.pdf\" added></bookmark>",  // an attribute without value
+        "<bookmark href=\"file:///home/ann/b.pdf",  // cut off
+        "<!-- never closed <bookmark href=\"file:///home/ann/b.pdf\"></bookmark>",
+    ])
+    func damageEndsTheListAfterTheEntriesBeforeIt(damage: String) {
+        let list = "<xbel><bookmark href=\"file:///home/ann/a.pdf\"></bookmark>" + damage
+            + "<bookmark href=\"file:///home/ann/c.pdf\"></bookmark></xbel>"
+        #expect(RecentDocumentsList.parse(Data(list.utf8)).map(\.url.path) == ["/home/ann/a.pdf"])
+    }
+
     @Test(arguments: ["/home/ann/.ssh/id.pdf", "/home/ann/.cache/x.pdf", "/home/ann/Documents/.hidden.pdf",
                       "/media/ann/USB/a.pdf", "/run/media/ann/USB/a.pdf", "/mnt/share/a.pdf", "/tmp/a.pdf",
                       "/var/tmp/a.pdf", "/run/user/1000/doc/a.pdf", "/home/ann/../../tmp/a.pdf"])

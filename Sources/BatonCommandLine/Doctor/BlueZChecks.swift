@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonDBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The first two doctor lines: is there a powered adapter (BlueZ over the system bus), and which
 /// bluetoothd runs with or without its experimental interfaces.
@@ -130,10 +134,10 @@ public struct BlueZChecks: Sendable {
     static func experimentalSetting(in text: String) -> Bool {
         var section = ""
         for rawLine in text.split(whereSeparator: \.isNewline) {
-            let line = rawLine.trimmingCharacters(in: .whitespaces)
+            let line = rawLine.whitespaceTrimmed
             if line.hasPrefix("[") { section = line; continue }
             guard section == "[General]", !line.hasPrefix("#") else { continue }
-            let parts = line.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            let parts = line.split(separator: "=", maxSplits: 1).map { $0.whitespaceTrimmed }
             if parts.count == 2, parts[0] == "Experimental" { return parts[1].lowercased() == "true" }
         }
         return false
@@ -141,15 +145,7 @@ public struct BlueZChecks: Sendable {
 
     /// `bluetoothd --version` prints "5.66".
     static func version(of executable: String) -> BluetoothdVersion? {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["--version"]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        do { try process.run() } catch { return nil }
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        guard let output = standardOutput(ofProgram: executable, arguments: ["--version"]) else { return nil }
         return BluetoothdVersion(String(decoding: output, as: UTF8.self))
     }
 }
@@ -165,7 +161,7 @@ public struct BluetoothdVersion: Sendable, Comparable, CustomStringConvertible {
     }
 
     public init?(_ text: String) {
-        let parts = text.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ".")
+        let parts = text.whitespaceTrimmed.split(separator: ".")
         guard parts.count >= 2, let major = Int(parts[0]), let minor = Int(parts[1]) else { return nil }
         self.init(major: major, minor: minor)
     }

@@ -1,7 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonClient
 import BatonCommandLine
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// `baton diag rssi`: every advertiser the daemon hears, for people (a table), scripts
 /// (--json: JSON Lines) and bug reports (--output FILE). Never prints key material.
@@ -83,7 +90,7 @@ struct DiagCommand: Subcommand {
             do {
                 try report.write(toFile: output, atomically: true, encoding: .utf8)
             } catch {
-                context.output.message("baton diag: cannot write \(output): \(error.localizedDescription)")
+                context.output.message("baton diag: cannot write \(output): \(fileErrorReason(error))")
                 return ExitStatus.failure
             }
             context.output.message("wrote \(output)")

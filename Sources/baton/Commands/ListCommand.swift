@@ -2,7 +2,11 @@
 import BatonClient
 import BatonCommandLine
 import BatonPublishers
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// `baton list`: the activities the daemon shows this user.
 struct ListCommand: Subcommand {

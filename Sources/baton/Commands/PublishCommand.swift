@@ -3,7 +3,14 @@ import BatonClient
 import BatonCommandLine
 import BatonCore
 import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// `baton publish`: publishes an activity and holds it until interrupted (an activity lives only
 /// as long as the connection that created it).

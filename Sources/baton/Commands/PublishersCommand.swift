@@ -2,7 +2,11 @@
 import BatonClient
 import BatonCommandLine
 import BatonPublishers
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// `baton publishers`: turns the app-independent publishers (browser tab, recent document) on or
 /// off, and chooses the recent publisher's media types, in publishers.conf, the one place they all read.
