@@ -122,7 +122,9 @@ let package = Package(
         .executableTarget(name: "baton-docsync-torture", dependencies: ["BatonService", "BatonStore", "BatonCore", "BatonCrypto"], swiftSettings: strict),
 
         // Test support: a private dbus-daemon per test, shared by the suites that need one.
-        .target(name: "BatonTestBus", path: "Tests/Support/BatonTestBus", swiftSettings: strict),
+        // Test support: starts dbus-broker with posix_spawn (closefrom in the child), see TestBus.
+        .systemLibrary(name: "CTestSpawn", path: "Tests/Support/CTestSpawn"),
+        .target(name: "BatonTestBus", dependencies: ["CTestSpawn"], path: "Tests/Support/BatonTestBus", swiftSettings: strict),
 
         .testTarget(name: "BatonCryptoTests", dependencies: ["BatonCrypto"], swiftSettings: strict),
         .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore", "BatonCrypto"], resources: [.copy("Vectors")], swiftSettings: strict),

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+import CTestSpawn
 import Foundation
 import Testing
 
@@ -38,7 +39,7 @@ public final class TestBus: @unchecked Sendable {
     public let address: String
     public let directory: URL
     public let daemon: Daemon
-    private let process: Process
+    private let child: Child
 
     /// `serviceDirectory`: .service files for D-Bus activation on this bus.
     public init(_ kind: Kind = .session, serviceDirectory: String? = nil, daemon: Daemon = .default) throws {
@@ -97,15 +98,16 @@ public final class TestBus: @unchecked Sendable {
         let configURL = directory.appendingPathComponent("bus.conf")
         try config.write(to: configURL, atomically: true, encoding: .utf8)
 
-        process = Process()
         switch daemon {
         case .dbusDaemon:
+            let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
             process.arguments = ["--config-file=\(configURL.path)", "--print-address", "--nofork"]
             let output = ChildPipe()
             process.standardOutput = output
             process.standardError = FileHandle.nullDevice
             try launch(process)
+            child = .foundation(process)
 
             var line = Data()
             let reader = output.fileHandleForReading
@@ -116,7 +118,7 @@ public final class TestBus: @unchecked Sendable {
             }
             let printed = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
             guard !printed.isEmpty else {
-                process.terminate()
+                child.stop()
                 throw TestBusError.daemonDidNotStart
             }
             address = printed
@@ -125,39 +127,104 @@ public final class TestBus: @unchecked Sendable {
             // systemd-socket-activate provides, starting the launcher at the first connection),
             // logs to the journal, and connects to the bus it serves as its own client (found
             // through DBUS_SESSION_BUS_ADDRESS for the user scope). <listen> is ignored there.
+            //
+            // Started with posix_spawn, not Process: the launcher closes the descriptors it
+            // inherits, among them the socket Foundation watches for a child's end; Foundation
+            // then blocks in waitpid for it, and no later Process anywhere in the test process is
+            // seen to end (suites on dbus-broker hung). Here the child gets no descriptor but
+            // 0-2 (closefrom in the child), and stop() reaps it once, itself.
             try BrokerJournal.ensure()
             let busAddress = "unix:path=\(socketPath)"
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-socket-activate")
-            process.arguments = ["-E", "DBUS_SESSION_BUS_ADDRESS=\(busAddress)", "-l", socketPath,
-                                 "/usr/bin/dbus-broker-launch", "--scope", "user", "--config-file", configURL.path]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try launch(process)
+            let pid = try Child.spawn("/usr/bin/systemd-socket-activate",
+                                      ["-E", "DBUS_SESSION_BUS_ADDRESS=\(busAddress)", "-l", socketPath,
+                                       "/usr/bin/dbus-broker-launch", "--scope", "user", "--config-file", configURL.path])
+            child = .spawned(pid, Child.Reaped())
             // Ready once it accepts a connection (the file exists from bind, before listen).
-            for _ in 0..<1_000 where !BrokerJournal.accepts(socketPath, type: SOCK_STREAM) && process.isRunning { usleep(10_000) }
+            for _ in 0..<3_000 where !BrokerJournal.accepts(socketPath, type: SOCK_STREAM) && child.isRunning { usleep(10_000) }
             guard BrokerJournal.accepts(socketPath, type: SOCK_STREAM) else {
-                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+                child.stop()
                 throw TestBusError.daemonDidNotStart
             }
             address = busAddress
         }
     }
 
-    /// SIGKILL, then poll: Foundation reaps the child itself.
+    /// Ends the bus (dbus-broker-launch on SIGTERM ends its broker; SIGKILL would leave the broker
+    /// running) and removes its directory.
     public func stop() {
-        if process.isRunning {
-            // dbus-broker-launch ends its broker when it gets SIGTERM (SIGKILL would leave the broker).
-            if daemon == .broker {
-                kill(process.processIdentifier, SIGTERM)
-                for _ in 0..<300 where process.isRunning { usleep(10_000) }
-            }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            for _ in 0..<200 where process.isRunning { usleep(10_000) }
-        }
+        child.stop()
         try? FileManager.default.removeItem(at: directory)
     }
 
     deinit { stop() }
+}
+
+/// The bus's own process: a Foundation Process (dbus-daemon, whose address is read from its output)
+/// or a pid from posix_spawn that this type alone reaps (dbus-broker).
+enum Child: Sendable {
+    /// Whether the spawned child has been reaped: once reaped, its pid may belong to anyone.
+    final class Reaped: @unchecked Sendable {
+        private let lock = NSLock()
+        private var done = false
+        func with<T>(_ body: (inout Bool) -> T) -> T { lock.lock(); defer { lock.unlock() }; return body(&done) }
+    }
+
+    case foundation(Process)
+    case spawned(pid_t, Reaped)
+
+    var isRunning: Bool {
+        switch self {
+        case .foundation(let process): return process.isRunning
+        case .spawned(let pid, let reaped): return reaped.with { done in Self.reap(pid, &done); return !done }
+        }
+    }
+
+    /// SIGTERM, up to 10 s for the child to end, then SIGKILL; reaps a spawned child.
+    func stop() {
+        switch self {
+        case .foundation(let process):
+            guard process.isRunning else { return }
+            kill(process.processIdentifier, SIGTERM)
+            for _ in 0..<1_000 where process.isRunning { usleep(10_000) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            for _ in 0..<1_000 where process.isRunning { usleep(10_000) }
+        case .spawned(let pid, let reaped):
+            reaped.with { done in
+                Self.reap(pid, &done)
+                guard !done else { return }
+                kill(pid, SIGTERM)
+                for _ in 0..<1_000 where !done { Self.reap(pid, &done); if !done { usleep(10_000) } }
+                guard !done else { return }
+                kill(pid, SIGKILL)
+                while !done { Self.reap(pid, &done); if !done { usleep(10_000) } }
+            }
+        }
+    }
+
+    /// waitpid without blocking; marks the child reaped when it has ended (or is not ours).
+    private static func reap(_ pid: pid_t, _ done: inout Bool) {
+        guard !done else { return }
+        var status: Int32 = 0
+        let result = waitpid(pid, &status, WNOHANG)
+        if result == pid || (result < 0 && errno == ECHILD) { done = true }
+    }
+
+    /// posix_spawn with stdin, stdout and stderr on /dev/null and every other descriptor closed.
+    static func spawn(_ path: String, _ arguments: [String]) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        guard posix_spawn_file_actions_init(&actions) == 0 else { throw TestBusError.daemonDidNotStart }
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for fd: Int32 in 0...2 {
+            posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0)
+        }
+        guard baton_spawn_closefrom(&actions, 3) == 0 else { throw TestBusError.daemonDidNotStart }
+        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, path, &actions, nil, argv, environ)
+        guard result == 0 else { throw TestBusError.daemonDidNotStart }
+        return pid
+    }
 }
 
 public enum TestBusError: Error {
