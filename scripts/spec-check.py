@@ -654,15 +654,19 @@ def union_introductions(a, b, pairs=()):
 def tombstone(mark):
     """A removal mark (§7.3) as (removed device id, {removedBy, signature, key or None, introductions})."""
     if isinstance(mark, bytes):
-        if len(mark) < 112 or (len(mark) - 112) % 80:
+        # Plain: 112 + 80·n bytes; cascading: the flag byte 0x01 after the signature, 113 + 80·n.
+        cascading = len(mark) >= 113 and (len(mark) - 113) % 80 == 0
+        if len(mark) < 112 or ((len(mark) - 112) % 80 and not cascading) or (cascading and mark[112] != 1):
             raise ProtocolError("malformed", "roster removed entry")
         key = mark[0:32]
+        start = 113 if cascading else 112
         return device_id_of(key), {"removedBy": mark[32:48], "signature": mark[48:112], "key": key,
-                                   "introductions": introduction_records(mark[112:])}
+                                   "introductions": introduction_records(mark[start:]), "cascading": cascading}
     shape = {"deviceId": 16, "removedBy": 16, "signature": 64}
     if not isinstance(mark, dict) or not all(isinstance(mark.get(k), bytes) and len(mark[k]) == n for k, n in shape.items()):
         raise ProtocolError("malformed", "roster removed entry")
-    return mark["deviceId"], {"removedBy": mark["removedBy"], "signature": mark["signature"], "key": None, "introductions": {}}
+    return mark["deviceId"], {"removedBy": mark["removedBy"], "signature": mark["signature"], "key": None, "introductions": {},
+                              "cascading": False}
 
 
 def roster_state(value):
@@ -694,7 +698,7 @@ def roster_state_value(state):
         if t["key"] is None:
             removed.append({"deviceId": device_id, "removedBy": t["removedBy"], "signature": t["signature"]})
         else:
-            removed.append(t["key"] + t["removedBy"] + t["signature"]
+            removed.append(t["key"] + t["removedBy"] + t["signature"] + (b"\x01" if t["cascading"] else b"")
                            + b"".join(i + sig for i, sig in sorted(t["introductions"].items())))
     return {"version": state["version"], "members": members, "removed": removed}
 
@@ -707,7 +711,7 @@ def roster_digest(state):
     data += u32be(len(state["removed"]))
     for device_id in sorted(state["removed"]):
         t = state["removed"][device_id]
-        data += device_id + t["removedBy"] + t["signature"] + bytes([0 if t["key"] is None else 1])
+        data += device_id + t["removedBy"] + t["signature"] + bytes([(0 if t["key"] is None else 1) | (2 if t["cascading"] else 0)])
     return hashlib.sha256(data).digest()
 
 
@@ -764,15 +768,21 @@ def merge_rosters(local, received, me, anchor=None):
         if by == i or not (i in vouched or i in local["removed"]) or by not in vouched:
             continue  # left out
         held = local["removed"].get(i)
-        same = held is not None and held["removedBy"] == by and held["signature"] == mark["signature"]
-        if not same and not (device_id_of(vouched[by]) == by and ed25519_verifies(vouched[by], mark["signature"], removal_signed_bytes(i))):
+        same = held is not None and (held["removedBy"], held["signature"], held["cascading"]) == (by, mark["signature"], mark["cascading"])
+        if not same and not (device_id_of(vouched[by]) == by
+                             and ed25519_verifies(vouched[by], mark["signature"], removal_signed_bytes(i, mark["cascading"]))):
             raise ProtocolError("badSignature")
         intros = verified(mark["introductions"], i, held["introductions"] if held else {})
+        # A cascading mark before a plain one, then the lower removedBy, then the lower signature.
+        order = lambda t: (not t["cascading"], t["removedBy"], t["signature"])
         if held is not None:
-            kept = held if same or (held["removedBy"], held["signature"]) < (by, mark["signature"]) else \
-                {"removedBy": by, "signature": mark["signature"], "key": held["key"], "introductions": held["introductions"]}
+            kept = held if same or order(held) < order(mark) else \
+                {"removedBy": by, "signature": mark["signature"], "key": mark["key"] if mark["cascading"] else held["key"],
+                 "introductions": held["introductions"],
+                 "cascading": mark["cascading"]}
         else:
-            kept = {"removedBy": by, "signature": mark["signature"], "key": None, "introductions": {}}
+            kept = {"removedBy": by, "signature": mark["signature"], "key": mark["key"] if mark["cascading"] else None,
+                    "introductions": {}, "cascading": mark["cascading"]}
             newly.add(i)
         key = kept["key"] if kept["key"] is not None else vouched.get(i)
         removed[i] = dict(kept, key=key, introductions=union_introductions(kept["introductions"], intros) if key is not None else {})
@@ -783,6 +793,10 @@ def merge_rosters(local, received, me, anchor=None):
             t = removed[i]
             key = t["key"] if t["key"] is not None else m["identityKey"]
             removed[i] = dict(t, key=key, introductions=union_introductions(t["introductions"], m["introductions"]))
+    # 5a. Cascade: entries a cascading mark takes out are no longer members (no tombstone each);
+    # those not out before count as newly removed.
+    before = cascade(local["members"], local["removed"]) | set(local["removed"])
+    newly |= cascade(members, removed) - before
     # 6. Bounds, the result refused whole.
     per_remover = {}
     for t in removed.values():
@@ -820,8 +834,47 @@ def introduction_signed_bytes(identity_key):
     return b"baton/v1 introduce" + identity_key
 
 
-def removal_signed_bytes(device_id):
-    return b"baton/v1 remove" + device_id
+def removal_signed_bytes(device_id, cascading=False):
+    return (b"baton/v1 remove subtree" if cascading else b"baton/v1 remove") + device_id
+
+
+def cascade(members, removed):
+    """§7.3 "Cascade": the entries (of `members`, the held entries) that cascading marks take out."""
+    roots = {i: t["removedBy"] for i, t in removed.items() if t["cascading"]}
+    if not roots:
+        return set()
+    intro = {i: set(m["introductions"]) for i, m in members.items()}
+    intro.update({i: set(t["introductions"]) for i, t in removed.items() if t["key"] is not None and i not in roots})
+    children = {}
+    for i, introducers in intro.items():
+        for by in introducers:
+            children.setdefault(by, []).append(i)
+
+    def reach(starts, within):
+        seen, frontier = set(), list(starts)
+        while frontier:
+            for c in children.get(frontier.pop(), []):
+                if c in within and c not in seen:
+                    seen.add(c)
+                    frontier.append(c)
+        return seen
+
+    def subtree(spared):
+        s = set(intro) - spared
+        while True:
+            reached = reach(roots, s)
+            kept = {x for x in reached if all(by in reached or by in removed for by in intro[x])}
+            if kept == s:
+                return s
+            s = kept
+
+    first = subtree(set())
+    reached_by = {}
+    for root, signer in roots.items():
+        for x in reach([root], first):
+            reached_by.setdefault(x, set()).add(signer)
+    spared = {a for a in roots.values() if a in first and reached_by.get(a) == {a}}
+    return (subtree(spared) if spared else first) & set(members)
 
 
 def ed25519_verifies(public_key, signature, message):
@@ -1130,6 +1183,9 @@ def check_roster_merges(check, merges):
         check.equal(f"{name}: result", encode_value(roster_state_value(state)).hex(), vector["result"])
         check.equal(f"{name}: digest", roster_digest(state).hex(), vector["digest"])
         check.equal(f"{name}: newly removed", sorted(i.hex() for i in newly), vector["newlyRemoved"])
+        if "members" in vector:
+            out = cascade(state["members"], state["removed"])
+            check.equal(f"{name}: members (§7.3 Cascade)", sorted(i.hex() for i in state["members"] if i not in out), vector["members"])
         if len(vector["received"]) == 1:
             grew = state["version"] - roster_state(decode_value(h(vector["local"])))["version"]
             check.equal(f"{name}: version +1 exactly when the digest changed", grew, 0 if roster_digest(state) == before else 1)

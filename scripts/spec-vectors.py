@@ -123,6 +123,8 @@ for m in v["rosterMerges"]:
     else:
         out.append(f"  - result `{m['result']}`")
         out.append(f"  - digest `{m['digest']}`, newly removed " + (", ".join(f"`{i}`" for i in m["newlyRemoved"]) or "none"))
+        if m.get("members") is not None:
+            out.append("  - members " + ", ".join(f"`{i}`" for i in m["members"]))
 out += ["", "Keys of one member at a receiver holding the same generation (§3.1, §7.3): the receiver stores",
         "`stored` and receives `received` on its day D; it keeps `result`. Each key is S_d of day d with its",
         "commitment C.", ""]

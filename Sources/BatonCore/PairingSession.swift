@@ -287,7 +287,7 @@ public struct PairingSession: Sendable {
                 throw .badSignature
             }
             // A device this ring removed learns nothing of it: refused before our roster goes out (§7.2).
-            guard !local.roster.removed.contains(DeviceID(identityKey: key)) else { throw .peerRemoved }
+            guard !local.roster.isOut(DeviceID(identityKey: key)) else { throw .peerRemoved }
             peer = member
             peerEndpoints = endpoints
             return sendRoster() + finishIfComplete()

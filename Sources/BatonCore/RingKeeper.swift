@@ -83,7 +83,7 @@ public struct RingKeeper: Sendable {
     /// before this device's roster is sent (PairingSession does it with the same roster).
     public func checkPairingPeer(_ id: DeviceID) throws(WireError) {
         guard id != deviceID else { throw .badSignature }
-        guard !state.roster.removed.contains(id) else { throw .peerRemoved }
+        guard !state.roster.isOut(id) else { throw .peerRemoved }
     }
 
     /// Pairing succeeded: the two rings merge, we vouch for the peer, and every other member hears of it.
@@ -102,24 +102,25 @@ public struct RingKeeper: Sendable {
         (try? pair(result, random: random)) ?? []
     }
 
-    /// `bt-pair remove`: signed tombstone, drop keys, rotate own secret, tell the rest. Refused
-    /// (typed, nothing changes) for this device, a device that is not a member, a remover at its
-    /// bound of marks, or a roster that would no longer encode (§7.3).
-    public mutating func removeMember(_ id: DeviceID, random: some RandomSource) throws(WireError) -> [Action] {
+    /// `bt-pair remove`: signed tombstone, drop keys, rotate own secret, tell the rest. With
+    /// `withIntroduced` the one mark is cascading: what `id` introduced, now and later, is out too
+    /// (§7.3 "Cascade"). Refused (typed, nothing changes) for this device, a device that is not a
+    /// member, a remover at its bound of marks, or a roster that would no longer encode (§7.3).
+    public mutating func removeMember(_ id: DeviceID, withIntroduced: Bool = false, random: some RandomSource) throws(WireError) -> [Action] {
         guard id != deviceID else { throw .badSignature }
         var roster = state.roster
-        try roster.removing(id, by: identity)
+        try roster.removing(id, by: identity, withIntroduced: withIntroduced)
         state.pendingSyncs[id] = nil
         return apply(roster, from: nil, random: random, forceRotation: true)
     }
 
     /// `removeMember`, nothing when refused.
-    public mutating func remove(_ id: DeviceID, random: some RandomSource) -> [Action] {
-        (try? removeMember(id, random: random)) ?? []
+    public mutating func remove(_ id: DeviceID, withIntroduced: Bool = false, random: some RandomSource) -> [Action] {
+        (try? removeMember(id, withIntroduced: withIntroduced, random: random)) ?? []
     }
 
-    /// Members `bt-pair remove` offers to remove with `id` (§7.4): the whole subtree of its
-    /// introductions (id → y1 → y2 ...), each member whose every introducer is in it or removed.
+    /// Members `bt-pair remove` offers to remove with `id` (§7.4): what a cascading mark on `id`
+    /// signed here takes out now (id → y1 → y2 ..., each member whose every introducer is in it or removed).
     public func introduced(by id: DeviceID) -> [DeviceID] {
         state.roster.introducedSubtree(of: id, me: deviceID)
     }
@@ -130,10 +131,11 @@ public struct RingKeeper: Sendable {
         // A roster lists its sender (§7.3); one without that entry is refused.
         // A removal notice (no members, only marks: the reply of a member to a device it removed,
         // §6.2) is the one exception.
-        guard roster.members[sender] != nil || roster.members.isEmpty else { throw .malformed("roster sender entry") }
+        guard roster.entries[sender] != nil || roster.entries.isEmpty else { throw .malformed("roster sender entry") }
         var merged = state.roster
         // A device removed here may still deliver its marks (they count, §7.3), nothing else.
-        let taken = state.roster.removed.contains(sender) ? Roster(version: 0, members: [], removalMarks: roster.removalMarks) : roster
+        // So may a device a cascade took out here.
+        let taken = state.roster.isOut(sender) ? Roster(version: 0, members: [], removalMarks: roster.removalMarks) : roster
         let result = try merged.merge(taken, me: deviceID)
         guard result.changed else {
             // Keys may still have moved back to an earlier day of their chain (§3.1), never before ours.
@@ -204,8 +206,8 @@ public struct RingKeeper: Sendable {
         // Keys received of an earlier day are moved to ours at once: we keep no earlier day (§3.1).
         state.roster.ratchet(toDay: today)
         var actions: [Action] = []
-        if state.roster.removed.contains(deviceID) {
-            // We were removed: start over alone with a fresh secret (the generation after ours, so
+        if state.roster.isOut(deviceID) {
+            // We were removed (or a cascade took us out): start over alone with a fresh secret (the generation after ours, so
             // no receiver's state for our old generations can apply to it) and a fresh ring.
             let fresh = nextOwnSecret(random: random, after: ownGeneration) ?? .generate(generation: 1, day: today, using: random)
             let me = try! RosterMember.signed(name: state.name, identity: identity, secret: fresh)

@@ -6,7 +6,9 @@ import BatonCrypto
 ///
 /// Membership is a convergent replicated set: `merge` is commutative, associative and idempotent
 /// over the signed entries it accepts, and a valid removal mark by any device that was ever a
-/// member (tombstoned ones included) wins, in whatever order rosters arrive (§7.3).
+/// member (tombstoned ones included) wins, in whatever order rosters arrive (§7.3). A cascading
+/// mark also takes out the removed device's introduced subtree; which entries that is follows from
+/// the held entries and marks alone (`cascade`), so it converges too.
 public struct Roster: Hashable, Sendable {
     public static let maxMembers = 10_000
     /// Tombstones a roster may hold in all.
@@ -16,9 +18,18 @@ public struct Roster: Hashable, Sendable {
     /// A local change counter (§7.3): raised on every change this device makes or merges, never
     /// taken from a received roster, so no member can pin it. Rosters are compared by `digest`.
     public var version: UInt64
+    /// Every member entry held (what `members` travels as, §7.3), those a cascading mark took out
+    /// included: they stay so their marks and introductions remain checkable everywhere.
+    public private(set) var entries: [DeviceID: RosterMember]
+    /// The members: `entries` without the ones in `derivedOut`.
     public private(set) var members: [DeviceID: RosterMember]
+    /// Entries out by a cascading mark (§7.3 "Cascade"), each without a tombstone of its own.
+    public private(set) var derivedOut: Set<DeviceID>
     public private(set) var removalMarks: [DeviceID: RemovalMark]
+    /// Devices with a tombstone.
     public var removed: Set<DeviceID> { Set(removalMarks.keys) }
+    /// Removed, or taken out by a cascading mark: not a member, never one again by pairing.
+    public func isOut(_ id: DeviceID) -> Bool { removalMarks[id] != nil || derivedOut.contains(id) }
 
     public init(version: UInt64 = 0, members: [RosterMember] = [], removalMarks: [DeviceID: RemovalMark] = [:]) {
         self.version = version
@@ -32,7 +43,16 @@ public struct Roster: Hashable, Sendable {
             }
         }
         self.removalMarks = marks
+        self.entries = byID
         self.members = byID
+        self.derivedOut = []
+        settle()
+    }
+
+    /// Recomputes `derivedOut` and `members` from `entries` and `removalMarks`.
+    private mutating func settle() {
+        derivedOut = Self.cascade(entries: entries, marks: removalMarks).intersection(entries.keys)
+        members = derivedOut.isEmpty ? entries : entries.filter { !derivedOut.contains($0.key) }
     }
 
     /// Adds or updates a member; ignored for a removed device or an older generation.
@@ -40,28 +60,37 @@ public struct Roster: Hashable, Sendable {
     public mutating func upsert(_ member: RosterMember) -> Bool {
         let id = member.deviceID
         guard removalMarks[id] == nil else { return false }
-        if let existing = members[id], existing.secret.generation >= member.secret.generation { return false }
-        members[id] = member.with(introductions: Introduction.union(member.introductions, members[id]?.introductions ?? []))
+        if let existing = entries[id], existing.secret.generation >= member.secret.generation { return false }
+        entries[id] = member.with(introductions: Introduction.union(member.introductions, entries[id]?.introductions ?? []))
+        settle()
         bumpVersion()
         return true
     }
 
-    /// Removes member `id` for good with a tombstone signed by `remover` (§7.4). The tombstone
-    /// keeps the removed device's identity key and introductions; nothing the removed device
-    /// signed is re-signed. Refused (typed) for a device that is not a member, when the remover
-    /// has signed `maxRemovalsPerRemover` marks, or when the roster would no longer encode.
-    public mutating func removing(_ id: DeviceID, by remover: Ed25519PrivateKey) throws(WireError) {
-        guard let member = members[id] else { throw .notRingMember }
+    /// Removes member `id` for good with a tombstone signed by `remover` (§7.4); a cascading one
+    /// (`withIntroduced`) also takes out what `id` introduced, now and later (§7.3 "Cascade"). The
+    /// tombstone keeps the removed device's identity key and introductions; nothing the removed
+    /// device signed is re-signed. Refused (typed) for a device that is not a member, when the
+    /// remover has signed `maxRemovalsPerRemover` marks, or when the roster would no longer encode.
+    public mutating func removing(_ id: DeviceID, by remover: Ed25519PrivateKey, withIntroduced cascading: Bool = false) throws(WireError) {
+        // A cascading mark may also follow a plain one (it is kept instead, §7.3).
+        let plain = removalMarks[id].flatMap { mark in mark.cascading ? nil : mark.removedKey.map { ($0, mark.introductions) } }
+        guard let (key, introductions) = members[id].map({ ($0.identityKey, $0.introductions) }) ?? (cascading ? plain : nil) else {
+            throw .notRingMember
+        }
         let removerID = DeviceID(identityKey: remover.publicKey)
         guard removerID != id else { throw .badSignature }
         // The bounds of §7.3, each refused with its own error, as a merge past them is.
-        guard removalMarks.count < Self.maxRemovals else { throw .malformed("roster size") }
-        guard removalMarks.values.filter({ $0.remover == removerID }).count < Self.maxRemovalsPerRemover else {
+        let replaced = removalMarks[id]
+        guard replaced != nil || removalMarks.count < Self.maxRemovals else { throw .malformed("roster size") }
+        let signed = removalMarks.values.filter({ $0.remover == removerID }).count - (replaced?.remover == removerID ? 1 : 0)
+        guard signed < Self.maxRemovalsPerRemover else {
             throw .malformed("roster removals per remover")
         }
         var next = self
-        next.removalMarks[id] = try RemovalMark.make(removing: member, by: remover)
-        next.members[id] = nil
+        next.removalMarks[id] = try RemovalMark.make(removingKey: key, introductions: introductions, by: remover, cascading: cascading)
+        next.entries[id] = nil
+        next.settle()
         _ = try next.encoded()
         next.bumpVersion()
         self = next
@@ -69,8 +98,8 @@ public struct Roster: Hashable, Sendable {
 
     /// `removing`, false when refused.
     @discardableResult
-    public mutating func remove(_ id: DeviceID, by remover: Ed25519PrivateKey) -> Bool {
-        (try? removing(id, by: remover)) != nil
+    public mutating func remove(_ id: DeviceID, by remover: Ed25519PrivateKey, withIntroduced cascading: Bool = false) -> Bool {
+        (try? removing(id, by: remover, withIntroduced: cascading)) != nil
     }
 
     /// Records `introducer` as a member who paired `id` in (§7.3), beside any introductions it
@@ -80,7 +109,8 @@ public struct Roster: Hashable, Sendable {
         let introducerID = DeviceID(identityKey: introducer.publicKey)
         guard let member = members[id], !member.introductions.contains(where: { $0.introducer == introducerID }),
               let introduction = try? Introduction.make(for: member.identityKey, by: introducer) else { return false }
-        members[id] = member.introduced(by: introduction)
+        entries[id] = member.introduced(by: introduction)
+        settle()
         bumpVersion()
         return true
     }
@@ -90,27 +120,30 @@ public struct Roster: Hashable, Sendable {
     @discardableResult
     public mutating func ratchet(toDay day: UInt64) -> Bool {
         var changed = false
-        for (id, member) in members where member.secret.day < day {
+        for (id, member) in entries where member.secret.day < day {
             guard let later = member.ratcheted(toDay: day) else { continue }
-            members[id] = later
+            entries[id] = later
+            if members[id] != nil { members[id] = later }
             changed = true
         }
         return changed
     }
 
-    /// SHA-256 of what members must agree on (§7.3 "Roster digest"): every member's device id and
-    /// self-signature (it covers name, commitment and generation), every tombstone. Keys of a day,
+    /// SHA-256 of what members must agree on (§7.3 "Roster digest"): every entry's device id and
+    /// self-signature (it covers name, commitment and generation), every tombstone with its flags
+    /// (keeps a key: 1, cascading: 2). Entries a cascade took out count: membership follows from
+    /// entries and marks, so equal digests mean equal members. Keys of a day,
     /// introductions (attribution: a member never holds the one signed for itself right after
     /// pairing; they spread with every sync), the version and the order of entries do not count.
     public var digest: [UInt8] {
         var input = "baton/v1 roster".utf8Bytes
-        input.appendBigEndian(UInt32(members.count))
-        for member in members.values.sorted(by: { $0.deviceID < $1.deviceID }) {
+        input.appendBigEndian(UInt32(entries.count))
+        for member in entries.values.sorted(by: { $0.deviceID < $1.deviceID }) {
             input += member.deviceID.bytes + member.signature
         }
         input.appendBigEndian(UInt32(removalMarks.count))
         for (id, mark) in removalMarks.sorted(by: { $0.key < $1.key }) {
-            input += id.bytes + mark.remover.bytes + mark.signature + [mark.removedKey == nil ? 0 : 1]
+            input += id.bytes + mark.remover.bytes + mark.signature + [(mark.removedKey == nil ? 0 : 1) | (mark.cascading ? 2 : 0)]
         }
         return SHA256.hash(input)
     }
@@ -120,7 +153,8 @@ public struct Roster: Hashable, Sendable {
 
     public struct MergeResult: Hashable, Sendable {
         public var changed: Bool
-        /// Device ids that became removed by this merge (the caller rotates its own secret, §7.4).
+        /// Device ids that became removed by this merge, by a tombstone or a cascade (the caller
+        /// rotates its own secret, §7.4).
         public var newlyRemoved: Set<DeviceID>
         /// Entries left out: this device's own entry, members and tombstones nobody vouched for,
         /// marks whose remover or removed device was never a member.
@@ -139,11 +173,11 @@ public struct Roster: Hashable, Sendable {
         // Ever-members with their identity keys: this side's members and keyed tombstones, the
         // pairing peer, then, repeatedly, every received member or tombstone introduced by one.
         var vouched: [DeviceID: [UInt8]] = [:]
-        for (id, member) in members { vouched[id] = member.identityKey }
+        for (id, member) in entries { vouched[id] = member.identityKey }
         for (id, mark) in removalMarks { if let key = mark.removedKey { vouched[id] = key } }
-        if let anchor, anchor != me, vouched[anchor] == nil, let entry = other.members[anchor] { vouched[anchor] = entry.identityKey }
+        if let anchor, anchor != me, vouched[anchor] == nil, let entry = other.entries[anchor] { vouched[anchor] = entry.identityKey }
         var pending: [DeviceID: (key: [UInt8], introductions: [Introduction])] = [:]
-        for (id, member) in other.members where vouched[id] == nil { pending[id] = (member.identityKey, member.introductions) }
+        for (id, member) in other.entries where vouched[id] == nil { pending[id] = (member.identityKey, member.introductions) }
         for (id, mark) in other.removalMarks where vouched[id] == nil {
             guard let key = mark.removedKey else { continue }
             pending[id] = (key, Introduction.union(pending[id]?.introductions ?? [], mark.introductions))
@@ -167,7 +201,7 @@ public struct Roster: Hashable, Sendable {
             }
         }
         ignored.formUnion(pending.keys)
-        if other.members[me] != nil { ignored.insert(me) }
+        if other.entries[me] != nil { ignored.insert(me) }
 
         // Every received introduction is checked, for known members too; one that fails is dropped.
         func verified(_ introductions: [Introduction], of id: DeviceID, held: [Introduction]) -> [Introduction] {
@@ -179,9 +213,9 @@ public struct Roster: Hashable, Sendable {
             }
         }
 
-        // Members: vouched received entries join or update; removal is applied below.
-        var result = members
-        for (id, member) in other.members where vouched[id] != nil {
+        // Entries: vouched received entries join or update; removal is applied below.
+        var result = entries
+        for (id, member) in other.entries where vouched[id] != nil {
             let held = result[id]?.introductions ?? removalMarks[id]?.introductions ?? []
             let introductions = verified(member.introductions, of: id, held: held)
             if let mine = result[id] {
@@ -201,10 +235,12 @@ public struct Roster: Hashable, Sendable {
                 continue
             }
             let local = removalMarks[id]
-            let sameRemoval = local?.remover == mark.remover && local?.signature == mark.signature
+            let sameRemoval = local?.remover == mark.remover && local?.signature == mark.signature && local?.cascading == mark.cascading
             if !sameRemoval { guard mark.isValid(removing: id, removerKey: removerKey) else { throw .badSignature } }
             let introductions = verified(mark.introductions, of: id, held: local?.introductions ?? [])
-            let bare = try RemovalMark(remover: mark.remover, signature: mark.signature)
+            // A cascading mark comes with the removed device's key (its id is the key's hash).
+            let bare = try RemovalMark(remover: mark.remover, signature: mark.signature,
+                                       removedKey: mark.cascading ? mark.removedKey : nil, cascading: mark.cascading)
             var kept: RemovalMark
             if let local {
                 kept = sameRemoval || local.precedes(bare) ? local : bare.keeping(key: local.removedKey, introductions: local.introductions)
@@ -225,6 +261,8 @@ public struct Roster: Hashable, Sendable {
         guard perRemover.values.allSatisfy({ $0 <= Self.maxRemovalsPerRemover }) else { throw .malformed("roster removals per remover") }
         guard result.count <= Self.maxMembers, marks.count <= Self.maxRemovals else { throw .malformed("roster size") }
         var next = Roster(version: version, members: Array(result.values), removalMarks: marks)
+        // Cascade (§7.3): entries newly taken out count as removed too (the caller re-keys).
+        newlyRemoved.formUnion(next.derivedOut.subtracting(derivedOut).subtracting(removalMarks.keys))
         _ = try next.encoded()
         let changed = next.digest != digest
         if changed { next.bumpVersion() }
@@ -247,10 +285,12 @@ public struct Roster: Hashable, Sendable {
     }
 
     /// What a member answers a RingSync with when the other side is not (or no longer) a member
-    /// (§6.2 "Ring sync"): no members, only the tombstone of `id`; nil when `id` is not removed here.
+    /// (§6.2 "Ring sync"): no members, only the tombstone of `id`, or for a device a cascade took
+    /// out, the cascading marks; nil when `id` is neither removed nor taken out here.
     public func removalNotice(for id: DeviceID) -> Roster? {
-        guard let mark = removalMarks[id] else { return nil }
-        return Roster(version: 0, members: [], removalMarks: [id: mark])
+        if let mark = removalMarks[id] { return Roster(version: 0, members: [], removalMarks: [id: mark]) }
+        guard derivedOut.contains(id) else { return nil }
+        return Roster(version: 0, members: [], removalMarks: removalMarks.filter { $0.value.cascading })
     }
 
     /// The local counter saturates at 2⁶³ − 1 (it travels as a non-negative integer).
@@ -258,33 +298,76 @@ public struct Roster: Hashable, Sendable {
         if version < UInt64(Int64.max) { version += 1 }
     }
 
-    /// Members whose removal `bt-pair remove` offers with `root` (§7.4): the largest set of
-    /// members, each reached from `root` through introductions within the set, all of whose
-    /// introducers are `root`, members of the set or removed devices (the chain root → y1 → y2 ...;
-    /// plants that introduce themselves or each other in a cycle stay in it, a member with an
+    /// Members a cascading removal of `root` signed by `me` would take out with it (§7.4,
+    /// `bt-pair remove`): the cascade of §7.3 run as if `root` had such a mark, less what is out
+    /// already. That is the subtree root → y1 → y2 ...: members reached from `root` through
+    /// introductions within the set, all of whose introducers are `root`, in the set or removed
+    /// (plants that introduce themselves or each other in a cycle stay in it, a member with an
     /// introducer outside it does not); never `me`. Ascending by device id, `root` not included.
     public func introducedSubtree(of root: DeviceID, me: DeviceID) -> [DeviceID] {
-        var introduced: [DeviceID: [DeviceID]] = [:]
-        for (id, member) in members { for introduction in member.introductions { introduced[introduction.introducer, default: []].append(id) } }
-        var set = Set(members.keys).subtracting([me, root])
-        while true {
-            // Reached from root through members of the set ...
-            var reached: Set<DeviceID> = []
-            var frontier = [root]
-            while let next = frontier.popLast() {
-                for id in introduced[next] ?? [] where set.contains(id) && reached.insert(id).inserted { frontier.append(id) }
+        // A member, or a device with a plain tombstone (a cascading mark may still follow it).
+        guard let (key, introductions) = members[root].map({ ($0.identityKey, $0.introductions) })
+            ?? removalMarks[root].flatMap({ mark in mark.removedKey.map { ($0, mark.introductions) } }) else { return [] }
+        var marks = removalMarks
+        var held = entries
+        held[root] = nil
+        // Not signed: only the flag, the remover and the key and introductions the cascade reads.
+        marks[root] = try? RemovalMark(remover: me, signature: [UInt8](repeating: 0, count: Ed25519.signatureByteCount),
+                                       removedKey: key, introductions: introductions, cascading: true)
+        return Self.cascade(entries: held, marks: marks).filter { members[$0] != nil && $0 != me }.sorted()
+    }
+
+    /// §7.3 "Cascade": the entries and tombstoned devices a cascading mark takes out, a function
+    /// of the held entries and marks alone. With C the devices whose mark is cascading and T all
+    /// tombstoned devices, S(X) is the largest set of entries and keyed tombstones, none in C or X,
+    /// each reached from C through introductions by devices of C or S(X), every introducer of each
+    /// being in S(X) or T. S0 = S(∅); a remover of a cascading mark in S0 reached (through S0) only
+    /// from devices it removed itself is spared: X = those removers, the result S(X).
+    static func cascade(entries: [DeviceID: RosterMember], marks: [DeviceID: RemovalMark]) -> Set<DeviceID> {
+        var roots: [DeviceID: DeviceID] = [:]
+        for (id, mark) in marks where mark.cascading { roots[id] = mark.remover }
+        guard !roots.isEmpty else { return [] }
+        var introducers: [DeviceID: [DeviceID]] = [:]
+        for (id, entry) in entries { introducers[id] = entry.introductions.map(\.introducer) }
+        for (id, mark) in marks where mark.removedKey != nil && roots[id] == nil { introducers[id] = mark.introductions.map(\.introducer) }
+        var children: [DeviceID: [DeviceID]] = [:]
+        for (id, list) in introducers { for introducer in list { children[introducer, default: []].append(id) } }
+
+        func subtree(sparing spared: Set<DeviceID>) -> Set<DeviceID> {
+            var set = Set(introducers.keys).subtracting(spared)
+            while true {
+                // Reached from C through members of the set ...
+                var reached: Set<DeviceID> = []
+                var frontier = Array(roots.keys)
+                while let next = frontier.popLast() {
+                    for id in children[next] ?? [] where set.contains(id) && reached.insert(id).inserted { frontier.append(id) }
+                }
+                // ... and introduced by nobody but the set and removed devices.
+                let kept = reached.filter { id in introducers[id]!.allSatisfy { reached.contains($0) || marks[$0] != nil } }
+                if kept == set { return set }
+                set = kept
             }
-            // ... and introduced by nobody else but root, the set or removed devices.
-            let kept = reached.filter { id in
-                members[id]!.introductions.allSatisfy { $0.introducer == root || reached.contains($0.introducer) || removalMarks[$0.introducer] != nil }
-            }
-            if kept == set { return set.sorted() }
-            set = kept
         }
+        let first = subtree(sparing: [])
+        // Which removers reach each device of S0 through S0: at most two distinct are kept, which
+        // is enough to tell "only itself" (the count does not depend on the order of the walk).
+        var signers: [DeviceID: [DeviceID]] = [:]
+        var work = roots.map { (node: $0.key, signer: $0.value) }
+        while let (node, signer) = work.popLast() {
+            for id in children[node] ?? [] where first.contains(id) {
+                var held = signers[id] ?? []
+                guard !held.contains(signer), held.count < 2 else { continue }
+                held.append(signer)
+                signers[id] = held
+                work.append((id, signer))
+            }
+        }
+        let spared = Set(roots.values).filter { first.contains($0) && signers[$0] == [$0] }
+        return spared.isEmpty ? first : subtree(sparing: spared)
     }
 
     public var propertyValue: PropertyValue {
-        let list = members.values.sorted { $0.deviceID < $1.deviceID }.map(\.propertyValue)
+        let list = entries.values.sorted { $0.deviceID < $1.deviceID }.map(\.propertyValue)
         let marks = removalMarks.sorted { $0.key < $1.key }.map { id, mark -> PropertyValue in
             if let record = mark.record { return .bytes(record) }
             return .dictionary(["deviceId": .bytes(id.bytes), "removedBy": .bytes(mark.remover.bytes), "signature": .bytes(mark.signature)])

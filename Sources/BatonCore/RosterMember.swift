@@ -58,72 +58,103 @@ public struct Introduction: Hashable, Sendable {
 }
 
 /// A removal mark, or tombstone (§7.3): who removed the device and the remover's Ed25519
-/// signature over `"baton/v1 remove" || removed device id`, with the removed device's identity key
-/// (so the marks and introductions it signed while a member stay checkable) and the introductions
+/// signature over `"baton/v1 remove" || removed device id` (a plain mark) or
+/// `"baton/v1 remove subtree" || removed device id` (a cascading mark: it also removes what the
+/// device introduced, now and later, §7.3 "Cascade"), with the removed device's identity key (so
+/// the marks and introductions it signed while a member stay checkable) and the introductions
 /// that made it a member (so a receiver that never knew it can tell it was one, and "introduced
-/// by" survives). Marks kept from before v1 rosters carried keys have neither (`removedKey` nil).
+/// by" survives). Marks kept from before v1 rosters carried keys have neither (`removedKey` nil)
+/// and are always plain.
 public struct RemovalMark: Hashable, Sendable {
     public let remover: DeviceID
     public let signature: [UInt8]
     public let removedKey: [UInt8]?
     public let introductions: [Introduction]
+    /// The mark also removes every member of the removed device's introduced subtree (§7.3).
+    public let cascading: Bool
 
-    public init(remover: DeviceID, signature: [UInt8], removedKey: [UInt8]? = nil, introductions: [Introduction] = []) throws(WireError) {
+    public init(remover: DeviceID, signature: [UInt8], removedKey: [UInt8]? = nil, introductions: [Introduction] = [],
+                cascading: Bool = false) throws(WireError) {
         guard signature.count == Ed25519.signatureByteCount else { throw .malformed("roster removed entry") }
         guard removedKey == nil || removedKey?.count == 32 else { throw .malformed("roster removed entry") }
+        // The legacy dictionary form (no key) is plain only.
+        guard !cascading || removedKey != nil else { throw .malformed("roster removed entry") }
         self.remover = remover
         self.signature = signature
         self.removedKey = removedKey
         self.introductions = removedKey == nil ? [] : Introduction.union(introductions, [])
+        self.cascading = cascading
     }
 
     /// The same mark with the removed device's key and introductions (what a tombstone keeps).
     public func keeping(key: [UInt8]?, introductions more: [Introduction]) -> RemovalMark {
         let key = removedKey ?? key
         return (try? RemovalMark(remover: remover, signature: signature, removedKey: key,
-                                 introductions: Introduction.union(introductions, more))) ?? self
+                                 introductions: Introduction.union(introductions, more), cascading: cascading)) ?? self
     }
 
-    /// Compact form (§7.3): `identityKey of the removed (32) || removedBy (16) || signature (64) || introductions (80 each)`.
+    /// Compact form (§7.3): `identityKey of the removed (32) || removedBy (16) || signature (64)
+    /// || [0x01 when cascading] || introductions (80 each)`.
     var record: [UInt8]? {
         guard let removedKey else { return nil }
-        return removedKey + remover.bytes + signature + introductions.flatMap(\.record)
+        return removedKey + remover.bytes + signature + (cascading ? [Self.cascadingFlag] : []) + introductions.flatMap(\.record)
     }
 
     static let recordHeaderByteCount = 32 + DeviceID.byteCount + Ed25519.signatureByteCount
+    static let cascadingFlag: UInt8 = 0x01
 
-    /// Parses the compact form; returns the removed device id with the mark.
+    /// Parses the compact form; returns the removed device id with the mark. A record of
+    /// 112 + 80·n bytes is plain, one of 113 + 80·n bytes carries the flag byte 0x01 after the
+    /// signature; any other length or flag is malformed.
     static func parse(record bytes: [UInt8]) throws(WireError) -> (DeviceID, RemovalMark) {
         guard bytes.count >= recordHeaderByteCount else { throw .malformed("roster removed entry") }
         let key = Array(bytes[0..<32])
         let remover = try DeviceID(bytes: Array(bytes[32..<48]))
         let signature = Array(bytes[48..<recordHeaderByteCount])
-        let introductions = try Introduction.records(Array(bytes[recordHeaderByteCount...]))
+        let cascading = (bytes.count - recordHeaderByteCount) % Introduction.recordByteCount == 1
+        if cascading { guard bytes[recordHeaderByteCount] == cascadingFlag else { throw .malformed("roster removed entry") } }
+        let introductions = try Introduction.records(Array(bytes[(recordHeaderByteCount + (cascading ? 1 : 0))...]))
         guard Set(introductions.map(\.introducer)).count == introductions.count else { throw .malformed("roster introductions") }
-        return (DeviceID(identityKey: key), try RemovalMark(remover: remover, signature: signature, removedKey: key, introductions: introductions))
+        return (DeviceID(identityKey: key), try RemovalMark(remover: remover, signature: signature, removedKey: key,
+                                                            introductions: introductions, cascading: cascading))
     }
 
-    static func signingInput(removed id: DeviceID) -> [UInt8] { "baton/v1 remove".utf8Bytes + id.bytes }
+    static func signingInput(removed id: DeviceID, cascading: Bool = false) -> [UInt8] {
+        (cascading ? "baton/v1 remove subtree" : "baton/v1 remove").utf8Bytes + id.bytes
+    }
 
+    /// A plain mark without the removed device's key (a cascading mark always keeps it).
     public static func make(removing id: DeviceID, by remover: Ed25519PrivateKey) throws(WireError) -> RemovalMark {
         guard let signature = try? remover.signature(for: signingInput(removed: id)) else { throw .badSignature }
         return try RemovalMark(remover: DeviceID(identityKey: remover.publicKey), signature: signature)
     }
 
     /// The tombstone of `member`, removed by `remover`: its key and introductions stay.
-    public static func make(removing member: RosterMember, by remover: Ed25519PrivateKey) throws(WireError) -> RemovalMark {
-        try make(removing: member.deviceID, by: remover).keeping(key: member.identityKey, introductions: member.introductions)
+    public static func make(removing member: RosterMember, by remover: Ed25519PrivateKey, cascading: Bool = false) throws(WireError) -> RemovalMark {
+        try make(removingKey: member.identityKey, introductions: member.introductions, by: remover, cascading: cascading)
     }
 
-    /// The order §7.3 keeps one mark per removed device by: the lower `removedBy`, then the lower signature.
+    /// The tombstone of the device with identity key `key` and these introductions.
+    public static func make(removingKey key: [UInt8], introductions: [Introduction], by remover: Ed25519PrivateKey,
+                            cascading: Bool = false) throws(WireError) -> RemovalMark {
+        guard let signature = try? remover.signature(for: signingInput(removed: DeviceID(identityKey: key), cascading: cascading)) else {
+            throw .badSignature
+        }
+        return try RemovalMark(remover: DeviceID(identityKey: remover.publicKey), signature: signature, removedKey: key,
+                               introductions: introductions, cascading: cascading)
+    }
+
+    /// The order §7.3 keeps one mark per removed device by: a cascading mark before a plain one,
+    /// then the lower `removedBy`, then the lower signature.
     func precedes(_ other: RemovalMark) -> Bool {
+        if cascading != other.cascading { return cascading }
         if remover != other.remover { return remover < other.remover }
         return signature.lexicographicallyPrecedes(other.signature)
     }
 
     public func isValid(removing id: DeviceID, removerKey: [UInt8]) -> Bool {
         DeviceID(identityKey: removerKey) == remover
-            && Ed25519.isValidSignature(signature, for: Self.signingInput(removed: id), publicKey: removerKey)
+            && Ed25519.isValidSignature(signature, for: Self.signingInput(removed: id, cascading: cascading), publicKey: removerKey)
     }
 }
 
@@ -191,8 +222,10 @@ public struct RosterMember: Hashable, Sendable {
 
     /// The same entry with exactly these introductions.
     public func with(introductions: [Introduction]) -> RosterMember {
+        // Unchanged: no need to check the signature again (merges keep most entries as they are).
+        if Introduction.union(introductions, []) == self.introductions { return self }
         // The self-signature does not cover the introductions, so it stays valid.
-        try! RosterMember(name: name, identityKey: identityKey, secret: secret, signature: signature, introductions: introductions)
+        return try! RosterMember(name: name, identityKey: identityKey, secret: secret, signature: signature, introductions: introductions)
     }
 
     /// The entry with its key moved forward to `day` (§3.1); nil when the chain does not cover it.

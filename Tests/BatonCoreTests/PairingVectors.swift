@@ -51,6 +51,8 @@ extension ProtocolVectors {
     struct RosterMergeVector: Codable, Equatable {
         var comment: String, me: String, anchor: String?, local: String, received: [String]
         var result: String?, digest: String?, newlyRemoved: [String], error: String?
+        /// The members after the merge (ascending device ids): `result`'s entries less those a cascade takes out.
+        var members: [String]?
     }
     struct ReplayVector: Codable, Equatable {
         var comment: String, adverts: [String], outcomes: [String]
@@ -205,10 +207,12 @@ enum PairingVectorSource {
 
     /// A roster of `members` with the tombstones `removed` (name → remover's name), made as a
     /// device removes a member (§7.4): the tombstone keeps the key and introductions.
-    static func roster(_ version: UInt64, _ members: [String], removed: [(String, String)] = []) throws -> Roster {
+    static func roster(_ version: UInt64, _ members: [String], removed: [(String, String)] = [],
+                       cascading: [(String, String)] = []) throws -> Roster {
         let all = try rosterMembers()
-        var roster = Roster(version: version, members: (members + removed.map(\.0)).map { all[$0]!.0 })
+        var roster = Roster(version: version, members: (members + (removed + cascading).map(\.0)).map { all[$0]!.0 })
         for (name, remover) in removed { try roster.removing(rosterID(name), by: rosterKey(remover)) }
+        for (name, remover) in cascading { try roster.removing(rosterID(name), by: rosterKey(remover), withIntroduced: true) }
         roster.version = version
         return roster
     }
@@ -252,7 +256,8 @@ enum PairingVectorSource {
             return .init(comment: comment, me: hex(rosterID(me).bytes), anchor: anchor.map { hex(rosterID($0).bytes) },
                          local: hex(try local.encoded()), received: try received.map { hex(try $0.encoded()) },
                          result: failure == nil ? hex(try roster.encoded()) : nil, digest: failure == nil ? hex(roster.digest) : nil,
-                         newlyRemoved: newlyRemoved.sorted().map { hex($0.bytes) }, error: failure)
+                         newlyRemoved: newlyRemoved.sorted().map { hex($0.bytes) }, error: failure,
+                         members: failure == nil ? roster.members.keys.sorted().map { hex($0.bytes) } : nil)
         }
         let three = try roster(3, ["laptop", desk, "thief"])
         let byThief = try roster(4, [desk, "thief"], removed: [("laptop", "thief")])
@@ -275,6 +280,13 @@ enum PairingVectorSource {
         let oldEntry = try rosterMembers()["old"]!.0
         let unvouched = Roster(version: 5, members: [try rosterMembers()["laptop"]!.0, try rosterMembers()[desk]!.0,
                                                      oldEntry.with(introductions: [try Introduction(introducer: rosterID("laptop"), signature: oldEntry.introductions[0].signature)])])
+        // laptop's plain tombstone of phone with the cascading flag set.
+        let plain = try roster(4, ["laptop", desk, "phone", "old"], removed: [("phone", "laptop")])
+        let plainMark = plain.removalMarks[rosterID("phone")]!
+        let flipped = Roster(version: 4, members: Array(plain.entries.values),
+                             removalMarks: [rosterID("phone"): try RemovalMark(remover: plainMark.remover, signature: plainMark.signature,
+                                                                               removedKey: plainMark.removedKey, introductions: plainMark.introductions,
+                                                                               cascading: true)])
         return try [
             vector("a member paired in elsewhere joins: thief, introduced by laptop", roster(2, ["laptop", desk]), [roster(6, ["laptop", desk, "thief"])]),
             vector("thief and owner remove each other, thief's roster first: both are out", three, [byThief, byOwner]),
@@ -286,6 +298,17 @@ enum PairingVectorSource {
             vector("an introduction that does not verify is dropped; the entry stays", three, [withForgedIntroduction]),
             vector("a removal mark that does not verify refuses the whole roster", three, [selfSigned]),
             vector("a new member whose only introduction does not verify is left out: nothing changes", roster(2, ["laptop", desk]), [unvouched]),
+            vector("a cascading mark: laptop removes phone with what it introduced; old, which only phone introduced, is out without a tombstone (its entry stays in members)",
+                   roster(3, ["laptop", desk, "phone", "old"]), [roster(4, ["laptop", desk, "phone", "old"], cascading: [("phone", "laptop")])]),
+            vector("a plain and a cascading mark for one device by different removers: the cascading one is kept, in either order",
+                   roster(2, ["laptop", desk, "phone", "old"]),
+                   [roster(4, ["laptop", desk, "phone", "old"], removed: [("phone", desk)]),
+                    roster(4, ["laptop", desk, "phone", "old"], cascading: [("phone", "laptop")])]),
+            vector("the remover is spared by its own cascade: phone removes laptop with what it introduced; Schreibtisch-Ü, tablet and thief go, phone (introduced by laptop) and old stay",
+                   me: "old", roster(3, ["laptop", desk, "tablet", "phone", "old", "thief"]),
+                   [roster(8, [desk, "tablet", "phone", "old", "thief"], cascading: [("laptop", "phone")])]),
+            vector("a plain mark turned into a cascading one does not verify: the whole roster is refused", roster(3, ["laptop", desk, "phone", "old"]),
+                   [flipped]),
             vector("pairing: the peer's roster, its members vouched for from the peer (the anchor) on", anchor: "laptop", roster(1, [desk]),
                    [roster(5, ["laptop", "thief"], removed: [("phone", "laptop")])]),
         ]

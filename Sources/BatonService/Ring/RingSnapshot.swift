@@ -27,15 +27,17 @@ public struct RingSnapshot: Sendable {
     }
 
     /// Identity keys of every member but this device: the TLS pins.
-    /// Identity keys of removed devices (tombstones that keep one): they may still connect, but
-    /// only to deliver a RingSync (its marks count, §7.3) and to learn that they were removed.
+    /// Identity keys of removed devices (tombstones that keep one) and of devices a cascading mark
+    /// took out (§7.3): they may still connect, but only to deliver a RingSync (its marks count)
+    /// and to learn that they were removed.
     public var removedKeys: [DeviceID: [UInt8]] {
         var out: [DeviceID: [UInt8]] = [:]
         for (id, mark) in roster.removalMarks { if let key = mark.removedKey { out[id] = key } }
+        for id in roster.derivedOut { if let entry = roster.entries[id] { out[id] = entry.identityKey } }
         return out
     }
 
-    public func wasMember(_ id: DeviceID) -> Bool { roster.removalMarks[id]?.removedKey != nil }
+    public func wasMember(_ id: DeviceID) -> Bool { roster.removalMarks[id]?.removedKey != nil || roster.derivedOut.contains(id) }
 
     public var memberKeys: [DeviceID: [UInt8]] {
         var keys: [DeviceID: [UInt8]] = [:]
