@@ -48,9 +48,17 @@ extension BatonConnection {
         return try sessionPath(reply, "Pair")
     }
 
-    /// Pairing1.Remove: removes a member (name, short id or device id); the others re-key.
-    public func removeMember(_ device: String) async throws(BatonClientError) {
-        _ = try await callRing(BatonInterface.pairing, "Remove", [.string(device)])
+    /// Pairing1.Remove: removes a member (name, short id or device id); the others re-key. With
+    /// `withIntroduced` (Pairing1.RemoveWithIntroduced) one signed mark also removes what it
+    /// introduced, now and later.
+    public func removeMember(_ device: String, withIntroduced: Bool = false) async throws(BatonClientError) {
+        _ = try await callRing(BatonInterface.pairing, withIntroduced ? "RemoveWithIntroduced" : "Remove", [.string(device)])
+    }
+
+    /// Pairing1.ListIntroduced: the members removing `device` with what it introduced takes out now.
+    public func introducedMembers(_ device: String) async throws(BatonClientError) -> [RingMember] {
+        let reply = try await callRing(BatonInterface.pairing, "ListIntroduced", [.string(device)])
+        return try decoding { () throws(BatonAPIError) in try RingMember.list(reply) }
     }
 
     /// Pairing1.Discover: machines waiting in Accept, browsed for `seconds` (1-30).

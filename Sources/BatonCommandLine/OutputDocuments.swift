@@ -110,9 +110,11 @@ public enum OutputDocument {
     }
 
     /// `bt-pair --json remove`: `introduced` are the short ids of the members the removed one paired
-    /// into the ring; `alsoRemoved` says whether they were removed too (--yes).
+    /// into the ring (transitively, those a removal with what it introduced takes out now);
+    /// `alsoRemoved` says whether it was removed with what it introduced (--yes: one cascading mark,
+    /// which also takes out what it pairs in later).
     public static func removed(device: String, introduced: [String] = [], alsoRemoved: Bool = false) -> JSONValue {
         .object([("Result", .string("removed")), ("Device", .string(device)), ("Introduced", .array(introduced.map { .string($0) })),
-                 ("IntroducedRemoved", .boolean(alsoRemoved && !introduced.isEmpty))])
+                 ("IntroducedRemoved", .boolean(alsoRemoved))])
     }
 }

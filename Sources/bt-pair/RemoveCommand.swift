@@ -3,14 +3,15 @@ import BatonAPI
 import BatonClient
 import BatonCommandLine
 
-/// `bt-pair remove DEVICE`: removes a member; the others re-key. The members it paired into the
-/// ring (learned from it) are offered for removal too: asked, removed with --yes, listed with --json.
+/// `bt-pair remove DEVICE`: removes a member; the others re-key. Asked first (--yes: without
+/// asking) whether to remove it with what it introduced: one signed mark then also removes the
+/// members it paired into the ring, transitively, and whatever it or they pair in later.
 struct RemoveCommand: Subcommand {
     static let name = "remove"
     static let summary = "remove a member (its name, short id or device id); the others re-key"
     static let synopsis = "DEVICE [--yes]"
     static let details = """
-          --yes         also remove the members DEVICE paired into the ring, without asking
+          --yes         also remove what DEVICE paired into the ring, now and later, without asking
         """
 
     var device: String
@@ -35,25 +36,23 @@ struct RemoveCommand: Subcommand {
     func run(_ context: CommandContext) async throws(BatonClientError) -> Int32 {
         let connection = try context.connect()
         defer { connection.close() }
-        let members = try await connection.ringMembers()
-        let target = members.filter { [$0.name, $0.shortID, $0.deviceID].contains(device) && !$0.isSelf }
-        let introduced = target.count == 1 ? members.filter { !$0.isSelf && $0.introducedBy == target[0].shortID } : []
-        try await connection.removeMember(device)
-        var alsoRemove = yes
-        if !introduced.isEmpty, !yes, !context.output.json {
+        // What a removal with what DEVICE introduced takes out now (also resolves DEVICE: an unknown
+        // or ambiguous one fails here, before anything is asked or removed).
+        let introduced = try await connection.introducedMembers(device)
+        var withIntroduced = yes
+        if !yes, !context.output.json {
             let names = introduced.map { "\($0.name) (\($0.shortID))" }.joined(separator: ", ")
-            context.output.message("Removed \(device); the ring re-keys.")
-            Output.write("\(device) paired these into the ring: \(names). Remove them too? [y/N] ", to: .standardError)
+            let now = introduced.isEmpty ? "It paired no member that is still in the ring." : "It paired these into the ring: \(names)."
+            Output.write("Removing \(device). \(now) Also remove everything \(device) paired in, now and later "
+                         + "(one signed removal; say no if you know those machines)? [y/N] ", to: .standardError)
             let answer = (await PairingFollower.readAnswer() ?? "").whitespaceTrimmed.lowercased()
-            alsoRemove = answer == "y" || answer == "yes"
+            withIntroduced = answer == "y" || answer == "yes"
         }
-        if alsoRemove {
-            for member in introduced { try await connection.removeMember(member.deviceID) }
-        }
-        let removedText = alsoRemove && !introduced.isEmpty
-            ? "Removed \(device) and the \(introduced.count) member(s) it paired in; the ring re-keys."
+        try await connection.removeMember(device, withIntroduced: withIntroduced)
+        let removedText = withIntroduced
+            ? "Removed \(device) and everything it paired in (\(introduced.count) member(s) now, and any later); the ring re-keys."
             : "Removed \(device); the ring re-keys."
-        context.output.result(json: OutputDocument.removed(device: device, introduced: introduced.map(\.shortID), alsoRemoved: alsoRemove),
+        context.output.result(json: OutputDocument.removed(device: device, introduced: introduced.map(\.shortID), alsoRemoved: withIntroduced),
                               text: removedText, compact: true)
         return PairExit.ok
     }

@@ -208,6 +208,29 @@ struct PairingDefenceTests {
         await c.stop()
     }
 
+    /// Issue 23: `bt-pair remove beta` with what it introduced signs one cascading mark; gamma,
+    /// which only beta paired, leaves alpha's ring with it, and alpha (which beta paired too) stays.
+    @Test func removingWithWhatItIntroducedSignsOneMark() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let a = try await BusLessNode.start(in: directory, name: "alpha")
+        let b = try await BusLessNode.start(in: directory, name: "beta"), c = try await BusLessNode.start(in: directory, name: "gamma")
+        let ab = try await pairWithoutBus(a.pairing, b.pairing)
+        #expect(await finished(a.pairing, ab.pathA)?.stateName == "paired")
+        let bc = try await pairWithoutBus(b.pairing, c.pairing)
+        #expect(await finished(b.pairing, bc.pathA)?.stateName == "paired")
+        let idA = await a.ring.deviceID, idB = await b.ring.deviceID, idC = await c.ring.deviceID
+        #expect(await eventually(timeout: .seconds(10)) { await a.ring.isMember(idC) })
+        #expect(try await a.ring.introduced(by: "beta").map(\.deviceID) == [idC])
+        try await a.ring.remove("beta", withIntroduced: true)
+        let roster = await a.ring.snapshot().roster
+        #expect(Set(roster.members.keys) == [idA])
+        #expect(roster.removalMarks.count == 1 && roster.removalMarks[idB]?.cascading == true && roster.derivedOut == [idC])
+        #expect(await a.ring.memberSummaries().map(\.deviceID) == [idA])
+        await a.stop()
+        await b.stop()
+        await c.stop()
+    }
+
     @Test func membersLearnedFromAnotherShowTheirIntroducer() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let a = try await BusLessNode.start(in: directory, name: "alpha")

@@ -52,6 +52,8 @@ run("Ring1.Continue", lambda: call(RING, "org.baton.Ring1", "Continue", "ss", ["
 run("Pairing1.Accept", accept)
 run("Pairing1.Pair", lambda: call(RING, "org.baton.Pairing1", "Pair", "sa{sv}", ["127.0.0.1:1", {"SessionId": "00" * 8}]))
 run("Pairing1.Remove", lambda: call(RING, "org.baton.Pairing1", "Remove", "s", ["no-such-member"]))
+run("Pairing1.RemoveWithIntroduced", lambda: call(RING, "org.baton.Pairing1", "RemoveWithIntroduced", "s", ["no-such-member"]))
+run("Pairing1.ListIntroduced", lambda: call(RING, "org.baton.Pairing1", "ListIntroduced", "s", ["no-such-member"]))
 run("Pairing1.Discover", lambda: call(RING, "org.baton.Pairing1", "Discover", "u", [1]))
 run("PairingSession1.Confirm (own session)", own_session("Confirm", "b", [True]))
 run("PairingSession1.Cancel (own session)", own_session("Cancel"))

@@ -4,7 +4,8 @@ import BatonCore
 import BatonDBus
 import BatonTransport
 
-/// org.baton.Pairing1: Accept, Pair, Remove, Discover. Every method needs the pairing privilege.
+/// org.baton.Pairing1: Accept, Pair, Remove, RemoveWithIntroduced, ListIntroduced, Discover. Every
+/// method needs the pairing privilege.
 extension RingBus {
     func pairing1Interface() -> DBusInterface {
         DBusInterface(BatonInterface.pairing, methods: [
@@ -50,6 +51,20 @@ extension RingBus {
                 let ring = self.ring, device = call.arguments.first?.stringValue ?? ""
                 try await mappingFailures { () throws(ServiceFailure) in try await ring.remove(device) }
                 return []
+            },
+            DBusMethod("RemoveWithIntroduced", in: [DBusArgument("device", "s")]) { [weak self] call in
+                guard let self else { return [] }
+                _ = try await self.requirePrivilege(call.sender)
+                let ring = self.ring, device = call.arguments.first?.stringValue ?? ""
+                try await mappingFailures { () throws(ServiceFailure) in try await ring.remove(device, withIntroduced: true) }
+                return []
+            },
+            DBusMethod("ListIntroduced", in: [DBusArgument("device", "s")], out: [DBusArgument("members", "aa{sv}")]) { [weak self] call in
+                guard let self else { return [] }
+                _ = try await self.requirePrivilege(call.sender)
+                let ring = self.ring, device = call.arguments.first?.stringValue ?? ""
+                let members = try await mappingFailures { () throws(ServiceFailure) in try await ring.introduced(by: device) }
+                return [.array(elementSignature: "a{sv}", members.map { RingBus.ringMember($0).dbusValue })]
             },
             DBusMethod("Discover", in: [DBusArgument("seconds", "u")], out: [DBusArgument("endpoints", "aa{sv}")]) { [weak self] call in
                 guard let self else { return [] }

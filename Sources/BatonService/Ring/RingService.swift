@@ -327,25 +327,31 @@ public actor RingService {
         if due { try? store.savePeers(peers) }
     }
 
-    /// The members `text` (one member) paired into the ring, so `bt-pair remove` can offer them too.
+    /// The members a removal of `text` (one member) with what it introduced takes out now
+    /// (§7.4), so `bt-pair remove` can list them before it asks.
     func introduced(by text: String) throws(ServiceFailure) -> [MemberSummary] {
         let member = try requireMember(text)
         let ids = Set(keeper.introduced(by: member.deviceID))
         return memberSummaries().filter { ids.contains($0.deviceID) && !$0.isSelf }
     }
 
-    func remove(_ text: String) async throws(ServiceFailure) {
+    /// Removes a member; `withIntroduced`: with one cascading mark, also what it introduced, now
+    /// and later (§7.3 "Cascade"). The members that leaves are dropped from the peers too.
+    func remove(_ text: String, withIntroduced: Bool = false) async throws(ServiceFailure) {
         let member = try requireMember(text)
         guard member.deviceID != keeper.deviceID else { throw .unknownDevice("no single ring member matches") }
+        let before = Set(keeper.state.roster.members.keys)
         let actions: [RingKeeper.Action]
-        do { actions = try keeper.removeMember(member.deviceID, random: SystemRandom()) } catch {
+        do { actions = try keeper.removeMember(member.deviceID, withIntroduced: withIntroduced, random: SystemRandom()) } catch {
             throw .limitExceeded("\(member.name) was not removed: this machine has removed as many devices as one member may "
                                  + "(\(Roster.maxRemovalsPerRemover)) or the ring's roster is full; remove it from another member")
         }
-        peers[member.deviceID] = nil
+        let gone = before.subtracting(keeper.state.roster.members.keys)
+        for id in gone { peers[id] = nil }
         try? store.savePeers(peers)
         await apply(actions)
-        log("batond: removed \(member.deviceID.shortForm) from the ring")
+        log(gone.count > 1 ? "batond: removed \(member.deviceID.shortForm) and \(gone.count - 1) member(s) it introduced from the ring"
+                           : "batond: removed \(member.deviceID.shortForm) from the ring")
     }
 }
 
