@@ -111,7 +111,8 @@ out += ["", "Merges (§7.3) by the member named by `me` (device ids as above: la
         "thief `11`…, each byte repeated 32 times, keys of day 20833). The receiver holds `local`, merges each",
         "`received` roster in the order given (the first from the pairing peer `anchor` when one is named), and",
         "holds `result` with `digest`, or refuses the first merge that fails with `error` and keeps `local`.",
-        "`newly removed` lists the device ids that became removed (each makes the receiver re-key, §7.4). Merging",
+        "`newly removed` lists the device ids that became removed (each makes the receiver re-key, §7.4), `members`",
+        "the members after the merge (the entries of `result` less those a cascade takes out, §7.3 step 5a). Merging",
         "the received rosters in any other order, or each twice, gives the same digest.", ""]
 for m in v["rosterMerges"]:
     out.append(f"- {m['comment']}: me `{m['me']}`" + (f", anchor `{m['anchor']}`" if m.get("anchor") else ""))
