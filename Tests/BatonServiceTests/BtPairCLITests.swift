@@ -191,10 +191,22 @@ func json(_ line: String?) -> [String: Any] {
         let (tableStatus, table, _) = try await runTool(tool, ["--bus", bus.address, "--bus-name", b.busName])
         #expect(tableStatus == 0 && table.contains("alpha") && table.contains("(this machine)"))
 
-        let (removeStatus, removeOut, _) = try await runTool(tool, common + ["--bus-name", b.busName, "remove", "alpha"])
-        #expect(removeStatus == 0)
-        #expect(json(removeOut) as NSDictionary == ["Result": "removed", "Device": "alpha", "Introduced": [String](),
-                                                    "IntroducedRemoved": false] as NSDictionary)
+        // Issue 23: remove asks first, before anything is removed, whether to remove alpha with what it
+        // paired in, now and later; "y" signs one cascading mark.
+        let idA = await a.service.deviceID
+        let asking = try RunningTool(tool, ["--bus", bus.address, "--bus-name", b.busName, "remove", "alpha"])
+        var prompt = ""
+        for _ in 0..<200 where !prompt.contains("[y/N]") {
+            try? await Task.sleep(for: .milliseconds(50))
+            prompt = asking.stderr
+        }
+        #expect(prompt.contains("Also remove everything alpha paired in, now and later"), "\(prompt)")
+        #expect(await b.service.snapshot().isMember(idA), "nothing is removed before the answer")
+        asking.send("y\n")
+        #expect(await asking.status() == 0)
+        #expect(await asking.nextLine()?.contains("Removed alpha and everything it paired in") == true)
+        let marks = await b.service.snapshot().roster.removalMarks
+        #expect(marks.count == 1 && marks[idA]?.cascading == true)
         #expect(try await runTool(tool, common + ["--bus-name", b.busName, "remove", "alpha"]).0 == 4)
     }
 
