@@ -1016,7 +1016,7 @@ def check_channel_proofs(check, proofs):
 
 
 def roster_value(version, members, removed):
-    """§7.3: members as (name, identity seed, (S_day, day, commitment), generation, introducer seed or None), removed as
+    """§7.3: members as (name, identity seed, (S_day, day, commitment), generation, introducer seed, (introducer id, signature) or None), removed as
     (device id, remover seed); every signature made here from the seeds; sorted as senders sort them."""
     entries = []
     for name, seed, (secret, day, commitment), generation, introducer in members:
@@ -1024,7 +1024,9 @@ def roster_value(version, members, removed):
         entry = {"deviceId": device_id_of(key), "name": name, "identityKey": key, "secret": secret, "generation": generation,
                  "day": day, "commitment": commitment,
                  "signature": sign(seed, member_signed_bytes(name, key, commitment, generation))}
-        if introducer is not None:
+        if isinstance(introducer, tuple):  # (introducer id, signature) of a device removed since
+            entry["introducedBy"], entry["introduction"] = introducer
+        elif introducer is not None:
             entry["introducedBy"] = device_id_of(identity_public(introducer))
             entry["introduction"] = sign(introducer, introduction_signed_bytes(key))
         entries.append(entry)
@@ -1116,13 +1118,20 @@ def check_rosters(check, rosters):
             check.equal(f"{name}: {m['name']} key leads to the commitment", chain_end(h(m["secret"]), m["day"], h(m["commitment"])) is not None, True)
             check.equal(f"{name}: {m['name']} signed bytes", signed.hex(), m["signedBytes"])
             check.equal(f"{name}: {m['name']} signature", sign(h(m["identitySeed"]), signed).hex(), m["signature"])
+        removed_keys = {mark["deviceId"]: h(mark["identityKey"]) for mark in vector["removed"]}
         for m in vector["members"]:
             introducer = seeds.get(m.get("introducedBy") or "")
-            check.equal(f"{name}: {m['name']} introducer is a member", m.get("introducedBy") is None or introducer is not None, True)
+            key = identity_public(h(m["identitySeed"]))
+            if introducer is None and m.get("introducedBy") in removed_keys:
+                # Introduced by a device removed since (its tombstone keeps its key): checked, not re-made.
+                check.equal(f"{name}: {m['name']} introduction by a removed device verifies",
+                            ed25519_verifies(removed_keys[m["introducedBy"]], h(m["introduction"]), introduction_signed_bytes(key)), True)
+                introducer = (h(m["introducedBy"]), h(m["introduction"]))
+            check.equal(f"{name}: {m['name']} introducer is or was a member", m.get("introducedBy") is None or introducer is not None, True)
             if introducer is not None:
-                key = identity_public(h(m["identitySeed"]))
                 check.equal(f"{name}: {m['name']} introduction signed bytes", introduction_signed_bytes(key).hex(), m["introductionSignedBytes"])
-                check.equal(f"{name}: {m['name']} introduction", sign(introducer, introduction_signed_bytes(key)).hex(), m["introduction"])
+                if not isinstance(introducer, tuple):
+                    check.equal(f"{name}: {m['name']} introduction", sign(introducer, introduction_signed_bytes(key)).hex(), m["introduction"])
             members.append((m["name"], h(m["identitySeed"]), (h(m["secret"]), m["day"], h(m["commitment"])), m["generation"], introducer))
         # Tombstones keep the removed device's key and introductions (§7.3): signatures are checked
         # under the keys the roster holds, members' and tombstones' alike (a removed device's
@@ -1132,18 +1141,21 @@ def check_rosters(check, rosters):
         records = []
         for mark in vector["removed"]:
             check.equal(f"{name}: tombstone {mark['deviceId']} device id", device_id_of(h(mark["identityKey"])).hex(), mark["deviceId"])
-            check.equal(f"{name}: removal signed bytes", removal_signed_bytes(h(mark["deviceId"])).hex(), mark["signedBytes"])
+            cascading = mark.get("cascading", False)
+            check.equal(f"{name}: removal signed bytes", removal_signed_bytes(h(mark["deviceId"]), cascading).hex(), mark["signedBytes"])
             remover_key = keys.get(mark["removedBy"])
             check.equal(f"{name}: remover of {mark['deviceId']} was a member", remover_key is not None, True)
             if remover_key is not None:
-                check.equal(f"{name}: removal signature verifies", ed25519_verifies(remover_key, h(mark["signature"]), removal_signed_bytes(h(mark["deviceId"]))), True)
+                check.equal(f"{name}: removal signature verifies",
+                            ed25519_verifies(remover_key, h(mark["signature"]), removal_signed_bytes(h(mark["deviceId"]), cascading)), True)
                 if mark["removedBy"] in seeds:
-                    check.equal(f"{name}: removal signature", sign(seeds[mark["removedBy"]], removal_signed_bytes(h(mark["deviceId"]))).hex(), mark["signature"])
+                    check.equal(f"{name}: removal signature",
+                                sign(seeds[mark["removedBy"]], removal_signed_bytes(h(mark["deviceId"]), cascading)).hex(), mark["signature"])
             for intro in mark["introductions"]:
                 introducer_key = keys.get(intro["introducedBy"])
                 check.equal(f"{name}: tombstone {mark['deviceId']} introduction verifies", introducer_key is not None and
                             ed25519_verifies(introducer_key, h(intro["signature"]), introduction_signed_bytes(h(mark["identityKey"]))), True)
-            record = h(mark["identityKey"]) + h(mark["removedBy"]) + h(mark["signature"]) + \
+            record = h(mark["identityKey"]) + h(mark["removedBy"]) + h(mark["signature"]) + (b"\x01" if cascading else b"") + \
                 b"".join(h(i["introducedBy"]) + h(i["signature"]) for i in sorted(mark["introductions"], key=lambda i: i["introducedBy"]))
             check.equal(f"{name}: tombstone record", record.hex(), mark["record"])
             records.append((h(mark["deviceId"]), record))
@@ -1158,6 +1170,8 @@ def check_rosters(check, rosters):
                     (vector["version"], sorted(m["deviceId"] for m in vector["members"]), sorted(d["deviceId"] for d in vector["removed"])))
         check.equal(f"{name}: re-encode", encode_value(fields).hex(), vector["roster"])
         check.equal(f"{name}: digest", roster_digest(state).hex(), vector["digest"])
+        check.equal(f"{name}: taken out by a cascade (§7.3 step 5a)", sorted(i.hex() for i in cascade(state["members"], state["removed"])),
+                    vector.get("takenOut", []))
         check.equal(f"{name}: encoded from its parts", encode_value(roster_state_value(state)).hex(), vector["roster"])
 
 

@@ -84,7 +84,8 @@ out += ["", "### 10.10 Rosters and RingSync", "",
         "(the generation's root, issued that day), commitment and generation; each entry's signature (§7.3) is by its own seed, an introduction by the introducer's seed,",
         "a removal mark by the remover's seed. Ed25519 signatures are deterministic. A tombstone keeps the removed",
         "device's identity key and introductions and travels as the bytes `record` (§7.3); `digest` is the roster",
-        "digest of §7.3 step 7 (Hello carries its first 8 bytes).", ""]
+        "digest of §7.3 step 7 (Hello carries its first 8 bytes). `members` lists the entries the roster carries;",
+        "the ones a cascading mark takes out (§7.3 step 5a) are named after the tombstones.", ""]
 for r in v["rosters"]:
     def member_line(m):
         text = (f"\"{m['name']}\" (seed `{m['identitySeed']}`, device id `{m['deviceId']}`, secret `{m['secret']}` of day {m['day']}, "
@@ -93,7 +94,9 @@ for r in v["rosters"]:
             text += f", introduced by `{m['introducedBy']}`"
         return text + ")"
     out.append(f"- {r['comment']}: version {r['version']}, members " + "; ".join(member_line(m) for m in r["members"])
-               + ", removed " + (", ".join(f"`{d['deviceId']}` (identity key `{d['identityKey']}`) by `{d['removedBy']}`" for d in r["removed"]) or "none"))
+               + ", removed " + (", ".join(f"`{d['deviceId']}` (identity key `{d['identityKey']}`) by `{d['removedBy']}`"
+                                          + (" (cascading)" if d.get("cascading") else "") for d in r["removed"]) or "none")
+               + (", taken out by the cascade: " + ", ".join(f"`{i}`" for i in r["takenOut"]) if r.get("takenOut") else ""))
     for m in r["members"]:
         out.append(f"  - \"{m['name']}\": signed bytes `{m['signedBytes']}`, signature `{m['signature']}`")
         if m.get("introduction"):

@@ -37,6 +37,8 @@ extension ProtocolVectors {
         /// The tombstone keeps the removed device's identity key and introductions (§7.3); `record`
         /// is the bytes value it travels as.
         var identityKey: String, introductions: [IntroductionVector], record: String
+        /// A cascading mark (§7.3 "Cascade"); absent for a plain one.
+        var cascading: Bool?
     }
     struct IntroductionVector: Codable, Equatable { var introducedBy: String, signature: String }
     struct RosterVector: Codable, Equatable {
@@ -44,6 +46,8 @@ extension ProtocolVectors {
         var roster: String, ringSyncRequestID: UInt32, ringSyncFrame: String
         /// §7.3 step 7: what Hello compares (its first 8 bytes).
         var digest: String
+        /// Entries a cascading mark takes out (§7.3 step 5a), ascending; absent when none.
+        var takenOut: [String]?
     }
     /// §7.3 merge: the receiver `me` holds `local`, merges each of `received` in order (the first one
     /// from the pairing peer `anchor`, when given) and holds `result` with `digest`; or the first
@@ -221,23 +225,26 @@ enum PairingVectorSource {
         let all = try rosterMembers()
         func vector(_ comment: String, _ roster: Roster, requestID: UInt32) throws -> ProtocolVectors.RosterVector {
             let bytes = try roster.encoded()
-            let members = roster.members.values.sorted { $0.deviceID < $1.deviceID }.map { m in all.values.first { $0.0.deviceID == m.deviceID }!.1 }
+            let members = roster.entries.values.sorted { $0.deviceID < $1.deviceID }.map { m in all.values.first { $0.0.deviceID == m.deviceID }!.1 }
             let removedVectors = roster.removalMarks.sorted { $0.key < $1.key }.map { id, mark in
                 ProtocolVectors.RemovalVector(deviceId: hex(id.bytes), removedBy: hex(mark.remover.bytes),
-                                              signedBytes: hex(RemovalMark.signingInput(removed: id)), signature: hex(mark.signature),
+                                              signedBytes: hex(RemovalMark.signingInput(removed: id, cascading: mark.cascading)), signature: hex(mark.signature),
                                               identityKey: hex(mark.removedKey!),
                                               introductions: mark.introductions.map { .init(introducedBy: hex($0.introducer.bytes), signature: hex($0.signature)) },
-                                              record: hex(mark.record!))
+                                              record: hex(mark.record!), cascading: mark.cascading ? true : nil)
             }
             return .init(comment: comment, version: roster.version, members: members, removed: removedVectors,
                          roster: hex(bytes), ringSyncRequestID: requestID,
                          ringSyncFrame: hex(try Frame(type: .ringSync, requestID: requestID, payload: bytes).encoded()),
-                         digest: hex(roster.digest))
+                         digest: hex(roster.digest),
+                         takenOut: roster.derivedOut.isEmpty ? nil : roster.derivedOut.sorted().map { hex($0.bytes) })
         }
         return try [
             vector("a fresh device: a ring of one, version 1", roster(1, ["laptop"]), requestID: 0x0000_0101),
             vector("three members, two removed: phone by Schreibtisch-Ü, old (whom phone paired) by laptop; members sorted by device id, tombstones by removed device id",
                    roster(7, ["laptop", "Schreibtisch-Ü", "tablet"], removed: [("phone", "Schreibtisch-Ü"), ("old", "laptop")]), requestID: 0xFFFF_FFFE),
+            vector("laptop removed phone with what it introduced (a cascading mark): old, whom phone paired, is taken out without a tombstone; its entry stays in members",
+                   roster(8, ["laptop", "Schreibtisch-Ü", "tablet", "old"], cascading: [("phone", "laptop")]), requestID: 0x0000_0202),
         ]
     }
 
@@ -414,16 +421,18 @@ extension VectorTests {
         for vector in try fileVectors().rosters {
             let roster = try Roster(decoding: unhex(vector.roster))
             #expect(roster.version == vector.version)
-            #expect(Set(roster.members.keys.map { hex($0.bytes) }) == Set(vector.members.map(\.deviceId)))
+            #expect(Set(roster.entries.keys.map { hex($0.bytes) }) == Set(vector.members.map(\.deviceId)))
+            #expect(roster.derivedOut.sorted().map { hex($0.bytes) } == vector.takenOut ?? [])
             #expect(Set(roster.removed.map { hex($0.bytes) }) == Set(vector.removed.map(\.deviceId)))
             for member in vector.members {
                 #expect(Ed25519.isValidSignature(unhex(member.signature), for: unhex(member.signedBytes), publicKey: unhex(member.identityKey)))
-                let decoded = try #require(try roster.members[DeviceID(bytes: unhex(member.deviceId))])
+                let decoded = try #require(try roster.entries[DeviceID(bytes: unhex(member.deviceId))])
                 #expect(hex(decoded.signature) == member.signature && decoded.introduction.map { hex($0.signature) } == member.introduction)
             }
             for mark in vector.removed {
                 let decoded = try #require(try roster.removalMarks[DeviceID(bytes: unhex(mark.deviceId))])
                 #expect(hex(decoded.remover.bytes) == mark.removedBy && hex(decoded.signature) == mark.signature)
+                #expect(decoded.cascading == (mark.cascading ?? false))
                 #expect(decoded.removedKey.map(hex) == mark.identityKey && decoded.record.map(hex) == mark.record)
                 #expect(decoded.introductions.map { hex($0.introducer.bytes) + hex($0.signature) } == mark.introductions.map { $0.introducedBy + $0.signature })
             }
