@@ -208,7 +208,7 @@ public func fuzzInitialize(_ argc: UnsafeMutablePointer<CInt>?, _ argv: UnsafeMu
             if kind == .error { message.errorName = "org.x.Error" }
             var body: [DBusValue] = [.string("x")]
             if fds { body.append(.unixFD(fcntl(devNull, F_DUPFD_CLOEXEC, 0))) }
-            let encoded = (try? message.encoded(body: body)) ?? ([], [])
+            let encoded: (bytes: [UInt8], descriptors: [Int32]) = (try? message.encoded(body: body)) ?? ([], [])
             for descriptor in encoded.descriptors { _ = close(descriptor) }
             if fds, case .unixFD(let descriptor) = body[1] { _ = close(descriptor) }
             return encoded.bytes

@@ -161,6 +161,13 @@ struct IncomingMessageFramer {
         }
     }
 
+    /// Descriptors held for a message whose fixed header has not all arrived, handed back (to be
+    /// closed) when the connection ends.
+    mutating func takeHeldDescriptors() -> [Int32] {
+        defer { heldDescriptors = [] }
+        return heldDescriptors
+    }
+
     private mutating func settle(_ decided: Fate, _ output: inout Output) {
         fate = decided
         if decided == .passed {

@@ -86,6 +86,8 @@ struct IncomingMessageStream {
     mutating func discard() {
         for entry in descriptors { for descriptor in entry.descriptors { _ = Glibc.close(descriptor) } }
         descriptors = []
+        // Those of a message whose fixed header was still incomplete (the fuzzer found them left open).
+        for descriptor in framer.takeHeldDescriptors() { _ = Glibc.close(descriptor) }
         buffer = []
         consumed = 0
     }
