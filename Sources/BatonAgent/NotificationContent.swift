@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+import BatonClient
+import BatonCommandLine
 import BatonDBus
 
 /// One org.freedesktop.Notifications.Notify call, before it is sent.
@@ -74,5 +76,45 @@ public enum NotificationContent {
         let labels = type.split(separator: ".")
         guard labels.count >= 2 else { return type }
         return labels.suffix(2).joined(separator: " ")
+    }
+}
+
+/// The notification posted when a Continue the person started from a notification fails (issue
+/// 26: before, the notification closed and only a log line said why). Pure, so each wording is tested.
+public enum ContinueFailureNotice {
+    /// Why the Continue failed, for a person, or nil when nothing failed (delivered) or the app
+    /// itself said no (declined: the app shows its own reason).
+    public static func reason(outcome: String) -> String? {
+        switch outcome {
+        case "delivered", "declined": nil
+        case "no-handler": "No app on this machine handles this activity: install one that does, then try again."
+        case "no-agent": "No baton-agent runs in this session to start the app: start baton-agent or the app itself."
+        case "launch-failed": "The app that handles it could not be started: `journalctl --user -u baton-agent` says why."
+        default: "batond could not continue it (\(outcome)): `baton doctor` checks what it needs."
+        }
+    }
+
+    /// Why the Continue call failed, for a person: by category when batond says one, else what the
+    /// bus refused, in words (never the D-Bus error text).
+    public static func reason(_ error: BatonClientError) -> String {
+        switch error.continuationFailure {
+        case .cancelled: return "It was cancelled (dismissed here, or the app declined)."
+        case .unreachable: return "The other machine could not be reached: bring it nearer or onto the same network, then try again."
+        case .interrupted: return "The transfer was interrupted before it finished: try again."
+        case .versionUnsupported:
+            return "The app here cannot read the version the other machine's app sent: update the app on one of the machines."
+        case .noLongerCurrent: return "The other machine has moved on: it is no longer doing this."
+        case .timedOut: return "The other machine did not answer in time: try again."
+        case nil:
+            return DaemonReachability.sentence(for: error, options: GlobalOptions(), command: "continue")
+        }
+    }
+
+    public static func request(reason: String) -> NotificationRequest {
+        NotificationRequest(replacesID: 0, summary: "Could not continue here", body: reason, actions: [], hints: [
+            "desktop-entry": .string("baton-agent"),
+            "category": .string("device.error"),
+            "urgency": .byte(1),
+        ])
     }
 }

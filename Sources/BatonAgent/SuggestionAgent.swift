@@ -170,10 +170,21 @@ public actor SuggestionAgent {
             do { try await notifications.close(id: id) } catch { logger.log("CloseNotification \(id) failed: \(error)") }
         case .continueSuggestion(let path):
             // Continuing fetches over the network: the event loop must not wait for it.
-            let daemon = self.daemon, logger = self.logger
+            // A failure is told in a notification of its own (the suggestion's is closed by then).
+            let daemon = self.daemon, logger = self.logger, notifications = self.notifications
             Task {
-                do { logger.log("continue \(path): \(try await daemon.continueSuggestionOutcome(at: path))") } catch {
+                let reason: String?
+                do {
+                    let outcome = try await daemon.continueSuggestionOutcome(at: path)
+                    logger.log("continue \(path): \(outcome)")
+                    reason = ContinueFailureNotice.reason(outcome: outcome)
+                } catch {
                     logger.log("continue \(path) failed: \(error)")
+                    reason = ContinueFailureNotice.reason(error)
+                }
+                guard let reason else { return }
+                do { _ = try await notifications.notify(ContinueFailureNotice.request(reason: reason)) } catch {
+                    logger.log("Notify (continue failed) failed: \(error)")
                 }
             }
         case .dismiss(let path):

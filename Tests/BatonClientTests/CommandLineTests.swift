@@ -46,7 +46,7 @@ struct CommandLineTests {
         ["publish", "--type", "org.example.A.b", "--title", "x", "--current=yes"],
         ["publish", "--type", "org.example.A.b", "--title", "x", "--user-info"],
         ["continue"],
-        ["continue", "not/a/path"],
+        ["continue", ""],
         ["continue", "/a//b"],
         ["continue", "/org/baton/s1", "/org/baton/s2"],
     ]

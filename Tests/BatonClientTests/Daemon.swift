@@ -50,9 +50,10 @@ final class DaemonFixture: Sendable {
     let stateDirectory: String
     private let process: Process
 
-    init(saveTimeout: Double = 0.5, radio: FixtureRadio = .off) async throws {
-        bus = try TestBus()
-        busName = "org.baton.Test\(UInt32.random(in: 0...UInt32.max))"
+    /// `busKind` .system with the shipped policy needs `busName` org.baton (the name the policy names).
+    init(saveTimeout: Double = 0.5, radio: FixtureRadio = .off, busKind: TestBus.Kind = .session, busName: String? = nil) async throws {
+        bus = try TestBus(busKind)
+        self.busName = busName ?? "org.baton.Test\(UInt32.random(in: 0...UInt32.max))"
         stateDirectory = bus.directory.appendingPathComponent("state").path
         try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
         process = Process()

@@ -45,7 +45,7 @@ func runDoctor(daemonBus: String, busName: String, bluezBus: String, sessionBus:
 
 @Suite("baton doctor", .serialized)
 struct DoctorTests {
-    static let order = ["adapter", "bluetoothd", "batond", "ring", "handled-types", "notifications", "agent"]
+    static let order = ["adapter", "bluetoothd", "batond", "ring", "handled-types", "permissions", "notifications", "agent"]
 
     @Test("nothing there but batond --no-radio: each failure says what to do")
     func everythingMissing() async throws {
@@ -132,7 +132,58 @@ struct DoctorTests {
             #expect(batond.fix?.contains("batond --bus-address \(daemon.bus.address) --state-dir DIR --bus-name org.baton.NobodyHere") == true)
             #expect(run.findings.first { $0.check == "ring" }?.result == "skipped")
             #expect(run.findings.first { $0.check == "handled-types" }?.result == "skipped")
+            #expect(run.findings.first { $0.check == "permissions" }?.result == "skipped")
         }
+    }
+
+    @Test("permissions: a refusal names group baton and the fix; joined after login says to log in again")
+    func permissionsFindings() {
+        let outside = DaemonChecks.GroupMembership(inProcess: false, listed: false)
+        let refused = DaemonChecks.permissionsFinding(mayContinue: false, mayPair: false, membership: outside)
+        #expect(refused.result == .failed && refused.detail.contains("may not continue") && refused.detail.contains("group `baton`"))
+        #expect(refused.fix == "sudo adduser $USER baton, then log out and back in")
+        let stale = DaemonChecks.permissionsFinding(mayContinue: false, mayPair: false,
+                                                    membership: .init(inProcess: false, listed: true))
+        #expect(stale.result == .failed && stale.fix?.contains("log out and back in") == true && stale.fix?.contains("newgrp baton") == true)
+        let member = DaemonChecks.permissionsFinding(mayContinue: true, mayPair: true, membership: .init(inProcess: true, listed: true))
+        #expect(member.result == .ok && member.detail.contains("may pair"))
+        let user = DaemonChecks.permissionsFinding(mayContinue: true, mayPair: false, membership: outside)
+        #expect(user.result == .ok && user.detail.contains("may not pair"))
+        #expect(DaemonChecks.permissionsFinding(mayContinue: nil, mayPair: true, membership: outside).result == .warning)
+    }
+
+    /// Issue 26: as an ordinary user `baton continue` was refused with raw D-Bus text while doctor
+    /// was all green. Asked of a system-style bus with the shipped policy, as each kind of account.
+    @Test("permissions on the shipped system policy: nobody is told the fix, group baton and root may continue")
+    func permissionsOnTheSystemPolicy() async throws {
+        try #require(getuid() == 0, "runs as root (CI does), to start programs as other users")
+        try #require(getgrnam("baton") != nil && getpwnam("baton-test") != nil,
+                     "accounts missing: run scripts/test-accounts (scripts/test does)")
+        let policy = Built.packageRoot.appendingPathComponent("dbus/org.baton.conf").path
+        let daemon = try await DaemonFixture(busKind: .system(policyFile: policy), busName: "org.baton")
+        defer { daemon.stop() }
+        let empty = try TestBus()
+        defer { empty.stop() }
+        func doctor(_ setpriv: [String]) async throws -> (check: String, result: String, detail: String, fix: String?) {
+            let arguments = setpriv + [try Built.executable("baton"), "--bus", daemon.bus.address, "--json", "doctor",
+                                       "--bluez-bus", empty.address, "--session-bus", empty.address]
+            let result = try await runTool(arguments[0], Array(arguments.dropFirst()),
+                                           environment: ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent"])
+            let json = try JSONValue.parse(result.stdout)
+            guard case .array(let items) = json else { throw FixtureError.timedOut("doctor printed no array: \(result.stdout) \(result.stderr)") }
+            for item in items {
+                func text(_ key: String) -> String? { if case .string(let value) = item[key] { value } else { nil } }
+                if text("Check") == "permissions" { return ("permissions", text("Result") ?? "", text("Detail") ?? "", text("Fix")) }
+            }
+            throw FixtureError.timedOut("no permissions finding: \(result.stdout)")
+        }
+        let nobody = try await doctor(["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+        #expect(nobody.result == "failed" && nobody.detail.contains("may not continue"), "\(nobody)")
+        #expect(nobody.fix == "sudo adduser $USER baton, then log out and back in", "\(nobody)")
+        let member = try await doctor(["/usr/bin/setpriv", "--reuid=baton-test", "--regid=baton-test", "--init-groups"])
+        #expect(member.result == "ok" && member.detail.contains("may continue") && member.detail.contains("may pair"), "\(member)")
+        let root = try await doctor([])
+        #expect(root.result == "ok", "\(root)")
     }
 
     @Test("bluetoothd versions: before 5.77 without experimental mode is a warning with the setting to change")

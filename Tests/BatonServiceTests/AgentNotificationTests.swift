@@ -317,6 +317,13 @@ struct AgentNotificationTests {
         #expect(failure.message.hasPrefix("versionUnsupported: "))
         #expect(await eventually(timeout: .seconds(10)) { scene.log.lines.contains { $0.contains("versionUnsupported") } },
                 "the agent's Continue reports the category: \(scene.log.lines)")
+        // Issue 26: the person who clicked is told why, in a notification of its own.
+        #expect(try await eventually(timeout: .seconds(15)) {
+            try await #require(scene.server).calls().contains { $0.name == "Notify" && $0.summary == "Could not continue here" }
+        }, "\(scene.log.lines)")
+        let notice = try #require(try await #require(scene.server).calls().first { $0.name == "Notify" && $0.summary == "Could not continue here" })
+        #expect(notice.body.contains("cannot read the version") && !notice.body.contains("org.baton"), "\(notice.body)")
+        #expect(notice.hints["desktop-entry"] == "baton-agent" && notice.actions.isEmpty)
         try await Task.sleep(for: .milliseconds(300))
         #expect(source.wasContinued.isEmpty)
         // Refused by alpha from the versions beta's fetch named, before its app was asked to save.

@@ -30,7 +30,8 @@ public struct DaemonChecks: Sendable {
 
     func daemonFindings() async -> [DoctorFinding] {
         let skipped = { (why: String) in
-            [DoctorFinding("ring", .skipped, why), DoctorFinding("handled-types", .skipped, why)]
+            [DoctorFinding("ring", .skipped, why), DoctorFinding("handled-types", .skipped, why),
+             DoctorFinding("permissions", .skipped, why)]
         }
         let bus: DBusConnection
         do {
@@ -75,7 +76,71 @@ public struct DaemonChecks: Sendable {
         }
         findings.append(await ring(connection))
         findings.append(await handledTypes(connection))
+        findings.append(await permissions(bus))
         return findings
+    }
+
+    /// Whether the bus lets this user continue suggestions and pair: asked of the bus itself, with
+    /// calls to an object batond does not have (the bus's policy refuses them before batond sees
+    /// them, AccessDenied; when allowed, batond answers that there is no such object).
+    func permissions(_ bus: DBusConnection) async -> DoctorFinding {
+        func allowed(_ path: String, _ interface: String, _ method: String) async -> Bool? {
+            do {
+                _ = try await bus.call(destination: options.busName, path: path, interface: interface, method: method, timeout: .seconds(10))
+                return true
+            } catch let error as DBusError {
+                return error.name == DBusError.accessDeniedName ? false : true
+            } catch {
+                return nil
+            }
+        }
+        let mayContinue = await allowed("/org/baton/suggestion/doctor", BatonInterface.suggestion, "Dismiss")
+        let mayPair = await allowed("/org/baton/doctor", BatonInterface.pairing, "Discover")
+        return Self.permissionsFinding(mayContinue: mayContinue, mayPair: mayPair, membership: GroupMembership.current())
+    }
+
+    /// Whether this process, and this user in the group database, are in group baton.
+    public struct GroupMembership: Sendable, Equatable {
+        public var inProcess: Bool
+        public var listed: Bool
+        public init(inProcess: Bool, listed: Bool) {
+            self.inProcess = inProcess
+            self.listed = listed
+        }
+
+        static func current() -> GroupMembership {
+            guard let group = getgrnam("baton") else { return GroupMembership(inProcess: false, listed: false) }
+            let gid = group.pointee.gr_gid
+            var names: [String] = []
+            var member = group.pointee.gr_mem
+            while let pointer = member?.pointee {
+                names.append(String(cString: pointer))
+                member = member?.advanced(by: 1)
+            }
+            let count = getgroups(0, nil)
+            var groups = [gid_t](repeating: 0, count: Int(max(count, 0)))
+            let got = getgroups(count, &groups)
+            let inProcess = getegid() == gid || (got > 0 && groups.prefix(Int(got)).contains(gid))
+            let user = getpwuid(geteuid()).map { String(cString: $0.pointee.pw_name) }
+            let primary = getpwuid(geteuid()).map { $0.pointee.pw_gid == gid } ?? false
+            return GroupMembership(inProcess: inProcess, listed: primary || user.map(names.contains) == true)
+        }
+    }
+
+    static func permissionsFinding(mayContinue: Bool?, mayPair: Bool?, membership: GroupMembership) -> DoctorFinding {
+        guard let mayContinue, let mayPair else {
+            return DoctorFinding("permissions", .warning, "could not ask the bus what this user may do", fix: "check the batond line")
+        }
+        let pairing = mayPair ? "may pair and remove machines" : "may not pair or remove machines (root or group `baton` may)"
+        if mayContinue { return DoctorFinding("permissions", .ok, "this user may continue and dismiss suggestions; " + pairing) }
+        let detail = "this user may not continue or dismiss suggestions: on the system bus only root and group `baton` may, "
+            + "so a notification's Continue and `baton continue` are refused"
+        if membership.listed && !membership.inProcess {
+            return DoctorFinding("permissions", .failed, detail + " (you were added to group `baton` after this session started)",
+                                 fix: "log out and back in (or run `newgrp baton` in this shell)")
+        }
+        return DoctorFinding("permissions", .failed, detail,
+                             fix: "sudo adduser $USER baton, then log out and back in")
     }
 
     func ring(_ connection: BatonConnection) async -> DoctorFinding {

@@ -8,11 +8,13 @@ import BatonCommandLine
 /// `baton continue`: continues a nearby activity (a suggestion object) on this machine.
 struct ContinueCommand: Subcommand {
     static let name = "continue"
-    static let summary = "continue a nearby activity here (SUGGESTION is its object path)"
+    static let summary = "continue a nearby activity here (SUGGESTION: the member's name or the object path)"
     static let synopsis = "[--browser] SUGGESTION"
     static let details = """
-        SUGGESTION is an org.baton.Suggestion1 object path as listed by `baton suggestions`,
-        e.g. /org/baton/suggestion/1. Prints the outcome: delivered, declined, no-handler,
+        SUGGESTION is the ring member the activity comes from (its name as `baton suggestions`
+        and `bt-pair list` show it, e.g. laptop, or its device id), or an org.baton.Suggestion1
+        object path as listed by `baton suggestions`, e.g. /org/baton/suggestion/1. Two members
+        of one name are refused with each one's id and path. Prints the outcome: delivered, declined, no-handler,
         no-agent (an installed app could take it, but no baton-agent runs in your session to
         start it), launch-failed or failed (with --json: {"Continued": PATH, "Outcome": OUTCOME}).
         Exit status: 0 delivered; when the continuation failed, its category:
@@ -24,7 +26,7 @@ struct ContinueCommand: Subcommand {
         "WebpageURL") for the caller to open, e.g. with xdg-open.
         """
 
-    var suggestion: String
+    var selector: SuggestionSelector
     var browser = false
 
     init(parsing arguments: inout ArgumentList) throws(UsageError) {
@@ -33,14 +35,27 @@ struct ContinueCommand: Subcommand {
             try arguments.flag(option)
             browser = true
         }
-        guard let path = try arguments.popPositional() else { throw UsageError("SUGGESTION is required") }
-        guard Self.isValidObjectPath(path) else { throw UsageError("\(path) is not a D-Bus object path") }
-        suggestion = path
+        guard let argument = try arguments.popPositional() else { throw UsageError("SUGGESTION is required") }
+        selector = try SuggestionSelector(parsing: argument)
     }
 
     func run(_ context: CommandContext) async throws(BatonClientError) -> Int32 {
         let connection = try context.connect()
         defer { connection.close() }
+        let suggestion: String
+        switch selector {
+        case .path(let path): suggestion = path
+        case .member:
+            let candidates = try await connection.suggestions().map {
+                SuggestionSelector.Candidate(path: $0.path, device: $0.device, deviceName: $0.deviceName, activityType: $0.activityType)
+            }
+            switch selector.resolve(among: candidates) {
+            case .success(let path): suggestion = path
+            case .failure(let refusal):
+                context.output.message(refusal.message)
+                return ExitStatus.failure
+            }
+        }
         if browser {
             let url = try await connection.continueSuggestionInBrowser(at: suggestion)
             context.output.result(json: OutputDocument.continuedInBrowser(suggestion, url: url), text: url)
@@ -79,17 +94,6 @@ struct ContinueCommand: Subcommand {
         case .versionUnsupported: 13
         case .noLongerCurrent: 14
         case .timedOut: 15
-        }
-    }
-
-    /// "/" or "/" followed by non-empty elements of [A-Za-z0-9_] separated by "/".
-    static func isValidObjectPath(_ path: String) -> Bool {
-        guard path.hasPrefix("/") else { return false }
-        if path == "/" { return true }
-        return path.dropFirst().split(separator: "/", omittingEmptySubsequences: false).allSatisfy { element in
-            !element.isEmpty && element.unicodeScalars.allSatisfy {
-                ($0 >= "a" && $0 <= "z") || ($0 >= "A" && $0 <= "Z") || ($0 >= "0" && $0 <= "9") || $0 == "_"
-            }
         }
     }
 }
