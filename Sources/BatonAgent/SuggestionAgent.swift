@@ -174,7 +174,7 @@ public actor SuggestionAgent {
             let daemon = self.daemon, logger = self.logger, notifications = self.notifications
             Task {
                 let reason: String?
-                do {
+                do throws(BatonClientError) {
                     let outcome = try await daemon.continueSuggestionOutcome(at: path)
                     logger.log("continue \(path): \(outcome)")
                     reason = ContinueFailureNotice.reason(outcome: outcome)

@@ -51,9 +51,9 @@ final class DaemonFixture: Sendable {
     private let process: Process
 
     /// `busKind` .system with the shipped policy needs `busName` org.baton (the name the policy names).
-    init(saveTimeout: Double = 0.5, radio: FixtureRadio = .off, busKind: TestBus.Kind = .session, busName: String? = nil) async throws {
+    init(saveTimeout: Double = 0.5, radio: FixtureRadio = .off, busKind: TestBus.Kind = .session, busName requested: String? = nil) async throws {
         bus = try TestBus(busKind)
-        self.busName = busName ?? "org.baton.Test\(UInt32.random(in: 0...UInt32.max))"
+        self.busName = requested ?? "org.baton.Test\(UInt32.random(in: 0...UInt32.max))"
         stateDirectory = bus.directory.appendingPathComponent("state").path
         try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
         process = Process()

@@ -321,7 +321,8 @@ struct AgentNotificationTests {
         #expect(try await eventually(timeout: .seconds(15)) {
             try await #require(scene.server).calls().contains { $0.name == "Notify" && $0.summary == "Could not continue here" }
         }, "\(scene.log.lines)")
-        let notice = try #require(try await #require(scene.server).calls().first { $0.name == "Notify" && $0.summary == "Could not continue here" })
+        let server = try #require(scene.server)
+        let notice = try #require(try await server.calls().first { $0.name == "Notify" && $0.summary == "Could not continue here" })
         #expect(notice.body.contains("cannot read the version") && !notice.body.contains("org.baton"), "\(notice.body)")
         #expect(notice.hints["desktop-entry"] == "baton-agent" && notice.actions.isEmpty)
         try await Task.sleep(for: .milliseconds(300))
