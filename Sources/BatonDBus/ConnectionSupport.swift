@@ -54,8 +54,8 @@ struct PendingHandler {
     let discard: @Sendable () -> Void
 }
 
-/// Which replies may end a call (pure; the connection, its oversized- and malformed-message paths
-/// and the fuzzer use it). A reply must come from whom the call went to when that is known (the bus
+/// Which replies may end a call (pure; `ReplyBook` applies it to every reply, oversized and
+/// malformed ones included). A reply must come from whom the call went to when that is known (the bus
 /// itself, or a unique name called directly): on a session bus any client of the same user can send
 /// one with a guessed serial. An error from the bus itself also ends a call: the bus answers for a
 /// callee that is gone, disconnected mid-call, or that policy or limits keep the call from (only the
