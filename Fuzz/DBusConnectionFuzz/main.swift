@@ -5,8 +5,8 @@
 //   descriptors (as SCM_RIGHTS would), through the framer (size limits for calls and replies),
 //   the header parser (UNIX_FDS against the descriptors that came) and the stream's attribution;
 // - reply matching: replies, oversized replies and malformed ones matched by serial and sender
-//   against a table of calls awaiting replies, as the connection does (ReplyMatch), and the
-//   replies read as a caller would get them (ConnectionCore.result).
+//   against the calls awaiting replies in a ReplyBook, as the connection does, and the
+//   replies read as a caller would get them (DBusMessage.callResult).
 //
 // Invariants: no trap; SASL sends only what the protocol allows and begins only after OK, with
 // descriptors only when the bus said AGREE_UNIX_FD; lines are cut as a reference splitter cuts them
@@ -96,24 +96,31 @@ func fuzzStream(_ input: inout FuzzInput) {
     guard devNull >= 0 else { return }
     let limit = 64 + Int(input.byte()) * 16
     let replyLimit = 64 + Int(input.byte()) * 16
-    // Calls awaiting replies: serial → who must answer.
-    var awaiting: [UInt32: String?] = [:]
+    // Calls awaiting replies, in the connection's own book (each call's waiter is its serial), and
+    // who must answer each, kept apart to check the book against.
+    var book = ReplyBook<UInt32>()
+    var expectedOf: [UInt32: String?] = [:]
     for _ in 0..<Int(input.byte() % 8) {
-        awaiting[UInt32(input.byte() % 16)] = ReplyMatch.expectedSender(forCallTo: senders[Int(input.byte()) % senders.count])
+        let serial = UInt32(input.byte() % 16)
+        let destination = senders[Int(input.byte()) % senders.count]
+        book.awaitReply(to: serial, sentTo: destination, serial)
+        expectedOf[serial] = ReplyMatch.expectedSender(forCallTo: destination)
     }
     var ended: Set<UInt32> = []
-    func end(_ serial: UInt32?, sender: String?, isError: Bool) {
-        guard let serial, let expected = awaiting[serial],
-              ReplyMatch.accepts(expectedSender: expected, sender: sender, isError: isError) else {
-            if let serial, let expected = awaiting[serial], let expected {
+    /// Whether the reply ended a call.
+    func end(_ serial: UInt32?, sender: String?, isError: Bool) -> Bool {
+        guard let call = book.takeCall(endedBy: serial, from: sender, isError: isError) else {
+            if let serial, !ended.contains(serial), let expected = expectedOf[serial], let expected {
                 fuzzCheck(sender != expected, "a reply from the expected sender was refused")
             }
-            return
+            return false
         }
+        fuzzCheck(call == serial, "a reply to \(String(describing: serial)) ended call \(call)")
+        let expected = expectedOf[call] ?? nil
         fuzzCheck(expected == nil || sender == expected || (isError && sender == "org.freedesktop.DBus"), "a forged reply ended a call")
-        fuzzCheck(!ended.contains(serial), "call \(serial) ended twice")
-        ended.insert(serial)
-        awaiting[serial] = nil
+        fuzzCheck(!ended.contains(call), "call \(call) ended twice")
+        ended.insert(call)
+        return true
     }
 
     var stream = IncomingMessageStream(limit: limit, replyLimit: replyLimit)
@@ -137,7 +144,7 @@ func fuzzStream(_ input: inout FuzzInput) {
         let refused = chunk.withUnsafeBytes { stream.feed($0, descriptors: descriptors) }
         for message in refused {
             fuzzCheck(message.totalBytes > (message.isReply ? replyLimit : limit), "refused a message within its limit")
-            if message.isReply { end(message.replySerial, sender: message.sender, isError: message.type == OversizedMessage.error) }
+            if message.isReply { _ = end(message.replySerial, sender: message.sender, isError: message.type == OversizedMessage.error) }
         }
         while true {
             let message: DBusMessage?
@@ -148,10 +155,7 @@ func fuzzStream(_ input: inout FuzzInput) {
                 break
             }
             for attempt in stream.takeMalformed() where attempt.type == 2 || attempt.type == 3 {
-                if let serial = attempt.replySerial, let expected = awaiting[serial],
-                   ReplyMatch.accepts(expectedSender: expected, sender: attempt.sender, isError: false) {
-                    end(serial, sender: attempt.sender, isError: false)
-                }
+                _ = end(attempt.replySerial, sender: attempt.sender, isError: false)
             }
             guard let message else { break }
             fuzzCheck(message.bytes.count <= (message.kind == .methodReturn || message.kind == .error ? replyLimit : limit),
@@ -160,11 +164,9 @@ func fuzzStream(_ input: inout FuzzInput) {
                 fuzzCheck(handed.contains(descriptor) && isOpen(descriptor), "message owns descriptor \(descriptor) not handed or closed")
             }
             if message.kind == .methodReturn || message.kind == .error {
-                let before = awaiting[message.replySerial ?? 0] != nil
-                end(message.replySerial, sender: message.sender, isError: message.kind == .error)
-                if before, awaiting[message.replySerial ?? 0] == nil {
+                if end(message.replySerial, sender: message.sender, isError: message.kind == .error) {
                     // What the caller gets: its own descriptors (duplicates), closed here as a caller would.
-                    if case .success(let values) = ConnectionCore.result(of: message) {
+                    if case .success(let values) = message.callResult {
                         for value in values { _ = value.closingDescriptors() }
                     }
                 }

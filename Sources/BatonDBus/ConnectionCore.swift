@@ -4,10 +4,14 @@ import BatonReadiness
 import Dispatch
 import Glibc
 
-/// All state of one bus connection: its socket, the messages coming in and going out, calls
-/// awaiting replies, subscriptions and exported objects. Every method that touches the mutable
-/// fields runs on `queue` (public entry points hop there with `onQueue`), which is what makes
-/// `@unchecked Sendable` sound.
+/// The I/O shell of one bus connection: its socket, the readiness sources that read and write it,
+/// timers, tasks and continuations. The protocol's decisions are pure value types it holds and
+/// performs: `ReplyBook` (serials, calls awaiting replies), `Outbox` (what is not yet written),
+/// `Backpressure` (when to read, dispatch and hold calls), `CallAdmission` (which incoming calls
+/// are served and when their handlers start), `SignalRoutes` (subscriptions, owners of names) and
+/// `ObjectRegistry` (exported objects). Every method that touches the mutable fields runs on
+/// `queue` (public entry points hop there with `onQueue`), which is what makes `@unchecked
+/// Sendable` sound.
 ///
 /// BatonDBus speaks the protocol itself (no libdbus): reading is driven by a readiness source on
 /// the socket, each read is framed (`IncomingMessageStream`: a message over the limit is skipped
@@ -28,25 +32,14 @@ final class ConnectionCore: @unchecked Sendable {
     // Queue-confined state.
     var isClosed = false
     private var dispatchDepth = 0
-    private var nextID: UInt64 = 1
-    private var nextSerial: UInt32 = 2  // 1 was Hello
     private var stream: IncomingMessageStream
     private var streamBroken = false
-    /// Messages not yet written, oldest at `outboxHead` (entries before it are sent; taking one is O(1)).
-    private var outbox: [(bytes: [UInt8], sent: Int, descriptors: [Int32])] = []
-    private var outboxHead = 0
-    /// Bytes in the outbox not yet written.
-    private(set) var outboxBytes = 0
-    /// Reading is paused while the outbox is over `outboxHighWater` (the bus takes our replies slower
-    /// than callers ask for them) and none of our own calls waits for a reply, or while received
-    /// messages wait to be dispatched.
-    private var readingPaused = false
-    /// Incoming calls read while the outbox is over the high mark (to reach replies to our own
-    /// calls behind them), oldest at `heldHead`; dispatched in order once it drains.
-    private var held: [DBusMessage] = []
-    private var heldHead = 0
-    private(set) var heldBytes = 0
-    private var dispatchPending = false
+    var replies = ReplyBook<PendingReply>()
+    private var outbox = Outbox()
+    private var pressure: Backpressure
+    var admission: CallAdmission<PendingHandler>
+    var routes = ConnectionRoutes()
+    var registry = ObjectRegistry()
     private var readSource: (any DispatchSourceRead)?
     /// Made with the read source and kept, suspended while nothing waits for room: making one when
     /// the socket fills could fail at the descriptor limit, and then nothing would ever flush again.
@@ -54,19 +47,6 @@ final class ConnectionCore: @unchecked Sendable {
     private var waitingForRoom = false
     /// The socket closes when the connection and every readiness source watching it let go.
     private var socketHolders = 1
-    var subscriptions: [UInt64: Subscription] = [:]
-    var wellKnownOwners: [String: String] = [:]
-    var ownerTracking: [String: OwnerTracking] = [:]
-    var inflight: [UInt32: PendingReply] = [:]
-    var objects: [String: ExportedObject] = [:]
-    var objectManagerRoots: Set<String> = []
-    /// Handlers of incoming calls not yet answered, and the most at once since the last trim.
-    var handlersRunning = 0
-    var mostHandlersRunning = 0
-    /// Handlers not yet answered (running or waiting), by the caller's unique name.
-    var handlersBySender: [String: Int] = [:]
-    var runningBySender: [String: Int] = [:]
-    var waitingBySender: [String: [PendingHandler]] = [:]
 
     init(bus: DBusBusKind, configuration: DBusConnectionConfiguration = DBusConnectionConfiguration(),
          incomingDescriptors: DBusDescriptorPolicy = .handlerOwnsAll) throws(DBusError) {
@@ -76,7 +56,7 @@ final class ConnectionCore: @unchecked Sendable {
         var stream = IncomingMessageStream(limit: configuration.incomingLimit, replyLimit: configuration.replyLimit)
         let hello: (name: String, early: [DBusMessage])
         do throws(DBusError) {
-            hello = try ConnectionCore.sayHello(on: socket, stream: &stream)
+            hello = try BusHello.sayHello(on: socket, stream: &stream)
         } catch {
             stream.discard()
             _ = close(socket)
@@ -88,6 +68,8 @@ final class ConnectionCore: @unchecked Sendable {
         self.incomingDescriptors = incomingDescriptors
         self.stream = stream
         self.configuration = configuration
+        pressure = Backpressure(configuration: configuration)
+        admission = CallAdmission(configuration: configuration)
         uniqueName = hello.name
         queue = DispatchQueue(label: "baton.dbus.\(uniqueName)")
         queue.setSpecific(key: queueKey, value: true)
@@ -128,49 +110,6 @@ final class ConnectionCore: @unchecked Sendable {
         guard watching else { throw .failed("cannot watch the bus socket (descriptor limit?)") }
     }
 
-    /// Sends `Hello` and waits for its reply (the one blocking step), keeping whatever else arrives.
-    private static func sayHello(on socket: Int32, stream: inout IncomingMessageStream) throws(DBusError) -> (String, [DBusMessage]) {
-        var hello = DBusMessage.busCall("Hello")
-        hello.serial = 1
-        let (bytes, _) = try hello.encoded(body: [])
-        var offset = 0
-        while offset < bytes.count {
-            guard let written = BusSocket.send(socket, bytes, from: offset, descriptors: []), written > 0 else {
-                throw .disconnected("the bus closed the connection before Hello")
-            }
-            offset += written
-        }
-        var early: [DBusMessage] = []
-        var buffer = [UInt8](repeating: 0, count: 16 << 10)
-        var room = [Int32](repeating: -1, count: 256)
-        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(BusSocket.handshakeTimeoutSeconds) * 1_000_000_000
-        while true {
-            while let message = try stream.next() {
-                // Nobody knows our name before Hello's reply: no call to answer, nothing of ours to end.
-                _ = stream.takeMalformed()
-                guard message.replySerial == 1 else {
-                    early.append(message)
-                    continue
-                }
-                let result = ConnectionCore.result(of: message)
-                guard case .success(let values) = result, let name = values.first?.stringValue, DBusNames.isValidBusName(name.utf8) else {
-                    if case .failure(let error as DBusError) = result { throw error }
-                    throw .failed("unexpected reply to Hello")
-                }
-                return (name, early)
-            }
-            let now = DispatchTime.now().uptimeNanoseconds
-            guard now < deadline else { throw DBusError(name: DBusError.noReplyName, message: "no reply to Hello from the bus") }
-            var poll = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-            _ = Glibc.poll(&poll, 1, Int32((deadline - now) / 1_000_000) + 1)
-            guard let (count, descriptors) = BusSocket.receive(socket, into: &buffer, descriptors: &room) else {
-                throw .disconnected("the bus closed the connection before answering Hello")
-            }
-            guard count > 0 else { continue }
-            _ = buffer.withUnsafeBytes { stream.feed(UnsafeRawBufferPointer(rebasing: $0[0..<count]), descriptors: descriptors) }
-        }
-    }
-
     var isOnQueue: Bool { DispatchQueue.getSpecific(key: queueKey) == true }
 
     /// The bus socket, while connected (tests use it to spot descriptor reuse).
@@ -183,15 +122,15 @@ final class ConnectionCore: @unchecked Sendable {
         return try result.get()
     }
 
-    func makeID() -> UInt64 {
-        defer { nextID += 1 }
-        return nextID
-    }
-
     private func releaseSocket() {
         socketHolders -= 1
         if socketHolders == 0 { _ = close(socket) }
     }
+
+    /// Bytes in the outbox not yet written.
+    var outboxBytes: Int { outbox.bytes }
+    var outboxIsFull: Bool { pressure.isFull(outbox.bytes) }
+    private var load: Backpressure.Load { Backpressure.Load(outboxBytes: outbox.bytes, awaitingReplies: replies.isAwaitingReplies) }
 
     // MARK: - Reading
 
@@ -199,7 +138,7 @@ final class ConnectionCore: @unchecked Sendable {
     /// source fires again while more is there) and dispatches every whole message.
     private func readAvailable() {
         guard !isClosed, !streamBroken else { return }
-        guard !mustPauseReading else { return updateReading() }
+        guard !pressure.mustPauseReading(load) else { return updateReading() }
         let size = 64 << 10
         var buffer = [UInt8](unsafeUninitializedCapacity: size) { _, count in count = size }
         var room = [Int32](repeating: -1, count: 256)
@@ -212,40 +151,18 @@ final class ConnectionCore: @unchecked Sendable {
             let refused = buffer.withUnsafeBytes { stream.feed(UnsafeRawBufferPointer(rebasing: $0[0..<count]), descriptors: descriptors) }
             for message in refused { refuseOversized(message) }
             dispatchQueued()
-            if isClosed || streamBroken || count < size || mustPauseReading { break }
+            if isClosed || streamBroken || count < size || pressure.mustPauseReading(load) { break }
         }
         updateReading()
     }
 
-    /// A burst of calls whose replies the bus takes slower than they come (a client pipelining
-    /// thousands of Introspect calls: 117 MiB before) waits in the bus and the kernel, not here.
-    /// Replies to our own calls are not held back by it: while one is awaited, reading goes on and
-    /// the calls read meanwhile are held (up to `heldCallBytes`), so a reply from BlueZ is never
-    /// stuck behind callers' calls (it used to wait out its timeout).
-    private var mustPauseReading: Bool {
-        if dispatchPending { return true }
-        return outboxIsFull && !readingForReplies
-    }
-
-    /// Over the outbox's high mark with our own calls awaiting replies and room to hold calls.
-    private var readingForReplies: Bool { !inflight.isEmpty && heldBytes < configuration.heldCallBytes }
-
-    /// Over the high mark: no incoming call is dispatched and no waiting handler starts until the
-    /// bus has taken the outbox down to the low mark.
-    var outboxIsFull: Bool { outboxBytes >= configuration.outboxHighWater }
-
-    /// Pauses the read source while it must pause, and resumes it once the outbox is below the low
-    /// mark (or a reply to our own call is awaited) and every received message is dispatched (a
-    /// paused source never spins: readiness is level-triggered, so it fires again at once while
-    /// bytes wait).
+    /// Suspends or resumes the read source as `Backpressure` decides.
     func updateReading() {
         guard !isClosed, let readSource else { return }
-        if !readingPaused, mustPauseReading {
-            readingPaused = true
-            readSource.suspend()
-        } else if readingPaused, !mustPauseReading, outboxBytes <= configuration.outboxLowWater || readingForReplies {
-            readingPaused = false
-            readSource.resume()
+        switch pressure.updateReading(load) {
+        case .pause: readSource.suspend()
+        case .resume: readSource.resume()
+        case .none: break
         }
     }
 
@@ -253,39 +170,22 @@ final class ConnectionCore: @unchecked Sendable {
     private func dispatchQueued() {
         guard dispatchDepth == 0 else { return }
         var budget = 64
-        dispatchPending = false
+        pressure.beginDispatch()
         while !isClosed, !streamBroken {
-            let full = outboxIsFull
-            if !full, heldHead < held.count {
-                // Calls held while the outbox was full go first, in order.
-                let message = held[heldHead]
-                held[heldHead] = DBusMessage(kind: .unknown)
-                heldHead += 1
-                heldBytes -= message.bytes.count
-                if heldHead == held.count {
-                    held.removeAll(keepingCapacity: held.capacity <= 64)
-                    heldHead = 0
-                }
+            switch pressure.nextStep(load) {
+            case .dispatch(let message):
                 dispatch(message)
-            } else {
-                if full, !readingForReplies {
-                    // Resumed from `flush` once the bus has taken enough of what is queued.
-                    dispatchPending = true
-                    updateReading()
-                    return
-                }
+            case .waitForOutbox:
+                // Resumed from `flush` once the bus has taken enough of what is queued.
+                updateReading()
+                return
+            case .receive(let holdingCalls):
                 guard let message = nextReceived() else { return }
-                if full || heldHead < held.count, message.kind == .methodCall {
-                    // Held (not dispatched) while the bus takes our replies; replies and signals go on.
-                    heldBytes += message.bytes.count
-                    held.append(message)
-                } else {
-                    dispatch(message)
-                }
+                if pressure.holds(message, holdingCalls: holdingCalls) { pressure.hold(message) } else { dispatch(message) }
             }
             budget -= 1
             if budget == 0 {
-                dispatchPending = true
+                pressure.deferDispatch()
                 updateReading()
                 queue.async { [weak self] in
                     guard let self else { return }
@@ -300,7 +200,7 @@ final class ConnectionCore: @unchecked Sendable {
     /// Dispatches what was received (replies first reach their calls) and resumes reading, after
     /// one of our calls was sent while reading was paused for a full outbox.
     func resumeForReplies() {
-        guard !isClosed, readingPaused else { return }
+        guard !isClosed, pressure.readingPaused else { return }
         dispatchQueued()
         updateReading()
     }
@@ -325,10 +225,9 @@ final class ConnectionCore: @unchecked Sendable {
         defer { dispatchDepth -= 1 }
         switch message.kind {
         case .methodReturn, .error:
-            guard let serial = message.replySerial, let reply = inflight[serial],
-                  ReplyMatch.accepts(expectedSender: reply.expectedSender, sender: message.sender, isError: message.kind == .error)
-            else { return }  // late, or forged
-            reply.finish(ConnectionCore.result(of: message))
+            // Late or forged replies end nothing.
+            replies.takeCall(endedBy: message.replySerial, from: message.sender, isError: message.kind == .error)?
+                .finish(message.callResult)
         case .signal:
             filter(message)
         case .methodCall:
@@ -347,8 +246,7 @@ final class ConnectionCore: @unchecked Sendable {
     func send(_ message: inout DBusMessage, body: [DBusValue]) throws(DBusError) -> UInt32 {
         guard !isClosed else { throw .disconnected() }
         try DBusValidate.arguments(body)
-        message.serial = nextSerial
-        nextSerial = nextSerial == UInt32.max ? 1 : nextSerial + 1
+        message.serial = replies.takeSerial()
         let (bytes, descriptors) = try message.encoded(body: body)
         guard descriptors.isEmpty || passesDescriptors else {
             for descriptor in descriptors { _ = close(descriptor) }
@@ -360,34 +258,17 @@ final class ConnectionCore: @unchecked Sendable {
 
     /// Queues bytes already encoded (the descriptors travel with their first bytes, then are closed).
     func enqueue(_ bytes: [UInt8], descriptors: [Int32]) {
-        outbox.append((bytes, 0, descriptors))
-        outboxBytes += bytes.count
-        if outbox.count - outboxHead == 1 { flush() }
+        if outbox.append(bytes, descriptors: descriptors) { flush() }
     }
 
     private enum FlushResult { case done, blocked, broken }
 
     private func writeOut() -> FlushResult {
-        while outboxHead < outbox.count {
-            let first = outbox[outboxHead]
+        while let first = outbox.front {
             guard let written = BusSocket.send(socket, first.bytes, from: first.sent, descriptors: first.descriptors) else { return .broken }
             guard written > 0 else { return .blocked }
             // The kernel passed its own copies with the first bytes.
-            for descriptor in first.descriptors { _ = close(descriptor) }
-            outbox[outboxHead].descriptors = []
-            outbox[outboxHead].sent += written
-            outboxBytes -= written
-            if outbox[outboxHead].sent == first.bytes.count {
-                outbox[outboxHead].bytes = []
-                outboxHead += 1
-                if outboxHead == outbox.count {
-                    outbox.removeAll(keepingCapacity: outbox.capacity <= 64)
-                    outboxHead = 0
-                } else if outboxHead >= 64, outboxHead * 2 >= outbox.count {
-                    outbox.removeFirst(outboxHead)
-                    outboxHead = 0
-                }
-            }
+            for descriptor in outbox.sent(written) { _ = close(descriptor) }
         }
         return .done
     }
@@ -395,10 +276,11 @@ final class ConnectionCore: @unchecked Sendable {
     /// Writes what the socket takes; waits for room with a writable source while it is full.
     private func flush() {
         defer {
-            if outboxBytes <= configuration.outboxLowWater, !waitingBySender.isEmpty { startWaitingHandlers() }
-            if readingPaused || heldHead < held.count, outboxBytes <= configuration.outboxLowWater {
-                // Messages left undispatched go first, then reading resumes.
-                if dispatchPending || heldHead < held.count { queue.async { [weak self] in self?.dispatchQueued(); self?.updateReading() } } else { updateReading() }
+            if pressure.isDrained(outbox.bytes), admission.hasWaiting { startWaitingHandlers() }
+            switch pressure.afterWrite(outboxBytes: outbox.bytes) {
+            case .dispatchThenUpdateReading: queue.async { [weak self] in self?.dispatchQueued(); self?.updateReading() }
+            case .updateReading: updateReading()
+            case .none: break
             }
         }
         switch writeOut() {
@@ -427,44 +309,29 @@ final class ConnectionCore: @unchecked Sendable {
             return
         }
         isClosed = true
-        let closing = subscriptions.values
-        subscriptions.removeAll()
+        let (closing, waiters) = routes.close()
         for subscription in closing { subscription.onClose?() }
-        for tracking in ownerTracking.values { for waiter in tracking.waiters { waiter.resume() } }
-        ownerTracking.removeAll()
-        let waiting = inflight.values
-        inflight.removeAll()
-        for reply in waiting { reply.finish(.failure(DBusError.disconnected())) }
-        objects.removeAll()
-        objectManagerRoots.removeAll()
-        let neverStarted = waitingBySender.values.joined()
-        waitingBySender.removeAll()
-        for handler in neverStarted { handler.discard() }
-        // Calls held unanswered (their descriptors close with them).
-        held = []
-        heldHead = 0
-        heldBytes = 0
+        for waiter in waiters { waiter.resume() }
+        for reply in replies.takeAll() { reply.finish(.failure(DBusError.disconnected())) }
+        registry.removeAll()
+        for handler in admission.close() { handler.discard() }
+        // Calls held unanswered (their descriptors close with them); a paused source must be
+        // resumed before it is cancelled and released.
+        let reading = pressure.close()
         // What is queued (replies, a last signal) still goes, for up to a second.
         let deadline = DispatchTime.now().uptimeNanoseconds + 1_000_000_000
-        while outboxHead < outbox.count, writeOut() == .blocked {
+        while !outbox.isEmpty, writeOut() == .blocked {
             let now = DispatchTime.now().uptimeNanoseconds
             guard now < deadline else { break }
             var poll = pollfd(fd: socket, events: Int16(POLLOUT), revents: 0)
             _ = Glibc.poll(&poll, 1, Int32((deadline - now) / 1_000_000) + 1)
         }
-        for entry in outbox[outboxHead...] { for descriptor in entry.descriptors { _ = close(descriptor) } }
-        outbox = []
-        outboxHead = 0
-        outboxBytes = 0
+        for descriptor in outbox.removeAll() { _ = close(descriptor) }
         stream.discard()
         // The readiness sources hold the socket until dispatch cancels them; shutting it down now
         // lets the bus see the disconnect (and free names) at once.
         _ = shutdown(socket, Int32(SHUT_RDWR))
-        // A suspended source must be resumed before it is cancelled and released.
-        if readingPaused, let readSource {
-            readingPaused = false
-            readSource.resume()
-        }
+        if reading == .resume { readSource?.resume() }
         readSource?.cancel()
         readSource = nil
         if let writeSource {

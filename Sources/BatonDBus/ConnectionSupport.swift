@@ -1,20 +1,22 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import Dispatch
+import Glibc
 
-// Helpers of ConnectionCore: pending replies, subscriptions and exported objects. All of them are
-// confined to the connection queue.
+// Helpers of ConnectionCore: what it keeps per call awaiting a reply, per subscription and per
+// handler waiting to start. All of them are confined to the connection queue.
 
-/// A method call awaiting its reply. Touched only on the connection queue.
+/// The connection's signal routes; a subscriber waiting for a name's owner waits on a continuation.
+typealias ConnectionRoutes = SignalRoutes<CheckedContinuation<Void, Never>>
+
+/// A result to send back for one incoming call.
+typealias CallOutcome = Result<[DBusValue], DBusError>
+
+/// What the connection keeps for one of its calls awaiting a reply (`ReplyBook` decides which
+/// reply ends it). Touched only on the connection queue.
 final class PendingReply {
     /// Fires the NoReply error when the reply is late; cancelled when the call finishes.
     var timer: (any DispatchSourceTimer)?
-    /// Who must send the reply, when that is known (the bus itself, or a unique name called
-    /// directly): a reply with this serial from anyone else is dropped (on a session bus any
-    /// client of the same user can send one).
-    var expectedSender: String?
     var completion: ((Result<[DBusValue], any Error>) -> Void)?
-    /// Unregisters the reply from the connection's in-flight table.
-    var onFinish: (() -> Void)?
 
     init(completion: @escaping (Result<[DBusValue], any Error>) -> Void) { self.completion = completion }
 
@@ -24,8 +26,6 @@ final class PendingReply {
         self.completion = nil
         timer?.cancel()
         timer = nil
-        onFinish?()
-        onFinish = nil
         completion(result)
     }
 }
@@ -33,7 +33,8 @@ final class PendingReply {
 /// Lets `call` cancel a request whose send may or may not have happened yet. Queue-confined.
 final class CallCancellation: @unchecked Sendable {
     var cancelled = false
-    var reply: PendingReply?
+    /// The serial of the call, once sent.
+    var serial: UInt32?
 }
 
 struct Subscription {
@@ -42,18 +43,6 @@ struct Subscription {
     let handler: @Sendable (DBusSignal) -> Void
     let onClose: (@Sendable () -> Void)?
     let isInternal: Bool
-}
-
-struct OwnerTracking {
-    var count: Int
-    var subscriptionID: UInt64?
-    var waiters: [CheckedContinuation<Void, Never>] = []
-    var ready = false
-}
-
-struct ExportedObject {
-    var interfaces: [DBusInterface]
-    func interface(named name: String) -> DBusInterface? { interfaces.first { $0.name == name } }
 }
 
 /// A call's handler, waiting for its caller's earlier calls (DBusConnectionConfiguration.runningPerSender).
@@ -65,8 +54,8 @@ struct PendingHandler {
     let discard: @Sendable () -> Void
 }
 
-/// Which replies may end a call (pure; the connection, its oversized- and malformed-message paths
-/// and the fuzzer use it). A reply must come from whom the call went to when that is known (the bus
+/// Which replies may end a call (pure; `ReplyBook` applies it to every reply, oversized and
+/// malformed ones included). A reply must come from whom the call went to when that is known (the bus
 /// itself, or a unique name called directly): on a session bus any client of the same user can send
 /// one with a guessed serial. An error from the bus itself also ends a call: the bus answers for a
 /// callee that is gone, disconnected mid-call, or that policy or limits keep the call from (only the
@@ -80,5 +69,22 @@ enum ReplyMatch {
     static func expectedSender(forCallTo destination: String?) -> String? {
         guard let destination, destination == busName || destination.hasPrefix(":") else { return nil }
         return destination
+    }
+}
+
+extension DBusMessage {
+    /// A reply or error message as the caller sees it (its arguments read within the standard budget).
+    var callResult: Result<[DBusValue], any Error> {
+        let arguments: [DBusValue]
+        do {
+            arguments = try self.arguments(budget: .standard)
+        } catch {
+            return .failure(error)
+        }
+        if kind == .error {
+            for value in arguments { if case .unixFD(let descriptor) = value { _ = close(descriptor) } }
+            return .failure(DBusError(name: errorName ?? DBusError.failedName, message: arguments.first?.stringValue ?? ""))
+        }
+        return .success(arguments)
     }
 }

@@ -75,8 +75,8 @@ public final class DBusConnection: Sendable {
     /// - Parameter timeout: nil uses the default (25 s, as libdbus and sd-bus).
     public func call(destination: String?, path: String, interface: String?, method: String,
                      arguments: [DBusValue] = [], timeout: Duration? = nil) async throws -> [DBusValue] {
-        try await core.call(destination: destination, path: path, interface: interface, method: method,
-                            arguments: arguments, timeout: timeout)
+        try await performCall(destination: destination, path: path, interface: interface, method: method,
+                              arguments: arguments, timeout: timeout)
     }
 
     // MARK: Signals
@@ -92,13 +92,13 @@ public final class DBusConnection: Sendable {
     /// Adds the match rule on the bus and calls `handler` (on the connection queue) for each matching
     /// signal. Returns once the bus has accepted the rule, so later signals are not missed.
     public func subscribe(_ rule: DBusMatchRule, handler: @escaping @Sendable (DBusSignal) -> Void) async throws -> DBusSubscription {
-        try await core.subscribe(rule, handler: handler)
+        try await addSubscription(rule, handler: handler)
     }
 
     /// Matching signals as a stream; the subscription ends when the stream is terminated or the connection closes.
     public func signals(matching rule: DBusMatchRule) async throws -> AsyncStream<DBusSignal> {
         let (stream, continuation) = AsyncStream.makeStream(of: DBusSignal.self)
-        let subscription = try await core.subscribe(rule, onClose: { continuation.finish() }) { continuation.yield($0) }
+        let subscription = try await addSubscription(rule, onClose: { continuation.finish() }) { continuation.yield($0) }
         continuation.onTermination = { [weak core] _ in
             guard let core else { return }
             core.queue.async { core.unsubscribeOnQueue(subscription.id) }
@@ -116,7 +116,7 @@ public final class DBusConnection: Sendable {
     /// Exports an object implementing `interfaces` at `path`. Properties, Introspectable and Peer are
     /// added automatically. If an ObjectManager root is an ancestor, `InterfacesAdded` is emitted.
     public func export(_ interfaces: [DBusInterface], at path: String) async throws {
-        try await core.export(interfaces, at: path)
+        try await exportObject(interfaces, at: path)
     }
 
     /// Removes the object at `path`, emitting `InterfacesRemoved` from ancestor ObjectManager roots.
@@ -140,7 +140,7 @@ public final class DBusConnection: Sendable {
     // MARK: Bus names and peers
 
     public func requestName(_ name: String, flags: DBusRequestNameFlags = []) async throws -> DBusRequestNameReply {
-        let reply = try await core.callBus("RequestName", [.string(name), .uint32(flags.rawValue)])
+        let reply = try await callBus("RequestName", [.string(name), .uint32(flags.rawValue)])
         guard let code = reply.first?.uint32Value, let result = DBusRequestNameReply(rawValue: code) else {
             throw DBusError.failed("unexpected RequestName reply \(reply)")
         }
@@ -148,7 +148,7 @@ public final class DBusConnection: Sendable {
     }
 
     public func releaseName(_ name: String) async throws -> DBusReleaseNameReply {
-        let reply = try await core.callBus("ReleaseName", [.string(name)])
+        let reply = try await callBus("ReleaseName", [.string(name)])
         guard let code = reply.first?.uint32Value, let result = DBusReleaseNameReply(rawValue: code) else {
             throw DBusError.failed("unexpected ReleaseName reply \(reply)")
         }
@@ -156,28 +156,28 @@ public final class DBusConnection: Sendable {
     }
 
     public func nameHasOwner(_ name: String) async throws -> Bool {
-        let reply = try await core.callBus("NameHasOwner", [.string(name)])
+        let reply = try await callBus("NameHasOwner", [.string(name)])
         guard let owned = reply.first?.boolValue else { throw DBusError.failed("unexpected NameHasOwner reply \(reply)") }
         return owned
     }
 
     /// The unique name owning `name`; throws `org.freedesktop.DBus.Error.NameHasNoOwner` if none.
     public func nameOwner(_ name: String) async throws -> String {
-        let reply = try await core.callBus("GetNameOwner", [.string(name)])
+        let reply = try await callBus("GetNameOwner", [.string(name)])
         guard let owner = reply.first?.stringValue else { throw DBusError.failed("unexpected GetNameOwner reply \(reply)") }
         return owner
     }
 
     /// The Unix user id of the process owning `name` (usually a method call's `sender`).
     public func connectionUnixUser(_ name: String) async throws -> UInt32 {
-        let reply = try await core.callBus("GetConnectionUnixUser", [.string(name)])
+        let reply = try await callBus("GetConnectionUnixUser", [.string(name)])
         guard let uid = reply.first?.uint32Value else { throw DBusError.failed("unexpected GetConnectionUnixUser reply \(reply)") }
         return uid
     }
 
     /// The process id of the process owning `name`.
     public func connectionUnixProcessID(_ name: String) async throws -> UInt32 {
-        let reply = try await core.callBus("GetConnectionUnixProcessID", [.string(name)])
+        let reply = try await callBus("GetConnectionUnixProcessID", [.string(name)])
         guard let pid = reply.first?.uint32Value else { throw DBusError.failed("unexpected GetConnectionUnixProcessID reply \(reply)") }
         return pid
     }
@@ -185,9 +185,9 @@ public final class DBusConnection: Sendable {
     /// Owner changes of `name` (or of every name when nil).
     public func nameOwnerChanges(for name: String? = nil) async throws -> AsyncStream<DBusNameOwnerChange> {
         let (stream, continuation) = AsyncStream.makeStream(of: DBusNameOwnerChange.self)
-        let subscription = try await core.subscribe(ConnectionCore.nameOwnerChangedRule(for: name),
+        let subscription = try await addSubscription(DBusMatchRule.nameOwnerChanged(for: name),
                                                     onClose: { continuation.finish() }) { signal in
-            if let change = ConnectionCore.nameOwnerChange(from: signal) { continuation.yield(change) }
+            if let change = DBusNameOwnerChange(signal) { continuation.yield(change) }
         }
         continuation.onTermination = { [weak core] _ in
             guard let core else { return }
@@ -199,8 +199,8 @@ public final class DBusConnection: Sendable {
     /// Calls `onVanish` (on the connection queue) whenever `name` loses its owner, e.g. when the client
     /// with unique name `name` disconnects. Unsubscribe with the returned handle.
     public func watchNameOwner(_ name: String, onVanish: @escaping @Sendable () -> Void) async throws -> DBusSubscription {
-        try await core.subscribe(ConnectionCore.nameOwnerChangedRule(for: name)) { signal in
-            if let change = ConnectionCore.nameOwnerChange(from: signal), change.name == name, change.newOwner == nil {
+        try await addSubscription(DBusMatchRule.nameOwnerChanged(for: name)) { signal in
+            if let change = DBusNameOwnerChange(signal), change.name == name, change.newOwner == nil {
                 onVanish()
             }
         }

@@ -24,7 +24,7 @@ struct ReplyBudgetTests {
     /// The serial of the one call `connection` awaits a reply to (polled: the call is sent from a task).
     static func awaitedSerial(_ connection: DBusConnection) async throws -> UInt32 {
         for _ in 0..<500 {
-            if let serial = connection.core.onQueue({ connection.core.inflight.keys.first }) { return serial }
+            if let serial = connection.core.onQueue({ connection.core.replies.serials.first }) { return serial }
             try await Task.sleep(for: .milliseconds(20))
         }
         throw DBusError.failed("the call was never sent")

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+@testable import BatonDBus
+import Testing
+
+/// `CallAdmission` without a socket or a task: refusal at the per-caller limit, handlers that wait
+/// their turn, the outbox holding them back, and the end of a burst.
+@Suite("BatonDBus core: CallAdmission")
+struct CallAdmissionTests {
+    static let configuration = DBusConnectionConfiguration(runningPerSender: 2, runningAtMost: 3, maxHandlersPerSender: 4, burstHandlers: 3)
+
+    @Test func aCallerAtTheLimitIsRefusedAndAFinishedCallFreesASlot() {
+        var admission = CallAdmission<String>(configuration: Self.configuration)
+        for number in 1...4 {
+            #expect(admission.refusal(for: ":1.5") == nil)
+            _ = admission.enqueue("a\(number)", from: ":1.5", outboxFull: false)
+        }
+        #expect(admission.refusal(for: ":1.5") == 4)
+        // Another caller is not affected.
+        #expect(admission.refusal(for: ":1.6") == nil)
+        _ = admission.finished(for: ":1.5", outboxFull: false)
+        #expect(admission.refusal(for: ":1.5") == nil)
+        #expect(admission.served(by: ":1.5") == 3)
+    }
+
+    @Test func aCallersFurtherCallsWaitInOrderForItsRunningOnes() {
+        var admission = CallAdmission<String>(configuration: Self.configuration)
+        #expect(admission.enqueue("a1", from: ":1.5", outboxFull: false) == "a1")
+        #expect(admission.enqueue("a2", from: ":1.5", outboxFull: false) == "a2")
+        #expect(admission.enqueue("a3", from: ":1.5", outboxFull: false) == nil)
+        #expect(admission.enqueue("a4", from: ":1.5", outboxFull: false) == nil)
+        #expect(admission.running == 2 && admission.hasWaiting)
+        let first = admission.finished(for: ":1.5", outboxFull: false)
+        #expect(first.start.map(\.handler) == ["a3"])
+        let second = admission.finished(for: ":1.5", outboxFull: false)
+        #expect(second.start.map(\.handler) == ["a4"])
+        #expect(!admission.hasWaiting && admission.running == 2)
+        #expect(admission.finished(for: ":1.5", outboxFull: false).start.isEmpty)
+        #expect(admission.finished(for: ":1.5", outboxFull: false).start.isEmpty)
+        #expect(admission.running == 0 && admission.served(by: ":1.5") == 0)
+    }
+
+    @Test func noMoreThanRunningAtMostRunInAllAndAFreedSlotGoesToAnotherCaller() {
+        var admission = CallAdmission<String>(configuration: Self.configuration)
+        #expect(admission.enqueue("a1", from: ":1.5", outboxFull: false) != nil)
+        #expect(admission.enqueue("a2", from: ":1.5", outboxFull: false) != nil)
+        #expect(admission.enqueue("b1", from: ":1.6", outboxFull: false) != nil)
+        #expect(admission.enqueue("b2", from: ":1.6", outboxFull: false) == nil)
+        #expect(admission.running == 3)
+        // a1 ends: :1.5 has nothing waiting, so the slot goes to :1.6's waiting call.
+        let finished = admission.finished(for: ":1.5", outboxFull: false)
+        #expect(finished.start.map(\.handler) == ["b2"])
+        #expect(finished.start.map(\.sender) == [":1.6"])
+    }
+
+    @Test func noHandlerStartsWhileTheOutboxIsFull() {
+        var admission = CallAdmission<String>(configuration: Self.configuration)
+        #expect(admission.enqueue("a1", from: ":1.5", outboxFull: true) == nil)
+        #expect(admission.enqueue("b1", from: ":1.6", outboxFull: true) == nil)
+        #expect(admission.running == 0)
+        #expect(admission.startWaiting(outboxFull: true).isEmpty)
+        let started = admission.startWaiting(outboxFull: false)
+        #expect(started.map(\.handler) == ["a1", "b1"])
+        #expect(admission.running == 2 && !admission.hasWaiting)
+        // A handler that ends while the outbox is full starts nobody's next call.
+        _ = admission.enqueue("a2", from: ":1.5", outboxFull: true)
+        #expect(admission.finished(for: ":1.5", outboxFull: true).start.isEmpty)
+        #expect(admission.startWaiting(outboxFull: false).map(\.handler) == ["a2"])
+    }
+
+    @Test func theEndOfABurstAsksForMemoryBackOnce() {
+        var admission = CallAdmission<String>(configuration: Self.configuration)
+        _ = admission.enqueue("a1", from: ":1.5", outboxFull: false)
+        _ = admission.enqueue("b1", from: ":1.6", outboxFull: false)
+        #expect(!admission.finished(for: ":1.5", outboxFull: false).releaseMemory)
+        #expect(!admission.finished(for: ":1.6", outboxFull: false).releaseMemory)
+        // Three at once is a burst: released when the last of them ends.
+        for sender in [":1.5", ":1.6", ":1.7"] { _ = admission.enqueue("x", from: sender, outboxFull: false) }
+        #expect(!admission.finished(for: ":1.5", outboxFull: false).releaseMemory)
+        #expect(!admission.finished(for: ":1.6", outboxFull: false).releaseMemory)
+        #expect(admission.finished(for: ":1.7", outboxFull: false).releaseMemory)
+        _ = admission.enqueue("y", from: ":1.5", outboxFull: false)
+        #expect(!admission.finished(for: ":1.5", outboxFull: false).releaseMemory)
+    }
+
+    @Test func closingHandsBackEveryHandlerThatNeverStarted() {
+        var admission = CallAdmission<String>(configuration: Self.configuration)
+        for number in 1...3 { _ = admission.enqueue("a\(number)", from: ":1.5", outboxFull: false) }
+        _ = admission.enqueue("b1", from: ":1.6", outboxFull: true)
+        #expect(admission.close() == ["a3", "b1"])
+        #expect(!admission.hasWaiting)
+        #expect(admission.close().isEmpty)
+    }
+}
