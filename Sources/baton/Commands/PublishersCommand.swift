@@ -2,6 +2,9 @@
 import BatonClient
 import BatonCommandLine
 import BatonPublishers
+#if canImport(Glibc)
+import Glibc
+#endif
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -94,7 +97,35 @@ struct PublishersCommand: Subcommand {
         }
         context.output.result(json: .object(Publisher.allCases.map { (key: Self.jsonKey($0), value: .boolean(settings.isEnabled($0))) }),
                               text: Self.summaryLines(settings).joined(separator: "\n"))
+        // Issue 26: "browser on" alone read as done, while the extension still had to be loaded.
+        if case .enable(.browser) = change {
+            context.output.message(Self.browserExtensionAdvice(extensionDirectory: Self.installedExtensionDirectory()))
+        }
         return ExitStatus.success
+    }
+
+    /// What the person still has to do after `enable browser`: the extension runs in each browser.
+    static func browserExtensionAdvice(extensionDirectory: String?) -> String {
+        let directory = extensionDirectory ?? "browser/extension in Baton's source tree"
+        return """
+            the browser publisher is on; it publishes the focused tab once Baton's extension runs in your browser (once per browser profile):
+              Chromium: chrome://extensions, turn on Developer mode, "Load unpacked", choose \(directory)
+              Firefox:  about:debugging, "This Firefox", "Load Temporary Add-on", choose \(directory)/manifest.json (until Firefox quits: Mozilla has not signed it)
+            docs/publishers.md ("Installing the extension") has the details
+            """
+    }
+
+    /// PREFIX/share/baton/browser-extension beside this installed program, when it is there.
+    static func installedExtensionDirectory() -> String? {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        guard count > 0 else { return nil }
+        let executable = String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        var parts = executable.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count >= 3 else { return nil }
+        parts.removeLast(2)
+        let directory = parts.joined(separator: "/") + "/share/baton/browser-extension"
+        return access(directory + "/manifest.json", R_OK) == 0 ? directory : nil
     }
 
     static func summaryLines(_ settings: PublisherSettings) -> [String] {
