@@ -141,7 +141,8 @@ public struct RingKeeper: Sendable {
         // state was rolled back (a restored state directory) and the ring holds a secret we lost,
         // which it keeps over ours (§7.3 step 3). Issue the generation after both (§7.4).
         if let theirs = taken.entries[deviceID], let mine = state.roster.entries[deviceID],
-           theirs.secret.generation >= mine.secret.generation, theirs.signature != mine.signature {
+           theirs.secret.generation >= mine.secret.generation, theirs.signature != mine.signature,
+           theirs.secret.generation < RosterMember.maxGeneration {
             return apply(merged, from: nil, random: random, forceRotation: true, after: theirs.secret.generation)
         }
         guard result.changed else {
