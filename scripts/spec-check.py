@@ -610,7 +610,10 @@ def decode_roster_value(value):
         if chain_end(member["secret"], member["day"], member["commitment"]) is None:
             raise ProtocolError("badSignature")
         if "introductions" in member:
-            introduction_records(member["introductions"])
+            listed = introduction_records(member["introductions"])
+            # Both forms naming one introducer must carry the same signature (§7.3).
+            if "introducedBy" in member and listed.get(member["introducedBy"], member["introduction"]) != member["introduction"]:
+                raise ProtocolError("malformed", "roster introductions")
     if len(value["members"]) > 10000 or len(value["removed"]) > 10000:
         raise ProtocolError("malformed", "roster size")
     seen = set()
@@ -850,13 +853,14 @@ def cascade(members, removed):
         for by in introducers:
             children.setdefault(by, []).append(i)
 
-    def reach(starts, within):
+    def reach(starts, within, stop=frozenset()):
         seen, frontier = set(), list(starts)
         while frontier:
             for c in children.get(frontier.pop(), []):
                 if c in within and c not in seen:
                     seen.add(c)
-                    frontier.append(c)
+                    if c not in stop:
+                        frontier.append(c)
         return seen
 
     def subtree(spared):
@@ -869,11 +873,18 @@ def cascade(members, removed):
             s = kept
 
     first = subtree(set())
-    reached_by = {}
-    for root, signer in roots.items():
-        for x in reach([root], first):
-            reached_by.setdefault(x, set()).add(signer)
-    spared = {a for a in roots.values() if a in first and reached_by.get(a) == {a}}
+    # Spared: the largest set of removers in S0 that every walk from a root through S0 meets
+    # first at that root's own remover (walks stop at the set).
+    spared = {a for a in roots.values() if a in first}
+    while spared:
+        reached_by = {}
+        for root, signer in roots.items():
+            for x in reach([root], first, spared):
+                reached_by.setdefault(x, set()).add(signer)
+        kept = {a for a in spared if reached_by.get(a) == {a}}
+        if kept == spared:
+            break
+        spared = kept
     return (subtree(spared) if spared else first) & set(members)
 
 

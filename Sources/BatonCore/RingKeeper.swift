@@ -137,6 +137,14 @@ public struct RingKeeper: Sendable {
         // So may a device a cascade took out here.
         let taken = state.roster.isOut(sender) ? Roster(version: 0, members: [], removalMarks: roster.removalMarks) : roster
         let result = try merged.merge(taken, me: deviceID)
+        // Our own entry as the sender holds it, of our generation or a later one but not ours: our
+        // state was rolled back (a restored state directory) and the ring holds a secret we lost,
+        // which it keeps over ours (§7.3 step 3). Issue the generation after both (§7.4).
+        if let theirs = taken.entries[deviceID], let mine = state.roster.entries[deviceID],
+           theirs.secret.generation >= mine.secret.generation, theirs.signature != mine.signature,
+           theirs.secret.generation < RosterMember.maxGeneration {
+            return apply(merged, from: nil, random: random, forceRotation: true, after: theirs.secret.generation)
+        }
         guard result.changed else {
             // Keys may still have moved back to an earlier day of their chain (§3.1), never before ours.
             merged.ratchet(toDay: today)
@@ -198,7 +206,8 @@ public struct RingKeeper: Sendable {
         return .generate(generation: next, day: today, using: random)
     }
 
-    private mutating func apply(_ roster: Roster, from sender: DeviceID?, random: some RandomSource, forceRotation: Bool = false) -> [Action] {
+    private mutating func apply(_ roster: Roster, from sender: DeviceID?, random: some RandomSource, forceRotation: Bool = false,
+                                after lost: UInt32? = nil) -> [Action] {
         let before = peers
         // Read before the roster is replaced: a roster that removed us no longer holds our entry.
         let ownGeneration = ownSecret.generation
@@ -215,7 +224,7 @@ public struct RingKeeper: Sendable {
             state.pendingSyncs = [:]
             return [.persist(state), .rotateOwnSecret(fresh), .membersChanged([:])]
         }
-        if forceRotation, let fresh = nextOwnSecret(random: random),
+        if forceRotation, let fresh = nextOwnSecret(random: random, after: max(ownGeneration, lost ?? 0)),
            let me = try? RosterMember.signed(name: state.name, identity: identity, secret: fresh,
                                              introductions: state.roster.members[deviceID]?.introductions ?? []) {
             state.roster.upsert(me)

@@ -111,7 +111,9 @@ public struct RemovalMark: Hashable, Sendable {
         let key = Array(bytes[0..<32])
         let remover = try DeviceID(bytes: Array(bytes[32..<48]))
         let signature = Array(bytes[48..<recordHeaderByteCount])
-        let cascading = (bytes.count - recordHeaderByteCount) % Introduction.recordByteCount == 1
+        let rest = (bytes.count - recordHeaderByteCount) % Introduction.recordByteCount
+        guard rest <= 1 else { throw .malformed("roster removed entry") }
+        let cascading = rest == 1
         if cascading { guard bytes[recordHeaderByteCount] == cascadingFlag else { throw .malformed("roster removed entry") } }
         let introductions = try Introduction.records(Array(bytes[(recordHeaderByteCount + (cascading ? 1 : 0))...]))
         guard Set(introductions.map(\.introducer)).count == introductions.count else { throw .malformed("roster introductions") }
@@ -268,7 +270,15 @@ public struct RosterMember: Hashable, Sendable {
         // One introduction (§7.3): the two keys; with `introductions` too, both count.
         switch (m["introducedBy"]?.bytesValue, m["introduction"]?.bytesValue) {
         case (nil, nil) where m["introducedBy"] == nil && m["introduction"] == nil: break
-        case (let by?, let signature?): introductions.append(try Introduction(introducer: DeviceID(bytes: by), signature: signature))
+        case (let by?, let signature?):
+            let single = try Introduction(introducer: DeviceID(bytes: by), signature: signature)
+            // Both forms naming one introducer must carry the same record: otherwise which one
+            // counts would depend on whether it is checked before the set rule picks one (§7.3).
+            if let listed = introductions.first(where: { $0.introducer == single.introducer }) {
+                guard listed == single else { throw .malformed("roster introductions") }
+            } else {
+                introductions.append(single)
+            }
         default: throw .malformed("roster member")
         }
         // The id is derived from the key; a mismatch means a forged or broken entry.
