@@ -238,7 +238,7 @@ struct AgentNotificationTests {
         // The user clicks: the server emits ActionInvoked; the agent continues through the daemon.
         try await #require(scene.server).invoke(id: notify.id, key: "default")
         #expect(await eventually(timeout: .seconds(15)) { handler.members == ["WillContinue", "Continue"] }, "\(scene.log.lines)")
-        #expect(handler.calls.last?.arguments[1] == .string("Chapter 3"))
+        #expect(handler.calls.last?.argument(1) == .string("Chapter 3"))
         #expect(await eventually(timeout: .seconds(15)) { source.wasContinued == ["beta"] })
         #expect(try await eventually(timeout: .seconds(10)) {
             try await #require(scene.server).calls().contains { $0.name == "CloseNotification" && $0.id == notify.id }

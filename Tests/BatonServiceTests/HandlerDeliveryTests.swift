@@ -414,3 +414,9 @@ struct HandlerVersionTests {
         #expect(entry.versions == three)
     }
 }
+
+extension DBusMethodCall {
+    /// Argument `index`, nil when the call has fewer: a failed expectation, not a crash of the
+    /// whole test process (a loaded run once delivered another call than the one awaited).
+    func argument(_ index: Int) -> DBusValue? { arguments.indices.contains(index) ? arguments[index] : nil }
+}

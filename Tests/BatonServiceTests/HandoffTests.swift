@@ -106,7 +106,7 @@ struct HandoffTests {
         let reply = try await client.call(destination: b.node.busName, path: path, interface: BatonInterface.suggestion, method: "Continue")
         #expect(reply == [.string("delivered")])
         #expect(handler.members == ["WillContinue", "Continue"])
-        #expect(handler.calls.last?.arguments[1] == .string("Chapter 3"))
+        #expect(handler.calls.last?.argument(1) == .string("Chapter 3"))
         #expect(await eventually(timeout: .seconds(15)) { source.wasContinued == ["beta"] })
         #expect(try await suggestions(on: b.node, client: client).isEmpty)
 

@@ -157,8 +157,8 @@ struct TransferTests {
         #expect(handler.members == ["WillContinue", "Continue"])
         let delivered = try #require(handler.calls.last)
         // WillSave ran on A before the state left: the handler sees the saved page and title.
-        #expect(delivered.arguments[1] == .string("Chapter 3"))
-        #expect(delivered.arguments[2].asDictionary?["page"]?.unwrapped == .int64(43))
+        #expect(delivered.argument(1) == .string("Chapter 3"))
+        #expect(delivered.argument(2)?.asDictionary?["page"]?.unwrapped == .int64(43))
         #expect(await eventually { source.wasContinued == ["beta"] })
 
         // The client API: the payload matches what the app published (after WillSave).
