@@ -18,7 +18,10 @@ for path in sys.argv[1:]:
         if case.find("failure") is None and case.find("error") is None:
             continue
         function = case.get("name", "").split("(")[0]
-        pattern = "^" + re.escape(case.get("classname", "")) + "/" + re.escape(function) + r"\("
+        # A nested suite's id joins its types with "/" (Module.Outer/Inner/function()), which
+        # xUnit's classname may write with "." instead: either matches.
+        suites = "[./]".join(re.escape(part) for part in case.get("classname", "").split("."))
+        pattern = "^" + suites + "/" + re.escape(function) + r"\("
         if pattern not in seen:
             seen.append(pattern)
 if read == 0:
