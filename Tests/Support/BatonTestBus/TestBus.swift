@@ -179,15 +179,16 @@ enum Child: Sendable {
         }
     }
 
-    /// SIGTERM, up to 10 s for the child to end, then SIGKILL; reaps a spawned child.
+    /// dbus-daemon: SIGKILL. A spawned child (dbus-broker-launch): SIGTERM, up to 10 s for it to
+    /// end its broker, then SIGKILL; reaped here.
     func stop() {
         switch self {
         case .foundation(let process):
+            // SIGKILL at once: dbus-daemon keeps nothing to save, and this runs on a test's thread
+            // (SIGTERM first, waited for, held each test's thread 10 s and stalled whole runs).
             guard process.isRunning else { return }
-            kill(process.processIdentifier, SIGTERM)
-            for _ in 0..<1_000 where process.isRunning { usleep(10_000) }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            for _ in 0..<1_000 where process.isRunning { usleep(10_000) }
+            kill(process.processIdentifier, SIGKILL)
+            for _ in 0..<200 where process.isRunning { usleep(10_000) }
         case .spawned(let pid, let reaped):
             reaped.with { done in
                 Self.reap(pid, &done)
