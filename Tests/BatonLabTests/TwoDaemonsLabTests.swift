@@ -76,6 +76,16 @@ final class DaemonPair: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: product("batond"))
         process.arguments = ["--bus-address", address, "--bus-name", "org.baton.\(name)", "--state-dir", directory.appendingPathComponent(name).path,
                              "--adapter", adapter, "--listen", "127.0.0.1", "--name", name] + extraArguments
+        // As systemd's RuntimeDirectory does for the installed service: the advert boot mark
+        // (protocol §4.2 "Restarts") lives there, so a restart within this boot seals at once.
+        // Without it, every start counts as the boot's first, and a VM booted within the epoch
+        // of the last seal stays silent until the next epoch (up to 900 s).
+        let runtime = directory.appendingPathComponent("runtime-\(name)").path
+        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true)
+        chmod(runtime, 0o700)
+        var environment = ProcessInfo.processInfo.environment
+        environment["RUNTIME_DIRECTORY"] = runtime
+        process.environment = environment
         let logPath = directory.appendingPathComponent("\(name).log").path
         if !FileManager.default.fileExists(atPath: logPath) { _ = FileManager.default.createFile(atPath: logPath, contents: nil) }
         mark("start \(name) on \(adapter) \(extraArguments.joined(separator: " "))")
