@@ -11,28 +11,7 @@ import BatonCrypto
 
     func pair(_ a: inout RingKeeper, _ b: inout RingKeeper) throws { try KeeperRing(random: random).pair(&a, &b) }
 
-    /// `n` keepers paired through the first, then all synced.
-    func ring(_ n: Int) throws -> [RingKeeper] {
-        var keepers = try (0..<n).map { try RingKeeper.create(name: "k\($0)", today: testDay, random: random) }
-        for i in 1..<n {
-            var (joiner, hub) = (keepers[i], keepers[0])
-            try pair(&joiner, &hub)
-            (keepers[i], keepers[0]) = (joiner, hub)
-        }
-        for i in 1..<n { _ = try keepers[i].receive(keepers[0].state.roster, from: keepers[0].deviceID, random: random) }
-        for i in 1..<n { _ = try keepers[0].receive(keepers[i].state.roster, from: keepers[i].deviceID, random: random) }
-        for i in 1..<n { _ = try keepers[i].receive(keepers[0].state.roster, from: keepers[0].deviceID, random: random) }
-        return keepers
-    }
-
-    func permutations<T>(_ items: [T]) -> [[T]] {
-        guard items.count > 1 else { return [items] }
-        return items.indices.flatMap { i -> [[T]] in
-            var rest = items
-            let head = rest.remove(at: i)
-            return permutations(rest).map { [head] + $0 }
-        }
-    }
+    func ring(_ n: Int) throws -> [RingKeeper] { try KeeperRing(random: random).ring(n) }
 
     /// A member entry signed by a fresh identity (returned too), introduced by `introducers`.
     func entry(_ name: String, introducedBy introducers: [Ed25519PrivateKey] = [], selfIntroduced: Bool = false)
