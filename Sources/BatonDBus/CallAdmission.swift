@@ -20,8 +20,8 @@ struct CallAdmission<Handler> {
     /// Handlers running, and the most at once since the last burst ended.
     private(set) var running = 0
     private var mostRunning = 0
-    /// Calls being served (running or waiting), running, and waiting, by the caller's unique name.
-    private var servedBySender: [String: Int] = [:]
+    /// Handlers running, and calls waiting for a turn, by the caller's unique name (the calls it has
+    /// being served are the two together).
     private var runningBySender: [String: Int] = [:]
     private var waitingBySender: [String: [Handler]] = [:]
 
@@ -35,11 +35,11 @@ struct CallAdmission<Handler> {
     /// The calls of `sender` being served when it may have no more (refuse with LimitsExceeded);
     /// nil when its call is admitted.
     func refusal(for sender: String) -> Int? {
-        let serving = servedBySender[sender, default: 0]
+        let serving = served(by: sender)
         return serving < maxServedPerSender ? nil : serving
     }
 
-    func served(by sender: String) -> Int { servedBySender[sender, default: 0] }
+    func served(by sender: String) -> Int { runningBySender[sender, default: 0] + (waitingBySender[sender]?.count ?? 0) }
     var hasWaiting: Bool { !waitingBySender.isEmpty }
 
     /// Whether a handler may start now (the bus keeps up with the replies, and fewer than
@@ -49,7 +49,6 @@ struct CallAdmission<Handler> {
 
     /// An admitted call of `sender` has a handler: returned if it starts now, else it waits its turn.
     mutating func enqueue(_ handler: Handler, from sender: String, outboxFull: Bool) -> Handler? {
-        servedBySender[sender, default: 0] += 1
         guard runningBySender[sender, default: 0] < runningPerSender, mayStart(outboxFull: outboxFull) else {
             waitingBySender[sender, default: []].append(handler)
             return nil
@@ -67,23 +66,13 @@ struct CallAdmission<Handler> {
         var releaseMemory = false
     }
 
-    /// A handler of `sender` ended: its waiting calls, then other callers' waiting calls, start
-    /// while they may.
+    /// A handler of `sender` ended: its slot goes to the waiting calls (this caller's next, or
+    /// another's that waited for a slot), through `startWaiting`, while they may start.
     mutating func finished(for sender: String, outboxFull: Bool) -> Finished {
-        if let left = servedBySender[sender], left > 1 { servedBySender[sender] = left - 1 } else { servedBySender[sender] = nil }
         running -= 1
+        if let count = runningBySender[sender], count > 1 { runningBySender[sender] = count - 1 } else { runningBySender[sender] = nil }
         var result = Finished()
-        if mayStart(outboxFull: outboxFull), let next = takeWaiting(of: sender) {
-            // Its slot goes to its own next call.
-            started()
-            result.start.append((next, sender))
-        } else if let count = runningBySender[sender], count > 1 {
-            runningBySender[sender] = count - 1
-        } else {
-            runningBySender[sender] = nil
-        }
-        // Another caller's call may have waited for this slot.
-        result.start += startWaiting(outboxFull: outboxFull)
+        result.start = startWaiting(outboxFull: outboxFull)
         if running == 0, mostRunning >= burstHandlers {
             mostRunning = 0
             result.releaseMemory = true

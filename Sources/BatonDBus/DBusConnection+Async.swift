@@ -42,9 +42,9 @@ extension DBusConnection {
         return Int32(clamping: total.partialValue + attoseconds / 1_000_000_000_000_000)
     }
 
-    func callBus(_ method: String, _ arguments: [DBusValue]) async throws -> [DBusValue] {
+    func callBus(_ method: String, _ arguments: [DBusValue], timeout: Duration? = nil) async throws -> [DBusValue] {
         try await performCall(destination: busName, path: busPath, interface: busInterface, method: method,
-                              arguments: arguments, timeout: nil)
+                              arguments: arguments, timeout: timeout)
     }
 
     /// Registers the subscription locally, then adds its match rule on the bus (and tracks the

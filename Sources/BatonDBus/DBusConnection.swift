@@ -147,8 +147,9 @@ public final class DBusConnection: Sendable {
         return result
     }
 
-    public func releaseName(_ name: String) async throws -> DBusReleaseNameReply {
-        let reply = try await callBus("ReleaseName", [.string(name)])
+    /// - Parameter timeout: nil waits the default call timeout (25 s).
+    public func releaseName(_ name: String, timeout: Duration? = nil) async throws -> DBusReleaseNameReply {
+        let reply = try await callBus("ReleaseName", [.string(name)], timeout: timeout)
         guard let code = reply.first?.uint32Value, let result = DBusReleaseNameReply(rawValue: code) else {
             throw DBusError.failed("unexpected ReleaseName reply \(reply)")
         }

@@ -125,8 +125,9 @@ struct IncomingCallRouter {
             let handler = method.handler
             let call = call
             let borrowed = lent
-            return .run(expectedSignature: method.outSignature, discard: { for descriptor in borrowed { _ = close(descriptor) } }) {
-                defer { for descriptor in borrowed { _ = close(descriptor) } }
+            let closeLent: @Sendable () -> Void = { for descriptor in borrowed { _ = close(descriptor) } }
+            return .run(expectedSignature: method.outSignature, discard: closeLent) {
+                defer { closeLent() }
                 return try await handler(call)
             }
         }

@@ -193,10 +193,7 @@ public enum Daemon {
         await parts.stop(activities: service)
         await radio?.close()
         // Bounded: a stop must not wait out a bus that does not answer (the unit's restart depends on it).
-        if connection.isConnected {
-            _ = try? await connection.call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-                                           method: "ReleaseName", arguments: [.string(options.busName)], timeout: .seconds(2))
-        }
+        if connection.isConnected { _ = try? await connection.releaseName(options.busName, timeout: .seconds(2)) }
         return reason == 0 ? exitFailure : 0
     }
 }

@@ -82,6 +82,53 @@ struct CallAdmissionTests {
         #expect(!admission.finished(for: ":1.5", outboxFull: false).releaseMemory)
     }
 
+    /// The calls a caller has being served are derived from its running and waiting ones: over random
+    /// admissions and ends (the outbox full or not) they stay what a plain count of admitted minus
+    /// finished says, no caller ever runs more than its share nor the whole more than the limit, and
+    /// no waiting call is left behind while a slot is free.
+    @Test func servedCallsStayTheAdmittedOnesLessTheFinishedOverRandomOrders() {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            var admission = CallAdmission<Int>(configuration: Self.configuration)
+            let senders = [":1.5", ":1.6", ":1.7"]
+            var admitted: [String: Int] = [:]
+            var running: [String: Int] = [:]
+            var next = 0
+            for _ in 0..<60 {
+                let sender = senders.randomElement(using: &generator)!
+                let outboxFull = Int.random(in: 0..<4, using: &generator) == 0
+                if Bool.random(using: &generator) || running[sender, default: 0] == 0 {
+                    guard admission.refusal(for: sender) == nil else {
+                        #expect(admitted[sender, default: 0] == Self.configuration.maxHandlersPerSender)
+                        continue
+                    }
+                    next += 1
+                    admitted[sender, default: 0] += 1
+                    if admission.enqueue(next, from: sender, outboxFull: outboxFull) != nil { running[sender, default: 0] += 1 }
+                } else {
+                    admitted[sender, default: 0] -= 1
+                    running[sender, default: 0] -= 1
+                    for started in admission.finished(for: sender, outboxFull: outboxFull).start { running[started.sender, default: 0] += 1 }
+                }
+                if !outboxFull, admission.hasWaiting {
+                    for started in admission.startWaiting(outboxFull: false).map(\.sender) { running[started, default: 0] += 1 }
+                }
+                for name in senders {
+                    #expect(admission.served(by: name) == admitted[name, default: 0])
+                    #expect(running[name, default: 0] <= Self.configuration.runningPerSender)
+                }
+                #expect(admission.running == running.values.reduce(0, +))
+                #expect(admission.running <= Self.configuration.runningAtMost)
+                // Nothing waits while it could run (the outbox has room): every waiting caller is at its share, or the whole at the limit.
+                if !outboxFull, admission.hasWaiting, admission.running < Self.configuration.runningAtMost {
+                    for name in senders where admitted[name, default: 0] > running[name, default: 0] {
+                        #expect(running[name, default: 0] == Self.configuration.runningPerSender)
+                    }
+                }
+            }
+        }
+    }
+
     @Test func closingHandsBackEveryHandlerThatNeverStarted() {
         var admission = CallAdmission<String>(configuration: Self.configuration)
         for number in 1...3 { _ = admission.enqueue("a\(number)", from: ":1.5", outboxFull: false) }
