@@ -9,6 +9,7 @@ struct ManPageTests {
     /// Program, its page, and whether its subcommands have their own --help.
     static let pages: [(program: String, page: String, subcommands: Bool)] = [
         ("batond", "batond.8", false), ("baton", "baton.1", true), ("bt-pair", "bt-pair.1", true), ("baton-agent", "baton-agent.1", false),
+        ("baton-browser-host", "baton-browser-host.1", false),
     ]
 
     /// The roff scdoc makes of man/PAGE.scd.
