@@ -58,7 +58,7 @@ public struct DaemonChecks: Sendable {
             let status = try await connection.status()
             let pid = (try? await bus.connectionUnixProcessID(options.busName)).map { "pid \($0), " } ?? ""
             var summary = "runs (\(pid)version \(status.version)), owns \(status.busName), radio \(status.radio)"
-            if let secrets = status.secretsAtRest { summary += ", keys at rest " + Self.secretsAtRestText(secrets) }
+            if let secrets = status.secretsAtRest { summary += ", keys at rest: " + Self.secretsAtRestText(secrets) }
             switch (status.state, status.radio) {
             case ("degraded", _):
                 findings.append(DoctorFinding("batond", .failed, summary + " (\(status.radioDetail ?? "unavailable")): nothing goes on the air",
@@ -87,7 +87,7 @@ public struct DaemonChecks: Sendable {
     /// GetStatus "SecretsAtRest" in words (docs/security.md "Key storage at rest").
     public static func secretsAtRestText(_ word: String) -> String {
         switch word {
-        case "plain": "in plain 0600 files (no systemd credential key)"
+        case "plain": "plain 0600 files (no systemd credential key)"
         case "sealed-host": "sealed with systemd-creds (this machine's host key)"
         case "sealed-host+tpm2": "sealed with systemd-creds (TPM2 and this machine's host key)"
         case "sealed-tpm2": "sealed with systemd-creds (TPM2)"
