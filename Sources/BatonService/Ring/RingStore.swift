@@ -135,7 +135,9 @@ public final class RingStore: Sendable {
 
     /// With a sealing key: seals a `ring` file written plain (by a build or a start without the
     /// key), keeping the record inside byte for byte. Returns whether it sealed one.
-    public func sealSecretsIfPlain() throws(StoreError) -> Bool { try ring.sealIfPlain() }
+    public func sealSecretsIfPlain() throws(LoadError) -> Bool {
+        do { return try ring.sealIfPlain() } catch { throw .store(error) }
+    }
 
     /// The state directory's path (names its boot mark, BootMarkStore).
     public var directoryPath: String { ring.directory.path }
