@@ -29,10 +29,14 @@ public struct ManagerStatus: Sendable, Hashable {
     /// Whether the calling user runs a session agent (baton-agent) that can start handler apps;
     /// nil from a daemon that does not say.
     public var sessionAgent: Bool?
+    /// How the daemon keeps its keys on disk: "plain" (0600 files) or "sealed-host",
+    /// "sealed-host+tpm2", "sealed-tpm2" (systemd-creds); nil from a daemon that does not say.
+    public var secretsAtRest: String?
 
     public init(state: String, adapter: String, radio: String, radioDetail: String? = nil, errors: [ErrorRecord] = [],
-                sessionAgent: Bool? = nil) {
+                sessionAgent: Bool? = nil, secretsAtRest: String? = nil) {
         self.sessionAgent = sessionAgent
+        self.secretsAtRest = secretsAtRest
         self.state = state
         self.adapter = adapter
         self.radio = radio
@@ -67,7 +71,13 @@ public struct ManagerStatus: Sendable, Hashable {
             guard let flag = value.boolValue else { throw .unexpectedReply("GetStatus SessionAgent is not a boolean") }
             agent = flag
         }
-        self.init(state: state, adapter: adapter, radio: radio, radioDetail: detail, errors: errors, sessionAgent: agent)
+        var secrets: String?
+        if let value = status["SecretsAtRest"] {
+            guard let text = value.stringValue else { throw .unexpectedReply("GetStatus SecretsAtRest is not a string") }
+            secrets = text
+        }
+        self.init(state: state, adapter: adapter, radio: radio, radioDetail: detail, errors: errors, sessionAgent: agent,
+                  secretsAtRest: secrets)
     }
 
     public var dbusValue: DBusValue {
@@ -82,6 +92,7 @@ public struct ManagerStatus: Sendable, Hashable {
         ]
         if let radioDetail { status["RadioDetail"] = .string(radioDetail) }
         if let sessionAgent { status["SessionAgent"] = .boolean(sessionAgent) }
+        if let secretsAtRest { status["SecretsAtRest"] = .string(secretsAtRest) }
         return .propertyDictionary(status)
     }
 }

@@ -25,6 +25,8 @@ public struct DaemonStatus: Sendable, Hashable {
     /// Whether this user runs a session agent (baton-agent) that can start handler apps; nil from
     /// a daemon that does not say.
     public var sessionAgent: Bool?
+    /// "plain" or "sealed-host", "sealed-host+tpm2", "sealed-tpm2"; nil from a daemon that does not say.
+    public var secretsAtRest: String?
 
     init(status: ManagerStatus, managerProperties: [String: DBusValue]) throws(BatonClientError) {
         guard let version = managerProperties["Version"]?.stringValue, let busName = managerProperties["BusName"]?.stringValue else {
@@ -36,6 +38,7 @@ public struct DaemonStatus: Sendable, Hashable {
         radioDetail = status.radioDetail
         errors = status.errors
         sessionAgent = status.sessionAgent
+        secretsAtRest = status.secretsAtRest
         self.version = version
         self.busName = busName
     }

@@ -20,6 +20,7 @@ public enum OutputDocument {
         }
         members += [("Version", .string(status.version)), ("BusName", .string(status.busName)), ("Errors", .array(errors))]
         if let agent = status.sessionAgent { members.append(("SessionAgent", .boolean(agent))) }
+        if let secrets = status.secretsAtRest { members.append(("SecretsAtRest", .string(secrets))) }
         return .object(members)
     }
 

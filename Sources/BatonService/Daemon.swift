@@ -85,7 +85,7 @@ public enum Daemon {
         }
         // Held until the daemon returns: the kernel releases it when the process ends.
         defer { withExtendedLifetime(stateLock) {} }
-        let configuration = ServiceConfiguration(busName: options.busName, adapter: options.adapter, radioEnabled: options.radioEnabled,
+        var configuration = ServiceConfiguration(busName: options.busName, adapter: options.adapter, radioEnabled: options.radioEnabled,
                                                  saveTimeout: options.saveTimeout)
         var radio: BlueZRadio?
         if options.radioEnabled {
@@ -100,10 +100,24 @@ public enum Daemon {
             }
         }
         let clock = ShiftableWallClock()
+        let sealing: StateSealingKey?
+        do {
+            switch try StateKeyCredential.load(environment: environment) {
+            case .key(let key):
+                sealing = key
+                logger.log("batond: secrets at rest: sealed with the systemd credential \(StateSealingKey.credentialName) (\(key.protection.rawValue))")
+            case .none(let reason):
+                sealing = nil
+                logger.log("batond: secrets at rest: plain 0600 files (\(reason))")
+            }
+        } catch {
+            logger.log("batond: cannot read the state key: \(error); fix: recreate it (remove /etc/credstore.encrypted/\(StateSealingKey.credentialName) only if no state is sealed with it yet, see docs/security.md)")
+            return exitFailure
+        }
         let ring: RingService
         do {
             ring = try RingService(
-                store: RingStore(directory: StateDirectory(path: options.stateDirectory)), radio: radio, clock: clock,
+                store: RingStore(directory: StateDirectory(path: options.stateDirectory), sealing: sealing), radio: radio, clock: clock,
                 configuration: .init(deviceName: options.deviceName ?? hostName(), listenHost: options.listenHost,
                                      companyID: options.companyID, avahiBus: options.avahiBus.map(dbusBusKind),
                                      runtimeDirectory: bootRuntimeDirectory(options, environment: environment),
@@ -113,6 +127,7 @@ public enum Daemon {
             logger.log("batond: cannot open the ring store: \(error)")
             return exitFailure
         }
+        configuration.secretsAtRest = sealing.map { "sealed-" + $0.protection.rawValue } ?? "plain"
         await ring.start()
         let service = ActivityService(
             connection: connection, configuration: configuration, publisher: ring.radio, statusFile: statusFile,

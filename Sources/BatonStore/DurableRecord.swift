@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+import BatonCrypto
 /// One value of type `Value` kept in its own file of a `StateDirectory`, in the checksummed
 /// `RecordFormat` container with a JSON body (compact, keys sorted: `JSONValueEncoder`, the same
 /// bytes Foundation's `JSONEncoder` wrote with `.sortedKeys`).
@@ -11,17 +12,45 @@
 ///   replaced (the new file is 0600), since saving does not trust the old contents.
 /// - Older schema versions are decoded directly into `Value`; evolve `Value` additively (new
 ///   optional fields) or migrate before bumping `schemaVersion`.
+/// - With a `sealing` key the file is written in the `SealedFormat` container (AES-256-GCM around
+///   the same checksummed bytes); a plain file is still read (it is sealed by `sealIfPlain()` or
+///   the next save), and a sealed one without the key, or under another key, is a typed error.
 public final class DurableRecord<Value: Codable & Sendable>: Sendable {
     public let name: String
     public let schemaVersion: UInt32
     public let directory: StateDirectory
+    /// The key the file is sealed with; nil: written plain (0600 only).
+    public let sealing: StateSealingKey?
 
-    public init(name: String, schemaVersion: UInt32, in directory: StateDirectory) throws(StoreError) {
+    public init(name: String, schemaVersion: UInt32, in directory: StateDirectory,
+                sealing: StateSealingKey? = nil) throws(StoreError) {
         try StateDirectory.validate(name: name)
         guard schemaVersion >= 1 else { throw .invalidConfiguration("schema version must be at least 1") }
         self.name = name
         self.schemaVersion = schemaVersion
         self.directory = directory
+        self.sealing = sealing
+    }
+
+    /// With a sealing key: rewrites a plain file as a sealed one, byte for byte the same record
+    /// inside (validated first: a corrupt or newer file is reported, not sealed). Returns whether
+    /// it sealed a file; false when there is no key, no file, or the file is sealed already.
+    @discardableResult
+    public func sealIfPlain() throws(StoreError) -> Bool {
+        guard let sealing else { return false }
+        return try directory.writeLock.withLock { _ throws(StoreError) in
+            guard let bytes = try directory.readFile(name, enforceMode: true), !SealedFormat.isSealed(bytes) else { return false }
+            _ = try RecordFormat.decode(bytes, file: filePath, supportedSchemaVersion: schemaVersion)
+            try directory.writeAtomically(try SealedFormat.seal(bytes, name: name, key: sealing, nonce: SystemRandom().bytes(AESGCM.nonceByteCount)),
+                                          to: name, mode: 0o600)
+            return true
+        }
+    }
+
+    /// Whether the stored file is sealed (nil: no file). Reads the header only as far as the magic.
+    public func isStoredSealed() throws(StoreError) -> Bool? {
+        guard let bytes = try directory.readFile(name, enforceMode: false) else { return nil }
+        return SealedFormat.isSealed(bytes)
     }
 
     /// Full path of the record's file.
@@ -78,7 +107,8 @@ public final class DurableRecord<Value: Codable & Sendable>: Sendable {
     }
 
     private func read(enforceMode: Bool) throws(StoreError) -> Value? {
-        guard let bytes = try directory.readFile(name, enforceMode: enforceMode) else { return nil }
+        guard var bytes = try directory.readFile(name, enforceMode: enforceMode) else { return nil }
+        if SealedFormat.isSealed(bytes) { bytes = try SealedFormat.open(bytes, name: name, file: filePath, key: sealing) }
         let (_, body) = try RecordFormat.decode(bytes, file: filePath, supportedSchemaVersion: schemaVersion)
         do {
             return try JSONValueDecoder().decode(Value.self, from: Array(body))
@@ -94,7 +124,10 @@ public final class DurableRecord<Value: Codable & Sendable>: Sendable {
         } catch {
             throw .encodingFailed(file: filePath, reason: "\(error)")
         }
-        let bytes = try RecordFormat.encode(body: body, schemaVersion: schemaVersion)
+        var bytes = try RecordFormat.encode(body: body, schemaVersion: schemaVersion)
+        if let sealing {
+            bytes = try SealedFormat.seal(bytes, name: name, key: sealing, nonce: SystemRandom().bytes(AESGCM.nonceByteCount))
+        }
         try directory.writeAtomically(bytes, to: name, mode: 0o600)
     }
 }

@@ -38,6 +38,12 @@ public enum StoreError: Error, Equatable, Sendable {
     case directoryInUse(path: String, holder: Int32?)
     /// libcrypto could not compute a digest (should not happen with a working OpenSSL).
     case digestFailed
+    /// The file is sealed with a state key (docs/security.md "Key storage at rest"), and this
+    /// process was given none: started outside batond.service, or the credential is missing.
+    case sealedWithoutKey(file: String)
+    /// The file is sealed under another state key than the one this process was given (key
+    /// identifiers in hex): the credential was replaced, or the state came from another machine.
+    case sealedToOtherKey(file: String, sealedWith: String, given: String)
 
     /// Classifies an errno from `operation` on `file`.
     static func system(_ operation: String, file: String, errno code: Int32) -> StoreError {
@@ -76,6 +82,18 @@ extension StoreError: CustomStringConvertible {
             return "state directory \(path) is in use by \(who); give each instance its own --state-dir"
         case .digestFailed:
             return "SHA-256 from libcrypto failed"
+        case .sealedWithoutKey(let file):
+            return "the secrets in \(file) are sealed to this machine's credential key (systemd-creds), which batond "
+                + "was not given: it was started outside batond.service, or the unit has no LoadCredentialEncrypted= "
+                + "for \(StateSealingKey.credentialName), or the file /etc/credstore.encrypted/\(StateSealingKey.credentialName) "
+                + "is gone; fix: start it with `systemctl start batond`, or restore that credential file from this "
+                + "machine's backup (nothing was changed or replaced)"
+        case .sealedToOtherKey(let file, let sealedWith, let given):
+            return "the secrets in \(file) are sealed to a credential key (id \(sealedWith)) that is not the one batond "
+                + "was given (id \(given)): /etc/credstore.encrypted/\(StateSealingKey.credentialName) was replaced, or "
+                + "the state directory came from another machine or an older install; fix: put back the credential file "
+                + "that sealed them (it opens only on the machine that made it), or move \(file) aside and pair this "
+                + "machine again (nothing was changed or replaced)"
         }
     }
 

@@ -51,6 +51,8 @@ func outcome(of error: StoreError) -> String {
     case .io: "io"
     case .directoryInUse: "directoryInUse"
     case .digestFailed: "digestFailed"
+    case .sealedWithoutKey: "sealedWithoutKey"
+    case .sealedToOtherKey: "sealedToOtherKey"
     }
 }
 

@@ -56,6 +56,18 @@ struct TypedReplyTests {
         }
     }
 
+    @Test func managerStatusSaysHowTheKeysAreKeptAtRest() throws {
+        let status = ManagerStatus(state: "running", adapter: "hci0", radio: "both", secretsAtRest: "sealed-host+tpm2")
+        #expect(status.dbusValue.asDictionary?["SecretsAtRest"] == .string("sealed-host+tpm2"))
+        #expect(try ManagerStatus(status.dbusValue) == status)
+        // Absent from an older daemon; a wrong type is refused.
+        #expect(ManagerStatus(state: "running", adapter: "hci0", radio: "both").dbusValue.asDictionary?["SecretsAtRest"] == nil)
+        #expect(throws: BatonAPIError.self) {
+            _ = try ManagerStatus(.propertyDictionary(["State": .string("running"), "Adapter": .string("hci0"),
+                                                       "Radio": .string("both"), "SecretsAtRest": .boolean(true)]))
+        }
+    }
+
     @Test func suggestionPropertiesRoundTripInTheirSignatures() {
         let suggestion = SuggestionProperties(device: "abab-abab", deviceName: "alpha", activityType: "org.example.doc", revision: 3,
                                               hasWebpageURL: true, near: false)

@@ -51,10 +51,13 @@ final class DaemonFixture: Sendable {
     private let process: Process
 
     /// `busKind` .system with the shipped policy needs `busName` org.baton (the name the policy names).
-    init(saveTimeout: Double = 0.5, radio: FixtureRadio = .off, busKind: TestBus.Kind = .session, busName requested: String? = nil) async throws {
+    /// `credentialsDirectory`: batond's $CREDENTIALS_DIRECTORY (the state key, as systemd hands it
+    /// over); none by default. `stateDirectory`: one that outlives the fixture; its own by default.
+    init(saveTimeout: Double = 0.5, radio: FixtureRadio = .off, busKind: TestBus.Kind = .session, busName requested: String? = nil,
+         stateDirectory chosenState: String? = nil, credentialsDirectory: String? = nil) async throws {
         bus = try TestBus(busKind)
         self.busName = requested ?? "org.baton.Test\(UInt32.random(in: 0...UInt32.max))"
-        stateDirectory = bus.directory.appendingPathComponent("state").path
+        stateDirectory = chosenState ?? bus.directory.appendingPathComponent("state").path
         try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
         process = Process()
         process.executableURL = URL(fileURLWithPath: try Built.executable("batond"))
@@ -64,6 +67,7 @@ final class DaemonFixture: Sendable {
         // No .desktop files from this machine: handled types must come from the test alone.
         environment["XDG_DATA_HOME"] = bus.directory.appendingPathComponent("data").path
         environment["XDG_DATA_DIRS"] = bus.directory.appendingPathComponent("data-dirs").path
+        environment["CREDENTIALS_DIRECTORY"] = credentialsDirectory
         switch radio {
         case .off: break
         case .bluetoothdAbsent: environment["DBUS_SYSTEM_BUS_ADDRESS"] = bus.address

@@ -63,6 +63,8 @@ struct DoctorTests {
             #expect(byCheck["bluetoothd"]?.result == "skipped")
             #expect(byCheck["batond"]?.result == "warning")
             #expect(byCheck["batond"]?.detail.contains("owns \(daemon.busName)") == true)
+            // The fixture's batond has no systemd credential: plain files, said (security.md "Key storage at rest").
+            #expect(byCheck["batond"]?.detail.contains("keys at rest: plain 0600 files") == true)
             #expect(byCheck["batond"]?.fix?.contains("without --no-radio") == true)
             #expect(byCheck["ring"]?.result == "failed")
             #expect(byCheck["ring"]?.fix?.contains("bt-pair accept") == true)

@@ -61,7 +61,7 @@ struct OutputContractTests {
     static func fullDocuments() throws -> [String: [JSONValue]] {
         let status = try DaemonStatus(
             status: ManagerStatus(state: "degraded", adapter: "hci0", radio: "unavailable", radioDetail: "bluetoothd is not running",
-                                  errors: [.init(time: 1, category: "radio-unavailable", count: 2)], sessionAgent: false),
+                                  errors: [.init(time: 1, category: "radio-unavailable", count: 2)], sessionAgent: false, secretsAtRest: "sealed-host"),
             managerProperties: ["Version": .string("0.1.0"), "BusName": .string("org.baton")])
         let activity = try ActivityInfo(path: "/org/baton/activity/u0_1", properties: [
             "Type": .string("org.example.A.b"), "Status": .string("failed"), "Title": .string("t"),

@@ -57,7 +57,8 @@ public struct DaemonChecks: Sendable {
         do {
             let status = try await connection.status()
             let pid = (try? await bus.connectionUnixProcessID(options.busName)).map { "pid \($0), " } ?? ""
-            let summary = "runs (\(pid)version \(status.version)), owns \(status.busName), radio \(status.radio)"
+            var summary = "runs (\(pid)version \(status.version)), owns \(status.busName), radio \(status.radio)"
+            if let secrets = status.secretsAtRest { summary += ", keys at rest: " + Self.secretsAtRestText(secrets) }
             switch (status.state, status.radio) {
             case ("degraded", _):
                 findings.append(DoctorFinding("batond", .failed, summary + " (\(status.radioDetail ?? "unavailable")): nothing goes on the air",
@@ -83,6 +84,17 @@ public struct DaemonChecks: Sendable {
     /// Whether the bus lets this user continue suggestions and pair: asked of the bus itself, with
     /// calls to an object batond does not have (the bus's policy refuses them before batond sees
     /// them, AccessDenied; when allowed, batond answers that there is no such object).
+    /// GetStatus "SecretsAtRest" in words (docs/security.md "Key storage at rest").
+    public static func secretsAtRestText(_ word: String) -> String {
+        switch word {
+        case "plain": "plain 0600 files (no systemd credential key)"
+        case "sealed-host": "sealed with systemd-creds (this machine's host key)"
+        case "sealed-host+tpm2": "sealed with systemd-creds (TPM2 and this machine's host key)"
+        case "sealed-tpm2": "sealed with systemd-creds (TPM2)"
+        default: word
+        }
+    }
+
     func permissions(_ bus: DBusConnection) async -> DoctorFinding {
         func allowed(_ path: String, _ interface: String, _ method: String) async -> Bool? {
             do {

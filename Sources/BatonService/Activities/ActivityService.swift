@@ -18,6 +18,8 @@ public struct ServiceConfiguration: Sendable {
     public var handlerWait: Duration
     /// Timeout for each call into an application's handler.
     public var handlerCallTimeout: Duration
+    /// GetStatus "SecretsAtRest" (RingStore.secretsAtRest); nil: not said (tests without a ring).
+    public var secretsAtRest: String?
 
     public init(busName: String = BatonBusName.daemon, version: String = batonVersion, adapter: String = "hci0", radioEnabled: Bool = true,
                 saveTimeout: Duration = defaultSaveTimeout, handlerWait: Duration = defaultHandlerWait,

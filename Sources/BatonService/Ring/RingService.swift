@@ -69,6 +69,11 @@ public actor RingService {
         self.configuration = configuration
         self.log = log
         let today = Self.keyDay(clock: clock)
+        // A ring written plain (before the state key existed) is sealed before anything else: its
+        // keys stay the same, only their file changes (docs/security.md "Key storage at rest").
+        if try store.sealSecretsIfPlain() {
+            log("batond: sealed the ring's keys at rest with the systemd credential key (\(store.secretsAtRest)); the plain file was replaced")
+        }
         let loaded = try store.loadRing()
         if let state = loaded {
             keeper = try RingKeeper(state: state)

@@ -11,6 +11,9 @@ import BatonStore
 /// - `peers`: when each member was paired, last seen, last RSSI, endpoint hints. Changes often.
 /// - `advert-counters`: the advert sender's nonce counters (protocol §4.2), with the machine value.
 /// - `machine-fallback`: a random machine value, only on systems without a machine id file.
+///
+/// With a state sealing key (systemd credential, docs/security.md "Key storage at rest") `ring`,
+/// the only record holding keys, is sealed with AES-256-GCM; the others stay plain 0600 files.
 public final class RingStore: Sendable {
     struct RingRecord: Codable, Sendable {
         var name: String
@@ -70,16 +73,23 @@ public final class RingStore: Sendable {
     private let counters: DurableRecord<SenderCounters>
     private let machine: DurableRecord<String>
 
-    public init(directory: StateDirectory) throws(StoreError) {
-        ring = try DurableRecord(name: "ring", schemaVersion: 1, in: directory)
+    public init(directory: StateDirectory, sealing: StateSealingKey? = nil) throws(StoreError) {
+        ring = try DurableRecord(name: "ring", schemaVersion: 1, in: directory, sealing: sealing)
         peerInfo = try DurableRecord(name: "peers", schemaVersion: 1, in: directory)
         counters = try DurableRecord(name: "advert-counters", schemaVersion: 1, in: directory)
         machine = try DurableRecord(name: "machine-fallback", schemaVersion: 1, in: directory)
     }
 
-    public enum LoadError: Error, Sendable, Equatable {
+    public enum LoadError: Error, Sendable, Equatable, CustomStringConvertible {
         case store(StoreError)
         case invalidContent(String)
+
+        public var description: String {
+            switch self {
+            case .store(let error): "\(error)"
+            case .invalidContent(let what): "the ring record's \(what) does not decode"
+            }
+        }
     }
 
     /// The saved ring, or nil on first start.
@@ -117,6 +127,16 @@ public final class RingStore: Sendable {
         var out: [String: PeerInfo] = [:]
         for (id, info) in peers { out[id.description] = info }
         try peerInfo.save(out)
+    }
+
+    /// How the secrets are kept on disk, GetStatus "SecretsAtRest": "plain" (0600 files) or
+    /// "sealed-" and the credential's protection ("sealed-host", "sealed-host+tpm2", "sealed-tpm2").
+    public var secretsAtRest: String { ring.sealing.map { "sealed-" + $0.protection.rawValue } ?? "plain" }
+
+    /// With a sealing key: seals a `ring` file written plain (by a build or a start without the
+    /// key), keeping the record inside byte for byte. Returns whether it sealed one.
+    public func sealSecretsIfPlain() throws(LoadError) -> Bool {
+        do { return try ring.sealIfPlain() } catch { throw .store(error) }
     }
 
     /// The state directory's path (names its boot mark, BootMarkStore).

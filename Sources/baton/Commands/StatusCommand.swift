@@ -12,7 +12,8 @@ struct StatusCommand: Subcommand {
         unavailable and why. With --json: {"State", "Adapter", "Radio", "RadioDetail" (only
         when unavailable), "Version", "BusName", "Errors": [{"Time", "Category", "Count"}],
         "SessionAgent" (whether your baton-agent runs: without it no app is started for a
-        continued activity)}.
+        continued activity), "SecretsAtRest" ("plain", or "sealed-host", "sealed-host+tpm2",
+        "sealed-tpm2": the keys sealed with systemd-creds)}.
         """
 
     init(parsing arguments: inout ArgumentList) throws(UsageError) {}
@@ -32,6 +33,7 @@ struct StatusCommand: Subcommand {
             text += agent ? "\nAgent:    baton-agent runs (apps are started for continued activities)"
                 : "\nAgent:    none (no app is started for a continued activity: run baton-agent in your session)"
         }
+        if let secrets = status.secretsAtRest { text += "\nSecrets:  " + DaemonChecks.secretsAtRestText(secrets) }
         if status.errors.isEmpty {
             text += "\nErrors:   none"
         } else {
