@@ -176,10 +176,11 @@ public struct DaemonChecks: Sendable {
         let stale = membership.listed && !membership.inProcess
         func failed(_ why: String, fix: String) -> DoctorFinding {
             if stale {
-                return DoctorFinding("permissions", .failed, refused + ": " + why + " (you were added to group `baton` after this session started)",
+                return DoctorFinding("permissions", .failed, refused + ": " + why
+                                     + " (you were added to group `baton` after this session started); " + pairs,
                                      fix: "log out and back in (or run `newgrp baton` in this shell)")
             }
-            return DoctorFinding("permissions", .failed, refused + ": " + why, fix: fix)
+            return DoctorFinding("permissions", .failed, refused + ": " + why + "; " + pairs, fix: fix)
         }
         switch continuing {
         case .unknown:
