@@ -106,6 +106,9 @@ public enum ContinueFailureNotice {
         case .noLongerCurrent: return "The other machine has moved on: it is no longer doing this."
         case .timedOut: return "The other machine did not answer in time: try again."
         case nil:
+            // batond's refusal says who may continue and the fix (group baton, the active session,
+            // polkit not running): shown as written, without the error's name.
+            if error.code == .notPermitted, !error.message.isEmpty { return "Not permitted: " + error.message }
             return DaemonReachability.sentence(for: error, options: GlobalOptions(), command: "continue")
         }
     }

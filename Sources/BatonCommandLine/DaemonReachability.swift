@@ -22,16 +22,21 @@ public enum DaemonReachability {
     /// What a person reads for a failed command: what happened, why and the fix. The bus's own
     /// errors (org.freedesktop.DBus.Error.*: a policy's "Rejected send message, 2 matched rules",
     /// "No such object path", a connection refused) are put in words; batond's documented errors
-    /// (org.baton.Error.*) keep their name, for scripts, and batond's message, written for people.
+    /// (org.baton.Error.*) keep their name, for scripts, and batond's message, written for people
+    /// (NotPermitted says who may and what to do: join group baton, use the active desktop session,
+    /// authenticate as an administrator, start polkit).
     public static func sentence(for error: BatonClientError, options: GlobalOptions, command: String) -> String {
         if let explanation = explanation(for: error, options: options) { return explanation }
         if error.name == busUnreachableName { return error.message }
         if error.code != nil { return "\(error.name): \(error.message)" }
         switch error.name {
         case DBusError.accessDeniedName:
-            return "not permitted: the bus policy lets only root and members of group `baton` \(privilegedAction(command)) "
-                + "(or this user may not use batond at all). Fix: `sudo adduser $USER baton`, then log out and in again "
-                + "(or run the command with sudo)"
+            // The shipped policy lets every user through to batond, which decides (group baton, else
+            // polkit: NotPermitted with its own sentence); a refusal by the bus is an older policy.
+            return "not permitted: the bus policy installed here lets only root and members of group `baton` \(privilegedAction(command)) "
+                + "(an older org.baton.conf, or this user may not use batond at all). Fix: reinstall baton, whose policy lets batond "
+                + "and polkit decide (the active desktop session may continue); or `sudo adduser $USER baton`, then log out and in "
+                + "again (or run the command with sudo)"
         case DBusError.unknownObjectName, DBusError.unknownInterfaceName, DBusError.unknownMethodName:
             return "batond has no such \(objectKind(command)) (it went away, was never there, or batond restarted since): "
                 + "\(listAdvice(command))"

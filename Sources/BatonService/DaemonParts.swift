@@ -26,7 +26,8 @@ public struct DaemonParts: Sendable {
             await discovery.stop()
             throw error
         }
-        let bus = RingBus(connection: connection, ring: ring, pairing: pairing, discovery: discovery)
+        let bus = RingBus(connection: connection, ring: ring, pairing: pairing, discovery: discovery,
+                          authorizer: PolkitAuthorizer(connection: connection))
         let continuation = ContinuationService(ring: ring, transfer: transfer, activities: activities, board: bus,
                                                    configuration: continuationConfiguration, log: log)
         bus.attach(continuation)

@@ -37,7 +37,8 @@ public enum BtPair {
         typed on the accepting machine. Until then, a second machine connecting to the accepting one
         ends the session (contested). Then each side lists the members the other ring brings and asks
         before adding them.
-        Pairing and removal need root or group `baton`; listing does not.
+        Pairing and removal need root, group `baton` or an administrator's password (polkit asks
+        for it in a desktop session); listing does not.
 
         exit status: 0 done, 1 failure, 2 rejected or cancelled, 3 timed out, 4 not found, 64 usage
 

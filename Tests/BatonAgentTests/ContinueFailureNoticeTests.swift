@@ -34,4 +34,12 @@ struct ContinueFailureNoticeTests {
         #expect(request.summary == "Could not continue here" && request.body == reason && request.actions.isEmpty)
         #expect(request.hints["desktop-entry"] == .string("baton-agent"))
     }
+
+    @Test func batondsRefusalIsShownWithItsFixWithoutTheErrorName() {
+        let why = "only root, group baton and the active local desktop session may continue or dismiss suggestions "
+            + "(polkit action org.baton.continue): run it from the desktop session you are logged in at, or join group baton"
+        let reason = ContinueFailureNotice.reason(BatonClientError(.notPermitted, why))
+        #expect(reason == "Not permitted: " + why)
+        #expect(!reason.contains("org.baton.Error"))
+    }
 }

@@ -138,25 +138,39 @@ struct DoctorTests {
         }
     }
 
-    @Test("permissions: a refusal names group baton and the fix; joined after login says to log in again")
+    @Test("permissions: group baton, polkit's answers and an older bus policy each say what this user may do and the fix")
     func permissionsFindings() {
         let outside = DaemonChecks.GroupMembership(inProcess: false, listed: false)
-        let refused = DaemonChecks.permissionsFinding(mayContinue: false, mayPair: false, membership: outside)
-        #expect(refused.result == .failed && refused.detail.contains("may not continue") && refused.detail.contains("group `baton`"))
-        #expect(refused.fix == "sudo adduser $USER baton, then log out and back in")
-        let stale = DaemonChecks.permissionsFinding(mayContinue: false, mayPair: false,
-                                                    membership: .init(inProcess: false, listed: true))
+        func finding(_ continuing: DaemonChecks.Permission, _ pairing: DaemonChecks.Permission,
+                     _ membership: DaemonChecks.GroupMembership = .init(inProcess: false, listed: false)) -> DoctorFinding {
+            DaemonChecks.permissionsFinding(continuing: continuing, pairing: pairing, membership: membership)
+        }
+        let member = finding(.privilege, .privilege, .init(inProcess: true, listed: true))
+        #expect(member.result == .ok && member.detail.contains("may continue") && member.detail.contains("may pair"))
+        let active = finding(.polkit(.authorized), .polkit(.challenge))
+        #expect(active.result == .ok && active.detail.contains("allowed through polkit (the active session")
+                && active.detail.contains("administrator's password"), "\(active.detail)")
+        let elsewhere = finding(.polkit(.notAuthorized), .polkit(.notAuthorized))
+        #expect(elsewhere.result == .failed && elsewhere.detail.contains("may not continue")
+                && elsewhere.detail.contains("needs group `baton` or the active session") && elsewhere.detail.contains("may not pair"),
+                "\(elsewhere.detail)")
+        #expect(elsewhere.fix == "continue from the desktop session you are logged in at; or sudo adduser $USER baton, then log out and back in")
+        let noPolkit = finding(.polkit(.unavailable), .polkit(.unavailable))
+        #expect(noPolkit.result == .failed && noPolkit.detail.contains("polkit is not running"))
+        #expect(noPolkit.fix?.contains("sudo systemctl start polkit") == true && noPolkit.fix?.contains("sudo adduser $USER baton") == true)
+        let notInstalled = finding(.polkit(.unknownAction), .polkit(.unknownAction))
+        #expect(notInstalled.result == .failed && notInstalled.detail.contains("org.baton.policy is not installed"))
+        let oldPolicy = finding(.refusedByBus, .refusedByBus, outside)
+        #expect(oldPolicy.result == .failed && oldPolicy.detail.contains("older policy") && oldPolicy.fix?.contains("reinstall baton") == true)
+        let stale = finding(.polkit(.notAuthorized), .polkit(.notAuthorized), .init(inProcess: false, listed: true))
         #expect(stale.result == .failed && stale.fix?.contains("log out and back in") == true && stale.fix?.contains("newgrp baton") == true)
-        let member = DaemonChecks.permissionsFinding(mayContinue: true, mayPair: true, membership: .init(inProcess: true, listed: true))
-        #expect(member.result == .ok && member.detail.contains("may pair"))
-        let user = DaemonChecks.permissionsFinding(mayContinue: true, mayPair: false, membership: outside)
-        #expect(user.result == .ok && user.detail.contains("may not pair"))
-        #expect(DaemonChecks.permissionsFinding(mayContinue: nil, mayPair: true, membership: outside).result == .warning)
+        #expect(finding(.polkit(.timedOut), .privilege).result == .warning)
+        #expect(finding(.unknown, .privilege).result == .warning)
     }
 
     /// Issue 26: as an ordinary user `baton continue` was refused with raw D-Bus text while doctor
     /// was all green. Asked of a system-style bus with the shipped policy, as each kind of account.
-    @Test("permissions on the shipped system policy: nobody is told the fix, group baton and root may continue")
+    @Test("permissions on the shipped system policy without polkitd: nobody is told the fix, group baton and root may continue")
     func permissionsOnTheSystemPolicy() async throws {
         try #require(getuid() == 0, "runs as root (CI does), to start programs as other users")
         try #require(getgrnam("baton") != nil && getpwnam("baton-test") != nil,
@@ -179,9 +193,11 @@ struct DoctorTests {
             }
             throw FixtureError.timedOut("no permissions finding: \(result.stdout)")
         }
+        // No polkitd runs on this bus: only group baton may (PolkitTests has the real polkitd).
         let nobody = try await doctor(["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-        #expect(nobody.result == "failed" && nobody.detail.contains("may not continue"), "\(nobody)")
-        #expect(nobody.fix == "sudo adduser $USER baton, then log out and back in", "\(nobody)")
+        #expect(nobody.result == "failed" && nobody.detail.contains("may not continue") && nobody.detail.contains("polkit is not running"),
+                "\(nobody)")
+        #expect(nobody.fix?.contains("sudo adduser $USER baton, then log out and back in") == true, "\(nobody)")
         let member = try await doctor(["/usr/bin/setpriv", "--reuid=baton-test", "--regid=baton-test", "--init-groups"])
         #expect(member.result == "ok" && member.detail.contains("may continue") && member.detail.contains("may pair"), "\(member)")
         let root = try await doctor([])

@@ -18,6 +18,13 @@ struct ErrorSentenceTests {
         let text = sentence(DBusError.accessDeniedName, "Rejected send message, 2 matched rules; type=\"method_call\"", "continue")
         #expect(text.contains("group `baton`") && text.contains("continue a suggestion") && text.contains("sudo adduser $USER baton"), "\(text)")
         #expect(!text.contains("org.freedesktop") && !text.contains("matched rules"), "\(text)")
+        // The shipped policy leaves it to batond and polkit: a refusal by the bus is an older policy.
+        #expect(text.contains("older org.baton.conf") && text.contains("reinstall baton"), "\(text)")
+    }
+
+    @Test func batondsRefusalKeepsItsNameAndItsFix() {
+        let text = sentence("org.baton.Error.NotPermitted", "pairing and removal need root, group baton or an administrator's password", "accept")
+        #expect(text == "org.baton.Error.NotPermitted: pairing and removal need root, group baton or an administrator's password")
     }
 
     @Test func unknownObjectSaysWhatListsTheRest() {

@@ -224,7 +224,7 @@ struct BusLessTests {
         // The transfer follows the ring: the new member is pinned.
         #expect(await a.transfer.snapshot.isMember(idB))
         // Another user may not answer someone else's session.
-        await #expect(throws: ServiceFailure.notPermitted("not your pairing session")) {
+        await #expect(throws: ServiceFailure.notPermitted(PairingService.notYourSession)) {
             try await a.pairing.confirm(pathA, uid: getuid() &+ 1, accepted: true)
         }
         await a.stop()

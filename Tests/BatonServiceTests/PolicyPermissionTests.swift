@@ -156,12 +156,20 @@ struct PolicyPermissionTests {
         for row in table {
             for (column, account) in [Account.ordinary, .groupBaton, .root].enumerated() {
                 let result = try #require(results[account]?[row.call], "\(account) did not run \(row.call)")
+                if row.call.hasPrefix("Suggestion1.") {
+                    // No suggestion exists on a host without a ring: the bus lets every account's call
+                    // through to batond (the policy is not the gate), and batond answers that the object
+                    // is not there. Its check of the caller is requireRingUser, the one Ring1.Continue's
+                    // row runs (and PolkitTests with a real polkitd).
+                    #expect(result == "org.freedesktop.DBus.Error.UnknownObject", "\(row.call) as \(account): got \(result)")
+                    continue
+                }
                 #expect(Self.wasAllowed(result) == row.allowed[column],
                         "\(row.call) as \(account): got \(result), documented \(row.allowed[column] ? "yes" : "no")")
             }
         }
-        // The bus, not only the daemon, keeps ordinary users away from pairing.
-        #expect(results[.ordinary]?["Pairing1.Accept"] == "org.freedesktop.DBus.Error.AccessDenied")
+        // batond, not the bus, refuses ordinary users (no polkitd runs on this bus: group baton only).
+        #expect(results[.ordinary]?["Pairing1.Accept"] == "org.baton.Error.NotPermitted")
         #expect(results[.ordinary]?["Ring1.Continue"] == "org.baton.Error.NotPermitted")
         #expect(results[.groupBaton]?["PairingSession1.Confirm (own session)"] == "org.baton.Error.NotReady")
         #expect(results[.groupBaton]?["PairingSession1.Confirm (another user's session)"] == "org.baton.Error.NotPermitted")

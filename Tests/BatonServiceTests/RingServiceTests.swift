@@ -30,7 +30,8 @@ struct RingNode {
         let discovery = DiscoveryService(ring: service, avahiBus: nil, clock: SystemWallClock(), log: { _ in })
         await discovery.start()
         let pairing = PairingService(ring: service, discovery: discovery, clock: SystemWallClock(), limits: pairingLimits, log: { _ in })
-        let bus = RingBus(connection: connection, ring: service, pairing: pairing, discovery: discovery)
+        let bus = RingBus(connection: connection, ring: service, pairing: pairing, discovery: discovery,
+                          authorizer: PolkitAuthorizer(connection: connection))
         try await bus.export()
         let busName = "org.baton.test.\(name)"
         _ = try await connection.requestName(busName, flags: [.doNotQueue])

@@ -81,9 +81,6 @@ public struct DaemonChecks: Sendable {
         return findings
     }
 
-    /// Whether the bus lets this user continue suggestions and pair: asked of the bus itself, with
-    /// calls to an object batond does not have (the bus's policy refuses them before batond sees
-    /// them, AccessDenied; when allowed, batond answers that there is no such object).
     /// GetStatus "SecretsAtRest" in words (docs/security.md "Key storage at rest").
     public static func secretsAtRestText(_ word: String) -> String {
         switch word {
@@ -95,8 +92,14 @@ public struct DaemonChecks: Sendable {
         }
     }
 
+    /// What this user may do, found the way batond decides (docs/security.md, "Who may continue and
+    /// pair"): first whether the bus lets the calls through, asked of the bus itself with calls to
+    /// an object batond does not have (an older bus policy refuses them, AccessDenied; else batond
+    /// answers that there is no such object); then root, batond's own user and group baton are
+    /// allowed; anyone else is asked of polkit on the same bus, for this connection, never
+    /// prompting (flags 0), as batond asks for its callers.
     func permissions(_ bus: DBusConnection) async -> DoctorFinding {
-        func allowed(_ path: String, _ interface: String, _ method: String) async -> Bool? {
+        func throughBus(_ path: String, _ interface: String, _ method: String) async -> Bool? {
             do {
                 _ = try await bus.call(destination: options.busName, path: path, interface: interface, method: method, timeout: .seconds(10))
                 return true
@@ -106,9 +109,41 @@ public struct DaemonChecks: Sendable {
                 return nil
             }
         }
-        let mayContinue = await allowed("/org/baton/suggestion/doctor", BatonInterface.suggestion, "Dismiss")
-        let mayPair = await allowed("/org/baton/doctor", BatonInterface.pairing, "Discover")
-        return Self.permissionsFinding(mayContinue: mayContinue, mayPair: mayPair, membership: GroupMembership.current())
+        let membership = GroupMembership.current()
+        let daemonUser = try? await bus.connectionUnixUser(options.busName)
+        let privileged = geteuid() == 0 || membership.inProcess || daemonUser == geteuid()
+        func permission(_ action: PolkitAction, probe: Bool?) async -> Permission {
+            guard let probe else { return .unknown }
+            guard probe else { return .refusedByBus }
+            if privileged { return .privilege }
+            do {
+                let reply = try await bus.call(destination: Polkit.busName, path: Polkit.authorityPath, interface: Polkit.authorityInterface,
+                                               method: "CheckAuthorization",
+                                               arguments: Polkit.checkArguments(subject: bus.uniqueName, action: action, interactive: false),
+                                               timeout: .seconds(5))
+                return .polkit(Polkit.answer(reply: reply) ?? .failed("unexpected reply"))
+            } catch let error as DBusError {
+                return .polkit(Polkit.answer(error: error))
+            } catch {
+                return .unknown
+            }
+        }
+        let continuing = await permission(.continueSuggestions,
+                                          probe: await throughBus("/org/baton/suggestion/doctor", BatonInterface.suggestion, "Dismiss"))
+        let pairing = await permission(.pair, probe: await throughBus("/org/baton/doctor", BatonInterface.pairing, "Discover"))
+        return Self.permissionsFinding(continuing: continuing, pairing: pairing, membership: membership)
+    }
+
+    /// How this user may reach one of batond's guarded actions.
+    public enum Permission: Sendable, Equatable {
+        /// Root, batond's own user or group baton: allowed without polkit.
+        case privilege
+        /// The bus policy refuses the call before batond sees it (an older org.baton.conf).
+        case refusedByBus
+        /// Left to polkit, which answered this.
+        case polkit(PolkitAnswer)
+        /// The bus could not be asked.
+        case unknown
     }
 
     /// Whether this process, and this user in the group database, are in group baton.
@@ -139,20 +174,52 @@ public struct DaemonChecks: Sendable {
         }
     }
 
-    static func permissionsFinding(mayContinue: Bool?, mayPair: Bool?, membership: GroupMembership) -> DoctorFinding {
-        guard let mayContinue, let mayPair else {
+    static func permissionsFinding(continuing: Permission, pairing: Permission, membership: GroupMembership) -> DoctorFinding {
+        let join = "sudo adduser $USER baton, then log out and back in"
+        let pairs: String
+        switch pairing {
+        case .privilege: pairs = "may pair and remove machines"
+        case .polkit(.authorized): pairs = "may pair and remove machines (allowed through polkit)"
+        case .polkit(.challenge): pairs = "pairing and removal ask for an administrator's password (polkit)"
+        case .unknown: pairs = "could not ask whether it may pair"
+        default: pairs = "may not pair or remove machines (root, group `baton` or an administrator through polkit may)"
+        }
+        let refused = "this user may not continue or dismiss suggestions, so a notification's Continue and `baton continue` are refused"
+        let stale = membership.listed && !membership.inProcess
+        func failed(_ why: String, fix: String) -> DoctorFinding {
+            if stale {
+                return DoctorFinding("permissions", .failed, refused + ": " + why
+                                     + " (you were added to group `baton` after this session started); " + pairs,
+                                     fix: "log out and back in (or run `newgrp baton` in this shell)")
+            }
+            return DoctorFinding("permissions", .failed, refused + ": " + why + "; " + pairs, fix: fix)
+        }
+        switch continuing {
+        case .unknown:
             return DoctorFinding("permissions", .warning, "could not ask the bus what this user may do", fix: "check the batond line")
+        case .privilege:
+            return DoctorFinding("permissions", .ok, "this user may continue and dismiss suggestions (root or group `baton`); " + pairs)
+        case .polkit(.authorized):
+            return DoctorFinding("permissions", .ok, "this user may continue and dismiss suggestions: allowed through polkit "
+                                 + "(the active session, or a local polkit rule); " + pairs)
+        case .refusedByBus:
+            return failed("the installed bus policy (org.baton.conf) lets only root and group `baton` call batond for that "
+                          + "(an older policy: the current one leaves it to batond and polkit)",
+                          fix: "reinstall baton (`sudo scripts/install` or the package) so the active session may continue; or " + join)
+        case .polkit(.notAuthorized), .polkit(.challenge), .polkit(.dismissed):
+            return failed("it needs group `baton` or the active session, and polkit says this is not the active local desktop "
+                          + "session (e.g. ssh, or a session in the background)",
+                          fix: "continue from the desktop session you are logged in at; or " + join)
+        case .polkit(.unavailable):
+            return failed("it needs group `baton` or the active session, and polkit is not running, so only group `baton` may",
+                          fix: "sudo systemctl start polkit (package polkitd); or " + join)
+        case .polkit(.unknownAction):
+            return failed("polkit does not know org.baton.continue (org.baton.policy is not installed in /usr/share/polkit-1/actions)",
+                          fix: "reinstall baton (`sudo scripts/install` or the package); or " + join)
+        case .polkit(.timedOut), .polkit(.failed):
+            return DoctorFinding("permissions", .warning, "polkit could not say whether this user may continue suggestions; " + pairs,
+                                 fix: "`systemctl status polkit` and `journalctl -u polkit` say why; or " + join)
         }
-        let pairing = mayPair ? "may pair and remove machines" : "may not pair or remove machines (root or group `baton` may)"
-        if mayContinue { return DoctorFinding("permissions", .ok, "this user may continue and dismiss suggestions; " + pairing) }
-        let detail = "this user may not continue or dismiss suggestions: on the system bus only root and group `baton` may, "
-            + "so a notification's Continue and `baton continue` are refused"
-        if membership.listed && !membership.inProcess {
-            return DoctorFinding("permissions", .failed, detail + " (you were added to group `baton` after this session started)",
-                                 fix: "log out and back in (or run `newgrp baton` in this shell)")
-        }
-        return DoctorFinding("permissions", .failed, detail,
-                             fix: "sudo adduser $USER baton, then log out and back in")
     }
 
     func ring(_ connection: BatonConnection) async -> DoctorFinding {

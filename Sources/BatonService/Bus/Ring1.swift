@@ -20,7 +20,7 @@ extension RingBus {
             },
             DBusMethod("Continue", in: [DBusArgument("device", "s"), DBusArgument("type", "s")], out: [DBusArgument("outcome", "s")]) { [weak self] call in
                 guard let self else { return [] }
-                let uid = try await self.requirePrivilege(call.sender)
+                let uid = try await self.requireRingUser(call.sender)
                 guard call.arguments.count == 2, let device = call.arguments[0].stringValue, let type = call.arguments[1].stringValue else {
                     throw DBusError(ServiceFailure.invalidArguments("Continue takes (s device, s type)"))
                 }

@@ -13,13 +13,17 @@ public final class RingBus: Sendable {
     let ring: RingService
     let pairing: PairingService
     let discovery: DiscoveryService
+    /// Asked about callers PrivilegePolicy does not allow (polkit in batond).
+    let authorizer: any Authorizer
     private let attached = Mutex<ContinuationService?>(nil)
     /// Session objects exported (so that stop withdraws them), each with the connection that
     /// started it, which alone is sent the session's private property changes.
     let sessionPaths = Mutex<[String: String]>([:])
 
-    public init(connection: DBusConnection, ring: RingService, pairing: PairingService, discovery: DiscoveryService) {
+    public init(connection: DBusConnection, ring: RingService, pairing: PairingService, discovery: DiscoveryService,
+                authorizer: any Authorizer) {
         self.connection = connection
+        self.authorizer = authorizer
         self.ring = ring
         self.pairing = pairing
         self.discovery = discovery
@@ -42,11 +46,21 @@ public final class RingBus: Sendable {
         try? connection.unexport(path: BatonObjectPath.ring)
     }
 
-    /// The caller's uid when it may pair and remove (PrivilegePolicy), else NotPermitted.
+    /// The caller's uid when it may pair and remove: PrivilegePolicy, else polkit's org.baton.pair
+    /// (which may ask for an administrator's password); else NotPermitted saying what to do.
     func requirePrivilege(_ sender: String) async throws -> UInt32 {
+        try await requireAccess(.pair, sender)
+    }
+
+    /// The caller's uid when CallerAccess allows it `action`, else NotPermitted with its sentence.
+    func requireAccess(_ action: PolkitAction, _ sender: String) async throws -> UInt32 {
         let uid = try await connection.connectionUnixUser(sender)
         let privilege = ring.configuration.privilege
-        guard privilege.allows(uid: uid) else { throw DBusError(ServiceFailure.notPermitted("pairing needs root or group \(privilege.group)")) }
-        return uid
+        let privileged = privilege.allows(uid: uid)
+        let answer = CallerAccess.needsPolkit(privileged: privileged) ? await authorizer.check(action, caller: sender) : nil
+        switch CallerAccess.decide(action, privileged: privileged, polkit: answer, group: privilege.group) {
+        case .allowed: return uid
+        case .refused(let why): throw DBusError(ServiceFailure.notPermitted(why))
+        }
     }
 }

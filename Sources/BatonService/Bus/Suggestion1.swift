@@ -27,14 +27,10 @@ extension RingBus: SuggestionBoard {
                                    destination: caller)
     }
 
-    /// The caller's uid when it is one of the machine's ring users (PrivilegePolicy), else NotPermitted.
+    /// The caller's uid when it may act on suggestions: one of the machine's ring users
+    /// (PrivilegePolicy), else as polkit's org.baton.continue answers (the active local session).
     func requireRingUser(_ sender: String) async throws -> UInt32 {
-        let uid = try await connection.connectionUnixUser(sender)
-        let privilege = ring.configuration.privilege
-        guard privilege.allows(uid: uid) else {
-            throw DBusError(ServiceFailure.notPermitted("suggestions are for root and group \(privilege.group)"))
-        }
-        return uid
+        try await requireAccess(.continueSuggestions, sender)
     }
 
     func suggestionInterface(_ suggestion: ShownSuggestion) -> DBusInterface {
@@ -48,7 +44,8 @@ extension RingBus: SuggestionBoard {
         return DBusInterface(BatonInterface.suggestion, methods: [
             // A suggestion is a ring member's activity, and the ring belongs to the machine: only its
             // ring users (root, the daemon's user, group baton: PrivilegePolicy, as for Ring1.Continue)
-            // may act on it; it is then delivered to that caller's own handlers.
+            // and whom polkit allows org.baton.continue (the active local session) may act on it; it
+            // is then delivered to that caller's own handlers.
             DBusMethod("Continue", out: [DBusArgument("outcome", "s")]) { [weak self] call in
                 guard let self, let continuation = self.continuation else { return [] }
                 let uid = try await self.requireRingUser(call.sender)
@@ -68,7 +65,8 @@ extension RingBus: SuggestionBoard {
             },
         ], properties: signatures.keys.sorted().map { name in
             // Title is known only once the activity was fetched ahead: asked when read, and only
-            // ring users read it (others, and broadcasts with no caller, get "").
+            // ring users and callers polkit allows org.baton.continue read it (others, and broadcasts with
+            // no caller, get "").
             if name == "Title" {
                 return DBusProperty(name, signature: "s") { [weak self] in
                     // No title yet (the usual case): nothing to hide, and no lookup of the caller.

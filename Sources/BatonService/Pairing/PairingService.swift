@@ -268,9 +268,13 @@ public actor PairingService {
     /// Paths of every session, for the D-Bus glue to withdraw them.
     func sessionPaths() -> [String] { Array(sessions.keys) }
 
+    /// The refusal of another account's session, with what to do.
+    static let notYourSession = "not your pairing session: only the account that started it (or root) may use it; "
+        + "start your own with `bt-pair accept` or `bt-pair with`"
+
     func ownedSession(_ path: String, uid: UInt32) throws(ServiceFailure) -> PairingEntry {
         guard let entry = sessions[path] else { throw .unknownObject("no such pairing session") }
-        guard uid == entry.ownerUID || uid == 0 else { throw .notPermitted("not your pairing session") }
+        guard uid == entry.ownerUID || uid == 0 else { throw .notPermitted(Self.notYourSession) }
         return entry
     }
 

@@ -13,7 +13,8 @@ struct DoctorCommand: Subcommand {
         BlueZ on the system bus), bluetoothd (its version, experimental interfaces on or off),
         batond (runs and owns its bus name, radio state), ring (the other members and when
         each was last heard), handled-types (what this user can continue), permissions (whether
-        the bus lets this user continue suggestions and pair: group baton), notifications (a
+        this user may continue suggestions and pair: group baton, or polkit's answer for this
+        session), notifications (a
         notification server on the session bus), agent (baton-agent runs in this session).
         Each line is ok, warning, FAILED or skipped; every warning and failure is followed by
         "fix:" and what to do. Exit status 1 when a check failed, else 0.
