@@ -42,7 +42,7 @@ func product(_ name: String) -> String {
 final class DaemonPair: @unchecked Sendable {
     let directory: URL
     let address: String
-    let bus: Process
+    let bus: TestBus
     var daemons: [Process] = []
     var named: [String: Process] = [:]
 
@@ -51,19 +51,9 @@ final class DaemonPair: @unchecked Sendable {
     init() throws {
         directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("baton-lab-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let socket = directory.appendingPathComponent("bus").path
-        address = "unix:path=\(socket)"
-        let config = directory.appendingPathComponent("bus.conf")
-        try """
-            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN" "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-            <busconfig><type>session</type><listen>\(address)</listen><auth>EXTERNAL</auth>
-            <policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy></busconfig>
-            """.write(to: config, atomically: true, encoding: .utf8)
-        bus = Process()
-        bus.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
-        bus.arguments = ["--config-file=\(config.path)", "--nofork"]
-        try launch(bus)
-        for _ in 0..<100 where !FileManager.default.fileExists(atPath: socket) { usleep(20_000) }
+        // dbus-daemon, or dbus-broker with BATON_TEST_BUS=broker (scripts/lab/run --bus broker).
+        bus = try TestBus()
+        address = bus.address
         if Lab.isInside {
             let dropped = Lab.dropLinks()
             mark("LE links left by earlier tests, dropped: \(dropped)")
@@ -213,7 +203,8 @@ final class DaemonPair: @unchecked Sendable {
     }
 
     func stop() {
-        for process in daemons + [bus] where process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        for process in daemons where process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        bus.stop()
     }
 
     /// Waits until `condition` holds, polling.

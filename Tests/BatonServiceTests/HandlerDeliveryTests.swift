@@ -180,7 +180,10 @@ struct HandlerDeliveryTests {
         }
     }
 
-    @Test func activatesADBusActivatableAppAndDelivers() async throws {
+    // dbus-broker leaves activation to systemd (dbus-broker-launch asks it to start the service's
+    // unit); the test machine runs no systemd, so on dbus-broker nothing could be activated here.
+    @Test(.disabled(if: TestBus.Daemon.default == .broker, "dbus-broker activates through systemd, which this machine does not run"))
+    func activatesADBusActivatableAppAndDelivers() async throws {
         let dataDirectory = URL(fileURLWithPath: "/tmp").appendingPathComponent("baton-xdg-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dataDirectory) }
         let applications = dataDirectory.appendingPathComponent("applications")

@@ -145,6 +145,10 @@ public final class TestBus: @unchecked Sendable {
                 child.stop()
                 throw TestBusError.daemonDidNotStart
             }
+            // systemd-socket-activate binds under this process's umask (0755 here), and connecting
+            // needs write permission on the socket: other users (the nobody tests) were refused
+            // with EACCES. dbus-daemon makes its sockets 0777; this does the same.
+            chmod(socketPath, 0o777)
             address = busAddress
         }
     }

@@ -145,3 +145,60 @@ stop_bluez_stack() {
 		nap 0.05
 	done
 }
+
+# The system bus as dbus-broker (scripts/lab/run --bus broker). There is no systemd in the VM:
+# dbus-broker-launch --scope system takes its listening socket the way systemd's socket
+# activation passes it (LISTEN_FDS=1, LISTEN_PID, descriptor 3), reads
+# a system.conf (and system.d: bluetoothd's policy; <listen> there is ignored),
+# connects to the bus it serves as its own client at /run/dbus/system_bus_socket, and logs to
+# the journal's socket, which it needs: a sink here keeps the MESSAGE= lines in
+# $LAB_RUN_DIR/dbus-broker.log. Both run as children of init for the life of the VM.
+# The configuration is Debian's system.conf without its service directories: dbus-broker
+# activates a service by asking systemd to start its unit, and without systemd such a request
+# is never answered, so a call to a name that is not running but activatable (org.freedesktop.Avahi,
+# org.bluez while restart-bluetoothd has it down) hung until the caller's timeout (batond's
+# start waited 10 s for Avahi) instead of failing at once with ServiceUnknown, as dbus-daemon
+# here and systemd on a real machine answer.
+start_dbus_broker() {
+	mkdir -p /run/systemd/journal /run/dbus "$LAB_STATE_DIR"
+	sed -e '/<standard_system_servicedirs\/>/d' -e '/<servicedir>/d' \
+		-e 's|<includedir>system.d</includedir>|<includedir>/usr/share/dbus-1/system.d</includedir>|' \
+		-e '/<include if_selinux_enabled/d' \
+		/usr/share/dbus-1/system.conf > "$LAB_STATE_DIR/dbus-broker-system.conf" || return 1
+	# Binds before it returns (the parent exits once the socket is there); the child serves.
+	python3 - "$LAB_RUN_DIR/dbus-broker.log" <<'PY' || return 1
+import os, socket, sys
+sink = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+sink.bind("/run/systemd/journal/socket")
+os.chmod("/run/systemd/journal/socket", 0o666)
+if os.fork() == 0:
+    log = open(sys.argv[1], "a")
+    while True:
+        entry = sink.recv(1 << 16).decode("utf-8", "replace")
+        for line in entry.split("\n"):
+            if line.startswith("MESSAGE="):
+                log.write(line[len("MESSAGE="):] + "\n")
+                log.flush()
+PY
+	LAB_BROKER_CONFIG="$LAB_STATE_DIR/dbus-broker-system.conf" python3 - <<'PY' &
+import os, socket
+path = "/run/dbus/system_bus_socket"
+listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+listener.bind(path)
+os.chmod(path, 0o666)
+listener.listen(128)
+fd = listener.detach()
+if fd != 3:
+    os.dup2(fd, 3)
+    os.close(fd)
+os.set_inheritable(3, True)
+os.environ.update(LISTEN_FDS="1", LISTEN_PID=str(os.getpid()))
+os.execv("/usr/bin/dbus-broker-launch", ["dbus-broker-launch", "--scope", "system", "--config-file", os.environ["LAB_BROKER_CONFIG"]])
+PY
+	local i
+	for ((i = 0; i < 300; i++)); do
+		dbus-send --system --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.GetId >/dev/null 2>&1 && return 0
+		nap 0.1
+	done
+	return 1
+}
