@@ -345,6 +345,22 @@ import BatonCrypto
         #expect(a.ownSecret.day == issued + 30)
     }
 
+    /// The clock runs past the end of another member's chain (F ≤ D): there is no key of day D to
+    /// move it to, so the stored key stays at its own day (§3.1, the one exception), covers no day of
+    /// the window, and the member's next generation replaces it at its RingSync.
+    @Test func aClockPastAMembersChainEndKeepsItsLastKeyUntilTheNextGeneration() throws {
+        var (a, b, _) = try KeeperRing(random: random).ring()
+        let chain = try #require(b.peers[a.deviceID]?.chain)
+        let before = try #require(b.peers[a.deviceID])
+        _ = b.ratchet(toDay: chain.endDay + 2, random: random)
+        let kept = try #require(b.peers[a.deviceID])
+        #expect(kept == before && !kept.covers(day: chain.endDay + 2))
+        _ = a.ratchet(toDay: chain.endDay + 2, random: random)
+        #expect(a.ownSecret.generation == before.generation + 1 && a.ownSecret.covers(day: chain.endDay + 2))
+        _ = try b.receive(a.state.roster, from: a.deviceID, random: random)
+        #expect(b.peers[a.deviceID] == a.ownSecret)
+    }
+
     /// The clock runs days ahead (a 30-day re-key is issued on that future day), then is set back
     /// more than a day, so the sender replaces its secret on the clock's day (§4.2). The new
     /// generation covers the corrected clock, its re-key comes 30 days after that day, and the
