@@ -383,15 +383,50 @@ import BatonCrypto
     }
 }
 
-/// Rollback of the sealed `ring` record alone (docs/security.md "Key storage at rest": a record
-/// restored from a backup under the same credential opens, since it authenticates): the record is
-/// from before a re-key, the advert counters (plain, not restored) from after it.
+/// The sender's nonces (§4.2) under a rollback of the sealed `ring` record alone (docs/security.md
+/// "Key storage at rest": a record restored from a backup under the same credential opens, since it
+/// authenticates; the record is from before a re-key, the plain advert counters from after it), and
+/// under a clock stepped back and forth across midnight around the day's key ratchet.
 @Suite struct RingRecordRollbackTests {
     /// Generation g sealed (E, 0) and (E, 1), the ring re-keyed to g + 1 in the same epoch and sealed
     /// under it, then the `ring` record of generation g is restored beside the counters of g + 1
     /// and batond starts again within E. Whatever the boot mark says (it names g + 1's secret, or
     /// there is none: a daemon without a runtime directory counts every start as its boot's first),
     /// the sender seals nothing under g before it replaced its secret: no (g, E, seq) twice.
+    /// The clock steps back across midnight after the day's key ratchet (00:15 UTC), then forward
+    /// again: the sender seals nothing in the day its ratcheted key no longer covers nor below its
+    /// high-water epoch, continues that epoch's sequence when the clock is back, and never seals one
+    /// nonce twice.
+    @Test func aSenderClockSteppedBackAndForthAroundMidnight() throws {
+        let clock = SenderClockTests()
+        // Day 20832 ends with epoch 1,999,967 (SenderClockTests.record opens 1,999,900 ... 2,000,010).
+        let issued = try RingKeeper.create(name: "a", today: 20_832, random: SeededRandomFake(seed: 5)).ownSecret
+        let day = try #require(issued.chain).day
+        let nextDay = try #require(issued.ratcheted(toDay: day + 1))
+        var seals: [SenderClockTests.Seal: [[UInt8]]] = [:]
+        func advertised(_ actions: [AdvertSender.Action]) -> Bool { actions.contains { if case .advertise = $0 { true } else { false } } }
+        var sender = AdvertSender(secret: issued, restored: nil)
+        let lastOfDay = (day + 1) * 96 - 1
+        let started = sender.start(nowSeconds: seconds(epoch: lastOfDay) + 5)
+        #expect(advertised(started))
+        clock.record(started, secret: issued, into: &seals)
+        // 00:16: the day's ratchet, then a seal in epoch 1 of the next day.
+        sender.ratchet(nextDay)
+        let after = sender.tick(nowSeconds: seconds(epoch: lastOfDay + 2) + 60)
+        #expect(advertised(after))
+        clock.record(after, secret: nextDay, into: &seals)
+        // Back to 23:50 of the earlier day, and a content change: nothing sealed.
+        let back = sender.tick(nowSeconds: seconds(epoch: lastOfDay) + 300)
+            + sender.update(AdvertContent(activityType: "org.example.a"), nowSeconds: seconds(epoch: lastOfDay) + 301)
+        #expect(!advertised(back))
+        // Forward again into the high-water epoch: the waiting change goes out after its sequence.
+        let again = sender.tick(nowSeconds: seconds(epoch: lastOfDay + 2) + 120)
+        #expect(advertised(again))
+        clock.record(again, secret: nextDay, into: &seals)
+        #expect(seals.values.allSatisfy { $0.count == 1 }, "a nonce sealed two bodies: \(seals.filter { $0.value.count > 1 }.keys)")
+        #expect(Set(seals.keys.filter { $0.epoch == lastOfDay + 2 }.map(\.sequence)) == [0, 1])
+    }
+
     @Test func anOlderRingRecordBesideNewerCountersReKeysBeforeSealing() throws {
         let clock = SenderClockTests()
         let machine = [UInt8](repeating: 0xC, count: 32)
