@@ -115,7 +115,8 @@ public struct AdvertSender: Sendable {
     /// time at the first start of a boot, since a rolled-back disk means a reboot; the start time
     /// when the mark is unreadable or names another secret; nil: the caller vouches that the
     /// counters record every seal); it sets `startFloor`. `countersExpected`: the secret was not
-    /// created just now, so missing counters mean they were lost or never copied with it, and the
+    /// created just now, so missing counters, or counters of a later generation (a `ring` record
+    /// restored alone from before a re-key), mean they do not record this secret's seals, and the
     /// secret is replaced before anything is sealed (§4.2).
     public init(secret: AdvertisingSecret, restored: SenderCounters?, machine: [UInt8]? = nil, forgottenSealsUntil: Int64? = nil,
                 bootMark: SenderBootMark? = nil, countersExpected: Bool = false) {
@@ -134,7 +135,12 @@ public struct AdvertSender: Sendable {
             needsRekey = restored?.machine.map { $0 != machine } ?? false
             counters.machine = machine
         }
-        if countersExpected && restored == nil { needsRekey = true }
+        // Counters of a later generation than the stored secret were written after it was replaced:
+        // the `ring` record was restored alone from a copy taken before a re-key. They record none
+        // of this secret's seals, as if they were missing (§4.2). (Counters of an earlier generation
+        // are those of a re-key at start or one cut short before its counters were written: the
+        // start floor covers them as any restored counters.)
+        if countersExpected && (restored.map { $0.generation > secret.generation } ?? true) { needsRekey = true }
         if let bootMark, bootMark.secretID == secretID, bootMark.counters.generation == secret.generation {
             // Nothing was sealed under this secret in this boot after the mark was written: continue
             // from whichever of the two is later (a restored disk is behind the mark).

@@ -294,6 +294,24 @@ enum PairingVectorSource {
                              removalMarks: [rosterID("phone"): try RemovalMark(remover: plainMark.remover, signature: plainMark.signature,
                                                                                removedKey: plainMark.removedKey, introductions: plainMark.introductions,
                                                                                cascading: true)])
+        // Two owners, each paired with a rogue, introduced both ways as pairing leaves them:
+        // laptop paired phone and Schreibtisch-Ü, Schreibtisch-Ü paired thief. laptop removes phone
+        // with what it introduced, Schreibtisch-Ü removes thief so (§7.3 step 5a, spared removers).
+        func twoOwners(_ version: UInt64, cascading: [(String, String)]) throws -> Roster {
+            let all = try rosterMembers()
+            func with(_ name: String, _ introducers: [String]) throws -> RosterMember {
+                var member = all[name]!.0
+                for introducer in introducers {
+                    member = member.introduced(by: try Introduction.make(for: member.identityKey, by: rosterKey(introducer)))
+                }
+                return member
+            }
+            var roster = Roster(version: version, members: [try with("laptop", ["phone", desk]), try with(desk, ["thief"]), try with("thief", [desk]),
+                                                            all["tablet"]!.0, all["phone"]!.0, all["old"]!.0])
+            for (name, remover) in cascading { try roster.removing(rosterID(name), by: rosterKey(remover), withIntroduced: true) }
+            roster.version = version
+            return roster
+        }
         return try [
             vector("a member paired in elsewhere joins: thief, introduced by laptop", roster(2, ["laptop", desk]), [roster(6, ["laptop", desk, "thief"])]),
             vector("thief and owner remove each other, thief's roster first: both are out", three, [byThief, byOwner]),
@@ -314,6 +332,9 @@ enum PairingVectorSource {
             vector("the remover is spared by its own cascade: phone removes laptop with what it introduced; Schreibtisch-Ü, tablet and thief go, phone (introduced by laptop) and old stay",
                    me: "old", roster(3, ["laptop", desk, "tablet", "phone", "old", "thief"]),
                    [roster(8, [desk, "tablet", "phone", "old", "thief"], cascading: [("laptop", "phone")])]),
+            vector("two roots, each remover spared: laptop removes phone and Schreibtisch-Ü removes thief, each with what it introduced; each owner is reached from the other's root only through the other owner, where a walk stops; old goes, laptop, Schreibtisch-Ü and tablet stay",
+                   me: "tablet", twoOwners(3, cascading: []),
+                   [twoOwners(5, cascading: [("phone", "laptop")]), twoOwners(6, cascading: [("thief", desk)])]),
             vector("a plain mark turned into a cascading one does not verify: the whole roster is refused", roster(3, ["laptop", desk, "phone", "old"]),
                    [flipped]),
             vector("pairing: the peer's roster, its members vouched for from the peer (the anchor) on", anchor: "laptop", roster(1, [desk]),

@@ -80,6 +80,8 @@ import dbus
 
 address, interface, method, signature = sys.argv[1:5]
 args = sys.argv[5:]
+if signature.endswith("a{sv}"):
+    args.append(dbus.Dictionary({}, signature="sv"))  # empty options
 bus = dbus.bus.BusConnection(address)
 try:
     bus.call_blocking("org.baton", "/org/baton/ring", interface, method, signature, args, timeout=60)
@@ -127,6 +129,12 @@ struct PolkitTests {
 
     func removeMember(_ account: Account, _ bus: TestBus) async throws -> Answer {
         try await call(account, bus, "org.baton.Pairing1", "Remove", "s", ["no-such-member"])
+    }
+
+    /// Starting a pairing as either side (bt-pair accept, bt-pair with): org.baton.pair, as Remove.
+    func startPairing(_ account: Account, _ bus: TestBus) async throws -> [Answer] {
+        [try await call(account, bus, "org.baton.Pairing1", "Accept", "a{sv}", []),
+         try await call(account, bus, "org.baton.Pairing1", "Pair", "sa{sv}", ["127.0.0.1:9"])]
     }
 
     /// `baton doctor`'s permissions line (Result, Detail) as nobody.
@@ -194,6 +202,11 @@ struct PolkitTests {
             // With AllowUserInteraction and no authentication agent polkit answers "challenge".
             #expect(pairing.message.contains("administrator's password") && pairing.message.contains("no polkit agent")
                     && pairing.message.contains("sudo adduser $USER baton"), "\(pairing)")
+            // Neither side of a pairing starts for an ordinary account without an administrator
+            // (an attacker's local account cannot open the acceptor's window nor dial out).
+            for started in try await startPairing(.nobody, bus) {
+                #expect(started.name == Self.notPermitted && started.message.contains("administrator's password"), "\(started)")
+            }
             // Group baton is allowed without polkit, as before.
             let member = try await continueMember(.groupBaton, bus)
             #expect(member.name == Self.served, "\(member)")
@@ -215,6 +228,8 @@ struct PolkitTests {
             #expect(allowed.name == Self.served, "\(allowed)")
             let pairing = try await removeMember(.nobody, bus)
             #expect(pairing.name == Self.notPermitted, "\(pairing)")
+            // The active session's right to continue is no right to pair.
+            #expect(try await startPairing(.nobody, bus).allSatisfy { $0.name == Self.notPermitted })
             let doctor = try await doctorAsNobody(bus, empty: empty)
             #expect(doctor.result == "ok" && doctor.detail.contains("allowed through polkit"), "\(doctor)")
             try await polkitd.stop(on: bus)

@@ -177,7 +177,7 @@ public actor RingService {
     /// used twice under one key (§4.2).
     func rekeyIfCloned() async {
         guard await radio.needsRekey else { return }
-        log("batond: advert counters missing beside the ring, from another machine, or far ahead of the clock: re-keying")
+        log("batond: advert counters missing beside the ring, of a later secret generation than the ring (the ring record restored alone from before a re-key), from another machine, or far ahead of the clock: re-keying, so no advert nonce is used twice; nothing to do")
         await apply(keeper.rekey(random: SystemRandom(), today: Self.keyDay(clock: clock)))
     }
 
