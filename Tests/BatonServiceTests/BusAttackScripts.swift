@@ -317,7 +317,7 @@ attempt("a dictionary with a repeated key in userInfo", create([("k", ("s", "a")
 # Unicast signals pretending to come from the bus and from BlueZ, then a Ping: batond read them.
 def signal(path, interface, member, sig, body):
     return lambda bus, s: (message(SIGNAL, s, [(1, "o", path), (2, "s", interface), (3, "s", member), (6, "s", D)], sig, body)
-                           + call(s + 1, D, M, "org.freedesktop.DBus.Peer", "Ping"))
+                           + call(s + 1, D, M, "org.freedesktop.DBus.Introspectable", "Introspect"))
 def signal_then_ping(name, path, interface, member, sig, body):
     try:
         bus = Bus(address)
@@ -356,7 +356,7 @@ def forged_replies():
     for serial in range(1, 3001):
         bus.send(message(RETURN, bus.next_serial(), [(5, "u", serial), (6, "s", owner)], "(bba{ss})", [(True, False, [])]))
     s = bus.next_serial()
-    bus.send(call(s, D, M, "org.freedesktop.DBus.Peer", "Ping"))
+    bus.send(call(s, D, M, "org.freedesktop.DBus.Introspectable", "Introspect"))
     print("3,000 forged replies then Ping=%s" % describe(bus.wait_reply(s, 30)), flush=True)
     bus.sock.close()
 try:

@@ -89,7 +89,10 @@ struct BusAttackTests {
             </busconfig>
             """.write(to: file, atomically: true, encoding: .utf8)
         chmod(file.path, 0o644)
-        return try TestBus(.system(policyFile: file.path), daemon: daemon)
+        let bus = try TestBus(.system(policyFile: file.path), daemon: daemon)
+        // systemd-socket-activate (dbus-broker) makes the socket without write access for others.
+        chmod(bus.directory.appendingPathComponent("bus").path, 0o666)
+        return bus
     }
 
     static func requireAccounts() throws {
@@ -294,7 +297,7 @@ struct BusAttackTests {
             for serial in range(1, 5001):
                 forger.send(message(RETURN, forger.next_serial(), [(5, "u", serial), (6, "s", owner)], "(bba{ss})", [(True, False, [])]))
             s = forger.next_serial()
-            forger.send(call(s, "org.baton", "/org/baton", "org.freedesktop.DBus.Peer", "Ping"))
+            forger.send(call(s, "org.baton", "/org/baton", "org.freedesktop.DBus.Introspectable", "Introspect"))
             print("ping=%s" % describe(forger.wait_reply(s, 60)), flush=True)
             open(sys.argv[3], "w").close()
             caller.join()
@@ -328,7 +331,9 @@ struct BusAttackTests {
 
         // 40 connections × 10 calls: more than batond's 256 handlers in all.
         async let flood = Self.run(.nobody, bus, "flood.py", busAttackFlood, ["40", "10"])
-        #expect(await eventually(timeout: .seconds(60)) { polkit.subjects.count >= 32 }, "on \(daemon): \(polkit.subjects.count) questions")
+        #expect(await eventually(timeout: .seconds(60)) { polkit.subjects.count >= 8 }, "on \(daemon): \(polkit.subjects.count) questions")
+        // At most 16 questions about one account are out at once (PolkitQuestions).
+        #expect(polkit.subjects.count <= PolkitQuestions().perUser, "on \(daemon): \(polkit.subjects.count) questions")
         let member = try await Self.calls(.groupBaton, bus, [
             ("Remove", Self.ring, "org.baton.Pairing1", "Remove", "s", ["no-such-member"]),
             ("GetStatus", "/org/baton", "org.baton.Manager1", "GetStatus", "", []),
