@@ -59,6 +59,47 @@ public enum CallerAccess: Sendable, Equatable {
     }
 }
 
+/// The questions batond has out to polkit, counted by the Unix user they are about (pure; RingBus
+/// keeps one under a lock). Each question holds one of batond's handlers until polkit answers (up to
+/// 20 s) and one of the replies the bus lets batond wait for (dbus-daemon: 128, shared with its
+/// calls to BlueZ, Avahi and apps). Without a bound, a flood of guarded calls from many connections
+/// of one account held every handler, and everyone's calls, group baton and root included, waited
+/// behind it (BusAttackTests). Beyond the bound a call is refused at once (`busy`), not queued.
+public struct PolkitQuestions: Sendable, Equatable {
+    /// Questions about one user's calls at once.
+    public let perUser: Int
+    /// Questions at once in all.
+    public let inAll: Int
+    public private(set) var waiting: [UInt32: Int] = [:]
+
+    public init(perUser: Int = 16, inAll: Int = 64) {
+        self.perUser = max(1, perUser)
+        self.inAll = max(self.perUser, inAll)
+    }
+
+    public var total: Int { waiting.values.reduce(0, +) }
+
+    /// Takes a place for a question about a call of `uid`; false, taking nothing, when that user
+    /// or everyone has as many out as allowed.
+    public mutating func take(uid: UInt32) -> Bool {
+        guard waiting[uid, default: 0] < perUser, total < inAll else { return false }
+        waiting[uid, default: 0] += 1
+        return true
+    }
+
+    /// Gives back the place of a question about a call of `uid` that polkit answered (or that failed).
+    public mutating func give(uid: UInt32) {
+        guard let count = waiting[uid] else { return }
+        waiting[uid] = count > 1 ? count - 1 : nil
+    }
+
+    /// The refusal when no place is free.
+    public static func busy(group: String = "baton") -> String {
+        "too many of this account's calls (or of everyone's) are waiting for polkit's answer, so this one was refused: "
+            + "try again in a few seconds; root and group \(group) need no polkit (`sudo adduser $USER \(group)`, then log in again)"
+    }
+}
+
 /// The Authorizer of batond: CheckAuthorization on org.freedesktop.PolicyKit1 on the daemon's own
 /// bus (the callers' bus: a system-bus-name subject names a connection there). Nothing is cached:
 /// each call asks once, and the bus library bounds how many calls a caller has in flight.
@@ -77,17 +118,37 @@ public struct PolkitAuthorizer: Authorizer {
     }
 
     public func check(_ action: PolkitAction, caller: String) async -> PolkitAnswer {
+        let limit = action.allowsInteraction ? interactiveTimeout : timeout
         do {
-            let reply = try await connection.call(destination: Polkit.busName, path: Polkit.authorityPath,
+            // Asked by polkit's unique name, not org.freedesktop.PolicyKit1: the bus library takes a
+            // reply only from the connection a call went to when that is a unique name, while a
+            // reply to a call to a well-known name could come from any connection the bus lets send
+            // one (a local user forging "authorized" with the serial of this call).
+            let owner = try await polkitOwner(timeout: limit)
+            let reply = try await connection.call(destination: owner, path: Polkit.authorityPath,
                                                   interface: Polkit.authorityInterface, method: "CheckAuthorization",
                                                   arguments: Polkit.checkArguments(subject: caller, action: action,
                                                                                    interactive: action.allowsInteraction),
-                                                  timeout: action.allowsInteraction ? interactiveTimeout : timeout)
+                                                  timeout: limit)
             return Polkit.answer(reply: reply) ?? .failed("unexpected CheckAuthorization reply")
         } catch let error as DBusError {
             return Polkit.answer(error: error)
         } catch {
             return .failed("CheckAuthorization was cancelled")
+        }
+    }
+
+    /// The unique name owning org.freedesktop.PolicyKit1, started through the bus (D-Bus
+    /// activation, as a call to the name would) when nothing owns it; NameHasNoOwner or
+    /// ServiceUnknown when nothing can.
+    func polkitOwner(timeout: Duration) async throws -> String {
+        do {
+            return try await connection.nameOwner(Polkit.busName)
+        } catch let error as DBusError where error.name == DBusError.nameHasNoOwnerName {
+            _ = try await connection.call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                          interface: "org.freedesktop.DBus", method: "StartServiceByName",
+                                          arguments: [.string(Polkit.busName), .uint32(0)], timeout: timeout)
+            return try await connection.nameOwner(Polkit.busName)
         }
     }
 }

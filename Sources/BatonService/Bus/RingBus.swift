@@ -19,6 +19,8 @@ public final class RingBus: Sendable {
     /// Session objects exported (so that stop withdraws them), each with the connection that
     /// started it, which alone is sent the session's private property changes.
     let sessionPaths = Mutex<[String: String]>([:])
+    /// The questions out to polkit (bounded: a flood must not hold every handler).
+    let polkitQuestions = Mutex(PolkitQuestions())
 
     public init(connection: DBusConnection, ring: RingService, pairing: PairingService, discovery: DiscoveryService,
                 authorizer: any Authorizer) {
@@ -57,7 +59,14 @@ public final class RingBus: Sendable {
         let uid = try await connection.connectionUnixUser(sender)
         let privilege = ring.configuration.privilege
         let privileged = privilege.allows(uid: uid)
-        let answer = CallerAccess.needsPolkit(privileged: privileged) ? await authorizer.check(action, caller: sender) : nil
+        var answer: PolkitAnswer?
+        if CallerAccess.needsPolkit(privileged: privileged) {
+            guard polkitQuestions.withLock({ $0.take(uid: uid) }) else {
+                throw DBusError(ServiceFailure.notPermitted(PolkitQuestions.busy(group: privilege.group)))
+            }
+            answer = await authorizer.check(action, caller: sender)
+            polkitQuestions.withLock { $0.give(uid: uid) }
+        }
         switch CallerAccess.decide(action, privileged: privileged, polkit: answer, group: privilege.group) {
         case .allowed: return uid
         case .refused(let why): throw DBusError(ServiceFailure.notPermitted(why))
