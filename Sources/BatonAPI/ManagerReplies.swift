@@ -25,13 +25,20 @@ public struct ManagerStatus: Sendable, Hashable {
     /// Why the radio is unavailable ("bluetoothd is not running"); nil when it is not, or from
     /// a daemon that does not say.
     public var radioDetail: String?
+    /// Whether the adapter uses LE privacy: on, off or unknown; nil while the radio is not ready,
+    /// or from a daemon that does not say.
+    public var lePrivacy: String?
+    /// When LE privacy matters: what the public address exposes and the fix, or why it is unknown.
+    public var lePrivacyDetail: String?
     public var errors: [ErrorRecord]
     /// Whether the calling user runs a session agent (baton-agent) that can start handler apps;
     /// nil from a daemon that does not say.
     public var sessionAgent: Bool?
 
-    public init(state: String, adapter: String, radio: String, radioDetail: String? = nil, errors: [ErrorRecord] = [],
-                sessionAgent: Bool? = nil) {
+    public init(state: String, adapter: String, radio: String, radioDetail: String? = nil, lePrivacy: String? = nil,
+                lePrivacyDetail: String? = nil, errors: [ErrorRecord] = [], sessionAgent: Bool? = nil) {
+        self.lePrivacy = lePrivacy
+        self.lePrivacyDetail = lePrivacyDetail
         self.sessionAgent = sessionAgent
         self.state = state
         self.adapter = adapter
@@ -62,12 +69,23 @@ public struct ManagerStatus: Sendable, Hashable {
             guard let text = value.stringValue else { throw .unexpectedReply("GetStatus RadioDetail is not a string") }
             detail = text
         }
+        var privacy: String?
+        if let value = status["LEPrivacy"] {
+            guard let text = value.stringValue else { throw .unexpectedReply("GetStatus LEPrivacy is not a string") }
+            privacy = text
+        }
+        var privacyDetail: String?
+        if let value = status["LEPrivacyDetail"] {
+            guard let text = value.stringValue else { throw .unexpectedReply("GetStatus LEPrivacyDetail is not a string") }
+            privacyDetail = text
+        }
         var agent: Bool?
         if let value = status["SessionAgent"] {
             guard let flag = value.boolValue else { throw .unexpectedReply("GetStatus SessionAgent is not a boolean") }
             agent = flag
         }
-        self.init(state: state, adapter: adapter, radio: radio, radioDetail: detail, errors: errors, sessionAgent: agent)
+        self.init(state: state, adapter: adapter, radio: radio, radioDetail: detail, lePrivacy: privacy, lePrivacyDetail: privacyDetail,
+                  errors: errors, sessionAgent: agent)
     }
 
     public var dbusValue: DBusValue {
@@ -81,6 +99,8 @@ public struct ManagerStatus: Sendable, Hashable {
             "Errors": .array(elementSignature: "a{sv}", records),
         ]
         if let radioDetail { status["RadioDetail"] = .string(radioDetail) }
+        if let lePrivacy { status["LEPrivacy"] = .string(lePrivacy) }
+        if let lePrivacyDetail { status["LEPrivacyDetail"] = .string(lePrivacyDetail) }
         if let sessionAgent { status["SessionAgent"] = .boolean(sessionAgent) }
         return .propertyDictionary(status)
     }

@@ -61,6 +61,7 @@ struct OutputContractTests {
     static func fullDocuments() throws -> [String: [JSONValue]] {
         let status = try DaemonStatus(
             status: ManagerStatus(state: "degraded", adapter: "hci0", radio: "unavailable", radioDetail: "bluetoothd is not running",
+                                  lePrivacy: "off", lePrivacyDetail: "LE privacy is off: …",
                                   errors: [.init(time: 1, category: "radio-unavailable", count: 2)], sessionAgent: false),
             managerProperties: ["Version": .string("0.1.0"), "BusName": .string("org.baton")])
         let activity = try ActivityInfo(path: "/org/baton/activity/u0_1", properties: [
