@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0-or-later
+// SPDX-License-Identifier: LGPL-2.1-or-later
 
 /// Whether the adapter uses LE privacy (resolvable private addresses), as the kernel says it.
 public enum LEPrivacySetting: Sendable, Hashable {
