@@ -25,6 +25,11 @@ public struct ManagerStatus: Sendable, Hashable {
     /// Why the radio is unavailable ("bluetoothd is not running"); nil when it is not, or from
     /// a daemon that does not say.
     public var radioDetail: String?
+    /// Whether the adapter uses LE privacy: on, off or unknown; nil while the radio is not ready,
+    /// or from a daemon that does not say.
+    public var lePrivacy: String?
+    /// When LE privacy matters: what the public address exposes and the fix, or why it is unknown.
+    public var lePrivacyDetail: String?
     public var errors: [ErrorRecord]
     /// Whether the calling user runs a session agent (baton-agent) that can start handler apps;
     /// nil from a daemon that does not say.
@@ -33,8 +38,10 @@ public struct ManagerStatus: Sendable, Hashable {
     /// "sealed-host+tpm2", "sealed-tpm2" (systemd-creds); nil from a daemon that does not say.
     public var secretsAtRest: String?
 
-    public init(state: String, adapter: String, radio: String, radioDetail: String? = nil, errors: [ErrorRecord] = [],
-                sessionAgent: Bool? = nil, secretsAtRest: String? = nil) {
+    public init(state: String, adapter: String, radio: String, radioDetail: String? = nil, lePrivacy: String? = nil,
+                lePrivacyDetail: String? = nil, errors: [ErrorRecord] = [], sessionAgent: Bool? = nil, secretsAtRest: String? = nil) {
+        self.lePrivacy = lePrivacy
+        self.lePrivacyDetail = lePrivacyDetail
         self.sessionAgent = sessionAgent
         self.secretsAtRest = secretsAtRest
         self.state = state
@@ -66,6 +73,16 @@ public struct ManagerStatus: Sendable, Hashable {
             guard let text = value.stringValue else { throw .unexpectedReply("GetStatus RadioDetail is not a string") }
             detail = text
         }
+        var privacy: String?
+        if let value = status["LEPrivacy"] {
+            guard let text = value.stringValue else { throw .unexpectedReply("GetStatus LEPrivacy is not a string") }
+            privacy = text
+        }
+        var privacyDetail: String?
+        if let value = status["LEPrivacyDetail"] {
+            guard let text = value.stringValue else { throw .unexpectedReply("GetStatus LEPrivacyDetail is not a string") }
+            privacyDetail = text
+        }
         var agent: Bool?
         if let value = status["SessionAgent"] {
             guard let flag = value.boolValue else { throw .unexpectedReply("GetStatus SessionAgent is not a boolean") }
@@ -76,8 +93,8 @@ public struct ManagerStatus: Sendable, Hashable {
             guard let text = value.stringValue else { throw .unexpectedReply("GetStatus SecretsAtRest is not a string") }
             secrets = text
         }
-        self.init(state: state, adapter: adapter, radio: radio, radioDetail: detail, errors: errors, sessionAgent: agent,
-                  secretsAtRest: secrets)
+        self.init(state: state, adapter: adapter, radio: radio, radioDetail: detail, lePrivacy: privacy, lePrivacyDetail: privacyDetail,
+                  errors: errors, sessionAgent: agent, secretsAtRest: secrets)
     }
 
     public var dbusValue: DBusValue {
@@ -91,6 +108,8 @@ public struct ManagerStatus: Sendable, Hashable {
             "Errors": .array(elementSignature: "a{sv}", records),
         ]
         if let radioDetail { status["RadioDetail"] = .string(radioDetail) }
+        if let lePrivacy { status["LEPrivacy"] = .string(lePrivacy) }
+        if let lePrivacyDetail { status["LEPrivacyDetail"] = .string(lePrivacyDetail) }
         if let sessionAgent { status["SessionAgent"] = .boolean(sessionAgent) }
         if let secretsAtRest { status["SecretsAtRest"] = .string(secretsAtRest) }
         return .propertyDictionary(status)

@@ -19,6 +19,11 @@ public struct DaemonStatus: Sendable, Hashable {
     public var radio: String
     /// Why the radio is unavailable; nil when it is not.
     public var radioDetail: String?
+    /// Whether the adapter uses LE privacy: on, off or unknown; nil while the radio is not ready
+    /// or from a daemon that does not say.
+    public var lePrivacy: String?
+    /// When it matters: what the public address exposes and the fix, or why it is unknown.
+    public var lePrivacyDetail: String?
     public var errors: [ErrorRecord]
     public var version: String
     public var busName: String
@@ -36,6 +41,8 @@ public struct DaemonStatus: Sendable, Hashable {
         adapter = status.adapter
         radio = status.radio
         radioDetail = status.radioDetail
+        lePrivacy = status.lePrivacy
+        lePrivacyDetail = status.lePrivacyDetail
         errors = status.errors
         sessionAgent = status.sessionAgent
         secretsAtRest = status.secretsAtRest

@@ -14,6 +14,8 @@ public enum OutputDocument {
     public static func status(_ status: DaemonStatus) -> JSONValue {
         var members: Members = [("State", .string(status.state)), ("Adapter", .string(status.adapter)), ("Radio", .string(status.radio))]
         if let detail = status.radioDetail { members.append(("RadioDetail", .string(detail))) }
+        if let privacy = status.lePrivacy { members.append(("LEPrivacy", .string(privacy))) }
+        if let detail = status.lePrivacyDetail { members.append(("LEPrivacyDetail", .string(detail))) }
         let errors = status.errors.map { record in
             JSONValue.object([("Time", .integer(record.time)), ("Category", .string(record.category)),
                               ("Count", .integer(Int64(record.count)))])

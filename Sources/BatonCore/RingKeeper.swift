@@ -94,7 +94,12 @@ public struct RingKeeper: Sendable {
         let merged = try roster.merge(result.peerRoster, me: deviceID, anchor: peerID)
         if roster.members[peerID] == nil { roster.upsert(result.peer) }
         roster.introduce(peerID, by: identity)
-        return apply(roster, from: peerID, random: random, forceRotation: !merged.newlyRemoved.isEmpty)
+        // The peer holds what it sent and our entry from the pairing exchange; but when its roster
+        // removes devices we did not know removed, we re-key (§7.4), and the new secret must reach
+        // the peer too: without a RingSync it kept our pairing-time secret and heard our adverts as
+        // another ring's (lab: RingRemovalRaceLabTests, a laptop paired again into a ring with tombstones).
+        let rekeys = !merged.newlyRemoved.isEmpty
+        return apply(roster, from: rekeys ? nil : peerID, random: random, forceRotation: rekeys)
     }
 
     /// `pair`, ignoring a refused peer (nothing changes then).

@@ -6,6 +6,7 @@ import BatonBlueZ
 import BatonCore
 import BatonDBus
 import BatonStore
+import BatonTransport
 import Dispatch
 
 /// Wires batond together: bus connection, state directory, the actors (DaemonParts), bus name, signals.
@@ -128,6 +129,7 @@ public enum Daemon {
             return exitFailure
         }
         configuration.secretsAtRest = sealing.map { "sealed-" + $0.protection.rawValue } ?? "plain"
+        if radio != nil { await ring.radio.usePrivacyReader(KernelPrivacyReader()) }
         await ring.start()
         let service = ActivityService(
             connection: connection, configuration: configuration, publisher: ring.radio, statusFile: statusFile,

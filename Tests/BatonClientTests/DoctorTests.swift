@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonAPI
-import BatonClient
+import BatonCore
+@testable import BatonClient
 @testable import BatonCommandLine
 import BatonDBus
 import BatonTestBus
@@ -230,5 +231,23 @@ struct DoctorTests {
         #expect(stale.result == .warning)
         #expect(stale.detail.contains("last heard 10 min ago"))
         #expect(stale.fix != nil)
+    }
+
+    @Test("LE privacy: off with connectable adverts is a warning whose fix is main.conf's Privacy = device")
+    func privacyFinding() throws {
+        func status(_ privacy: String?, _ detail: String?) throws -> DaemonStatus {
+            try DaemonStatus(status: ManagerStatus(state: "running", adapter: "hci0", radio: "both", lePrivacy: privacy, lePrivacyDetail: detail),
+                             managerProperties: ["Version": .string("0.1.0"), "BusName": .string("org.baton")])
+        }
+        #expect(DaemonChecks.privacy(try status(nil, nil)) == nil)
+        #expect(DaemonChecks.privacy(try status("on", nil))?.result == .ok)
+        #expect(DaemonChecks.privacy(try status("off", nil))?.result == .ok)
+        let fact = LEPrivacyFact.assess(.off, connectable: .ringAdvert)
+        let off = try #require(DaemonChecks.privacy(try status("off", fact.detail)))
+        #expect(off.result == .warning)
+        #expect(off.detail.contains("public address") && !off.detail.contains("main.conf"))
+        #expect(off.fix == LEPrivacyFact.fix)
+        let unknown = try #require(DaemonChecks.privacy(try status("unknown", "whether the adapter uses LE privacy is not known (x)")))
+        #expect(unknown.result == .warning && unknown.detail.contains("not known (x)") && unknown.fix?.contains("Privacy = device") == true)
     }
 }

@@ -61,10 +61,12 @@ final class DaemonPair: @unchecked Sendable {
         }
     }
 
-    func start(name: String, adapter: String, extraArguments: [String] = []) throws {
+    /// `launcher`: a program (and its arguments) that runs batond, e.g. setpriv to drop capabilities.
+    func start(name: String, adapter: String, extraArguments: [String] = [], launcher: [String] = [],
+               stateDirectory: String? = nil) throws {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: product("batond"))
-        process.arguments = ["--bus-address", address, "--bus-name", "org.baton.\(name)", "--state-dir", directory.appendingPathComponent(name).path,
+        process.executableURL = URL(fileURLWithPath: launcher.first ?? product("batond"))
+        process.arguments = (launcher.isEmpty ? [] : Array(launcher.dropFirst()) + [product("batond")]) + ["--bus-address", address, "--bus-name", "org.baton.\(name)", "--state-dir", stateDirectory ?? directory.appendingPathComponent(name).path,
                              "--adapter", adapter, "--listen", "127.0.0.1", "--name", name] + extraArguments
         // As systemd's RuntimeDirectory does for the installed service: the advert boot mark
         // (protocol §4.2 "Restarts") lives there, so a restart within this boot seals at once.

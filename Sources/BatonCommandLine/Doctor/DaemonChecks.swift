@@ -28,6 +28,28 @@ public struct DaemonChecks: Sendable {
         await daemonFindings() + [await notifications(), await agent()]
     }
 
+    /// LE privacy as batond reads it from the kernel: a warning when it is off while connectable
+    /// adverts go out (they come from the public address), nothing while the radio is not ready.
+    static func privacy(_ status: DaemonStatus) -> DoctorFinding? {
+        switch status.lePrivacy {
+        case "on"?:
+            return DoctorFinding("privacy", .ok, "LE privacy is on: connectable adverts come from resolvable private addresses that change")
+        case "off"?:
+            guard let detail = status.lePrivacyDetail else {
+                return DoctorFinding("privacy", .ok, "LE privacy is off; batond sends no connectable advert")
+            }
+            // The detail ends with the fix ("; set `Privacy = device` …"): said once, as the fix.
+            guard let split = detail.firstRange(of: "; set ") else { return DoctorFinding("privacy", .warning, detail) }
+            return DoctorFinding("privacy", .warning, String(detail[..<split.lowerBound]),
+                                 fix: String(detail[detail.index(split.lowerBound, offsetBy: 2)...]))
+        case "unknown"?:
+            return DoctorFinding("privacy", .warning, status.lePrivacyDetail ?? "whether the adapter uses LE privacy is not known",
+                                 fix: "check that /etc/bluetooth/main.conf says `Privacy = device` in [General]")
+        default:
+            return nil
+        }
+    }
+
     func daemonFindings() async -> [DoctorFinding] {
         let skipped = { (why: String) in
             [DoctorFinding("ring", .skipped, why), DoctorFinding("handled-types", .skipped, why),
@@ -70,6 +92,7 @@ public struct DaemonChecks: Sendable {
             default:
                 findings.append(DoctorFinding("batond", .ok, summary))
             }
+            if let privacy = Self.privacy(status) { findings.append(privacy) }
         } catch {
             findings.append(DoctorFinding("batond", .failed, "owns \(options.busName) but does not answer (\(error.name): \(error.message))",
                                           fix: "sudo systemctl restart batond; `journalctl -u batond` says what happened"))

@@ -295,7 +295,7 @@ public actor ActivityService {
     public func status() -> DaemonStatus {
         DaemonStatus(
             state: state, busName: configuration.busName, adapter: configuration.adapter, radio: radio.word.rawValue,
-            radioDetail: radio.detail,
+            radioDetail: radio.detail, lePrivacy: radio.privacy?.word.rawValue, lePrivacyDetail: radio.privacy?.detail,
             activities: registry.activities.values.sorted { $0.id < $1.id }.map {
                 DaemonStatus.ActivityEntry(objectPath: $0.id.objectPath, type: $0.record.activityType, status: $0.status.name,
                                            current: $0.isCurrent, lastError: $0.lastError?.rawValue)

@@ -25,6 +25,10 @@ public struct DaemonStatus: Sendable, Codable, Hashable {
     public var radio: String
     /// Why the radio is unavailable; absent otherwise.
     public var radioDetail: String?
+    /// Whether the adapter uses LE privacy (on, off, unknown) and, when it matters, why; absent
+    /// while the radio is not ready.
+    public var lePrivacy: String?
+    public var lePrivacyDetail: String?
     public var activities: [ActivityEntry]
     public var errors: [ErrorRecord]
     /// Unix seconds of this snapshot.
@@ -41,10 +45,14 @@ public struct RadioSummary: Sendable, Hashable {
     public var word: Word
     /// Why the radio is unavailable ("bluetoothd is not running"); nil otherwise.
     public var detail: String?
+    /// Whether the adapter uses LE privacy, with the connectable adverts in use; nil when the
+    /// radio is not ready or nobody reads it.
+    public var privacy: LEPrivacyFact?
 
-    public init(_ word: Word, detail: String? = nil) {
+    public init(_ word: Word, detail: String? = nil, privacy: LEPrivacyFact? = nil) {
         self.word = word
         self.detail = detail
+        self.privacy = privacy
     }
 
     public static let off = RadioSummary(.off)
@@ -72,7 +80,24 @@ extension RadioService: RadioSummaryReporting {
         switch state {
         case .unavailable(let why): return RadioSummary(.unavailable, detail: why)
         case .poweredOff: return RadioSummary(.unavailable, detail: "the adapter is powered off")
-        case .ready: return RadioSummary(planner.onAir == .nothing ? .scanning : .both)
+        case .ready:
+            return RadioSummary(planner.onAir == .nothing ? .scanning : .both, privacy: await privacyFact(port: port))
         }
+    }
+
+    /// LE privacy as the kernel says it for this radio's adapter, with the connectable adverts this
+    /// daemon sends: the pairing advert whenever an adapter is ready (its L2CAP listener), the ring
+    /// advert too while it is connectable (no TCP endpoint others can reach, §8.3).
+    func privacyFact(port: any RadioPort) async -> LEPrivacyFact? {
+        guard let privacyReader, let bluez = port as? BlueZRadio,
+              let path = await bluez.status().adapterPath, let adapter = path.split(separator: "/").last else { return nil }
+        let setting = await privacyReader.privacy(ofAdapter: String(adapter))
+        return LEPrivacyFact.assess(setting, connectable: planner.ringAdvertConnectable ? .ringAdvert : .pairing)
+    }
+
+    /// The reader of the adapter's LE privacy setting (batond: the kernel's); without one, status
+    /// does not say.
+    public func usePrivacyReader(_ reader: any AdapterPrivacyReading) {
+        privacyReader = reader
     }
 }

@@ -81,6 +81,7 @@ extension ActivityService {
     /// GetStatus in BatonAPI's coding (the one the client decodes).
     func managerStatus() -> ManagerStatus {
         ManagerStatus(state: state.rawValue, adapter: configuration.adapter, radio: radio.word.rawValue, radioDetail: radio.detail,
+                      lePrivacy: radio.privacy?.word.rawValue, lePrivacyDetail: radio.privacy?.detail,
                       errors: errorLog.records.map { .init(time: $0.time, category: $0.category.rawValue, count: $0.count) },
                       secretsAtRest: configuration.secretsAtRest)
     }

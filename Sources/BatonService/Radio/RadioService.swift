@@ -33,6 +33,8 @@ public actor RadioService {
     var sightingObservers: [String: SightingObserver] = [:]
     /// Pairing adverts heard on the radio (the most recent sessions).
     var pairingAdverts = PairingAdvertBook()
+    /// Reads whether the adapter uses LE privacy, for the status (nil: not said).
+    var privacyReader: (any AdapterPrivacyReading)?
 
     /// `store` keeps the advert counters and `bootMarks` the boot mark (both written before the
     /// advert they cover goes on the air). `countersExpected`: the ring was loaded from disk, not

@@ -10,7 +10,9 @@ struct StatusCommand: Subcommand {
     static let details = """
         State is degraded when the radio batond was asked to use cannot work; Radio then says
         unavailable and why. With --json: {"State", "Adapter", "Radio", "RadioDetail" (only
-        when unavailable), "Version", "BusName", "Errors": [{"Time", "Category", "Count"}],
+        when unavailable), "LEPrivacy" (on, off or unknown: whether the adapter uses resolvable
+        private addresses; only while the radio is ready), "LEPrivacyDetail" (when it matters:
+        what the public address exposes and the fix, or why it is unknown), "Version", "BusName", "Errors": [{"Time", "Category", "Count"}],
         "SessionAgent" (whether your baton-agent runs: without it no app is started for a
         continued activity), "SecretsAtRest" ("plain", or "sealed-host", "sealed-host+tpm2",
         "sealed-tpm2": the keys sealed with systemd-creds)}.
@@ -26,7 +28,7 @@ struct StatusCommand: Subcommand {
             State:    \(status.state)
             Adapter:  \(status.adapter)
             Radio:    \(status.radio)\(status.radioDetail.map { " (\($0))" } ?? "")
-            Version:  \(status.version)
+            \(Self.privacyLine(status))Version:  \(status.version)
             Bus name: \(status.busName)
             """
         if let agent = status.sessionAgent {
@@ -42,5 +44,11 @@ struct StatusCommand: Subcommand {
         }
         context.output.result(json: OutputDocument.status(status), text: text)
         return ExitStatus.success
+    }
+
+    /// "Privacy:  off (LE privacy is off: …; set `Privacy = device` …)\n", or nothing when the daemon does not say.
+    static func privacyLine(_ status: DaemonStatus) -> String {
+        guard let privacy = status.lePrivacy else { return "" }
+        return "Privacy:  LE privacy \(privacy)" + (status.lePrivacyDetail.map { " (\($0))" } ?? "") + "\n"
     }
 }
