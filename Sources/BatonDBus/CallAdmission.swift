@@ -10,6 +10,9 @@
 ///   ran at once).
 /// - At most `runningAtMost` handlers run in all, and none starts while the outbox is over its high
 ///   mark (replies of calls started regardless made the outbox hold 1 GiB in an attack).
+/// - A freed slot goes to the waiting callers in turn (round-robin, in the order they began to
+///   wait): a caller that keeps its queue full cannot take every slot from the others (an order by
+///   name would: ":1.10" sorts before ":1.9").
 /// - After a burst (`burstHandlers` running at once) ends, memory may be given back.
 struct CallAdmission<Handler> {
     let runningPerSender: Int
@@ -24,6 +27,9 @@ struct CallAdmission<Handler> {
     /// being served are the two together).
     private var runningBySender: [String: Int] = [:]
     private var waitingBySender: [String: [Handler]] = [:]
+    /// The callers with waiting calls, each once, in the order their turn comes: the one served last
+    /// goes to the back.
+    private var turns: [String] = []
 
     init(configuration: DBusConnectionConfiguration) {
         runningPerSender = configuration.runningPerSender
@@ -50,6 +56,7 @@ struct CallAdmission<Handler> {
     /// An admitted call of `sender` has a handler: returned if it starts now, else it waits its turn.
     mutating func enqueue(_ handler: Handler, from sender: String, outboxFull: Bool) -> Handler? {
         guard runningBySender[sender, default: 0] < runningPerSender, mayStart(outboxFull: outboxFull) else {
+            if waitingBySender[sender] == nil { turns.append(sender) }
             waitingBySender[sender, default: []].append(handler)
             return nil
         }
@@ -80,25 +87,27 @@ struct CallAdmission<Handler> {
         return result
     }
 
-    /// Waiting handlers of every caller with a free slot, to start now (after the outbox drained,
-    /// or a handler ended).
+    /// Waiting handlers of callers with a free slot, one per caller in turn, to start now (after the
+    /// outbox drained, or a handler ended).
     mutating func startWaiting(outboxFull: Bool) -> [(handler: Handler, sender: String)] {
         var starting: [(handler: Handler, sender: String)] = []
-        for sender in waitingBySender.keys.sorted() {
-            while mayStart(outboxFull: outboxFull), runningBySender[sender, default: 0] < runningPerSender,
-                  let next = takeWaiting(of: sender) {
-                runningBySender[sender, default: 0] += 1
-                started()
-                starting.append((next, sender))
-            }
+        while mayStart(outboxFull: outboxFull),
+              let turn = turns.firstIndex(where: { runningBySender[$0, default: 0] < runningPerSender }) {
+            let sender = turns.remove(at: turn)
+            guard let next = takeWaiting(of: sender) else { continue }
+            if waitingBySender[sender] != nil { turns.append(sender) }
+            runningBySender[sender, default: 0] += 1
+            started()
+            starting.append((next, sender))
         }
         return starting
     }
 
     /// The connection closed: the handlers that never started (to discard).
     mutating func close() -> [Handler] {
-        let neverStarted = waitingBySender.keys.sorted().flatMap { waitingBySender[$0] ?? [] }
+        let neverStarted = turns.flatMap { waitingBySender[$0] ?? [] }
         waitingBySender.removeAll()
+        turns.removeAll()
         return neverStarted
     }
 

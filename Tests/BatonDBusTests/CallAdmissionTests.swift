@@ -129,6 +129,77 @@ struct CallAdmissionTests {
         }
     }
 
+    /// Callers that keep their queues full take freed slots in turn: a caller whose name sorts last
+    /// (":1.9" after ":1.10" and ":1.11") is not starved by the others' endless calls.
+    @Test func freedSlotsGoToWaitingCallersInTurnWhateverTheirNames() {
+        var admission = CallAdmission<String>(configuration: Self.configuration)
+        let senders = [":1.10", ":1.11", ":1.9"]
+        var runningOrder: [(handler: String, sender: String)] = []
+        var number = 0
+        func topUp() {
+            for sender in senders {
+                while admission.refusal(for: sender) == nil {
+                    number += 1
+                    if let now = admission.enqueue("\(sender)#\(number)", from: sender, outboxFull: false) {
+                        runningOrder.append((now, sender))
+                    }
+                }
+            }
+        }
+        topUp()
+        #expect(admission.running == Self.configuration.runningAtMost)
+        var startsBySender: [String: Int] = [:]
+        for _ in 0..<60 {
+            // The oldest running handler ends; its caller and the others call again at once.
+            let ended = runningOrder.removeFirst()
+            for started in admission.finished(for: ended.sender, outboxFull: false).start {
+                runningOrder.append(started)
+                startsBySender[started.sender, default: 0] += 1
+            }
+            topUp()
+        }
+        // 60 freed slots over three callers always waiting: each gets its share, within one turn.
+        for sender in senders {
+            #expect(startsBySender[sender, default: 0] >= 60 / senders.count - 1, "\(sender): \(startsBySender)")
+        }
+    }
+
+    /// Over random orders of calls and ends with every caller's queue kept non-empty, no caller waits
+    /// more than one round of the others' starts (the slot of each freed handler goes round).
+    @Test func noWaitingCallerIsPassedOverMoreThanOnceByEachOtherCaller() {
+        var generator = SystemRandomNumberGenerator()
+        let configuration = DBusConnectionConfiguration(runningPerSender: 1, runningAtMost: 2, maxHandlersPerSender: 3, burstHandlers: 2)
+        for _ in 0..<100 {
+            var admission = CallAdmission<Int>(configuration: configuration)
+            let senders = (0..<5).map { ":1.\(Int.random(in: 1...40, using: &generator))\($0)" }
+            var running: [String] = []
+            var passedOver: [String: Int] = [:]
+            var number = 0
+            func topUp() {
+                for sender in senders.shuffled(using: &generator) {
+                    while admission.refusal(for: sender) == nil {
+                        number += 1
+                        if admission.enqueue(number, from: sender, outboxFull: false) != nil { running.append(sender) }
+                    }
+                }
+            }
+            topUp()
+            for _ in 0..<80 {
+                let ended = running.remove(at: Int.random(in: 0..<running.count, using: &generator))
+                for started in admission.finished(for: ended, outboxFull: false).start {
+                    running.append(started.sender)
+                    passedOver[started.sender] = 0
+                    // Every other caller that still waits (and is not running its one call) was passed over once more.
+                    for other in senders where other != started.sender && !running.contains(other) {
+                        passedOver[other, default: 0] += 1
+                        #expect(passedOver[other, default: 0] <= senders.count - 1, "\(other) passed over: \(passedOver)")
+                    }
+                }
+                topUp()
+            }
+        }
+    }
+
     @Test func closingHandsBackEveryHandlerThatNeverStarted() {
         var admission = CallAdmission<String>(configuration: Self.configuration)
         for number in 1...3 { _ = admission.enqueue("a\(number)", from: ":1.5", outboxFull: false) }
