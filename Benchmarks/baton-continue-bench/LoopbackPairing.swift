@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/// Pairs two rings of one process over loopback TCP, both sides accepting the code: for
-/// benchmarks that run two daemons' ring sides in one process (baton-continue-bench). Not
-/// reachable over D-Bus; a caller already holds both services.
-public enum LoopbackPairing {
-    public struct Failed: Error, Sendable, CustomStringConvertible {
-        public var description: String
+import BatonService
+
+/// Pairs two rings of one process over loopback TCP, both sides accepting the code: the
+/// benchmark runs two daemons' ring sides in one process. Uses PairingService's package-level
+/// acceptPairing and pair (what Manager1.AcceptPairing and Pair call); not in the library.
+enum LoopbackPairing {
+    struct Failed: Error, Sendable, CustomStringConvertible {
+        var description: String
     }
 
-    public static func pair(_ a: PairingService, _ b: PairingService, uid: UInt32, timeout: Duration = .seconds(10)) async throws {
+    static func pair(_ a: PairingService, _ b: PairingService, uid: UInt32, timeout: Duration = .seconds(10)) async throws {
         let pathA = try await a.acceptPairing(uid: uid, host: "127.0.0.1")
         guard let waiting = await a.session(pathA), waiting.port > 0 else { throw Failed(description: "no waiting session") }
         let pathB = try await b.pair(uid: uid, target: "127.0.0.1:\(waiting.port)", sessionID: waiting.sessionID, addressType: nil)
