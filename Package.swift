@@ -111,7 +111,7 @@ let package = Package(
         // Benchmarks: no products (SwiftPM runs them by name all the same, `swift run -c release baton-bench`).
         .executableTarget(name: "baton-bench", dependencies: ["BatonCore", "BatonCrypto"], path: "Benchmarks/baton-bench", swiftSettings: strict),
         // Accept → delivered over loopback TLS, two rings in one process (docs/benchmarks.md).
-        .executableTarget(name: "baton-continue-bench", dependencies: ["BatonService", "BatonStore", "BatonCore"], path: "Benchmarks/baton-continue-bench",
+        .executableTarget(name: "baton-continue-bench", dependencies: ["BatonService", "BatonAPI", "BatonStore", "BatonCore"], path: "Benchmarks/baton-continue-bench",
                           swiftSettings: strict),
         // A 1 GiB document over pinned TLS on loopback against raw TCP (docs/benchmarks.md).
         .executableTarget(name: "baton-bench-documents", dependencies: ["BatonService", "BatonStore", "BatonTransport", "BatonCore", "BatonCrypto", "BatonReadiness"],
@@ -126,6 +126,9 @@ let package = Package(
         // Test support: starts dbus-broker with posix_spawn (closefrom in the child), see TestBus.
         .systemLibrary(name: "CTestSpawn", path: "Tests/Support/CTestSpawn"),
         .target(name: "BatonTestBus", dependencies: ["CTestSpawn"], path: "Tests/Support/BatonTestBus", swiftSettings: strict),
+        // Test support: fakes of BatonService's ports (radio, activities, suggestion board), named as fakes.
+        .target(name: "BatonServiceFakes", dependencies: ["BatonService", "BatonAPI", "BatonStore", "BatonCore"], path: "Tests/Support/BatonServiceFakes",
+                swiftSettings: strict),
 
         .testTarget(name: "BatonCryptoTests", dependencies: ["BatonCrypto"], swiftSettings: strict),
         .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore", "BatonCrypto"], resources: [.copy("Vectors")], swiftSettings: strict),
@@ -136,7 +139,7 @@ let package = Package(
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "BatonTestBus"], swiftSettings: strict),
         .testTarget(name: "BatonDBusTests", dependencies: ["BatonTestBus", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonAPITests", dependencies: ["BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
-        .testTarget(name: "BatonServiceTests", dependencies: ["BatonTestBus", "BatonAPI", "BatonService", "BatonClient", "BatonDBus", "BatonCore", "BatonAgent", "BatonBlueZ"], swiftSettings: strict),
+        .testTarget(name: "BatonServiceTests", dependencies: ["BatonTestBus", "BatonServiceFakes", "BatonAPI", "BatonService", "BatonClient", "BatonDBus", "BatonCore", "BatonAgent", "BatonBlueZ"], swiftSettings: strict),
         .testTarget(name: "BatonPublishersTests", dependencies: ["BatonPublishers"], swiftSettings: strict),
         .testTarget(name: "BatonBrowserHostTests", dependencies: ["BatonBrowserHost", "BatonClient", "BatonCore"],
                     swiftSettings: strict),
