@@ -16,8 +16,17 @@ enum LoopbackPairing {
         for (service, path) in [(a, pathA), (b, pathB)] {
             try await wait(timeout) { await service.session(path)?.phase.stateName == "confirming" }
         }
-        try await a.confirm(pathA, uid: uid, accepted: true)
-        try await b.confirm(pathB, uid: uid, accepted: true)
+        // Both codes typed, as the two users would: the initiator types the acceptor's code, then
+        // the acceptor types the second code the initiator shows.
+        guard let code = await a.session(pathA)?.shownCode, !code.isEmpty else { throw Failed(description: "the acceptor shows no code") }
+        try await b.confirmCode(pathB, uid: uid, code: code)
+        try await wait(timeout) { await b.session(pathB)?.visibleCode.count == 6 }
+        guard let second = await b.session(pathB)?.visibleCode else { throw Failed(description: "the initiator shows no second code") }
+        try await a.confirmCode(pathA, uid: uid, code: second)
+        for (service, path) in [(a, pathA), (b, pathB)] {
+            try await wait(timeout) { await service.session(path)?.phase.stateName == "reviewing" }
+            try await service.commit(path, uid: uid, accepted: true)
+        }
         for (service, path) in [(a, pathA), (b, pathB)] {
             try await wait(timeout) { await service.session(path)?.phase.stateName == "paired" }
         }
