@@ -25,10 +25,8 @@ let package = Package(
         .executable(name: "batond", targets: ["batond"]),
         .executable(name: "baton", targets: ["baton"]),
         .executable(name: "bt-pair", targets: ["bt-pair"]),
-        .executable(name: "baton-bench", targets: ["baton-bench"]),
         .executable(name: "baton-agent", targets: ["baton-agent"]),
         .executable(name: "baton-browser-host", targets: ["baton-browser-host"]),
-        .executable(name: "baton-bench-documents", targets: ["baton-bench-documents"]),
         .library(name: "BatonClient", targets: ["BatonClient", "BatonAPI"]),
     ],
     targets: [
@@ -110,21 +108,27 @@ let package = Package(
                           path: "Sources/bt-pair", sources: ["main.swift"], swiftSettings: strict),
         .executableTarget(name: "baton-agent", dependencies: ["BatonAgent", "BatonReadiness"], swiftSettings: strict),
         .executableTarget(name: "baton-browser-host", dependencies: ["BatonBrowserHost"], swiftSettings: strict),
-        .executableTarget(name: "baton-bench", dependencies: ["BatonCore", "BatonCrypto"], swiftSettings: strict),
+        // Benchmarks: no products (SwiftPM runs them by name all the same, `swift run -c release baton-bench`).
+        .executableTarget(name: "baton-bench", dependencies: ["BatonCore", "BatonCrypto"], path: "Benchmarks/baton-bench", swiftSettings: strict),
         // Accept → delivered over loopback TLS, two rings in one process (docs/benchmarks.md).
-        .executableTarget(name: "baton-continue-bench", dependencies: ["BatonService", "BatonStore", "BatonCore"], swiftSettings: strict),
+        .executableTarget(name: "baton-continue-bench", dependencies: ["BatonService", "BatonAPI", "BatonStore", "BatonCore"], path: "Benchmarks/baton-continue-bench",
+                          swiftSettings: strict),
         // A 1 GiB document over pinned TLS on loopback against raw TCP (docs/benchmarks.md).
         .executableTarget(name: "baton-bench-documents", dependencies: ["BatonService", "BatonStore", "BatonTransport", "BatonCore", "BatonCrypto", "BatonReadiness"],
-                          swiftSettings: strict),
+                          path: "Benchmarks/baton-bench-documents", swiftSettings: strict),
         // Test helper: writes a counter record until SIGKILLed (BatonStoreTests fault injection).
-        .executableTarget(name: "baton-store-torture", dependencies: ["BatonStore"], swiftSettings: strict),
+        .executableTarget(name: "baton-store-torture", dependencies: ["BatonStore"], path: "Tests/Support/baton-store-torture", swiftSettings: strict),
         // Test helper: one step of an edit-session claim per run, SIGKILLed at random (EditSessionTortureTests).
-        .executableTarget(name: "baton-docsync-torture", dependencies: ["BatonService", "BatonStore", "BatonCore", "BatonCrypto"], swiftSettings: strict),
+        .executableTarget(name: "baton-docsync-torture", dependencies: ["BatonService", "BatonStore", "BatonCore", "BatonCrypto"],
+                          path: "Tests/Support/baton-docsync-torture", swiftSettings: strict),
 
         // Test support: a private dbus-daemon per test, shared by the suites that need one.
         // Test support: starts dbus-broker with posix_spawn (closefrom in the child), see TestBus.
         .systemLibrary(name: "CTestSpawn", path: "Tests/Support/CTestSpawn"),
         .target(name: "BatonTestBus", dependencies: ["CTestSpawn"], path: "Tests/Support/BatonTestBus", swiftSettings: strict),
+        // Test support: fakes of BatonService's ports (radio, activities, suggestion board), named as fakes.
+        .target(name: "BatonServiceFakes", dependencies: ["BatonService", "BatonAPI", "BatonStore", "BatonCore"], path: "Tests/Support/BatonServiceFakes",
+                swiftSettings: strict),
 
         .testTarget(name: "BatonCryptoTests", dependencies: ["BatonCrypto"], swiftSettings: strict),
         .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore", "BatonCrypto"], resources: [.copy("Vectors")], swiftSettings: strict),
@@ -135,7 +139,7 @@ let package = Package(
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "BatonTestBus"], swiftSettings: strict),
         .testTarget(name: "BatonDBusTests", dependencies: ["BatonTestBus", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonAPITests", dependencies: ["BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
-        .testTarget(name: "BatonServiceTests", dependencies: ["BatonTestBus", "BatonAPI", "BatonService", "BatonClient", "BatonDBus", "BatonCore", "BatonAgent", "BatonBlueZ"], swiftSettings: strict),
+        .testTarget(name: "BatonServiceTests", dependencies: ["BatonTestBus", "BatonServiceFakes", "BatonAPI", "BatonService", "BatonClient", "BatonDBus", "BatonCore", "BatonAgent", "BatonBlueZ"], swiftSettings: strict),
         .testTarget(name: "BatonPublishersTests", dependencies: ["BatonPublishers"], swiftSettings: strict),
         .testTarget(name: "BatonBrowserHostTests", dependencies: ["BatonBrowserHost", "BatonClient", "BatonCore"],
                     swiftSettings: strict),

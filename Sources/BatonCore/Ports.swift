@@ -63,13 +63,9 @@ public protocol RadioPort: Sendable {
     func stopAdvertising() async
     func startScanning() async throws(RadioError)
     func stopScanning() async
-    /// The adapter's own LE address, which L2CAP sockets bind (§8.3); nil when unknown or not ready.
+    /// The adapter's own LE address, which L2CAP sockets bind (§8.3); nil when unknown or not ready
+    /// (and always for a radio without L2CAP). No default: every radio says.
     func adapterAddress() async -> RadioAdapterAddress?
-}
-
-extension RadioPort {
-    /// Radios without L2CAP (fakes, scanners only) have no address to offer.
-    public func adapterAddress() async -> RadioAdapterAddress? { nil }
 }
 
 /// An adapter's address as BlueZ's Adapter1 reports it.

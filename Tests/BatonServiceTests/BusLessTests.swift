@@ -2,114 +2,13 @@
 import BatonTestBus
 import BatonAPI
 import BatonCore
+import BatonServiceFakes
 import BatonStore
 import BatonTransport
 import Foundation
 import Synchronization
 import Testing
 @testable import BatonService
-
-/// The activities side as the transfer and the continuation see it, in memory: a fake. It holds
-/// one current activity, records what was delivered and which activities were continued elsewhere.
-final class FakeActivities: TransferActivities, ContinuationActivities {
-    private struct State {
-        var current: (ActivityID, ActivityRecord)?
-        var delivered: [(record: ActivityRecord, from: String, uid: UInt32)] = []
-        var continued: [(ActivityID, String)] = []
-        var transferDelay: Duration?
-        var versions: ActivityVersions?
-        var document: AttachedDocument?
-        var failures: [ContinuationFailure] = []
-        var transferRequests = 0
-        var inbox: DocumentInbox?
-        var deliveredDocuments: [PulledDocument?] = []
-        var editSessions: EditSessions?
-        var savedDigest: [UInt8]?
-        var saves = 0
-    }
-    private let state = Mutex(State())
-    let handled: Set<String>
-    let outcome: DeliveryOutcome
-
-    init(handled: Set<String> = [], outcome: DeliveryOutcome = .delivered) {
-        self.handled = handled
-        self.outcome = outcome
-    }
-
-    func setCurrent(_ id: ActivityID, _ record: ActivityRecord) { state.withLock { $0.current = (id, record) } }
-    /// Makes the source's side slow to hand its activity out, as a hanging WillSave would.
-    func setTransferDelay(_ delay: Duration?) { state.withLock { $0.transferDelay = delay } }
-    /// The versions the (fake) handlers accept; nil: every version.
-    func setAcceptedVersions(_ versions: ActivityVersions?) { state.withLock { $0.versions = versions } }
-    func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool {
-        state.withLock { $0.versions?.accepts(version) ?? true }
-    }
-    func versionDeclarations(type: String, uid: UInt32?) async -> [ActivityVersions]? {
-        state.withLock { $0.versions.map { [$0] } }
-    }
-    var delivered: [(record: ActivityRecord, from: String, uid: UInt32)] { state.withLock { $0.delivered } }
-    var continuedDevices: [String] { state.withLock { $0.continued.map(\.1) } }
-
-    /// How often the source side was asked for its activity (a fetch reached it).
-    var transferRequests: Int { state.withLock { $0.transferRequests } }
-    func recordForTransfer(uid: UInt32) async -> (ActivityID, ActivityRecord)? {
-        state.withLock { $0.transferRequests += 1 }
-        if let delay = state.withLock({ $0.transferDelay }) { try? await Task.sleep(for: delay) }
-        return state.withLock { state in state.current.flatMap { $0.0.uid == uid ? $0 : nil } }
-    }
-    func notifyWasContinued(_ id: ActivityID, device: String) async { state.withLock { $0.continued.append((id, device)) } }
-    func setDocument(_ document: AttachedDocument?) { state.withLock { $0.document = document } }
-    func documentForTransfer(uid: UInt32) async -> AttachedDocument? {
-        state.withLock { state in state.current?.0.uid == uid ? state.document : nil }
-    }
-    /// Edit sessions (§6.6) and what the (fake) app's save commits: nil, it does not save in time.
-    func setEditSessions(_ sessions: EditSessions?, savedDigest: [UInt8]?) { state.withLock { $0.editSessions = sessions; $0.savedDigest = savedDigest } }
-    var saves: Int { state.withLock { $0.saves } }
-    func editSessionsForTransfer() async -> EditSessions? { state.withLock { $0.editSessions } }
-    func editSessionsForContinue() async -> EditSessions? { state.withLock { $0.editSessions } }
-    func holdsReceivedDocument(digest: [UInt8]) async -> Bool { state.withLock { $0.inbox }?.received(digest: digest) != nil }
-    func savedDocument(documentID: String, uid: UInt32) async -> [UInt8]? {
-        state.withLock { state in
-            state.saves += 1
-            return state.savedDigest
-        }
-    }
-    func allHandledTypes() async -> Set<String> { handled }
-    func deliver(activity: ActivityRecord, from device: String, to uid: UInt32) async -> DeliveryOutcome {
-        state.withLock { $0.delivered.append((activity, device, uid)) }
-        return outcome
-    }
-    /// The categories the (fake) accepting handler heard in FailedToContinue, in order.
-    var failures: [ContinuationFailure] { state.withLock { $0.failures } }
-    func failedToContinue(_ ticket: HandlerTicket, _ failure: ContinuationFailure, detail: String) async {
-        state.withLock { $0.failures.append(failure) }
-    }
-    /// Where pulled documents go; nil (the default): none are pulled.
-    func setInbox(_ inbox: DocumentInbox?) { state.withLock { $0.inbox = inbox } }
-    func documentInbox(uid: UInt32) async -> DocumentInbox? { state.withLock { $0.inbox } }
-    /// The document of each delivery, in order (nil: delivered without one).
-    var deliveredDocuments: [PulledDocument?] { state.withLock { $0.deliveredDocuments } }
-    func deliver(activity: ActivityRecord, document: PulledDocument?, from device: String, to ticket: HandlerTicket) async -> DeliveryOutcome {
-        state.withLock { $0.deliveredDocuments.append(document) }
-        return await deliver(activity: activity, from: device, to: ticket.uid)
-    }
-}
-
-/// Where suggestions would be shown, in memory: a fake of the Suggestion1 objects.
-final class FakeSuggestionBoard: SuggestionBoard {
-    private let shown = Mutex<[String: ShownSuggestion]>([:])
-    private let knownTitles = Mutex<[String: String]>([:])
-    /// Titles the board was told of, by suggestion path.
-    var titles: [String: String] { knownTitles.withLock { $0 } }
-    func titleKnown(_ suggestion: ShownSuggestion, title: String) async { knownTitles.withLock { $0[suggestion.path] = title } }
-    var suggestions: [ShownSuggestion] { shown.withLock { Array($0.values) } }
-    func offer(_ suggestion: ShownSuggestion) async throws { shown.withLock { $0[suggestion.path] = suggestion } }
-    func withdraw(_ suggestion: ShownSuggestion) async { shown.withLock { $0[suggestion.path] = nil } }
-    private let progressSent = Mutex<[(DocumentProgress, String)]>([])
-    /// Every DocumentProgress signal the board would have sent, with its destination.
-    var progress: [(DocumentProgress, String)] { progressSent.withLock { $0 } }
-    func documentProgress(_ progress: DocumentProgress, to caller: String) async { progressSent.withLock { $0.append((progress, caller)) } }
-}
 
 /// A daemon's ring side without any bus: ring (fake radio), transfer on 127.0.0.1, continuation
 /// with fake activities and a fake suggestion board.

@@ -2,44 +2,13 @@
 import BatonAPI
 import BatonTestBus
 import BatonCore
+import BatonServiceFakes
 import BatonDBus
 import BatonStore
 import Foundation
 import Synchronization
 import Testing
 @testable import BatonService
-
-/// A radio for host tests: records what the daemon advertises and lets the test play reports
-/// into the daemon's scanner. A fake; the real radio is tested in the lab.
-final class FakeRadio: RadioPort {
-    private let adverts = Mutex<[[UInt8]]>([])
-    private let advertising = Mutex<[UInt8]?>(nil)
-    private let stream: AsyncStream<RadioEvent>
-    private let continuation: AsyncStream<RadioEvent>.Continuation
-
-    init() { (stream, continuation) = AsyncStream.makeStream() }
-
-    func events() -> AsyncStream<RadioEvent> { stream }
-    func advertise(companyID: UInt16, data: [UInt8], connectable: Bool) async throws(RadioError) {
-        adverts.withLock { $0.append(data) }
-        advertising.withLock { $0 = data }
-    }
-    func stopAdvertising() async { advertising.withLock { $0 = nil } }
-    func startScanning() async throws(RadioError) { continuation.yield(.stateChanged(.ready)) }
-    func stopScanning() async {}
-
-    var lastAdvert: [UInt8]? { adverts.withLock { $0.last } }
-    /// Every advert handed to the radio, oldest first.
-    var allAdverts: [[UInt8]] { adverts.withLock { $0 } }
-    /// What the radio carries now: the last advert unless advertising stopped after it.
-    var onAir: [UInt8]? { advertising.withLock { $0 } }
-
-    /// An advert heard with `rssi` (127: the controller does not know it).
-    func hear(_ data: [UInt8], from address: String = "C0:11:22:33:44:55", rssi: Int = 127) {
-        continuation.yield(.report(AdvertisementReport(address: address, addressType: "random", rssi: rssi, txPower: nil,
-                                                       manufacturerData: [Protocol.defaultCompanyID: data])))
-    }
-}
 
 /// A whole daemon in-process with a fake radio.
 struct HandoffNode {

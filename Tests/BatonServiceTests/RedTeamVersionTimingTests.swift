@@ -2,6 +2,7 @@
 import BatonTestBus
 import BatonAPI
 import BatonCore
+import BatonServiceFakes
 import BatonStore
 import Foundation
 import Synchronization
@@ -52,7 +53,7 @@ struct RedTeamVersionTimingTests {
     /// source refuses, /reader hears versionUnsupported and gets nothing.
     @Test func aHandlerRegisteredDuringWillContinueDoesNotDecideForTheOneThatAccepted() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
-        let handlers = FakeVersionedHandlers()
+        let handlers = FakeVersionedHandlers(handledType: Self.type)
         handlers.register("/reader", try ActivityVersions(pairs: [(1, 1)]))
         handlers.registerDuringWillContinue("/viewer", try ActivityVersions(pairs: [(7, 7)]))
         let (a, b, suggestion) = try await suggested(version: 7, handlers: handlers)
@@ -71,7 +72,7 @@ struct RedTeamVersionTimingTests {
     /// handler. Held now: the launched handler's own declaration is checked; versionUnsupported.
     @Test func aPrefetchedPayloadIsCheckedAgainstTheHandlerThatWasLaunched() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
-        let handlers = FakeVersionedHandlers()
+        let handlers = FakeVersionedHandlers(handledType: Self.type)
         handlers.installApp(declaring: try ActivityVersions(pairs: [(7, 7)]), launches: "/launched", registering: try ActivityVersions(pairs: [(1, 1)]))
         let (a, b, suggestion) = try await suggested(version: 7, handlers: handlers, prefetchAfter: .milliseconds(100))
         #expect(await eventually(timeout: .seconds(10)) { await b.continuation.isPrefetched(suggestion.path) })
@@ -89,7 +90,7 @@ struct RedTeamVersionTimingTests {
     /// the source with that user's versions, which refuses without another save; versionUnsupported.
     @Test func aPayloadPrefetchedForAnotherUsersVersionsIsNotDeliveredOnAccept() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
-        let handlers = FakeVersionedHandlers()
+        let handlers = FakeVersionedHandlers(handledType: Self.type)
         handlers.register("/reader", try ActivityVersions(pairs: [(1, 1)]))
         handlers.setOtherUsersVersions(try ActivityVersions(pairs: [(7, 7)]))
         let (a, b, suggestion) = try await suggested(version: 7, handlers: handlers, prefetchAfter: .milliseconds(100))
@@ -104,91 +105,6 @@ struct RedTeamVersionTimingTests {
         await a.stop()
         await b.stop()
     }
-}
-
-/// A fake of one local user's handlers as ActivityService keeps them: registrations in order (the
-/// newest decides for WillContinue), an installed app the session agent launches when none runs,
-/// registrations that happen while WillContinue is being answered, and another user's declaration
-/// that only a prefetch (no user yet) takes into account. Receiver side only: it is never a source.
-final class FakeVersionedHandlers: TransferActivities, ContinuationActivities {
-    struct Delivery: Equatable, Sendable {
-        var path: String
-        var version: Int64
-    }
-    struct Failure: Equatable, Sendable {
-        var path: String
-        var category: ContinuationFailure
-    }
-    private struct State {
-        var registered: [(path: String, versions: ActivityVersions?)] = []
-        var duringWillContinue: (path: String, versions: ActivityVersions?)?
-        var installed: (declared: ActivityVersions?, path: String, registering: ActivityVersions?)?
-        var otherUsers: ActivityVersions?
-        var deliveries: [Delivery] = []
-        var failures: [Failure] = []
-    }
-    private let state = Mutex(State())
-    static let connection = ":fake.1"
-
-    func register(_ path: String, _ versions: ActivityVersions?) { state.withLock { $0.registered.append((path, versions)) } }
-    func registerDuringWillContinue(_ path: String, _ versions: ActivityVersions?) { state.withLock { $0.duringWillContinue = (path, versions) } }
-    func installApp(declaring declared: ActivityVersions?, launches path: String, registering: ActivityVersions?) {
-        state.withLock { $0.installed = (declared, path, registering) }
-    }
-    func setOtherUsersVersions(_ versions: ActivityVersions?) { state.withLock { $0.otherUsers = versions } }
-    var deliveries: [Delivery] { state.withLock { $0.deliveries } }
-    var failures: [Failure] { state.withLock { $0.failures } }
-
-    /// The newest registration's declaration, else the installed app's (ActivityService's rule).
-    private func deciding(_ state: State) -> ActivityVersions?? {
-        if let newest = state.registered.last { return .some(newest.versions) }
-        if let installed = state.installed { return .some(installed.declared) }
-        return .none
-    }
-
-    func allHandledTypes() async -> Set<String> { [RedTeamVersionTimingTests.type] }
-    func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool {
-        state.withLock { state in deciding(state).map { $0?.accepts(version) ?? true } ?? true }
-    }
-    func versionDeclarations(type: String, uid: UInt32?) async -> [ActivityVersions]? {
-        state.withLock { state in
-            var deciding: [ActivityVersions?] = self.deciding(state).map { [$0] } ?? []
-            if uid == nil, let other = state.otherUsers { deciding.append(other) }
-            guard !deciding.isEmpty, !deciding.contains(where: { $0 == nil }) else { return nil }
-            return deciding.compactMap { $0 }
-        }
-    }
-    func versionDeclarations(of ticket: HandlerTicket) async -> [ActivityVersions]? {
-        state.withLock { state in
-            guard let path = ticket.handler?.path, let handler = state.registered.first(where: { $0.path == path }) else { return nil }
-            return handler.versions.map { [$0] }
-        }
-    }
-    func willContinue(type: String, from device: String, uid: UInt32) async -> HandlerAnswer {
-        let path: String? = state.withLock { state in
-            if state.registered.isEmpty, let installed = state.installed { state.registered.append((installed.path, installed.registering)) }
-            let accepting = state.registered.last?.path
-            // Another app registers while this one answers WillContinue.
-            if let later = state.duringWillContinue { state.registered.append(later) }
-            return accepting
-        }
-        guard let path else { return .refused(.noHandler) }
-        return .accepted(HandlerTicket(uid: uid, type: type, handler: HandlerKey(connection: Self.connection, path: path)))
-    }
-    func deliver(activity: ActivityRecord, from device: String, to uid: UInt32) async -> DeliveryOutcome { .noHandler }
-    func deliver(activity: ActivityRecord, document: PulledDocument?, from device: String, to ticket: HandlerTicket) async -> DeliveryOutcome {
-        state.withLock { $0.deliveries.append(Delivery(path: ticket.handler?.path ?? "", version: activity.version)) }
-        return .delivered
-    }
-    func failedToContinue(_ ticket: HandlerTicket, _ failure: ContinuationFailure, detail: String) async {
-        state.withLock { $0.failures.append(Failure(path: ticket.handler?.path ?? "", category: failure)) }
-    }
-
-    func recordForTransfer(uid: UInt32) async -> (ActivityID, ActivityRecord)? { nil }
-    func notifyWasContinued(_ id: ActivityID, device: String) async {}
-    func documentForTransfer(uid: UInt32) async -> AttachedDocument? { nil }
-    func editSessionsForTransfer() async -> EditSessions? { nil }
-    func savedDocument(documentID: String, uid: UInt32) async -> [UInt8]? { nil }
 }
 
 /// A receiving daemon's ring side without a bus, its handlers a FakeVersionedHandlers.

@@ -51,9 +51,16 @@ public enum DeliveryOutcome: Sendable, Hashable {
     case failed
 }
 
-struct HandlerKey: Hashable, Sendable {
-    var connection: String
-    var path: String
+/// A registered handler object: its unique bus name and object path. Package-level for the
+/// fakes of Tests/Support/BatonServiceFakes.
+package struct HandlerKey: Hashable, Sendable {
+    package var connection: String
+    package var path: String
+
+    package init(connection: String, path: String) {
+        self.connection = connection
+        self.path = path
+    }
 }
 
 struct RegisteredHandler: Sendable {

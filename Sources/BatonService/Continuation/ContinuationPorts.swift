@@ -4,7 +4,8 @@ import BatonCore
 import BatonStore
 
 /// What the continuation needs from the activities: which types some local user can continue,
-/// and delivery to a user's handler. `ActivityService` conforms.
+/// and delivery to a user's handler. `ActivityService` conforms; no requirement has a default, so
+/// a conformer that misspells one does not compile (fakes: Tests/Support/BatonServiceFakes).
 public protocol ContinuationActivities: Sendable {
     func allHandledTypes() async -> Set<String>
     func deliver(activity: ActivityRecord, from device: String, to uid: UInt32) async -> DeliveryOutcome
@@ -43,13 +44,13 @@ public struct HandlerTicket: Sendable, Hashable {
     public let uid: UInt32
     public let type: String
     /// The registered handler object; nil for activities without handler objects (fakes).
-    let handler: HandlerKey?
+    package let handler: HandlerKey?
 
     public init(uid: UInt32, type: String) {
         self.init(uid: uid, type: type, handler: nil)
     }
 
-    init(uid: UInt32, type: String, handler: HandlerKey?) {
+    package init(uid: UInt32, type: String, handler: HandlerKey?) {
         self.uid = uid
         self.type = type
         self.handler = handler
@@ -63,33 +64,7 @@ public enum HandlerAnswer: Sendable, Hashable {
     case refused(DeliveryOutcome)
 }
 
-extension ContinuationActivities {
-    /// For activities without version declarations (test fakes, the benchmark): every version.
-    /// ActivityService answers from RegisterHandlerWithOptions "Versions" and X-Baton-ActivityVersions.
-    public func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool { true }
-    public func versionDeclarations(type: String, uid: UInt32?) async -> [ActivityVersions]? { nil }
-    /// Fakes without handler objects: the user's declaration.
-    public func versionDeclarations(of ticket: HandlerTicket) async -> [ActivityVersions]? {
-        await versionDeclarations(type: ticket.type, uid: ticket.uid)
-    }
-    /// Fakes without handler objects: always accepted, delivery by user.
-    public func willContinue(type: String, from device: String, uid: UInt32) async -> HandlerAnswer { .accepted(HandlerTicket(uid: uid, type: type)) }
-    public func deliver(activity: ActivityRecord, from device: String, to ticket: HandlerTicket) async -> DeliveryOutcome {
-        await deliver(activity: activity, from: device, to: ticket.uid)
-    }
-    public func failedToContinue(_ ticket: HandlerTicket, _ failure: ContinuationFailure, detail: String) async {}
-
-    /// Conformers without documents (test fakes) deliver the activity alone.
-    public func deliver(activity: ActivityRecord, document: PulledDocument?, from device: String, to ticket: HandlerTicket) async -> DeliveryOutcome {
-        await deliver(activity: activity, from: device, to: ticket)
-    }
-
-    public func documentInbox(uid: UInt32) async -> DocumentInbox? { nil }
-    public func editSessionsForContinue() async -> EditSessions? { nil }
-    public func holdsReceivedDocument(digest: [UInt8]) async -> Bool { false }
-}
-
-/// Where suggestions are shown (Suggestion1 objects on D-Bus; a fake in tests).
+/// Where suggestions are shown (Suggestion1 objects on D-Bus; a fake in tests). No defaults.
 public protocol SuggestionBoard: Sendable {
     func offer(_ shown: ShownSuggestion) async throws
     func withdraw(_ shown: ShownSuggestion) async
@@ -98,12 +73,6 @@ public protocol SuggestionBoard: Sendable {
     /// How far a continuation's document pull is, for the caller of Continue only (rate-limited by
     /// the continuation).
     func documentProgress(_ progress: DocumentProgress, to caller: String) async
-}
-
-extension SuggestionBoard {
-    /// Boards that show no titles (fakes, the benchmark).
-    public func titleKnown(_ shown: ShownSuggestion, title: String) async {}
-    public func documentProgress(_ progress: DocumentProgress, to caller: String) async {}
 }
 
 /// Bytes of a continuation's document received so far (Manager1.DocumentProgress).

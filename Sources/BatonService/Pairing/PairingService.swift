@@ -93,7 +93,7 @@ public actor PairingService {
     /// Accept: listens on TCP (and L2CAP with a ready adapter), puts the pairing advert on the air
     /// and announces the endpoint over DNS-SD. Returns the session's path. `host` must be a numeric
     /// IPv4 or IPv6 address (nil: the daemon's listen address).
-    func acceptPairing(uid: UInt32, host: String?) async throws(ServiceFailure) -> String {
+    package func acceptPairing(uid: UInt32, host: String?) async throws(ServiceFailure) -> String {
         if let host, !Self.isNumericAddress(host) { throw .invalidArguments("Host must be a numeric IPv4 or IPv6 address") }
         try reserveSlot()
         let listener: PlainFrameListener
@@ -110,7 +110,7 @@ public actor PairingService {
     }
 
     /// Pair: connects to an acceptor at "HOST:PORT" or "ble:ADDRESS/PSM" with its session id.
-    func pair(uid: UInt32, target: String, sessionID: [UInt8], addressType: LEAddressType?) async throws(ServiceFailure) -> String {
+    package func pair(uid: UInt32, target: String, sessionID: [UInt8], addressType: LEAddressType?) async throws(ServiceFailure) -> String {
         try reserveSlot()
         let channel: any FrameChannel
         do { channel = try await openPairingChannel(to: target, addressType: addressType, sessionID: sessionID) } catch {

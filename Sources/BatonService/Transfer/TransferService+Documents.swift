@@ -4,11 +4,6 @@ import BatonStore
 import BatonTransport
 import Synchronization
 
-extension TransferActivities {
-    /// Activities without documents (test fakes, older conformers) serve none.
-    public func documentForTransfer(uid: UInt32) async -> AttachedDocument? { nil }
-}
-
 /// FetchDocument (§6.5), both sides: the source streams the snapshot attached to its current
 /// activity; the receiver pulls it into an inbox, resuming after broken connections.
 extension TransferService {

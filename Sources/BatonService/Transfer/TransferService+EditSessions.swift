@@ -2,12 +2,6 @@
 import BatonCore
 import BatonTransport
 
-extension TransferActivities {
-    /// Activities without documents (test fakes, older conformers) have no edit sessions.
-    public func editSessionsForTransfer() async -> EditSessions? { nil }
-    public func savedDocument(documentID: String, uid: UInt32) async -> [UInt8]? { nil }
-}
-
 /// ClaimEditSession (§6.6), both sides: the owner saves and releases; the claimer journals its
 /// claim, replays it unchanged until it is answered, fetches the granted snapshot and imports it.
 extension TransferService {

@@ -7,6 +7,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import BatonAPI
 import BatonCore
 import BatonService
 import BatonStore
@@ -24,6 +25,8 @@ final class FakeAirRadio: RadioPort {
     func stopAdvertising() async { air.withLock { $0 = nil } }
     func startScanning() async throws(RadioError) { feed.yield(.stateChanged(.ready)) }
     func stopScanning() async {}
+    /// No L2CAP: the transfer runs over TCP on loopback.
+    func adapterAddress() async -> RadioAdapterAddress? { nil }
     var onAir: [UInt8]? { air.withLock { $0 } }
     func hear(_ data: [UInt8]) {
         feed.yield(.report(AdvertisementReport(address: "C0:00:00:00:00:01", addressType: "random", rssi: -50, txPower: nil,
@@ -31,7 +34,8 @@ final class FakeAirRadio: RadioPort {
     }
 }
 
-/// The activities side in memory: one current activity; a handler that notes when it got one (a fake).
+/// The activities side in memory: one current activity; a handler that accepts every version and
+/// every WillContinue and notes when it got an activity (a fake). No documents, no edit sessions.
 final class FakeHandlerActivities: TransferActivities, ContinuationActivities {
     let type: String
     let current = Mutex<(ActivityID, ActivityRecord)?>(nil)
@@ -39,11 +43,28 @@ final class FakeHandlerActivities: TransferActivities, ContinuationActivities {
     init(type: String) { self.type = type }
     func recordForTransfer(uid: UInt32) async -> (ActivityID, ActivityRecord)? { current.withLock { $0 } }
     func notifyWasContinued(_ id: ActivityID, device: String) async {}
+    func documentForTransfer(uid: UInt32) async -> AttachedDocument? { nil }
+    func editSessionsForTransfer() async -> EditSessions? { nil }
+    func savedDocument(documentID: String, uid: UInt32) async -> [UInt8]? { nil }
     func allHandledTypes() async -> Set<String> { [type] }
+    func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool { true }
+    func versionDeclarations(type: String, uid: UInt32?) async -> [ActivityVersions]? { nil }
+    func versionDeclarations(of ticket: HandlerTicket) async -> [ActivityVersions]? { nil }
+    func willContinue(type: String, from device: String, uid: UInt32) async -> HandlerAnswer { .accepted(HandlerTicket(uid: uid, type: type)) }
     func deliver(activity: ActivityRecord, from device: String, to uid: UInt32) async -> DeliveryOutcome {
         delivered.withLock { $0 = .now }
         return .delivered
     }
+    func deliver(activity: ActivityRecord, from device: String, to ticket: HandlerTicket) async -> DeliveryOutcome {
+        await deliver(activity: activity, from: device, to: ticket.uid)
+    }
+    func deliver(activity: ActivityRecord, document: PulledDocument?, from device: String, to ticket: HandlerTicket) async -> DeliveryOutcome {
+        await deliver(activity: activity, from: device, to: ticket.uid)
+    }
+    func failedToContinue(_ ticket: HandlerTicket, _ failure: ContinuationFailure, detail: String) async {}
+    func documentInbox(uid: UInt32) async -> DocumentInbox? { nil }
+    func editSessionsForContinue() async -> EditSessions? { nil }
+    func holdsReceivedDocument(digest: [UInt8]) async -> Bool { false }
 }
 
 /// The suggestions, in memory: a fake board.
@@ -51,6 +72,8 @@ final class FakeBoard: SuggestionBoard {
     let shown = Mutex<[String: ShownSuggestion]>([:])
     func offer(_ shown: ShownSuggestion) async throws { self.shown.withLock { $0[shown.path] = shown } }
     func withdraw(_ shown: ShownSuggestion) async { self.shown.withLock { $0[shown.path] = nil } }
+    func titleKnown(_ shown: ShownSuggestion, title: String) async {}
+    func documentProgress(_ progress: DocumentProgress, to caller: String) async {}
     var only: ShownSuggestion? { shown.withLock { $0.count == 1 ? $0.values.first : nil } }
 }
 
