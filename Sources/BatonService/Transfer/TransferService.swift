@@ -213,8 +213,11 @@ public actor TransferService {
             secureL2CAP.use(identity: change.snapshot.identity)
             log("batond: the transfer now proves the new identity \(change.snapshot.deviceID.shortForm)")
         }
-        snapshot = change.snapshot
         let memberKeys = change.snapshot.memberKeys
+        // Members that left (removed, or all of them after a new identity here): their remembered
+        // replies and served answers go, also when no channel of theirs is open now.
+        for peer in snapshot.memberKeys.keys where memberKeys[peer] == nil { dispatcher?.forget(peer: peer) }
+        snapshot = change.snapshot
         served.removeAll { memberKeys[$0.peer] == nil }
         let syncTo = change.syncTo
         // Removed devices stay pinned for Hello and RingSync only (handle): their marks must reach
