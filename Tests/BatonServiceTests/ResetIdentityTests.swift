@@ -173,4 +173,35 @@ struct ResetIdentityTests {
         await a.pairing.stop()
         await a.service.stop()
     }
+
+    /// What the radio heard of the old ring's members goes with them: the last sighting, where the
+    /// advert came from (dialled over L2CAP), the member row of the diagnostic dump.
+    @Test func theRadioForgetsTheOldRingsMembers() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let a = try await HandoffNode.start(bus, name: "alpha"), b = try await HandoffNode.start(bus, name: "beta")
+        let client = try DBusConnection(bus: .address(bus.address))
+        try await pair(a.node, b.node, client: client)
+        let idA = await a.node.deviceID
+        b.radio.hear(try #require(a.radio.lastAdvert), from: "4B:22:33:44:55:66")
+        let heard = await eventually(timeout: .seconds(15)) { await b.node.ring.radio.heardEndpoint(of: idA) != nil }
+        #expect(heard)
+        let sightingBefore = await b.node.ring.radio.lastSighting(of: idA)
+        #expect(sightingBefore != nil)
+        let dumpBefore = try await b.node.ring.radio.dumpRadio(format: "json")
+        #expect(dumpBefore.contains(idA.shortForm))
+
+        _ = try await b.node.ringNode.call(client, BatonInterface.pairing, "ResetIdentity")
+        let forgotten = await eventually(timeout: .seconds(10)) {
+            let endpoint = await b.node.ring.radio.heardEndpoint(of: idA), sighting = await b.node.ring.radio.lastSighting(of: idA)
+            return endpoint == nil && sighting == nil
+        }
+        #expect(forgotten)
+        let dumpAfter = try await b.node.ring.radio.dumpRadio(format: "json")
+        #expect(!dumpAfter.contains(idA.shortForm), "\(dumpAfter)")
+        let summaries = await b.node.ring.memberSummaries()
+        #expect(summaries.count == 1 && summaries.first?.isSelf == true && summaries.first?.peer == nil)
+        await a.node.stop()
+        await b.node.stop()
+    }
 }
