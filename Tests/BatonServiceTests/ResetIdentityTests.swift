@@ -204,4 +204,33 @@ struct ResetIdentityTests {
         await a.node.stop()
         await b.node.stop()
     }
+
+    /// The new ring record is written before anything takes the new identity: a record that cannot
+    /// be written (here the file on disk was damaged, which a save reports rather than overwrites)
+    /// refuses the reset, and the machine keeps its identity and ring.
+    @Test func aRecordThatCannotBeWrittenChangesNothing() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let a = try await RingNode.start(bus, name: "alpha")
+        let client = try DBusConnection(bus: .address(bus.address))
+        let before = await a.service.deviceID
+        let ringFile = a.stateDirectory + "/ring"
+        let damaged = Data("not a ring record".utf8)
+        try damaged.write(to: URL(fileURLWithPath: ringFile))
+        do {
+            _ = try await a.call(client, BatonInterface.pairing, "ResetIdentity")
+            Issue.record("the reset went ahead without its record")
+        } catch let error as DBusError {
+            #expect(error.name == "org.baton.Error.Failed", "\(error)")
+            #expect(error.message.contains("nothing changed"), "\(error)")
+        }
+        let after = await a.service.deviceID
+        #expect(after == before)
+        let property = try await client.call(destination: a.busName, path: BatonObjectPath.ring, interface: "org.freedesktop.DBus.Properties",
+                                             method: "Get", arguments: [.string(BatonInterface.ring), .string("DeviceId")])
+        #expect(property.first?.unwrapped.stringValue == before.description)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: ringFile)) == damaged)
+        await a.pairing.stop()
+        await a.service.stop()
+    }
 }
