@@ -31,11 +31,14 @@ struct ResetIdentityCommand: Subcommand {
         let before = members.first { $0.isSelf }
         let oldID = before?.deviceID ?? ""
         let oldShort = before?.shortID ?? "the old id"
-        let ring = members.count > 1 ? "its ring of \(members.count) machines" : "its ring (a ring of one)"
-        Output.write("This machine (\(oldShort)) leaves \(ring), forgets the ring's keys and its own identity, "
-                     + "and starts alone under a new device id. The other machines are not told: on one of them, "
-                     + "run `bt-pair remove \(oldShort)`, then pair this machine again (`bt-pair accept` there, "
-                     + "`bt-pair with` here). Reset this machine's identity? [y/N] ", to: .standardError)
+        let alone = members.count <= 1
+        // Alone (a removed machine starts over as a ring of one): the others may hold it as removed already.
+        let others = alone
+            ? "Machines that still list it as a member must remove it (`bt-pair remove \(oldShort)` on one of them) before it pairs with them again"
+            : "The other machines are not told: on one of them, run `bt-pair remove \(oldShort)`, then pair this machine again"
+        Output.write("This machine (\(oldShort)) leaves \(alone ? "its ring (a ring of one)" : "its ring of \(members.count) machines"), "
+                     + "forgets the ring's keys and its own identity, and starts alone under a new device id. "
+                     + others + " (`bt-pair accept` there, `bt-pair with` here). Reset this machine's identity? [y/N] ", to: .standardError)
         let answer = (await PairingFollower.readAnswer() ?? "").whitespaceTrimmed.lowercased()
         guard answer == "y" || answer == "yes" else {
             return context.fail("nothing changed: the identity was not reset", PairExit.rejected)
@@ -43,8 +46,10 @@ struct ResetIdentityCommand: Subcommand {
         let newID = try await connection.resetIdentity()
         let newShort = try await connection.ringMembers().first { $0.isSelf }?.shortID ?? newID
         context.output.result(json: OutputDocument.identityReset(deviceID: newID, previousDeviceID: oldID),
-                              text: "This machine is now \(newShort), a ring of one. On another machine of the old ring, run "
-                                  + "`bt-pair remove \(oldShort)`; then pair again (`bt-pair accept` there, `bt-pair with` here).",
+                              text: "This machine is now \(newShort), a ring of one. "
+                                  + (alone ? "Where another machine still lists \(oldShort), remove it there (`bt-pair remove \(oldShort)`); then "
+                                           : "On another machine of the old ring, run `bt-pair remove \(oldShort)`; then ")
+                                  + "pair again (`bt-pair accept` there, `bt-pair with` here).",
                               compact: true)
         return PairExit.ok
     }
