@@ -123,8 +123,20 @@ struct ResetIdentityTests {
         let reply = try await a.call(client, BatonInterface.pairing, "ResetIdentity")
         let after = await a.service.deviceID
         #expect(after != before && reply.first?.stringValue == after.description)
+        // A restart keeps the new identity and its secret: the advert counters were written for it,
+        // so nothing looks restored or cloned (no re-key).
+        let secret = await a.service.keeper.ownSecret
         await a.pairing.stop()
         await a.service.stop()
+        a.connection.close()
+        let again = try await RingNode.start(bus, name: "alpha", stateDirectory: a.stateDirectory)
+        let restartedID = await again.service.deviceID, restartedSecret = await again.service.keeper.ownSecret
+        #expect(restartedID == after)
+        #expect(restartedSecret == secret)
+        let needsRekey = await again.service.radio.needsRekey
+        #expect(!needsRekey)
+        await again.pairing.stop()
+        await again.service.stop()
     }
 
     /// The prompt: without a terminal nothing is asked or reset; in a terminal "n" changes nothing
