@@ -245,4 +245,28 @@ struct ResetIdentityTests {
         await a.pairing.stop()
         await a.service.stop()
     }
+
+    /// A RingSync of the old ring that reaches the ring after the reset (on a channel the transfer
+    /// accepted before it) is refused: it must not merge the old members back in.
+    @Test func aRingSyncOfTheOldRingIsRefusedAfterTheReset() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let a = try await RingNode.start(bus, name: "alpha"), b = try await RingNode.start(bus, name: "beta")
+        let client = try DBusConnection(bus: .address(bus.address))
+        let p = try await startPairing(a, b, client: client)
+        try await confirmAndCommit(a, b, p, client: client)
+        let idB = await b.service.deviceID
+        let joined = await eventually(timeout: .seconds(10)) { await a.service.isMember(idB) }
+        #expect(joined)
+        let rosterOfB = await b.service.snapshot().roster
+        _ = try await a.call(client, BatonInterface.pairing, "ResetIdentity")
+        let newID = await a.service.deviceID
+        await #expect(throws: WireError.notRingMember) { _ = try await a.service.receivedRoster(rosterOfB, from: idB) }
+        let members = await a.service.snapshot().roster.members.keys
+        #expect(Array(members) == [newID])
+        for node in [a, b] {
+            await node.pairing.stop()
+            await node.service.stop()
+        }
+    }
 }

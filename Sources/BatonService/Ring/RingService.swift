@@ -238,6 +238,14 @@ public actor RingService {
     /// A roster with a bad signature, an entry for this device or a refused generation changes nothing
     /// and is refused (the transfer answers an Error frame); the log names the sender and the check, no key.
     public func receivedRoster(_ roster: Roster, from sender: DeviceID) async throws(WireError) -> Roster {
+        // The transfer checked the sender against the ring it last saw; the ring checks again against
+        // its own: after a new identity here (§7.5) a member of the old ring, on a channel opened
+        // before, must not merge the old ring back in.
+        let current = snapshot()
+        guard current.isMember(sender) || current.wasMember(sender) else {
+            log("batond: RingSync from \(sender.shortForm) refused: not a member of this ring")
+            throw .notRingMember
+        }
         let before = Set(keeper.state.roster.members.keys)
         let previous = keeper
         let actions: [RingKeeper.Action]
