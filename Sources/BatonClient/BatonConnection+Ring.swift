@@ -55,6 +55,16 @@ extension BatonConnection {
         _ = try await callRing(BatonInterface.pairing, withIntroduced ? "RemoveWithIntroduced" : "Remove", [.string(device)])
     }
 
+    /// Pairing1.ResetIdentity: this machine leaves its ring and takes a new identity (a new device
+    /// id, a ring of one); returns the new device id. Nothing tells the other members: their owner
+    /// removes the old id there (`removeMember`), then pairs this machine again. Refused (notReady)
+    /// while a pairing session is open, and without the pairing privilege.
+    public func resetIdentity() async throws(BatonClientError) -> String {
+        let reply = try await callRing(BatonInterface.pairing, "ResetIdentity")
+        guard let device = reply.first?.stringValue else { throw .unexpectedReply("ResetIdentity returned \(reply.map(\.signature))") }
+        return device
+    }
+
     /// Pairing1.ListIntroduced: the members removing `device` with what it introduced takes out now.
     public func introducedMembers(_ device: String) async throws(BatonClientError) -> [RingMember] {
         let reply = try await callRing(BatonInterface.pairing, "ListIntroduced", [.string(device)])

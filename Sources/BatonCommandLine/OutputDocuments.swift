@@ -116,6 +116,11 @@ public enum OutputDocument {
     /// into the ring (transitively, those a removal with what it introduced takes out now);
     /// `alsoRemoved` says whether it was removed with what it introduced (--yes: one cascading mark,
     /// which also takes out what it pairs in later).
+    /// `bt-pair reset-identity --json`: the new device id and the one the other members still list.
+    public static func identityReset(deviceID: String, previousDeviceID: String) -> JSONValue {
+        .object([("Result", .string("identity-reset")), ("DeviceId", .string(deviceID)), ("PreviousDeviceId", .string(previousDeviceID))])
+    }
+
     public static func removed(device: String, introduced: [String] = [], alsoRemoved: Bool = false) -> JSONValue {
         .object([("Result", .string("removed")), ("Device", .string(device)), ("Introduced", .array(introduced.map { .string($0) })),
                  ("IntroducedRemoved", .boolean(alsoRemoved))])

@@ -72,6 +72,14 @@ public struct AdvertiserTable: Sendable {
         records.removeValue(forKey: address)
     }
 
+    /// Drops the rows shown as ring members that are no longer members (removed, or this machine
+    /// took a new identity and left its ring): a diagnostic must not name a member that is gone.
+    public mutating func forgetRingMembers(except members: Set<DeviceID>) {
+        for (address, record) in records.entriesNewestFirst {
+            if case .ringMember(let id) = record.kind, !members.contains(id) { records.removeValue(forKey: address) }
+        }
+    }
+
     /// Strongest (smoothed RSSI) first; unknown RSSI after known; then most recently heard.
     public var sortedRecords: [AdvertiserRecord] {
         records.entriesNewestFirst.map(\.value).sorted { lhs, rhs in

@@ -131,6 +131,9 @@ public struct PresenceTracker: Sendable {
 
     public func isNear(_ member: DeviceID) -> Bool { members[member]?.near ?? false }
 
+    /// The members tracked now (heard since their last silence).
+    public var trackedMembers: [DeviceID] { Array(members.keys) }
+
     /// No member is tracked (nothing heard since the last silence).
     public var isEmpty: Bool { members.isEmpty }
 

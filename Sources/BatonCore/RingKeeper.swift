@@ -55,12 +55,26 @@ public struct RingKeeper: Sendable {
         self.today = state.roster.members[DeviceID(identityKey: key.publicKey)]?.secret.day ?? 0
     }
 
-    /// A new device: fresh identity and secret (issued on `today`), a ring of one.
-    public static func create(name: String, today: UInt64, random: some RandomSource) throws(WireError) -> RingKeeper {
+    /// A new device: fresh identity and secret of `generation` (issued on `today`), a ring of one.
+    public static func create(name: String, today: UInt64, generation: UInt32 = 1, random: some RandomSource) throws(WireError) -> RingKeeper {
         let seed = random.bytes(32)
         guard let key = try? Ed25519PrivateKey(seed: seed) else { throw .malformed("identity seed") }
-        let me = try RosterMember.signed(name: name, identity: key, secret: .generate(generation: 1, day: today, using: random))
+        let me = try RosterMember.signed(name: name, identity: key, secret: .generate(generation: generation, day: today, using: random))
         return try RingKeeper(state: State(name: name, identitySeed: seed, roster: Roster(version: 1, members: [me])))
+    }
+
+    /// `bt-pair reset-identity` (§7 "A new identity"): the ring, its secrets and this device's
+    /// identity are forgotten; a fresh identity starts a ring of one, as after being removed: its
+    /// secret is of the generation after the current one (so no state kept for the old generations,
+    /// the advert counters included, applies to it), issued on `today`. Nothing is sent: the other
+    /// members keep the old id until their owner removes it. Returns what to persist (first) and do.
+    public mutating func resetIdentity(today day: UInt64, random: some RandomSource) throws(WireError) -> [Action] {
+        let (next, overflow) = ownSecret.generation.addingReportingOverflow(1)
+        let generation = !overflow && next <= RosterMember.maxGeneration ? next : 1
+        var fresh = try RingKeeper.create(name: state.name, today: day, generation: generation, random: random)
+        fresh.maxKeyAgeDays = maxKeyAgeDays
+        self = fresh
+        return [.persist(state), .rotateOwnSecret(ownSecret), .membersChanged([:])]
     }
 
     public var ownSecret: AdvertisingSecret {

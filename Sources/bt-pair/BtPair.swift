@@ -31,13 +31,15 @@ public enum BtPair {
                                     and, heard by Bluetooth, nearby (their clear pairing advert)
                                     (browses _baton-pair._tcp for N seconds, default 5, at most 30)
           remove DEVICE             remove a member (its name, short id or device id); the others re-key
+          reset-identity            this machine leaves its ring and takes a new device id (asks first,
+                                    in a terminal); then remove the old id on another member and pair again
 
         Each person types the code the other machine shows: `accept` shows a 6-digit code, typed on
         the machine running `with` (or given with --code); that machine then shows a second code,
         typed on the accepting machine. Until then, a second machine connecting to the accepting one
         ends the session (contested). Then each side lists the members the other ring brings and asks
         before adding them.
-        Pairing and removal need root, group `baton` or an administrator's password (polkit asks
+        Pairing, removal and reset-identity need root, group `baton` or an administrator's password (polkit asks
         for it in a desktop session); listing does not.
 
         exit status: 0 done, 1 failure, 2 rejected or cancelled, 3 timed out, 4 not found, 64 usage
@@ -46,7 +48,7 @@ public enum BtPair {
 
     public static let program = CommandLineProgram(
         name: "bt-pair",
-        subcommands: [ListMembersCommand.self, AcceptCommand.self, PairWithCommand.self, DiscoverCommand.self, RemoveCommand.self],
+        subcommands: [ListMembersCommand.self, AcceptCommand.self, PairWithCommand.self, DiscoverCommand.self, RemoveCommand.self, ResetIdentityCommand.self],
         defaultSubcommand: ListMembersCommand.self,
         usage: usage,
         failureStatus: { error in error.code == .unknownDevice ? PairExit.notFound : PairExit.failure })

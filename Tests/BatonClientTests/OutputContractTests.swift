@@ -93,6 +93,7 @@ struct OutputContractTests {
             "bt-pair --json with ...": [OutputDocument.paired(name: "laptop", deviceID: "00", code: "123456"),
                                         OutputDocument.pairingFailed(error: "rejected")],
             "bt-pair --json remove X": [OutputDocument.removed(device: "laptop", introduced: ["1111-2222"], alsoRemoved: true)],
+            "bt-pair --json reset-identity": [OutputDocument.identityReset(deviceID: "00", previousDeviceID: "11")],
         ]
     }
 
@@ -106,7 +107,7 @@ struct OutputContractTests {
     @Test("each command's keys are exactly the documented ones", arguments: [
         "baton --json status", "baton --json list", "baton --json suggestions", "baton --json continue", "baton --json publish",
         "baton --json handled-types", "baton --json doctor", "bt-pair --json", "bt-pair --json discover", "bt-pair --json accept",
-        "bt-pair --json with ...", "bt-pair --json remove X",
+        "bt-pair --json with ...", "bt-pair --json remove X", "bt-pair --json reset-identity",
     ])
     func keysMatchTheDocument(command: String) throws {
         let documented = try #require(try DocumentedOutputs.keys()[command], "docs/dbus-api.md lists no \(command)")

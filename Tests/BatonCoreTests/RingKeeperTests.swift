@@ -84,4 +84,27 @@ import BatonCrypto
         #expect(throws: WireError.notRingMember) { try a.removeMember(stranger, random: random) }
         #expect(a.state.roster.removed.isEmpty)
     }
+
+    /// Issue 23 / §7.5: a new identity forgets the ring and starts a ring of one, its secret of the
+    /// generation after the old one; the state to persist comes first.
+    @Test func resetIdentityStartsARingOfOneUnderANewIdentity() throws {
+        var a = try RingKeeper.create(name: "a", today: testDay, random: random)
+        var b = try RingKeeper.create(name: "b", today: testDay, random: random)
+        _ = try pair(&a, &b)
+        _ = a.rekey(random: random)
+        a.maxKeyAgeDays = 7
+        let oldID = a.deviceID, oldGeneration = a.ownSecret.generation
+        let actions = try a.resetIdentity(today: testDay + 1, random: random)
+        #expect(a.deviceID != oldID)
+        #expect(Array(a.state.roster.members.keys) == [a.deviceID])
+        #expect(a.state.roster.removalMarks.isEmpty && a.state.pendingSyncs.isEmpty && a.peers.isEmpty)
+        #expect(a.state.roster.version == 1 && a.state.name == "a")
+        #expect(a.ownSecret.generation == oldGeneration + 1 && a.ownSecret.day == testDay + 1)
+        #expect(a.maxKeyAgeDays == 7)
+        #expect(actions == [.persist(a.state), .rotateOwnSecret(a.ownSecret), .membersChanged([:])])
+        // The state stored is the new identity's.
+        #expect(try RingKeeper(state: a.state).deviceID == a.deviceID)
+        // The other member is not told: it still holds the old id.
+        #expect(b.peers[oldID] != nil)
+    }
 }

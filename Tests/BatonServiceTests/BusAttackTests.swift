@@ -175,6 +175,7 @@ struct BusAttackTests {
             ("Pairing1.Pair", Self.ring, "org.baton.Pairing1", "Pair", "sa{sv}", ["127.0.0.1:1", ["SessionId": String(repeating: "00", count: 8)]]),
             ("Pairing1.Remove", Self.ring, "org.baton.Pairing1", "Remove", "s", ["no-such-member"]),
             ("Pairing1.RemoveWithIntroduced", Self.ring, "org.baton.Pairing1", "RemoveWithIntroduced", "s", ["no-such-member"]),
+            ("Pairing1.ResetIdentity", Self.ring, "org.baton.Pairing1", "ResetIdentity", "", []),
             ("Pairing1.ListIntroduced", Self.ring, "org.baton.Pairing1", "ListIntroduced", "s", ["no-such-member"]),
             ("Pairing1.Discover", Self.ring, "org.baton.Pairing1", "Discover", "u", [1]),
             ("Ring1.Continue", Self.ring, "org.baton.Ring1", "Continue", "ss", ["no-such-member", "org.example.Attack"]),
@@ -191,7 +192,7 @@ struct BusAttackTests {
             ("Suggestion1.Dismiss", "/org/baton/suggestion/1", "org.baton.Suggestion1", "Dismiss", "", []),
             ("GetManagedObjects", "/org/baton", "org.freedesktop.DBus.ObjectManager", "GetManagedObjects", "", []),
         ])
-        for row in ["Pairing1.Accept", "Pairing1.Pair", "Pairing1.Remove", "Pairing1.RemoveWithIntroduced", "Pairing1.ListIntroduced",
+        for row in ["Pairing1.Accept", "Pairing1.Pair", "Pairing1.Remove", "Pairing1.RemoveWithIntroduced", "Pairing1.ResetIdentity", "Pairing1.ListIntroduced",
                     "Pairing1.Discover", "Ring1.Continue"] {
             let answer = try #require(results[row], "\(row) not run on \(daemon)")
             #expect(answer.hasPrefix(Self.notPermitted + "|") && answer.contains("polkit is not running")

@@ -53,6 +53,9 @@ run("Pairing1.Accept", accept)
 run("Pairing1.Pair", lambda: call(RING, "org.baton.Pairing1", "Pair", "sa{sv}", ["127.0.0.1:1", {"SessionId": "00" * 8}]))
 run("Pairing1.Remove", lambda: call(RING, "org.baton.Pairing1", "Remove", "s", ["no-such-member"]))
 run("Pairing1.RemoveWithIntroduced", lambda: call(RING, "org.baton.Pairing1", "RemoveWithIntroduced", "s", ["no-such-member"]))
+# A pairing session is open (the foreign one, and the account's own): ResetIdentity passes the
+# privilege check and is then refused with NotReady, so nothing is reset here.
+run("Pairing1.ResetIdentity", lambda: call(RING, "org.baton.Pairing1", "ResetIdentity"))
 run("Pairing1.ListIntroduced", lambda: call(RING, "org.baton.Pairing1", "ListIntroduced", "s", ["no-such-member"]))
 run("Pairing1.Discover", lambda: call(RING, "org.baton.Pairing1", "Discover", "u", [1]))
 run("PairingSession1.Confirm (own session)", own_session("Confirm", "b", [True]))

@@ -59,6 +59,23 @@ struct SealedStateTests {
         #expect(try RingStore(directory: StateDirectory(path: path)).secretsAtRest == "plain")
     }
 
+    /// Issue 23 / protocol §7.5: a new identity's ring record is sealed as every ring record (0600),
+    /// opens with the key only, and names the new identity.
+    @Test func aNewIdentityIsWrittenSealed() async throws {
+        let path = Self.scratch("reset")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let service = try Self.ring(path, sealing: key)
+        let reset = try await service.resetIdentity()
+        #expect(reset.deviceID != reset.previous)
+        let sealedRing = try #require(Self.file(path + "/ring"))
+        #expect(Array(sealedRing.prefix(8)) == Array("BATONSEA".utf8))
+        let mode = try FileManager.default.attributesOfItem(atPath: path + "/ring")[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        let stored = try #require(try RingStore(directory: StateDirectory(path: path), sealing: key).loadRing())
+        #expect(try RingKeeper(state: stored).deviceID == reset.deviceID)
+        #expect(throws: RingStore.LoadError.self) { _ = try RingStore(directory: StateDirectory(path: path)).loadRing() }
+    }
+
     @Test func aSealedStateWithoutItsKeyOrWithAnotherIsRefusedAndKept() async throws {
         let path = Self.scratch("refuse")
         defer { try? FileManager.default.removeItem(atPath: path) }

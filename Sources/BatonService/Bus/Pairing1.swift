@@ -4,7 +4,7 @@ import BatonCore
 import BatonDBus
 import BatonTransport
 
-/// org.baton.Pairing1: Accept, Pair, Remove, RemoveWithIntroduced, ListIntroduced, Discover. Every
+/// org.baton.Pairing1: Accept, Pair, Remove, RemoveWithIntroduced, ResetIdentity, ListIntroduced, Discover. Every
 /// method needs the pairing privilege.
 extension RingBus {
     func pairing1Interface() -> DBusInterface {
@@ -58,6 +58,13 @@ extension RingBus {
                 let ring = self.ring, device = call.arguments.first?.stringValue ?? ""
                 try await mappingFailures { () throws(ServiceFailure) in try await ring.remove(device, withIntroduced: true) }
                 return []
+            },
+            DBusMethod("ResetIdentity", out: [DBusArgument("device", "s")]) { [weak self] call in
+                guard let self else { return [] }
+                _ = try await self.requirePrivilege(call.sender)
+                let pairing = self.pairing
+                let reset = try await mappingFailures { () throws(ServiceFailure) in try await pairing.resetIdentity() }
+                return [.string(reset.deviceID.description)]
             },
             DBusMethod("ListIntroduced", in: [DBusArgument("device", "s")], out: [DBusArgument("members", "aa{sv}")]) { [weak self] call in
                 guard let self else { return [] }

@@ -84,5 +84,8 @@ extension ContinuationService {
             presence.forget(member)
             await carry(book.withdraw(member))
         }
+        // Members that left (a removal, or a new identity here) are not tracked or replayed towards any more.
+        for member in presence.trackedMembers where !snapshot.isMember(member) { presence.forget(member) }
+        for member in Array(lastClaimReplay.keys) where !snapshot.isMember(member) { lastClaimReplay[member] = nil }
     }
 }

@@ -79,6 +79,12 @@ public actor DiscoveryService {
     var isConnected: Bool { discovery.connection != nil }
 
     private func ringChanged(_ snapshot: RingSnapshot) async {
+        // A new identity here restarts the roster version at 1: the instance-name directory, keyed
+        // by that version, must not be taken for the old ring's.
+        if let previous = self.snapshot, previous.deviceID != snapshot.deviceID {
+            discovery.directory = nil
+            discovery.directoryRosterVersion = nil
+        }
         self.snapshot = snapshot
         await refreshRingAnnouncement()
     }

@@ -77,6 +77,8 @@ public actor PairingService {
     /// Sessions showing the peer's members, waiting for Commit (true) or a refusal (false).
     var reviews: [String: CheckedContinuation<ReviewAnswer, Never>] = [:]
     var radio: RadioService { ring.radio }
+    /// A `resetIdentity` is running: no session may start meanwhile.
+    var resettingIdentity = false
     var listenHost: String { ring.configuration.listenHost }
 
     public init(ring: RingService, discovery: DiscoveryService?, clock: any WallClock, limits: PairingLimits = PairingLimits(),
@@ -132,8 +134,22 @@ public actor PairingService {
         }
     }
 
+    /// `bt-pair reset-identity` (§7 "A new identity"): refused while a pairing session is open (it
+    /// would join the ring being left, under the identity being dropped) or starting; no session may
+    /// start until the ring took the new identity. Returns the new device id and the previous one.
+    func resetIdentity() async throws(ServiceFailure) -> (deviceID: DeviceID, previous: DeviceID) {
+        let open = sessions.values.filter { !$0.progress.phase.isFinished }.count + startingSessions
+        guard open == 0, !resettingIdentity else {
+            throw .notReady("a pairing session is open on this machine; cancel it or let it end (bt-pair shows it), then reset the identity")
+        }
+        resettingIdentity = true
+        defer { resettingIdentity = false }
+        return try await ring.resetIdentity()
+    }
+
     /// Takes one of the unfinished-session slots; `startSession` takes it over (or the caller gives it back).
     private func reserveSlot() throws(ServiceFailure) {
+        guard !resettingIdentity else { throw .notReady("this machine is taking a new identity; pair once that is done") }
         let unfinished = sessions.values.filter { !$0.progress.phase.isFinished }.count + startingSessions
         guard unfinished < limits.maxUnfinishedSessions else {
             throw .limitExceeded("at most \(limits.maxUnfinishedSessions) pairing sessions at once; cancel one or let it end")

@@ -86,6 +86,12 @@ public actor RadioService {
     /// ring advert starts with the first other member and stops with the last (§4.2).
     func setMembers(_ members: [DeviceID: AdvertisingSecret]) async {
         for id in matcher.memberIDs where members[id] == nil { matcher.removeMember(id) }
+        // What was heard of members that left (a removal, a new identity here) is dropped with them:
+        // their last sighting, proximity and the address their adverts came from.
+        for id in Array(book.sightings.keys) where members[id] == nil { book.sightings[id] = nil }
+        for id in Array(book.proximity.keys) where members[id] == nil { book.proximity[id] = nil }
+        for id in Array(book.heardFrom.keys) where members[id] == nil { book.heardFrom[id] = nil }
+        book.table.forgetRingMembers(except: Set(members.keys))
         for (id, secret) in members { matcher.setMember(id, secret: secret) }
         hasMembers = !members.isEmpty
         guard started else { return }

@@ -35,6 +35,9 @@ extension RingService {
 
     /// DNS-SD resolved a member's keyed name: its address goes first in the member's hints.
     func endpointFound(_ id: DeviceID, _ endpoint: Endpoint) {
+        // Resolved from a directory built before the ring changed (a removal, a new identity): no
+        // record for a device that is no longer a member.
+        guard snapshot().isMember(id) else { return }
         var info = peers[id] ?? RingStore.PeerInfo(pairedSince: clock.unixSeconds())
         guard info.hints.first != endpoint else { return }
         info.hints = Endpoint.merge(new: [endpoint], old: info.hints)

@@ -238,6 +238,14 @@ public actor RingService {
     /// A roster with a bad signature, an entry for this device or a refused generation changes nothing
     /// and is refused (the transfer answers an Error frame); the log names the sender and the check, no key.
     public func receivedRoster(_ roster: Roster, from sender: DeviceID) async throws(WireError) -> Roster {
+        // The transfer checked the sender against the ring it last saw; the ring checks again against
+        // its own: after a new identity here (§7.5) a member of the old ring, on a channel opened
+        // before, must not merge the old ring back in.
+        let current = snapshot()
+        guard current.isMember(sender) || current.wasMember(sender) else {
+            log("batond: RingSync from \(sender.shortForm) refused: not a member of this ring")
+            throw .notRingMember
+        }
         let before = Set(keeper.state.roster.members.keys)
         let previous = keeper
         let actions: [RingKeeper.Action]
@@ -361,6 +369,34 @@ public actor RingService {
 }
 
 extension RingService {
+    /// `bt-pair reset-identity` (§7 "A new identity"): this machine forgets its ring (secrets,
+    /// roster, RingSyncs owed, the members' peer records) and its device identity, and starts a ring
+    /// of one under a fresh identity, as after being removed. The new ring record is written first
+    /// (sealed as every ring record); if that fails nothing changes. Then the radio takes the new
+    /// secret and forgets the members, and every observer (transfer: TLS identity and pins;
+    /// continuation; DNS-SD) gets the new snapshot. Nothing is sent to the other members: they list
+    /// the old id until it is removed there. Returns the new id and the previous one.
+    func resetIdentity() async throws(ServiceFailure) -> (deviceID: DeviceID, previous: DeviceID) {
+        let previous = keeper.deviceID
+        var fresh = keeper
+        let actions: [RingKeeper.Action]
+        do { actions = try fresh.resetIdentity(today: Self.keyDay(clock: clock), random: SystemRandom()) } catch {
+            throw .failed("no new identity could be made: \(Self.describe(error))")
+        }
+        do { try store.saveRing(fresh.state) } catch {
+            log("batond: identity reset refused: the new ring cannot be saved (\(error))")
+            throw .failed("the new identity could not be saved in the state directory (\(error)); nothing changed: free space or fix the directory, then try again")
+        }
+        keeper = fresh
+        peers = [:]
+        lastSyncRetry = [:]
+        do { try store.savePeers(peers) } catch { log("batond: cannot save peers: \(error)") }
+        // Persisted above: the rest is for the running parts.
+        await apply(actions.filter { if case .persist = $0 { return false }; return true })
+        log("batond: identity reset: this machine left its ring; it is now \(keeper.deviceID.shortForm) (was \(previous.shortForm)), a ring of one")
+        return (keeper.deviceID, previous)
+    }
+
     /// A pairing succeeded: the rings merge (every other member hears of it by RingSync), the peer's
     /// endpoints become hints, and the radio starts advertising (the ring is no longer one, §4.2).
     /// Throws, changing nothing, when the peer may not join (removed from this ring, or this device).

@@ -204,8 +204,21 @@ public actor TransferService {
 
     /// The ring changed: new pins, channels of departed members closed, RingSync to `syncTo`.
     func ringChanged(_ change: RingChange) {
-        snapshot = change.snapshot
+        if change.snapshot.deviceID != snapshot.deviceID {
+            // This machine took a new identity (`bt-pair reset-identity`): from the next connection
+            // on, TCP and L2CAP, both sides prove it; no restart needed. Channels of the old ring
+            // close below (no member is left), and what was served to them is forgotten.
+            listener.use(identity: change.snapshot.identity)
+            connector.use(identity: change.snapshot.identity)
+            secureL2CAP.use(identity: change.snapshot.identity)
+            log("batond: the transfer now proves the new identity \(change.snapshot.deviceID.shortForm)")
+        }
         let memberKeys = change.snapshot.memberKeys
+        // Members that left (removed, or all of them after a new identity here): their remembered
+        // replies and served answers go, also when no channel of theirs is open now.
+        for peer in snapshot.memberKeys.keys where memberKeys[peer] == nil { dispatcher?.forget(peer: peer) }
+        snapshot = change.snapshot
+        served.removeAll { memberKeys[$0.peer] == nil }
         let syncTo = change.syncTo
         // Removed devices stay pinned for Hello and RingSync only (handle): their marks must reach
         // this device, and they learn they were removed (§6.2 "Ring sync", §7.3).

@@ -20,6 +20,15 @@ public final class SecureL2CAP: Sendable {
         self.configuration = configuration
     }
 
+    /// From the next channel on, both sides prove `identity` (the machine got a new one).
+    public func use(identity: Ed25519PrivateKey) {
+        serverContext.use(identity: identity)
+        clientContext.use(identity: identity)
+    }
+
+    /// The identity the next channel proves (tests).
+    public var identityKey: [UInt8] { serverContext.identity.publicKey }
+
     /// Whether its server and client TLS contexts exist yet (each made at its first use).
     var contextsMade: (server: Bool, client: Bool) { (serverContext.isMade, clientContext.isMade) }
 

@@ -17,6 +17,12 @@ public final class TLSConnector: Sendable {
         self.configuration = configuration
     }
 
+    /// From the next connect on, this connector proves `identity` (the machine got a new one).
+    public func use(identity: Ed25519PrivateKey) { context.use(identity: identity) }
+
+    /// The identity the next connect proves (tests).
+    public var identityKey: [UInt8] { context.identity.publicKey }
+
     /// Whether its TLS context exists yet (made at the first connect).
     var contextIsMade: Bool { context.isMade }
 

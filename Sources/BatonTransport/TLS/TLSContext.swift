@@ -264,28 +264,44 @@ func ignoreBrokenPipeSignals() {
 /// A TLSContext made at its first connection, not when its listener or connector is: an idle daemon
 /// never touched libssl's configuration code or the algorithms it fetches (idle RSS,
 /// docs/benchmarks.md). Made once, then shared; a failure is thrown to that connection and the next
-/// one tries again.
+/// one tries again. `use(identity:)` swaps the identity (a machine given a new one, `bt-pair
+/// reset-identity`): the next connection gets a context for it; channels already open keep theirs.
 final class LazyTLSContext: Sendable {
-    private let identity: Ed25519PrivateKey
+    private struct State {
+        var identity: Ed25519PrivateKey
+        var made: TLSContext?
+    }
+
     private let role: TLSContext.Role
-    private let made = Mutex<TLSContext?>(nil)
+    private let state: Mutex<State>
 
     init(identity: Ed25519PrivateKey, role: TLSContext.Role) {
         // Before any socket of the transport exists, as the eager context did.
         ignoreBrokenPipeSignals()
-        self.identity = identity
+        self.state = Mutex(State(identity: identity, made: nil))
         self.role = role
     }
 
     func context() throws(TransportError) -> TLSContext {
-        try made.withLock { (made: inout TLSContext?) throws(TransportError) -> TLSContext in
-            if let made { return made }
-            let context = try TLSContext(identity: identity, role: role)
-            made = context
+        try state.withLock { (state: inout State) throws(TransportError) -> TLSContext in
+            if let made = state.made { return made }
+            let context = try TLSContext(identity: state.identity, role: role)
+            state.made = context
             return context
         }
     }
 
+    /// From now on connections prove `identity`; the context for the old one is dropped (made again lazily).
+    func use(identity: Ed25519PrivateKey) {
+        state.withLock { state in
+            state.identity = identity
+            state.made = nil
+        }
+    }
+
+    /// The identity the next connection proves (tests).
+    var identity: Ed25519PrivateKey { state.withLock { $0.identity } }
+
     /// Whether the context was made (tests).
-    var isMade: Bool { made.withLock { $0 != nil } }
+    var isMade: Bool { state.withLock { $0.made != nil } }
 }

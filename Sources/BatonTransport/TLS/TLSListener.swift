@@ -158,6 +158,13 @@ public final class TLSListener: Sendable {
         }
     }
 
+    /// From the next connection on, this listener proves `identity` (the machine got a new one,
+    /// `bt-pair reset-identity`); channels already open keep the old one until they close.
+    public func use(identity: Ed25519PrivateKey) { context.use(identity: identity) }
+
+    /// The identity the next connection proves (tests).
+    public var identityKey: [UInt8] { context.identity.publicKey }
+
     /// Whether its TLS context exists yet (made at the first connection).
     var contextIsMade: Bool { context.isMade }
 
