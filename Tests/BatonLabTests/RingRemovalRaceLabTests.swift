@@ -9,8 +9,8 @@ import Testing
 /// owner's laptop (`bt-pair remove laptop` on the thief: Pairing1.Remove) and the owner removes the
 /// thief at m2 with what it introduced (`bt-pair remove thief --yes`: Pairing1.RemoveWithIntroduced).
 /// RingSync carries both marks; m1 and m2 converge on {m1, m2} (protocol §7.3: a removal by a
-/// device that was ever a member wins, in any delivery order). The laptop then starts over under a
-/// new identity (a fresh state directory), pairs with m1 again (it re-keys on joining a ring with
+/// device that was ever a member wins, in any delivery order). The laptop then takes a new identity
+/// (Pairing1.ResetIdentity, what `bt-pair reset-identity` calls; protocol §7.5), pairs with m1 again (it re-keys on joining a ring with
 /// tombstones, and m1 must hear of the new secret), m1 and m2 hear its adverts (m2 knows it only
 /// through RingSync), and a handoff from it works at m1. Needs 4 controllers (scripts/test boots 6).
 @Suite(.serialized, .enabled(if: Lab.isInside && Lab.controllers >= 4, "needs the BlueZ lab VM (LAB_VM=1) with 4 controllers"))
@@ -50,6 +50,13 @@ struct RingRemovalRaceLabTests {
         guard let (status, out, _) = try? await lab.cli("bt-pair", daemon, ["--json", "list"]), status == 0,
               let list = (try? JSONSerialization.jsonObject(with: Data(out.utf8))) as? [[String: Any]] else { return nil }
         return list.compactMap { $0["Name"] as? String }.sorted()
+    }
+
+    /// The device id `daemon` lists for the member `name`.
+    static func deviceID(_ lab: DaemonPair, _ daemon: String, of name: String) async -> String? {
+        guard let (status, out, _) = try? await lab.cli("bt-pair", daemon, ["--json", "list"]), status == 0,
+              let list = (try? JSONSerialization.jsonObject(with: Data(out.utf8))) as? [[String: Any]] else { return nil }
+        return list.first { $0["Name"] as? String == name }?["DeviceId"] as? String
     }
 
     @Test func mutualRemovalsConvergeAndTheLaptopPairsAgainUnderANewIdentity() async throws {
@@ -93,10 +100,14 @@ struct RingRemovalRaceLabTests {
         #expect(await Self.members(lab, "m1") == ["m1", "m2"])
         #expect(await Self.members(lab, "m2") == ["m1", "m2"])
 
-        // The laptop starts over under a new identity (a fresh state directory) and pairs with m1 again.
-        lab.terminate("laptop")
-        try lab.start(name: "laptop", adapter: "hci0", stateDirectory: lab.directory.appendingPathComponent("laptop-new").path)
+        // The owner gives the laptop a new identity (the running daemon, no restart) and pairs it with m1 again.
+        let oldID = await Self.deviceID(lab, "laptop", of: "laptop")
+        let (_, resetReply, resetError) = try await runTool("/usr/bin/dbus-send", ["--bus=\(lab.address)", "--print-reply", "--dest=org.baton.laptop",
+            "/org/baton/ring", "org.baton.Pairing1.ResetIdentity"])
+        let newID = resetReply.components(separatedBy: "string \"").dropFirst().first?.split(separator: "\"").first.map(String.init)
+        #expect(newID?.count == 32 && newID != oldID, "ResetIdentity: \(resetReply)\(resetError)\n\(lab.log("laptop"))")
         #expect(await lab.eventually(60) { await Self.members(lab, "laptop") == ["laptop"] }, "\(lab.log("laptop"))")
+        #expect(await Self.deviceID(lab, "laptop", of: "laptop") == newID)
         try await Self.pair(lab, acceptor: "laptop", initiator: "m1")
         for name in ["laptop", "m1", "m2"] {
             let rejoined = await lab.eventually(120) { await Self.members(lab, name) == ["laptop", "m1", "m2"] }
