@@ -97,22 +97,23 @@ struct PublishersCommand: Subcommand {
         }
         context.output.result(json: .object(Publisher.allCases.map { (key: Self.jsonKey($0), value: .boolean(settings.isEnabled($0))) }),
                               text: Self.summaryLines(settings).joined(separator: "\n"))
-        // Issue 26: "browser on" alone read as done, while the extension still had to be loaded.
-        if case .enable(.browser) = change {
-            context.output.message(Self.browserExtensionAdvice(extensionDirectory: Self.installedExtensionDirectory()))
+        // Issue 26: "browser on" alone read as done, while the extension still had to be loaded. After
+        // `enable browser` always, and in the listing while no browser has the extension installed:
+        // what is on, and in which browser what remains (stderr: not in the lines a script reads).
+        if settings.isEnabled(.browser) {
+            let statuses = Self.browserExtensionStatuses()
+            let enabling = if case .enable(.browser) = change { true } else { false }
+            if enabling || !statuses.contains(where: { $0.state == .installed }) {
+                context.output.message(BrowserExtensionInstall.advice(statuses))
+            }
         }
         return ExitStatus.success
     }
 
-    /// What the person still has to do after `enable browser`: the extension runs in each browser.
-    static func browserExtensionAdvice(extensionDirectory: String?) -> String {
-        let directory = extensionDirectory ?? "browser/extension in Baton's source tree"
-        return """
-            the browser publisher is on; it publishes the focused tab once Baton's extension runs in your browser (once per browser profile):
-              Chromium: chrome://extensions, turn on Developer mode, "Load unpacked", choose \(directory)
-              Firefox:  about:debugging, "This Firefox", "Load Temporary Add-on", choose \(directory)/manifest.json (until Firefox quits: Mozilla has not signed it)
-            docs/publishers.md ("Installing the extension") has the details
-            """
+    /// The browsers found here and how Baton's extension stands in each (BrowserExtensionInstall).
+    static func browserExtensionStatuses() -> [BrowserExtensionInstall.Status] {
+        BrowserExtensionInstall.statuses(fileSystem: SystemBrowserFileSystem(),
+                                         extensionDirectory: installedExtensionDirectory() ?? "browser/extension in Baton's source tree")
     }
 
     /// PREFIX/share/baton/browser-extension beside this installed program, when it is there.
