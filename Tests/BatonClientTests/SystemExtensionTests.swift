@@ -12,7 +12,8 @@ import Glibc
 /// empty tmpfs over /usr/share/chromium and /usr/share/mozilla, holding only a link to the tree's
 /// browser/extension under the name scripts/install gives it, so the host's directories stay
 /// untouched and other tests' browsers never see it. Each browser runs first without the link
-/// (the control: nothing loads then, so the check can fail), then with it.
+/// (the control: nothing loads then, so the check can fail), then with it. The browsers are ended
+/// with SIGKILL: a process started by Foundation's Process inherits a mask with SIGTERM blocked.
 extension RealBrowserTests {
     @Suite("The extension from the system install, in headless Chromium and Firefox ESR", .serialized,
            .enabled(if: getuid() == 0, "needs root for a private mount namespace over /usr/share (scripts/test runs as root)"),
@@ -57,7 +58,7 @@ extension RealBrowserTests {
                         [ "$1" = control ] && [ -n "$seen" ] && sleep 5 && break
                         sleep 0.5
                     done
-                    kill "$pid"; wait "$pid" || true
+                    kill -KILL "$pid"; wait "$pid" || true
                     echo "$1: $(tr '\\n' ' ' <<<"$seen")"
                 }
                 targets control
@@ -103,7 +104,7 @@ extension RealBrowserTests {
                         sleep 0.5
                     done
                     sleep 3
-                    kill "$pid"; wait "$pid" || true
+                    kill -KILL "$pid"; wait "$pid" || true
                     echo "$1: $(state)"
                 }
                 run control
