@@ -113,10 +113,11 @@ struct PublishersCommand: Subcommand {
     /// The browsers found here and how Baton's extension stands in each (BrowserExtensionInstall).
     static func browserExtensionStatuses() -> [BrowserExtensionInstall.Status] {
         BrowserExtensionInstall.statuses(fileSystem: SystemBrowserFileSystem(),
-                                         extensionDirectory: installedExtensionDirectory() ?? "browser/extension in Baton's source tree")
+                                         extensionDirectory: installedExtensionDirectory() ?? "browser/extension")
     }
 
-    /// PREFIX/share/baton/browser-extension beside this installed program, when it is there.
+    /// The unpacked extension a person can load by hand: PREFIX/share/baton/browser-extension beside
+    /// this installed program, or in a build tree (REPO/.build/TRIPLE/debug/baton) REPO/browser/extension.
     static func installedExtensionDirectory() -> String? {
         var buffer = [CChar](repeating: 0, count: 4096)
         let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
@@ -126,7 +127,14 @@ struct PublishersCommand: Subcommand {
         guard parts.count >= 3 else { return nil }
         parts.removeLast(2)
         let directory = parts.joined(separator: "/") + "/share/baton/browser-extension"
-        return access(directory + "/manifest.json", R_OK) == 0 ? directory : nil
+        if access(directory + "/manifest.json", R_OK) == 0 { return directory }
+        // A build tree: the first parent directory holding browser/extension.
+        while parts.count > 1 {
+            let tree = parts.joined(separator: "/") + "/browser/extension"
+            if access(tree + "/manifest.json", R_OK) == 0 { return tree }
+            parts.removeLast()
+        }
+        return nil
     }
 
     static func summaryLines(_ settings: PublisherSettings) -> [String] {
