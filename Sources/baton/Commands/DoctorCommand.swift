@@ -2,6 +2,12 @@
 import BatonClient
 import BatonCommandLine
 import BatonDBus
+import BatonPublishers
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 
 /// `baton doctor`: why no suggestion appears, line by line, with the fix for each failure.
 struct DoctorCommand: Subcommand {
@@ -15,7 +21,9 @@ struct DoctorCommand: Subcommand {
         each was last heard), handled-types (what this user can continue), permissions (whether
         this user may continue suggestions and pair: group baton, or polkit's answer for this
         session), notifications (a
-        notification server on the session bus), agent (baton-agent runs in this session).
+        notification server on the session bus), agent (baton-agent runs in this session),
+        browser (with the browser publisher on: which browser here has Baton's extension
+        installed system-wide, and what to do in those that do not).
         Each line is ok, warning, FAILED or skipped; every warning and failure is followed by
         "fix:" and what to do. Exit status 1 when a check failed, else 0.
         With --json: [{"Check", "Result", "Detail", "Fix" (when not ok)}].
@@ -40,7 +48,26 @@ struct DoctorCommand: Subcommand {
     func run(_ context: CommandContext) async throws(BatonClientError) -> Int32 {
         let findings = await BlueZChecks(bus: bluezBus).run()
             + DaemonChecks(options: context.options, sessionBus: sessionBus).run()
+            + [Self.browserFinding(settings: PublisherSettings.load(environment: ProcessInfo.processInfo.environment),
+                                   statuses: PublishersCommand.browserExtensionStatuses())]
         context.output.result(json: OutputDocument.doctor(findings), text: DoctorFinding.text(findings))
         return DoctorFinding.exitStatus(findings)
+    }
+
+    /// The browser publisher: off is fine; on, it needs the extension in some browser (issue 26).
+    static func browserFinding(settings: PublisherSettings, statuses: [BrowserExtensionInstall.Status]) -> DoctorFinding {
+        guard settings.isEnabled(.browser) else {
+            return DoctorFinding("browser", .ok, "the browser publisher is off (baton publishers enable browser turns it on)")
+        }
+        let installed = statuses.filter { $0.state == .installed }.map(\.browser.displayName)
+        guard installed.isEmpty else {
+            return DoctorFinding("browser", .ok, "Baton's extension is installed system-wide for \(installed.joined(separator: " and "))")
+        }
+        guard !statuses.isEmpty else {
+            return DoctorFinding("browser", .warning, "the browser publisher is on, but no browser Baton knows is installed here",
+                                 fix: "apt-get install chromium (or firefox-esr), then sudo scripts/install or the baton package installs the extension for it")
+        }
+        return DoctorFinding("browser", .warning, "the browser publisher is on, but no browser here has Baton's extension installed system-wide",
+                             fix: statuses.map { "\($0.browser.displayName): \($0.advice)" }.joined(separator: "; "))
     }
 }

@@ -97,25 +97,27 @@ struct PublishersCommand: Subcommand {
         }
         context.output.result(json: .object(Publisher.allCases.map { (key: Self.jsonKey($0), value: .boolean(settings.isEnabled($0))) }),
                               text: Self.summaryLines(settings).joined(separator: "\n"))
-        // Issue 26: "browser on" alone read as done, while the extension still had to be loaded.
-        if case .enable(.browser) = change {
-            context.output.message(Self.browserExtensionAdvice(extensionDirectory: Self.installedExtensionDirectory()))
+        // Issue 26: "browser on" alone read as done, while the extension still had to be loaded. After
+        // `enable browser` always, and in the listing while no browser has the extension installed:
+        // what is on, and in which browser what remains (stderr: not in the lines a script reads).
+        if settings.isEnabled(.browser) {
+            let statuses = Self.browserExtensionStatuses()
+            let enabling = if case .enable(.browser) = change { true } else { false }
+            if enabling || !statuses.contains(where: { $0.state == .installed }) {
+                context.output.message(BrowserExtensionInstall.advice(statuses))
+            }
         }
         return ExitStatus.success
     }
 
-    /// What the person still has to do after `enable browser`: the extension runs in each browser.
-    static func browserExtensionAdvice(extensionDirectory: String?) -> String {
-        let directory = extensionDirectory ?? "browser/extension in Baton's source tree"
-        return """
-            the browser publisher is on; it publishes the focused tab once Baton's extension runs in your browser (once per browser profile):
-              Chromium: chrome://extensions, turn on Developer mode, "Load unpacked", choose \(directory)
-              Firefox:  about:debugging, "This Firefox", "Load Temporary Add-on", choose \(directory)/manifest.json (until Firefox quits: Mozilla has not signed it)
-            docs/publishers.md ("Installing the extension") has the details
-            """
+    /// The browsers found here and how Baton's extension stands in each (BrowserExtensionInstall).
+    static func browserExtensionStatuses() -> [BrowserExtensionInstall.Status] {
+        BrowserExtensionInstall.statuses(fileSystem: SystemBrowserFileSystem(),
+                                         extensionDirectory: installedExtensionDirectory() ?? "browser/extension")
     }
 
-    /// PREFIX/share/baton/browser-extension beside this installed program, when it is there.
+    /// The unpacked extension a person can load by hand: PREFIX/share/baton/browser-extension beside
+    /// this installed program, or in a build tree (REPO/.build/TRIPLE/debug/baton) REPO/browser/extension.
     static func installedExtensionDirectory() -> String? {
         var buffer = [CChar](repeating: 0, count: 4096)
         let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
@@ -125,7 +127,14 @@ struct PublishersCommand: Subcommand {
         guard parts.count >= 3 else { return nil }
         parts.removeLast(2)
         let directory = parts.joined(separator: "/") + "/share/baton/browser-extension"
-        return access(directory + "/manifest.json", R_OK) == 0 ? directory : nil
+        if access(directory + "/manifest.json", R_OK) == 0 { return directory }
+        // A build tree: the first parent directory holding browser/extension.
+        while parts.count > 1 {
+            let tree = parts.joined(separator: "/") + "/browser/extension"
+            if access(tree + "/manifest.json", R_OK) == 0 { return tree }
+            parts.removeLast()
+        }
+        return nil
     }
 
     static func summaryLines(_ settings: PublisherSettings) -> [String] {
