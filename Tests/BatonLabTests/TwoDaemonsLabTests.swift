@@ -319,14 +319,19 @@ struct TwoDaemonsLabTests {
             .first { $0["Self"] as? Bool == true }?["ShortId"] as? String
         let short = try #require(alphaShort)
 
-        // alpha publishes a current activity; beta's radio hears alpha as a ring member.
-        let publish = Task { try await lab.cli("baton", "alpha", ["publish", "--type", "org.example.Reader.reading", "--title", "Chapter 3",
-                                                                    "--current", "--for", "60"]) }
-        defer { publish.cancel() }
         func betaHearsAlpha() async throws -> [String: Any]? {
             let (_, dump, _) = try await lab.cli("baton", "beta", ["--json", "diag", "rssi"])
             return dump.split(separator: "\n").map(jsonObject).first { $0["Kind"] as? String == "ringMember" && $0["Member"] as? String == short }
         }
+        // Protocol §4.2: alpha, a ring of one until now, puts its ring advert on the air as soon as it
+        // gains a member, before anything is published (issue 23: nothing was sent until the next change).
+        #expect(try await lab.eventually(30) { try await betaHearsAlpha() != nil },
+                "beta does not hear alpha's ring advert before any publish\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))")
+
+        // alpha publishes a current activity; beta's radio hears alpha as a ring member.
+        let publish = Task { try await lab.cli("baton", "alpha", ["publish", "--type", "org.example.Reader.reading", "--title", "Chapter 3",
+                                                                    "--current", "--for", "60"]) }
+        defer { publish.cancel() }
         #expect(try await lab.eventually(20) { try await betaHearsAlpha() != nil }, "beta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))")
         let heard = try await betaHearsAlpha()
         // The lab's controllers report RSSI 127 ("unknown"): counted, never shown as a value.
