@@ -1434,6 +1434,20 @@ def main():
             continue
         check.rejects(name, lambda: decoder(h(vector["input"])), vector["error"])
 
+    # §3.1: zero ratchet steps do not count. One roster rejection carries a correctly signed entry whose
+    # key is its own commitment; only the chain rule (1 to 1,024 steps) refuses it, as badSignature.
+    zero_steps = []
+    for vector in vectors["rejects"]:
+        if vector["decoder"] != "roster":
+            continue
+        for member in decode_value(h(vector["input"]))["members"]:
+            if member["secret"] == member["commitment"]:
+                signed = member_signed_bytes(member["name"], member["identityKey"], member["commitment"], member["generation"])
+                zero_steps.append((ed25519_verifies(member["identityKey"], member["signature"], signed),
+                                   chain_end(member["secret"], member["day"], member["commitment"]), vector["error"]))
+    check.equal("reject roster: a key equal to its commitment (0 steps), well signed, is badSignature", zero_steps,
+                [(True, None, "badSignature")])
+
     print(f"{check.passed} passed, {check.failed} failed")
     return 1 if check.failed else 0
 

@@ -193,6 +193,9 @@ func computeVectors() throws -> ProtocolVectors {
         // The day key of day a+1 claimed for day a, or the root claimed for day a+1: the chain misses the commitment.
         .init(decoder: "roster", input: hex(try tamperedRoster("secret", .bytes(
             AdvertisingSecret.step(Array(repeating: 0x66, count: 32), toDay: testDay + 1)))), error: "badSignature"),
+        // The commitment given as the key: 0 ratchet steps do not count (§3.1), C is never a key.
+        .init(decoder: "roster", input: hex(try tamperedRoster("secret", .bytes(
+            AdvertisingSecret.issue(root: Array(repeating: 0x66, count: 32), generation: 1, day: testDay).chain!.commitment))), error: "badSignature"),
         .init(decoder: "roster", input: hex(try tamperedRoster("day", .integer(Int64(testDay) + 1))), error: "badSignature"),
         .init(decoder: "roster", input: hex(try tamperedRoster("commitment", .bytes(Array(repeating: 0x67, count: 32)))), error: "badSignature"),
         .init(decoder: "roster", input: hex(try tamperedRoster("day", nil)), error: "malformed(roster member)"),
