@@ -1026,6 +1026,37 @@ def check_channel_proofs(check, proofs):
         check.rejects(f"{name}: one byte short", lambda: check_channel_proof(role, proof[:63], exporter, pinned), "malformed")
 
 
+def hkdf_expand(prk, info, length):
+    out, block, counter = b"", b"", 1
+    while len(out) < length:
+        block = hmac_sha256(prk, block + info + bytes([counter]))
+        out += block
+        counter += 1
+    return out[:length]
+
+
+def hkdf_expand_label(secret, label, context, length):
+    """§8.1 (RFC 8446 §7.1), SHA-256 suites."""
+    full = b"tls13 " + label
+    return hkdf_expand(secret, u16be(length) + bytes([len(full)]) + full + bytes([len(context)]) + context, length)
+
+
+def tls_exporter(exporter_master_secret, label, length):
+    """§8.1: X with an empty context; returns (S', X)."""
+    empty = hashlib.sha256(b"").digest()
+    derived = hkdf_expand_label(exporter_master_secret, label, empty, 32)
+    return derived, hkdf_expand_label(derived, b"exporter", empty, length)
+
+
+def check_tls_exporter(check, x):
+    h = bytes.fromhex
+    check.equal("TLS exporter: hash of the vector's suite", x["hash"], "SHA-256")
+    check.equal("TLS exporter: the label of §8.1", x["label"], "EXPORTER-baton/v1 channel")
+    derived, exporter = tls_exporter(h(x["exporterMasterSecret"]), b"EXPORTER-baton/v1 channel", 32)
+    check.equal("TLS exporter: S'", derived, h(x["secret"]))
+    check.equal("TLS exporter: X", exporter, h(x["exporter"]))
+
+
 def roster_value(version, members, removed):
     """§7.3: members as (name, identity seed, (S_day, day, commitment), generation, introducer seed, (introducer id, signature) or None), removed as
     (device id, remover seed); every signature made here from the seeds; sorted as senders sort them."""
@@ -1417,6 +1448,7 @@ def main():
     check_key_merges(check, vectors["keyMerges"])
     check_roster_merges(check, vectors["rosterMerges"])
     check_channel_proofs(check, vectors["channelProofs"])
+    check_tls_exporter(check, vectors["tlsExporter"])
     # §4.3 step 6 replay outcomes (§10.9).
     for vector in vectors["replays"]:
         receiver = Receiver({"m": (secret, 1)}, clock_epoch=2000000)
@@ -1433,6 +1465,20 @@ def main():
             check.record(name, False, f"unknown decoder {vector['decoder']}")
             continue
         check.rejects(name, lambda: decoder(h(vector["input"])), vector["error"])
+
+    # §3.1: zero ratchet steps do not count. One roster rejection carries a correctly signed entry whose
+    # key is its own commitment; only the chain rule (1 to 1,024 steps) refuses it, as badSignature.
+    zero_steps = []
+    for vector in vectors["rejects"]:
+        if vector["decoder"] != "roster":
+            continue
+        for member in decode_value(h(vector["input"]))["members"]:
+            if member["secret"] == member["commitment"]:
+                signed = member_signed_bytes(member["name"], member["identityKey"], member["commitment"], member["generation"])
+                zero_steps.append((ed25519_verifies(member["identityKey"], member["signature"], signed),
+                                   chain_end(member["secret"], member["day"], member["commitment"]), vector["error"]))
+    check.equal("reject roster: a key equal to its commitment (0 steps), well signed, is badSignature", zero_steps,
+                [(True, None, "badSignature")])
 
     print(f"{check.passed} passed, {check.failed} failed")
     return 1 if check.failed else 0

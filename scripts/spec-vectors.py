@@ -144,6 +144,13 @@ for c in v["channelProofs"]:
     out.append(f"- {c['role']}: seed `{c['identitySeed']}`, identity key `{c['identityKey']}`, X `{c['exporter']}`")
     out.append(f"  - signed bytes `{c['signedBytes']}`")
     out.append(f"  - proof `{c['proof']}`")
+x = v["tlsExporter"]
+out += ["", f"The exporter of §8.1 for a {x['hash']} suite, label `{x['label']}`, empty context (S' is the Derive-Secret",
+        "of the label, X the 32 bytes of the exporter). The `exporter_master_secret` is that of a real TLS 1.3 session",
+        "(TLS_AES_128_GCM_SHA256, from OpenSSL's key log), and X is what `SSL_export_keying_material` returned in it:", "",
+        f"- exporter_master_secret `{x['exporterMasterSecret']}`",
+        f"- S' `{x['secret']}`",
+        f"- X `{x['exporter']}`"]
 out += ["", "### 10.12 Independent check", "",
         "`scripts/spec-check.py` (Python 3 and python3-cryptography) implements §3–§7.3 (with the day chain of §3.1) and the identity proof of §8.1 from this document alone,",
         "without the Swift code, and checks every vector in `protocol-v1.json`: it recomputes keys, tags, masks,",
@@ -156,7 +163,8 @@ out += ["", "### 10.12 Independent check", "",
         "the rosters of §10.10 from their members (making and verifying every signature) and computes their digests,",
         "runs the merge of §7.3 over each merge of §10.10 (in every delivery order, each roster twice), keeps the key §3.1 and §7.3",
         "say for each key merge of §10.10, makes and verifies the",
-        "channel identity proofs of §10.11 in both roles, replays §10.9, decodes and re-encodes every encoded item, and",
+        "channel identity proofs of §10.11 in both roles, computes the TLS exporter of §10.11 from its",
+        "exporter_master_secret, replays §10.9, decodes and re-encodes every encoded item, and",
         "expects each rejection's error.",
         "`scripts/test` runs it; a failure there means this text and the code disagree."]
 spec = root / "docs/protocol.md"

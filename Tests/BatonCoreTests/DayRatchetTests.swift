@@ -30,6 +30,24 @@ import Testing
         #expect(secret.ratcheted(toDay: testDay + AdvertisingSecret.chainDays - 1) != nil)
     }
 
+    /// §3.1: a received key must reach the commitment in 1 to 1,024 steps. Zero steps do not count:
+    /// the commitment given as the key is refused, at any day, as is the last key one day late.
+    @Test func theCommitmentItselfIsNoKeyOfItsChain() throws {
+        let secret = chainedSecret(7)
+        let chain = try #require(secret.chain)
+        for day in [testDay, chain.endDay - 1, chain.endDay] {
+            #expect(throws: WireError.badSignature) {
+                _ = try AdvertisingSecret(bytes: chain.commitment, generation: 1, day: day, commitment: chain.commitment)
+            }
+        }
+        // The last key of the chain, one step before the commitment, is accepted for its own day only.
+        let last = try #require(secret.ratcheted(toDay: chain.endDay - 1))
+        #expect(try AdvertisingSecret(bytes: last.bytes, generation: 1, day: chain.endDay - 1, commitment: chain.commitment).chain?.endDay == chain.endDay)
+        #expect(throws: WireError.badSignature) {
+            _ = try AdvertisingSecret(bytes: last.bytes, generation: 1, day: chain.endDay, commitment: chain.commitment)
+        }
+    }
+
     @Test func afterTheRatchetDayDsKeyIsNoLongerStored() throws {
         var a = try RingKeeper.create(name: "a", today: testDay, random: random)
         let b = try RingKeeper.create(name: "b", today: testDay, random: random)

@@ -75,6 +75,44 @@ import BatonCrypto
         #expect(atC.contains(.rotateOwnSecret(c.ownSecret)))
     }
 
+    /// §7.3 step 7: the roster version is a local counter, raised by 1 for each change made here. A
+    /// local re-key has one change (the own entry of the next generation): exactly + 1, and the
+    /// RingSync it owes each member carries that version. A pairing join and a removal count 2.
+    @Test func aLocalRekeyRaisesTheRosterVersionByExactlyOne() throws {
+        var a = try RingKeeper.create(name: "a", today: testDay, random: random)
+        var b = try RingKeeper.create(name: "b", today: testDay, random: random)
+        var c = try RingKeeper.create(name: "c", today: testDay, random: random)
+        // A ring of one.
+        var version = a.state.roster.version
+        _ = a.rekey(random: random)
+        #expect(a.state.roster.version == version + 1)
+        // A pairing join: the merge that brings the peer, then the introduction signed for it.
+        let (beforeA, beforeB) = (a.state.roster.version, b.state.roster.version)
+        _ = try pair(&a, &b)
+        #expect(a.state.roster.version == beforeA + 2 && b.state.roster.version == beforeB + 2)
+        // A re-key in a ring of two: + 1, and b is owed a RingSync of exactly that version.
+        version = a.state.roster.version
+        let digest = a.state.roster.digest, generation = a.ownSecret.generation
+        let actions = a.rekey(random: random)
+        #expect(a.ownSecret.generation == generation + 1 && a.state.roster.digest != digest)
+        #expect(a.state.roster.version == version + 1)
+        #expect(a.state.pendingSyncs[b.deviceID] == version + 1)
+        #expect(actions.contains(.sync(b.deviceID)))
+        // b merges it: one merge that changed the digest, + 1 (the received version is not taken).
+        let atB = b.state.roster.version
+        _ = try b.receive(a.state.roster, from: a.deviceID, random: random)
+        #expect(b.state.roster.version == atB + 1)
+        // A removal here: the tombstone, then the re-key.
+        _ = try pair(&a, &c)
+        version = a.state.roster.version
+        _ = try a.removeMember(c.deviceID, random: random)
+        #expect(a.state.roster.version == version + 2)
+        // Days do not count (§3.1): the daily ratchet leaves the version as it is.
+        version = a.state.roster.version
+        _ = a.ratchet(toDay: testDay + 1, random: random)
+        #expect(a.state.roster.version == version)
+    }
+
     @Test func cannotRemoveSelfOrUnknownTwice() throws {
         var a = try RingKeeper.create(name: "a", today: testDay, random: random)
         #expect(a.remove(a.deviceID, random: random).isEmpty)

@@ -35,6 +35,10 @@ struct ProtocolVectors: Codable, Equatable {
         var keyInitiatorToResponder: String, keyResponderToInitiator: String
     }
     struct RejectVector: Codable, Equatable { var decoder: String, input: String, error: String }
+    /// §8.1 X from a fixed TLS 1.3 exporter_master_secret (SHA-256 suites): `secret` is S', `exporter` X.
+    struct TLSExporterVector: Codable, Equatable {
+        var hash: String, exporterMasterSecret: String, label: String, secret: String, exporter: String
+    }
     struct ChannelProofVector: Codable, Equatable {
         var role: String, identitySeed: String, identityKey: String, exporter: String
         var signedBytes: String, proof: String
@@ -53,6 +57,7 @@ struct ProtocolVectors: Codable, Equatable {
     var replays: [ReplayVector]
     var rejects: [RejectVector]
     var channelProofs: [ChannelProofVector]
+    var tlsExporter: TLSExporterVector
 }
 
 func hex(_ bytes: [UInt8]) -> String { bytes.hexString }
@@ -193,6 +198,9 @@ func computeVectors() throws -> ProtocolVectors {
         // The day key of day a+1 claimed for day a, or the root claimed for day a+1: the chain misses the commitment.
         .init(decoder: "roster", input: hex(try tamperedRoster("secret", .bytes(
             AdvertisingSecret.step(Array(repeating: 0x66, count: 32), toDay: testDay + 1)))), error: "badSignature"),
+        // The commitment given as the key: 0 ratchet steps do not count (§3.1), C is never a key.
+        .init(decoder: "roster", input: hex(try tamperedRoster("secret", .bytes(
+            AdvertisingSecret.issue(root: Array(repeating: 0x66, count: 32), generation: 1, day: testDay).chain!.commitment))), error: "badSignature"),
         .init(decoder: "roster", input: hex(try tamperedRoster("day", .integer(Int64(testDay) + 1))), error: "badSignature"),
         .init(decoder: "roster", input: hex(try tamperedRoster("commitment", .bytes(Array(repeating: 0x67, count: 32)))), error: "badSignature"),
         .init(decoder: "roster", input: hex(try tamperedRoster("day", nil)), error: "malformed(roster member)"),
@@ -206,7 +214,30 @@ func computeVectors() throws -> ProtocolVectors {
                            pairingExchange: try PairingVectorSource.exchange(), rosters: try PairingVectorSource.rosters(),
                            keyMerges: try PairingVectorSource.keyMerges(), rosterMerges: try PairingVectorSource.rosterMerges(),
                            replays: try PairingVectorSource.replays(keys: keys), rejects: rejects,
-                           channelProofs: try channelProofVectors())
+                           channelProofs: try channelProofVectors(), tlsExporter: try tlsExporterVector())
+}
+
+/// HKDF-Expand-Label (RFC 8446 §7.1) with SHA-256, as §8.1 writes it out.
+func hkdfExpandLabel(_ secret: [UInt8], _ label: String, _ context: [UInt8], _ count: Int) throws -> [UInt8] {
+    let full = Array(("tls13 " + label).utf8)
+    let info = [UInt8(count >> 8), UInt8(count & 0xff), UInt8(full.count)] + full + [UInt8(context.count)] + context
+    return try HKDF.expand(prk: secret, info: info, count: count)
+}
+
+/// The exporter_master_secret of one real TLS 1.3 session (TLS_AES_128_GCM_SHA256, OpenSSL 3.0
+/// `s_client -keylogfile`, its EXPORTER_SECRET line) and the X OpenSSL's SSL_export_keying_material
+/// gave in that session for §8.1's label, length 32, no context (`s_client -keymatexport`).
+let openSSLSessionExporterSecret = "86ac83f29a66981c576f0d578c79dacef787417ff534de8701edb64e8d1346ee"
+let openSSLSessionExporter = "490ee990bb0bef36090bc9759c92ef201558b7775a6674ce3b825c575179bcce"
+
+/// §8.1 X from that exporter_master_secret, by the RFC 8446 §7.5 exporter as §8.1 writes it out.
+func tlsExporterVector() throws -> ProtocolVectors.TLSExporterVector {
+    let master = unhex(openSSLSessionExporterSecret)
+    let emptyHash = SHA256.hash([])
+    let derived = try hkdfExpandLabel(master, ChannelIdentityProof.exporterLabel, emptyHash, SHA256.byteCount)
+    let exporter = try hkdfExpandLabel(derived, "exporter", emptyHash, ChannelIdentityProof.exporterByteCount)
+    return .init(hash: "SHA-256", exporterMasterSecret: hex(master), label: ChannelIdentityProof.exporterLabel,
+                 secret: hex(derived), exporter: hex(exporter))
 }
 
 /// §8.1 identity proofs of one fixed identity for a fixed exporter value, both roles.
@@ -340,6 +371,14 @@ func specName(_ error: WireError) -> String {
         let i = try X25519PrivateKey(rawRepresentation: unhex(p.initiatorPrivate))
         #expect(hex(try i.sharedSecret(with: unhex(p.responderPublic))) == p.sharedSecret)
         #expect(PairingSession.shortAuthenticationString(transcriptHash: unhex(p.transcriptHash)) == p.sas)
+    }
+
+    /// §8.1's computation of X gives what OpenSSL exported in a real session.
+    @Test func theExporterOfSection8Point1IsWhatOpenSSLExports() throws {
+        let v = try fileVectors()
+        #expect(v.tlsExporter.exporterMasterSecret == openSSLSessionExporterSecret)
+        #expect(v.tlsExporter.exporter == openSSLSessionExporter)
+        #expect(v.tlsExporter.label == ChannelIdentityProof.exporterLabel)
     }
 
     @Test func rejectVectorsFailAsTheSpecSays() throws {

@@ -3,6 +3,7 @@ import BatonTestBus
 import BatonCore
 import BatonCrypto
 import BatonStore
+import BatonTransport
 import Foundation
 import Testing
 @testable import BatonService
@@ -17,6 +18,94 @@ struct DaemonRingSecurityTests {
         for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
             #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.phase.stateName == "paired" })
         }
+    }
+
+    /// A pinned TLS channel from `client`'s identity to `server`'s listener, Hello exchanged (request id 0).
+    func channel(from client: BusLessNode, to server: BusLessNode) async throws -> SecureChannel {
+        let serverKey = await server.ring.snapshot().identity.publicKey
+        let connector = try TLSConnector(identity: await client.ring.snapshot().identity, pins: { PinSet([serverKey]) })
+        let channel = try await connector.connect(host: "127.0.0.1", port: server.transfer.port, timeout: .seconds(10))
+        let hello = HelloMessage(deviceID: await client.ring.deviceID, rosterDigest: await client.ring.rosterDigest, maxFramePayload: 1_048_576)
+        try await channel.send(Frame(type: .hello, requestID: 0, payload: hello.payload))
+        let reply = try await channel.receive(timeout: .seconds(10))
+        #expect(reply.type == .hello && reply.requestID == 0)
+        return channel
+    }
+
+    /// §6.2 "A RingSync whose roster removes the server": the server merges it, starts over as §7.4
+    /// says (alone, a new secret of the next generation, roster version 1, nothing owed, the old
+    /// members forgotten) and replies with a removal notice of itself: version 0, no members, only
+    /// the tombstone that removed it, never its new secret.
+    @Test func aRingSyncThatRemovesTheResponderIsAnsweredWithItsOwnTombstoneOnly() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta")
+        try await pairedNodes(a, b)
+        let idA = await a.ring.deviceID, idB = await b.ring.deviceID
+        #expect(await eventually(timeout: .seconds(10)) { await a.ring.pendingSyncs().isEmpty })
+        let before = await a.ring.snapshot()
+        #expect(before.isMember(idB))
+        // beta's roster with a tombstone for alpha signed by beta, as beta's RingSync to alpha.
+        var removing = await b.ring.snapshot().roster
+        try removing.removing(idA, by: await b.ring.snapshot().identity)
+        let mark = try #require(removing.removalMarks[idA])
+        let channel = try await channel(from: b, to: a)
+        defer { channel.close() }
+        try await channel.send(Frame(type: .ringSync, requestID: 9, payload: try removing.encoded()))
+        let reply = try await channel.receive(timeout: .seconds(10))
+        #expect(reply.type == .ringSync && reply.requestID == 9)
+        let notice = try Roster(decoding: reply.payload)
+        #expect(notice.version == 0 && notice.members.isEmpty && notice.entries.isEmpty)
+        #expect(Array(notice.removalMarks.keys) == [idA])
+        #expect(notice.removalMarks[idA]?.remover == idB && notice.removalMarks[idA]?.signature == mark.signature)
+        // Then alpha ends the channel: beta is nobody to it any more.
+        await #expect(throws: TransportError.self) { _ = try await channel.receive(timeout: .seconds(10)) }
+        // alpha started over (§7.3, §7.4): alone, the generation after its last, version 1, nothing owed.
+        let after = await a.ring.snapshot()
+        #expect(Array(after.roster.members.keys) == [idA])
+        #expect(after.roster.removalMarks.isEmpty && !after.isMember(idB))
+        #expect(after.ownSecret.generation == before.ownSecret.generation + 1 && after.ownSecret != before.ownSecret)
+        #expect(after.rosterVersion == 1)
+        #expect(await a.ring.pendingSyncs().isEmpty)
+        // Never its new secret: no key or commitment of alpha's new generation is in the reply.
+        for secret in [after.ownSecret.bytes, try #require(after.ownSecret.chain?.commitment)] {
+            #expect(!reply.payload.indices.dropLast(secret.count - 1).contains { Array(reply.payload[$0..<$0 + secret.count]) == secret })
+        }
+        await a.stop()
+        await b.stop()
+    }
+
+    /// The same when the RingSync takes the server out with a cascading mark (its only introducer
+    /// removed with what it introduced): the notice holds the cascading tombstones, no member.
+    @Test func aRingSyncThatTakesTheResponderOutIsAnsweredWithTheCascadingTombstonesOnly() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta")
+        let c = try await BusLessNode.start(in: directory, name: "gamma")
+        // alpha paired only with gamma, beta only with gamma: alpha's one introducer is gamma.
+        try await pairedNodes(a, c)
+        try await pairedNodes(b, c)
+        let idA = await a.ring.deviceID, idB = await b.ring.deviceID, idC = await c.ring.deviceID
+        #expect(await eventually(timeout: .seconds(10)) {
+            let atA = await a.ring.snapshot(), atB = await b.ring.snapshot()
+            return atA.isMember(idB) && atB.isMember(idA)
+        })
+        let before = await a.ring.snapshot()
+        var removing = await b.ring.snapshot().roster
+        try removing.removing(idC, by: await b.ring.snapshot().identity, withIntroduced: true)
+        #expect(removing.isOut(idA) && removing.removalMarks[idA] == nil)
+        let channel = try await channel(from: b, to: a)
+        defer { channel.close() }
+        try await channel.send(Frame(type: .ringSync, requestID: 5, payload: try removing.encoded()))
+        let reply = try await channel.receive(timeout: .seconds(10))
+        #expect(reply.type == .ringSync && reply.requestID == 5)
+        let notice = try Roster(decoding: reply.payload)
+        #expect(notice.version == 0 && notice.entries.isEmpty)
+        #expect(Array(notice.removalMarks.keys) == [idC] && notice.removalMarks[idC]?.cascading == true)
+        let after = await a.ring.snapshot()
+        #expect(Array(after.roster.members.keys) == [idA] && after.rosterVersion == 1)
+        #expect(after.ownSecret.generation == before.ownSecret.generation + 1)
+        await a.stop()
+        await b.stop()
+        await c.stop()
     }
 
     @Test func aMemberAwayDuringARemovalGetsTheRekeyAtItsNextSightingEvenAfterARestart() async throws {
@@ -125,22 +214,28 @@ struct DaemonRingSecurityTests {
         await b.stop()
     }
 
-    @Test func aRosterWithABadIntroductionIsRefusedAndChangesNothing() async throws {
+    @Test func aBadIntroductionIsDroppedWithItsMemberWhileTheRestOfTheRosterMerges() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta")
         try await pairedNodes(a, b)
         let idB = await b.ring.deviceID
-        // beta's roster with a planted member whose introduction by beta does not verify.
+        // beta's roster with a planted member whose introduction by beta does not verify, beside a
+        // newcomer beta really introduced.
         var forged = await b.ring.snapshot().roster
         let stranger = try RosterMember.signed(name: "stranger", identity: Ed25519PrivateKey(),
                                                secret: .generate(generation: 1, day: testDay, using: SystemRandom()))
         forged.upsert(stranger.introduced(by: try Introduction(introducer: idB, signature: [UInt8](repeating: 7, count: 64))))
+        let newcomer = try RosterMember.signed(name: "newcomer", identity: Ed25519PrivateKey(),
+                                               secret: .generate(generation: 1, day: testDay, using: SystemRandom()))
+        forged.upsert(newcomer.introduced(by: try Introduction.make(for: newcomer.identityKey, by: await b.ring.snapshot().identity)))
         let before = await a.ring.snapshot().roster
         // Issue 23: an introduction that does not verify is dropped, not stored; the member it would
         // vouch for is left out, the rest of the roster is merged.
         _ = try await a.ring.receivedRoster(forged, from: idB)
-        #expect(await a.ring.snapshot().roster.members.keys.sorted() == before.members.keys.sorted())
+        let after = await a.ring.snapshot().roster
+        #expect(after.members.keys.sorted() == (before.members.keys + [newcomer.deviceID]).sorted())
         #expect(await a.ring.isMember(stranger.deviceID) == false)
+        #expect(after.members[newcomer.deviceID]?.introductions.map(\.introducer) == [idB])
         await a.stop()
         await b.stop()
     }

@@ -99,6 +99,29 @@ struct TransferRuleTests {
         await p.stop()
     }
 
+    /// §9 step 4: the entitlement is per answered payload fetch, not per (h, r). A receiver that
+    /// fetched one (h, r) twice (a prefetch then a fetch on accept, or a fetch repeated under a new
+    /// request id) may report twice, each report is accepted and the source's app is told twice; a
+    /// third report of that (h, r) is refused.
+    @Test func twoFetchesOfOneRevisionEntitleTwoActivityContinued() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let p = try await PublishedPair.start(in: directory)
+        let first = try await p.b.transfer.fetch(member: p.idA, typeHash: p.hash, revision: ActivityReference.anyRevision)
+        let second = try await p.b.transfer.fetch(member: p.idA, typeHash: p.hash, revision: first.revision)
+        #expect(second.revision == first.revision)
+        #expect(await p.a.transfer.activityPayloadsSent == 2)
+        #expect(p.a.activities.continuedDevices.isEmpty)
+        try await p.b.transfer.sendContinued(member: p.idA, typeHash: p.hash, revision: first.revision)
+        #expect(p.a.activities.continuedDevices == ["beta"])
+        try await p.b.transfer.sendContinued(member: p.idA, typeHash: p.hash, revision: first.revision)
+        #expect(p.a.activities.continuedDevices == ["beta", "beta"])
+        await #expect(throws: TransferError.remote(ErrorFrame(code: .unknownActivity, message: "no such transfer"))) {
+            try await p.b.transfer.sendContinued(member: p.idA, typeHash: p.hash, revision: first.revision)
+        }
+        #expect(p.a.activities.continuedDevices == ["beta", "beta"])
+        await p.stop()
+    }
+
     @Test func activityContinuedForRevisionAllOnesIsUnknownActivity() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let p = try await PublishedPair.start(in: directory)

@@ -130,6 +130,46 @@ struct FrameExchangeTests {
         }
     }
 
+    @Test("A channel marked endAfterReply still gets the reply being made, then ends; the peer's next channel does not")
+    func endAfterReplySendsTheReplyThenCloses() async throws {
+        try await withTimeLimit {
+            let pair = try PinnedPair()
+            defer { pair.listener.close() }
+            // The handler marks the channels being served while it answers (as the transfer does when
+            // the RingSync it answers removes the peer), then replies.
+            let served = Mutex<[SecureChannel]>([])
+            let dispatcher = Mutex<FrameDispatcher?>(nil)
+            let counter = InvocationCounter()
+            let made = FrameDispatcher { request, peer in
+                if request.type == .hello { return try helloReply(to: request, from: peer, run: 0) }
+                let run = counter.increment()
+                if run == 1 { dispatcher.withLock { $0 }?.endAfterReply(served.withLock { $0 }) }
+                return Frame(type: .activityPayload, requestID: 0, payload: [UInt8(run)])
+            }
+            dispatcher.withLock { $0 = made }
+            let serving = Task {
+                while let channel = try? await pair.listener.accept() {
+                    served.withLock { $0.append(channel) }
+                    Task { _ = await made.serve(channel) }
+                }
+            }
+            defer { serving.cancel() }
+            let ids = RequestIDSource(startingAt: 10)
+            let payload = ActivityReference(typeHash: TypeHash(value: 1), revision: 2).payload
+            let exchange = FrameExchange(channel: try await pair.connect())
+            try await sayHello(exchange, as: pair.clientIdentity)
+            #expect(try await exchange.request(Frame(type: .fetchActivity, requestID: ids.make(), payload: payload)).payload == [1])
+            await #expect(throws: TransportError.self) {
+                try await exchange.request(Frame(type: .fetchActivity, requestID: ids.make(), payload: payload))
+            }
+            // A new channel of the same peer is served as usual, request after request.
+            let next = FrameExchange(channel: try await pair.connect())
+            try await sayHello(next, as: pair.clientIdentity)
+            #expect(try await next.request(Frame(type: .fetchActivity, requestID: ids.make(), payload: payload)).payload == [2])
+            #expect(try await next.request(Frame(type: .fetchActivity, requestID: ids.make(), payload: payload)).payload == [3])
+        }
+    }
+
     @Test("Request ids skip 0 and keep increasing across wrap-around")
     func requestIDsSkipZero() {
         let ids = RequestIDSource(startingAt: UInt32.max)

@@ -234,7 +234,8 @@ public actor RingService {
 
     /// A member's RingSync (inside pinned TLS): merged, persisted and acted on; returns the reply's
     /// roster: ours after the merge, or, to a device that is not a member (removed here, or whose
-    /// roster removed this device, which then starts over), only the mark that removed it (§6.2).
+    /// roster removed this device or took it out by a cascade, which then starts over), only the mark
+    /// that removed it or the cascading marks (§6.2), never this device's new secret.
     /// A roster with a bad signature, an entry for this device or a refused generation changes nothing
     /// and is refused (the transfer answers an Error frame); the log names the sender and the check, no key.
     public func receivedRoster(_ roster: Roster, from sender: DeviceID) async throws(WireError) -> Roster {
@@ -269,9 +270,11 @@ public actor RingService {
         }
         await apply(actions)
         if let notice = keeper.state.roster.removalNotice(for: sender) { return notice }
-        if let mark = roster.removalMarks[keeper.deviceID], keeper.state.roster.members[sender] == nil {
-            // The sender's roster removed this device: it started over; the sender learns nothing new.
-            return Roster(version: 0, members: [], removalMarks: [keeper.deviceID: mark])
+        if roster.isOut(keeper.deviceID), keeper.state.roster.members[sender] == nil,
+           let notice = roster.removalNotice(for: keeper.deviceID) {
+            // The sender's roster removed this device (its tombstone) or took it out (cascading marks):
+            // it started over; the sender gets the removal notice of this device, nothing new (§6.2).
+            return notice
         }
         return keeper.state.roster
     }

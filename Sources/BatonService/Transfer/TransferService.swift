@@ -67,6 +67,8 @@ public actor TransferService {
     private var dispatcher: FrameDispatcher?
     private var acceptTask: Task<Void, Never>?
     private var open: [DeviceID: [ObjectIdentifier: SecureChannel]] = [:]
+    /// RingSyncs being answered, per peer (their reply must go out even when the merge removed the peer).
+    private var ringSyncsAnswering: [DeviceID: Int] = [:]
     private var served: [Served] = []
     /// The ring as last published (pins, names, roster version for Hello).
     var snapshot: RingSnapshot
@@ -224,6 +226,14 @@ public actor TransferService {
         // this device, and they learn they were removed (§6.2 "Ring sync", §7.3).
         pins.set(Array(memberKeys.values) + Array(change.snapshot.removedKeys.values))
         for (peer, channels) in open where memberKeys[peer] == nil {
+            // A RingSync of this peer is being answered and its merge removed the peer (this device
+            // started over, §7.4): the reply, the removal notice of §6.2, must still reach it, so
+            // its channels close right after their next reply instead of now.
+            if ringSyncsAnswering[peer, default: 0] > 0 {
+                dispatcher?.endAfterReply(Array(channels.values))
+                log("batond: the channels of \(peer.shortForm), no longer in the ring, close after the RingSync reply")
+                continue
+            }
             for channel in channels.values { channel.close() }
             open[peer] = nil
             dispatcher?.forget(peer: peer)
@@ -287,6 +297,11 @@ public actor TransferService {
             case .claimEditSession:
                 return await claimRequested(request, from: peer)
             case .ringSync:
+                ringSyncsAnswering[peer, default: 0] += 1
+                defer {
+                    ringSyncsAnswering[peer, default: 1] -= 1
+                    if ringSyncsAnswering[peer] == 0 { ringSyncsAnswering[peer] = nil }
+                }
                 do {
                     let roster = try Roster(decoding: request.payload)
                     let reply = try await ring.receivedRoster(roster, from: peer)

@@ -84,6 +84,8 @@ public final class FrameDispatcher: Sendable {
     private struct State {
         var cache: ReplyCache
         var inFlight: [RequestKey: InFlight] = [:]
+        /// Channels (being served) that end after their next reply (`endAfterReply`).
+        var ending: Set<ObjectIdentifier> = []
     }
 
     /// Answers a request with a stream of frames sent on `channel` (each with the request's id), for
@@ -111,6 +113,7 @@ public final class FrameDispatcher: Sendable {
     /// A framing error closes the channel (the stream cannot be trusted after it), and so does a
     /// missing or refused opening frame, after its Error frame was sent (`.openingRefused`).
     public func serve(_ channel: SecureChannel, idleTimeout: Duration? = nil) async -> TransportError {
+        defer { state.withLock { _ = $0.ending.remove(ObjectIdentifier(channel)) } }
         var opened = false
         while true {
             do {
@@ -123,6 +126,10 @@ public final class FrameDispatcher: Sendable {
                     ? await self.reply(to: request, from: channel.peerDeviceID)
                     : Self.malformed(request, "the first frame must be \(openingFrameType)")
                 try await channel.send(reply)
+                if state.withLock({ $0.ending.contains(ObjectIdentifier(channel)) }) {
+                    channel.close()
+                    return .closed
+                }
                 if !opened {
                     if reply.type == .error {
                         channel.close()
@@ -216,5 +223,12 @@ public final class FrameDispatcher: Sendable {
     /// Drops the cached replies of a peer (for example, when it leaves the ring).
     public func forget(peer: DeviceID) {
         state.withLock { $0.cache.forget(peer: peer) }
+    }
+
+    /// These channels, served by `serve`, are closed right after their next reply is sent (that reply
+    /// still goes out): the channels of a peer that left while one of its requests was being
+    /// answered, whose answer must still reach it (§6.2: a RingSync that removed this device).
+    public func endAfterReply(_ channels: [SecureChannel]) {
+        state.withLock { state in for channel in channels { state.ending.insert(ObjectIdentifier(channel)) } }
     }
 }
