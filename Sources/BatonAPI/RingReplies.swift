@@ -164,10 +164,78 @@ public struct PairingSessionProperties: Sendable, Hashable {
     public var sessionID: String
     /// While "reviewing": the members the peer's ring would add, "name (xxxx-xxxx)" each.
     public var peerMembers: [String]
+    /// While "reviewing": members of this ring the commit would remove (PeerRemovals).
+    public var peerRemovals: [PeerRemoval]
+    /// While "reviewing": members of this ring the commit would re-key (PeerGenerations).
+    public var peerGenerations: [PeerGeneration]
+
+    /// One PeerRemovals entry, `(ssssb)`: the member's name and short id ("xxxx-xxxx"), the name and
+    /// short id of the member that signed the removal ("" and "" when a cascade took it out with the
+    /// member that introduced it; "" name when no roster holds the remover's entry any more), and
+    /// whether it is this machine.
+    public struct PeerRemoval: Sendable, Hashable {
+        public var name: String
+        public var id: String
+        public var removedByName: String
+        public var removedByID: String
+        public var isThisMachine: Bool
+
+        public init(name: String, id: String, removedByName: String = "", removedByID: String = "", isThisMachine: Bool = false) {
+            self.name = name
+            self.id = id
+            self.removedByName = removedByName
+            self.removedByID = removedByID
+            self.isThisMachine = isThisMachine
+        }
+
+        public static let signature = "(ssssb)"
+        public var dbusValue: DBusValue {
+            .structure([.string(name), .string(id), .string(removedByName), .string(removedByID), .boolean(isThisMachine)])
+        }
+
+        public init?(_ value: DBusValue) {
+            guard let f = value.structValue, f.count >= 5, let name = f[0].stringValue, let id = f[1].stringValue,
+                  let byName = f[2].stringValue, let byID = f[3].stringValue, let mine = f[4].boolValue else { return nil }
+            self.init(name: name, id: id, removedByName: byName, removedByID: byID, isThisMachine: mine)
+        }
+    }
+
+    /// One PeerGenerations entry, `(ssuub)`: the member's name and short id, its secret generation
+    /// here now and after the commit, and whether it is this machine (which re-keys when the commit
+    /// removes a member).
+    public struct PeerGeneration: Sendable, Hashable {
+        public var name: String
+        public var id: String
+        public var from: UInt32
+        public var to: UInt32
+        public var isThisMachine: Bool
+
+        public init(name: String, id: String, from: UInt32, to: UInt32, isThisMachine: Bool = false) {
+            self.name = name
+            self.id = id
+            self.from = from
+            self.to = to
+            self.isThisMachine = isThisMachine
+        }
+
+        public static let signature = "(ssuub)"
+        public var dbusValue: DBusValue {
+            .structure([.string(name), .string(id), .uint32(from), .uint32(to), .boolean(isThisMachine)])
+        }
+
+        public init?(_ value: DBusValue) {
+            guard let f = value.structValue, f.count >= 5, let name = f[0].stringValue, let id = f[1].stringValue,
+                  let from = f[2].uint32Value, let to = f[3].uint32Value, let mine = f[4].boolValue else { return nil }
+            self.init(name: name, id: id, from: from, to: to, isThisMachine: mine)
+        }
+    }
 
     public init(state: String, role: String = "", code: String = "", peerName: String = "", peerID: String = "",
-                error: String = "", port: UInt16 = 0, sessionID: String = "", peerMembers: [String] = []) {
+                error: String = "", port: UInt16 = 0, sessionID: String = "", peerMembers: [String] = [],
+                peerRemovals: [PeerRemoval] = [], peerGenerations: [PeerGeneration] = []) {
         self.peerMembers = peerMembers
+        self.peerRemovals = peerRemovals
+        self.peerGenerations = peerGenerations
         self.state = state
         self.role = role
         self.code = code
@@ -185,7 +253,9 @@ public struct PairingSessionProperties: Sendable, Hashable {
                   peerName: properties["PeerName"]?.stringValue ?? "", peerID: properties["PeerId"]?.stringValue ?? "",
                   error: properties["Error"]?.stringValue ?? "", port: properties["Port"]?.uint16Value ?? 0,
                   sessionID: properties["SessionId"]?.stringValue ?? "",
-                  peerMembers: properties["PeerMembers"]?.stringArrayValue ?? [])
+                  peerMembers: properties["PeerMembers"]?.stringArrayValue ?? [],
+                  peerRemovals: (properties["PeerRemovals"]?.arrayValue ?? []).compactMap(PeerRemoval.init),
+                  peerGenerations: (properties["PeerGenerations"]?.arrayValue ?? []).compactMap(PeerGeneration.init))
     }
 
     public var knownState: State? { State(rawValue: state) }
@@ -195,6 +265,8 @@ public struct PairingSessionProperties: Sendable, Hashable {
             "State": .string(state), "Role": .string(role), "Code": .string(code),
             "PeerName": .string(peerName), "PeerId": .string(peerID), "Error": .string(error),
             "Port": .uint16(port), "SessionId": .string(sessionID), "PeerMembers": .stringArray(peerMembers),
+            "PeerRemovals": .array(elementSignature: PeerRemoval.signature, peerRemovals.map(\.dbusValue)),
+            "PeerGenerations": .array(elementSignature: PeerGeneration.signature, peerGenerations.map(\.dbusValue)),
         ]
     }
 }

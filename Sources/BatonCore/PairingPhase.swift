@@ -37,7 +37,8 @@ public enum PairingPhase: Hashable, Sendable {
     case confirming(code: String)
     /// Keys and rosters exchanged: the members the peer brings are shown, and the user's final
     /// Commit (or Cancel, or the timeout: a refusal) decides whether they are merged here.
-    case reviewing(peerMembers: [ReviewedMember])
+    /// `review` is what the commit would change here (members joining, removed, re-keyed).
+    case reviewing(PairingReview)
     case paired(peerName: String, peerID: DeviceID)
     case failed(PairingFailureReason)
 
@@ -131,10 +132,10 @@ public struct PairingProgress: Hashable, Sendable {
         return true
     }
 
-    /// The rosters are exchanged; `peerMembers` wait for the user's Commit.
+    /// The rosters are exchanged; what merging the peer's would change waits for the user's Commit.
     @discardableResult
-    public mutating func reviewing(_ peerMembers: [ReviewedMember]) -> Bool {
-        move(to: .reviewing(peerMembers: peerMembers), from: { phase in
+    public mutating func reviewing(_ review: PairingReview) -> Bool {
+        move(to: .reviewing(review), from: { phase in
             if case .confirming = phase { true } else { phase == .connected }
         })
     }
@@ -151,8 +152,14 @@ public struct PairingProgress: Hashable, Sendable {
 
     /// The members shown while reviewing (PairingSession1.PeerMembers), "name (xxxx-xxxx)" each.
     public var peerMemberLines: [String] {
-        guard case .reviewing(let members) = phase else { return [] }
-        return members.map { "\($0.name) (\($0.deviceID.shortForm))" }
+        guard case .reviewing(let review) = phase else { return [] }
+        return review.joining.map { "\($0.name) (\($0.deviceID.shortForm))" }
+    }
+
+    /// What the commit would change here while reviewing; empty otherwise.
+    public var review: PairingReview {
+        guard case .reviewing(let review) = phase else { return PairingReview() }
+        return review
     }
 
     @discardableResult

@@ -54,7 +54,7 @@ struct PairingFollower {
                 context.output.message("Type it on \(peerLabel), which asks for it now. Waiting for it...")
             case .reviewing where !reviewed:
                 reviewed = true
-                try await review(session.peerMembers)
+                try await review(session)
             case .paired:
                 let id = session.peerID
                 let short = id.count >= 8 ? String(id.prefix(4)) + "-" + String(id.dropFirst(4).prefix(4)) : id
@@ -137,16 +137,16 @@ struct PairingFollower {
             """, PairExit.rejected)
     }
 
-    /// Keys and rosters are exchanged: the members the other ring brings are shown, merged only on a yes.
-    private func review(_ members: [String]) async throws(BatonClientError) {
-        context.output.message("The other ring brings \(members.count) member(s):")
-        for member in members { context.output.message("  \(member)") }
+    /// Keys and rosters are exchanged: what the merge would change here (members joining, members the
+    /// other ring's marks remove, members re-keyed) is shown, merged only on a yes.
+    private func review(_ session: PairingSessionProperties) async throws(BatonClientError) {
+        for line in PairingReviewText.lines(session) { context.output.message(line) }
         var accepted = commitWithoutAsking
         if commitWithoutAsking {
             context.output.message("Committed automatically (--test-auto-confirm, for tests only).")
         } else {
             let line: String
-            switch await ask("Add them to this ring? [y/N] ") {
+            switch await ask(PairingReviewText.question(session)) {
             case .line(let text): line = text
             case .sessionEnded: return
             case .endOfInput:

@@ -210,6 +210,44 @@ func json(_ line: String?) -> [String: Any] {
         #expect(try await runTool(tool, common + ["--bus-name", b.busName, "remove", "alpha"]).0 == 4)
     }
 
+    /// Issue 23 finding 8a: alpha removed gamma; beta, which gamma paired, pairs with alpha. Before
+    /// asking to commit, bt-pair on beta says that joining removes gamma (and by whom) and re-keys
+    /// this machine; beta's person says no and gamma stays.
+    @Test func theReviewSaysWhichMembersJoiningWouldRemove() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let a = try await RingNode.start(bus, name: "alpha"), b = try await RingNode.start(bus, name: "beta")
+        let g = try await RingNode.start(bus, name: "gamma")
+        let first = try await pairWithoutBus(a.pairing, g.pairing)
+        #expect(await eventually(timeout: .seconds(30)) { await g.pairing.session(first.pathB)?.phase.stateName == "paired" })
+        let idA = await a.service.deviceID, idG = await g.service.deviceID
+        try await a.service.remove(idG.description)
+        let second = try await pairWithoutBus(g.pairing, b.pairing)
+        #expect(await eventually(timeout: .seconds(30)) { await b.pairing.session(second.pathB)?.phase.stateName == "paired" })
+        #expect(await b.service.snapshot().roster.members[idG] != nil)
+
+        let common = ["--bus", bus.address, "--json"]
+        let accept = try RunningTool(tool, common + ["--bus-name", a.busName, "accept", "--host", "127.0.0.1", "--test-auto-confirm"])
+        let offer = json(await accept.nextLine())
+        let port = try #require(offer["Port"] as? Int), session = try #require(offer["SessionId"] as? String)
+        let with = try RunningTool(tool, ["--bus", bus.address, "--bus-name", b.busName, "with", "127.0.0.1:\(port)", "--session", session])
+        with.send((try #require(await accept.shownCode())) + "\n")
+        accept.send((try #require(await with.secondCode(), "with: \(with.stderr)")) + "\n")
+        var prompt = ""
+        for _ in 0..<600 where !prompt.contains("[y/N]") {
+            try? await Task.sleep(for: .milliseconds(50))
+            prompt = with.stderr
+        }
+        #expect(prompt.contains("Joining will also remove from this ring: gamma (\(idG.shortForm)), removed by alpha (\(idA.shortForm))."), "\(prompt)")
+        #expect(prompt.contains("Joining will also re-key: this machine (generation "), "\(prompt)")
+        #expect(prompt.contains("Add them and remove those listed from this ring? [y/N]"), "\(prompt)")
+        with.send("n\n")
+        #expect(await with.status(killedAfter: .seconds(60)) != 0)
+        #expect(await b.service.snapshot().roster.members[idG] != nil, "nothing merged on a no")
+        accept.process.terminate()
+        _ = await accept.status(killedAfter: .seconds(10))
+    }
+
     /// The initiator's user types something else than the acceptor's code: both fail, nothing joins.
     @Test func aWrongTypedCodeFailsBothSides() async throws {
         let bus = try TestBus()

@@ -187,6 +187,8 @@ struct BusAttackTests {
             ("Get PeerName", session, properties, "Get", "ss", [sessionInterface, "PeerName"]),
             ("Get PeerId", session, properties, "Get", "ss", [sessionInterface, "PeerId"]),
             ("Get PeerMembers", session, properties, "Get", "ss", [sessionInterface, "PeerMembers"]),
+            ("Get PeerRemovals", session, properties, "Get", "ss", [sessionInterface, "PeerRemovals"]),
+            ("Get PeerGenerations", session, properties, "Get", "ss", [sessionInterface, "PeerGenerations"]),
             ("GetAll", session, properties, "GetAll", "s", [sessionInterface]),
             ("Set State", session, properties, "Set", "ssv", [sessionInterface, "State", "paired"]),
             ("Suggestion1.Dismiss", "/org/baton/suggestion/1", "org.baton.Suggestion1", "Dismiss", "", []),
@@ -198,7 +200,8 @@ struct BusAttackTests {
             #expect(answer.hasPrefix(Self.notPermitted + "|") && answer.contains("polkit is not running")
                     && answer.contains("sudo adduser $USER baton"), "\(row) on \(daemon): \(answer)")
         }
-        for row in ["Confirm", "ConfirmCode", "Commit", "Cancel", "Get Code", "Get PeerName", "Get PeerId", "Get PeerMembers", "GetAll"] {
+        for row in ["Confirm", "ConfirmCode", "Commit", "Cancel", "Get Code", "Get PeerName", "Get PeerId", "Get PeerMembers", "Get PeerRemovals",
+                    "Get PeerGenerations", "GetAll"] {
             let answer = try #require(results[row], "\(row) not run on \(daemon)")
             #expect(answer.hasPrefix(Self.notPermitted + "|"), "\(row) of another user's session on \(daemon): \(answer)")
         }
@@ -210,7 +213,7 @@ struct BusAttackTests {
         // ObjectManager shows nobody the session without its private properties.
         let managed = try #require(results["GetManagedObjects"])
         #expect(managed.hasPrefix("ok|") && managed.contains(session), "\(managed)")
-        for secret in ["\"Code\"", "\"PeerName\"", "\"PeerId\"", "\"PeerMembers\""] {
+        for secret in ["\"Code\"", "\"PeerName\"", "\"PeerId\"", "\"PeerMembers\"", "\"PeerRemovals\"", "\"PeerGenerations\""] {
             #expect(!managed.contains(secret), "GetManagedObjects shows nobody \(secret) on \(daemon): \(managed)")
         }
 

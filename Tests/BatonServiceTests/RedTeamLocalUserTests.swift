@@ -14,7 +14,7 @@ import dbus
 
 address, name, path = sys.argv[1], sys.argv[2], sys.argv[3]
 bus = dbus.bus.BusConnection(address)
-for prop in ["State", "Code", "PeerName", "PeerId", "PeerMembers"]:
+for prop in ["State", "Code", "PeerName", "PeerId", "PeerMembers", "PeerRemovals", "PeerGenerations"]:
     try:
         value = bus.call_blocking(name, path, "org.freedesktop.DBus.Properties", "Get", "ss",
                                   ["org.baton.PairingSession1", prop])
@@ -47,7 +47,7 @@ struct RedTeamLocalUserTests {
         let seen = try await runAsNobody(script: foreignSessionReaderScript, in: bus.directory,
                                          arguments: [bus.address, a.busName, started.pathA])
         #expect(seen["State"] != nil, "the reader ran")
-        for name in ["Code", "PeerName", "PeerId", "PeerMembers"] {
+        for name in ["Code", "PeerName", "PeerId", "PeerMembers", "PeerRemovals", "PeerGenerations"] {
             #expect(seen[name] == ErrorName.notPermitted, "\(name) read by nobody: \(seen[name] ?? "missing")")
         }
         // The owner (root here) still reads the real thing.

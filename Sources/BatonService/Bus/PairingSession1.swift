@@ -9,7 +9,14 @@ extension PairingSessionProperties {
         let text = progress.textProperties
         self.init(state: progress.phase.stateName, role: progress.role.name, code: progress.visibleCode,
                   peerName: text["PeerName"] ?? "", peerID: text["PeerId"] ?? "", error: text["Error"] ?? "",
-                  port: progress.port, sessionID: progress.sessionID.hexString, peerMembers: progress.peerMemberLines)
+                  port: progress.port, sessionID: progress.sessionID.hexString, peerMembers: progress.peerMemberLines,
+                  peerRemovals: progress.review.removals.map {
+                      PeerRemoval(name: $0.name, id: $0.deviceID.shortForm, removedByName: $0.removedByName,
+                                  removedByID: $0.removedBy?.shortForm ?? "", isThisMachine: $0.isThisDevice)
+                  },
+                  peerGenerations: progress.review.generations.map {
+                      PeerGeneration(name: $0.name, id: $0.deviceID.shortForm, from: $0.from, to: $0.to, isThisMachine: $0.isThisDevice)
+                  })
     }
 }
 
@@ -20,7 +27,7 @@ extension PairingSessionProperties {
 extension RingBus {
     /// Properties read only by the session's owner or root (Get, GetAll, GetManagedObjects);
     /// their changes are signalled to the connection that started the session only.
-    static let privateSessionProperties: Set<String> = ["Code", "PeerName", "PeerId", "PeerMembers"]
+    static let privateSessionProperties: Set<String> = ["Code", "PeerName", "PeerId", "PeerMembers", "PeerRemovals", "PeerGenerations"]
 
     static func properties(_ progress: PairingProgress) -> [String: DBusValue] {
         PairingSessionProperties(progress).dbusProperties
@@ -107,7 +114,8 @@ extension RingBus {
         ], properties: [
             property("State", "s"), property("Role", "s"), property("Code", "s"), property("PeerName", "s"),
             property("PeerId", "s"), property("Error", "s"), property("Port", "q"), property("SessionId", "s"),
-            property("PeerMembers", "as"),
+            property("PeerMembers", "as"), property("PeerRemovals", "a" + PairingSessionProperties.PeerRemoval.signature),
+            property("PeerGenerations", "a" + PairingSessionProperties.PeerGeneration.signature),
         ])
     }
 }

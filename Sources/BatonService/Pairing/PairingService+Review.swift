@@ -34,14 +34,13 @@ extension PairingService {
         answerReview(path, accepted ? .commit : .refused)
     }
 
-    /// The peer's roster arrived: its members are shown (those new to this ring) and merged only
-    /// after the user's Commit; Cancel, a second initiator or the review timeout refuse them.
+    /// The peer's roster arrived: what merging it would change here is shown (members joining, members
+    /// of this ring its marks remove, members it re-keys: a dry run of the same merge, nothing stored)
+    /// and merged only after the user's Commit; Cancel, a second initiator or the review timeout refuse it.
     func review(_ path: String, _ pairing: PairingResult, channel: any FrameChannel) async {
-        let ours = await ring.snapshot().roster
-        let incoming = pairing.peerRoster.members.values.filter { ours.members[$0.deviceID] == nil }
-            .sorted { ($0.name, $0.deviceID) < ($1.name, $1.deviceID) }
-            .map { ReviewedMember(name: $0.name, deviceID: $0.deviceID) }
-        guard update(path, { $0.reviewing(incoming) }) else { return }
+        let here = await ring.snapshot()
+        let review = PairingReview(ours: here.roster, peerRoster: pairing.peerRoster, peer: pairing.peer, me: here.deviceID)
+        guard update(path, { $0.reviewing(review) }) else { return }
         let timeout = limits.reviewTimeout
         let timer = Task { [weak self] in
             try? await Task.sleep(for: timeout)
