@@ -23,6 +23,8 @@ public enum OutputDocument {
         members += [("Version", .string(status.version)), ("BusName", .string(status.busName)), ("Errors", .array(errors))]
         if let agent = status.sessionAgent { members.append(("SessionAgent", .boolean(agent))) }
         if let secrets = status.secretsAtRest { members.append(("SecretsAtRest", .string(secrets))) }
+        if let refused = status.ringChangeRefused { members.append(("RingChangeRefused", .string(refused))) }
+        if let time = status.ringChangeRefusedTime { members.append(("RingChangeRefusedTime", .integer(time))) }
         return .object(members)
     }
 

@@ -62,7 +62,8 @@ struct OutputContractTests {
         let status = try DaemonStatus(
             status: ManagerStatus(state: "degraded", adapter: "hci0", radio: "unavailable", radioDetail: "bluetoothd is not running",
                                   lePrivacy: "off", lePrivacyDetail: "LE privacy is off: …",
-                                  errors: [.init(time: 1, category: "radio-unavailable", count: 2)], sessionAgent: false, secretsAtRest: "sealed-host"),
+                                  errors: [.init(time: 1, category: "radio-unavailable", count: 2)], sessionAgent: false, secretsAtRest: "sealed-host",
+                                  ringChangeRefused: "the removal of x was refused: …", ringChangeRefusedTime: 3),
             managerProperties: ["Version": .string("0.1.0"), "BusName": .string("org.baton")])
         let activity = try ActivityInfo(path: "/org/baton/activity/u0_1", properties: [
             "Type": .string("org.example.A.b"), "Status": .string("failed"), "Title": .string("t"),
@@ -168,8 +169,10 @@ struct TruthfulStatusTests {
             #expect(status["State"] == .string("degraded"))
             #expect(status["Radio"] == .string("unavailable"))
             // With an error record and the radio's reason, every documented key is there but LE
-            // privacy's, which status says only while the radio is ready.
-            #expect(jsonKeys(status) == (try Self.documented("baton --json status")).subtracting(["LEPrivacy", "LEPrivacyDetail"]), "\(status)")
+            // privacy's, which status says only while the radio is ready, and the refused ring
+            // change's, said only after one.
+            #expect(jsonKeys(status) == (try Self.documented("baton --json status"))
+                        .subtracting(["LEPrivacy", "LEPrivacyDetail", "RingChangeRefused", "RingChangeRefusedTime"]), "\(status)")
             guard case .array(let errors) = status["Errors"] else { throw FixtureError.timedOut("no Errors array") }
             #expect(errors.contains { $0["Category"] == .string("radio-unavailable") })
         }
