@@ -89,6 +89,7 @@ public enum OutputDocument {
         if let lastRSSI = member.lastRSSI { members.append(("LastRSSI", .integer(Int64(lastRSSI)))) }
         if let endpoints = member.endpoints { members.append(("Endpoints", .array(endpoints.map { .string($0) }))) }
         if let introducedBy = member.introducedBy { members.append(("IntroducedBy", .string(introducedBy))) }
+        if let removed = member.introducerRemoved { members.append(("IntroducerRemoved", .boolean(removed))) }
         return .object(members)
     }
 

@@ -76,7 +76,8 @@ struct OutputContractTests {
         let suggestion = SuggestionInfo(path: "/org/baton/suggestion/1", SuggestionProperties(
             device: "abcd-ef01", deviceName: "laptop", activityType: "org.example.A.b", revision: 3, hasWebpageURL: true, near: true))
         let member = RingMember(name: "laptop", deviceID: "00", shortID: "0000-0000", isSelf: false, pairedSince: 1, lastSeen: 2,
-                                lastRSSI: -50, endpoints: ["10.0.0.1:4433"], introducedBy: "1111-2222")
+                                lastRSSI: -50, endpoints: ["10.0.0.1:4433"], introducedBy: "1111-2222",
+                                introducerRemoved: true)
         let endpoint = PairingEndpoint(name: "laptop", sessionID: "0011223344556677", address: "10.0.0.1", port: 4433, host: "laptop.local",
                                        transport: "ble", psm: 129, addressType: "public")
         return [

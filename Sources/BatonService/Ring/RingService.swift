@@ -312,8 +312,10 @@ public actor RingService {
         keeper.state.roster.members.values.sorted { $0.name < $1.name }.map { member in
             let isSelf = member.deviceID == keeper.deviceID
             let introducer = member.introduction?.introducer
+            let shown = isSelf || introducer == keeper.deviceID ? nil : introducer
             return MemberSummary(name: member.name, deviceID: member.deviceID, isSelf: isSelf, peer: peers[member.deviceID],
-                                 introducedBy: isSelf || introducer == keeper.deviceID ? nil : introducer)
+                                 introducedBy: shown,
+                                 introducerRemoved: shown.map { keeper.state.roster.members[$0] == nil } ?? false)
         }
     }
 
