@@ -95,4 +95,26 @@ struct UnsavedRingChangeTests {
         await a.stop()
         await b.stop()
     }
+
+    /// A member's RingSync whose merge cannot be saved was already refused whole (answered
+    /// `internal`, "ring not saved"); it now also shows in GetStatus.
+    @Test func aRingSyncThatCannotBeSavedShowsInStatus() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let a = try await TransferNode.start(bus, name: "alpha"), b = try await TransferNode.start(bus, name: "beta")
+        let client = try DBusConnection(bus: .address(bus.address))
+        try await pair(a, b, client: client)
+        let idB = await b.deviceID
+        // Beta re-keys: its roster, as its RingSync would carry it, is newer than alpha's.
+        await b.ring.rekey(reason: "test")
+        let newer = await b.ring.snapshot().roster
+        let rosterBefore = await a.ring.snapshot().roster
+        try Self.damageRing(a)
+        await #expect(throws: WireError.malformed(RingService.unsavedRing)) { _ = try await a.ring.receivedRoster(newer, from: idB) }
+        #expect(await a.ring.snapshot().roster == rosterBefore)
+        let sentence = try #require(try await Self.status(a, client: client).ringChangeRefused)
+        #expect(sentence.contains("RingSync from \(idB.shortForm)") && sentence.contains("nothing changed"), "\(sentence)")
+        await a.stop()
+        await b.stop()
+    }
 }
