@@ -28,12 +28,19 @@ struct IntroducerRemovedTests {
         let before = try await gammaAtAlpha()
         #expect(before.introducedBy == idB.shortForm)
         #expect(before.introducerRemoved == false)
+        let list = ["--bus", bus.address, "--bus-name", a.busName, "list"]
+        let (statusBefore, tableBefore, _) = try await runTool(productPath("bt-pair"), list)
+        #expect(statusBefore == 0 && tableBefore.contains("introduced by beta (\(idB.shortForm))"), "\(tableBefore)")
         // Beta alone is removed; gamma stays, still introduced by beta, now marked removed.
         _ = try await a.ringNode.call(client, BatonInterface.pairing, "Remove", [.string(idB.shortForm)])
         #expect(await !a.ring.snapshot().isMember(idB))
         let after = try await gammaAtAlpha()
         #expect(after.introducedBy == idB.shortForm)
         #expect(after.introducerRemoved == true)
+        let (statusAfter, tableAfter, _) = try await runTool(productPath("bt-pair"), list)
+        #expect(statusAfter == 0 && tableAfter.contains("introduced by \(idB.shortForm) (removed)"), "\(tableAfter)")
+        let (_, jsonAfter, _) = try await runTool(productPath("bt-pair"), ["--bus", bus.address, "--bus-name", a.busName, "--json", "list"])
+        #expect(jsonAfter.contains("\"IntroducerRemoved\":true"), "\(jsonAfter)")
         let summary = try #require(await a.ring.memberSummaries().first { $0.deviceID == idC })
         #expect(summary.introducedBy == idB && summary.introducerRemoved)
         // Members paired here carry neither.
