@@ -37,9 +37,18 @@ public struct ManagerStatus: Sendable, Hashable {
     /// How the daemon keeps its keys on disk: "plain" (0600 files) or "sealed-host",
     /// "sealed-host+tpm2", "sealed-tpm2" (systemd-creds); nil from a daemon that does not say.
     public var secretsAtRest: String?
+    /// The last ring change (a pairing join, a removal, a RingSync) refused because the ring record
+    /// could not be saved: what, why and the fix; nil when none was in this run of the daemon, or
+    /// from a daemon that does not say.
+    public var ringChangeRefused: String?
+    /// When it was refused (Unix seconds); set with `ringChangeRefused`.
+    public var ringChangeRefusedTime: Int64?
 
     public init(state: String, adapter: String, radio: String, radioDetail: String? = nil, lePrivacy: String? = nil,
-                lePrivacyDetail: String? = nil, errors: [ErrorRecord] = [], sessionAgent: Bool? = nil, secretsAtRest: String? = nil) {
+                lePrivacyDetail: String? = nil, errors: [ErrorRecord] = [], sessionAgent: Bool? = nil, secretsAtRest: String? = nil,
+                ringChangeRefused: String? = nil, ringChangeRefusedTime: Int64? = nil) {
+        self.ringChangeRefused = ringChangeRefused
+        self.ringChangeRefusedTime = ringChangeRefusedTime
         self.lePrivacy = lePrivacy
         self.lePrivacyDetail = lePrivacyDetail
         self.sessionAgent = sessionAgent
@@ -93,8 +102,18 @@ public struct ManagerStatus: Sendable, Hashable {
             guard let text = value.stringValue else { throw .unexpectedReply("GetStatus SecretsAtRest is not a string") }
             secrets = text
         }
+        var refused: String?
+        if let value = status["RingChangeRefused"] {
+            guard let text = value.stringValue else { throw .unexpectedReply("GetStatus RingChangeRefused is not a string") }
+            refused = text
+        }
+        var refusedTime: Int64?
+        if let value = status["RingChangeRefusedTime"] {
+            guard let time = value.int64Value else { throw .unexpectedReply("GetStatus RingChangeRefusedTime is not an int64") }
+            refusedTime = time
+        }
         self.init(state: state, adapter: adapter, radio: radio, radioDetail: detail, lePrivacy: privacy, lePrivacyDetail: privacyDetail,
-                  errors: errors, sessionAgent: agent, secretsAtRest: secrets)
+                  errors: errors, sessionAgent: agent, secretsAtRest: secrets, ringChangeRefused: refused, ringChangeRefusedTime: refusedTime)
     }
 
     public var dbusValue: DBusValue {
@@ -112,6 +131,8 @@ public struct ManagerStatus: Sendable, Hashable {
         if let lePrivacyDetail { status["LEPrivacyDetail"] = .string(lePrivacyDetail) }
         if let sessionAgent { status["SessionAgent"] = .boolean(sessionAgent) }
         if let secretsAtRest { status["SecretsAtRest"] = .string(secretsAtRest) }
+        if let ringChangeRefused { status["RingChangeRefused"] = .string(ringChangeRefused) }
+        if let ringChangeRefusedTime { status["RingChangeRefusedTime"] = .int64(ringChangeRefusedTime) }
         return .propertyDictionary(status)
     }
 }

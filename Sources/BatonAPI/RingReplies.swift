@@ -18,10 +18,15 @@ public struct RingMember: Sendable, Hashable {
     /// The short id of the member that paired this one, when this machine learned it from another
     /// member's roster (not by pairing with it itself); nil otherwise.
     public var introducedBy: String?
+    /// With `introducedBy`: whether that member has since left the ring (removed, or taken out by a
+    /// cascade); the attribution stays. Nil without `introducedBy`, or from a daemon that does not say.
+    public var introducerRemoved: Bool?
 
     public init(name: String, deviceID: String, shortID: String, isSelf: Bool, pairedSince: Int64? = nil,
-                lastSeen: Int64? = nil, lastRSSI: Int16? = nil, endpoints: [String]? = nil, introducedBy: String? = nil) {
+                lastSeen: Int64? = nil, lastRSSI: Int16? = nil, endpoints: [String]? = nil, introducedBy: String? = nil,
+                introducerRemoved: Bool? = nil) {
         self.introducedBy = introducedBy
+        self.introducerRemoved = introducerRemoved
         self.name = name
         self.deviceID = deviceID
         self.shortID = shortID
@@ -39,7 +44,8 @@ public struct RingMember: Sendable, Hashable {
         }
         self.init(name: name, deviceID: deviceID, shortID: shortID, isSelf: isSelf, pairedSince: entry["PairedSince"]?.int64Value,
                   lastSeen: entry["LastSeen"]?.int64Value, lastRSSI: entry["LastRSSI"]?.int16Value,
-                  endpoints: entry["Endpoints"]?.stringArrayValue, introducedBy: entry["IntroducedBy"]?.stringValue)
+                  endpoints: entry["Endpoints"]?.stringArrayValue, introducedBy: entry["IntroducedBy"]?.stringValue,
+                  introducerRemoved: entry["IntroducerRemoved"]?.boolValue)
     }
 
     public var dbusValue: DBusValue {
@@ -51,6 +57,7 @@ public struct RingMember: Sendable, Hashable {
         if let lastRSSI { entry["LastRSSI"] = .int16(lastRSSI) }
         if let endpoints { entry["Endpoints"] = .stringArray(endpoints) }
         if let introducedBy { entry["IntroducedBy"] = .string(introducedBy) }
+        if let introducerRemoved { entry["IntroducerRemoved"] = .boolean(introducerRemoved) }
         return .propertyDictionary(entry)
     }
 

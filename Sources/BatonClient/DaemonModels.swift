@@ -32,6 +32,10 @@ public struct DaemonStatus: Sendable, Hashable {
     public var sessionAgent: Bool?
     /// "plain" or "sealed-host", "sealed-host+tpm2", "sealed-tpm2"; nil from a daemon that does not say.
     public var secretsAtRest: String?
+    /// The last ring change refused because the ring record could not be saved (what, why, the
+    /// fix) and when (Unix seconds); nil when none, or from a daemon that does not say.
+    public var ringChangeRefused: String?
+    public var ringChangeRefusedTime: Int64?
 
     init(status: ManagerStatus, managerProperties: [String: DBusValue]) throws(BatonClientError) {
         guard let version = managerProperties["Version"]?.stringValue, let busName = managerProperties["BusName"]?.stringValue else {
@@ -46,6 +50,8 @@ public struct DaemonStatus: Sendable, Hashable {
         errors = status.errors
         sessionAgent = status.sessionAgent
         secretsAtRest = status.secretsAtRest
+        ringChangeRefused = status.ringChangeRefused
+        ringChangeRefusedTime = status.ringChangeRefusedTime
         self.version = version
         self.busName = busName
     }

@@ -23,6 +23,8 @@ public enum OutputDocument {
         members += [("Version", .string(status.version)), ("BusName", .string(status.busName)), ("Errors", .array(errors))]
         if let agent = status.sessionAgent { members.append(("SessionAgent", .boolean(agent))) }
         if let secrets = status.secretsAtRest { members.append(("SecretsAtRest", .string(secrets))) }
+        if let refused = status.ringChangeRefused { members.append(("RingChangeRefused", .string(refused))) }
+        if let time = status.ringChangeRefusedTime { members.append(("RingChangeRefusedTime", .integer(time))) }
         return .object(members)
     }
 
@@ -87,6 +89,7 @@ public enum OutputDocument {
         if let lastRSSI = member.lastRSSI { members.append(("LastRSSI", .integer(Int64(lastRSSI)))) }
         if let endpoints = member.endpoints { members.append(("Endpoints", .array(endpoints.map { .string($0) }))) }
         if let introducedBy = member.introducedBy { members.append(("IntroducedBy", .string(introducedBy))) }
+        if let removed = member.introducerRemoved { members.append(("IntroducerRemoved", .boolean(removed))) }
         return .object(members)
     }
 

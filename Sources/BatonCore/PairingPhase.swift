@@ -15,6 +15,9 @@ public enum PairingFailureReason: String, Hashable, Sendable, CaseIterable {
     case peerRemoved = "peer-removed"
     /// A second initiator reached the acceptor during the session: treated as an attack, nothing joined.
     case contested
+    /// Both sides agreed, but this machine could not save the ring record with the new member (a
+    /// full disk, a state directory batond cannot write): nothing joined here (§7.3).
+    case notSaved = "not-saved"
 
     /// The reason a `PairingSession` failure gives.
     public init(_ error: WireError) {
@@ -23,6 +26,7 @@ public enum PairingFailureReason: String, Hashable, Sendable, CaseIterable {
         case .timedOut: self = .timedOut
         case .commitMismatch, .authenticationFailed, .badSignature, .weakKey, .replayedSequence: self = .verificationFailed
         case .peerRemoved: self = .peerRemoved
+        case .malformed("ring not saved"): self = .notSaved
         default: self = .protocolError
         }
     }

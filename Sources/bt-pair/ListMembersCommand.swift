@@ -35,9 +35,19 @@ struct ListMembersCommand: Subcommand {
             let seen = member.isSelf ? "" : Self.formatTime(member.lastSeen)
             context.output.line(member.name.padded(to: 20) + " " + member.shortID + "  "
                 + since.padded(to: 17) + " " + seen.padded(to: 17)
-                + " " + rssi + (member.introducedBy.map { "  learned from \($0)" } ?? ""))
+                + " " + rssi + (Self.introduction(of: member, in: members).map { "  " + $0 } ?? ""))
         }
         return PairExit.ok
+    }
+
+    /// "introduced by NAME (xxxx-xxxx)" for a member this machine learned from another member's
+    /// roster; "introduced by xxxx-xxxx (removed)" once that member has left the ring (its name
+    /// left with it; the attribution stays). Nil for members paired here and for this machine.
+    static func introduction(of member: RingMember, in members: [RingMember]) -> String? {
+        guard let introducer = member.introducedBy else { return nil }
+        if member.introducerRemoved == true { return "introduced by \(introducer) (removed)" }
+        guard let name = members.first(where: { $0.shortID == introducer })?.name else { return "introduced by \(introducer)" }
+        return "introduced by \(name) (\(introducer))"
     }
 
     static func formatTime(_ seconds: Int64?) -> String {

@@ -82,6 +82,12 @@ struct PairingFollower {
                         code (an attack, or two machines running bt-pair with); nothing was stored. Start again, with only \
                         the one machine pairing
                         """, PairExit.failure)
+                case "not-saved":
+                    context.fail("""
+                        not-saved: this machine could not save the ring with the new member (a full disk, or a state \
+                        directory batond cannot write); nothing joined here; the other machine may list this one: \
+                        remove it there. Free space or fix the state directory (baton status says why), then pair again
+                        """, PairExit.failure)
                 default: context.fail("pairing failed (\(session.error)); nothing was stored", PairExit.failure)
                 }
             default:

@@ -56,6 +56,19 @@ struct TypedReplyTests {
         }
     }
 
+    @Test func managerStatusCarriesTheLastRefusedRingChange() throws {
+        let status = ManagerStatus(state: "running", adapter: "hci0", radio: "both", ringChangeRefused: "the removal of x was refused",
+                                   ringChangeRefusedTime: 1_700_000_000)
+        #expect(status.dbusValue.asDictionary?["RingChangeRefused"] == .string("the removal of x was refused"))
+        #expect(status.dbusValue.asDictionary?["RingChangeRefusedTime"] == .int64(1_700_000_000))
+        #expect(try ManagerStatus(status.dbusValue) == status)
+        #expect(ManagerStatus(state: "running", adapter: "hci0", radio: "both").dbusValue.asDictionary?["RingChangeRefused"] == nil)
+        #expect(throws: BatonAPIError.self) {
+            _ = try ManagerStatus(.propertyDictionary(["State": .string("running"), "Adapter": .string("hci0"),
+                                                       "Radio": .string("both"), "RingChangeRefused": .boolean(true)]))
+        }
+    }
+
     @Test func managerStatusSaysHowTheKeysAreKeptAtRest() throws {
         let status = ManagerStatus(state: "running", adapter: "hci0", radio: "both", secretsAtRest: "sealed-host+tpm2")
         #expect(status.dbusValue.asDictionary?["SecretsAtRest"] == .string("sealed-host+tpm2"))

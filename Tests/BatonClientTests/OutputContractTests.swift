@@ -62,7 +62,8 @@ struct OutputContractTests {
         let status = try DaemonStatus(
             status: ManagerStatus(state: "degraded", adapter: "hci0", radio: "unavailable", radioDetail: "bluetoothd is not running",
                                   lePrivacy: "off", lePrivacyDetail: "LE privacy is off: …",
-                                  errors: [.init(time: 1, category: "radio-unavailable", count: 2)], sessionAgent: false, secretsAtRest: "sealed-host"),
+                                  errors: [.init(time: 1, category: "radio-unavailable", count: 2)], sessionAgent: false, secretsAtRest: "sealed-host",
+                                  ringChangeRefused: "the removal of x was refused: …", ringChangeRefusedTime: 3),
             managerProperties: ["Version": .string("0.1.0"), "BusName": .string("org.baton")])
         let activity = try ActivityInfo(path: "/org/baton/activity/u0_1", properties: [
             "Type": .string("org.example.A.b"), "Status": .string("failed"), "Title": .string("t"),
@@ -75,7 +76,8 @@ struct OutputContractTests {
         let suggestion = SuggestionInfo(path: "/org/baton/suggestion/1", SuggestionProperties(
             device: "abcd-ef01", deviceName: "laptop", activityType: "org.example.A.b", revision: 3, hasWebpageURL: true, near: true))
         let member = RingMember(name: "laptop", deviceID: "00", shortID: "0000-0000", isSelf: false, pairedSince: 1, lastSeen: 2,
-                                lastRSSI: -50, endpoints: ["10.0.0.1:4433"], introducedBy: "1111-2222")
+                                lastRSSI: -50, endpoints: ["10.0.0.1:4433"], introducedBy: "1111-2222",
+                                introducerRemoved: true)
         let endpoint = PairingEndpoint(name: "laptop", sessionID: "0011223344556677", address: "10.0.0.1", port: 4433, host: "laptop.local",
                                        transport: "ble", psm: 129, addressType: "public")
         return [
@@ -168,8 +170,10 @@ struct TruthfulStatusTests {
             #expect(status["State"] == .string("degraded"))
             #expect(status["Radio"] == .string("unavailable"))
             // With an error record and the radio's reason, every documented key is there but LE
-            // privacy's, which status says only while the radio is ready.
-            #expect(jsonKeys(status) == (try Self.documented("baton --json status")).subtracting(["LEPrivacy", "LEPrivacyDetail"]), "\(status)")
+            // privacy's, which status says only while the radio is ready, and the refused ring
+            // change's, said only after one.
+            #expect(jsonKeys(status) == (try Self.documented("baton --json status"))
+                        .subtracting(["LEPrivacy", "LEPrivacyDetail", "RingChangeRefused", "RingChangeRefusedTime"]), "\(status)")
             guard case .array(let errors) = status["Errors"] else { throw FixtureError.timedOut("no Errors array") }
             #expect(errors.contains { $0["Category"] == .string("radio-unavailable") })
         }

@@ -106,8 +106,9 @@ struct PairingPhaseTests {
     @Test("Failure reasons keep their D-Bus names and map pairing errors")
     func reasons() {
         #expect(PairingFailureReason.allCases.map(\.rawValue) == ["rejected", "timed-out", "verification-failed", "transport", "protocol",
-                                                                 "peer-removed", "contested"])
+                                                                 "peer-removed", "contested", "not-saved"])
         #expect(PairingFailureReason(.peerRemoved) == .peerRemoved)
+        #expect(PairingFailureReason(.malformed("ring not saved")) == .notSaved)
         #expect(PairingFailureReason(.rejected) == .rejected)
         #expect(PairingFailureReason(.timedOut) == .timedOut)
         for error in [WireError.commitMismatch, .authenticationFailed, .badSignature, .weakKey, .replayedSequence] {

@@ -182,10 +182,10 @@ func json(_ line: String?) -> [String: Any] {
         let members = (try JSONSerialization.jsonObject(with: Data(listOut.utf8)) as? [[String: Any]]) ?? []
         #expect(Set(members.compactMap { $0["Name"] as? String }) == ["alpha", "beta"])
         // docs/dbus-api.md: the peer's entry has every key; this machine's lacks the peer fields.
-        let listKeys: Set<String> = ["Name", "DeviceId", "ShortId", "Self", "PairedSince", "LastSeen", "LastRSSI", "Endpoints", "IntroducedBy"]
+        let listKeys: Set<String> = ["Name", "DeviceId", "ShortId", "Self", "PairedSince", "LastSeen", "LastRSSI", "Endpoints", "IntroducedBy", "IntroducerRemoved"]
         for member in members {
             let peerOnly: Set<String> = member["Self"] as? Bool == true ? ["PairedSince", "LastSeen", "LastRSSI", "Endpoints"] : []
-            #expect(Set(member.keys).isSubset(of: listKeys) && listKeys.subtracting(peerOnly).subtracting(["LastSeen", "LastRSSI", "IntroducedBy"]).isSubset(of: Set(member.keys)),
+            #expect(Set(member.keys).isSubset(of: listKeys) && listKeys.subtracting(peerOnly).subtracting(["LastSeen", "LastRSSI", "IntroducedBy", "IntroducerRemoved"]).isSubset(of: Set(member.keys)),
                     "\(member.keys)")
         }
         let (tableStatus, table, _) = try await runTool(tool, ["--bus", bus.address, "--bus-name", b.busName])

@@ -94,6 +94,8 @@ public actor ActivityService {
     var state: DaemonState = .starting
     /// The radio as last asked (`refreshRadio`): the status file is written synchronously.
     var radio: RadioSummary = .off
+    /// Asks the ring for its last refused change (GetStatus "RingChangeRefused"); nil: no ring.
+    var ringRefusal: (@Sendable () async -> RefusedRingChange?)?
     var uidBySender: [String: UInt32] = [:]
     /// Unique names seen leaving the bus, so a call racing its caller's disconnect leaves nothing behind.
     var recentlyVanished: Set<String> = []
@@ -161,6 +163,9 @@ public actor ActivityService {
 
     /// Asks the radio what it can do and derives the lifecycle state from it: a radio that was
     /// asked for (no --no-radio) but cannot work makes the daemon degraded, not running.
+    /// GetStatus reports the ring's last refused change (batond: DaemonParts.start).
+    public func useRingRefusals(_ read: @escaping @Sendable () async -> RefusedRingChange?) { ringRefusal = read }
+
     func refreshRadio() async {
         if !configuration.radioEnabled {
             radio = .off

@@ -44,6 +44,10 @@ extension ActivityService {
                 guard let self else { throw DBusError.failed("stopping") }
                 await self.refreshRadio()
                 var status = await self.managerStatus()
+                if let refusal = await self.ringRefusal?() {
+                    status.ringChangeRefused = refusal.sentence
+                    status.ringChangeRefusedTime = refusal.time
+                }
                 // Per caller: whether an app continued for this user can be started.
                 if let uid = try? await self.callerUID(call.sender) { status.sessionAgent = await self.hasAgent(uid: uid) }
                 return [status.dbusValue]

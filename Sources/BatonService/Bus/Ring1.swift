@@ -45,6 +45,7 @@ extension RingBus {
         return RingMember(name: member.name, deviceID: id.description, shortID: id.shortForm, isSelf: member.isSelf,
                           pairedSince: member.peer?.pairedSince, lastSeen: member.peer?.lastSeen,
                           lastRSSI: member.peer?.lastRSSI.map { Int16(clamping: $0) }, endpoints: member.peer?.endpoints,
-                          introducedBy: member.introducedBy?.shortForm)
+                          introducedBy: member.introducedBy?.shortForm,
+                          introducerRemoved: member.introducedBy == nil ? nil : member.introducerRemoved)
     }
 }

@@ -58,6 +58,9 @@ public actor RingService {
     var transferReachability: (port: UInt16, localEndpoints: [String])?
     /// When a pending RingSync was last retried after a sighting, per member (not persisted).
     var lastSyncRetry: [DeviceID: Int64] = [:]
+    /// The last ring change refused because its record could not be saved (GetStatus
+    /// "RingChangeRefused"; not persisted: it is about this run's disk).
+    var lastRefusedChange: RefusedRingChange?
 
     /// The radio actor (Radio/): the ring pushes member secrets and its own secret rotation to it.
     public nonisolated let radio: RadioService
@@ -258,7 +261,7 @@ public actor RingService {
         for case .persist(let state) in actions.prefix(1) {
             do { try store.saveRing(state) } catch {
                 keeper = previous
-                log("batond: RingSync from \(sender.shortForm) refused: the merged ring cannot be saved (\(error))")
+                refused("a RingSync from \(sender.shortForm)", error)
                 throw .malformed(Self.unsavedRing)
             }
         }
@@ -312,8 +315,10 @@ public actor RingService {
         keeper.state.roster.members.values.sorted { $0.name < $1.name }.map { member in
             let isSelf = member.deviceID == keeper.deviceID
             let introducer = member.introduction?.introducer
+            let shown = isSelf || introducer == keeper.deviceID ? nil : introducer
             return MemberSummary(name: member.name, deviceID: member.deviceID, isSelf: isSelf, peer: peers[member.deviceID],
-                                 introducedBy: isSelf || introducer == keeper.deviceID ? nil : introducer)
+                                 introducedBy: shown,
+                                 introducerRemoved: shown.map { keeper.state.roster.members[$0] == nil } ?? false)
         }
     }
 
@@ -357,10 +362,17 @@ public actor RingService {
         let member = try requireMember(text)
         guard member.deviceID != keeper.deviceID else { throw .unknownDevice("no single ring member matches") }
         let before = Set(keeper.state.roster.members.keys)
-        let actions: [RingKeeper.Action]
+        let previous = keeper
+        var actions: [RingKeeper.Action]
         do { actions = try keeper.removeMember(member.deviceID, withIntroduced: withIntroduced, random: SystemRandom()) } catch {
             throw .limitExceeded("\(member.name) was not removed: this machine has removed as many devices as one member may "
                                  + "(\(Roster.maxRemovalsPerRemover)) or the ring's roster is full; remove it from another member")
+        }
+        // Saved before anything of it happens: a removal that cannot be written is not made at all.
+        do { actions = try saveFirst(actions) } catch {
+            keeper = previous
+            refused("the removal of \(echoed(member.name, limit: 24)) (\(member.deviceID.shortForm))", error)
+            throw .failed(Self.unsavedSentence("\(echoed(member.name, limit: 24)) was not removed", error))
         }
         let gone = before.subtracting(keeper.state.roster.members.keys)
         for id in gone { peers[id] = nil }
@@ -371,7 +383,42 @@ public actor RingService {
     }
 }
 
+/// A ring change refused because its ring record could not be saved (GetStatus "RingChangeRefused").
+public struct RefusedRingChange: Sendable, Hashable {
+    /// Unix seconds.
+    public var time: Int64
+    /// What was refused, why, and the fix, in words for a person.
+    public var sentence: String
+}
+
 extension RingService {
+    /// Writes the ring record a change's actions persist (its final state) before anything of the
+    /// change happens, and returns the other actions. Throws, having written nothing, when the record
+    /// cannot be saved; the caller then puts the keeper back (§7.3: refused as a whole).
+    func saveFirst(_ actions: [RingKeeper.Action]) throws -> [RingKeeper.Action] {
+        let persists = actions.contains { if case .persist = $0 { return true }; return false }
+        guard persists else { return actions }
+        try store.saveRing(keeper.state)
+        return actions.filter { if case .persist = $0 { return false }; return true }
+    }
+
+    /// Records and logs a change refused because the ring record could not be saved.
+    func refused(_ change: String, _ error: any Error) {
+        let sentence = Self.unsavedSentence("\(change) was refused", error)
+        lastRefusedChange = RefusedRingChange(time: clock.unixSeconds(), sentence: sentence)
+        log("batond: " + sentence)
+    }
+
+    /// "X was refused: the ring record could not be saved in the state directory (why); nothing
+    /// changed. Free space or make the state directory writable for batond, then try again."
+    nonisolated static func unsavedSentence(_ what: String, _ error: any Error) -> String {
+        "\(what): the ring record could not be saved in the state directory (\(echoed("\(error)", limit: 160))); nothing changed. "
+            + "Free disk space or make the state directory writable for batond, then try again"
+    }
+
+    /// GetStatus "RingChangeRefused": the last ring change refused because it could not be saved.
+    public func refusedChange() -> RefusedRingChange? { lastRefusedChange }
+
     /// `bt-pair reset-identity` (§7 "A new identity"): this machine forgets its ring (secrets,
     /// roster, RingSyncs owed, the members' peer records) and its device identity, and starts a ring
     /// of one under a fresh identity, as after being removed. The new ring record is written first
@@ -403,9 +450,18 @@ extension RingService {
     /// A pairing succeeded: the rings merge (every other member hears of it by RingSync), the peer's
     /// endpoints become hints, and the radio starts advertising (the ring is no longer one, §4.2).
     /// Throws, changing nothing, when the peer may not join (removed from this ring, or this device).
+    /// A ring record that cannot be saved (a full disk, a state directory batond cannot write) refuses
+    /// the join as a whole: the keeper goes back, nothing reaches the radio or the members, and the
+    /// session fails `not-saved` (`.malformed(unsavedRing)`).
     func joined(_ pairing: PairingResult, observedHost: String?, bluetoothPeer: L2CAPSocketAddress?) async throws(WireError) {
+        let previous = keeper
         var actions = try keeper.pair(pairing, random: SystemRandom())
         let id = pairing.peer.deviceID
+        do { actions = try saveFirst(actions) } catch {
+            keeper = previous
+            refused("the pairing with \(echoed(pairing.peer.name, limit: 24)) (\(id.shortForm))", error)
+            throw .malformed(Self.unsavedRing)
+        }
         if peers[id] == nil { peers[id] = RingStore.PeerInfo(pairedSince: clock.unixSeconds()) }
         do { try store.savePeers(peers) } catch { log("batond: cannot save peers: \(error)") }
         recordPairingEndpoints(id, announced: pairing.peerEndpoints, observedHost: observedHost, bluetoothPeer: bluetoothPeer)

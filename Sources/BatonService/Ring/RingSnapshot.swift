@@ -91,4 +91,7 @@ struct MemberSummary: Sendable, Equatable {
     var peer: RingStore.PeerInfo?
     /// The member that paired this one, when this device learned it from another member's roster.
     var introducedBy: DeviceID?
+    /// The introducer has since left the ring (removed, or taken out by a cascade): the attribution
+    /// stays, "introduced by X, removed" (§7.3).
+    var introducerRemoved: Bool = false
 }

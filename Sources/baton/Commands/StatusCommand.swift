@@ -15,7 +15,9 @@ struct StatusCommand: Subcommand {
         what the public address exposes and the fix, or why it is unknown), "Version", "BusName", "Errors": [{"Time", "Category", "Count"}],
         "SessionAgent" (whether your baton-agent runs: without it no app is started for a
         continued activity), "SecretsAtRest" ("plain", or "sealed-host", "sealed-host+tpm2",
-        "sealed-tpm2": the keys sealed with systemd-creds)}.
+        "sealed-tpm2": the keys sealed with systemd-creds), "RingChangeRefused" and
+        "RingChangeRefusedTime" (only after a pairing, removal or RingSync was refused because
+        the ring record could not be saved: what, why and the fix; when)}.
         """
 
     init(parsing arguments: inout ArgumentList) throws(UsageError) {}
@@ -36,6 +38,9 @@ struct StatusCommand: Subcommand {
                 : "\nAgent:    none (no app is started for a continued activity: run baton-agent in your session)"
         }
         if let secrets = status.secretsAtRest { text += "\nSecrets:  " + DaemonChecks.secretsAtRestText(secrets) }
+        if let refused = status.ringChangeRefused {
+            text += "\nRing:     last change refused" + (status.ringChangeRefusedTime.map { " (at \($0))" } ?? "") + ": " + refused
+        }
         if status.errors.isEmpty {
             text += "\nErrors:   none"
         } else {
