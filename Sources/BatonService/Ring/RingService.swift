@@ -214,7 +214,16 @@ public actor RingService {
 
     func apply(_ actions: [RingKeeper.Action]) async {
         var syncTo: [DeviceID] = []
+        // The radio calls suspend this actor: a new identity (§7.5) taken meanwhile made these
+        // actions stale (members, secret and RingSyncs of the ring just left). The reset applies
+        // its own; carrying on here would hand the radio the old members back
+        // (ResetIdentityAttackTests).
+        let identity = keeper.deviceID
         for action in actions {
+            guard keeper.deviceID == identity else {
+                log("batond: ring changes of the previous identity dropped: this machine took a new identity meanwhile")
+                return
+            }
             switch action {
             case .persist(let state):
                 do { try store.saveRing(state) } catch { log("batond: cannot save the ring: \(error)") }
@@ -229,6 +238,7 @@ public actor RingService {
                 syncTo.append(id)
             }
         }
+        guard keeper.deviceID == identity else { return }
         await notifyObservers(syncTo: syncTo)
     }
 

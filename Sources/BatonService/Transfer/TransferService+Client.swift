@@ -118,6 +118,8 @@ extension TransferService {
     /// established is retried on a new one with the same request id (§6.2).
     func open(_ request: Frame?, member: DeviceID, forceSync: Bool) async throws(TransferError) -> Conversation {
         guard snapshot.isMember(member) else { throw .notAMember }
+        // The identity the connector proves now: a conversation never outlives it (below).
+        let identity = snapshot.deviceID
         var lastError = TransferError.noEndpoints
         // A member that was reached once explains the failure better than a later refused connect.
         var reachedError: TransferError?
@@ -148,7 +150,7 @@ extension TransferService {
                 }
                 let exchange = FrameExchange(channel: channel)
                 do {
-                    let reply = try await converse(exchange, member: member, request: request, forceSync: forceSync)
+                    let reply = try await converse(exchange, member: member, identity: identity, request: request, forceSync: forceSync)
                     await ring.endpointWorked(member, endpoint)
                     return Conversation(channel: channel, exchange: exchange, reply: reply)
                 } catch .remote(let error) {
@@ -157,6 +159,10 @@ extension TransferService {
                 } catch .invalidFrame(let error) {
                     channel.close()
                     throw .protocolError("\(error)")
+                } catch .peerNotRecognised {
+                    // Removed here, or this machine took a new identity, while the channel was open.
+                    channel.close()
+                    throw .notAMember
                 } catch {
                     channel.close()
                     reachedError = error == .timedOut ? .timedOut(Self.describe(error)) : .interrupted(Self.describe(error))
@@ -182,7 +188,16 @@ extension TransferService {
         return try result.get()
     }
 
-    private func converse(_ exchange: FrameExchange, member: DeviceID, request: Frame?, forceSync: Bool) async throws(TransportError) -> Frame? {
+    private func converse(_ exchange: FrameExchange, member: DeviceID, identity: DeviceID, request: Frame?,
+                          forceSync: Bool) async throws(TransportError) -> Frame? {
+        // A channel opened before a removal of `member` or a new identity here (§7.4, §7.5) carries
+        // nothing of the ring as it is now: not the new id in a Hello, not the roster with the new
+        // secrets (the member may hold its TLS handshake or its Hello until then; ResetIdentityAttackTests).
+        func stillOurs() async -> RingSnapshot? {
+            let current = await ring.snapshot()
+            return current.deviceID == identity && current.isMember(member) ? current : nil
+        }
+        guard await stillOurs() != nil, snapshot.deviceID == identity else { throw .peerNotRecognised }
         let ours = ownHello()
         // Hello carries request id 0 (§6.2): it is never cached, so it needs no id of its own.
         let reply = try await exchange.request(Frame(type: .hello, requestID: 0, payload: ours.payload),
@@ -196,7 +211,8 @@ extension TransferService {
             // A second round when merging their answer changed ours again (a removal new to us made us
             // rotate our secret): they must learn the new secret too.
             for _ in 0..<2 {
-                let sent = await ring.snapshot().roster
+                guard let current = await stillOurs() else { throw .peerNotRecognised }
+                let sent = current.roster
                 let roster: [UInt8]
                 do { roster = try sent.encoded() } catch { throw .unencodableFrame(error) }
                 let answer = try await exchange.request(Frame(type: .ringSync, requestID: requestIDs.make(), payload: roster),
