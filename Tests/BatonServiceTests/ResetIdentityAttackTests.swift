@@ -307,6 +307,28 @@ struct ResetIdentityAttackTests {
         await run.beta.stop()
     }
 
+    /// §7.5 "Nothing about the reset is sent: ... no advert", and §4.2: a ring of one sends no ring
+    /// advert. The advert alpha carried for its old ring goes off the air with the reset, and
+    /// nothing new is sealed (an old member that still holds alpha's old secret hears nothing more,
+    /// and the new secret is heard by nobody).
+    @Test func theResetTakesTheRingAdvertOffTheAirAndSealsNothing() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta")
+        let (pathA, _) = try await pairWithoutBus(a.pairing, b.pairing)
+        #expect(await eventually(timeout: .seconds(30)) { await a.pairing.session(pathA)?.phase.stateName == "paired" })
+        try await publish(a, "one", version: 1)
+        #expect(a.radio.onAir != nil)
+        _ = try await a.pairing.resetIdentity()
+        let sealed = a.radio.allAdverts.count
+        #expect(a.radio.onAir == nil)
+        try await publish(a, "two", version: 2)
+        await a.ring.tick()
+        #expect(a.radio.allAdverts.count == sealed)
+        #expect(a.radio.onAir == nil)
+        await a.stop()
+        await b.stop()
+    }
+
     /// The clock went back (or forward) before the reset: the new secret is of the generation after
     /// the previous one whatever the day, issued on the day the clock gives now (§7.5), and two
     /// resets never issue one generation twice under one identity (each is a fresh identity anyway).
