@@ -329,6 +329,43 @@ struct ResetIdentityAttackTests {
         await b.stop()
     }
 
+    /// A Continue from an old member that the member answers only after the reset (it held the
+    /// fetch): §7.5 closes the old ring's channels, so the activity of the ring just left is not
+    /// delivered here, and the old member is not told it was continued.
+    @Test func aFetchAnsweredAfterTheResetDeliversNothing() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let type = "org.example.Reader.reading"
+        let a = try await BusLessNode.start(in: directory, name: "alpha", handled: [type])
+        let b = try await BusLessNode.start(in: directory, name: "beta")
+        let (pathA, _) = try await pairWithoutBus(a.pairing, b.pairing)
+        #expect(await eventually(timeout: .seconds(30)) { await a.pairing.session(pathA)?.phase.stateName == "paired" })
+        let idB = await b.ring.deviceID, keyOfA = await a.ring.keeper.identity.publicKey
+        let fake = try TLSListener(identity: await b.ring.keeper.identity, pins: { PinSet([keyOfA]) }, host: "127.0.0.1", port: 0)
+        defer { fake.close() }
+        await b.stop()
+        await a.ring.endpointWorked(idB, "127.0.0.1:\(fake.port)")
+        let continued = Task { try await a.continuation.continueActivity(from: idB.description, type: type, uid: getuid()) }
+        let channel = try await fake.accept()
+        defer { channel.close() }
+        let hello = try await channel.receive(timeout: .seconds(15))
+        let theirs = try HelloMessage(payload: hello.payload)
+        // The same roster digest: no RingSync, the fetch comes next.
+        let answer = HelloMessage(deviceID: idB, rosterDigest: theirs.rosterDigest, maxFramePayload: 1_048_576)
+        try await channel.send(Frame(type: .hello, requestID: hello.requestID, payload: answer.payload))
+        let fetch = try await channel.receive(timeout: .seconds(15))
+        #expect(fetch.type == .fetchActivity || fetch.type == .fetchActivityOfVersions)
+
+        _ = try await a.pairing.resetIdentity()
+        let record = try ActivityRecord(activityType: type, title: "planted after the reset", userInfo: [:], webpageURL: nil, version: 1)
+        try? await channel.send(Frame(type: .activityPayload, requestID: fetch.requestID, payload: try record.encoded()))
+        var after: [FrameType] = []
+        while let frame = try? await channel.receive(timeout: .seconds(5)) { after.append(frame.type) }
+        _ = await continued.result
+        #expect(a.activities.delivered.isEmpty, "delivered after the reset: \(a.activities.delivered.map(\.record.title))")
+        #expect(!after.contains(.activityContinued), "told the old member: \(after)")
+        await a.stop()
+    }
+
     /// The clock went back (or forward) before the reset: the new secret is of the generation after
     /// the previous one whatever the day, issued on the day the clock gives now (§7.5), and two
     /// resets never issue one generation twice under one identity (each is a fresh identity anyway).

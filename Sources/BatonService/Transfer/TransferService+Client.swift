@@ -44,14 +44,17 @@ extension TransferService {
     ) async throws(TransferError) -> (record: ActivityRecord, outcome: Outcome) {
         let conversation = try await openFetch(member: member, activity: ActivityReference(typeHash: typeHash, revision: revision), versions: versions)
         defer { conversation.channel.close() }
+        // The member may hold its answer until it was removed here or this machine took a new identity.
+        guard await stillInRing(identity: conversation.identity, member: member) else { throw .notAMember }
         guard let reply = conversation.reply, reply.type == .activityPayload else { throw .protocolError("unexpected reply to FetchActivity") }
         let record: ActivityRecord
         do { record = try ActivityRecord(decoding: reply.payload) } catch { throw .protocolError("payload: \(error)") }
         let document = DocumentOnChannel(transfer: self, member: member, exchange: conversation.exchange,
                                          activity: ActivityReference(typeHash: typeHash, revision: record.revision),
-                                         timeout: configuration.requestTimeout)
+                                         timeout: configuration.requestTimeout, identity: conversation.identity)
         let (outcome, report) = await deliver(record, document)
-        guard report else { return (record, outcome) }
+        // Nothing is reported to a member that left this machine's ring meanwhile (§7.4, §7.5).
+        guard report, await stillInRing(identity: conversation.identity, member: member) else { return (record, outcome) }
         let continued = Frame(type: .activityContinued, requestID: requestIDs.make(),
                               payload: ActivityReference(typeHash: typeHash, revision: record.revision).payload)
         var repeatOnNewChannel = false
@@ -105,6 +108,15 @@ extension TransferService {
         var channel: SecureChannel
         var exchange: FrameExchange
         var reply: Frame?
+        /// The identity this machine proved on the channel.
+        var identity: DeviceID
+    }
+
+    /// Whether `member` is still in the ring and this machine still `identity` (no removal of the
+    /// member, no new identity here, §7.4, §7.5, since a conversation began).
+    func stillInRing(identity: DeviceID, member: DeviceID) async -> Bool {
+        let current = await ring.snapshot()
+        return current.deviceID == identity && current.isMember(member)
     }
 
     private func perform(_ request: Frame?, member: DeviceID, forceSync: Bool) async throws(TransferError) -> Frame? {
@@ -152,7 +164,7 @@ extension TransferService {
                 do {
                     let reply = try await converse(exchange, member: member, identity: identity, request: request, forceSync: forceSync)
                     await ring.endpointWorked(member, endpoint)
-                    return Conversation(channel: channel, exchange: exchange, reply: reply)
+                    return Conversation(channel: channel, exchange: exchange, reply: reply, identity: identity)
                 } catch .remote(let error) {
                     channel.close()
                     throw .remote(error)
