@@ -366,6 +366,32 @@ struct ResetIdentityAttackTests {
         await a.stop()
     }
 
+    /// Another local account learns nothing of the identities from the state directory: after the
+    /// reset every file there (ring record, peers, advert counters) is the daemon's alone (0600) and
+    /// the old seed is in none of them.
+    @Test func theStateDirectoryKeepsBothIdentitiesFromOtherAccounts() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta")
+        let (pathA, _) = try await pairWithoutBus(a.pairing, b.pairing)
+        #expect(await eventually(timeout: .seconds(30)) { await a.pairing.session(pathA)?.phase.stateName == "paired" })
+        try await publish(a, "one", version: 1)
+        let oldSeed = await a.ring.keeper.state.identitySeed.hexString
+        _ = try await a.pairing.resetIdentity()
+        let path = directory.appendingPathComponent("alpha").path
+        let names = try FileManager.default.contentsOfDirectory(atPath: path)
+        #expect(names.contains("ring"))
+        for name in names {
+            let attributes = try FileManager.default.attributesOfItem(atPath: path + "/" + name)
+            guard attributes[.type] as? FileAttributeType == .typeRegular else { continue }
+            let mode = try #require(attributes[.posixPermissions] as? Int)
+            #expect(mode & 0o077 == 0, "\(name) is \(String(mode, radix: 8))")
+            let text = String(decoding: try Data(contentsOf: URL(fileURLWithPath: path + "/" + name)), as: UTF8.self)
+            #expect(!text.contains(oldSeed), "\(name) still holds the old identity's seed")
+        }
+        await a.stop()
+        await b.stop()
+    }
+
     /// The clock went back (or forward) before the reset: the new secret is of the generation after
     /// the previous one whatever the day, issued on the day the clock gives now (§7.5), and two
     /// resets never issue one generation twice under one identity (each is a fresh identity anyway).
