@@ -95,6 +95,42 @@ struct ResetIdentityAttackTests {
         }
     }
 
+    /// A RingSync of the old ring whose merge is still reaching the radio when the reset runs (the
+    /// member removed gamma, so alpha re-keys): the merge's remaining changes stay off the radio,
+    /// and the reply to beta is no roster at all, never the new identity's (its key and secret).
+    @Test func aRingSyncMergingDuringTheResetGetsNoReplyOfTheNewRing() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let held = HeldRadio()
+        let a = try await ringNode("alpha", radio: held), b = try await ringNode("beta", radio: FakeRadio()),
+            c = try await ringNode("gamma", radio: FakeRadio())
+        let idB = await b.ring.deviceID, idC = await c.ring.deviceID
+        for (x, y) in [(a, b), (a, c), (b, c)] {
+            let idY = await y.ring.deviceID
+            _ = try await pairWithoutBus(x.pairing, y.pairing)
+            #expect(await eventually(timeout: .seconds(30)) { await x.ring.isMember(idY) })
+        }
+        try await b.ring.remove(idC.description)
+        let rosterOfB = await b.ring.snapshot().roster
+        #expect(rosterOfB.removalMarks[idC] != nil)
+
+        held.arm()
+        let merge = Task { try await a.ring.receivedRoster(rosterOfB, from: idB) }
+        #expect(await eventually(timeout: .seconds(30)) { held.isHolding })
+        let reset = try await a.pairing.resetIdentity()
+        held.release()
+        let reply = await merge.result
+        if case .success(let roster) = reply {
+            #expect(!roster.members.keys.contains(reset.deviceID), "the old member got the new identity's entry")
+        }
+        #expect(await a.ring.radio.matcher.memberIDs.isEmpty)
+        let members = await a.ring.snapshot().roster.members.keys
+        #expect(Array(members) == [reset.deviceID])
+        for node in [a, b, c] {
+            await node.pairing.stop()
+            await node.ring.stop()
+        }
+    }
+
     /// While a pairing waits for its user's final commit (reviewing), the join is not done: a
     /// reset then is NotReady (dbus-api.md: "a pairing session is open"), so the commit can never
     /// join the old ring's merge under the new identity.

@@ -277,7 +277,11 @@ public actor RingService {
             try? store.savePeers(peers)
             log("batond: RingSync from \(sender.shortForm) removed \(gone.count) member(s)")
         }
+        let identity = keeper.deviceID
         await apply(actions)
+        // A new identity taken while the merge reached the radio (§7.5): the old member gets no
+        // reply, least of all the new ring's roster (ResetIdentityAttackTests).
+        guard keeper.deviceID == identity else { throw .notRingMember }
         if let notice = keeper.state.roster.removalNotice(for: sender) { return notice }
         if let mark = roster.removalMarks[keeper.deviceID], keeper.state.roster.members[sender] == nil {
             // The sender's roster removed this device: it started over; the sender learns nothing new.
