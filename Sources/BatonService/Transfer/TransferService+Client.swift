@@ -12,6 +12,8 @@ extension TransferService {
                       versions: [ClosedRange<UInt64>]? = nil) async throws(TransferError) -> ActivityRecord {
         let conversation = try await openFetch(member: member, activity: ActivityReference(typeHash: typeHash, revision: revision), versions: versions)
         conversation.channel.close()
+        // Answered after a removal of the member or a new identity here (§7.4, §7.5): nothing taken.
+        guard await stillInRing(identity: conversation.identity, member: member) else { throw .notAMember }
         guard let reply = conversation.reply else { throw .protocolError("no reply") }
         guard reply.type == .activityPayload else { throw .protocolError("unexpected \(reply.type)") }
         do { return try ActivityRecord(decoding: reply.payload) } catch { throw .protocolError("payload: \(error)") }
