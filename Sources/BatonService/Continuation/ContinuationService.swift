@@ -169,6 +169,7 @@ public actor ContinuationService {
         case .cancelled: throw .continuation(.cancelled)
         case .documentFailed(let error): throw documentFailure(error)
         case .sessionRefused(let failure): throw failure
+        case .memberLeft: throw .unknownDevice("the member left the ring")
         }
     }
 
@@ -221,6 +222,9 @@ public actor ContinuationService {
                     case .failure(let failure): return (.sessionRefused(failure), false)
                     }
                 }
+                // Removed here, or a new identity here, while it was fetched (§7.4, §7.5): the
+                // ring left delivers nothing (ResetIdentityAttackTests).
+                guard await document.stillInRing() else { return (.memberLeft, false) }
                 // Cancelled while fetching: nothing reaches a handler, nothing is reported.
                 guard attempt?.beginDelivery() ?? true else { return (.cancelled, false) }
                 let outcome = await activities.deliver(activity: record, document: pulled, from: member.name, to: ticket)
@@ -242,6 +246,7 @@ public actor ContinuationService {
             await activities.failedToContinue(ticket, failure.continuationFailure ?? .interrupted, detail: failure.message)
         case .sessionRefused(let failure):
             await activities.failedToContinue(ticket, failure.continuationFailure ?? .noLongerCurrent, detail: failure.message)
+        case .memberLeft: await activities.failedToContinue(ticket, .unreachable, detail: "the member left the ring")
         }
         return result.outcome
     }

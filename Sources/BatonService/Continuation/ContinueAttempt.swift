@@ -21,6 +21,9 @@ enum Handover: Sendable, Equatable {
     /// The document's edit session was not handed over (busy, conflict, claim not answered):
     /// nothing delivered, nothing reported; a journalled claim is replayed by the next Continue.
     case sessionRefused(ServiceFailure)
+    /// The member left the ring, or this machine took a new identity, while it was fetched (§7.4,
+    /// §7.5): nothing of the ring left is delivered or reported.
+    case memberLeft
 }
 
 final class ContinueAttempt: Sendable {

@@ -217,7 +217,16 @@ public actor RingService {
 
     func apply(_ actions: [RingKeeper.Action]) async {
         var syncTo: [DeviceID] = []
+        // The radio calls suspend this actor: a new identity (§7.5) taken meanwhile made these
+        // actions stale (members, secret and RingSyncs of the ring just left). The reset applies
+        // its own; carrying on here would hand the radio the old members back
+        // (ResetIdentityAttackTests).
+        let identity = keeper.deviceID
         for action in actions {
+            guard keeper.deviceID == identity else {
+                log("batond: ring changes of the previous identity dropped: this machine took a new identity meanwhile")
+                return
+            }
             switch action {
             case .persist(let state):
                 do { try store.saveRing(state) } catch { log("batond: cannot save the ring: \(error)") }
@@ -232,6 +241,7 @@ public actor RingService {
                 syncTo.append(id)
             }
         }
+        guard keeper.deviceID == identity else { return }
         await notifyObservers(syncTo: syncTo)
     }
 
@@ -271,7 +281,11 @@ public actor RingService {
             try? store.savePeers(peers)
             log("batond: RingSync from \(sender.shortForm) removed \(gone.count) member(s)")
         }
+        let identity = keeper.deviceID
         await apply(actions)
+        // A new identity taken while the merge reached the radio (§7.5): the old member gets no
+        // reply, least of all the new ring's roster (ResetIdentityAttackTests).
+        guard keeper.deviceID == identity else { throw .notRingMember }
         if let notice = keeper.state.roster.removalNotice(for: sender) { return notice }
         if roster.isOut(keeper.deviceID), keeper.state.roster.members[sender] == nil,
            let notice = roster.removalNotice(for: keeper.deviceID) {

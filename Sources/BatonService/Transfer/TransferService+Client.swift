@@ -12,6 +12,8 @@ extension TransferService {
                       versions: [ClosedRange<UInt64>]? = nil) async throws(TransferError) -> ActivityRecord {
         let conversation = try await openFetch(member: member, activity: ActivityReference(typeHash: typeHash, revision: revision), versions: versions)
         conversation.channel.close()
+        // Answered after a removal of the member or a new identity here (§7.4, §7.5): nothing taken.
+        guard await stillInRing(identity: conversation.identity, member: member) else { throw .notAMember }
         guard let reply = conversation.reply else { throw .protocolError("no reply") }
         guard reply.type == .activityPayload else { throw .protocolError("unexpected \(reply.type)") }
         do { return try ActivityRecord(decoding: reply.payload) } catch { throw .protocolError("payload: \(error)") }
@@ -44,14 +46,17 @@ extension TransferService {
     ) async throws(TransferError) -> (record: ActivityRecord, outcome: Outcome) {
         let conversation = try await openFetch(member: member, activity: ActivityReference(typeHash: typeHash, revision: revision), versions: versions)
         defer { conversation.channel.close() }
+        // The member may hold its answer until it was removed here or this machine took a new identity.
+        guard await stillInRing(identity: conversation.identity, member: member) else { throw .notAMember }
         guard let reply = conversation.reply, reply.type == .activityPayload else { throw .protocolError("unexpected reply to FetchActivity") }
         let record: ActivityRecord
         do { record = try ActivityRecord(decoding: reply.payload) } catch { throw .protocolError("payload: \(error)") }
         let document = DocumentOnChannel(transfer: self, member: member, exchange: conversation.exchange,
                                          activity: ActivityReference(typeHash: typeHash, revision: record.revision),
-                                         timeout: configuration.requestTimeout)
+                                         timeout: configuration.requestTimeout, identity: conversation.identity)
         let (outcome, report) = await deliver(record, document)
-        guard report else { return (record, outcome) }
+        // Nothing is reported to a member that left this machine's ring meanwhile (§7.4, §7.5).
+        guard report, await stillInRing(identity: conversation.identity, member: member) else { return (record, outcome) }
         let continued = Frame(type: .activityContinued, requestID: requestIDs.make(),
                               payload: ActivityReference(typeHash: typeHash, revision: record.revision).payload)
         var repeatOnNewChannel = false
@@ -105,6 +110,15 @@ extension TransferService {
         var channel: SecureChannel
         var exchange: FrameExchange
         var reply: Frame?
+        /// The identity this machine proved on the channel.
+        var identity: DeviceID
+    }
+
+    /// Whether `member` is still in the ring and this machine still `identity` (no removal of the
+    /// member, no new identity here, §7.4, §7.5, since a conversation began).
+    func stillInRing(identity: DeviceID, member: DeviceID) async -> Bool {
+        let current = await ring.snapshot()
+        return current.deviceID == identity && current.isMember(member)
     }
 
     private func perform(_ request: Frame?, member: DeviceID, forceSync: Bool) async throws(TransferError) -> Frame? {
@@ -118,6 +132,8 @@ extension TransferService {
     /// established is retried on a new one with the same request id (§6.2).
     func open(_ request: Frame?, member: DeviceID, forceSync: Bool) async throws(TransferError) -> Conversation {
         guard snapshot.isMember(member) else { throw .notAMember }
+        // The identity the connector proves now: a conversation never outlives it (below).
+        let identity = snapshot.deviceID
         var lastError = TransferError.noEndpoints
         // A member that was reached once explains the failure better than a later refused connect.
         var reachedError: TransferError?
@@ -148,15 +164,19 @@ extension TransferService {
                 }
                 let exchange = FrameExchange(channel: channel)
                 do {
-                    let reply = try await converse(exchange, member: member, request: request, forceSync: forceSync)
+                    let reply = try await converse(exchange, member: member, identity: identity, request: request, forceSync: forceSync)
                     await ring.endpointWorked(member, endpoint)
-                    return Conversation(channel: channel, exchange: exchange, reply: reply)
+                    return Conversation(channel: channel, exchange: exchange, reply: reply, identity: identity)
                 } catch .remote(let error) {
                     channel.close()
                     throw .remote(error)
                 } catch .invalidFrame(let error) {
                     channel.close()
                     throw .protocolError("\(error)")
+                } catch .peerNotRecognised {
+                    // Removed here, or this machine took a new identity, while the channel was open.
+                    channel.close()
+                    throw .notAMember
                 } catch {
                     channel.close()
                     reachedError = error == .timedOut ? .timedOut(Self.describe(error)) : .interrupted(Self.describe(error))
@@ -182,7 +202,16 @@ extension TransferService {
         return try result.get()
     }
 
-    private func converse(_ exchange: FrameExchange, member: DeviceID, request: Frame?, forceSync: Bool) async throws(TransportError) -> Frame? {
+    private func converse(_ exchange: FrameExchange, member: DeviceID, identity: DeviceID, request: Frame?,
+                          forceSync: Bool) async throws(TransportError) -> Frame? {
+        // A channel opened before a removal of `member` or a new identity here (§7.4, §7.5) carries
+        // nothing of the ring as it is now: not the new id in a Hello, not the roster with the new
+        // secrets (the member may hold its TLS handshake or its Hello until then; ResetIdentityAttackTests).
+        func stillOurs() async -> RingSnapshot? {
+            let current = await ring.snapshot()
+            return current.deviceID == identity && current.isMember(member) ? current : nil
+        }
+        guard await stillOurs() != nil, snapshot.deviceID == identity else { throw .peerNotRecognised }
         let ours = ownHello()
         // Hello carries request id 0 (§6.2): it is never cached, so it needs no id of its own.
         let reply = try await exchange.request(Frame(type: .hello, requestID: 0, payload: ours.payload),
@@ -196,7 +225,8 @@ extension TransferService {
             // A second round when merging their answer changed ours again (a removal new to us made us
             // rotate our secret): they must learn the new secret too.
             for _ in 0..<2 {
-                let sent = await ring.snapshot().roster
+                guard let current = await stillOurs() else { throw .peerNotRecognised }
+                let sent = current.roster
                 let roster: [UInt8]
                 do { roster = try sent.encoded() } catch { throw .unencodableFrame(error) }
                 let answer = try await exchange.request(Frame(type: .ringSync, requestID: requestIDs.make(), payload: roster),

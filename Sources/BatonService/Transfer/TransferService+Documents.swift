@@ -88,6 +88,12 @@ public struct DocumentOnChannel: Sendable {
     /// activity's and not a newer one's.
     let activity: ActivityReference
     let timeout: Duration
+    /// The identity this machine proved on the channel.
+    let identity: DeviceID
+
+    /// Whether the member is still in this machine's ring, under the identity the channel proved:
+    /// after a removal of the member or a new identity here (§7.4, §7.5) nothing it sent is delivered.
+    public func stillInRing() async -> Bool { await transfer.stillInRing(identity: identity, member: member) }
 
     /// Pulls the snapshot into `inbox`; nil when the source has none for this activity.
     public func pull(into inbox: DocumentInbox,
