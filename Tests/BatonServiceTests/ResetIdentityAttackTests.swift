@@ -275,8 +275,10 @@ struct ResetIdentityAttackTests {
         try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true)
         let a = try await BusLessNode.start(in: directory, name: "alpha", runtimeDirectory: runtime)
         let b = try await BusLessNode.start(in: directory, name: "beta")
-        let (pathA, _) = try await pairWithoutBus(a.pairing, b.pairing)
-        #expect(await eventually(timeout: .seconds(30)) { await a.pairing.session(pathA)?.phase.stateName == "paired" })
+        let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing)
+        // Both sides paired (beta's commit may finish after alpha's on a loaded machine).
+        #expect(await eventually(timeout: .seconds(60)) { await a.pairing.session(pathA)?.phase.stateName == "paired" })
+        #expect(await eventually(timeout: .seconds(60)) { await b.pairing.session(pathB)?.phase.stateName == "paired" })
         try await publish(a, "one", version: 1)
         let alpha = directory.appendingPathComponent("alpha"), copy = directory.appendingPathComponent("alpha-copy")
         try FileManager.default.copyItem(at: alpha, to: copy)
@@ -286,8 +288,9 @@ struct ResetIdentityAttackTests {
 
         _ = try await a.pairing.resetIdentity()
         try await b.ring.remove(oldID.description)
-        let (pathAgain, _) = try await pairWithoutBus(a.pairing, b.pairing)
-        #expect(await eventually(timeout: .seconds(30)) { await a.pairing.session(pathAgain)?.phase.stateName == "paired" })
+        let (pathAgain, pathBAgain) = try await pairWithoutBus(a.pairing, b.pairing)
+        #expect(await eventually(timeout: .seconds(60)) { await a.pairing.session(pathAgain)?.phase.stateName == "paired" })
+        #expect(await eventually(timeout: .seconds(60)) { await b.pairing.session(pathBAgain)?.phase.stateName == "paired" })
         try await publish(a, "four", version: 4)
         try await publish(a, "five", version: 5)
         let newSecret = await a.ring.keeper.ownSecret
