@@ -157,8 +157,13 @@ struct ClaimTowardsDepartedMemberTests {
             #expect(await f.service.errorLog.records.last?.category == .editSessionLost)
             #expect(ErrorCategory.editSessionLost.rawValue == "edit-session-lost")
             let line = try #require(f.log.lines.first { $0.contains("edit session") })
-            #expect(line.contains("\u{201C}\(Self.document)\u{201D}") && line.contains("alpha") && line.contains(member.shortForm))
+            #expect(line.contains("\"\(Self.document)\"") && line.contains("\"alpha\"") && line.contains(member.shortForm))
             #expect(line.contains("left the ring") && line.contains("Open the document on this machine"))
+            // A member's name is its own words: a newline in it cannot forge a log line.
+            await f.service.editSessionsLost([LostEditSession(uid: getuid(), documentID: "notes-7", member: member,
+                                                              memberName: "alpha\nbatond: forged")])
+            #expect(!f.log.lines.contains { $0.hasPrefix("batond: forged") } && f.log.lines.contains { $0.contains("\"alpha?batond: forged\"") })
+            #expect(await f.service.errorLog.records.last?.count == 2, "one record per lost claim, counted")
         }
     }
 }

@@ -41,7 +41,7 @@ extension ActivityService {
             let title = registry.activities.first { id, activity in
                 (claim.uid == nil || id.uid == claim.uid) && activity.document?.snapshot.info.documentID == claim.documentID
             }?.value.record.title
-            logger.log("batond: " + claim.sentence(documentName: echoed(title ?? claim.documentID, limit: 64)))
+            logger.log("batond: " + claim.sentence(documentName: title ?? claim.documentID))
             recordError(.editSessionLost)
         }
     }

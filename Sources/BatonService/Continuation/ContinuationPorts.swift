@@ -61,9 +61,11 @@ public struct LostEditSession: Sendable, Hashable {
         self.memberName = memberName
     }
 
-    /// Words for the person whose session it was.
+    /// Words for the person whose session it was; the names (the app's and the member's own
+    /// words) are quoted, cut and stripped of control characters.
     public func sentence(documentName: String) -> String {
-        "The edit session of \u{201C}\(documentName)\u{201D} was being taken over from \(memberName) (\(member.shortForm)), "
+        "The edit session of \(echoed(documentName, limit: 64)) was being taken over from \(echoed(memberName, limit: 40)) "
+            + "(\(member.shortForm)), "
             + "which left the ring; it is lost. Open the document on this machine to edit it here."
     }
 }
