@@ -124,6 +124,23 @@ struct ClaimTowardsDepartedMemberTests {
         await stop(r)
     }
 
+    @Test func aRingSyncThatRemovesTheOwnerAbandonsTheClaimToo() async throws {
+        let r = try await ring()
+        // alpha hears of gamma by beta's RingSync, then removes it; its RingSync reaches beta.
+        #expect(await eventually(timeout: .seconds(30)) { await r.a.ring.snapshot().isMember(r.gamma) })
+        let towardsAlpha = try await claim(r.sessions, from: r.alpha, requestID: 41)
+        _ = try await claim(r.sessions, "notes-7", from: r.gamma, requestID: 43)
+
+        try await r.a.ring.remove("gamma")
+
+        #expect(await eventually(timeout: .seconds(30)) { await !r.b.ring.snapshot().isMember(r.gamma) }, "beta merged alpha's removal")
+        #expect(await eventually(timeout: .seconds(10)) { await r.sessions.pendingClaims == [towardsAlpha] })
+        #expect(try await journalled() == [towardsAlpha])
+        #expect(r.b.activities.lostEditSessions == [LostEditSession(uid: getuid(), documentID: "notes-7", member: r.gamma, memberName: "gamma")])
+        #expect(try await claim(r.sessions, "notes-7", from: r.alpha, requestID: 46).peer == r.alpha)
+        await stop(r)
+    }
+
     @Test func aJournalLoadedAtStartWithAClaimTowardsANonMemberIsSettled() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         // Journalled before batond stopped; the member was removed meanwhile (by another member's
