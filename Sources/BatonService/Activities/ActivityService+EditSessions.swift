@@ -33,6 +33,19 @@ extension ActivityService {
         }
     }
 
+    /// Claims abandoned because their owner left the ring (§6.6): one `edit-session-lost` record
+    /// each, and the words for the person in the log, naming the document by the title of the
+    /// user's activity carrying it (its document id when none does).
+    public func editSessionsLost(_ lost: [LostEditSession]) async {
+        for claim in lost {
+            let title = registry.activities.first { id, activity in
+                (claim.uid == nil || id.uid == claim.uid) && activity.document?.snapshot.info.documentID == claim.documentID
+            }?.value.record.title
+            logger.log("batond: " + claim.sentence(documentName: title ?? claim.documentID))
+            recordError(.editSessionLost)
+        }
+    }
+
     public func editSessionsForTransfer() async -> EditSessions? { editSessions }
     public func editSessionsForContinue() async -> EditSessions? { editSessions }
 

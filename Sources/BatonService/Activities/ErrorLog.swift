@@ -11,6 +11,8 @@ public enum ErrorCategory: String, Sendable, Codable, Hashable, CaseIterable {
     /// An installed app could have taken a continued activity, but its user runs no session agent.
     case noAgent = "no-agent"
     case statusWriteFailed = "status-write-failed"
+    /// A journalled edit-session claim was abandoned: the machine it was sent to left the ring (§6.6).
+    case editSessionLost = "edit-session-lost"
 
     public init(_ failure: FailureCategory) {
         switch failure {

@@ -36,6 +36,38 @@ public protocol ContinuationActivities: Sendable {
     /// Whether a document with this digest was received whole here (any user's inbox): a replayed
     /// claim's grant is imported only then.
     func holdsReceivedDocument(digest: [UInt8]) async -> Bool
+    /// Journalled claims abandoned because their owner left the ring (§6.6): their users are told
+    /// (an `edit-session-lost` error record and a sentence in the log).
+    func editSessionsLost(_ lost: [LostEditSession]) async
+}
+
+extension ContinuationActivities {
+    public func editSessionsLost(_ lost: [LostEditSession]) async {}
+}
+
+/// A journalled edit-session claim abandoned because the member it was sent to left the ring.
+public struct LostEditSession: Sendable, Hashable {
+    /// The user the claim was journalled for (nil: journalled before claims were per user).
+    public var uid: UInt32?
+    public var documentID: String
+    public var member: DeviceID
+    /// The member's name as this machine last knew it (its short id when it never did).
+    public var memberName: String
+
+    public init(uid: UInt32?, documentID: String, member: DeviceID, memberName: String) {
+        self.uid = uid
+        self.documentID = documentID
+        self.member = member
+        self.memberName = memberName
+    }
+
+    /// Words for the person whose session it was; the names (the app's and the member's own
+    /// words) are quoted, cut and stripped of control characters.
+    public func sentence(documentName: String) -> String {
+        "The edit session of \(echoed(documentName, limit: 64)) was being taken over from \(echoed(memberName, limit: 40)) "
+            + "(\(member.shortForm)), "
+            + "which left the ring; it is lost. Open the document on this machine to edit it here."
+    }
 }
 
 /// A handler that answered WillContinue with yes before the fetch: it gets the activity

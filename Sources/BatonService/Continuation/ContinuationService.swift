@@ -30,6 +30,8 @@ public actor ContinuationService {
     /// Owners whose journalled edit-session claims are being replayed, and when that last began.
     var replayingClaims: Set<DeviceID> = []
     var lastClaimReplay: [DeviceID: ContinuousClock.Instant] = [:]
+    /// Members' names as last seen in the ring, for the words of a claim lost when one leaves.
+    var knownMemberNames: [DeviceID: String] = [:]
 
     static let observerKey = "continuation"
 

@@ -87,5 +87,27 @@ extension ContinuationService {
         // Members that left (a removal, or a new identity here) are not tracked or replayed towards any more.
         for member in presence.trackedMembers where !snapshot.isMember(member) { presence.forget(member) }
         for member in Array(lastClaimReplay.keys) where !snapshot.isMember(member) { lastClaimReplay[member] = nil }
+        await abandonClaimsOfDepartedMembers(snapshot)
+    }
+
+    /// The one place membership changes reach the documents' side (a removal here, a RingSync that
+    /// removes, a new identity, and at start the ring as loaded): journalled claims towards a
+    /// machine that is no member any more are settled as lost (§6.6), their users told.
+    func abandonClaimsOfDepartedMembers(_ snapshot: RingSnapshot) async {
+        for (id, member) in snapshot.roster.members where id != snapshot.deviceID { knownMemberNames[id] = member.name }
+        guard let sessions = await activities.editSessionsForContinue() else { return }
+        let members = Set(snapshot.roster.members.keys.filter(snapshot.isMember))
+        let (abandoned, failure) = await sessions.abandonClaims(keepingMembers: members)
+        if let failure {
+            log("batond: journalled edit-session claims towards machines that left the ring could not all be dropped yet "
+                + "(\(failure)); they are tried again at the next ring change")
+        }
+        guard !abandoned.isEmpty else { return }
+        let lost = abandoned.map {
+            LostEditSession(uid: $0.uid, documentID: $0.claim.documentID, member: $0.peer,
+                            memberName: knownMemberNames[$0.peer] ?? $0.peer.shortForm)
+        }
+        for id in Set(abandoned.map(\.peer)) { knownMemberNames[id] = nil }
+        await activities.editSessionsLost(lost)
     }
 }

@@ -138,6 +138,25 @@ public actor EditSessions {
     /// Claims to send again, unchanged, on a new connection to `peer` (every user's).
     public func replays(for peer: DeviceID) -> [PendingClaim] { pending.filter { $0.peer == peer } }
 
+    /// Claims towards machines that are not ring members any more (removed, removed by a RingSync,
+    /// or every member after this machine took a new identity) can never be answered within the
+    /// ring (§6.6): each is dropped from the journal (one atomic rewrite per claim) and returned, so
+    /// its document's session is lost here and a later claim of it towards another member works.
+    /// A journal write that fails stops there: the claims not yet dropped stay, and are tried again
+    /// at the next ring change; `failure` says why.
+    public func abandonClaims(keepingMembers members: Set<DeviceID>) -> (abandoned: [PendingClaim], failure: StoreError?) {
+        var abandoned: [PendingClaim] = []
+        for claim in pending where !members.contains(claim.peer) {
+            do { _ = try journal.remove(id: JournalledClaim(claim).id) } catch {
+                pending.removeAll { abandoned.contains($0) }
+                return (abandoned, error)
+            }
+            abandoned.append(claim)
+        }
+        pending.removeAll { abandoned.contains($0) }
+        return (abandoned, nil)
+    }
+
     /// The owner answered `pending` with `reply`. A grant is imported into its user's records with
     /// the revision check (the caller has fetched its snapshot); a refusal settles the claim. A
     /// conflict keeps this copy. A claim without a user is settled only after a user adopted it.

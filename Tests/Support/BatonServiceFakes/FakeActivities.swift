@@ -23,6 +23,7 @@ public final class FakeActivities: TransferActivities, ContinuationActivities {
         var editSessions: EditSessions?
         var savedDigest: [UInt8]?
         var saves = 0
+        var lostEditSessions: [LostEditSession] = []
     }
     private let state = Mutex(State())
     public let handled: Set<String>
@@ -68,6 +69,9 @@ public final class FakeActivities: TransferActivities, ContinuationActivities {
         state.withLock { $0.editSessions = sessions; $0.savedDigest = savedDigest }
     }
     public var saves: Int { state.withLock { $0.saves } }
+    /// Claims the continuation abandoned because their owner left the ring (§6.6), as it told them.
+    public var lostEditSessions: [LostEditSession] { state.withLock { $0.lostEditSessions } }
+    public func editSessionsLost(_ lost: [LostEditSession]) async { state.withLock { $0.lostEditSessions += lost } }
     public func editSessionsForTransfer() async -> EditSessions? { state.withLock { $0.editSessions } }
     public func editSessionsForContinue() async -> EditSessions? { state.withLock { $0.editSessions } }
     public func holdsReceivedDocument(digest: [UInt8]) async -> Bool { state.withLock { $0.inbox }?.received(digest: digest) != nil }
