@@ -65,6 +65,7 @@ final class FakeHandlerActivities: TransferActivities, ContinuationActivities {
     func documentInbox(uid: UInt32) async -> DocumentInbox? { nil }
     func editSessionsForContinue() async -> EditSessions? { nil }
     func holdsReceivedDocument(digest: [UInt8]) async -> Bool { false }
+    func editSessionsLost(_ lost: [LostEditSession]) async {}
 }
 
 /// The suggestions, in memory: a fake board.

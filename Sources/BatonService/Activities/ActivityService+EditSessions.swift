@@ -34,14 +34,11 @@ extension ActivityService {
     }
 
     /// Claims abandoned because their owner left the ring (§6.6): one `edit-session-lost` record
-    /// each, and the words for the person in the log, naming the document by the title of the
-    /// user's activity carrying it (its document id when none does).
+    /// each, and the words for the person in the log, naming the document by its id (as error
+    /// records and the log never carry an activity's title).
     public func editSessionsLost(_ lost: [LostEditSession]) async {
         for claim in lost {
-            let title = registry.activities.first { id, activity in
-                (claim.uid == nil || id.uid == claim.uid) && activity.document?.snapshot.info.documentID == claim.documentID
-            }?.value.record.title
-            logger.log("batond: " + claim.sentence(documentName: title ?? claim.documentID))
+            logger.log("batond: " + claim.sentence(documentName: claim.documentID))
             recordError(.editSessionLost)
         }
     }

@@ -41,10 +41,6 @@ public protocol ContinuationActivities: Sendable {
     func editSessionsLost(_ lost: [LostEditSession]) async
 }
 
-extension ContinuationActivities {
-    public func editSessionsLost(_ lost: [LostEditSession]) async {}
-}
-
 /// A journalled edit-session claim abandoned because the member it was sent to left the ring.
 public struct LostEditSession: Sendable, Hashable {
     /// The user the claim was journalled for (nil: journalled before claims were per user).

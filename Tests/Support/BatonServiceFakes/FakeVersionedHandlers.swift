@@ -106,6 +106,8 @@ public final class FakeVersionedHandlers: TransferActivities, ContinuationActivi
     public func documentInbox(uid: UInt32) async -> DocumentInbox? { nil }
     public func editSessionsForContinue() async -> EditSessions? { nil }
     public func holdsReceivedDocument(digest: [UInt8]) async -> Bool { false }
+    /// The fake never journals claims: nothing is lost.
+    public func editSessionsLost(_ lost: [LostEditSession]) async {}
 
     public func recordForTransfer(uid: UInt32) async -> (ActivityID, ActivityRecord)? { nil }
     public func notifyWasContinued(_ id: ActivityID, device: String) async {}
