@@ -58,3 +58,33 @@ struct ReviewAttackTests {
         for node in [a, b, d, x] { await node.stop() }
     }
 }
+
+/// Red team (dbus-api GetStatus RingChangeRefused, security.md "another local Unix user"): the
+/// refusal sentence of an unsaved pairing names the peer ("the pairing with "beta" (xxxx-xxxx)"),
+/// which PairingSession1 keeps from other accounts (PeerName, PeerId): GetStatus gives it to the
+/// machine's ring users only.
+@Suite("BatonServiceTests: ReviewAttackTests, RingChangeRefused is the ring users' only", .serialized)
+struct ReviewAttackRefusalTests {
+    @Test func anotherAccountDoesNotReadTheRefusedPairingsPeer() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("reviewattack-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let a = try await BusLessNode.start(in: directory, name: "alpha")
+        let b = try await BusLessNode.start(in: directory, name: "beta")
+        let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing, commit: false)
+        #expect(await eventually(timeout: .seconds(30)) { await a.pairing.session(pathA)?.phase.stateName == "reviewing" })
+        // alpha's ring record cannot be written any more: a file where a record is expected.
+        try Data("not a ring record".utf8).write(to: directory.appendingPathComponent("alpha").appendingPathComponent("ring"))
+        let snapshotBefore = await a.ring.snapshot().roster
+        try await a.pairing.commit(pathA, uid: getuid(), accepted: true)
+        _ = await eventually(timeout: .seconds(20)) { await a.pairing.session(pathA)?.phase.isFinished == true }
+        #expect(await a.pairing.session(pathA)?.phase == .failed(.notSaved))
+        let other: UInt32 = getuid() == 65534 ? 65533 : 65534
+        let sentence = try #require(await a.ring.refusedChange(for: getuid())?.sentence)
+        #expect(sentence.contains("beta"), "\(sentence)")
+        #expect(await a.ring.refusedChange(for: other) == nil)
+        #expect(await a.ring.snapshot().roster == snapshotBefore)
+        try? await b.pairing.cancel(pathB, uid: getuid())
+        await a.stop()
+        await b.stop()
+    }
+}

@@ -434,6 +434,14 @@ extension RingService {
     /// GetStatus "RingChangeRefused": the last ring change refused because it could not be saved.
     public func refusedChange() -> RefusedRingChange? { lastRefusedChange }
 
+    /// `refusedChange` as GetStatus answers `uid`: the sentence names the pairing peer or member
+    /// (name and short id), which PairingSession1 keeps from other accounts (PeerName, PeerId), so
+    /// only the machine's ring users (the pairing privilege: root, the daemon's user, group baton)
+    /// read it; every other account gets nil.
+    public func refusedChange(for uid: UInt32) -> RefusedRingChange? {
+        configuration.privilege.allows(uid: uid) ? lastRefusedChange : nil
+    }
+
     /// `bt-pair reset-identity` (§7 "A new identity"): this machine forgets its ring (secrets,
     /// roster, RingSyncs owed, the members' peer records) and its device identity, and starts a ring
     /// of one under a fresh identity, as after being removed. The new ring record is written first
