@@ -7,16 +7,17 @@ import BatonAPI
 public enum PairingReviewText {
     public static func lines(_ session: PairingSessionProperties) -> [String] {
         var lines = ["The other ring brings \(session.peerMembers.count) member(s):"]
-        lines += session.peerMembers.map { "  \($0)" }
+        lines += session.peerMembers.map { "  \(shown($0))" }
         for removal in session.peerRemovals {
-            let who = removal.isThisMachine ? "THIS MACHINE, \(removal.name) (\(removal.id))" : "\(removal.name) (\(removal.id))"
+            let name = shown(removal.name), id = shown(removal.id)
+            let who = removal.isThisMachine ? "THIS MACHINE, \(name) (\(id))" : "\(name) (\(id))"
             let by: String
             if removal.removedByID.isEmpty {
                 by = "taken out with the removed member that introduced it"
             } else if removal.removedByName.isEmpty {
-                by = "removed by \(removal.removedByID)"
+                by = "removed by \(shown(removal.removedByID))"
             } else {
-                by = "removed by \(removal.removedByName) (\(removal.removedByID))"
+                by = "removed by \(shown(removal.removedByName)) (\(shown(removal.removedByID)))"
             }
             lines.append("Joining will also remove from this ring: \(who), \(by).")
         }
@@ -24,10 +25,24 @@ public enum PairingReviewText {
             lines.append("This machine would leave its own ring and start over alone: answer no unless that is what you want.")
         }
         for generation in session.peerGenerations {
-            let who = generation.isThisMachine ? "this machine" : "\(generation.name) (\(generation.id))"
+            let who = generation.isThisMachine ? "this machine" : "\(shown(generation.name)) (\(shown(generation.id)))"
             lines.append("Joining will also re-key: \(who) (generation \(generation.from) → \(generation.to)).")
         }
         return lines
+    }
+
+    /// A name as the prompt prints it: a member's name is chosen freely by whoever introduced its
+    /// identity (the peer, for the members it brings), so control and format characters (a terminal
+    /// escape that hides or rewrites the lines after it, a newline forging a line) are shown as "?".
+    static func shown(_ text: String) -> String {
+        String(text.map { character -> Character in
+            character.unicodeScalars.allSatisfy { scalar in
+                switch scalar.properties.generalCategory {
+                case .control, .format, .lineSeparator, .paragraphSeparator: false
+                default: true
+                }
+            } ? character : "?"
+        })
     }
 
     /// The question asked after `lines`.

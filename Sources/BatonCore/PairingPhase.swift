@@ -18,6 +18,9 @@ public enum PairingFailureReason: String, Hashable, Sendable, CaseIterable {
     /// Both sides agreed, but this machine could not save the ring record with the new member (a
     /// full disk, a state directory batond cannot write): nothing joined here (§7.3).
     case notSaved = "not-saved"
+    /// This ring changed between the review and the Commit (a member's RingSync) so that the commit
+    /// would no longer make exactly the changes shown: nothing joined here (§7.2 "What the users do").
+    case ringChanged = "ring-changed"
 
     /// The reason a `PairingSession` failure gives.
     public init(_ error: WireError) {
@@ -27,6 +30,7 @@ public enum PairingFailureReason: String, Hashable, Sendable, CaseIterable {
         case .commitMismatch, .authenticationFailed, .badSignature, .weakKey, .replayedSequence: self = .verificationFailed
         case .peerRemoved: self = .peerRemoved
         case .malformed("ring not saved"): self = .notSaved
+        case .malformed("ring changed since review"): self = .ringChanged
         default: self = .protocolError
         }
     }

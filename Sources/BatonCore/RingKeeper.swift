@@ -108,6 +108,10 @@ public struct RingKeeper: Sendable {
         let merged = try roster.merge(result.peerRoster, me: deviceID, anchor: peerID)
         if roster.members[peerID] == nil { roster.upsert(result.peer) }
         roster.introduce(peerID, by: identity)
+        // The introduction adds to what the merge checked: a peer roster sent just under the
+        // RingSync limit must not leave a ring that can no longer be synced or saved (§7.3 bounds);
+        // refused whole here, before anything changes, not as an unsaved record.
+        _ = try roster.encoded()
         // The peer holds what it sent and our entry from the pairing exchange; but when its roster
         // removes devices we did not know removed, we re-key (§7.4), and the new secret must reach
         // the peer too: without a RingSync it kept our pairing-time secret and heard our adverts as

@@ -293,6 +293,19 @@ public struct Roster: Hashable, Sendable {
         return Roster(version: 0, members: [], removalMarks: removalMarks.filter { $0.value.cascading })
     }
 
+    /// The member ListMembers names as the one that introduced `id` (dbus-api Ring1.ListMembers
+    /// IntroducedBy): nil for `me` and for a member `me` introduced (paired) itself, whoever else
+    /// signed an introduction of it; otherwise the introducer of lowest id that is still a member,
+    /// else the one of lowest id (removed since). Any member may sign an introduction of a member it
+    /// knows (§7.3), so a rogue member can add itself beside the real introducer, but it can neither
+    /// hide that this device paired the member nor make a present introducer read as removed.
+    public func shownIntroducer(of id: DeviceID, me: DeviceID) -> DeviceID? {
+        guard id != me, let introductions = entries[id]?.introductions,
+              !introductions.contains(where: { $0.introducer == me }) else { return nil }
+        let introducers = introductions.map(\.introducer).sorted()
+        return introducers.first { members[$0] != nil } ?? introducers.first
+    }
+
     /// The local counter saturates at 2⁶³ − 1 (it travels as a non-negative integer).
     private mutating func bumpVersion() {
         if version < UInt64(Int64.max) { version += 1 }

@@ -18,7 +18,7 @@ public struct DaemonParts: Sendable {
                              transfer configuration: TransferService.Configuration, clock: any WallClock = SystemWallClock(),
                              continuation continuationConfiguration: ContinuationService.Configuration = .init(),
                              log: @escaping @Sendable (String) -> Void) async throws -> DaemonParts {
-        await activities.useRingRefusals { [weak ring] in await ring?.refusedChange() }
+        await activities.useRingRefusals { [weak ring] uid in await ring?.refusedChange(for: uid) }
         let discovery = DiscoveryService(ring: ring, avahiBus: ring.configuration.avahiBus, clock: clock, log: log)
         await discovery.start()
         let pairing = PairingService(ring: ring, discovery: discovery, clock: clock, log: log)

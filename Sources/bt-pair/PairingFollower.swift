@@ -88,6 +88,12 @@ struct PairingFollower {
                         directory batond cannot write); nothing joined here; the other machine may list this one: \
                         remove it there. Free space or fix the state directory (baton status says why), then pair again
                         """, PairExit.failure)
+                case "ring-changed":
+                    context.fail("""
+                        ring-changed: this ring changed while you reviewed (a member's update arrived), so committing would \
+                        no longer make exactly the changes shown; nothing joined here; the other machine may list this one: \
+                        remove it there, then pair again to review the changes as they are now
+                        """, PairExit.failure)
                 default: context.fail("pairing failed (\(session.error)); nothing was stored", PairExit.failure)
                 }
             default:

@@ -33,3 +33,22 @@ import Testing
         #expect(PairingReviewText.question(session) == "Add them to this ring? [y/N] ")
     }
 }
+
+/// Red team (ReviewAttackTests): a peer names the members it brings (and itself, the remover of
+/// its marks) freely; a terminal escape in such a name must not hide or rewrite the review lines
+/// after it, nor a newline forge one.
+@Suite struct ReviewAttackTextTests {
+    @Test func namesCannotCarryTerminalEscapesOrForgeLines() {
+        let session = PairingSessionProperties(
+            state: "reviewing", peerMembers: ["desk\u{1B}[8m (ab12-cd34)", "laptop\nJoining will also re-key: nothing (ab12-0000)"],
+            peerRemovals: [.init(name: "laptop", id: "3f2a-0001", removedByName: "\r\u{1B}[2Kdesk", removedByID: "ab12-cd34")],
+            peerGenerations: [.init(name: "x\u{202E}y", id: "ab12-cd34", from: 4, to: 5)])
+        let lines = PairingReviewText.lines(session)
+        for line in lines {
+            #expect(!line.unicodeScalars.contains { $0.properties.generalCategory == .control || $0.properties.generalCategory == .format }, "\(line)")
+        }
+        #expect(lines.contains("  desk?[8m (ab12-cd34)"))
+        #expect(lines.contains("Joining will also remove from this ring: laptop (3f2a-0001), removed by ??[2Kdesk (ab12-cd34)."))
+        #expect(lines.count == 5)
+    }
+}

@@ -106,7 +106,7 @@ struct PairingPhaseTests {
     @Test("Failure reasons keep their D-Bus names and map pairing errors")
     func reasons() {
         #expect(PairingFailureReason.allCases.map(\.rawValue) == ["rejected", "timed-out", "verification-failed", "transport", "protocol",
-                                                                 "peer-removed", "contested", "not-saved"])
+                                                                 "peer-removed", "contested", "not-saved", "ring-changed"])
         #expect(PairingFailureReason(.peerRemoved) == .peerRemoved)
         #expect(PairingFailureReason(.malformed("ring not saved")) == .notSaved)
         #expect(PairingFailureReason(.rejected) == .rejected)

@@ -95,7 +95,7 @@ public actor ActivityService {
     /// The radio as last asked (`refreshRadio`): the status file is written synchronously.
     var radio: RadioSummary = .off
     /// Asks the ring for its last refused change (GetStatus "RingChangeRefused"); nil: no ring.
-    var ringRefusal: (@Sendable () async -> RefusedRingChange?)?
+    var ringRefusal: (@Sendable (UInt32) async -> RefusedRingChange?)?
     var uidBySender: [String: UInt32] = [:]
     /// Unique names seen leaving the bus, so a call racing its caller's disconnect leaves nothing behind.
     var recentlyVanished: Set<String> = []
@@ -164,7 +164,7 @@ public actor ActivityService {
     /// Asks the radio what it can do and derives the lifecycle state from it: a radio that was
     /// asked for (no --no-radio) but cannot work makes the daemon degraded, not running.
     /// GetStatus reports the ring's last refused change (batond: DaemonParts.start).
-    public func useRingRefusals(_ read: @escaping @Sendable () async -> RefusedRingChange?) { ringRefusal = read }
+    public func useRingRefusals(_ read: @escaping @Sendable (UInt32) async -> RefusedRingChange?) { ringRefusal = read }
 
     func refreshRadio() async {
         if !configuration.radioEnabled {

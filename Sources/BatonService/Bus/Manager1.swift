@@ -44,12 +44,14 @@ extension ActivityService {
                 guard let self else { throw DBusError.failed("stopping") }
                 await self.refreshRadio()
                 var status = await self.managerStatus()
-                if let refusal = await self.ringRefusal?() {
+                let uid = try? await self.callerUID(call.sender)
+                // Names a pairing peer or member: for the machine's ring users only (RingService.refusedChange).
+                if let uid, let refusal = await self.ringRefusal?(uid) {
                     status.ringChangeRefused = refusal.sentence
                     status.ringChangeRefusedTime = refusal.time
                 }
                 // Per caller: whether an app continued for this user can be started.
-                if let uid = try? await self.callerUID(call.sender) { status.sessionAgent = await self.hasAgent(uid: uid) }
+                if let uid { status.sessionAgent = await self.hasAgent(uid: uid) }
                 return [status.dbusValue]
             },
         ], properties: [

@@ -57,7 +57,7 @@ extension PairingService {
         }
         let id = pairing.peer.deviceID
         do throws(WireError) {
-            try await ring.joined(pairing, observedHost: (channel as? PlainFrameChannel)?.peerDescription,
+            try await ring.joined(pairing, shown: review, observedHost: (channel as? PlainFrameChannel)?.peerDescription,
                                   bluetoothPeer: (channel as? L2CAPFrameChannel)?.peer)
         } catch {
             update(path) { $0.failed(PairingFailureReason(error)) }

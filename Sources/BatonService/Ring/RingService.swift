@@ -301,6 +301,8 @@ public actor RingService {
 
     /// The refusal of a RingSync whose merge could not be written (answered `internal`, §6.2).
     nonisolated static let unsavedRing = "ring not saved"
+    /// A pairing whose review no longer matches what its commit would change (`ring-changed`).
+    nonisolated static let changedSinceReview = "ring changed since review"
 
     /// A RingSync carrying roster `version` was answered by `member`: it no longer needs a retry.
     public func syncDelivered(to member: DeviceID, version: UInt64) async {
@@ -328,8 +330,7 @@ public actor RingService {
     func memberSummaries() -> [MemberSummary] {
         keeper.state.roster.members.values.sorted { $0.name < $1.name }.map { member in
             let isSelf = member.deviceID == keeper.deviceID
-            let introducer = member.introduction?.introducer
-            let shown = isSelf || introducer == keeper.deviceID ? nil : introducer
+            let shown = keeper.state.roster.shownIntroducer(of: member.deviceID, me: keeper.deviceID)
             return MemberSummary(name: member.name, deviceID: member.deviceID, isSelf: isSelf, peer: peers[member.deviceID],
                                  introducedBy: shown,
                                  introducerRemoved: shown.map { keeper.state.roster.members[$0] == nil } ?? false)
@@ -433,6 +434,14 @@ extension RingService {
     /// GetStatus "RingChangeRefused": the last ring change refused because it could not be saved.
     public func refusedChange() -> RefusedRingChange? { lastRefusedChange }
 
+    /// `refusedChange` as GetStatus answers `uid`: the sentence names the pairing peer or member
+    /// (name and short id), which PairingSession1 keeps from other accounts (PeerName, PeerId), so
+    /// only the machine's ring users (the pairing privilege: root, the daemon's user, group baton)
+    /// read it; every other account gets nil.
+    public func refusedChange(for uid: UInt32) -> RefusedRingChange? {
+        configuration.privilege.allows(uid: uid) ? lastRefusedChange : nil
+    }
+
     /// `bt-pair reset-identity` (§7 "A new identity"): this machine forgets its ring (secrets,
     /// roster, RingSyncs owed, the members' peer records) and its device identity, and starts a ring
     /// of one under a fresh identity, as after being removed. The new ring record is written first
@@ -467,7 +476,17 @@ extension RingService {
     /// A ring record that cannot be saved (a full disk, a state directory batond cannot write) refuses
     /// the join as a whole: the keeper goes back, nothing reaches the radio or the members, and the
     /// session fails `not-saved` (`.malformed(unsavedRing)`).
-    func joined(_ pairing: PairingResult, observedHost: String?, bluetoothPeer: L2CAPSocketAddress?) async throws(WireError) {
+    ///
+    /// `shown` is what the person reviewed (§7.2 "What the users do"): when this ring changed since
+    /// (a member's RingSync merged meanwhile) so that the merge would now change something else, the
+    /// join is refused and nothing changes (`ring-changed`, `.malformed(changedSinceReview)`).
+    func joined(_ pairing: PairingResult, shown: PairingReview? = nil, observedHost: String?,
+                bluetoothPeer: L2CAPSocketAddress?) async throws(WireError) {
+        if let shown, PairingReview(ours: keeper.state.roster, peerRoster: pairing.peerRoster, peer: pairing.peer,
+                                    me: keeper.deviceID) != shown {
+            log("batond: pairing with \(pairing.peer.deviceID.shortForm) refused: the ring changed since the review, the commit would change other members than shown")
+            throw .malformed(Self.changedSinceReview)
+        }
         let previous = keeper
         var actions = try keeper.pair(pairing, random: SystemRandom())
         let id = pairing.peer.deviceID
