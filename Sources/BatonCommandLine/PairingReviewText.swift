@@ -34,7 +34,8 @@ public enum PairingReviewText {
     /// A name as the prompt prints it: a member's name is chosen freely by whoever introduced its
     /// identity (the peer, for the members it brings), so control and format characters (a terminal
     /// escape that hides or rewrites the lines after it, a newline forging a line) are shown as "?".
-    static func shown(_ text: String) -> String {
+    /// `bt-pair list` prints names through it too.
+    public static func shown(_ text: String) -> String {
         String(text.map { character -> Character in
             character.unicodeScalars.allSatisfy { scalar in
                 switch scalar.properties.generalCategory {

@@ -33,7 +33,8 @@ struct ListMembersCommand: Subcommand {
             let rssi = member.lastRSSI.map { String($0) } ?? "-"
             let since = member.isSelf ? "(this machine)" : Self.formatTime(member.pairedSince)
             let seen = member.isSelf ? "" : Self.formatTime(member.lastSeen)
-            context.output.line(member.name.padded(to: 20) + " " + member.shortID + "  "
+            // Names are chosen by whoever introduced the identity: no terminal escape reaches the screen.
+            context.output.line(PairingReviewText.shown(member.name).padded(to: 20) + " " + member.shortID + "  "
                 + since.padded(to: 17) + " " + seen.padded(to: 17)
                 + " " + rssi + (Self.introduction(of: member, in: members).map { "  " + $0 } ?? ""))
         }
@@ -47,7 +48,7 @@ struct ListMembersCommand: Subcommand {
         guard let introducer = member.introducedBy else { return nil }
         if member.introducerRemoved == true { return "introduced by \(introducer) (removed)" }
         guard let name = members.first(where: { $0.shortID == introducer })?.name else { return "introduced by \(introducer)" }
-        return "introduced by \(name) (\(introducer))"
+        return "introduced by \(PairingReviewText.shown(name)) (\(introducer))"
     }
 
     static func formatTime(_ seconds: Int64?) -> String {

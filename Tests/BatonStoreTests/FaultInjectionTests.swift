@@ -56,8 +56,13 @@ struct FaultInjectionTests {
             // A bound that cannot be reached unless the writer stopped making progress.
             try #require(runs < 5000, "only \(attempts) write attempts after \(runs) runs")
             runs += 1
-            // Start-up takes ~20 ms here; up to 50 ms more lets a run complete dozens of writes.
-            let delay = UInt32.random(in: 0...70_000, using: &generator)
+            // The kill comes at a random instant after the writer said it started (start-up takes
+            // ~20 ms on a quiet machine and far longer on a loaded one, which would otherwise leave
+            // most runs with no write at all): up to 50 ms lets a run complete dozens of writes.
+            let delay = UInt32.random(in: 0...50_000, using: &generator)
+            // One run in eight is killed without waiting for it, during its start (loading the record
+            // and clearing what an earlier kill left) as often as not.
+            let duringStart = Int.random(in: 0..<8, using: &generator) == 0
             // The start, the wait and the kill on a thread of their own (not the shared pool).
             let (text, killedBySignal) = try await onOwnThread {
                 let process = Process()
@@ -66,9 +71,15 @@ struct FaultInjectionTests {
                 let output = ChildPipe()
                 process.standardOutput = output
                 try launch(process)
+                var head = Data()
+                while !duringStart, !String(decoding: head, as: UTF8.self).contains("start ") {
+                    let chunk = output.fileHandleForReading.availableData
+                    if chunk.isEmpty { break }  // the writer ended (it never does unless killed or failing)
+                    head.append(chunk)
+                }
                 usleep(delay)
                 kill(process.processIdentifier, SIGKILL)
-                let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                let text = String(decoding: head + output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
                 process.waitUntilExit()
                 return (text, process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGKILL)
             }
