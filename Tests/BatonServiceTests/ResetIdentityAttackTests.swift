@@ -168,9 +168,7 @@ struct ResetIdentityAttackTests {
     /// opened before the reset gets nothing more on it (no Hello, no activity).
     @Test func aChannelOpenedBeforeTheResetServesNothingAfterIt() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
-        let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta")
-        let (pathA, _) = try await pairWithoutBus(a.pairing, b.pairing)
-        #expect(await eventually(timeout: .seconds(30)) { await a.pairing.session(pathA)?.phase.stateName == "paired" })
+        let (a, b) = try await pairedAlphaAndBeta()
         let idA = await a.ring.deviceID, idB = await b.ring.deviceID
         #expect(await eventually(timeout: .seconds(30)) { await b.ring.isMember(idA) })
         let channel = try await b.transfer.connector.connect(host: "127.0.0.1", port: a.transfer.port, timeout: .seconds(10))
@@ -198,9 +196,7 @@ struct ResetIdentityAttackTests {
     /// ring changed under the open channel; then it answers, forcing a RingSync. `change` is that
     /// change; returns every roster A sent on the held channel.
     func rostersSentOnAHeldChannel(change: (BusLessNode, DeviceID) async throws -> Void) async throws -> (sent: [Roster], a: BusLessNode) {
-        let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta")
-        let (pathA, _) = try await pairWithoutBus(a.pairing, b.pairing)
-        #expect(await eventually(timeout: .seconds(30)) { await a.pairing.session(pathA)?.phase.stateName == "paired" })
+        let (a, b) = try await pairedAlphaAndBeta()
         let idB = await b.ring.deviceID, keyOfA = await a.ring.keeper.identity.publicKey
         // Beta's keys (the old member, or whoever holds a copy of them) answer at beta's endpoint.
         let fake = try TLSListener(identity: await b.ring.keeper.identity, pins: { PinSet([keyOfA]) }, host: "127.0.0.1", port: 0)
@@ -269,6 +265,15 @@ struct ResetIdentityAttackTests {
     /// security.md says) and seals under the new one. Then `restore` puts (part of) the copy back
     /// and alpha starts again within the same boot. Returns the restarted node, every advert, every
     /// secret and the old id.
+    /// alpha and beta, paired, both sides done (beta's commit may end after alpha's on a loaded machine).
+    func pairedAlphaAndBeta() async throws -> (BusLessNode, BusLessNode) {
+        let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta")
+        let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing)
+        #expect(await eventually(timeout: .seconds(60)) { await a.pairing.session(pathA)?.phase.stateName == "paired" })
+        #expect(await eventually(timeout: .seconds(60)) { await b.pairing.session(pathB)?.phase.stateName == "paired" })
+        return (a, b)
+    }
+
     func restoredAfterAReset(restore: (URL, URL) throws -> Void) async throws
         -> (again: BusLessNode, beta: BusLessNode, adverts: [[UInt8]], secrets: [AdvertisingSecret], oldID: DeviceID, oldSecret: AdvertisingSecret) {
         let runtime = directory.appendingPathComponent("run").path
@@ -352,9 +357,7 @@ struct ResetIdentityAttackTests {
     /// and the new secret is heard by nobody).
     @Test func theResetTakesTheRingAdvertOffTheAirAndSealsNothing() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
-        let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta")
-        let (pathA, _) = try await pairWithoutBus(a.pairing, b.pairing)
-        #expect(await eventually(timeout: .seconds(30)) { await a.pairing.session(pathA)?.phase.stateName == "paired" })
+        let (a, b) = try await pairedAlphaAndBeta()
         try await publish(a, "one", version: 1)
         #expect(a.radio.onAir != nil)
         _ = try await a.pairing.resetIdentity()
@@ -410,9 +413,7 @@ struct ResetIdentityAttackTests {
     /// the old seed is in none of them.
     @Test func theStateDirectoryKeepsBothIdentitiesFromOtherAccounts() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
-        let a = try await BusLessNode.start(in: directory, name: "alpha"), b = try await BusLessNode.start(in: directory, name: "beta")
-        let (pathA, _) = try await pairWithoutBus(a.pairing, b.pairing)
-        #expect(await eventually(timeout: .seconds(30)) { await a.pairing.session(pathA)?.phase.stateName == "paired" })
+        let (a, b) = try await pairedAlphaAndBeta()
         try await publish(a, "one", version: 1)
         let oldSeed = await a.ring.keeper.state.identitySeed.hexString
         _ = try await a.pairing.resetIdentity()
