@@ -56,10 +56,11 @@ final class HeadlessChromium: @unchecked Sendable {
 
     var hostLogText: String { (try? String(contentsOf: hostLog, encoding: .utf8)) ?? "" }
 
-    /// The DevTools HTTP endpoint (Chromium writes its port into the profile).
+    /// The DevTools HTTP endpoint (Chromium writes its port into the profile). Chromium's start is
+    /// not what is tested: beside two busy builds it took over 45 s, so it gets 3 minutes.
     func devTools() async throws -> String {
         let file = profile.appendingPathComponent("DevToolsActivePort")
-        let port = try await awaitValue("DevTools port") {
+        let port = try await awaitValue("DevTools port", timeout: .seconds(180)) {
             (try? String(contentsOf: file, encoding: .utf8))?.split(separator: "\n").first.map(String.init)
         }
         return "http://127.0.0.1:\(port)"

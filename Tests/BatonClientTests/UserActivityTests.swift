@@ -98,9 +98,10 @@ struct UserActivityTests {
         }
     }
 
+    // Answered WillSave: the daemon waits up to 30 s here, so a loaded machine cannot turn the answer into a timeout.
     @Test("the delegate's fresh state is what GetPayload returns")
     func willSaveAnswered() async throws {
-        try await withDaemon { daemon in
+        try await withDaemon(saveTimeout: 30) { daemon in
             let connection = try daemon.connect()
             defer { connection.close() }
             let delegate = FreshStateDelegate()
@@ -125,7 +126,7 @@ struct UserActivityTests {
 
     @Test("without a delegate, WillSave sends the latest local properties")
     func willSaveWithoutDelegate() async throws {
-        try await withDaemon { daemon in
+        try await withDaemon(saveTimeout: 30) { daemon in
             let connection = try daemon.connect()
             defer { connection.close() }
             let activity = connection.makeActivity(type: Self.type)

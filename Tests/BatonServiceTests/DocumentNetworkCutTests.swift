@@ -106,7 +106,7 @@ struct DocumentNetworkCutTests {
         let bus = try TestBus()
         let client = try DBusConnection(bus: .address(bus.address))
         let alpha = KillableBatond(bus, name: "alpha", listen: VethLink.alphaAddress, port: 47_411, namespace: link.alphaNamespace,
-                                   extraArguments: ["--save-timeout", "10"])
+                                   extraArguments: ["--save-timeout", "60"])
         let beta = KillableBatond(bus, name: "beta", listen: VethLink.betaAddress, port: 47_412, namespace: link.betaNamespace)
         let apps = try await DocumentApps(bus: bus, type: Self.type)
         var failure: (any Error)?
