@@ -62,6 +62,40 @@ enum Lab {
         return dropped.isEmpty ? "none" : dropped.joined(separator: "; ")
     }
 
+    /// The guest kernel's BUG, oops and warning reports so far, with their call traces (empty when
+    /// there are none): after one, the Bluetooth stack hangs with the task that hit it.
+    static func kernelProblems() -> String {
+        let log = runSync("/bin/dmesg", [])
+        guard log.range(of: #"kernel BUG at|BUG: |Oops: |general protection fault|list_(del|add) corruption|WARNING: CPU: "#,
+                        options: .regularExpression) != nil else { return "" }
+        let lines = log.split(separator: "\n", omittingEmptySubsequences: false)
+        guard let first = lines.firstIndex(where: {
+            $0.range(of: #"kernel BUG at|BUG: |Oops: |general protection fault|list_(del|add) corruption|WARNING: CPU: "#, options: .regularExpression) != nil
+        }) else { return "" }
+        return lines[first..<min(lines.count, first + 40)].joined(separator: "\n")
+    }
+
+    /// Where each thread of a process is, for a daemon that stopped answering: the kernel's view
+    /// (state, wait channel, the system call it is in and its kernel stack, from /proc) and then
+    /// gdb's backtraces (the lab runs as root). Printed by a failing test, never asserted on.
+    static func threadReport(pid: Int32) async -> String {
+        var report = "threads of pid \(pid):\n"
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task"))?.sorted { (Int($0) ?? 0) < (Int($1) ?? 0) } ?? []
+        func read(_ path: String) -> String {
+            ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "?").trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        for task in tasks {
+            let base = "/proc/\(pid)/task/\(task)"
+            let state = read("\(base)/stat").split(separator: " ").dropFirst(2).first.map(String.init) ?? "?"
+            report += "- \(task) \(read("\(base)/comm")) state \(state) wchan \(read("\(base)/wchan")) syscall \(read("\(base)/syscall"))\n"
+            report += read("\(base)/stack").split(separator: "\n").map { "    " + $0 }.joined(separator: "\n") + "\n"
+        }
+        let gdb = (try? await runTool("/usr/bin/timeout", ["120", "/usr/bin/gdb", "-p", "\(pid)", "-batch", "-nx",
+                                                           "-ex", "set pagination off", "-ex", "thread apply all bt 30"]))
+        report += "gdb:\n" + (gdb?.1 ?? "gdb did not run") + (gdb?.2.suffix(2_000) ?? "")
+        return report
+    }
+
     /// Runs a short program to its end and returns its standard output (at the start of a test).
     static func runSync(_ path: String, _ arguments: [String]) -> String {
         let process = Process()

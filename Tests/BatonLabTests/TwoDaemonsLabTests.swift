@@ -54,7 +54,9 @@ final class DaemonPair: @unchecked Sendable {
         // dbus-daemon, or dbus-broker with BATON_TEST_BUS=broker (scripts/lab/run --bus broker).
         bus = try TestBus()
         address = bus.address
-        if Lab.isInside {
+        // BATON_LAB_KEEP_LINKS=1 (a diagnostic, docs/lab.md): the links stay, to tell what the lab's
+        // own disconnect does apart from what the tests before did.
+        if Lab.isInside, ProcessInfo.processInfo.environment["BATON_LAB_KEEP_LINKS"] != "1" {
             let dropped = Lab.dropLinks()
             mark("LE links left by earlier tests, dropped: \(dropped)")
             if dropped != "none" { print("LAB LE links left by earlier tests, dropped: \(dropped)") }
@@ -168,6 +170,10 @@ final class DaemonPair: @unchecked Sendable {
             return nil
         }
         mark("bt-pair \(name) with \(arguments.joined(separator: " ")) → \(result.0), began \(stamp(started))")
+        // A daemon that did not answer: where its threads are (issue 23's open finding).
+        if result.0 != 0, result.2.contains("did not answer"), let process = named[name], process.isRunning {
+            print("LAB \(name)'s batond did not answer `bt-pair with`; " + (await Lab.threadReport(pid: process.processIdentifier)))
+        }
         return result
     }
 
@@ -264,7 +270,7 @@ struct TwoDaemonsLabTests {
         }
 
         let (withStatus, withOut, withErr) = try await lab.pairWith("beta", acceptor: "alpha", ["--json", "alpha", "--test-auto-confirm"])
-        let links = withStatus == 0 ? "" : await Lab.links()
+        let links = withStatus == 0 ? "" : await Lab.links() + Lab.kernelProblems()
         #expect(withStatus == 0, "\(withErr)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))\nlinks:\n\(links)\n\(lab.timeline)")
         #expect(withOut.contains("\"paired\""))
         #expect(withErr.contains("ble:"))
@@ -533,7 +539,7 @@ struct TwoDaemonsLabTests {
         let radios = heard ? "" : try await lab.radioReport()
         #expect(heard, "beta never heard alpha's pairing advert\n\(radios)")
         let (withStatus, _, withErr) = try await lab.pairWith("beta", acceptor: "alpha", ["--json", "alpha", "--test-auto-confirm"])
-        let links = withStatus == 0 ? "" : await Lab.links()
+        let links = withStatus == 0 ? "" : await Lab.links() + Lab.kernelProblems()
         #expect(withStatus == 0, "\(withErr)\nbeta log:\n\(lab.log("beta"))\nalpha log:\n\(lab.log("alpha"))\nlinks:\n\(links)\n\(lab.timeline)")
         _ = try await accept.value
 
