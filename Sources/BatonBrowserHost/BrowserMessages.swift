@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+import BatonCore
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -60,19 +61,14 @@ public enum BrowserMessage: Equatable, Sendable {
         case "current":
             guard let text = wire.url else { throw .notAWebPage }
             guard text.utf8.count <= BrowserPage.maximumURLLength else { throw .urlTooLong }
-            guard isWebURL(text), let url = URL(string: text) else { throw .notAWebPage }
+            // Private schemes (file:, chrome:, about:, data:, extension pages) never leave the machine.
+            guard isWebAddress(text), let url = URL(string: text) else { throw .notAWebPage }
             let title = String((wire.title ?? "").prefix(BrowserPage.maximumTitleLength))
             return .current(BrowserPage(title: title.isEmpty ? text : title, url: url,
                                         scrollX: validScroll(wire.scrollX), scrollY: validScroll(wire.scrollY)))
         default:
             throw .unknownKind(String(wire.kind.prefix(64)))
         }
-    }
-
-    /// Private schemes (file:, chrome:, about:, data:, extension pages) never leave the machine.
-    public static func isWebURL(_ text: String) -> Bool {
-        let lower = text.lowercased()
-        return lower.hasPrefix("https://") || lower.hasPrefix("http://")
     }
 
     static func validScroll(_ value: Double?) -> Double? {
