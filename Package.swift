@@ -46,26 +46,28 @@ let package = Package(
         // Adapters at the edges.
         // Dispatch sources that never watch a socket directly (libdispatch's hang-up race).
         .systemLibrary(name: "CEpoll"),
-        .target(name: "BatonReadiness", dependencies: ["CEpoll"], swiftSettings: sharedSections),
+        // The owned file descriptor and the one EINTR retry every module's reads and writes go through.
+        .target(name: "BatonSystem", swiftSettings: sharedSections),
+        .target(name: "BatonReadiness", dependencies: ["CEpoll", "BatonSystem"], swiftSettings: sharedSections),
         .target(name: "BatonDBus", dependencies: ["CBusSocket", "BatonReadiness"], swiftSettings: sharedSections),
-        .target(name: "BatonStore", dependencies: ["BatonCrypto"], swiftSettings: daemonSections),
-        .target(name: "BatonTransport", dependencies: ["BatonCore", "BatonCrypto", "COpenSSL", "CBluetooth", "BatonReadiness"], swiftSettings: daemonSections),
+        .target(name: "BatonStore", dependencies: ["BatonCrypto", "BatonSystem"], swiftSettings: daemonSections),
+        .target(name: "BatonTransport", dependencies: ["BatonCore", "BatonCrypto", "COpenSSL", "CBluetooth", "BatonReadiness", "BatonSystem"], swiftSettings: daemonSections),
         .target(name: "BatonBlueZ", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: daemonSections),
         .target(name: "BatonAvahi", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: daemonSections),
         // The D-Bus contract (names, errors, value coding, typed replies) shared by daemon and clients.
         .target(name: "BatonAPI", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: sharedSections),
-        .target(name: "BatonService", dependencies: ["BatonAPI", "BatonCore", "BatonCrypto", "BatonDBus", "BatonStore", "BatonBlueZ", "BatonAvahi", "BatonTransport", "CBusSocket"], swiftSettings: daemonSections),
-        .target(name: "BatonClient", dependencies: ["BatonAPI", "BatonDBus", "BatonCore"], swiftSettings: strict),
+        .target(name: "BatonService", dependencies: ["BatonAPI", "BatonCore", "BatonCrypto", "BatonDBus", "BatonStore", "BatonBlueZ", "BatonAvahi", "BatonTransport", "BatonSystem", "CBusSocket"], swiftSettings: daemonSections),
+        .target(name: "BatonClient", dependencies: ["BatonAPI", "BatonDBus", "BatonCore", "BatonSystem"], swiftSettings: strict),
         // What both command-line tools share: subcommands, argument parsing, output, JSON.
-        .target(name: "BatonCommandLine", dependencies: ["BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
+        .target(name: "BatonCommandLine", dependencies: ["BatonClient", "BatonAPI", "BatonCore", "BatonDBus", "BatonSystem"], swiftSettings: strict),
 
         // The per-user session agent: notifications for suggestions, app launching in the session.
-        .target(name: "BatonAgent", dependencies: ["BatonPublishers", "BatonClient", "BatonAPI", "BatonCommandLine", "BatonDBus", "CGio"], swiftSettings: strict),
+        .target(name: "BatonAgent", dependencies: ["BatonPublishers", "BatonClient", "BatonAPI", "BatonCommandLine", "BatonDBus", "BatonSystem", "CGio"], swiftSettings: strict),
 
         // Which of the app-independent publishers the user turned on (publishers.conf).
         .target(name: "BatonPublishers", swiftSettings: strict),
         // The browser extension's native messaging host: framing, page messages, the activity.
-        .target(name: "BatonBrowserHost", dependencies: ["BatonPublishers", "BatonClient", "BatonAPI", "BatonCore", "BatonCommandLine", "BatonDBus"], swiftSettings: strict),
+        .target(name: "BatonBrowserHost", dependencies: ["BatonPublishers", "BatonClient", "BatonAPI", "BatonCore", "BatonCommandLine", "BatonDBus", "BatonSystem"], swiftSettings: strict),
 
         // Thin executables that only wire things together.
         // The release daemon links the Swift runtime statically: only the pages it touches become
@@ -130,6 +132,7 @@ let package = Package(
         .target(name: "BatonServiceFakes", dependencies: ["BatonService", "BatonAPI", "BatonStore", "BatonCore"], path: "Tests/Support/BatonServiceFakes",
                 swiftSettings: strict),
 
+        .testTarget(name: "BatonSystemTests", dependencies: ["BatonSystem"], swiftSettings: strict),
         .testTarget(name: "BatonCryptoTests", dependencies: ["BatonCrypto"], swiftSettings: strict),
         .testTarget(name: "BatonCoreTests", dependencies: ["BatonCore", "BatonCrypto"], resources: [.copy("Vectors")], swiftSettings: strict),
         // Links libbluetooth itself: its str2ba is the reference the address parser is checked against.
@@ -143,7 +146,7 @@ let package = Package(
         .testTarget(name: "BatonPublishersTests", dependencies: ["BatonPublishers"], swiftSettings: strict),
         .testTarget(name: "BatonBrowserHostTests", dependencies: ["BatonBrowserHost", "BatonClient", "BatonCore"],
                     swiftSettings: strict),
-        .testTarget(name: "BatonAgentTests", dependencies: ["BatonTestBus", "BatonAgent", "BatonClient", "BatonAPI", "BatonDBus"], swiftSettings: strict),
+        .testTarget(name: "BatonAgentTests", dependencies: ["BatonTestBus", "BatonAgent", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonClientTests", dependencies: ["BatonTestBus", "BatonAPI", "BatonCommandLine", "BatonClient", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
         .testTarget(name: "BatonAvahiTests", dependencies: ["BatonTestBus", "BatonAvahi", "BatonCore", "BatonCrypto", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonLabTests", dependencies: ["BatonTestBus", "BatonBlueZ", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),

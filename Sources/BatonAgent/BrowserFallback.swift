@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonAPI
 import BatonClient
+import BatonCore
 import BatonDBus
 
 /// "Open in browser": the daemon fetches the activity and hands back its webpage URL
@@ -13,7 +14,8 @@ enum BrowserFallback {
         do {
             let reply = try await daemon.dbus.call(destination: daemon.busName, path: path, interface: BatonInterface.suggestion,
                                                    method: method, timeout: .seconds(30))
-            guard let url = reply.first?.stringValue, isWebURL(url) else {
+            // Only web pages go to the browser: a peer's URL must not launch arbitrary URI handlers.
+            guard let url = reply.first?.stringValue, isWebAddress(url) else {
                 logger.log("\(method) on \(path) gave no http(s) URL")
                 return
             }
@@ -25,11 +27,5 @@ enum BrowserFallback {
         } catch {
             logger.log("open \(path) in the browser failed: \(error)")
         }
-    }
-
-    /// Only web pages go to the browser: a peer's URL must not launch arbitrary URI handlers.
-    static func isWebURL(_ url: String) -> Bool {
-        let lower = url.lowercased()
-        return lower.hasPrefix("https://") || lower.hasPrefix("http://")
     }
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonClient
+import BatonSystem
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -35,28 +36,32 @@ public struct RecentDocumentReceiver: Sendable {
     @discardableResult
     public func receive(_ activity: ContinuedActivity) async throws -> URL {
         guard let document = activity.document else { throw Failure.noDocument }
-        defer { close(document.descriptor) }
+        let input = FileDescriptor(taking: document.descriptor)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let target = freeName(for: Self.safeName(activity.title))
-        let output = open(target.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard output >= 0 else { throw Failure.cannotSave(errno: errno) }
-        defer { close(output) }
+        let output = try Self.create(target.path)
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while true {
-            let count = buffer.withUnsafeMutableBytes { read(document.descriptor, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            guard count >= 0 else { throw Failure.cannotSave(errno: errno) }
-            if count == 0 { break }
-            var offset = 0
-            while offset < count {
-                let written = buffer.withUnsafeBytes { write(output, $0.baseAddress! + offset, count - offset) }
-                if written < 0, errno == EINTR { continue }
-                guard written > 0 else { throw Failure.cannotSave(errno: errno) }
-                offset += written
+            let read = buffer.withUnsafeMutableBytes { raw in Result { () throws(Errno) in try input.read(into: raw) } }
+            let count: Int
+            switch read {
+            case .success(let value): count = value
+            case .failure(let error): throw Failure.cannotSave(errno: error.code)
             }
+            if count == 0 { break }
+            let written = buffer.withUnsafeBytes { raw in Result { () throws(Errno) in try output.writeAll(UnsafeRawBufferPointer(rebasing: raw[..<count])) } }
+            if case .failure(let error) = written { throw Failure.cannotSave(errno: error.code) }
         }
+        output.close()
+        input.close()
         try await opener.open(target.absoluteString)
         return target
+    }
+
+    private static func create(_ path: String) throws(Failure) -> FileDescriptor {
+        do throws(Errno) { return try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode: 0o600) } catch {
+            throw .cannotSave(errno: error.code)
+        }
     }
 
     /// The peer's title as a file name: one path component, not hidden, not empty, bounded.

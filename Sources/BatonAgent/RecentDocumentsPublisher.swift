@@ -2,6 +2,7 @@
 import BatonAPI
 import BatonClient
 import BatonPublishers
+import BatonSystem
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -78,14 +79,13 @@ public actor RecentDocumentsPublisher {
 
     private func offer(_ document: RecentDocument) async {
         // No symlinks (the filter judged this path, not a link's target) and regular files only.
-        let descriptor = open(document.url.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard descriptor >= 0 else {
-            logger.log("recent document \(document.displayName) cannot be opened (errno \(errno))")
+        let file: FileDescriptor
+        do throws(Errno) { file = try FileDescriptor.open(document.url.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) } catch {
+            logger.log("recent document \(document.displayName) cannot be opened (errno \(error.code))")
             return
         }
-        defer { close(descriptor) }
         var status = stat()
-        guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { return }
+        guard fstat(file.rawValue, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { return }
 
         await activity?.invalidate()
         let activity = daemon.makeActivity(type: Self.activityType)
@@ -96,7 +96,7 @@ public actor RecentDocumentsPublisher {
             let path = try await activity.publish()
             _ = try await daemon.dbus.call(destination: daemon.busName, path: path, interface: BatonInterface.activity,
                                            method: "AttachDocument",
-                                           arguments: [.unixFD(descriptor), .string(document.mediaType), .string(UUID().uuidString)])
+                                           arguments: [.unixFD(file.rawValue), .string(document.mediaType), .string(UUID().uuidString)])
             try await activity.becomeCurrent()
         } catch {
             logger.log("offering the recent document \(document.displayName) failed: \(error)")

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCommandLine
+import BatonSystem
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -27,57 +28,54 @@ public final class RecentDocumentsWatch: Sendable {
     /// One element per batch of events that touched a watched file; changes coalesce while unread.
     public let changes: AsyncStream<Void>
     /// The write end of the pipe the thread also polls: closing it (deinit) ends the thread.
-    private let stopWriter: Int32
+    private let stopWriter: FileDescriptor
 
     /// Creates the files' directories when missing (mode 0700, as GLib would), so a fresh account's
     /// first recent list is seen too.
     public init(files: [URL]) throws(Failure) {
-        let inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
-        guard inotify >= 0 else { throw .cannotWatch(path: "inotify", errno: errno) }
+        let created = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+        guard created >= 0 else { throw .cannotWatch(path: "inotify", errno: errno) }
+        let inotify = FileDescriptor(taking: created)
         var directories = WatchedDirectories(files: files)
-        if let failure = directories.addAll(to: inotify) {
-            close(inotify)
-            throw failure
-        }
-        var ends: [Int32] = [-1, -1]
-        guard pipe(&ends) == 0 else {
-            let code = errno
-            close(inotify)
-            throw .cannotWatch(path: "pipe", errno: code)
-        }
-        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }  // pipe2 is not in Swift's Glibc
+        if let failure = directories.addAll(to: inotify.rawValue) { throw failure }
+        let pipe: FileDescriptor.Pipe
+        do throws(Errno) { pipe = try FileDescriptor.pipe() } catch { throw .cannotWatch(path: "pipe", errno: error.code) }
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         changes = stream
-        stopWriter = ends[1]
-        let stopReader = ends[0]
+        stopWriter = pipe.writer
+        // The thread owns these two from here on.
+        let inotifyNumber = inotify.release(), stopReaderNumber = pipe.reader.release()
         let watched = directories
         DetachedThread.start {
-            Self.follow(inotify: inotify, stopReader: stopReader, directories: watched, continuation: continuation)
+            Self.follow(inotify: FileDescriptor(taking: inotifyNumber), stopReader: FileDescriptor(taking: stopReaderNumber),
+                        directories: watched, continuation: continuation)
         }
     }
 
-    deinit { close(stopWriter) }
 
-    private static func follow(inotify: Int32, stopReader: Int32, directories: WatchedDirectories,
+    private static func follow(inotify: consuming FileDescriptor, stopReader: consuming FileDescriptor, directories: WatchedDirectories,
                                continuation: AsyncStream<Void>.Continuation) {
+        watch(inotify: inotify, stopReader: stopReader, directories: directories, continuation: continuation)
+        inotify.close()
+        stopReader.close()
+        continuation.finish()
+    }
+
+    private static func watch(inotify: borrowing FileDescriptor, stopReader: borrowing FileDescriptor, directories: WatchedDirectories,
+                              continuation: AsyncStream<Void>.Continuation) {
         var directories = directories
-        defer {
-            close(inotify)
-            close(stopReader)
-            continuation.finish()
-        }
         var buffer = [UInt8](repeating: 0, count: 16_384)
         while true {
-            var descriptors = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: stopReader, events: Int16(POLLIN), revents: 0)]
-            let ready = poll(&descriptors, 2, -1)
-            if ready < 0, errno == EINTR { continue }
+            var descriptors = [pollfd(fd: inotify.rawValue, events: Int16(POLLIN), revents: 0),
+                               pollfd(fd: stopReader.rawValue, events: Int16(POLLIN), revents: 0)]
+            let ready = retryingInterrupts { poll(&descriptors, 2, -1) }
             guard ready > 0, descriptors[1].revents == 0 else { return }
             var touched = false
             while true {
-                let count = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
-                if count < 0, errno == EINTR { continue }
+                // Nonblocking: EAGAIN once the queue is drained.
+                let count = buffer.withUnsafeMutableBytes { raw in (try? inotify.read(into: raw)) ?? 0 }
                 guard count > 0 else { break }
-                touched = buffer.withUnsafeBytes { directories.handle(events: UnsafeRawBufferPointer(rebasing: $0[0..<count]), inotify: inotify) } || touched
+                touched = buffer.withUnsafeBytes { directories.handle(events: UnsafeRawBufferPointer(rebasing: $0[0..<count]), inotify: inotify.rawValue) } || touched
             }
             if touched { continuation.yield() }
         }

@@ -12,6 +12,7 @@ import BatonClient
 import BatonCommandLine
 import BatonDBus
 import BatonPublishers
+import BatonSystem
 import Synchronization
 
 /// `baton-browser-host`: started by the browser for the Baton extension, one per browser profile.
@@ -110,11 +111,13 @@ public enum BrowserHostProgram {
         let (stream, continuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .unbounded)
         DetachedThread.start {
             var buffer = [UInt8](repeating: 0, count: 65_536)
-            while true {
-                let count = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
-                if count < 0, errno == EINTR { continue }
-                guard count > 0 else { break }
-                continuation.yield(Array(buffer[..<count]))
+            FileDescriptor.borrowing(0) { input in
+                while true {
+                    // A failed read ends the stream like the end of file.
+                    let count = buffer.withUnsafeMutableBytes { raw in (try? input.read(into: raw)) ?? 0 }
+                    guard count > 0 else { break }
+                    continuation.yield(Array(buffer[..<count]))
+                }
             }
             continuation.finish()
         }
@@ -129,13 +132,8 @@ final class StandardOutputWriter: Sendable {
     func send(_ message: [UInt8]) throws(NativeMessageFramingError) {
         let frame = try NativeMessageFraming.frame(message)
         lock.withLock { _ in
-            var offset = 0
-            while offset < frame.count {
-                let written = frame.withUnsafeBytes { write(1, $0.baseAddress! + offset, frame.count - offset) }
-                if written < 0, errno == EINTR { continue }
-                guard written > 0 else { return }
-                offset += written
-            }
+            // The browser went away when stdout fails; stdin's end of file says so too.
+            FileDescriptor.borrowing(1) { output in _ = try? output.writeAll(frame) }
         }
     }
 }

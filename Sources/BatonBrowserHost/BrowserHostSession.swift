@@ -70,7 +70,7 @@ public actor BrowserHostSession {
 
     /// What to ask the extension to open for an activity continued from another device.
     public static func openRequest(for continued: ContinuedActivity) -> BrowserOpenRequest? {
-        guard let url = continued.webpageURL?.absoluteString, BrowserMessage.isWebURL(url) else { return nil }
+        guard let url = continued.webpageURL?.absoluteString, isWebAddress(url) else { return nil }
         func scroll(_ key: String) -> Double? {
             switch continued.userInfo[key] {
             case .double(let value)?: return BrowserMessage.validScroll(value)

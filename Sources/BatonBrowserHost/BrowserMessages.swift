@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+import BatonCommandLine
+import BatonCore
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -43,36 +45,59 @@ public enum BrowserMessage: Equatable, Sendable {
     /// No non-private window has focus any more.
     case resign
 
-    private struct Wire: Decodable {
+    /// The message's members: `kind` a string; `title`, `url` strings and `scrollX`, `scrollY`
+    /// numbers, each absent or null when not known. Any other shape is not a message (`notJSON`).
+    private struct Wire {
         var kind: String
         var title: String?
         var url: String?
         var scrollX: Double?
         var scrollY: Double?
+
+        /// Read with the command line's JSON parser (BatonCommandLine.JSONValue): UTF-8 only,
+        /// nothing after the document, no leading zeros or raw control characters.
+        init(_ bytes: [UInt8]) throws(BrowserMessageError) {
+            guard let text = String(validating: bytes, as: UTF8.self), let document = try? JSONValue.parse(text),
+                  case .object = document, case .string(let kind)? = document["kind"] else { throw .notJSON }
+            func string(_ key: String) throws(BrowserMessageError) -> String? {
+                switch document[key] {
+                case nil, .null?: return nil
+                case .string(let value)?: return value
+                default: throw .notJSON
+                }
+            }
+            func number(_ key: String) throws(BrowserMessageError) -> Double? {
+                switch document[key] {
+                case nil, .null?: return nil
+                case .integer(let value)?: return Double(value)
+                case .double(let value)?: return value
+                default: throw .notJSON
+                }
+            }
+            self.kind = kind
+            title = try string("title")
+            url = try string("url")
+            scrollX = try number("scrollX")
+            scrollY = try number("scrollY")
+        }
     }
 
     public static func decode(_ bytes: [UInt8]) throws(BrowserMessageError) -> BrowserMessage {
-        let wire: Wire
-        do { wire = try JSONDecoder().decode(Wire.self, from: Data(bytes)) } catch { throw .notJSON }
+        let wire = try Wire(bytes)
         switch wire.kind {
         case "resign":
             return .resign
         case "current":
             guard let text = wire.url else { throw .notAWebPage }
             guard text.utf8.count <= BrowserPage.maximumURLLength else { throw .urlTooLong }
-            guard isWebURL(text), let url = URL(string: text) else { throw .notAWebPage }
+            // Private schemes (file:, chrome:, about:, data:, extension pages) never leave the machine.
+            guard isWebAddress(text), let url = URL(string: text) else { throw .notAWebPage }
             let title = String((wire.title ?? "").prefix(BrowserPage.maximumTitleLength))
             return .current(BrowserPage(title: title.isEmpty ? text : title, url: url,
                                         scrollX: validScroll(wire.scrollX), scrollY: validScroll(wire.scrollY)))
         default:
             throw .unknownKind(String(wire.kind.prefix(64)))
         }
-    }
-
-    /// Private schemes (file:, chrome:, about:, data:, extension pages) never leave the machine.
-    public static func isWebURL(_ text: String) -> Bool {
-        let lower = text.lowercased()
-        return lower.hasPrefix("https://") || lower.hasPrefix("http://")
     }
 
     static func validScroll(_ value: Double?) -> Double? {

@@ -10,6 +10,7 @@ import Glibc
 import BatonAPI
 import BatonCore
 import BatonDBus
+import BatonSystem
 
 /// Receives activities continued from other devices (the app side of org.baton.ActivityHandler1).
 ///
@@ -128,7 +129,7 @@ struct ActivityHandlerObject: Sendable {
         if let entry = info["Document"]?.asDictionary {
             guard let descriptor = entry["Fd"]?.unixFDValue, let id = entry["Id"]?.stringValue, let mediaType = entry["MediaType"]?.stringValue,
                   let size = entry["Size"]?.uint64Value, let digest = entry["Digest"]?.stringValue else {
-                if let descriptor = entry["Fd"]?.unixFDValue { close(descriptor) }
+                if let descriptor = entry["Fd"]?.unixFDValue { FileDescriptor(taking: descriptor).close() }
                 throw invalid("Document expects Fd (h), Id, MediaType, Digest (s) and Size (t)")
             }
             document = ContinuedDocument(id: id, mediaType: mediaType, size: size, digest: digest, descriptor: descriptor)

@@ -2,6 +2,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import BatonSystem
 
 /// Results go to stdout (as text or, with --json, as one JSON document); messages go to stderr.
 public struct Output: Sendable {
@@ -41,12 +42,7 @@ public struct Output: Sendable {
 
     /// Writes unbuffered, so that a reader sees results while the command keeps running.
     public static func write(_ text: String, to stream: Stream) {
-        var bytes = Array(text.utf8)[...]
-        while !bytes.isEmpty {
-            let written = bytes.withUnsafeBytes { Glibc.write(stream.rawValue, $0.baseAddress, $0.count) }
-            if written < 0, errno == EINTR { continue }
-            guard written > 0 else { return }
-            bytes = bytes.dropFirst(written)
-        }
+        // A stream closed early (a reader that went away) loses the rest; there is nobody left to tell.
+        FileDescriptor.borrowing(stream.rawValue) { output in _ = try? output.writeAll(Array(text.utf8)) }
     }
 }

@@ -10,6 +10,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import BatonSystem
 
 extension StringProtocol {
     /// The text without leading and trailing white space (spaces, tabs, line ends).
@@ -61,32 +62,26 @@ public enum DetachedThread {
 /// Runs a program with standard input and error on /dev/null and returns what it wrote to standard
 /// output, or nil when it could not be started.
 public func standardOutput(ofProgram executable: String, arguments: [String]) -> [UInt8]? {
-    var ends: [Int32] = [-1, -1]
-    guard pipe(&ends) == 0 else { return nil }
-    defer { if ends[0] >= 0 { close(ends[0]) } }
+    guard let pipe = try? FileDescriptor.pipe() else { return nil }
+    let reader = pipe.reader, writer = pipe.writer
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-    posix_spawn_file_actions_adddup2(&actions, ends[1], 1)
+    posix_spawn_file_actions_adddup2(&actions, writer.rawValue, 1)
     posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-    posix_spawn_file_actions_addclose(&actions, ends[0])
-    posix_spawn_file_actions_addclose(&actions, ends[1])
+    posix_spawn_file_actions_addclose(&actions, reader.rawValue)
+    posix_spawn_file_actions_addclose(&actions, writer.rawValue)
     let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
     defer { for argument in argv { free(argument) } }
     var child = pid_t()
     let spawned = posix_spawn(&child, executable, &actions, nil, argv, environ)
-    close(ends[1])
+    // Only the child writes: its end of file is this end of file.
+    writer.close()
     guard spawned == 0 else { return nil }
-    var output: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 4096)
-    while true {
-        let count = buffer.withUnsafeMutableBytes { read(ends[0], $0.baseAddress, $0.count) }
-        if count < 0, errno == EINTR { continue }
-        guard count > 0 else { break }
-        output += buffer[..<count]
-    }
+    // A failed read (a pipe gives none) counts as no output.
+    let output = (try? reader.readAll(chunkSize: 4096)) ?? []
     var status: Int32 = 0
-    while waitpid(child, &status, 0) < 0, errno == EINTR {}
+    _ = retryingInterrupts { waitpid(child, &status, 0) }
     return output
 }

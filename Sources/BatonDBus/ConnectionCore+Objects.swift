@@ -26,10 +26,11 @@ extension ConnectionCore {
     }
 
     /// Must run on the queue.
-    func emitPropertiesChangedOnQueue(path: String, interface: String, changed: [String: DBusValue], invalidated: [String]) throws(DBusError) {
+    func emitPropertiesChangedOnQueue(path: String, interface: String, changed: [String: DBusValue], invalidated: [String],
+                                      destination: String? = nil) throws(DBusError) {
         try DBusValidate.interface(interface)
         try emitSignalOnQueue(path: path, interface: propertiesInterface, name: "PropertiesChanged",
                               arguments: [.string(interface), .propertyDictionary(changed), .stringArray(invalidated)],
-                              destination: nil)
+                              destination: destination)
     }
 }

@@ -129,11 +129,13 @@ public final class DBusConnection: Sendable {
         try core.addObjectManager(at: root)
     }
 
-    /// Emits `org.freedesktop.DBus.Properties.PropertiesChanged` for an exported (or any) object.
+    /// Emits `org.freedesktop.DBus.Properties.PropertiesChanged` for an exported (or any) object:
+    /// broadcast, or to `destination` only (a unique name) for properties only their owner may read.
     public func emitPropertiesChanged(path: String, interface: String, changed: [String: DBusValue],
-                                      invalidated: [String] = []) throws {
+                                      invalidated: [String] = [], destination: String? = nil) throws {
         try core.onQueue { () throws(DBusError) in
-            try core.emitPropertiesChangedOnQueue(path: path, interface: interface, changed: changed, invalidated: invalidated)
+            try core.emitPropertiesChangedOnQueue(path: path, interface: interface, changed: changed, invalidated: invalidated,
+                                                  destination: destination)
         }
     }
 

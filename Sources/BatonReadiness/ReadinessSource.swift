@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import BatonSystem
 import CEpoll
 import Dispatch
 import Glibc
@@ -27,19 +28,19 @@ public func makeReadinessSource(
     watching descriptor: Int32, for readiness: Readiness, queue: DispatchQueue,
     onCancel: @escaping @Sendable () -> Void = {}
 ) -> (any DispatchSourceRead)? {
-    let relay = epoll_create1(Int32(EPOLL_CLOEXEC))
-    guard relay >= 0 else { return nil }
+    let created = epoll_create1(Int32(EPOLL_CLOEXEC))
+    guard created >= 0 else { return nil }
+    let relay = FileDescriptor(taking: created)
     var event = epoll_event()
     event.events = readiness == .readable ? EPOLLIN.rawValue : EPOLLOUT.rawValue
     event.data.fd = descriptor
-    guard epoll_ctl(relay, EPOLL_CTL_ADD, descriptor, &event) == 0 else {
-        _ = close(relay)
-        return nil
-    }
-    let source = DispatchSource.makeReadSource(fileDescriptor: relay, queue: queue)
+    guard epoll_ctl(relay.rawValue, EPOLL_CTL_ADD, descriptor, &event) == 0 else { return nil }
+    // Dispatch watches it until the cancel handler, which owns it from here on.
+    let relayNumber = relay.release()
+    let source = DispatchSource.makeReadSource(fileDescriptor: relayNumber, queue: queue)
     source.setCancelHandler {
         // The relay goes first: whoever onCancel wakes finds nothing of this source left open.
-        _ = close(relay)
+        FileDescriptor(taking: relayNumber).close()
         onCancel()
     }
     return source

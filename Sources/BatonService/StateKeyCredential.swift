@@ -3,6 +3,7 @@
 import Glibc
 #endif
 import BatonStore
+import BatonSystem
 
 /// The state sealing key as systemd hands it over (docs/security.md "Key storage at rest"):
 /// batond.service's `LoadCredentialEncrypted=baton.state-key:/etc/credstore.encrypted/baton.state-key`
@@ -23,26 +24,17 @@ enum StateKeyCredential {
             return .none(reason: "not started by systemd with the credential \(StateSealingKey.credentialName)")
         }
         let path = directory + "/" + StateSealingKey.credentialName
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard descriptor >= 0 else {
-            let code = errno
-            if code == ENOENT { return .none(reason: "the unit passes no credential \(StateSealingKey.credentialName)") }
-            throw .io(file: path, operation: "open", errno: code)
+        let file: FileDescriptor
+        do throws(Errno) { file = try FileDescriptor.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) } catch {
+            if error.code == ENOENT { return .none(reason: "the unit passes no credential \(StateSealingKey.credentialName)") }
+            throw .io(file: path, operation: "open", errno: error.code)
         }
-        defer { close(descriptor) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 512)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw .io(file: path, operation: "read", errno: errno)
-            }
-            if count == 0 { break }
-            bytes += chunk[0..<count]
-            guard bytes.count <= 4096 else {
-                throw .invalidConfiguration("the credential \(path) is larger than a Baton state key")
-            }
+        let bytes: [UInt8]
+        do throws(Errno) { bytes = try file.readAll(upTo: 4097, chunkSize: 512) } catch {
+            throw .io(file: path, operation: "read", errno: error.code)
+        }
+        guard bytes.count <= 4096 else {
+            throw .invalidConfiguration("the credential \(path) is larger than a Baton state key")
         }
         guard let key = try StateSealingKey(credential: bytes) else {
             return .none(reason: "the credential \(StateSealingKey.credentialName) says \"missing\": /etc/credstore.encrypted/\(StateSealingKey.credentialName) is missing (baton-state-key.service creates it)")

@@ -3,6 +3,7 @@
 import Glibc
 #endif
 import BatonCrypto
+import BatonSystem
 
 /// Where a receiver keeps documents being pulled (`<directory>/<hex digest>.partial`) and pulled
 /// ones (`<hex digest>.document`), 0600 in a 0700 directory. The partial file is named by the digest
@@ -42,10 +43,12 @@ public struct DocumentInbox: Sendable {
     public func pullRunning(digest: [UInt8]) -> Bool { pullRunning(hexDigest: digest.hexString) }
 
     func pullRunning(hexDigest: String) -> Bool {
-        let descriptor = Glibc.open(directory + "/" + hexDigest + ".partial", O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-        guard descriptor >= 0 else { return false }
-        defer { unlockAndClose(descriptor) }
-        return flock(descriptor, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK
+        guard let partial = try? FileDescriptor.open(directory + "/" + hexDigest + ".partial", O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK) else {
+            return false
+        }
+        let running = flock(partial.rawValue, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK
+        unlockAndClose(partial)
+        return running
     }
 
     /// A finished document already received with this digest, if any.
@@ -71,50 +74,58 @@ public final class PartialDocument: @unchecked Sendable {
     private let path: String
     private let finalPath: String
     private let directory: String
-    private let descriptor: Int32
+    /// The partial file, open until the pull finishes, is discarded or suspended.
+    private var file: FileDescriptor?
     private let hash = SHA256Stream()
-    private var closed = false
 
     init(path: String, finalPath: String, directory: String, digest: [UInt8], offset: UInt64) throws(SnapshotError) {
         self.path = path
         self.finalPath = finalPath
         self.directory = directory
         self.digest = digest
-        let descriptor = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard descriptor >= 0 else { throw .system("create partial", errno) }
-        self.descriptor = descriptor
+        let file = try Self.openPartial(path)
         received = 0
-        do throws(SnapshotError) {
-            // One pull per snapshot at a time: a second one would truncate the file under the first,
-            // which could then rename a file with a hole into place although its stream hashed right.
-            guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-                throw errno == EWOULDBLOCK ? SnapshotError.pullInProgress : SnapshotError.system("lock partial", errno)
+        // A failure below closes the file again (its owner goes).
+        let descriptor = file.rawValue
+        // One pull per snapshot at a time: a second one would truncate the file under the first,
+        // which could then rename a file with a hole into place although its stream hashed right.
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            throw errno == EWOULDBLOCK ? SnapshotError.pullInProgress : SnapshotError.system("lock partial", errno)
+        }
+        guard fchmod(descriptor, 0o600) == 0, ftruncate(descriptor, off_t(offset)) == 0 else { throw SnapshotError.system("truncate partial", errno) }
+        // The kept bytes are read once, front to back: ask for large read-ahead.
+        _ = posix_fadvise(descriptor, 0, off_t(offset), POSIX_FADV_SEQUENTIAL)
+        var block = [UInt8](repeating: 0, count: SnapshotStore.blockSize)
+        while received < offset {
+            let want = Int(min(UInt64(block.count), offset - received))
+            let read = block.withUnsafeMutableBytes { raw in
+                Result { () throws(Errno) in try file.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[..<want]), at: received) }
             }
-            guard fchmod(descriptor, 0o600) == 0, ftruncate(descriptor, off_t(offset)) == 0 else { throw SnapshotError.system("truncate partial", errno) }
-            // The kept bytes are read once, front to back: ask for large read-ahead.
-            _ = posix_fadvise(descriptor, 0, off_t(offset), POSIX_FADV_SEQUENTIAL)
-            var block = [UInt8](repeating: 0, count: SnapshotStore.blockSize)
-            while received < offset {
-                let want = Int(min(UInt64(block.count), offset - received))
-                let count = block.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, want, off_t(received)) }
-                if count < 0 && errno == EINTR { continue }
-                guard count > 0 else { throw SnapshotError.io(operation: "read partial", errno: count < 0 ? errno : EIO) }
-                block.withUnsafeBytes { hash.update(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-                received += UInt64(count)
+            let count: Int
+            switch read {
+            case .success(let value): count = value
+            case .failure(let error): throw SnapshotError.io(operation: "read partial", errno: error.code)
             }
-            guard lseek(descriptor, off_t(offset), SEEK_SET) >= 0 else { throw SnapshotError.io(operation: "seek", errno: errno) }
-        } catch {
-            close(descriptor)
-            throw error
+            guard count > 0 else { throw SnapshotError.io(operation: "read partial", errno: EIO) }
+            block.withUnsafeBytes { hash.update(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            received += UInt64(count)
+        }
+        guard lseek(descriptor, off_t(offset), SEEK_SET) >= 0 else { throw SnapshotError.io(operation: "seek", errno: errno) }
+        self.file = consume file
+    }
+
+    private static func openPartial(_ path: String) throws(SnapshotError) -> FileDescriptor {
+        do throws(Errno) { return try FileDescriptor.open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, mode: 0o600) } catch {
+            throw .system("create partial", error.code)
         }
     }
 
-    deinit { if !closed { unlockAndClose(descriptor) } }
+    deinit { if let file = file.take() { unlockAndClose(file) } }
 
     /// Appends the next bytes (the caller checked their offset).
     public func append(_ bytes: UnsafeRawBufferPointer) throws(SnapshotError) {
         hash.update(bytes)
-        try SnapshotStore.writeAll(descriptor, bytes)
+        do throws(Errno) { try file?.writeAll(bytes) } catch { throw .system("write", error.code) }
         received += UInt64(bytes.count)
     }
 
@@ -127,23 +138,21 @@ public final class PartialDocument: @unchecked Sendable {
     }
 
     public func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(SnapshotError) {
-        var written = 0
-        while written < bytes.count {
-            let count = pwrite(descriptor, bytes.baseAddress! + written, bytes.count - written, off_t(offset) + off_t(written))
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw .system("write", errno)
-            }
-            written += count
-        }
+        do throws(Errno) { try file?.writeAll(bytes, at: offset) } catch { throw .system("write", error.code) }
     }
 
     /// Ends the pull: the digest is checked, then the partial file becomes the document (fsync,
     /// rename). A mismatch removes the partial file, so the next pull starts from 0. A partial file
     /// no longer at its name is never renamed (`io`, ESTALE).
     public func finish() throws(SnapshotError) -> String {
-        closed = true
-        defer { unlockAndClose(descriptor) }
+        guard let file = file.take() else { throw .io(operation: "partial file already closed", errno: EBADF) }
+        let descriptor = file.rawValue
+        let landed = Result { () throws(SnapshotError) in try land(descriptor) }
+        unlockAndClose(file)
+        return try landed.get()
+    }
+
+    private func land(_ descriptor: Int32) throws(SnapshotError) -> String {
         // The rename goes by name: it must still name this file (one removed and made again under
         // it is another pull's, unchecked), else that file would become the checked document.
         var opened = stat(), named = stat()
@@ -163,17 +172,15 @@ public final class PartialDocument: @unchecked Sendable {
     /// Drops the partial file (its stream was refused), while it is still locked: unlinked after the
     /// lock is let go, it could be the file a waiting pull had just opened and was writing.
     public func discard() {
-        guard !closed else { return }
-        closed = true
+        guard let file = file.take() else { return }
         unlink(path)
-        unlockAndClose(descriptor)
+        unlockAndClose(file)
     }
 
     /// Keeps what arrived for a later resume (the connection broke).
     public func suspend() {
-        guard !closed else { return }
-        closed = true
-        fsync(descriptor)
-        unlockAndClose(descriptor)
+        guard let file = file.take() else { return }
+        fsync(file.rawValue)
+        unlockAndClose(file)
     }
 }

@@ -4,6 +4,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import BatonSystem
 
 /// Raw file operations inside a `StateDirectory`. Callers hold `writeLock` around the mutating ones.
 extension StateDirectory {
@@ -13,16 +14,14 @@ extension StateDirectory {
     /// contents may have been read or replaced by someone else. A symbolic link is always rejected.
     func readFile(_ name: String, enforceMode: Bool) throws(StoreError) -> [UInt8]? {
         let file = filePath(name)
-        let fd = openat(descriptor, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        if fd < 0 {
-            let code = errno
-            if code == ENOENT { return nil }
-            if code == ELOOP { throw .insecureFile(file: file, reason: "is a symbolic link") }
-            throw .system("open", file: file, errno: code)
+        let fd: FileDescriptor
+        do throws(Errno) { fd = try FileDescriptor.open(in: directory, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) } catch {
+            if error.code == ENOENT { return nil }
+            if error.code == ELOOP { throw .insecureFile(file: file, reason: "is a symbolic link") }
+            throw .system("open", file: file, errno: error.code)
         }
-        defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0 else { throw .system("stat", file: file, errno: errno) }
+        guard fstat(fd.rawValue, &info) == 0 else { throw .system("stat", file: file, errno: errno) }
         guard (info.st_mode & S_IFMT) == S_IFREG else { throw .corrupt(file: file, reason: "not a regular file") }
         if enforceMode {
             guard info.st_uid == geteuid() else {
@@ -37,21 +36,11 @@ extension StateDirectory {
         guard info.st_size <= limit else {
             throw .corrupt(file: file, reason: "file is \(info.st_size) bytes, more than the \(limit)-byte limit")
         }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(Int(info.st_size))
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw .system("read", file: file, errno: errno)
-            }
-            if count == 0 { break }
-            bytes.append(contentsOf: chunk[0..<count])
-            // The file may grow while we read it; the bound holds regardless.
-            guard bytes.count <= limit else {
-                throw .corrupt(file: file, reason: "file grew beyond the \(limit)-byte limit while reading")
-            }
+        // One byte past the bound: the file may grow while we read it; the bound holds regardless.
+        let bytes: [UInt8]
+        do throws(Errno) { bytes = try fd.readAll(upTo: limit + 1) } catch { throw .system("read", file: file, errno: error.code) }
+        guard bytes.count <= limit else {
+            throw .corrupt(file: file, reason: "file grew beyond the \(limit)-byte limit while reading")
         }
         return bytes
     }
@@ -62,29 +51,21 @@ extension StateDirectory {
     func writeAtomically(_ bytes: [UInt8], to name: String, mode: mode_t) throws(StoreError) {
         let file = filePath(name)
         let temporary = Self.temporaryPrefix + name + "-" + String(UInt64.random(in: .min ... .max), radix: 16)
-        let fd = openat(descriptor, temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)
-        guard fd >= 0 else { throw .system("create temporary file for", file: file, errno: errno) }
+        let fd: FileDescriptor
+        do throws(Errno) {
+            fd = try FileDescriptor.open(in: directory, temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode: mode)
+        } catch { throw .system("create temporary file for", file: file, errno: error.code) }
         var renamed = false
         defer {
             if !renamed { unlinkat(descriptor, temporary, 0) }
         }
         do {
-            defer { close(fd) }
+            // Closed before the rename, whatever happens.
+            let fd = consume fd
             // The creation mode is filtered by the umask; set it exactly.
-            guard fchmod(fd, mode) == 0 else { throw StoreError.system("chmod", file: file, errno: errno) }
-            var written = 0
-            while written < bytes.count {
-                let count = bytes.withUnsafeBytes { raw -> Int in
-                    guard let base = raw.baseAddress else { return 0 }
-                    return write(fd, base + written, raw.count - written)
-                }
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    throw StoreError.system("write", file: file, errno: errno)
-                }
-                written += count
-            }
-            guard fsync(fd) == 0 else { throw StoreError.system("fsync", file: file, errno: errno) }
+            guard fchmod(fd.rawValue, mode) == 0 else { throw StoreError.system("chmod", file: file, errno: errno) }
+            do throws(Errno) { try fd.writeAll(bytes) } catch { throw StoreError.system("write", file: file, errno: error.code) }
+            guard fsync(fd.rawValue) == 0 else { throw StoreError.system("fsync", file: file, errno: errno) }
         }
         guard renameat(descriptor, temporary, descriptor, name) == 0 else {
             throw .system("rename into place", file: file, errno: errno)
@@ -145,7 +126,7 @@ extension StateDirectory {
 /// refers to until its exec closes it (O_CLOEXEC acts only at exec); a plain close left the lock
 /// held that long, and the next pull of a snapshot was refused as already running (seen in test
 /// runs that start programs beside pulls).
-func unlockAndClose(_ descriptor: Int32) {
-    _ = flock(descriptor, LOCK_UN)
-    close(descriptor)
+func unlockAndClose(_ descriptor: consuming FileDescriptor) {
+    _ = flock(descriptor.rawValue, LOCK_UN)
+    descriptor.close()
 }

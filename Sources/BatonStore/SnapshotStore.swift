@@ -3,6 +3,7 @@
 import Glibc
 #endif
 import BatonCrypto
+import BatonSystem
 import Synchronization
 
 /// Why a document snapshot could not be committed or received.
@@ -80,34 +81,40 @@ public struct SnapshotStore: Sendable {
 
         let target = userDirectory + "/" + name
         let temporary = userDirectory + "/.tmp-" + name + "-" + String(UInt64.random(in: .min ... .max), radix: 16)
-        let output = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard output >= 0 else { throw .system("create", errno) }
+        let output: FileDescriptor
+        do throws(Errno) { output = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode: 0o600) } catch {
+            throw .system("create", error.code)
+        }
         var renamed = false
         defer { if !renamed { unlink(temporary) } }
         let hash = SHA256Stream()
         var copied: UInt64 = 0
         do {
-            defer { close(output) }
-            guard fchmod(output, 0o600) == 0 else { throw SnapshotError.io(operation: "fchmod", errno: errno) }
+            // Closed before the rename, whatever happens.
+            let output = consume output
+            guard fchmod(output.rawValue, 0o600) == 0 else { throw SnapshotError.io(operation: "fchmod", errno: errno) }
             var block = [UInt8](repeating: 0, count: Self.blockSize)
-            while true {
-                let count = block.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, off_t(copied)) }
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    throw SnapshotError.io(operation: "read", errno: errno)
+            try FileDescriptor.borrowing(descriptor) { (input: borrowing FileDescriptor) throws(SnapshotError) in
+                while true {
+                    let read = block.withUnsafeMutableBytes { raw in Result { () throws(Errno) in try input.read(into: raw, at: copied) } }
+                    let count: Int
+                    switch read {
+                    case .success(let value): count = value
+                    case .failure(let error): throw SnapshotError.io(operation: "read", errno: error.code)
+                    }
+                    if count == 0 { break }
+                    if copied + UInt64(count) > reserved { try reserve(copied + UInt64(count), uid: uid, excluding: excluded, holding: &reserved) }
+                    let failure: SnapshotError? = block.withUnsafeBytes { raw in
+                        let piece = UnsafeRawBufferPointer(rebasing: raw[0..<count])
+                        hash.update(piece)
+                        do throws(Errno) { try output.writeAll(piece) } catch { return SnapshotError.system("write", error.code) }
+                        return nil
+                    }
+                    if let failure { throw failure }
+                    copied += UInt64(count)
                 }
-                if count == 0 { break }
-                if copied + UInt64(count) > reserved { try reserve(copied + UInt64(count), uid: uid, excluding: excluded, holding: &reserved) }
-                let failure: SnapshotError? = block.withUnsafeBytes { raw in
-                    let piece = UnsafeRawBufferPointer(rebasing: raw[0..<count])
-                    hash.update(piece)
-                    do throws(SnapshotError) { try Self.writeAll(output, piece) } catch { return error }
-                    return nil
-                }
-                if let failure { throw failure }
-                copied += UInt64(count)
             }
-            guard fsync(output) == 0 else { throw SnapshotError.system("fsync", errno) }
+            guard fsync(output.rawValue) == 0 else { throw SnapshotError.system("fsync", errno) }
         }
         // The reservation ends as the file lands, under one lock: a concurrent check sees the bytes
         // once, reserved or on disk.
@@ -175,18 +182,6 @@ public struct SnapshotStore: Sendable {
         return total
     }
 
-    static func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) throws(SnapshotError) {
-        var written = 0
-        while written < bytes.count {
-            let count = write(descriptor, bytes.baseAddress! + written, bytes.count - written)
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw .system("write", errno)
-            }
-            written += count
-        }
-    }
-
     static func makeDirectory(_ path: String) throws(SnapshotError) {
         if mkdir(path, 0o700) != 0 && errno != EEXIST { throw .system("mkdir", errno) }
         var status = stat()
@@ -195,10 +190,11 @@ public struct SnapshotStore: Sendable {
     }
 
     static func syncDirectory(_ path: String) throws(SnapshotError) {
-        let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw .io(operation: "open directory", errno: errno) }
-        defer { close(descriptor) }
-        guard fsync(descriptor) == 0 else { throw .system("fsync directory", errno) }
+        let directory: FileDescriptor
+        do throws(Errno) { directory = try FileDescriptor.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) } catch {
+            throw .io(operation: "open directory", errno: error.code)
+        }
+        guard fsync(directory.rawValue) == 0 else { throw .system("fsync directory", errno) }
     }
 
     /// Names are chosen by the daemon, never by a peer or an app: letters, digits, '-', '_'.

@@ -4,6 +4,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import BatonSystem
 import Synchronization
 
 /// The daemon's private directory of durable state, one file per concern.
@@ -25,7 +26,9 @@ public final class StateDirectory: Sendable {
     /// Temporary files left by an interrupted writer and removed when this instance was opened.
     public let removedStaleFiles: [String]
 
-    let descriptor: Int32
+    /// The directory, held open: every file operation goes through it (`openat` and friends).
+    let directory: FileDescriptor
+    var descriptor: Int32 { directory.rawValue }
     /// Serialises writers in this process: the check-then-replace of `DurableRecord.save` and the
     /// read-modify-write of `Journal` must not interleave.
     let writeLock = Mutex<Void>(())
@@ -33,27 +36,21 @@ public final class StateDirectory: Sendable {
     public init(path: String) throws(StoreError) {
         guard !path.isEmpty else { throw .invalidName(path) }
         let created = try Self.createDirectory(path)
-        let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw StoreError.system("open directory", file: path, errno: errno) }
-        do throws(StoreError) {
-            if created {
-                // mkdir's mode is filtered by the umask; make it exactly 0700.
-                guard fchmod(descriptor, 0o700) == 0 else {
-                    throw StoreError.system("chmod directory", file: path, errno: errno)
-                }
-            }
-            try Self.checkOwnershipAndTighten(descriptor: descriptor, path: path)
-            self.removedStaleFiles = try Self.removeStaleTemporaryFiles(descriptor: descriptor, path: path)
-        } catch {
-            close(descriptor)
-            throw error
+        let directory: FileDescriptor
+        do throws(Errno) { directory = try FileDescriptor.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) } catch {
+            throw StoreError.system("open directory", file: path, errno: error.code)
         }
+        // A failure below closes the directory again (its owner goes).
+        if created {
+            // mkdir's mode is filtered by the umask; make it exactly 0700.
+            guard fchmod(directory.rawValue, 0o700) == 0 else {
+                throw StoreError.system("chmod directory", file: path, errno: errno)
+            }
+        }
+        try Self.checkOwnershipAndTighten(descriptor: directory.rawValue, path: path)
+        self.removedStaleFiles = try Self.removeStaleTemporaryFiles(descriptor: directory.rawValue, path: path)
         self.path = path
-        self.descriptor = descriptor
-    }
-
-    deinit {
-        close(descriptor)
+        self.directory = directory
     }
 
     /// Full path of a file in this directory, for error messages.
@@ -131,13 +128,12 @@ public final class StateDirectory: Sendable {
 
     private static func removeStaleTemporaryFiles(descriptor: Int32, path: String) throws(StoreError) -> [String] {
         // fdopendir takes ownership of the descriptor it is given, so give it a duplicate.
-        let listing = dup(descriptor)
-        guard listing >= 0 else { throw .system("dup directory", file: path, errno: errno) }
-        guard let stream = fdopendir(listing) else {
-            let code = errno
-            close(listing)
-            throw .system("list directory", file: path, errno: code)
-        }
+        let duplicate = dup(descriptor)
+        guard duplicate >= 0 else { throw .system("dup directory", file: path, errno: errno) }
+        let listing = FileDescriptor(taking: duplicate)
+        guard let stream = fdopendir(listing.rawValue) else { throw .system("list directory", file: path, errno: errno) }
+        // closedir closes it now.
+        _ = listing.release()
         defer { closedir(stream) }
         var stale: [String] = []
         while let entry = readdir(stream) {

@@ -4,6 +4,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import BatonSystem
 
 /// An exclusive, advisory lock on a state directory, held for the life of the process.
 ///
@@ -15,31 +16,37 @@ import Darwin
 public final class StateDirectoryLock: Sendable {
     public static let fileName = "lock"
     public let path: String
-    private let descriptor: Int32
+    private let descriptor: FileDescriptor
 
     /// Takes the lock or throws `directoryInUse` at once (never waits).
     public init(directory: StateDirectory) throws(StoreError) {
         let path = directory.filePath(Self.fileName)
-        let descriptor = openat(directory.descriptor, Self.fileName, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard descriptor >= 0 else { throw StoreError.system("open lock", file: path, errno: errno) }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+        let descriptor = try Self.openLockFile(in: directory, path: path)
+        guard flock(descriptor.rawValue, LOCK_EX | LOCK_NB) == 0 else {
             let code = errno
-            let holder = Self.readHolder(descriptor)
-            close(descriptor)
+            let holder = Self.readHolder(descriptor.rawValue)
+            descriptor.close()
             if code == EWOULDBLOCK { throw .directoryInUse(path: directory.path, holder: holder) }
             throw StoreError.system("lock", file: path, errno: code)
         }
         // Record who holds it; a failure here only loses the pid in the other instance's message.
         let pid = Array("\(getpid())\n".utf8)
-        if ftruncate(descriptor, 0) == 0 {
-            _ = pid.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+        if ftruncate(descriptor.rawValue, 0) == 0 {
+            _ = pid.withUnsafeBytes { pwrite(descriptor.rawValue, $0.baseAddress, $0.count, 0) }
         }
         self.path = path
         self.descriptor = descriptor
     }
 
     deinit {
-        unlockAndClose(descriptor)
+        // The flock goes before the descriptor closes (unlockAndClose says why).
+        _ = flock(descriptor.rawValue, LOCK_UN)
+    }
+
+    private static func openLockFile(in directory: StateDirectory, path: String) throws(StoreError) -> FileDescriptor {
+        do throws(Errno) {
+            return try FileDescriptor.open(in: directory.directory, fileName, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, mode: 0o600)
+        } catch { throw StoreError.system("open lock", file: path, errno: error.code) }
     }
 
     private static func readHolder(_ descriptor: Int32) -> Int32? {

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+import BatonCore
 import BatonDBus
 import Testing
 @testable import BatonAgent
@@ -68,10 +69,10 @@ struct SignalParsingTests {
     }
 
     @Test func onlyWebPagesGoToTheBrowser() {
-        #expect(BrowserFallback.isWebURL("https://example.org/book#2"))
-        #expect(BrowserFallback.isWebURL("HTTP://example.org"))
-        #expect(!BrowserFallback.isWebURL("file:///etc/passwd"))
-        #expect(!BrowserFallback.isWebURL("javascript:alert(1)"))
-        #expect(!BrowserFallback.isWebURL("x-scheme-handler://run"))
+        #expect(isWebAddress("https://example.org/book#2"))
+        #expect(isWebAddress("HTTP://example.org"))
+        #expect(!isWebAddress("file:///etc/passwd"))
+        #expect(!isWebAddress("javascript:alert(1)"))
+        #expect(!isWebAddress("x-scheme-handler://run"))
     }
 }

@@ -337,6 +337,27 @@ struct DBusConnectionTests {
         }
     }
 
+    /// Owner-only properties: PropertiesChanged to one connection; another one subscribed hears only
+    /// the broadcast that follows (the bus keeps one sender's messages in order).
+    @Test func propertiesChangedToOneDestinationReachesOnlyIt() async throws {
+        try await withTestBus { bus in
+            let pair = try await ServiceAndClient(bus)
+            let other = try DBusConnection(bus: .address(bus.address))
+            let rule = DBusMatchRule(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged", path: testPath)
+            let owner = try await pair.client.signals(matching: rule)
+            let stranger = try await other.signals(matching: rule)
+            try pair.service.emitPropertiesChanged(path: testPath, interface: testInterfaceName, changed: ["Count": .uint32(9)],
+                                                   destination: pair.client.uniqueName)
+            try pair.service.emitPropertiesChanged(path: testPath, interface: testInterfaceName, changed: ["Count": .uint32(10)])
+            let toOwner = try await first(of: owner)
+            #expect(toOwner.arguments[0] == .string(testInterfaceName))
+            #expect(toOwner.arguments[1].asDictionary == ["Count": .uint32(9)])
+            #expect(try await first(of: owner).arguments[1].asDictionary == ["Count": .uint32(10)])
+            #expect(try await first(of: stranger).arguments[1].asDictionary == ["Count": .uint32(10)])
+            other.close()
+        }
+    }
+
     @Test func objectManagerReportsAndAnnouncesObjects() async throws {
         try await withTestBus { bus in
             let pair = try await ServiceAndClient(bus)

@@ -44,9 +44,7 @@ extension RingBus {
                 try? connection.emitPropertiesChanged(path: path, interface: BatonInterface.pairingSession, changed: broadcast)
             }
             if !owned.isEmpty, let owner = sessionPaths.withLock({ $0[path] }) {
-                try? connection.emitSignal(path: path, interface: "org.freedesktop.DBus.Properties", name: "PropertiesChanged",
-                                           arguments: [.string(BatonInterface.pairingSession), .propertyDictionary(owned), .stringArray([])],
-                                           destination: owner)
+                try? connection.emitPropertiesChanged(path: path, interface: BatonInterface.pairingSession, changed: owned, destination: owner)
             }
         case .removed(let path):
             withdrawSession(path)

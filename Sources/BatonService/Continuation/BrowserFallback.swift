@@ -34,9 +34,5 @@ extension ContinuationService {
     }
 
     /// http or https with a host: what xdg-open hands to the default browser.
-    static func isWebAddress(_ url: String) -> Bool {
-        let lower = url.lowercased()
-        guard let rest = ["https://", "http://"].first(where: { lower.hasPrefix($0) }).map({ lower.dropFirst($0.count) }) else { return false }
-        return !rest.isEmpty && !rest.hasPrefix("/") && url.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value != 0x7F }
-    }
+    static func isWebAddress(_ url: String) -> Bool { BatonCore.isWebAddress(url) }
 }

@@ -4,6 +4,7 @@ import Glibc
 #endif
 import BatonCore
 import BatonStore
+import BatonSystem
 import BatonTransport
 
 /// A snapshot attached to an activity: the daemon's copy and what the wire says of it. The path
@@ -39,9 +40,9 @@ public enum DocumentSender {
         guard request.offset <= total else { throw ErrorFrame(code: .malformed, message: "offset beyond the snapshot") }
         // Opened before DocumentInfo goes out: a commit replacing the file (a rename) leaves this
         // descriptor on the snapshot announced.
-        let descriptor = open(document.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard descriptor >= 0 else { throw ErrorFrame(code: .unknownActivity, message: "the snapshot is gone") }
-        defer { close(descriptor) }
+        guard let file = try? FileDescriptor.open(document.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) else {
+            throw ErrorFrame(code: .unknownActivity, message: "the snapshot is gone")
+        }
         try await channel.send(Frame(type: .documentInfo, requestID: requestID, payload: document.info.payload))
         var offset = request.offset
         var sent = 0
@@ -56,7 +57,8 @@ public enum DocumentSender {
                         UnsafeMutableRawBufferPointer(buffer).copyMemory(from: field)
                     }
                     let data = UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[DocumentChunk.headerByteCount...])
-                    readCount = Self.readFully(descriptor, into: data, at: offset)
+                    // A failed read counts as none: the check below refuses the chunk.
+                    readCount = (try? file.readFully(into: data, at: offset)) ?? 0
                     initialized = DocumentChunk.headerByteCount + readCount
                 }
                 // The file is ours and never rewritten in place; a short read means it was damaged.
@@ -68,16 +70,5 @@ public enum DocumentSender {
             sent += batch.count
         }
         return sent
-    }
-
-    private static func readFully(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) -> Int {
-        var done = 0
-        while done < buffer.count {
-            let count = pread(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { break }
-            done += count
-        }
-        return done
     }
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCrypto
+import BatonSystem
 import Glibc
 
 /// The value the advert counters carry to tell this machine from a copy of its state directory
@@ -24,17 +25,8 @@ public enum MachineIdentity {
     /// The first 4 KiB of a file (a machine id is 33 bytes), or nil if it cannot be opened.
     /// Plain Glibc: the daemon links no Foundation (idle memory, docs/benchmarks.md).
     private static func smallFileContents(_ path: String) -> [UInt8]? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        var filled = 0
-        while filled < buffer.count {
-            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + filled, $0.count - filled) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { break }
-            filled += count
-        }
-        return Array(buffer[..<filled])
+        guard let file = try? FileDescriptor.open(path, O_RDONLY | O_CLOEXEC) else { return nil }
+        // A read that fails reads as empty: the next file is tried.
+        return (try? file.readAll(upTo: 4096, chunkSize: 4096)) ?? []
     }
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
+import BatonSystem
 import CBluetooth
 import Dispatch
 import Glibc
@@ -33,17 +34,17 @@ public struct KernelPrivacyReader: AdapterPrivacyReading {
     static let hciDevNone: UInt16 = 0xFFFF
 
     static func read(index: UInt16, timeout: Int32) -> LEPrivacySetting {
-        let descriptor = socket(AF_BLUETOOTH, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), btprotoHCI)
-        guard descriptor >= 0 else { return .unknown(describe("no Bluetooth management socket", errno)) }
-        defer { close(descriptor) }
+        let created = socket(AF_BLUETOOTH, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), btprotoHCI)
+        guard created >= 0 else { return .unknown(describe("no Bluetooth management socket", errno)) }
+        let management = FileDescriptor(taking: created)
         // struct sockaddr_hci { sa_family_t hci_family; unsigned short hci_dev; unsigned short hci_channel; }
         var address: (UInt16, UInt16, UInt16) = (UInt16(AF_BLUETOOTH), hciDevNone, hciChannelControl)
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(6)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(management.rawValue, $0, socklen_t(6)) }
         }
         guard bound == 0 else { return .unknown(describe("the Bluetooth management channel cannot be opened", errno)) }
         let request = MgmtControllerInfo.request(index: index)
-        let sent = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let sent = request.withUnsafeBytes { send(management.rawValue, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         guard sent == request.count else { return .unknown(describe("the kernel did not take the management command", errno)) }
         var buffer = [UInt8](repeating: 0, count: 1024)
         var clock = timespec()
@@ -54,13 +55,12 @@ public struct KernelPrivacyReader: AdapterPrivacyReading {
             clock_gettime(CLOCK_MONOTONIC, &clock)
             let left = deadline - (Int64(clock.tv_sec) * 1000 + Int64(clock.tv_nsec) / 1_000_000)
             guard left > 0 else { return .unknown("the kernel did not answer within \(timeout) ms") }
-            var waiting = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&waiting, 1, Int32(left))
-            if ready < 0, errno == EINTR { continue }
-            guard ready > 0 else { continue }
-            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            var waiting = pollfd(fd: management.rawValue, events: Int16(POLLIN), revents: 0)
+            // Interrupted or not ready yet: the time left is computed again.
+            guard poll(&waiting, 1, Int32(left)) > 0 else { continue }
+            let count = buffer.withUnsafeMutableBytes { raw in retryingInterrupts { recv(management.rawValue, raw.baseAddress, raw.count, 0) } }
             if count < 0 {
-                if errno == EINTR || errno == EAGAIN { continue }
+                if errno == EAGAIN { continue }
                 return .unknown(describe("reading the kernel's answer failed", errno))
             }
             if let reply = MgmtControllerInfo.reply(Array(buffer[0..<count]), index: index) {

@@ -2,6 +2,7 @@
 import BatonCore
 import CBluetooth
 import Dispatch
+import BatonSystem
 import Glibc
 import Synchronization
 
@@ -121,7 +122,7 @@ public final class L2CAPFrameChannel: FrameChannel {
         while true {
             // MSG_TRUNC: the result is the SDU's real length even if it did not fit.
             let received = socket.withDescriptor { descriptor in
-                (buffer.withUnsafeMutableBytes { Glibc.recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_TRUNC)) }, errno)
+                (buffer.withUnsafeMutableBytes { raw in retryingInterrupts { Glibc.recv(descriptor, raw.baseAddress, raw.count, Int32(MSG_TRUNC)) } }, errno)
             }
             guard let (count, code) = received else { throw .closed }
             if count > receiveMTU {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonReadiness
+import BatonSystem
 import Dispatch
 // CBluetooth includes <sys/socket.h>: depending on build order its clang module owns the socket
 // constants (SHUT_RDWR, MSG_NOSIGNAL), so every file using them imports it too.
@@ -159,7 +160,8 @@ final class OwnedSocket: Sendable {
         while true {
             let accepted = withDescriptor { descriptor in
                 let client = address.withUnsafeMutableBytes {
-                    Glibc.accept(descriptor, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length)
+                    let peer = $0.baseAddress!.assumingMemoryBound(to: sockaddr.self)
+                    return retryingInterrupts { Glibc.accept(descriptor, peer, &length) }
                 }
                 return (client, errno)
             }
@@ -171,7 +173,7 @@ final class OwnedSocket: Sendable {
                 let peer = Array(address.prefix(Int(min(length, socklen_t(addressCapacity)))))
                 return .accepted(OwnedSocket(taking: client), peerAddress: peer)
             }
-            if code == EINTR || code == ECONNABORTED { continue }
+            if code == ECONNABORTED { continue }
             return code == EAGAIN || code == EWOULDBLOCK ? .wouldBlock : .failed(errno: code)
         }
     }
@@ -194,7 +196,7 @@ final class OwnedSocket: Sendable {
         var offset = 0
         while offset < bytes.count {
             let sent = withDescriptor { descriptor in
-                (bytes[offset...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }, errno)
+                (bytes[offset...].withUnsafeBytes { raw in retryingInterrupts { Glibc.send(descriptor, raw.baseAddress, raw.count, Int32(MSG_NOSIGNAL)) } }, errno)
             }
             guard let (written, code) = sent else { throw .closed }
             if written > 0 { offset += written; continue }
@@ -218,7 +220,7 @@ final class OwnedSocket: Sendable {
                 initialized = 0
                 _ = withDescriptor { descriptor in
                     borrowed = true
-                    count = Glibc.recv(descriptor, buffer.baseAddress, buffer.count, 0)
+                    count = retryingInterrupts { Glibc.recv(descriptor, buffer.baseAddress, buffer.count, 0) }
                     code = errno
                 }
                 if count > 0 { initialized = count }
@@ -233,8 +235,9 @@ final class OwnedSocket: Sendable {
         }
     }
 
+    /// Nothing to read or no room to write yet (an interrupted call was already retried).
     static func isTransient(_ code: Int32) -> Bool {
-        code == EAGAIN || code == EWOULDBLOCK || code == EINTR
+        code == EAGAIN || code == EWOULDBLOCK
     }
 
     /// A failed send or receive: a peer that went away is an ordinary end of the channel.
