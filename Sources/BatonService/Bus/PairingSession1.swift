@@ -81,7 +81,7 @@ extension RingBus {
             }
         }
         return DBusInterface(BatonInterface.pairingSession, methods: [
-            DBusMethod("Confirm", in: [DBusArgument("accepted", "b")]) { [weak self] call in
+            DBusMethod(OrgBaton.PairingSession1.confirm) { [weak self] call in
                 guard let self else { return [] }
                 let uid = try await self.connection.connectionUnixUser(call.sender)
                 guard let accepted = call.arguments.first?.boolValue else {
@@ -90,7 +90,7 @@ extension RingBus {
                 try await mappingFailures { () throws(ServiceFailure) in try await pairing.confirm(path, uid: uid, accepted: accepted) }
                 return []
             },
-            DBusMethod("ConfirmCode", in: [DBusArgument("code", "s")]) { [weak self] call in
+            DBusMethod(OrgBaton.PairingSession1.confirmCode) { [weak self] call in
                 guard let self else { return [] }
                 let uid = try await self.connection.connectionUnixUser(call.sender)
                 guard let code = call.arguments.first?.stringValue else {
@@ -99,13 +99,13 @@ extension RingBus {
                 try await mappingFailures { () throws(ServiceFailure) in try await pairing.confirmCode(path, uid: uid, code: code) }
                 return []
             },
-            DBusMethod("Commit") { [weak self] call in
+            DBusMethod(OrgBaton.PairingSession1.commit) { [weak self] call in
                 guard let self else { return [] }
                 let uid = try await self.connection.connectionUnixUser(call.sender)
                 try await mappingFailures { () throws(ServiceFailure) in try await pairing.commit(path, uid: uid, accepted: true) }
                 return []
             },
-            DBusMethod("Cancel") { [weak self] call in
+            DBusMethod(OrgBaton.PairingSession1.cancel) { [weak self] call in
                 guard let self else { return [] }
                 let uid = try await self.connection.connectionUnixUser(call.sender)
                 try await mappingFailures { () throws(ServiceFailure) in try await pairing.cancel(path, uid: uid) }
