@@ -35,7 +35,7 @@ public struct BatonClientError: Error, Sendable, Hashable, CustomStringConvertib
     /// Why a Continue failed (cancelled, unreachable, interrupted, versionUnsupported,
     /// noLongerCurrent, timedOut), from the daemon's error; nil for other errors.
     public var continuationFailure: ContinuationCategory? {
-        guard code == .failed || code == .notReady || code == .unknownActivity else { return nil }
+        guard let code, ContinuationFailure.errorNames.contains(code) else { return nil }
         return ContinuationFailure(errorMessage: message)
     }
 
