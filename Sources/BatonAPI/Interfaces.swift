@@ -210,8 +210,8 @@ public enum OrgBaton {
         public static let port = PropertyContract(name, "Port", Wire.uint16)
         public static let sessionId = PropertyContract(name, "SessionId", Wire.string)
         public static let peerMembers = PropertyContract(name, "PeerMembers", Wire.stringArray)
-        public static let peerRemovals = PropertyContract(name, "PeerRemovals", Wire.raw("a(ssssb)"))
-        public static let peerGenerations = PropertyContract(name, "PeerGenerations", Wire.raw("a(ssuub)"))
+        public static let peerRemovals = PropertyContract(name, "PeerRemovals", Wire.raw("a" + PairingSessionProperties.PeerRemoval.signature))
+        public static let peerGenerations = PropertyContract(name, "PeerGenerations", Wire.raw("a" + PairingSessionProperties.PeerGeneration.signature))
 
         public static var members: [MemberContract] {
             [confirm.member, confirmCode.member, commit.member, cancel.member,

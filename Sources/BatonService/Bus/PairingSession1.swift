@@ -68,8 +68,9 @@ extension RingBus {
 
     func sessionInterface(_ path: String) -> DBusInterface {
         let pairing = self.pairing, connection = self.connection
-        func property(_ name: String, _ signature: String) -> DBusProperty {
-            DBusProperty(name, signature: signature) {
+        func property<Value>(_ contract: PropertyContract<Value>) -> DBusProperty {
+            let name = contract.name
+            return DBusProperty(contract) {
                 if Self.privateSessionProperties.contains(name) {
                     // No caller: a broadcast (InterfacesAdded), which must not carry private values.
                     guard let sender = DBusCallContext.sender else { throw DBusError(ServiceFailure.notPermitted("private property")) }
@@ -112,10 +113,10 @@ extension RingBus {
                 return []
             },
         ], properties: [
-            property("State", "s"), property("Role", "s"), property("Code", "s"), property("PeerName", "s"),
-            property("PeerId", "s"), property("Error", "s"), property("Port", "q"), property("SessionId", "s"),
-            property("PeerMembers", "as"), property("PeerRemovals", "a" + PairingSessionProperties.PeerRemoval.signature),
-            property("PeerGenerations", "a" + PairingSessionProperties.PeerGeneration.signature),
+            property(OrgBaton.PairingSession1.state), property(OrgBaton.PairingSession1.role), property(OrgBaton.PairingSession1.code),
+            property(OrgBaton.PairingSession1.peerName), property(OrgBaton.PairingSession1.peerId), property(OrgBaton.PairingSession1.error),
+            property(OrgBaton.PairingSession1.port), property(OrgBaton.PairingSession1.sessionId), property(OrgBaton.PairingSession1.peerMembers),
+            property(OrgBaton.PairingSession1.peerRemovals), property(OrgBaton.PairingSession1.peerGenerations),
         ])
     }
 }
