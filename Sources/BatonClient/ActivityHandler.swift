@@ -73,10 +73,9 @@ struct ActivityHandlerObject: Sendable {
         return DBusInterface(OrgBaton.ActivityHandler1.name, methods: [
             DBusMethod(OrgBaton.ActivityHandler1.willContinue) { call in
                 try await object.requireDaemon(call)
-                guard let type = call.arguments[0].stringValue, let device = call.arguments[1].stringValue else {
-                    throw DBusError(name: BatonErrorName.invalidArguments, message: "WillContinue expects (ss)")
-                }
-                return [.boolean(await object.handler.willContinue(type: type, from: device))]
+                let method = OrgBaton.ActivityHandler1.willContinue
+                let (type, device) = try decodedArguments(method, call)
+                return method.encodeReply(await object.handler.willContinue(type: type, from: device))
             },
             DBusMethod(OrgBaton.ActivityHandler1.continue) { call in
                 try await object.requireDaemon(call)
@@ -86,10 +85,7 @@ struct ActivityHandlerObject: Sendable {
             },
             DBusMethod(OrgBaton.ActivityHandler1.failedToContinue) { call in
                 try await object.requireDaemon(call)
-                guard let type = call.arguments[0].stringValue, let name = call.arguments[1].stringValue,
-                      let message = call.arguments[2].stringValue else {
-                    throw DBusError(name: BatonErrorName.invalidArguments, message: "FailedToContinue expects (sss)")
-                }
+                let (type, name, message) = try decodedArguments(OrgBaton.ActivityHandler1.failedToContinue, call)
                 await object.handler.didFailToContinue(type: type, error: Self.failure(named: name, message: message))
                 return []
             },

@@ -71,6 +71,16 @@ func translatingErrors<T>(_ body: () async throws -> T) async throws(BatonClient
     }
 }
 
+/// The typed arguments of a call into an object this library exports; a wrong shape is answered
+/// with InvalidArguments ("WillContinue expects (ss)").
+func decodedArguments<Arguments, Reply>(_ method: MethodContract<Arguments, Reply>, _ call: DBusMethodCall) throws(DBusError) -> Arguments {
+    do {
+        return try method.decodeArguments(call.arguments)
+    } catch {
+        throw error.dbusError
+    }
+}
+
 /// Runs a shared API decoding step, rethrowing its refusal as `BatonClientError`.
 func decoding<T>(_ body: () throws(BatonAPIError) -> T) throws(BatonClientError) -> T {
     do {

@@ -272,11 +272,12 @@ struct ActivitySourceObject: Sendable {
         return DBusInterface(OrgBaton.ActivitySource1.name, methods: [
             DBusMethod(OrgBaton.ActivitySource1.willSave) { call in
                 let activity = try await object.checkedActivity(call)
-                return [.propertyDictionary(await activity.willSaveAnswer())]
+                return OrgBaton.ActivitySource1.willSave.encodeReply(await activity.willSaveAnswer())
             },
             DBusMethod(OrgBaton.ActivitySource1.wasContinued) { call in
                 let activity = try await object.checkedActivity(call)
-                await activity.wasContinued(on: call.arguments[1].stringValue ?? "")
+                let (_, device) = try decodedArguments(OrgBaton.ActivitySource1.wasContinued, call)
+                await activity.wasContinued(on: device)
                 return []
             },
         ])
