@@ -17,7 +17,7 @@ extension RingBus: SuggestionBoard {
         // Invalidated, not sent: a broadcast would show the title to every account; a ring user's
         // client reads it (the getter answers only ring users).
         try? connection.emitPropertiesChanged(path: suggestion.path, interface: BatonInterface.suggestion,
-                                              changed: [:], invalidated: ["Title"])
+                                              changed: [:], invalidated: [OrgBaton.Suggestion1.title.name])
     }
 
     /// Ring1.DocumentProgress, unicast to the caller of Continue: nobody else learns what it pulls.
@@ -67,7 +67,7 @@ extension RingBus: SuggestionBoard {
             // Title is known only once the activity was fetched ahead: asked when read, and only
             // ring users and callers polkit allows org.baton.continue read it (others, and broadcasts with
             // no caller, get "").
-            if name == "Title" {
+            if name == OrgBaton.Suggestion1.title.name {
                 return DBusProperty(name, signature: "s") { [weak self] in
                     // No title yet (the usual case): nothing to hide, and no lookup of the caller.
                     guard let self, let title = await self.continuation?.title(ofSuggestionAt: path), !title.isEmpty,
