@@ -30,6 +30,9 @@ public enum ContinuationFailure: String, Sendable, Hashable, CaseIterable {
     /// The error message: the category alone, or "category: detail".
     public func message(_ detail: String = "") -> String { detail.isEmpty ? rawValue : "\(rawValue): \(detail)" }
 
+    /// Every error name a continuation failure is sent with (from `errorName`).
+    public static let errorNames = Set(allCases.map(\.errorName))
+
     /// The category an error message starts with; nil for messages of other errors.
     public init?(errorMessage: String) {
         let word = errorMessage.prefix { $0 != ":" }

@@ -154,9 +154,9 @@ public struct SuggestionProperties: Sendable, Hashable {
     /// The activity's title once the daemon has fetched it ahead (prefetch); "" until then.
     public var title: String
 
-    /// The D-Bus signature of each property.
-    public static let signatures = ["Device": "s", "DeviceName": "s", "ActivityType": "s", "Revision": "u", "HasWebpageURL": "b", "Near": "b",
-                                    "Fallback": "s", "Title": "s"]
+    /// The D-Bus signature of each property (OrgBaton.Suggestion1's declarations).
+    public static let signatures = Dictionary(uniqueKeysWithValues: OrgBaton.Suggestion1.members.filter { $0.kind == .property }
+        .map { ($0.name, $0.inSignature) })
 
     public init(device: String, deviceName: String, activityType: String, revision: UInt32 = 0, hasWebpageURL: Bool = false, near: Bool = true,
                 fallback: String = "", title: String = "") {

@@ -26,15 +26,13 @@ public enum AgentService {
     public static func register(with daemon: BatonConnection, launcher: DesktopAppLauncher = DesktopAppLauncher(),
                                 logger: any AgentLog) async throws {
         // Exported afresh each time: a restarted batond is a new caller to admit.
-        try? daemon.dbus.unexport(path: path)
         let interface = agentInterface(launcher: launcher, logger: logger) { call throws(DBusError) in try await daemon.requireDaemon(call) }
-        try await daemon.dbus.export([interface], at: path)
-        try await daemon.registerAgent(at: path)
+        try await daemon.serveAgent(interface)
     }
 
     static func agentInterface(launcher: DesktopAppLauncher, logger: any AgentLog,
                                admit: @escaping @Sendable (DBusMethodCall) async throws(DBusError) -> Void) -> DBusInterface {
-        let launch = DBusMethod("Launch", in: [DBusArgument("activity_type", "s")], out: [DBusArgument("desktop_id", "s")]) { call in
+        let launch = DBusMethod(OrgBaton.Agent1.launch) { call in
             try await admit(call)
             guard let type = call.arguments.first?.stringValue, !type.isEmpty else {
                 throw DBusError(name: BatonErrorName.invalidArguments.rawValue, message: "Launch needs an activity type")
@@ -48,7 +46,7 @@ public enum AgentService {
             logger.log("launched \(id) for \(type)")
             return [.string(id)]
         }
-        let handlers = DBusMethod("GetHandlers", in: [DBusArgument("activity_type", "s")], out: [DBusArgument("desktop_ids", "as")]) { call in
+        let handlers = DBusMethod(OrgBaton.Agent1.getHandlers) { call in
             try await admit(call)
             guard let type = call.arguments.first?.stringValue else {
                 throw DBusError(name: BatonErrorName.invalidArguments.rawValue, message: "GetHandlers needs an activity type")

@@ -8,14 +8,12 @@ import BatonDBus
 /// (Suggestion1.ContinueInBrowser, proposed in docs/agent.md; the source then hears WasContinued),
 /// and the agent opens it in the user's session, where the default browser is known.
 enum BrowserFallback {
-    static let method = "ContinueInBrowser"
+    static let method = OrgBaton.Suggestion1.continueInBrowser.name
 
     static func open(path: String, daemon: BatonConnection, opener: (any URLOpener)?, logger: any AgentLog) async {
         do {
-            let reply = try await daemon.dbus.call(destination: daemon.busName, path: path, interface: BatonInterface.suggestion,
-                                                   method: method, timeout: .seconds(30))
-            // Only web pages go to the browser: a peer's URL must not launch arbitrary URI handlers.
-            guard let url = reply.first?.stringValue, isWebAddress(url) else {
+            let url = try await daemon.continueSuggestionInBrowser(at: path, timeout: .seconds(30))
+            guard isWebAddress(url) else {
                 logger.log("\(method) on \(path) gave no http(s) URL")
                 return
             }

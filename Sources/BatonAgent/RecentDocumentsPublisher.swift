@@ -93,10 +93,7 @@ public actor RecentDocumentsPublisher {
         activity.title = document.displayName
         self.activity = activity
         do {
-            let path = try await activity.publish()
-            _ = try await daemon.dbus.call(destination: daemon.busName, path: path, interface: BatonInterface.activity,
-                                           method: "AttachDocument",
-                                           arguments: [.unixFD(file.rawValue), .string(document.mediaType), .string(UUID().uuidString)])
+            try await activity.attachDocument(descriptor: file.rawValue, mediaType: document.mediaType, documentID: UUID().uuidString)
             try await activity.becomeCurrent()
         } catch {
             logger.log("offering the recent document \(document.displayName) failed: \(error)")

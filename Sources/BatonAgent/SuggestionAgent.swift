@@ -45,7 +45,7 @@ public actor SuggestionAgent {
         let suggestionChanges = try await daemon.suggestionChanges()
         let serverEvents = try await notifications.events()
         let serverOwners = try await notifications.connection.nameOwnerChanges(for: NotificationServerClient.busName)
-        let daemonOwners = try await daemon.dbus.nameOwnerChanges(for: daemon.busName)
+        let daemonOwners = try await daemon.daemonOwnerChanges()
         let inbox = inboxContinuation
         feeds.append(Task { [weak self] in
             for await change in suggestionChanges {

@@ -71,29 +71,22 @@ struct ActivityHandlerObject: Sendable {
 
     var interface: DBusInterface {
         let object = self
-        return DBusInterface(BatonInterface.handler, methods: [
-            DBusMethod("WillContinue", in: [DBusArgument("type", "s"), DBusArgument("device", "s")],
-                       out: [DBusArgument("accept", "b")]) { call in
+        return DBusInterface(OrgBaton.ActivityHandler1.name, methods: [
+            DBusMethod(OrgBaton.ActivityHandler1.willContinue) { call in
                 try await object.requireDaemon(call)
-                guard let type = call.arguments[0].stringValue, let device = call.arguments[1].stringValue else {
-                    throw DBusError(name: BatonErrorName.invalidArguments, message: "WillContinue expects (ss)")
-                }
-                return [.boolean(await object.handler.willContinue(type: type, from: device))]
+                let method = OrgBaton.ActivityHandler1.willContinue
+                let (type, device) = try decodedArguments(method, call)
+                return method.encodeReply(await object.handler.willContinue(type: type, from: device))
             },
-            DBusMethod("Continue", in: [DBusArgument("type", "s"), DBusArgument("title", "s"),
-                                        DBusArgument("userInfo", "a{sv}"), DBusArgument("info", "a{sv}")]) { call in
+            DBusMethod(OrgBaton.ActivityHandler1.continue) { call in
                 try await object.requireDaemon(call)
                 let activity = try Self.continuedActivity(from: call.arguments)
                 await object.handler.continue(activity)
                 return []
             },
-            DBusMethod("FailedToContinue", in: [DBusArgument("type", "s"), DBusArgument("error", "s"),
-                                                DBusArgument("message", "s")]) { call in
+            DBusMethod(OrgBaton.ActivityHandler1.failedToContinue) { call in
                 try await object.requireDaemon(call)
-                guard let type = call.arguments[0].stringValue, let name = call.arguments[1].stringValue,
-                      let message = call.arguments[2].stringValue else {
-                    throw DBusError(name: BatonErrorName.invalidArguments, message: "FailedToContinue expects (sss)")
-                }
+                let (type, name, message) = try decodedArguments(OrgBaton.ActivityHandler1.failedToContinue, call)
                 await object.handler.didFailToContinue(type: type, error: Self.failure(named: name, message: message))
                 return []
             },

@@ -35,7 +35,7 @@ public struct BatonClientError: Error, Sendable, Hashable, CustomStringConvertib
     /// Why a Continue failed (cancelled, unreachable, interrupted, versionUnsupported,
     /// noLongerCurrent, timedOut), from the daemon's error; nil for other errors.
     public var continuationFailure: ContinuationCategory? {
-        guard code == .failed || code == .notReady || code == .unknownActivity else { return nil }
+        guard let code, ContinuationFailure.errorNames.contains(code) else { return nil }
         return ContinuationFailure(errorMessage: message)
     }
 
@@ -68,6 +68,16 @@ func translatingErrors<T>(_ body: () async throws -> T) async throws(BatonClient
         return try await body()
     } catch {
         throw BatonClientError.from(error)
+    }
+}
+
+/// The typed arguments of a call into an object this library exports; a wrong shape is answered
+/// with InvalidArguments ("WillContinue expects (ss)").
+func decodedArguments<Arguments, Reply>(_ method: MethodContract<Arguments, Reply>, _ call: DBusMethodCall) throws(DBusError) -> Arguments {
+    do {
+        return try method.decodeArguments(call.arguments)
+    } catch {
+        throw error.dbusError
     }
 }
 

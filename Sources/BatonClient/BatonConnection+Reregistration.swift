@@ -52,11 +52,10 @@ extension BatonConnection {
     func announceHandler(at path: String, for types: [String], versions: ActivityVersions?) async throws(BatonClientError) {
         if let versions {
             let ranges = versions.ranges.map { DBusValue.structure([.int64($0.lowerBound), .int64($0.upperBound)]) }
-            _ = try await callManager("RegisterHandlerWithOptions", [
-                .objectPath(path), .stringArray(types), .propertyDictionary(["Versions": .array(elementSignature: "(xx)", ranges)]),
-            ])
+            try await call(OrgBaton.Manager1.registerHandlerWithOptions, at: Self.managerPath,
+                           (path, types, ["Versions": .array(elementSignature: "(xx)", ranges)]))
         } else {
-            _ = try await callManager("RegisterHandler", [.objectPath(path), .stringArray(types)])
+            try await call(OrgBaton.Manager1.registerHandler, at: Self.managerPath, (path, types))
         }
     }
 }

@@ -6,37 +6,31 @@ import BatonDBus
 extension BatonConnection {
     /// Ring1.DumpRadio: every advertiser the daemon heard, as a table ("text") or JSON Lines ("json").
     public func dumpRadio(format: String) async throws(BatonClientError) -> String {
-        let reply = try await callRing(BatonInterface.ring, "DumpRadio", [.string(format)])
-        guard let text = reply.first?.stringValue else { throw .unexpectedReply("DumpRadio returned \(reply.map(\.signature))") }
-        return text
+        try await call(OrgBaton.Ring1.dumpRadio, at: BatonObjectPath.ring, format)
     }
 
     /// Ring1.GetRadioNotices: what happened to the radio lately (restarts, power, refusals).
     public func radioNotices() async throws(BatonClientError) -> [String] {
-        let reply = try await callRing(BatonInterface.ring, "GetRadioNotices")
+        let reply = try await invoke(OrgBaton.Ring1.getRadioNotices, at: BatonObjectPath.ring)
         return reply.first?.stringArrayValue ?? []
     }
 
     /// Ring1.ListMembers: the machines of this ring, this one included.
     public func ringMembers() async throws(BatonClientError) -> [RingMember] {
-        let reply = try await callRing(BatonInterface.ring, "ListMembers")
-        return try decoding { () throws(BatonAPIError) in try RingMember.list(reply) }
+        try await call(OrgBaton.Ring1.listMembers, at: BatonObjectPath.ring)
     }
 
     /// Ring1.Continue: fetch `type` from the member `device` (name, short id or device id) and hand
     /// it to a local handler; returns the outcome ("delivered", "declined", ...).
     public func continueFromMember(_ device: String, type: String) async throws(BatonClientError) -> String {
-        let reply = try await callRing(BatonInterface.ring, "Continue", [.string(device), .string(type)])
-        guard let outcome = reply.first?.stringValue else { throw .unexpectedReply("Continue returned \(reply.map(\.signature))") }
-        return outcome
+        try await call(OrgBaton.Ring1.continue, at: BatonObjectPath.ring, (device, type))
     }
 
     // MARK: Pairing
 
     /// Pairing1.Accept: waits (in the daemon) for another machine to pair; returns the session path.
     public func acceptPairing(_ options: AcceptOptions = AcceptOptions()) async throws(BatonClientError) -> String {
-        let reply = try await callRing(BatonInterface.pairing, "Accept", [options.dbusValue])
-        return try sessionPath(reply, "Accept")
+        try await call(OrgBaton.Pairing1.accept, at: BatonObjectPath.ring, options)
     }
 
     /// Pairing1.Pair with HOST:PORT or ble:ADDRESS/PSM; returns the session path once connected.
@@ -44,15 +38,14 @@ extension BatonConnection {
     public static let pairTimeout: Duration = .seconds(40)
 
     public func pair(with target: String, options: PairOptions) async throws(BatonClientError) -> String {
-        let reply = try await callRing(BatonInterface.pairing, "Pair", [.string(target), options.dbusValue], timeout: Self.pairTimeout)
-        return try sessionPath(reply, "Pair")
+        try await call(OrgBaton.Pairing1.pair, at: BatonObjectPath.ring, (target, options), timeout: Self.pairTimeout)
     }
 
     /// Pairing1.Remove: removes a member (name, short id or device id); the others re-key. With
     /// `withIntroduced` (Pairing1.RemoveWithIntroduced) one signed mark also removes what it
     /// introduced, now and later.
     public func removeMember(_ device: String, withIntroduced: Bool = false) async throws(BatonClientError) {
-        _ = try await callRing(BatonInterface.pairing, withIntroduced ? "RemoveWithIntroduced" : "Remove", [.string(device)])
+        try await call(withIntroduced ? OrgBaton.Pairing1.removeWithIntroduced : OrgBaton.Pairing1.remove, at: BatonObjectPath.ring, device)
     }
 
     /// Pairing1.ResetIdentity: this machine leaves its ring and takes a new identity (a new device
@@ -60,21 +53,17 @@ extension BatonConnection {
     /// removes the old id there (`removeMember`), then pairs this machine again. Refused (notReady)
     /// while a pairing session is open, and without the pairing privilege.
     public func resetIdentity() async throws(BatonClientError) -> String {
-        let reply = try await callRing(BatonInterface.pairing, "ResetIdentity")
-        guard let device = reply.first?.stringValue else { throw .unexpectedReply("ResetIdentity returned \(reply.map(\.signature))") }
-        return device
+        try await call(OrgBaton.Pairing1.resetIdentity, at: BatonObjectPath.ring)
     }
 
     /// Pairing1.ListIntroduced: the members removing `device` with what it introduced takes out now.
     public func introducedMembers(_ device: String) async throws(BatonClientError) -> [RingMember] {
-        let reply = try await callRing(BatonInterface.pairing, "ListIntroduced", [.string(device)])
-        return try decoding { () throws(BatonAPIError) in try RingMember.list(reply) }
+        try await call(OrgBaton.Pairing1.listIntroduced, at: BatonObjectPath.ring, device)
     }
 
     /// Pairing1.Discover: machines waiting in Accept, browsed for `seconds` (1-30).
     public func discoverPairing(seconds: UInt32) async throws(BatonClientError) -> [PairingEndpoint] {
-        let reply = try await callRing(BatonInterface.pairing, "Discover", [.uint32(seconds)], timeout: .seconds(Int(seconds) + 25))
-        return try decoding { () throws(BatonAPIError) in try PairingEndpoint.list(reply) }
+        try await call(OrgBaton.Pairing1.discover, at: BatonObjectPath.ring, seconds, timeout: .seconds(Int(seconds) + 25))
     }
 
     /// The properties of a PairingSession1 object.
@@ -85,31 +74,22 @@ extension BatonConnection {
 
     /// PairingSession1.Confirm: this side's answer to the code.
     public func confirmPairing(at path: String, accepted: Bool) async throws(BatonClientError) {
-        _ = try await call(path: path, interface: BatonInterface.pairingSession, method: "Confirm", arguments: [.boolean(accepted)])
+        try await call(OrgBaton.PairingSession1.confirm, at: path, accepted)
     }
 
     /// PairingSession1.ConfirmCode: the initiator's user typed the code the acceptor shows.
     public func confirmPairingCode(at path: String, code: String) async throws(BatonClientError) {
-        _ = try await call(path: path, interface: BatonInterface.pairingSession, method: "ConfirmCode", arguments: [.string(code)])
+        try await call(OrgBaton.PairingSession1.confirmCode, at: path, code)
     }
 
     /// PairingSession1.Commit: merge the members shown while reviewing.
     public func commitPairing(at path: String) async throws(BatonClientError) {
-        _ = try await call(path: path, interface: BatonInterface.pairingSession, method: "Commit")
+        try await call(OrgBaton.PairingSession1.commit, at: path)
     }
 
     /// PairingSession1.Cancel.
     public func cancelPairing(at path: String) async throws(BatonClientError) {
-        _ = try await call(path: path, interface: BatonInterface.pairingSession, method: "Cancel")
+        try await call(OrgBaton.PairingSession1.cancel, at: path)
     }
 
-    private func callRing(_ interface: String, _ method: String, _ arguments: [DBusValue] = [],
-                          timeout: Duration? = nil) async throws(BatonClientError) -> [DBusValue] {
-        try await call(path: BatonObjectPath.ring, interface: interface, method: method, arguments: arguments, timeout: timeout)
-    }
-
-    private func sessionPath(_ reply: [DBusValue], _ method: String) throws(BatonClientError) -> String {
-        guard let path = reply.first?.objectPathValue else { throw .unexpectedReply("\(method) returned \(reply.map(\.signature))") }
-        return path
-    }
 }

@@ -62,13 +62,13 @@ extension BatonConnection {
 
     /// Suggestion1.Dismiss: this revision is not offered again.
     public func dismissSuggestion(at path: String) async throws(BatonClientError) {
-        _ = try await call(path: path, interface: BatonInterface.suggestion, method: "Dismiss")
+        try await call(OrgBaton.Suggestion1.dismiss, at: path)
     }
 
     /// Suggestion1.Title as this caller may read it ("" unless a ring user, or not fetched yet).
     public func suggestionTitle(at path: String) async throws(BatonClientError) -> String {
         let reply = try await call(path: path, interface: BatonInterface.properties, method: "Get",
-                                   arguments: [.string(BatonInterface.suggestion), .string("Title")])
+                                   arguments: [.string(BatonInterface.suggestion), .string(OrgBaton.Suggestion1.title.name)])
         return reply.first?.unwrapped.stringValue ?? ""
     }
 
@@ -77,7 +77,7 @@ extension BatonConnection {
     static func invalidatedTitlePath(from signal: DBusSignal) -> String? {
         guard signal.member == "PropertiesChanged", signal.path.hasPrefix(BatonObjectPath.suggestionPrefix + "/"), signal.arguments.count >= 3,
               signal.arguments[0].stringValue == BatonInterface.suggestion,
-              signal.arguments[2].stringArrayValue?.contains("Title") == true else { return nil }
+              signal.arguments[2].stringArrayValue?.contains(OrgBaton.Suggestion1.title.name) == true else { return nil }
         return signal.path
     }
 
@@ -85,7 +85,7 @@ extension BatonConnection {
     static func titleChange(from signal: DBusSignal) -> SuggestionChange? {
         guard signal.member == "PropertiesChanged", signal.path.hasPrefix(BatonObjectPath.suggestionPrefix + "/"), signal.arguments.count >= 2,
               signal.arguments[0].stringValue == BatonInterface.suggestion,
-              let title = signal.arguments[1].asDictionary?["Title"]?.unwrapped.stringValue else { return nil }
+              let title = signal.arguments[1].asDictionary.flatMap({ OrgBaton.Suggestion1.title.value(in: $0) }) else { return nil }
         return .retitled(path: signal.path, title: title)
     }
 
@@ -118,14 +118,13 @@ extension BatonConnection {
     /// (they are sent to the caller only). Subscribe before calling Continue.
     public func documentProgress() async throws(BatonClientError) -> AsyncStream<DocumentProgressUpdate> {
         let signals = try await translatingErrors {
-            try await dbus.signals(matching: DBusMatchRule(sender: busName, interface: BatonInterface.ring, member: "DocumentProgress",
-                                                           path: BatonObjectPath.ring))
+            try await dbus.signals(matching: DBusMatchRule(sender: busName, interface: OrgBaton.Ring1.documentProgress.interface,
+                                                           member: OrgBaton.Ring1.documentProgress.name, path: BatonObjectPath.ring))
         }
         return AsyncStream { continuation in
             let task = Task {
                 for await signal in signals {
-                    guard signal.arguments.count == 3, let type = signal.arguments[0].stringValue,
-                          let received = signal.arguments[1].uint64Value, let total = signal.arguments[2].uint64Value else { continue }
+                    guard let (type, received, total) = OrgBaton.Ring1.documentProgress.decode(signal) else { continue }
                     continuation.yield(DocumentProgressUpdate(activityType: type, received: received, total: total))
                 }
                 continuation.finish()

@@ -39,15 +39,15 @@ extension BatonConnection {
 
     /// Suggestion1.ContinueInBrowser (a suggestion whose Fallback is "browser"): the source is told
     /// it was continued and the webpage URL is returned, for the caller to open (xdg-open).
-    public func continueSuggestionInBrowser(at path: String) async throws(BatonClientError) -> String {
-        let reply = try await call(path: path, interface: BatonInterface.suggestion, method: "ContinueInBrowser")
-        guard let url = reply.first?.stringValue else { throw .unexpectedReply("ContinueInBrowser") }
-        return url
+    /// `timeout`: how long to wait for the daemon (nil: the bus default).
+    public func continueSuggestionInBrowser(at path: String, timeout: Duration? = nil) async throws(BatonClientError) -> String {
+        try await call(OrgBaton.Suggestion1.continueInBrowser, at: path, timeout: timeout)
     }
 
     /// Suggestion1.Continue; returns the outcome ("delivered", "declined", ...).
     public func continueSuggestionOutcome(at path: String) async throws(BatonClientError) -> String {
-        let reply = try await call(path: path, interface: BatonInterface.suggestion, method: "Continue")
+        // A stopping daemon answers with no outcome: "".
+        let reply = try await invoke(OrgBaton.Suggestion1.continue, at: path)
         return reply.first?.stringValue ?? ""
     }
 }

@@ -46,24 +46,19 @@ public final class BatonConnection: Sendable {
 
     /// Manager1.GetStatus plus the Version property.
     public func status() async throws(BatonClientError) -> DaemonStatus {
-        let reply = try await callManager("GetStatus")
-        guard let value = reply.first else { throw .unexpectedReply("GetStatus returned nothing") }
-        let status = try decoding { () throws(BatonAPIError) in try ManagerStatus(value) }
+        let status = try await call(OrgBaton.Manager1.getStatus, at: Self.managerPath)
         let properties = try await properties(of: Self.managerPath, interface: BatonInterface.manager)
         return try DaemonStatus(status: status, managerProperties: properties)
     }
 
     /// Manager1.GetHandledTypes.
     public func handledTypes() async throws(BatonClientError) -> [String] {
-        let reply = try await callManager("GetHandledTypes")
-        guard let types = reply.first?.stringArrayValue else { throw .unexpectedReply("GetHandledTypes returned \(reply.map(\.signature))") }
-        return types
+        try await call(OrgBaton.Manager1.getHandledTypes, at: Self.managerPath)
     }
 
     /// The object path of the user's current activity, or nil when there is none.
     public func currentActivityPath() async throws(BatonClientError) -> String? {
-        let reply = try await callManager("GetCurrentActivity")
-        guard let path = reply.first?.objectPathValue else { throw .unexpectedReply("GetCurrentActivity returned \(reply.map(\.signature))") }
+        let path = try await call(OrgBaton.Manager1.getCurrentActivity, at: Self.managerPath)
         return path == BatonObjectPath.none ? nil : path
     }
 
@@ -80,7 +75,7 @@ public final class BatonConnection: Sendable {
             // An object being removed can be listed with properties that no longer read (any of
             // them, Type or Status); skip it rather than fail the whole listing.
             guard let properties = interfaces[BatonInterface.activity]?.asDictionary,
-                  properties["Type"] != nil, properties["Status"] != nil else { continue }
+                  properties[OrgBaton.Activity1.activityType.name] != nil, properties[OrgBaton.Activity1.status.name] != nil else { continue }
             result.append(try ActivityInfo(path: path, properties: properties))
         }
         return result.sorted { $0.path < $1.path }
@@ -93,14 +88,13 @@ public final class BatonConnection: Sendable {
 
     /// Activity1.GetPayload: the state that would leave the machine, after the WillSave exchange.
     public func payload(ofActivityAt path: String) async throws(BatonClientError) -> ActivityPayload {
-        let reply = try await call(path: path, interface: BatonInterface.activity, method: "GetPayload")
-        guard let dictionary = reply.first?.asDictionary else { throw .unexpectedReply("GetPayload returned \(reply.map(\.signature))") }
-        return try ActivityPayload(dictionary)
+        try ActivityPayload(try await call(OrgBaton.Activity1.getPayload, at: path))
     }
 
     /// Suggestion1.Continue on a suggestion object: continue that nearby activity here.
     public func continueSuggestion(at path: String) async throws(BatonClientError) {
-        _ = try await call(path: path, interface: BatonInterface.suggestion, method: "Continue")
+        // The outcome is not read: a stopping daemon answers with none.
+        _ = try await invoke(OrgBaton.Suggestion1.continue, at: path)
     }
 
     // MARK: Activities
@@ -147,12 +141,12 @@ public final class BatonConnection: Sendable {
     /// Manager1.RegisterAgent: the org.baton.Agent1 object at `path` on this connection launches
     /// handler apps for this user (baton-agent does this; the registration ends with the connection).
     public func registerAgent(at path: String) async throws(BatonClientError) {
-        _ = try await callManager("RegisterAgent", [.objectPath(path)])
+        try await call(OrgBaton.Manager1.registerAgent, at: Self.managerPath, path)
     }
 
     /// Manager1.UnregisterHandler, then removes the exported object.
     public func unregisterHandler(_ registration: HandlerRegistration) async throws(BatonClientError) {
-        _ = try await callManager("UnregisterHandler", [.objectPath(registration.path)])
+        try await call(OrgBaton.Manager1.unregisterHandler, at: Self.managerPath, registration.path)
         try? dbus.unexport(path: registration.path)
     }
 
@@ -166,8 +160,28 @@ public final class BatonConnection: Sendable {
         return "\(BatonObjectPath.clientExportRoot)/\(kind)\(number)"
     }
 
-    func callManager(_ method: String, _ arguments: [DBusValue] = []) async throws(BatonClientError) -> [DBusValue] {
-        try await call(path: Self.managerPath, interface: BatonInterface.manager, method: method, arguments: arguments)
+    /// Calls `method` of the object at `path` with typed arguments; the reply decoded as the contract says.
+    @discardableResult
+    func call<Arguments, Reply>(_ method: MethodContract<Arguments, Reply>, at path: String, _ arguments: Arguments,
+                                timeout: Duration? = nil) async throws(BatonClientError) -> Reply {
+        let reply = try await invoke(method, at: path, arguments, timeout: timeout)
+        return try decoding { () throws(BatonAPIError) in try method.decodeReply(reply) }
+    }
+
+    @discardableResult
+    func call<Reply>(_ method: MethodContract<Void, Reply>, at path: String, timeout: Duration? = nil) async throws(BatonClientError) -> Reply {
+        try await call(method, at: path, (), timeout: timeout)
+    }
+
+    /// Calls `method` with typed arguments and returns the reply's values as they came (for the
+    /// few callers that read a reply leniently).
+    func invoke<Arguments, Reply>(_ method: MethodContract<Arguments, Reply>, at path: String, _ arguments: Arguments,
+                                  timeout: Duration? = nil) async throws(BatonClientError) -> [DBusValue] {
+        try await call(path: path, interface: method.interface, method: method.name, arguments: method.encodeArguments(arguments), timeout: timeout)
+    }
+
+    func invoke<Reply>(_ method: MethodContract<Void, Reply>, at path: String) async throws(BatonClientError) -> [DBusValue] {
+        try await invoke(method, at: path, ())
     }
 
     func call(path: String, interface: String, method: String, arguments: [DBusValue] = [],

@@ -38,7 +38,7 @@ public struct DaemonStatus: Sendable, Hashable {
     public var ringChangeRefusedTime: Int64?
 
     init(status: ManagerStatus, managerProperties: [String: DBusValue]) throws(BatonClientError) {
-        guard let version = managerProperties["Version"]?.stringValue, let busName = managerProperties["BusName"]?.stringValue else {
+        guard let version = OrgBaton.Manager1.version.value(in: managerProperties), let busName = OrgBaton.Manager1.busName.value(in: managerProperties) else {
             throw .unexpectedReply("Manager1 lacks the Version or BusName property")
         }
         state = status.state
@@ -81,23 +81,23 @@ public struct ActivityInfo: Sendable, Hashable {
     public var document: ActivityDocumentInfo?
 
     init(path: String, properties: [String: DBusValue]) throws(BatonClientError) {
-        guard let type = properties["Type"]?.stringValue, let status = properties["Status"]?.stringValue else {
+        guard let type = OrgBaton.Activity1.activityType.value(in: properties), let status = OrgBaton.Activity1.status.value(in: properties) else {
             throw .unexpectedReply("activity \(path) lacks Type or Status")
         }
         self.path = path
         activityType = type
         self.status = status
-        title = properties["Title"]?.stringValue
-        if let userInfo = properties["UserInfo"] { self.userInfo = try decoding { () throws(BatonAPIError) in try PropertyValueCoding.decodeUserInfo(userInfo) } }
-        webpageURL = properties["WebpageURL"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
-        version = properties["Version"]?.int64Value
-        needsSave = properties["NeedsSave"]?.boolValue
-        isCurrent = properties["Current"]?.boolValue
-        owner = properties["Owner"]?.uint32Value
-        revision = properties["Revision"]?.uint32Value
-        lastError = properties["LastError"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }
-        editSession = properties["EditSession"]?.stringValue
-        document = properties["Document"]?.asDictionary.flatMap(ActivityDocumentInfo.init)
+        title = OrgBaton.Activity1.title.value(in: properties)
+        if let userInfo = properties[OrgBaton.Activity1.userInfo.name] { self.userInfo = try decoding { () throws(BatonAPIError) in try PropertyValueCoding.decodeUserInfo(userInfo) } }
+        webpageURL = OrgBaton.Activity1.webpageURL.value(in: properties).flatMap { $0.isEmpty ? nil : $0 }
+        version = OrgBaton.Activity1.version.value(in: properties)
+        needsSave = OrgBaton.Activity1.needsSave.value(in: properties)
+        isCurrent = OrgBaton.Activity1.current.value(in: properties)
+        owner = OrgBaton.Activity1.owner.value(in: properties)
+        revision = OrgBaton.Activity1.revision.value(in: properties)
+        lastError = OrgBaton.Activity1.lastError.value(in: properties).flatMap { $0.isEmpty ? nil : $0 }
+        editSession = OrgBaton.Activity1.editSession.value(in: properties)
+        document = OrgBaton.Activity1.document.value(in: properties).flatMap(ActivityDocumentInfo.init)
     }
 }
 

@@ -69,7 +69,7 @@ public final class UserActivity: Sendable {
         let connection = connection
         if let sourcePath { try? connection.dbus.unexport(path: sourcePath) }
         if let objectPath {
-            Task { _ = try? await connection.call(path: objectPath, interface: BatonInterface.activity, method: "Invalidate") }
+            Task { try? await connection.call(OrgBaton.Activity1.invalidate, at: objectPath) }
         }
     }
 
@@ -133,7 +133,7 @@ public final class UserActivity: Sendable {
     public func becomeCurrent() async throws(BatonClientError) {
         try await serially { activity throws(BatonClientError) in
             let path = try await activity.publishNow()
-            _ = try await activity.connection.call(path: path, interface: BatonInterface.activity, method: "BecomeCurrent")
+            try await activity.connection.call(OrgBaton.Activity1.becomeCurrent, at: path)
         }
     }
 
@@ -141,7 +141,7 @@ public final class UserActivity: Sendable {
     public func resignCurrent() async throws(BatonClientError) {
         try await serially { activity throws(BatonClientError) in
             guard let path = activity.objectPath else { return }
-            _ = try await activity.connection.call(path: path, interface: BatonInterface.activity, method: "ResignCurrent")
+            try await activity.connection.call(OrgBaton.Activity1.resignCurrent, at: path)
         }
     }
 
@@ -155,7 +155,7 @@ public final class UserActivity: Sendable {
                 return (state.objectPath, state.sourcePath)
             }
             if let objectPath {
-                _ = try? await activity.connection.call(path: objectPath, interface: BatonInterface.activity, method: "Invalidate")
+                try? await activity.connection.call(OrgBaton.Activity1.invalidate, at: objectPath)
             }
             if let sourcePath { try? activity.connection.dbus.unexport(path: sourcePath) }
         }
@@ -189,8 +189,7 @@ public final class UserActivity: Sendable {
         if let existingPath, let published {
             let changes = Self.changes(from: published, to: fields)
             if !changes.isEmpty {
-                _ = try await connection.call(path: existingPath, interface: BatonInterface.activity, method: "Update",
-                                              arguments: [.propertyDictionary(changes)])
+                try await connection.call(OrgBaton.Activity1.update, at: existingPath, changes)
             }
             state.withLock { $0.published = fields }
             return existingPath
@@ -202,11 +201,8 @@ public final class UserActivity: Sendable {
             "Source": .objectPath(sourcePath),
         ]
         if let url = fields.webpageURL { options["WebpageURL"] = .string(url.absoluteString) }
-        let reply = try await connection.callManager("CreateActivity", [
-            .string(activityType), .string(fields.title), PropertyValueCoding.encodeUserInfo(fields.userInfo),
-            .propertyDictionary(options),
-        ])
-        guard let path = reply.first?.objectPathValue else { throw .unexpectedReply("CreateActivity returned \(reply.map(\.signature))") }
+        let path = try await connection.call(OrgBaton.Manager1.createActivity, at: BatonConnection.managerPath,
+                                             (activityType, fields.title, fields.userInfo, options))
         state.withLock { state in
             state.objectPath = path
             state.published = fields
@@ -273,14 +269,15 @@ struct ActivitySourceObject: Sendable {
 
     var interface: DBusInterface {
         let object = self
-        return DBusInterface(BatonInterface.source, methods: [
-            DBusMethod("WillSave", in: [DBusArgument("activity", "o")], out: [DBusArgument("changes", "a{sv}")]) { call in
+        return DBusInterface(OrgBaton.ActivitySource1.name, methods: [
+            DBusMethod(OrgBaton.ActivitySource1.willSave) { call in
                 let activity = try await object.checkedActivity(call)
-                return [.propertyDictionary(await activity.willSaveAnswer())]
+                return OrgBaton.ActivitySource1.willSave.encodeReply(await activity.willSaveAnswer())
             },
-            DBusMethod("WasContinued", in: [DBusArgument("activity", "o"), DBusArgument("device", "s")]) { call in
+            DBusMethod(OrgBaton.ActivitySource1.wasContinued) { call in
                 let activity = try await object.checkedActivity(call)
-                await activity.wasContinued(on: call.arguments[1].stringValue ?? "")
+                let (_, device) = try decodedArguments(OrgBaton.ActivitySource1.wasContinued, call)
+                await activity.wasContinued(on: device)
                 return []
             },
         ])

@@ -8,16 +8,6 @@ extension DBusError {
     static func invalidArguments(_ message: String) -> DBusError { .baton(BatonErrorName.invalidArguments, message) }
     static func payloadTooLarge(_ message: String) -> DBusError { .baton(BatonErrorName.payloadTooLarge, message) }
     static func notPermitted(_ message: String) -> DBusError { .baton(BatonErrorName.notPermitted, message) }
-
-    init(_ error: RegistryError) {
-        switch error {
-        case .invalidArguments(let message): self = .invalidArguments(message)
-        case .payloadTooLarge(let message): self = .payloadTooLarge(message)
-        case .unknownActivity: self = .baton(BatonErrorName.unknownActivity, "no such activity")
-        case .notPermitted: self = .notPermitted("the activity belongs to another user")
-        case .limitExceeded(let message): self = .baton(BatonErrorName.limitExceeded, message)
-        }
-    }
 }
 
 extension PropertyValueCoding {

@@ -6,9 +6,9 @@ import BatonDBus
 /// org.baton.Activity1: one object per activity; every call is checked against the caller's uid.
 extension ActivityService {
     nonisolated func activityInterface(_ id: ActivityID) -> DBusInterface {
-        func method(_ name: String, in inArguments: [DBusArgument] = [], out outArguments: [DBusArgument] = [],
+        func method<Arguments, Reply>(_ contract: MethodContract<Arguments, Reply>,
                     _ body: @escaping @Sendable (ActivityService, UInt32, DBusMethodCall) async throws -> [DBusValue]) -> DBusMethod {
-            DBusMethod(name, in: inArguments, out: outArguments, budget: .userInfoCall) { [weak self] call in
+            DBusMethod(contract, budget: .userInfoCall) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
                 let uid = try await self.callerUID(call.sender)
                 return try await body(self, uid, call)
@@ -25,31 +25,31 @@ extension ActivityService {
             return try await self.editSessionValue(of: id, sender: DBusCallContext.sender)
         })
         return DBusInterface(BatonInterface.activity, methods: [
-            method("Update", in: [.init("changes", "a{sv}")]) { service, uid, call in
+            method(OrgBaton.Activity1.update) { service, uid, call in
                 try await service.update(id, uid: uid, changes: call.arguments[0])
                 return []
             },
-            method("BecomeCurrent") { service, uid, _ in
+            method(OrgBaton.Activity1.becomeCurrent) { service, uid, _ in
                 try await service.transition(id, uid: uid) { registry, id, uid throws(RegistryError) in try registry.becomeCurrent(id, by: uid) }
                 return []
             },
-            method("ResignCurrent") { service, uid, _ in
+            method(OrgBaton.Activity1.resignCurrent) { service, uid, _ in
                 try await service.transition(id, uid: uid) { registry, id, uid throws(RegistryError) in try registry.resign(id, by: uid) }
                 return []
             },
-            method("Invalidate") { service, uid, _ in
+            method(OrgBaton.Activity1.invalidate) { service, uid, _ in
                 try await service.transition(id, uid: uid) { registry, id, uid throws(RegistryError) in try registry.invalidate(id, by: uid) }
                 return []
             },
-            method("AttachDocument", in: [.init("snapshot", "h"), .init("mediaType", "s"), .init("documentId", "s")]) { service, uid, call in
+            method(OrgBaton.Activity1.attachDocument) { service, uid, call in
                 try await service.attachDocument(id, uid: uid, arguments: call.arguments)
                 return []
             },
-            method("DocumentEdited") { service, uid, _ in
+            method(OrgBaton.Activity1.documentEdited) { service, uid, _ in
                 try await service.transition(id, uid: uid) { registry, id, uid throws(RegistryError) in try registry.documentEdited(id, by: uid) }
                 return []
             },
-            method("GetPayload", out: [.init("payload", "a{sv}")]) { service, uid, _ in
+            method(OrgBaton.Activity1.getPayload) { service, uid, _ in
                 [try await service.payload(id, uid: uid)]
             },
         ], properties: properties)

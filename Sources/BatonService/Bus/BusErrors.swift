@@ -2,10 +2,13 @@
 import BatonAPI
 import BatonDBus
 
-/// Why a ring, pairing or continuation request was refused. The actors throw these; the D-Bus
-/// glue maps them to org.baton.Error.* names here, in one place.
+/// Why a request was refused. The actors throw these (the activity registry's `RegistryError`
+/// becomes one); the D-Bus glue maps them to org.baton.Error.* names (BatonAPI's `BatonErrorName`)
+/// here, in one table: `errorName`.
 public enum ServiceFailure: Error, Sendable, Equatable {
     case invalidArguments(String)
+    /// A value over its size limit (userInfo, title, a document's media type...).
+    case payloadTooLarge(String)
     case notPermitted(String)
     case notReady(String)
     case failed(String)
@@ -19,10 +22,12 @@ public enum ServiceFailure: Error, Sendable, Equatable {
     case documentConflict(String)
 }
 
-extension DBusError {
-    init(_ failure: ServiceFailure) {
-        let name: BatonErrorName = switch failure {
+extension ServiceFailure {
+    /// The daemon's one table of failures to documented error names.
+    var errorName: BatonErrorName {
+        switch self {
         case .invalidArguments: .invalidArguments
+        case .payloadTooLarge: .payloadTooLarge
         case .notPermitted: .notPermitted
         case .notReady: .notReady
         case .failed: .failed
@@ -33,7 +38,29 @@ extension DBusError {
         case .editSessionBusy: .editSessionBusy
         case .documentConflict: .documentConflict
         }
-        self.init(name: name, message: String(failure.message.prefix(ServiceFailure.maxMessageCharacters)))
+    }
+
+    /// A registry refusal (the registry names fields, never the caller's text).
+    init(_ error: RegistryError) {
+        self = switch error {
+        case .invalidArguments(let message): .invalidArguments(message)
+        case .payloadTooLarge(let message): .payloadTooLarge(message)
+        case .unknownActivity: .unknownActivity("no such activity")
+        case .notPermitted: .notPermitted("the activity belongs to another user")
+        case .limitExceeded(let message): .limitExceeded(message)
+        }
+    }
+}
+
+extension DBusError {
+    init(_ failure: ServiceFailure) {
+        self.init(name: failure.errorName, message: String(failure.message.prefix(ServiceFailure.maxMessageCharacters)))
+    }
+
+    /// A registry refusal, through the same table (its messages are the registry's own, whole).
+    init(_ error: RegistryError) {
+        let failure = ServiceFailure(error)
+        self.init(name: failure.errorName, message: failure.message)
     }
 }
 

@@ -24,7 +24,7 @@ extension ServiceFailure {
 
     var message: String {
         switch self {
-        case .invalidArguments(let text), .notPermitted(let text), .notReady(let text), .failed(let text), .unknownObject(let text),
+        case .invalidArguments(let text), .payloadTooLarge(let text), .notPermitted(let text), .notReady(let text), .failed(let text), .unknownObject(let text),
              .unknownDevice(let text), .unknownActivity(let text), .limitExceeded(let text), .editSessionBusy(let text),
              .documentConflict(let text): text
         }

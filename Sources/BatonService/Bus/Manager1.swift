@@ -7,40 +7,39 @@ import BatonDBus
 extension ActivityService {
     nonisolated func managerInterface() -> DBusInterface {
         DBusInterface(BatonInterface.manager, methods: [
-            DBusMethod("CreateActivity", in: [.init("type", "s"), .init("title", "s"), .init("userInfo", "a{sv}"), .init("options", "a{sv}")],
-                       out: [.init("activity", "o")], budget: .userInfoCall) { [weak self] call in
+            DBusMethod(OrgBaton.Manager1.createActivity, budget: .userInfoCall) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
                 return [.objectPath(try await self.createActivity(call))]
             },
-            DBusMethod("GetCurrentActivity", out: [.init("activity", "o")]) { [weak self] call in
+            DBusMethod(OrgBaton.Manager1.getCurrentActivity) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
                 return [.objectPath(try await self.currentActivityPath(for: call.sender))]
             },
-            DBusMethod("RegisterHandler", in: [.init("handler", "o"), .init("types", "as")]) { [weak self] call in
+            DBusMethod(OrgBaton.Manager1.registerHandler) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
                 try await self.registerHandler(call)
                 return []
             },
-            DBusMethod("RegisterHandlerWithOptions", in: [.init("handler", "o"), .init("types", "as"), .init("options", "a{sv}")]) { [weak self] call in
+            DBusMethod(OrgBaton.Manager1.registerHandlerWithOptions) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
                 try await self.registerHandler(call)
                 return []
             },
-            DBusMethod("UnregisterHandler", in: [.init("handler", "o")]) { [weak self] call in
+            DBusMethod(OrgBaton.Manager1.unregisterHandler) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
                 try await self.unregisterHandler(call)
                 return []
             },
-            DBusMethod("RegisterAgent", in: [.init("agent", "o")]) { [weak self] call in
+            DBusMethod(OrgBaton.Manager1.registerAgent) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
                 try await self.registerAgent(call)
                 return []
             },
-            DBusMethod("GetHandledTypes", out: [.init("types", "as")]) { [weak self] call in
+            DBusMethod(OrgBaton.Manager1.getHandledTypes) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
                 return [.stringArray(try await self.handledTypes(for: call.sender))]
             },
-            DBusMethod("GetStatus", out: [.init("status", "a{sv}")]) { [weak self] call in
+            DBusMethod(OrgBaton.Manager1.getStatus) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
                 await self.refreshRadio()
                 var status = await self.managerStatus()
@@ -55,8 +54,8 @@ extension ActivityService {
                 return [status.dbusValue]
             },
         ], properties: [
-            DBusProperty("Version", signature: "s") { [configuration] in .string(configuration.version) },
-            DBusProperty("BusName", signature: "s") { [configuration] in .string(configuration.busName) },
+            DBusProperty(OrgBaton.Manager1.version) { [configuration] in .string(configuration.version) },
+            DBusProperty(OrgBaton.Manager1.busName) { [configuration] in .string(configuration.busName) },
         ])
     }
 

@@ -9,7 +9,7 @@ import BatonTransport
 extension RingBus {
     func pairing1Interface() -> DBusInterface {
         DBusInterface(BatonInterface.pairing, methods: [
-            DBusMethod("Accept", in: [DBusArgument("options", "a{sv}")], out: [DBusArgument("session", "o")]) { [weak self] call in
+            DBusMethod(OrgBaton.Pairing1.accept) { [weak self] call in
                 guard let self else { return [] }
                 let uid = try await self.requirePrivilege(call.sender)
                 let options: AcceptOptions
@@ -19,7 +19,7 @@ extension RingBus {
                 try await self.exportSession(path, owner: call.sender)
                 return [.objectPath(path)]
             },
-            DBusMethod("Pair", in: [DBusArgument("target", "s"), DBusArgument("options", "a{sv}")], out: [DBusArgument("session", "o")]) { [weak self] call in
+            DBusMethod(OrgBaton.Pairing1.pair) { [weak self] call in
                 guard let self else { return [] }
                 let uid = try await self.requirePrivilege(call.sender)
                 guard let target = call.arguments.first?.stringValue, target.utf8.count <= Self.maxTargetBytes else {
@@ -45,35 +45,35 @@ extension RingBus {
                 try await self.exportSession(path, owner: call.sender)
                 return [.objectPath(path)]
             },
-            DBusMethod("Remove", in: [DBusArgument("device", "s")]) { [weak self] call in
+            DBusMethod(OrgBaton.Pairing1.remove) { [weak self] call in
                 guard let self else { return [] }
                 _ = try await self.requirePrivilege(call.sender)
                 let ring = self.ring, device = call.arguments.first?.stringValue ?? ""
                 try await mappingFailures { () throws(ServiceFailure) in try await ring.remove(device) }
                 return []
             },
-            DBusMethod("RemoveWithIntroduced", in: [DBusArgument("device", "s")]) { [weak self] call in
+            DBusMethod(OrgBaton.Pairing1.removeWithIntroduced) { [weak self] call in
                 guard let self else { return [] }
                 _ = try await self.requirePrivilege(call.sender)
                 let ring = self.ring, device = call.arguments.first?.stringValue ?? ""
                 try await mappingFailures { () throws(ServiceFailure) in try await ring.remove(device, withIntroduced: true) }
                 return []
             },
-            DBusMethod("ResetIdentity", out: [DBusArgument("device", "s")]) { [weak self] call in
+            DBusMethod(OrgBaton.Pairing1.resetIdentity) { [weak self] call in
                 guard let self else { return [] }
                 _ = try await self.requirePrivilege(call.sender)
                 let pairing = self.pairing
                 let reset = try await mappingFailures { () throws(ServiceFailure) in try await pairing.resetIdentity() }
                 return [.string(reset.deviceID.description)]
             },
-            DBusMethod("ListIntroduced", in: [DBusArgument("device", "s")], out: [DBusArgument("members", "aa{sv}")]) { [weak self] call in
+            DBusMethod(OrgBaton.Pairing1.listIntroduced) { [weak self] call in
                 guard let self else { return [] }
                 _ = try await self.requirePrivilege(call.sender)
                 let ring = self.ring, device = call.arguments.first?.stringValue ?? ""
                 let members = try await mappingFailures { () throws(ServiceFailure) in try await ring.introduced(by: device) }
                 return [.array(elementSignature: "a{sv}", members.map { RingBus.ringMember($0).dbusValue })]
             },
-            DBusMethod("Discover", in: [DBusArgument("seconds", "u")], out: [DBusArgument("endpoints", "aa{sv}")]) { [weak self] call in
+            DBusMethod(OrgBaton.Pairing1.discover) { [weak self] call in
                 guard let self else { return [] }
                 _ = try await self.requirePrivilege(call.sender)
                 guard let seconds = call.arguments.first?.uint32Value, (1...DiscoveryService.maxDiscoverSeconds).contains(seconds) else {

@@ -66,8 +66,9 @@ extension RingBus {
 
     func sessionInterface(_ path: String) -> DBusInterface {
         let pairing = self.pairing, connection = self.connection
-        func property(_ name: String, _ signature: String) -> DBusProperty {
-            DBusProperty(name, signature: signature) {
+        func property<Value>(_ contract: PropertyContract<Value>) -> DBusProperty {
+            let name = contract.name
+            return DBusProperty(contract) {
                 if Self.privateSessionProperties.contains(name) {
                     // No caller: a broadcast (InterfacesAdded), which must not carry private values.
                     guard let sender = DBusCallContext.sender else { throw DBusError(ServiceFailure.notPermitted("private property")) }
@@ -79,7 +80,7 @@ extension RingBus {
             }
         }
         return DBusInterface(BatonInterface.pairingSession, methods: [
-            DBusMethod("Confirm", in: [DBusArgument("accepted", "b")]) { [weak self] call in
+            DBusMethod(OrgBaton.PairingSession1.confirm) { [weak self] call in
                 guard let self else { return [] }
                 let uid = try await self.connection.connectionUnixUser(call.sender)
                 guard let accepted = call.arguments.first?.boolValue else {
@@ -88,7 +89,7 @@ extension RingBus {
                 try await mappingFailures { () throws(ServiceFailure) in try await pairing.confirm(path, uid: uid, accepted: accepted) }
                 return []
             },
-            DBusMethod("ConfirmCode", in: [DBusArgument("code", "s")]) { [weak self] call in
+            DBusMethod(OrgBaton.PairingSession1.confirmCode) { [weak self] call in
                 guard let self else { return [] }
                 let uid = try await self.connection.connectionUnixUser(call.sender)
                 guard let code = call.arguments.first?.stringValue else {
@@ -97,23 +98,23 @@ extension RingBus {
                 try await mappingFailures { () throws(ServiceFailure) in try await pairing.confirmCode(path, uid: uid, code: code) }
                 return []
             },
-            DBusMethod("Commit") { [weak self] call in
+            DBusMethod(OrgBaton.PairingSession1.commit) { [weak self] call in
                 guard let self else { return [] }
                 let uid = try await self.connection.connectionUnixUser(call.sender)
                 try await mappingFailures { () throws(ServiceFailure) in try await pairing.commit(path, uid: uid, accepted: true) }
                 return []
             },
-            DBusMethod("Cancel") { [weak self] call in
+            DBusMethod(OrgBaton.PairingSession1.cancel) { [weak self] call in
                 guard let self else { return [] }
                 let uid = try await self.connection.connectionUnixUser(call.sender)
                 try await mappingFailures { () throws(ServiceFailure) in try await pairing.cancel(path, uid: uid) }
                 return []
             },
         ], properties: [
-            property("State", "s"), property("Role", "s"), property("Code", "s"), property("PeerName", "s"),
-            property("PeerId", "s"), property("Error", "s"), property("Port", "q"), property("SessionId", "s"),
-            property("PeerMembers", "as"), property("PeerRemovals", "a" + PairingSessionProperties.PeerRemoval.signature),
-            property("PeerGenerations", "a" + PairingSessionProperties.PeerGeneration.signature),
+            property(OrgBaton.PairingSession1.state), property(OrgBaton.PairingSession1.role), property(OrgBaton.PairingSession1.code),
+            property(OrgBaton.PairingSession1.peerName), property(OrgBaton.PairingSession1.peerId), property(OrgBaton.PairingSession1.error),
+            property(OrgBaton.PairingSession1.port), property(OrgBaton.PairingSession1.sessionId), property(OrgBaton.PairingSession1.peerMembers),
+            property(OrgBaton.PairingSession1.peerRemovals), property(OrgBaton.PairingSession1.peerGenerations),
         ])
     }
 }

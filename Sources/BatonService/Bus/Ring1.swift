@@ -8,17 +8,17 @@ extension RingBus {
     func ring1Interface() -> DBusInterface {
         let ring = self.ring
         return DBusInterface(BatonInterface.ring, methods: [
-            DBusMethod("DumpRadio", in: [DBusArgument("format", "s")], out: [DBusArgument("dump", "s")]) { call in
+            DBusMethod(OrgBaton.Ring1.dumpRadio) { call in
                 let format = call.arguments.first?.stringValue ?? ""
                 return [.string(try await mappingFailures { () throws(ServiceFailure) in try await ring.radio.dumpRadio(format: format) })]
             },
-            DBusMethod("GetRadioNotices", out: [DBusArgument("notices", "as")]) { _ in
+            DBusMethod(OrgBaton.Ring1.getRadioNotices) { _ in
                 [.stringArray(await ring.radio.notices())]
             },
-            DBusMethod("ListMembers", out: [DBusArgument("members", "aa{sv}")]) { _ in
+            DBusMethod(OrgBaton.Ring1.listMembers) { _ in
                 [.array(elementSignature: "a{sv}", await ring.memberSummaries().map { Self.ringMember($0).dbusValue })]
             },
-            DBusMethod("Continue", in: [DBusArgument("device", "s"), DBusArgument("type", "s")], out: [DBusArgument("outcome", "s")]) { [weak self] call in
+            DBusMethod(OrgBaton.Ring1.continue) { [weak self] call in
                 guard let self else { return [] }
                 let uid = try await self.requireRingUser(call.sender)
                 guard call.arguments.count == 2, let device = call.arguments[0].stringValue, let type = call.arguments[1].stringValue else {
@@ -30,12 +30,11 @@ extension RingBus {
                 })]
             },
         ], properties: [
-            DBusProperty("DeviceId", signature: "s") { .string(await ring.snapshot().deviceID.description) },
-            DBusProperty("ShortId", signature: "s") { .string(await ring.snapshot().deviceID.shortForm) },
-            DBusProperty("Name", signature: "s") { .string(await ring.snapshot().name) },
+            DBusProperty(OrgBaton.Ring1.deviceId) { .string(await ring.snapshot().deviceID.description) },
+            DBusProperty(OrgBaton.Ring1.shortId) { .string(await ring.snapshot().deviceID.shortForm) },
+            DBusProperty(OrgBaton.Ring1.deviceName) { .string(await ring.snapshot().name) },
         ], signals: [
-            DBusSignalDescription("DocumentProgress", arguments: [DBusArgument("activityType", "s"), DBusArgument("received", "t"),
-                                                                  DBusArgument("total", "t")]),
+            OrgBaton.Ring1.documentProgress.description,
         ])
     }
 

@@ -17,12 +17,12 @@ extension RingBus: SuggestionBoard {
         // Invalidated, not sent: a broadcast would show the title to every account; a ring user's
         // client reads it (the getter answers only ring users).
         try? connection.emitPropertiesChanged(path: suggestion.path, interface: BatonInterface.suggestion,
-                                              changed: [:], invalidated: ["Title"])
+                                              changed: [:], invalidated: [OrgBaton.Suggestion1.title.name])
     }
 
     /// Ring1.DocumentProgress, unicast to the caller of Continue: nobody else learns what it pulls.
     public func documentProgress(_ progress: DocumentProgress, to caller: String) async {
-        try? connection.emitSignal(path: BatonObjectPath.ring, interface: BatonInterface.ring, name: "DocumentProgress",
+        try? connection.emitSignal(path: BatonObjectPath.ring, interface: BatonInterface.ring, name: OrgBaton.Ring1.documentProgress.name,
                                    arguments: [.string(progress.activityType), .uint64(progress.received), .uint64(progress.total)],
                                    destination: caller)
     }
@@ -46,18 +46,18 @@ extension RingBus: SuggestionBoard {
             // ring users (root, the daemon's user, group baton: PrivilegePolicy, as for Ring1.Continue)
             // and whom polkit allows org.baton.continue (the active local session) may act on it; it
             // is then delivered to that caller's own handlers.
-            DBusMethod("Continue", out: [DBusArgument("outcome", "s")]) { [weak self] call in
+            DBusMethod(OrgBaton.Suggestion1.continue) { [weak self] call in
                 guard let self, let continuation = self.continuation else { return [] }
                 let uid = try await self.requireRingUser(call.sender)
                 return [.string(try await mappingFailures { () throws(ServiceFailure) in try await continuation.take(path, uid: uid, caller: call.sender) })]
             },
-            DBusMethod("ContinueInBrowser", out: [DBusArgument("url", "s")]) { [weak self] call in
+            DBusMethod(OrgBaton.Suggestion1.continueInBrowser) { [weak self] call in
                 guard let self, let continuation = self.continuation else { return [] }
                 // The URL goes only to the caller (this reply), whose session opens it.
                 let uid = try await self.requireRingUser(call.sender)
                 return [.string(try await mappingFailures { () throws(ServiceFailure) in try await continuation.continueInBrowser(path, uid: uid) })]
             },
-            DBusMethod("Dismiss") { [weak self] call in
+            DBusMethod(OrgBaton.Suggestion1.dismiss) { [weak self] call in
                 guard let self else { return [] }
                 _ = try await self.requireRingUser(call.sender)
                 await self.continuation?.dismiss(path)
@@ -67,7 +67,7 @@ extension RingBus: SuggestionBoard {
             // Title is known only once the activity was fetched ahead: asked when read, and only
             // ring users and callers polkit allows org.baton.continue read it (others, and broadcasts with
             // no caller, get "").
-            if name == "Title" {
+            if name == OrgBaton.Suggestion1.title.name {
                 return DBusProperty(name, signature: "s") { [weak self] in
                     // No title yet (the usual case): nothing to hide, and no lookup of the caller.
                     guard let self, let title = await self.continuation?.title(ofSuggestionAt: path), !title.isEmpty,
