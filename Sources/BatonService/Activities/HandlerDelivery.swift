@@ -1,13 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonAPI
-import Glibc
 import BatonCore
-import BatonDBus
 
 /// Delivery to handlers: WillContinue before the fetch, then Continue or FailedToContinue with a
 /// continuation failure category. An app that is not running is started by the user's session
 /// agent (Agent1.Launch on the agent's connection to this bus); batond starts no programs itself.
-extension ActivityService: ContinuationActivities {
+extension Activities: ContinuationActivities {
     /// Every activity type some local user can continue: registered handlers and installed apps.
     public func allHandledTypes() -> Set<String> {
         var types = Set(handlers.values.flatMap(\.types))
@@ -34,11 +32,10 @@ extension ActivityService: ContinuationActivities {
                 recordError(.noAgent)
                 return .refused(.noAgent)
             }
-            do {
-                let reply = try await connection.call(destination: agent.connection, path: agent.path, interface: BatonInterface.agent,
-                                                      method: "Launch", arguments: [.string(type)], timeout: configuration.handlerCallTimeout)
-                logger.log("batond: the session agent launched \(reply.first?.stringValue ?? entry.id) for an incoming activity")
-            } catch {
+            switch await apps.launch(type: type, agent: agent) {
+            case .success(let started):
+                logger.log("batond: the session agent launched \(started ?? entry.id) for an incoming activity")
+            case .failure(let error):
                 logger.log("batond: the session agent cannot launch \(entry.id): \(error)")
                 recordError(.launchFailed)
                 return .refused(.launchFailed)
@@ -52,16 +49,10 @@ extension ActivityService: ContinuationActivities {
         }
         guard let handler else { return .refused(.noHandler) }
         let target = handler.key
-        do {
-            let reply = try await connection.call(destination: target.connection, path: target.path, interface: BatonInterface.handler,
-                                                  method: "WillContinue", arguments: [.string(type), .string(device)],
-                                                  timeout: configuration.handlerCallTimeout)
-            guard reply.count == 1, case .boolean(let answer) = reply[0] else {
-                recordError(.handlerFailed)
-                return .refused(.failed)
-            }
+        switch await apps.willContinue(type: type, from: device, handler: target) {
+        case .success(let answer):
             return answer ? .accepted(HandlerTicket(uid: uid, type: type, handler: target)) : .refused(.declined)
-        } catch {
+        case .failure:
             recordError(.handlerFailed)
             return .refused(.failed)
         }
@@ -77,32 +68,17 @@ extension ActivityService: ContinuationActivities {
     /// descriptor, ActivityService+Documents).
     public func deliver(activity record: ActivityRecord, document: PulledDocument?, from device: String, to ticket: HandlerTicket) async -> DeliveryOutcome {
         guard let target = ticket.handler else { return .noHandler }
-        var info: [String: DBusValue] = ["Version": .int64(record.version), "Device": .string(device)]
-        if let url = record.webpageURL { info["WebpageURL"] = .string(url) }
-        var descriptor: Int32?
-        if let document {
-            guard let (value, opened) = Self.handlerDocument(document) else {
-                recordError(.handlerFailed)
-                await failedToContinue(ticket, .interrupted, detail: "the document cannot be opened")
-                return .failed
-            }
-            info["Document"] = value
-            descriptor = opened
-        }
-        // The message carries its own duplicate: ours closes once the call is done.
-        defer { if let descriptor { close(descriptor) } }
-        do {
-            _ = try await connection.call(destination: target.connection, path: target.path, interface: BatonInterface.handler,
-                                          method: "Continue",
-                                          arguments: [.string(record.activityType), .string(record.title),
-                                                      PropertyValueCoding.encodeUserInfo(record.userInfo), .propertyDictionary(info)],
-                                          timeout: configuration.handlerCallTimeout)
+        switch await apps.continueActivity(record, document: document, from: device, handler: target) {
+        case .delivered:
             logger.log("batond: activity delivered to \(target.connection)")
             return .delivered
-        } catch {
+        case .documentUnopenable:
             recordError(.handlerFailed)
-            let timedOut = (error as? DBusError)?.name == DBusError.noReplyName
-            await failedToContinue(ticket, timedOut ? .timedOut : .cancelled, detail: "the handler did not accept the activity")
+            await failedToContinue(ticket, .interrupted, detail: "the document cannot be opened")
+            return .failed
+        case .failed(let error):
+            recordError(.handlerFailed)
+            await failedToContinue(ticket, error == .timedOut ? .timedOut : .cancelled, detail: "the handler did not accept the activity")
             return .failed
         }
     }
@@ -110,24 +86,17 @@ extension ActivityService: ContinuationActivities {
     /// FailedToContinue(type, category, "category: detail") to the handler that accepted.
     public func failedToContinue(_ ticket: HandlerTicket, _ failure: ContinuationFailure, detail: String) async {
         guard let target = ticket.handler else { return }
-        _ = try? await connection.call(destination: target.connection, path: target.path, interface: BatonInterface.handler,
-                                       method: "FailedToContinue",
-                                       arguments: [.string(ticket.type), .string(failure.rawValue), .string(failure.message(detail))],
-                                       timeout: configuration.handlerCallTimeout)
+        await apps.failedToContinue(type: ticket.type, failure, message: failure.message(detail), handler: target)
     }
 
     // MARK: Session agents
 
     /// Manager1.RegisterAgent(o): the caller's connection serves org.baton.Agent1 at `path` for its
     /// user; the newest registration wins, and it ends when that connection closes.
-    func registerAgent(_ call: DBusMethodCall) async throws {
-        let uid = try await callerUID(call.sender)
-        guard let path = call.arguments.first?.objectPathValue, path != "/" else {
-            throw DBusError.invalidArguments("RegisterAgent takes (o agent), a path other than /")
-        }
-        guard !recentlyVanished.contains(call.sender) else { throw DBusError.failed("the calling connection has closed") }
-        agents[uid] = HandlerKey(connection: call.sender, path: path)
-        logger.log("batond: session agent registered by \(call.sender) for user \(uid)")
+    func registerAgent(_ key: HandlerKey, uid: UInt32) throws(ActivityFailure) {
+        try requireConnected(key.connection)
+        agents[uid] = key
+        logger.log("batond: session agent registered by \(key.connection) for user \(uid)")
     }
 
     /// Whether `uid` has a session agent that can launch apps (GetStatus "SessionAgent").

@@ -4,8 +4,8 @@ import BatonCore
 import BatonDBus
 
 /// org.baton.Manager1 at /org/baton: create activities, find the current one, register handlers.
-extension ActivityService {
-    nonisolated func managerInterface() -> DBusInterface {
+extension ActivityBus {
+    func managerInterface() -> DBusInterface {
         DBusInterface(BatonInterface.manager, methods: [
             DBusMethod("CreateActivity", in: [.init("type", "s"), .init("title", "s"), .init("userInfo", "a{sv}"), .init("options", "a{sv}")],
                        out: [.init("activity", "o")], budget: .userInfoCall) { [weak self] call in
@@ -14,7 +14,9 @@ extension ActivityService {
             },
             DBusMethod("GetCurrentActivity", out: [.init("activity", "o")]) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
-                return [.objectPath(try await self.currentActivityPath(for: call.sender))]
+                let activities = try self.activities()
+                let uid = try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.callerUID(call.sender) }
+                return [.objectPath(await activities.currentActivity(of: uid)?.objectPath ?? "/")]
             },
             DBusMethod("RegisterHandler", in: [.init("handler", "o"), .init("types", "as")]) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
@@ -28,31 +30,35 @@ extension ActivityService {
             },
             DBusMethod("UnregisterHandler", in: [.init("handler", "o")]) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
-                try await self.unregisterHandler(call)
+                let activities = try self.activities()
+                let uid = try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.callerUID(call.sender) }
+                guard let path = call.arguments.first?.objectPathValue else { throw DBusError.invalidArguments("UnregisterHandler takes (o handler)") }
+                try await mappingActivityFailures { () throws(ActivityFailure) in
+                    try await activities.unregisterHandler(HandlerKey(connection: call.sender, path: path), uid: uid)
+                }
                 return []
             },
             DBusMethod("RegisterAgent", in: [.init("agent", "o")]) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
-                try await self.registerAgent(call)
+                let activities = try self.activities()
+                let uid = try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.callerUID(call.sender) }
+                guard let path = call.arguments.first?.objectPathValue, path != "/" else {
+                    throw DBusError.invalidArguments("RegisterAgent takes (o agent), a path other than /")
+                }
+                try await mappingActivityFailures { () throws(ActivityFailure) in
+                    try await activities.registerAgent(HandlerKey(connection: call.sender, path: path), uid: uid)
+                }
                 return []
             },
             DBusMethod("GetHandledTypes", out: [.init("types", "as")]) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
-                return [.stringArray(try await self.handledTypes(for: call.sender))]
+                let activities = try self.activities()
+                let uid = try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.callerUID(call.sender) }
+                return [.stringArray(await activities.handledTypes(uid: uid))]
             },
             DBusMethod("GetStatus", out: [.init("status", "a{sv}")]) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
-                await self.refreshRadio()
-                var status = await self.managerStatus()
-                let uid = try? await self.callerUID(call.sender)
-                // Names a pairing peer or member: for the machine's ring users only (RingService.refusedChange).
-                if let uid, let refusal = await self.ringRefusal?(uid) {
-                    status.ringChangeRefused = refusal.sentence
-                    status.ringChangeRefusedTime = refusal.time
-                }
-                // Per caller: whether an app continued for this user can be started.
-                if let uid { status.sessionAgent = await self.hasAgent(uid: uid) }
-                return [status.dbusValue]
+                return [await (try self.activities()).managerStatus(for: call.sender).dbusValue]
             },
         ], properties: [
             DBusProperty("Version", signature: "s") { [configuration] in .string(configuration.version) },
@@ -61,7 +67,8 @@ extension ActivityService {
     }
 
     func createActivity(_ call: DBusMethodCall) async throws -> String {
-        let uid = try await callerUID(call.sender)
+        let activities = try activities()
+        let uid = try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.callerUID(call.sender) }
         guard call.arguments.count == 4, let type = call.arguments[0].stringValue, let title = call.arguments[1].stringValue else {
             throw DBusError.invalidArguments("CreateActivity takes (s type, s title, a{sv} userInfo, a{sv} options)")
         }
@@ -70,25 +77,18 @@ extension ActivityService {
         if let source = options.sourcePath, source == "/" {
             throw DBusError.invalidArguments("Source must be an object path other than /")
         }
-        guard !recentlyVanished.contains(call.sender) else { throw DBusError.failed("the calling connection has closed") }
-        let (id, events) = try Self.decode { () throws(RegistryError) in
-            try registry.create(owner: ActivityOwner(uid: uid, connection: call.sender), type: type, title: title,
-                                userInfo: userInfo, options: options)
+        let id = try await mappingActivityFailures { () throws(ActivityFailure) in
+            try await activities.createActivity(sender: call.sender, uid: uid, type: type, title: title, userInfo: userInfo, options: options)
         }
-        await apply(events)
         return id.objectPath
     }
 
-    func currentActivityPath(for sender: String) async throws -> String {
-        let uid = try await callerUID(sender)
-        return registry.currentActivity(of: uid)?.objectPath ?? "/"
-    }
-
-    /// GetStatus in BatonAPI's coding (the one the client decodes).
-    func managerStatus() -> ManagerStatus {
-        ManagerStatus(state: state.rawValue, adapter: configuration.adapter, radio: radio.word.rawValue, radioDetail: radio.detail,
-                      lePrivacy: radio.privacy?.word.rawValue, lePrivacyDetail: radio.privacy?.detail,
-                      errors: errorLog.records.map { .init(time: $0.time, category: $0.category.rawValue, count: $0.count) },
-                      secretsAtRest: configuration.secretsAtRest)
+    func registerHandler(_ call: DBusMethodCall) async throws {
+        let activities = try activities()
+        let uid = try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.callerUID(call.sender) }
+        let (path, types, versions) = try Self.decodeHandler(call.arguments)
+        try await mappingActivityFailures { () throws(ActivityFailure) in
+            try await activities.registerHandler(HandlerKey(connection: call.sender, path: path), uid: uid, types: types, versions: versions)
+        }
     }
 }

@@ -4,37 +4,28 @@ import Glibc
 #endif
 import BatonAPI
 import BatonCore
-import BatonDBus
 import BatonStore
 
 /// Activity1.AttachDocument and the source side of documents (§6.5, docs/dbus-api.md): a snapshot
 /// is copied into the daemon's per-user store from the descriptor the app passes, hashed, and only
 /// then advertised.
-extension ActivityService {
-    /// Per document and per user, by default; `useDocuments` takes others.
-    public static let defaultDocumentLimit: UInt64 = 4 << 30
-    public static let defaultUserDocumentLimit: UInt64 = 8 << 30
-
+extension Activities {
     /// Turns documents on with `store` (batond: `<state directory>/documents`).
     public func useDocuments(_ store: SnapshotStore) { documents = store }
 
     static func snapshotPrefix(_ id: ActivityID) -> String { "a\(id.serial)-" }
 
-    func attachDocument(_ id: ActivityID, uid: UInt32, arguments: [DBusValue]) async throws {
-        // The descriptor is ours until this call returns; the bus connection closes it then, whatever happens.
-        guard case .unixFD(let descriptor) = arguments[0] else { throw DBusError.invalidArguments("snapshot must be a file descriptor (h)") }
-        // Ownership first: another user learns nothing from validation errors.
-        let activity = try Self.decode { () throws(RegistryError) in try registry.activity(id, for: uid) }
-        guard case .string(let mediaType) = arguments[1], case .string(let documentID) = arguments[2] else {
-            throw DBusError.invalidArguments("mediaType and documentId must be strings (s)")
-        }
+    /// Activity1.AttachDocument, decoded (ownership was checked first): the descriptor is the
+    /// caller's, closed by the bus once the call returns.
+    func attachDocument(_ id: ActivityID, uid: UInt32, descriptor: Int32, mediaType: String, documentID: String) async throws(ActivityFailure) {
+        let activity = try activity(id, for: uid)
         do {
             try DocumentInfo.checkText(mediaType, "mediaType")
             try DocumentInfo.checkText(documentID, "documentId")
         } catch {
-            throw DBusError.invalidArguments("mediaType and documentId must be 1 to 255 bytes of UTF-8 without control characters")
+            throw .invalidArguments("mediaType and documentId must be 1 to 255 bytes of UTF-8 without control characters")
         }
-        guard let store = documents else { throw DBusError.baton(BatonErrorName.notReady, "documents are not enabled") }
+        guard let store = documents else { throw .service(.notReady("documents are not enabled")) }
         snapshotSerial += 1
         let name = Self.snapshotPrefix(id) + String(snapshotSerial)
         let replaced = activity.document.map { $0.snapshot.path.split(separator: "/").last.map(String.init) ?? "" }
@@ -45,12 +36,12 @@ extension ActivityService {
         let stored: StoredSnapshot
         switch outcome {
         case .success(let value): stored = value
-        case .failure(let error): throw Self.busError(error)
+        case .failure(let error): throw .snapshot(error)
         }
         let info: DocumentInfo
         do { info = try DocumentInfo(totalSize: stored.size, digest: stored.digest, mediaType: mediaType, documentID: documentID) } catch {
             store.remove(uid: uid, name: name)
-            throw DBusError.failed("snapshot description refused")
+            throw .failed("snapshot description refused")
         }
         do { try await commitEditSession(documentID, digest: info.digest, uid: uid) } catch {
             store.remove(uid: uid, name: name)
@@ -99,36 +90,4 @@ extension ActivityService {
             return nil
         }
     }
-
-    /// What a handler gets for a received document (ActivityHandler1.Continue, info "Document"): a
-    /// read-only descriptor of the daemon's checked copy, never a path (docs/dbus-api.md says why),
-    /// and what the wire said of it. Returns the value and the descriptor the caller closes.
-    static func handlerDocument(_ document: PulledDocument) -> (DBusValue, Int32)? {
-        let descriptor = open(document.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard descriptor >= 0 else { return nil }
-        var entries = documentDescription(document.info)
-        entries["Fd"] = .unixFD(descriptor)
-        return (.propertyDictionary(entries), descriptor)
-    }
-
-    /// Id, MediaType, Size and Digest (hex) of a document: what Activity1.Document shows and a
-    /// handler gets; never a path.
-    static func documentDescription(_ info: DocumentInfo) -> [String: DBusValue] {
-        ["Id": .string(info.documentID), "MediaType": .string(info.mediaType), "Size": .uint64(info.totalSize),
-         "Digest": .string(info.digest.hexString)]
-    }
-
-    static func busError(_ error: SnapshotError) -> DBusError {
-        switch error {
-        case .payloadTooLarge(let limit, let actual):
-            .payloadTooLarge("the document is \(actual) bytes or more, the limit left is \(limit)")
-        case .diskFull: .baton(BatonErrorName.diskFull, "no space left for the snapshot; the previous one is kept")
-        case .notARegularFile: .invalidArguments("the snapshot must be a regular file")
-        case .notReadable: .invalidArguments("the snapshot must be a descriptor opened for reading")
-        case .digestMismatch, .invalidName: .failed("snapshot refused")
-        case .io(let operation, let code): .failed("snapshot \(operation) failed (errno \(code))")
-        case .pullInProgress: .failed("another transfer of this document is running")
-        }
-    }
 }
-

@@ -1,16 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-#if canImport(Glibc)
-import Glibc
-#endif
 import BatonAPI
 import BatonCore
-import BatonCrypto
-import BatonDBus
 import BatonStore
 
 /// Edit sessions on the activities' side (§6.6): a snapshot is committed only by the session's
 /// owner, and a claim's save is the activity's WillSave followed by the committed snapshot.
-extension ActivityService {
+extension Activities {
     /// Turns edit sessions on (batond: `<state directory>/sessions`).
     public func useEditSessions(_ sessions: EditSessions) {
         editSessions = sessions
@@ -26,10 +21,7 @@ extension ActivityService {
         guard let editSessions else { return }
         let text = Self.editSessionText(await editSessions.owner(of: documentID, uid: uid))
         for (id, activity) in registry.activities where id.uid == uid && activity.document?.snapshot.info.documentID == documentID {
-            try? connection.emitSignal(path: id.objectPath, interface: "org.freedesktop.DBus.Properties", name: "PropertiesChanged",
-                                       arguments: [.string(BatonInterface.activity), .propertyDictionary([Self.editSessionProperty: .string(text)]),
-                                                   .stringArray([])],
-                                       destination: activity.owner.connection)
+            objects.editSessionChanged(activity, owner: text)
         }
     }
 
@@ -48,10 +40,10 @@ extension ActivityService {
 
     /// Records a committed snapshot as the document's next revision; refused while another machine
     /// owns the session (the app must claim it back by continuing there first).
-    func commitEditSession(_ documentID: String, digest: [UInt8], uid: UInt32) async throws {
+    func commitEditSession(_ documentID: String, digest: [UInt8], uid: UInt32) async throws(ActivityFailure) {
         guard let editSessions else { return }
         do { try await editSessions.commitLocal(documentID, digest: digest, uid: uid) } catch {
-            throw Self.busError(error)
+            throw .editSession(error)
         }
     }
 
@@ -70,16 +62,14 @@ extension ActivityService {
         return document.info.digest
     }
 
-    static let editSessionProperty = "EditSession"
-
     /// Activity1.EditSession: who owns the edit session of the activity's document. Private like
     /// every property but Type and Status: a document id says what the user works on.
-    func editSessionValue(of id: ActivityID, sender: String?) async throws -> DBusValue {
-        guard let sender else { throw DBusError.notPermitted("private property") }
-        guard registry.activities[id] != nil else { throw DBusError(RegistryError.unknownActivity) }
-        guard try await callerUID(sender) == id.uid else { throw DBusError(RegistryError.notPermitted) }
-        guard let document = registry.activities[id]?.document, let editSessions else { return .string("") }
-        return .string(Self.editSessionText(await editSessions.owner(of: document.snapshot.info.documentID, uid: id.uid)))
+    func editSessionOwner(of id: ActivityID, sender: String?) async throws(ActivityFailure) -> String {
+        guard let sender else { throw .notPermitted("private property") }
+        guard registry.activities[id] != nil else { throw .registry(.unknownActivity) }
+        guard try await callerUID(sender) == id.uid else { throw .registry(.notPermitted) }
+        guard let document = registry.activities[id]?.document, let editSessions else { return "" }
+        return Self.editSessionText(await editSessions.owner(of: document.snapshot.info.documentID, uid: id.uid))
     }
 
     /// "this" (owned here), the owning member's device id in hex, or "" (no session known).
@@ -88,21 +78,6 @@ extension ActivityService {
         case .thisMachine: "this"
         case .peer(let device): device.bytes.hexString
         case nil: ""
-        }
-    }
-
-    static func busError(_ failure: EditSessionFailure) -> DBusError {
-        switch failure {
-        case .session(.notOwner): .baton(BatonErrorName.editSessionNotOwned, "another machine owns this document's edit session")
-        case .session(.conflict): .baton(BatonErrorName.documentConflict, "the document changed on both machines; this copy is kept")
-        case .session(.tooManyDocuments(let limit)): .baton(BatonErrorName.limitExceeded, "at most \(limit) of your documents in use have edit sessions")
-        case .tooManyClaims(let limit): .baton(BatonErrorName.limitExceeded, "at most \(limit) claims are pending")
-        case .refused(.sessionBusy), .claimPendingElsewhere: .baton(BatonErrorName.editSessionBusy, "the edit session was not released")
-        case .refused(.documentConflict): .baton(BatonErrorName.documentConflict, "the document changed on both machines; this copy is kept")
-        case .store(let error):
-            if case .io(_, _, let code) = error, code == ENOSPC || code == EDQUOT { .baton(BatonErrorName.diskFull, "no space left to record the edit session; nothing changed") }
-            else { .failed("the edit session could not be recorded; nothing changed") }
-        default: .failed("edit session: \(failure)")
         }
     }
 }

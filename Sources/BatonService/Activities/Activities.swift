@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonAPI
 import BatonCore
-import BatonDBus
 import BatonStore
 
 public struct ServiceConfiguration: Sendable {
@@ -73,13 +72,14 @@ struct RegisteredHandler: Sendable {
     var sequence: UInt64
 }
 
-/// The daemon side of the D-Bus API: Manager1 at /org/baton and one Activity1 object per activity.
-/// All state lives in this actor; `ActivityRegistry` decides, this applies its events to the bus.
-public actor ActivityService {
+/// The activities of the machine's users: the registry, their publication on the radio, the
+/// handlers and session agents, the status. No D-Bus here: calls arrive typed from the bus
+/// (Bus/ActivityBus), and what the bus must show or ask goes out through the ports
+/// (`ActivityObjects`, `CallerIdentity`, `ApplicationCalls`). `ActivityRegistry` decides, this applies its events.
+public actor Activities {
     public static let maxHandlersPerUser = 32
     static let recentlyVanishedLimit = 1_024
 
-    let connection: DBusConnection
     let configuration: ServiceConfiguration
     let publisher: (any ActivityPublisher)?
     let statusFile: StatusFile<DaemonStatus>?
@@ -88,6 +88,9 @@ public actor ActivityService {
     let desktopEntries: any DesktopEntrySource
     let clock: any WallClock
     let logger: any ServiceLog
+    let objects: any ActivityObjects
+    let callers: any CallerIdentity
+    let apps: any ApplicationCalls
 
     var registry = ActivityRegistry()
     var errorLog = ErrorLog()
@@ -104,7 +107,6 @@ public actor ActivityService {
     var handlerSequence: UInt64 = 0
     /// Session agents by user (Manager1.RegisterAgent): they launch handler apps in that user's session.
     var agents: [UInt32: HandlerKey] = [:]
-    var ownerWatch: Task<Void, Never>?
     /// Publishes handed to the radio and not finished: status writes wait for them (issue 12).
     var publishesInFlight = 0
     /// Status files written (tests: at most one per publish).
@@ -115,50 +117,44 @@ public actor ActivityService {
     var editSessions: EditSessions?
     var snapshotSerial: UInt64 = 0
 
-    public init(connection: DBusConnection, configuration: ServiceConfiguration, publisher: (any ActivityPublisher)? = nil,
+    package init(configuration: ServiceConfiguration, publisher: (any ActivityPublisher)? = nil,
                 statusFile: StatusFile<DaemonStatus>? = nil, desktopEntries: any DesktopEntrySource,
+                objects: any ActivityObjects, callers: any CallerIdentity, apps: any ApplicationCalls,
                 clock: any WallClock = SystemWallClock(),
                 logger: any ServiceLog = StandardErrorLog()) {
-        self.connection = connection
         self.configuration = configuration
         self.publisher = publisher
         self.statusFile = statusFile
         self.desktopEntries = desktopEntries
+        self.objects = objects
+        self.callers = callers
+        self.apps = apps
         self.clock = clock
         self.logger = logger
     }
 
     // MARK: Lifecycle
 
-    /// Exports Manager1 and the ObjectManager and starts watching for vanished clients. Call before
-    /// requesting the bus name so no call arrives before the objects exist.
-    public func start() async throws {
-        let changes = try await connection.nameOwnerChanges()
-        ownerWatch = Task { [weak self] in
-            for await change in changes where change.newOwner == nil && change.name.hasPrefix(":") {
-                await self?.connectionVanished(change.name)
-            }
-        }
-        try connection.addObjectManager(at: BatonObjectPath.manager)
-        try await connection.export([managerInterface()], at: BatonObjectPath.manager)
+    /// The bus serves Manager1 now: running (or degraded, as the radio says).
+    func started() async {
         state = .running
         await refreshRadio()
         logger.log("batond: \(state.rawValue) on \(configuration.busName), radio \(radio.description)")
         writeStatus()
     }
 
-    /// Status "stopping", activities withdrawn, objects removed. The caller releases the name.
-    public func stop() async {
+    /// Status "stopping"; returns the activities whose objects the bus withdraws.
+    func stopping() -> [ActivityID] {
         state = .stopping
         writeStatus()
-        ownerWatch?.cancel()
-        ownerWatch = nil
-        for id in registry.activities.keys.sorted() { try? connection.unexport(path: id.objectPath) }
+        return registry.activities.keys.sorted()
+    }
+
+    /// The users' adverts are withdrawn.
+    func withdrawAll() async {
         if let publisher {
             for uid in Set(registry.activities.values.filter(\.isCurrent).map(\.owner.uid)) { await publisher.withdraw(uid: uid) }
         }
-        try? connection.unexport(path: BatonObjectPath.manager)
-        logger.log("batond: stopping")
     }
 
     /// Asks the radio what it can do and derives the lifecycle state from it: a radio that was
@@ -180,17 +176,22 @@ public actor ActivityService {
     // MARK: Callers
 
     /// The caller's Unix user, from the bus (cached per connection: it cannot change).
-    func callerUID(_ sender: String) async throws -> UInt32 {
-        guard !sender.isEmpty else { throw DBusError.notPermitted("no caller identity on this connection") }
+    func callerUID(_ sender: String) async throws(ActivityFailure) -> UInt32 {
+        guard !sender.isEmpty else { throw .notPermitted("no caller identity on this connection") }
         if let uid = uidBySender[sender] { return uid }
         let uid: UInt32
         do {
-            uid = try await connection.connectionUnixUser(sender)
+            uid = try await callers.unixUser(of: sender)
         } catch {
-            throw DBusError.notPermitted("cannot identify the caller")
+            throw .notPermitted("cannot identify the caller")
         }
         if !recentlyVanished.contains(sender) { uidBySender[sender] = uid }
         return uid
+    }
+
+    /// Refuses a registration from a connection that has left the bus meanwhile.
+    func requireConnected(_ sender: String) throws(ActivityFailure) {
+        guard !recentlyVanished.contains(sender) else { throw .failed("the calling connection has closed") }
     }
 
     func connectionVanished(_ name: String) async {
@@ -215,6 +216,66 @@ public actor ActivityService {
         }
     }
 
+    // MARK: Calls from clients (typed; Bus/Manager1 and Bus/Activity1 decode them)
+
+    func createActivity(sender: String, uid: UInt32, type: String, title: String, userInfo: [String: PropertyValue],
+                        options: ActivityOptions) async throws(ActivityFailure) -> ActivityID {
+        try requireConnected(sender)
+        let (id, events) = try checked { () throws(RegistryError) in
+            try registry.create(owner: ActivityOwner(uid: uid, connection: sender), type: type, title: title,
+                                userInfo: userInfo, options: options)
+        }
+        await apply(events)
+        return id
+    }
+
+    func currentActivity(of uid: UInt32) -> ActivityID? { registry.currentActivity(of: uid) }
+
+    /// The activity when `uid` owns it (ownership is checked before anything else of a call).
+    func activity(_ id: ActivityID, for uid: UInt32) throws(ActivityFailure) -> Activity {
+        try checked { () throws(RegistryError) in try registry.activity(id, for: uid) }
+    }
+
+    func transition(_ id: ActivityID, uid: UInt32,
+                    _ body: (inout ActivityRegistry, ActivityID, UInt32) throws(RegistryError) -> [RegistryEvent]) async throws(ActivityFailure) {
+        let events = try checked { () throws(RegistryError) in try body(&registry, id, uid) }
+        await apply(events)
+    }
+
+    func update(_ id: ActivityID, uid: UInt32, changes: ActivityChanges) async throws(ActivityFailure) {
+        try await transition(id, uid: uid) { registry, id, uid throws(RegistryError) in try registry.update(id, by: uid, changes: changes) }
+    }
+
+    /// A property read: public fields for anyone, the rest for the owner, nothing private in broadcasts.
+    func readable(_ id: ActivityID, publicField: Bool, sender: String?) async throws(ActivityFailure) -> Activity {
+        guard registry.activities[id] != nil else { throw .registry(.unknownActivity) }
+        if !publicField {
+            guard let sender else { throw .notPermitted("private property") }
+            let uid = try await callerUID(sender)
+            guard uid == id.uid else { throw .registry(.notPermitted) }
+        }
+        guard let activity = registry.activities[id] else { throw .registry(.unknownActivity) }
+        return activity
+    }
+
+    /// GetStatus for `sender`: the daemon's state, and for an identified caller its ring refusal and agent.
+    func managerStatus(for sender: String) async -> ManagerStatus {
+        await refreshRadio()
+        var status = ManagerStatus(state: state.rawValue, adapter: configuration.adapter, radio: radio.word.rawValue, radioDetail: radio.detail,
+                                   lePrivacy: radio.privacy?.word.rawValue, lePrivacyDetail: radio.privacy?.detail,
+                                   errors: errorLog.records.map { .init(time: $0.time, category: $0.category.rawValue, count: $0.count) },
+                                   secretsAtRest: configuration.secretsAtRest)
+        let uid = try? await callerUID(sender)
+        // Names a pairing peer or member: for the machine's ring users only (RingService.refusedChange).
+        if let uid, let refusal = await ringRefusal?(uid) {
+            status.ringChangeRefused = refusal.sentence
+            status.ringChangeRefusedTime = refusal.time
+        }
+        // Per caller: whether an app continued for this user can be started.
+        if let uid { status.sessionAgent = hasAgent(uid: uid) }
+        return status
+    }
+
     // MARK: Applying registry events
 
     func apply(_ events: [RegistryEvent]) async {
@@ -222,13 +283,13 @@ public actor ActivityService {
             switch event {
             case .added(let id):
                 do {
-                    try await connection.export([activityInterface(id)], at: id.objectPath)
+                    try await objects.activityAdded(id)
                     logger.log("batond: activity \(id.objectPath) created")
                 } catch {
                     logger.log("batond: cannot export \(id.objectPath): \(error)")
                 }
             case .removed(let id):
-                try? connection.unexport(path: id.objectPath)
+                objects.activityRemoved(id)
                 removeSnapshots(of: id)
                 await refreshDocumentsInUse(uid: id.uid)
                 logger.log("batond: activity \(id.objectPath) invalidated")
@@ -243,23 +304,10 @@ public actor ActivityService {
         writeStatus()
     }
 
-    /// Public properties are broadcast; the others go to the owner's connection only.
+    /// Public properties are broadcast; the others go to the owner's connection only (ActivityObjects).
     func emitChanges(_ id: ActivityID, _ fields: Set<ActivityField>) {
         guard let activity = registry.activities[id] else { return }
-        var broadcast: [String: DBusValue] = [:]
-        var owned: [String: DBusValue] = [:]
-        for field in fields.sorted() {
-            let value = Self.value(of: field, in: activity)
-            if field.isPublic { broadcast[field.rawValue] = value } else { owned[field.rawValue] = value }
-        }
-        if !broadcast.isEmpty {
-            try? connection.emitPropertiesChanged(path: id.objectPath, interface: BatonInterface.activity, changed: broadcast)
-        }
-        if !owned.isEmpty {
-            try? connection.emitSignal(path: id.objectPath, interface: "org.freedesktop.DBus.Properties", name: "PropertiesChanged",
-                                       arguments: [.string(BatonInterface.activity), .propertyDictionary(owned), .stringArray([])],
-                                       destination: activity.owner.connection)
-        }
+        objects.activityChanged(activity, fields: fields)
         if fields.contains(.status) { logger.log("batond: activity \(id.objectPath) \(activity.status.name)") }
     }
 
@@ -334,36 +382,5 @@ public actor ActivityService {
     func recordError(_ category: ErrorCategory) {
         errorLog.record(category, at: clock.unixSeconds())
         writeStatus()
-    }
-
-    // MARK: Property values
-
-    static func value(of field: ActivityField, in activity: Activity) -> DBusValue {
-        switch field {
-        case .type: .string(activity.record.activityType)
-        case .title: .string(activity.record.title)
-        case .userInfo: PropertyValueCoding.encodeUserInfo(activity.record.userInfo)
-        case .webpageURL: .string(activity.record.webpageURL ?? "")
-        case .version: .int64(activity.record.version)
-        case .needsSave: .boolean(activity.needsSave)
-        case .current: .boolean(activity.isCurrent)
-        case .owner: .uint32(activity.owner.uid)
-        case .revision: .uint32(activity.advertRevision)
-        case .status: .string(activity.status.name)
-        case .lastError: .string(activity.lastError?.rawValue ?? "")
-        case .document: .propertyDictionary(activity.document.map { documentDescription($0.snapshot.info) } ?? [:])
-        }
-    }
-
-    /// A property read: public fields for anyone, the rest for the owner, nothing private in broadcasts.
-    func propertyValue(_ field: ActivityField, of id: ActivityID, sender: String?) async throws -> DBusValue {
-        guard registry.activities[id] != nil else { throw DBusError(RegistryError.unknownActivity) }
-        if !field.isPublic {
-            guard let sender else { throw DBusError.notPermitted("private property") }
-            let uid = try await callerUID(sender)
-            guard uid == id.uid else { throw DBusError(RegistryError.notPermitted) }
-        }
-        guard let activity = registry.activities[id] else { throw DBusError(RegistryError.unknownActivity) }
-        return Self.value(of: field, in: activity)
     }
 }
