@@ -3,15 +3,20 @@ import BatonCore
 import BatonDBus
 import BatonStore
 
-/// The activities side of the daemon, wired: the `Activities` actor (registry, publications,
-/// handlers, documents, status; no D-Bus) and its D-Bus glue `ActivityBus` (Manager1, Activity1,
-/// the calls to applications), which the actor reaches only through its ports.
+/// The activities side of the daemon, wired: `Activities` (registry, publications, WillSave,
+/// status), `Handlers` (handlers, session agents, delivery), `Documents` (snapshots, inbox, edit
+/// sessions), none of which knows D-Bus, and their D-Bus glue `ActivityBus` (Manager1, Activity1,
+/// the calls to applications), which they reach only through their ports. The transfer reaches
+/// the activities as `TransferActivities` (`activities`), the continuation as
+/// `ContinuationActivities` (`handlers`).
 public final class ActivityService: Sendable {
     /// Per document and per user, by default; `useDocuments` takes others.
     public static let defaultDocumentLimit: UInt64 = 4 << 30
     public static let defaultUserDocumentLimit: UInt64 = 8 << 30
 
     public let activities: Activities
+    public let handlers: Handlers
+    public let documents: Documents
     public let bus: ActivityBus
 
     public init(connection: DBusConnection, configuration: ServiceConfiguration, publisher: (any ActivityPublisher)? = nil,
@@ -19,9 +24,14 @@ public final class ActivityService: Sendable {
                 clock: any WallClock = SystemWallClock(),
                 logger: any ServiceLog = StandardErrorLog()) {
         let bus = ActivityBus(connection: connection, configuration: configuration)
-        activities = Activities(configuration: configuration, publisher: publisher, statusFile: statusFile, desktopEntries: desktopEntries,
-                                objects: bus, callers: bus, apps: bus, clock: clock, logger: logger)
-        bus.attach(activities)
+        let documents = Documents(logger: logger)
+        let activities = Activities(configuration: configuration, publisher: publisher, statusFile: statusFile,
+                                    objects: bus, callers: bus, sources: bus, documents: documents, clock: clock, logger: logger)
+        handlers = Handlers(configuration: configuration, desktopEntries: desktopEntries, calls: bus, documents: documents, logger: logger,
+                            recordError: { [weak activities] category in await activities?.recordError(category) })
+        bus.attach((activities, handlers))
+        self.activities = activities
+        self.documents = documents
         self.bus = bus
     }
 

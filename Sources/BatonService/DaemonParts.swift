@@ -29,7 +29,7 @@ public struct DaemonParts: Sendable {
         }
         let bus = RingBus(connection: connection, ring: ring, pairing: pairing, discovery: discovery,
                           authorizer: PolkitAuthorizer(connection: connection))
-        let continuation = ContinuationService(ring: ring, transfer: transfer, activities: activities.activities, board: bus,
+        let continuation = ContinuationService(ring: ring, transfer: transfer, activities: activities.handlers, board: bus,
                                                    configuration: continuationConfiguration, log: log)
         bus.attach(continuation)
         await continuation.start()

@@ -52,6 +52,8 @@ struct ServiceFixture {
     let daemonConnection: DBusConnection
     /// The activities actor behind the bus objects.
     let service: Activities
+    /// The handlers and session agents (delivery, versions).
+    let handlers: Handlers
     let client: DBusConnection
     let stateDirectory: String
     let log: CollectingLog
@@ -92,7 +94,8 @@ func withService<T>(_ options: FixtureOptions = FixtureOptions(), _ body: (Servi
     #expect(try await daemonConnection.requestName("org.baton", flags: [.doNotQueue]) == .primaryOwner)
     let client = try DBusConnection(bus: .address(bus.address))
     defer { client.close() }
-    let fixture = ServiceFixture(bus: bus, daemonConnection: daemonConnection, service: activityService.activities, client: client,
+    let fixture = ServiceFixture(bus: bus, daemonConnection: daemonConnection, service: activityService.activities,
+                                 handlers: activityService.handlers, client: client,
                                  stateDirectory: stateDirectory, log: log)
     let result = try await body(fixture)
     await activityService.stop()

@@ -17,6 +17,7 @@ struct TransferNode {
     let ring: RingService
     let activityService: ActivityService
     var activities: Activities { activityService.activities }
+    var handlers: Handlers { activityService.handlers }
     let transfer: TransferService
     let parts: DaemonParts
     let busName: String

@@ -1,19 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-#if canImport(Glibc)
-import Glibc
-#endif
 import BatonAPI
 import BatonCore
 import BatonStore
 
 /// Activity1.AttachDocument and the source side of documents (§6.5, docs/dbus-api.md): a snapshot
-/// is copied into the daemon's per-user store from the descriptor the app passes, hashed, and only
-/// then advertised.
+/// is copied into the daemon's per-user store (`Documents`) from the descriptor the app passes,
+/// hashed, and only then advertised; the registry records which activity carries it.
 extension Activities {
     /// Turns documents on with `store` (batond: `<state directory>/documents`).
-    public func useDocuments(_ store: SnapshotStore) { documents = store }
-
-    static func snapshotPrefix(_ id: ActivityID) -> String { "a\(id.serial)-" }
+    public func useDocuments(_ store: SnapshotStore) async { await documents.use(store) }
 
     /// Activity1.AttachDocument, decoded (ownership was checked first): the descriptor is the
     /// caller's, closed by the bus once the call returns.
@@ -25,69 +20,30 @@ extension Activities {
         } catch {
             throw .invalidArguments("mediaType and documentId must be 1 to 255 bytes of UTF-8 without control characters")
         }
-        guard let store = documents else { throw .service(.notReady("documents are not enabled")) }
-        snapshotSerial += 1
-        let name = Self.snapshotPrefix(id) + String(snapshotSerial)
         let replaced = activity.document.map { $0.snapshot.path.split(separator: "/").last.map(String.init) ?? "" }
-        // The copy runs off the actor: a large snapshot must not hold up every other call.
-        let outcome = await Task.detached { () -> Result<StoredSnapshot, SnapshotError> in
-            do throws(SnapshotError) { return .success(try store.commit(from: descriptor, uid: uid, name: name, replacing: replaced)) } catch { return .failure(error) }
-        }.value
-        let stored: StoredSnapshot
-        switch outcome {
-        case .success(let value): stored = value
-        case .failure(let error): throw .snapshot(error)
-        }
-        let info: DocumentInfo
-        do { info = try DocumentInfo(totalSize: stored.size, digest: stored.digest, mediaType: mediaType, documentID: documentID) } catch {
-            store.remove(uid: uid, name: name)
-            throw .failed("snapshot description refused")
-        }
-        do { try await commitEditSession(documentID, digest: info.digest, uid: uid) } catch {
-            store.remove(uid: uid, name: name)
-            throw error
-        }
+        let (attached, name) = try await documents.commit(id, uid: uid, descriptor: descriptor, mediaType: mediaType, documentID: documentID,
+                                                          replacing: replaced)
         do {
-            try await transition(id, uid: uid) { registry, id, uid throws(RegistryError) in
-                try registry.attachDocument(id, by: uid, AttachedDocument(path: stored.path, info: info))
-            }
+            try await transition(id, uid: uid) { registry, id, uid throws(RegistryError) in try registry.attachDocument(id, by: uid, attached) }
         } catch {
             // The activity ended while the copy ran.
-            store.remove(uid: uid, name: name)
+            await documents.discard(uid: uid, name: name)
             throw error
         }
-        if let replaced, replaced != name { store.remove(uid: uid, name: replaced) }
+        if let replaced, replaced != name { await documents.discard(uid: uid, name: replaced) }
         await refreshDocumentsInUse(uid: uid)
-        logger.log("batond: activity \(id.objectPath) document committed (\(stored.size) bytes)")
-    }
-
-    func removeSnapshots(of id: ActivityID) {
-        documents?.removeAll(uid: id.uid, prefix: Self.snapshotPrefix(id))
+        logger.log("batond: activity \(id.objectPath) document committed (\(attached.info.totalSize) bytes)")
     }
 
     public func documentForTransfer(uid: UInt32) async -> AttachedDocument? {
         registry.documentForTransfer(uid: uid)
     }
 
-    /// Where `uid`'s incoming documents are pulled to (`<store>/received/<uid>`); nil without a store.
-    public func holdsReceivedDocument(digest: [UInt8]) async -> Bool {
-        guard let store = documents else { return false }
-        let received = store.directory + "/received"
-        guard let handle = opendir(received) else { return false }
-        defer { closedir(handle) }
-        while let entry = readdir(handle) {
-            let user = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            guard user.first != "." else { continue }
-            if (try? DocumentInbox(directory: received + "/" + user))?.received(digest: digest) != nil { return true }
-        }
-        return false
-    }
-
-    public func documentInbox(uid: UInt32) async -> DocumentInbox? {
-        guard let store = documents else { return nil }
-        do throws(SnapshotError) { return try DocumentInbox.ofUser(uid, under: store.directory) } catch {
-            logger.log("batond: no inbox for incoming documents: \(error)")
-            return nil
-        }
+    /// Tells the edit sessions which documents `uid`'s activities carry now: those records are
+    /// never evicted to make room (called when a document is attached and when an activity ends).
+    func refreshDocumentsInUse(uid: UInt32) async {
+        guard editSessionsOn else { return }
+        let carried = registry.activities.filter { $0.key.uid == uid }.compactMap { $0.value.document?.snapshot.info.documentID }
+        await documents.setDocumentsInUse(Set(carried), uid: uid)
     }
 }

@@ -35,62 +35,22 @@ public struct ServiceConfiguration: Sendable {
 
 public let batonVersion = BatonRelease.version
 
-/// What `deliver(activity:from:to:)` achieved.
-public enum DeliveryOutcome: Sendable, Hashable {
-    case delivered
-    /// The handler's WillContinue returned false.
-    case declined
-    /// No running handler and no installed application for the type.
-    case noHandler
-    /// An installed application handles the type but no session agent of the user runs to start it.
-    case noAgent
-    /// An installed application was started but registered no handler in time, or could not start.
-    case launchFailed
-    /// The handler failed (error, timeout or disconnect); FailedToContinue was sent when possible.
-    case failed
-}
-
-/// A registered handler object: its unique bus name and object path. Package-level for the
-/// fakes of Tests/Support/BatonServiceFakes.
-package struct HandlerKey: Hashable, Sendable {
-    package var connection: String
-    package var path: String
-
-    package init(connection: String, path: String) {
-        self.connection = connection
-        self.path = path
-    }
-}
-
-struct RegisteredHandler: Sendable {
-    var key: HandlerKey
-    var uid: UInt32
-    var types: [String]
-    /// The activity versions it accepts (RegisterHandlerWithOptions "Versions"); nil: every version.
-    var versions: ActivityVersions?
-    /// Registration order, so the newest handler for a type wins.
-    var sequence: UInt64
-}
-
-/// The activities of the machine's users: the registry, their publication on the radio, the
-/// handlers and session agents, the status. No D-Bus here: calls arrive typed from the bus
-/// (Bus/ActivityBus), and what the bus must show or ask goes out through the ports
-/// (`ActivityObjects`, `CallerIdentity`, `ApplicationCalls`). `ActivityRegistry` decides, this applies its events.
+/// The activities of the machine's users: the registry, their publication on the radio, WillSave,
+/// the status. No D-Bus here: calls arrive typed from the bus (Bus/ActivityBus), and what the bus
+/// must show or ask goes out through the ports (`ActivityObjects`, `CallerIdentity`,
+/// `SourceCalls`). `ActivityRegistry` decides, this applies its events. Handlers and session
+/// agents are `Handlers`' (Handlers/), snapshots and edit sessions `Documents`' (Documents/).
 public actor Activities {
-    public static let maxHandlersPerUser = 32
-    static let recentlyVanishedLimit = 1_024
 
     let configuration: ServiceConfiguration
     let publisher: (any ActivityPublisher)?
     let statusFile: StatusFile<DaemonStatus>?
-    /// The handled-types index (installed apps' X-Baton-ActivityTypes and -ActivityVersions); the
-    /// apps themselves are started by the user's session agent.
-    let desktopEntries: any DesktopEntrySource
     let clock: any WallClock
     let logger: any ServiceLog
     let objects: any ActivityObjects
     let callers: any CallerIdentity
-    let apps: any ApplicationCalls
+    let sources: any SourceCalls
+    let documents: Documents
 
     var registry = ActivityRegistry()
     var errorLog = ErrorLog()
@@ -101,34 +61,26 @@ public actor Activities {
     var ringRefusal: (@Sendable (UInt32) async -> RefusedRingChange?)?
     var uidBySender: [String: UInt32] = [:]
     /// Unique names seen leaving the bus, so a call racing its caller's disconnect leaves nothing behind.
-    var recentlyVanished: Set<String> = []
-    var recentlyVanishedOrder: [String] = []
-    var handlers: [HandlerKey: RegisteredHandler] = [:]
-    var handlerSequence: UInt64 = 0
-    /// Session agents by user (Manager1.RegisterAgent): they launch handler apps in that user's session.
-    var agents: [UInt32: HandlerKey] = [:]
+    var vanished = VanishedConnections()
     /// Publishes handed to the radio and not finished: status writes wait for them (issue 12).
     var publishesInFlight = 0
     /// Status files written (tests: at most one per publish).
     var statusWrites = 0
-    /// Where attached document snapshots are kept; nil: AttachDocument is refused (NotReady).
-    var documents: SnapshotStore?
-    /// Edit sessions of documents (§6.6); nil: documents are not session-checked.
-    var editSessions: EditSessions?
-    var snapshotSerial: UInt64 = 0
+    /// Whether edit sessions are on (their owners' moves are announced).
+    var editSessionsOn = false
 
     package init(configuration: ServiceConfiguration, publisher: (any ActivityPublisher)? = nil,
-                statusFile: StatusFile<DaemonStatus>? = nil, desktopEntries: any DesktopEntrySource,
-                objects: any ActivityObjects, callers: any CallerIdentity, apps: any ApplicationCalls,
+                statusFile: StatusFile<DaemonStatus>? = nil,
+                objects: any ActivityObjects, callers: any CallerIdentity, sources: any SourceCalls, documents: Documents,
                 clock: any WallClock = SystemWallClock(),
                 logger: any ServiceLog = StandardErrorLog()) {
         self.configuration = configuration
         self.publisher = publisher
         self.statusFile = statusFile
-        self.desktopEntries = desktopEntries
         self.objects = objects
         self.callers = callers
-        self.apps = apps
+        self.sources = sources
+        self.documents = documents
         self.clock = clock
         self.logger = logger
     }
@@ -185,30 +137,18 @@ public actor Activities {
         } catch {
             throw .notPermitted("cannot identify the caller")
         }
-        if !recentlyVanished.contains(sender) { uidBySender[sender] = uid }
+        if !vanished.contains(sender) { uidBySender[sender] = uid }
         return uid
     }
 
     /// Refuses a registration from a connection that has left the bus meanwhile.
     func requireConnected(_ sender: String) throws(ActivityFailure) {
-        guard !recentlyVanished.contains(sender) else { throw .failed("the calling connection has closed") }
+        guard !vanished.contains(sender) else { throw .failed("the calling connection has closed") }
     }
 
     func connectionVanished(_ name: String) async {
-        if recentlyVanished.insert(name).inserted {
-            recentlyVanishedOrder.append(name)
-            if recentlyVanishedOrder.count > Self.recentlyVanishedLimit {
-                recentlyVanished.remove(recentlyVanishedOrder.removeFirst())
-            }
-        }
+        vanished.insert(name)
         uidBySender[name] = nil
-        let removedHandlers = handlers.keys.filter { $0.connection == name }
-        for key in removedHandlers { handlers[key] = nil }
-        if !removedHandlers.isEmpty { logger.log("batond: \(removedHandlers.count) handler(s) of \(name) unregistered (disconnected)") }
-        for (uid, agent) in agents where agent.connection == name {
-            agents[uid] = nil
-            logger.log("batond: the session agent of user \(uid) left")
-        }
         let events = registry.ownerVanished(connection: name)
         if !events.isEmpty {
             logger.log("batond: client \(name) disconnected; its activities are invalidated")
@@ -258,8 +198,9 @@ public actor Activities {
         return activity
     }
 
-    /// GetStatus for `sender`: the daemon's state, and for an identified caller its ring refusal and agent.
-    func managerStatus(for sender: String) async -> ManagerStatus {
+    /// GetStatus for `sender`: the daemon's state, and for an identified caller its ring refusal
+    /// (the bus adds whether the caller's session agent runs, from `Handlers`).
+    func managerStatus(for sender: String) async -> (ManagerStatus, uid: UInt32?) {
         await refreshRadio()
         var status = ManagerStatus(state: state.rawValue, adapter: configuration.adapter, radio: radio.word.rawValue, radioDetail: radio.detail,
                                    lePrivacy: radio.privacy?.word.rawValue, lePrivacyDetail: radio.privacy?.detail,
@@ -271,9 +212,7 @@ public actor Activities {
             status.ringChangeRefused = refusal.sentence
             status.ringChangeRefusedTime = refusal.time
         }
-        // Per caller: whether an app continued for this user can be started.
-        if let uid { status.sessionAgent = hasAgent(uid: uid) }
-        return status
+        return (status, uid)
     }
 
     // MARK: Applying registry events
@@ -290,7 +229,7 @@ public actor Activities {
                 }
             case .removed(let id):
                 objects.activityRemoved(id)
-                removeSnapshots(of: id)
+                await documents.removeSnapshots(of: id)
                 await refreshDocumentsInUse(uid: id.uid)
                 logger.log("batond: activity \(id.objectPath) invalidated")
             case .changed(let id, let fields):

@@ -20,45 +20,19 @@ public protocol CallerIdentity: Sendable {
     func unixUser(of connection: String) async throws -> UInt32
 }
 
-/// The calls the daemon makes to applications (ActivitySource1, ActivityHandler1 and Agent1 on
-/// D-Bus, Bus/ActivityApps): typed here, coded at the bus edge. No requirement has a default.
-package protocol ApplicationCalls: Sendable {
+/// The calls to an activity's source application (ActivitySource1 on D-Bus, Bus/ActivityApps),
+/// typed here and coded at the bus edge. No requirement has a default.
+public protocol SourceCalls: Sendable {
     /// ActivitySource1.WillSave: the changes the source answered with, or why it did not.
     func willSave(_ activity: Activity, source: String) async -> WillSaveAnswer
     /// ActivitySource1.WasContinued; false when the source could not be told.
     func wasContinued(_ activity: Activity, source: String, device: String) async -> Bool
-    /// Agent1.Launch: the session agent starts the app handling `type`; what it started, or why not.
-    func launch(type: String, agent: HandlerKey) async -> Result<String?, ApplicationCallError>
-    /// ActivityHandler1.WillContinue: the handler's yes or no.
-    func willContinue(type: String, from device: String, handler: HandlerKey) async -> Result<Bool, ApplicationCallError>
-    /// ActivityHandler1.Continue with the record (and the document's read-only descriptor).
-    func continueActivity(_ record: ActivityRecord, document: PulledDocument?, from device: String, handler: HandlerKey) async -> ContinueCallOutcome
-    /// ActivityHandler1.FailedToContinue(type, category, message); errors are ignored.
-    func failedToContinue(type: String, _ failure: ContinuationFailure, message: String, handler: HandlerKey) async
 }
 
 /// A source's answer to WillSave.
 public enum WillSaveAnswer: Sendable {
     case changes(ActivityChanges)
     case failed(FailureCategory)
-}
-
-/// Why a call to an application failed.
-public enum ApplicationCallError: Error, Sendable, Hashable {
-    /// The application did not answer in time.
-    case timedOut
-    /// Its connection is gone.
-    case gone
-    /// It answered with an error or a malformed reply; the detail is for the log.
-    case failed(String)
-}
-
-/// How ActivityHandler1.Continue went.
-public enum ContinueCallOutcome: Sendable, Hashable {
-    case delivered
-    /// The received document could not be opened for the handler: nothing was sent.
-    case documentUnopenable
-    case failed(ApplicationCallError)
 }
 
 /// Why an activity call was refused. The activities throw these; the bus maps them to

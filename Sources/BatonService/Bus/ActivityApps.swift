@@ -9,8 +9,8 @@ import BatonDBus
 /// The calls to applications: org.baton.ActivitySource1 (WillSave, WasContinued),
 /// org.baton.ActivityHandler1 (WillContinue, Continue, FailedToContinue) and org.baton.Agent1
 /// (Launch), coded and decoded here; the activities see typed answers.
-extension ActivityBus: ApplicationCalls {
-    package func willSave(_ activity: Activity, source: String) async -> WillSaveAnswer {
+extension ActivityBus: SourceCalls {
+    public func willSave(_ activity: Activity, source: String) async -> WillSaveAnswer {
         let reply: [DBusValue]
         do {
             reply = try await connection.call(destination: activity.owner.connection, path: source, interface: BatonInterface.source,
@@ -27,7 +27,7 @@ extension ActivityBus: ApplicationCalls {
         }
     }
 
-    package func wasContinued(_ activity: Activity, source: String, device: String) async -> Bool {
+    public func wasContinued(_ activity: Activity, source: String, device: String) async -> Bool {
         do {
             _ = try await connection.call(destination: activity.owner.connection, path: source, interface: BatonInterface.source,
                                           method: "WasContinued", arguments: [.objectPath(activity.id.objectPath), .string(device)],
@@ -38,6 +38,9 @@ extension ActivityBus: ApplicationCalls {
         }
     }
 
+}
+
+extension ActivityBus: HandlerCalls {
     package func launch(type: String, agent: HandlerKey) async -> Result<String?, ApplicationCallError> {
         do {
             let reply = try await connection.call(destination: agent.connection, path: agent.path, interface: BatonInterface.agent,
@@ -91,6 +94,9 @@ extension ActivityBus: ApplicationCalls {
                                        timeout: configuration.handlerCallTimeout)
     }
 
+}
+
+extension ActivityBus {
     /// No reply in time, the peer gone, or another failure (its D-Bus text for the log only).
     static func callError(_ error: any Error) -> ApplicationCallError {
         guard let error = error as? DBusError else { return .failed("\(error)") }

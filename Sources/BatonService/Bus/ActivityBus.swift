@@ -6,13 +6,13 @@ import Synchronization
 
 /// The D-Bus glue of the activities: Manager1 at /org/baton (Manager1.swift), one Activity1 object
 /// per activity (Activity1.swift), the calls out to applications (ActivityApps.swift). Closures
-/// decode arguments (ActivityArguments.swift) and call typed methods of `Activities`; its
-/// `ActivityFailure`s become D-Bus errors (ActivityErrors.swift). The activities reach the bus
-/// only through their ports (`ActivityObjects`, `CallerIdentity`, `ApplicationCalls`).
+/// decode arguments (ActivityArguments.swift) and call typed methods of `Activities` and
+/// `Handlers`; their `ActivityFailure`s become D-Bus errors (ActivityErrors.swift). They reach
+/// the bus only through their ports (`ActivityObjects`, `CallerIdentity`, `SourceCalls`, `HandlerCalls`).
 public final class ActivityBus: Sendable {
     let connection: DBusConnection
     let configuration: ServiceConfiguration
-    private let attached = Mutex<Activities?>(nil)
+    private let attached = Mutex<(Activities, Handlers)?>(nil)
     private let ownerWatch = Mutex<Task<Void, Never>?>(nil)
 
     public init(connection: DBusConnection, configuration: ServiceConfiguration) {
@@ -20,13 +20,19 @@ public final class ActivityBus: Sendable {
         self.configuration = configuration
     }
 
-    /// The activities the methods call (nil once stopped: calls fail with "stopping").
-    func attach(_ activities: Activities?) { attached.withLock { $0 = activities } }
+    /// The activities and handlers the methods call (nil once stopped: calls fail with "stopping").
+    func attach(_ parts: (Activities, Handlers)?) { attached.withLock { $0 = parts } }
 
     /// The activities behind the objects, or Failed "stopping".
     func activities() throws(DBusError) -> Activities {
-        guard let activities = attached.withLock({ $0 }) else { throw DBusError.failed("stopping") }
-        return activities
+        guard let parts = attached.withLock({ $0 }) else { throw DBusError.failed("stopping") }
+        return parts.0
+    }
+
+    /// The handlers behind Manager1's registrations, or Failed "stopping".
+    func handlers() throws(DBusError) -> Handlers {
+        guard let parts = attached.withLock({ $0 }) else { throw DBusError.failed("stopping") }
+        return parts.1
     }
 
     /// Exports Manager1 and the ObjectManager and starts watching for vanished clients. Call before
@@ -35,7 +41,8 @@ public final class ActivityBus: Sendable {
         let changes = try await connection.nameOwnerChanges()
         let watch = Task { [weak self] in
             for await change in changes where change.newOwner == nil && change.name.hasPrefix(":") {
-                guard let activities = self?.attached.withLock({ $0 }) else { continue }
+                guard let (activities, handlers) = self?.attached.withLock({ $0 }) else { continue }
+                await handlers.connectionVanished(change.name)
                 await activities.connectionVanished(change.name)
             }
         }

@@ -30,35 +30,39 @@ extension ActivityBus {
             },
             DBusMethod("UnregisterHandler", in: [.init("handler", "o")]) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
-                let activities = try self.activities()
+                let activities = try self.activities(), handlers = try self.handlers()
                 let uid = try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.callerUID(call.sender) }
                 guard let path = call.arguments.first?.objectPathValue else { throw DBusError.invalidArguments("UnregisterHandler takes (o handler)") }
                 try await mappingActivityFailures { () throws(ActivityFailure) in
-                    try await activities.unregisterHandler(HandlerKey(connection: call.sender, path: path), uid: uid)
+                    try await handlers.unregisterHandler(HandlerKey(connection: call.sender, path: path), uid: uid)
                 }
                 return []
             },
             DBusMethod("RegisterAgent", in: [.init("agent", "o")]) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
-                let activities = try self.activities()
+                let activities = try self.activities(), handlers = try self.handlers()
                 let uid = try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.callerUID(call.sender) }
                 guard let path = call.arguments.first?.objectPathValue, path != "/" else {
                     throw DBusError.invalidArguments("RegisterAgent takes (o agent), a path other than /")
                 }
                 try await mappingActivityFailures { () throws(ActivityFailure) in
-                    try await activities.registerAgent(HandlerKey(connection: call.sender, path: path), uid: uid)
+                    try await handlers.registerAgent(HandlerKey(connection: call.sender, path: path), uid: uid)
                 }
                 return []
             },
             DBusMethod("GetHandledTypes", out: [.init("types", "as")]) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
-                let activities = try self.activities()
+                let activities = try self.activities(), handlers = try self.handlers()
                 let uid = try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.callerUID(call.sender) }
-                return [.stringArray(await activities.handledTypes(uid: uid))]
+                return [.stringArray(await handlers.handledTypes(uid: uid))]
             },
             DBusMethod("GetStatus", out: [.init("status", "a{sv}")]) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
-                return [await (try self.activities()).managerStatus(for: call.sender).dbusValue]
+                let activities = try self.activities(), handlers = try self.handlers()
+                var (status, uid) = await activities.managerStatus(for: call.sender)
+                // Per caller: whether an app continued for this user can be started.
+                if let uid { status.sessionAgent = await handlers.hasAgent(uid: uid) }
+                return [status.dbusValue]
             },
         ], properties: [
             DBusProperty("Version", signature: "s") { [configuration] in .string(configuration.version) },
@@ -84,11 +88,11 @@ extension ActivityBus {
     }
 
     func registerHandler(_ call: DBusMethodCall) async throws {
-        let activities = try activities()
+        let activities = try activities(), handlers = try handlers()
         let uid = try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.callerUID(call.sender) }
         let (path, types, versions) = try Self.decodeHandler(call.arguments)
         try await mappingActivityFailures { () throws(ActivityFailure) in
-            try await activities.registerHandler(HandlerKey(connection: call.sender, path: path), uid: uid, types: types, versions: versions)
+            try await handlers.registerHandler(HandlerKey(connection: call.sender, path: path), uid: uid, types: types, versions: versions)
         }
     }
 }

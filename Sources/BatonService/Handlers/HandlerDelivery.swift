@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonAPI
 import BatonCore
+import BatonStore
 
 /// Delivery to handlers: WillContinue before the fetch, then Continue or FailedToContinue with a
 /// continuation failure category. An app that is not running is started by the user's session
 /// agent (Agent1.Launch on the agent's connection to this bus); batond starts no programs itself.
-extension Activities: ContinuationActivities {
+extension Handlers: ContinuationActivities {
     /// Every activity type some local user can continue: registered handlers and installed apps.
     public func allHandledTypes() -> Set<String> {
         var types = Set(handlers.values.flatMap(\.types))
@@ -29,31 +30,31 @@ extension Activities: ContinuationActivities {
             guard let entry = desktopEntries.entries().first(where: { $0.activityTypes.contains(type) }) else { return .refused(.noHandler) }
             guard let agent = agents[uid] else {
                 logger.log("batond: no session agent runs for user \(uid): cannot start \(entry.id)")
-                recordError(.noAgent)
+                await recordError(.noAgent)
                 return .refused(.noAgent)
             }
-            switch await apps.launch(type: type, agent: agent) {
+            switch await calls.launch(type: type, agent: agent) {
             case .success(let started):
                 logger.log("batond: the session agent launched \(started ?? entry.id) for an incoming activity")
             case .failure(let error):
                 logger.log("batond: the session agent cannot launch \(entry.id): \(error)")
-                recordError(.launchFailed)
+                await recordError(.launchFailed)
                 return .refused(.launchFailed)
             }
             handler = await waitForHandler(type: type, uid: uid)
             guard handler != nil else {
                 logger.log("batond: \(entry.id) registered no handler in time")
-                recordError(.launchFailed)
+                await recordError(.launchFailed)
                 return .refused(.launchFailed)
             }
         }
         guard let handler else { return .refused(.noHandler) }
         let target = handler.key
-        switch await apps.willContinue(type: type, from: device, handler: target) {
+        switch await calls.willContinue(type: type, from: device, handler: target) {
         case .success(let answer):
             return answer ? .accepted(HandlerTicket(uid: uid, type: type, handler: target)) : .refused(.declined)
         case .failure:
-            recordError(.handlerFailed)
+            await recordError(.handlerFailed)
             return .refused(.failed)
         }
     }
@@ -68,16 +69,16 @@ extension Activities: ContinuationActivities {
     /// descriptor, ActivityService+Documents).
     public func deliver(activity record: ActivityRecord, document: PulledDocument?, from device: String, to ticket: HandlerTicket) async -> DeliveryOutcome {
         guard let target = ticket.handler else { return .noHandler }
-        switch await apps.continueActivity(record, document: document, from: device, handler: target) {
+        switch await calls.continueActivity(record, document: document, from: device, handler: target) {
         case .delivered:
             logger.log("batond: activity delivered to \(target.connection)")
             return .delivered
         case .documentUnopenable:
-            recordError(.handlerFailed)
+            await recordError(.handlerFailed)
             await failedToContinue(ticket, .interrupted, detail: "the document cannot be opened")
             return .failed
         case .failed(let error):
-            recordError(.handlerFailed)
+            await recordError(.handlerFailed)
             await failedToContinue(ticket, error == .timedOut ? .timedOut : .cancelled, detail: "the handler did not accept the activity")
             return .failed
         }
@@ -86,19 +87,22 @@ extension Activities: ContinuationActivities {
     /// FailedToContinue(type, category, "category: detail") to the handler that accepted.
     public func failedToContinue(_ ticket: HandlerTicket, _ failure: ContinuationFailure, detail: String) async {
         guard let target = ticket.handler else { return }
-        await apps.failedToContinue(type: ticket.type, failure, message: failure.message(detail), handler: target)
+        await calls.failedToContinue(type: ticket.type, failure, message: failure.message(detail), handler: target)
     }
 
-    // MARK: Session agents
+    // MARK: Documents and edit sessions (the continuation's, kept by `Documents`)
 
-    /// Manager1.RegisterAgent(o): the caller's connection serves org.baton.Agent1 at `path` for its
-    /// user; the newest registration wins, and it ends when that connection closes.
-    func registerAgent(_ key: HandlerKey, uid: UInt32) throws(ActivityFailure) {
-        try requireConnected(key.connection)
-        agents[uid] = key
-        logger.log("batond: session agent registered by \(key.connection) for user \(uid)")
+    public func documentInbox(uid: UInt32) async -> DocumentInbox? { await documents.documentInbox(uid: uid) }
+    public func editSessionsForContinue() async -> EditSessions? { await documents.editSessions }
+    public func holdsReceivedDocument(digest: [UInt8]) async -> Bool { await documents.holdsReceivedDocument(digest: digest) }
+
+    /// Claims abandoned because their owner left the ring (§6.6): one `edit-session-lost` record
+    /// each, and the words for the person in the log, naming the document by its id (as error
+    /// records and the log never carry an activity's title).
+    public func editSessionsLost(_ lost: [LostEditSession]) async {
+        for claim in lost {
+            logger.log("batond: " + claim.sentence(documentName: claim.documentID))
+            await recordError(.editSessionLost)
+        }
     }
-
-    /// Whether `uid` has a session agent that can launch apps (GetStatus "SessionAgent").
-    func hasAgent(uid: UInt32) -> Bool { agents[uid] != nil }
 }
