@@ -64,6 +64,11 @@ public actor Activities {
     var vanished = VanishedConnections()
     /// Publishes handed to the radio and not finished: status writes wait for them (issue 12).
     var publishesInFlight = 0
+    /// Publications and withdrawals for the radio, in the order the registry decided them
+    /// (Activities+Publications.swift); one drain carries them out one after the other.
+    var publisherQueue: [PublisherOperation] = []
+    var publisherDraining = false
+    var publisherDrain: Task<Void, Never>?
     /// Status files written (tests: at most one per publish).
     var statusWrites = 0
     /// Whether edit sessions are on (their owners' moves are announced).
@@ -102,11 +107,11 @@ public actor Activities {
         return registry.activities.keys.sorted()
     }
 
-    /// The users' adverts are withdrawn.
+    /// The users' adverts are withdrawn, after whatever was queued before.
     func withdrawAll() async {
-        if let publisher {
-            for uid in Set(registry.activities.values.filter(\.isCurrent).map(\.owner.uid)) { await publisher.withdraw(uid: uid) }
-        }
+        guard publisher != nil else { return }
+        for uid in Set(registry.activities.values.filter(\.isCurrent).map(\.owner.uid)).sorted() { enqueue(.withdraw(uid: uid)) }
+        await publisherQueueDrained()
     }
 
     /// Asks the radio what it can do and derives the lifecycle state from it: a radio that was
@@ -237,7 +242,7 @@ public actor Activities {
             case .publish(let id, let revision):
                 publish(id, revision: revision)
             case .withdraw(let uid):
-                if let publisher { Task { await publisher.withdraw(uid: uid) } }
+                if publisher != nil { enqueue(.withdraw(uid: uid)) }
             }
         }
         writeStatus()
@@ -248,45 +253,6 @@ public actor Activities {
         guard let activity = registry.activities[id] else { return }
         objects.activityChanged(activity, fields: fields)
         if fields.contains(.status) { logger.log("batond: activity \(id.objectPath) \(activity.status.name)") }
-    }
-
-    func publish(_ id: ActivityID, revision: UInt32) {
-        guard let publisher else {
-            let category: FailureCategory = .radioUnavailable
-            errorLog.record(ErrorCategory(category), at: clock.unixSeconds())
-            emitAll(registry.publishFailed(id, revision: revision, category: category))
-            return
-        }
-        guard let record = registry.activities[id]?.record else { return }
-        publishesInFlight += 1
-        Task {
-            do throws(RadioError) {
-                let advertRevision = try await publisher.publish(record, uid: id.uid)
-                await self.publishFinished(id, revision: revision, failure: nil, advertRevision: advertRevision)
-            } catch {
-                let category: FailureCategory = switch error {
-                case .unavailable: .radioUnavailable
-                case .instanceLimit, .invalidLength, .failed: .advertRejected
-                }
-                await self.publishFinished(id, revision: revision, failure: category)
-            }
-        }
-    }
-
-    func publishFinished(_ id: ActivityID, revision: UInt32, failure: FailureCategory?, advertRevision: UInt32? = nil) async {
-        publishesInFlight -= 1
-        await refreshRadio()
-        if let failure {
-            errorLog.record(ErrorCategory(failure), at: clock.unixSeconds())
-            await apply(registry.publishFailed(id, revision: revision, category: failure))
-        } else {
-            await apply(registry.published(id, revision: revision, advertRevision: advertRevision))
-        }
-    }
-
-    /// Applies events that only change properties (no await needed).
-    func emitAll(_ events: [RegistryEvent]) {
-        for case .changed(let id, let fields) in events { emitChanges(id, fields) }
     }
 
     // MARK: Status
