@@ -66,7 +66,7 @@ extension Handlers: ContinuationActivities {
     }
 
     /// As above, with the activity's document handed to the handler beside the userInfo (a read-only
-    /// descriptor, ActivityService+Documents).
+    /// descriptor, Bus/ActivityApps.swift).
     public func deliver(activity record: ActivityRecord, document: PulledDocument?, from device: String, to ticket: HandlerTicket) async -> DeliveryOutcome {
         guard let target = ticket.handler else { return .noHandler }
         switch await calls.continueActivity(record, document: document, from: device, handler: target) {
