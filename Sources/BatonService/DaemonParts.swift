@@ -18,18 +18,18 @@ public struct DaemonParts: Sendable {
                              transfer configuration: TransferService.Configuration, clock: any WallClock = SystemWallClock(),
                              continuation continuationConfiguration: ContinuationService.Configuration = .init(),
                              log: @escaping @Sendable (String) -> Void) async throws -> DaemonParts {
-        await activities.useRingRefusals { [weak ring] uid in await ring?.refusedChange(for: uid) }
+        await activities.activities.useRingRefusals { [weak ring] uid in await ring?.refusedChange(for: uid) }
         let discovery = DiscoveryService(ring: ring, avahiBus: ring.configuration.avahiBus, clock: clock, log: log)
         await discovery.start()
         let pairing = PairingService(ring: ring, discovery: discovery, clock: clock, log: log)
         let transfer: TransferService
-        do { transfer = try await TransferService.start(ring: ring, activities: activities, configuration: configuration, log: log) } catch {
+        do { transfer = try await TransferService.start(ring: ring, activities: activities.activities, configuration: configuration, log: log) } catch {
             await discovery.stop()
             throw error
         }
         let bus = RingBus(connection: connection, ring: ring, pairing: pairing, discovery: discovery,
                           authorizer: PolkitAuthorizer(connection: connection))
-        let continuation = ContinuationService(ring: ring, transfer: transfer, activities: activities, board: bus,
+        let continuation = ContinuationService(ring: ring, transfer: transfer, activities: activities.handlers, board: bus,
                                                    configuration: continuationConfiguration, log: log)
         bus.attach(continuation)
         await continuation.start()

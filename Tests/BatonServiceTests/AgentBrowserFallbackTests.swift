@@ -44,7 +44,7 @@ struct AgentBrowserFallbackTests {
         let agent = try SessionAgentProcess(busAddress: bus.address, daemonBusName: b.node.busName, dataDirectory: data.path,
                                             configDirectory: config.path)
         defer { agent.stop() }
-        #expect(await eventually(timeout: .seconds(15)) { await b.node.activities.hasAgent(uid: getuid()) })
+        #expect(await eventually(timeout: .seconds(15)) { await b.node.handlers.hasAgent(uid: getuid()) })
 
         let source = try FakeSourceApp(bus: bus)
         defer { source.connection.close() }

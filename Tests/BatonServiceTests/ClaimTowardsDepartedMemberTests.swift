@@ -170,14 +170,14 @@ struct ClaimTowardsDepartedMemberTests {
     @Test func theUserIsToldWithAnErrorRecordAndWordsNamingTheDocumentAndTheMachine() async throws {
         try await withService { f in
             let member = try DeviceID(bytes: [UInt8](repeating: 0xAB, count: 16))
-            await f.service.editSessionsLost([LostEditSession(uid: getuid(), documentID: Self.document, member: member, memberName: "alpha")])
+            await f.handlers.editSessionsLost([LostEditSession(uid: getuid(), documentID: Self.document, member: member, memberName: "alpha")])
             #expect(await f.service.errorLog.records.last?.category == .editSessionLost)
             #expect(ErrorCategory.editSessionLost.rawValue == "edit-session-lost")
             let line = try #require(f.log.lines.first { $0.contains("edit session") })
             #expect(line.contains("\"\(Self.document)\"") && line.contains("\"alpha\"") && line.contains(member.shortForm))
             #expect(line.contains("left the ring") && line.contains("Open the document on this machine"))
             // A member's name is its own words: a newline in it cannot forge a log line.
-            await f.service.editSessionsLost([LostEditSession(uid: getuid(), documentID: "notes-7", member: member,
+            await f.handlers.editSessionsLost([LostEditSession(uid: getuid(), documentID: "notes-7", member: member,
                                                               memberName: "alpha\nbatond: forged")])
             #expect(!f.log.lines.contains { $0.hasPrefix("batond: forged") } && f.log.lines.contains { $0.contains("\"alpha?batond: forged\"") })
             #expect(await f.service.errorLog.records.last?.count == 2, "one record per lost claim, counted")

@@ -73,7 +73,7 @@ struct DesktopEntryIndexTests {
         var options = FixtureOptions()
         options.desktopEntries = index
         try await withService(options) { fixture in
-            for _ in 0..<20 { #expect(await fixture.service.allHandledTypes() == ["org.e.Reader.t"]) }
+            for _ in 0..<20 { #expect(await fixture.handlers.allHandledTypes() == ["org.e.Reader.t"]) }
             #expect(index.scanCount == 1)
         }
     }

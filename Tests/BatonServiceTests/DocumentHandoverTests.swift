@@ -32,11 +32,11 @@ struct DocumentHandoverTests {
             let pulled = PulledDocument(path: path, info: info, resumes: 0, resumedBytes: 0)
             let record = try ActivityRecord(activityType: "org.example.Drawing.editing", title: "Plan", userInfo: ["page": .integer(2)],
                                             webpageURL: nil, version: 1)
-            guard case .accepted(let ticket) = await fixture.service.willContinue(type: record.activityType, from: "Laptop", uid: getuid()) else {
+            guard case .accepted(let ticket) = await fixture.handlers.willContinue(type: record.activityType, from: "Laptop", uid: getuid()) else {
                 Issue.record("the handler did not accept")
                 return
             }
-            #expect(await fixture.service.deliver(activity: record, document: pulled, from: "Laptop", to: ticket) == .delivered)
+            #expect(await fixture.handlers.deliver(activity: record, document: pulled, from: "Laptop", to: ticket) == .delivered)
             let continueCall = try #require(recorder.calls.last)
             let document = try #require(continueCall.arguments[3].asDictionary?["Document"]?.asDictionary)
             #expect(document["Id"] == .string("plan-2") && document["MediaType"] == .string("application/pdf"))

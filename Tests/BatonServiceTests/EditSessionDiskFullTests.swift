@@ -34,7 +34,7 @@ struct EditSessionDiskFullTests {
         do { try await sessions.commitLocal("doc", digest: SHA256.hash([2]), uid: getuid()) } catch { refusal = error }
         let failure = try #require(refusal)
         guard case .store = failure else { Issue.record("expected a store error, got \(failure)"); return }
-        #expect(ActivityService.busError(failure).name == "org.baton.Error.DiskFull")
+        #expect(ActivityBus.busError(failure).name == "org.baton.Error.DiskFull")
         #expect(await sessions.ledger("doc", uid: getuid())?.current.revision == 1)
 
         // A claim cannot be recorded as released: an error goes out, the session stays here.

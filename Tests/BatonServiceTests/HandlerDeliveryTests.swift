@@ -87,7 +87,7 @@ struct HandlerDeliveryTests {
             _ = try await app.manager("RegisterHandler", [.objectPath("/reader"), .stringArray(["org.example.Reader.reading"])])
             #expect(try await fixture.client.manager("GetHandledTypes") == [.stringArray(["org.example.Reader.reading"])])
 
-            let outcome = await fixture.service.deliver(activity: try record("org.example.Reader.reading"), from: "Laptop", to: getuid())
+            let outcome = await fixture.handlers.deliver(activity: try record("org.example.Reader.reading"), from: "Laptop", to: getuid())
             #expect(outcome == .delivered)
             #expect(recorder.members == ["WillContinue", "Continue"])
             let continueCall = try #require(recorder.calls.first { $0.member == "Continue" })
@@ -99,9 +99,9 @@ struct HandlerDeliveryTests {
 
             // Another user's handler is never used.
             let incoming1 = try record("org.example.Reader.reading")
-            #expect(await fixture.service.deliver(activity: incoming1, from: "Laptop", to: getuid() &+ 1) == .noHandler)
+            #expect(await fixture.handlers.deliver(activity: incoming1, from: "Laptop", to: getuid() &+ 1) == .noHandler)
             let incoming2 = try record("org.example.Unknown.kind")
-            #expect(await fixture.service.deliver(activity: incoming2, from: "Laptop", to: getuid()) == .noHandler)
+            #expect(await fixture.handlers.deliver(activity: incoming2, from: "Laptop", to: getuid()) == .noHandler)
         }
     }
 
@@ -127,9 +127,9 @@ struct HandlerDeliveryTests {
             _ = try await app.manager("RegisterHandler", [.objectPath("/decliner"), .stringArray(["org.example.No.thanks"])])
             _ = try await app.manager("RegisterHandler", [.objectPath("/failer"), .stringArray(["org.example.Broken.app"])])
             let incoming3 = try record("org.example.No.thanks")
-            #expect(await fixture.service.deliver(activity: incoming3, from: "Phone", to: getuid()) == .declined)
+            #expect(await fixture.handlers.deliver(activity: incoming3, from: "Phone", to: getuid()) == .declined)
             let incoming4 = try record("org.example.Broken.app")
-            #expect(await fixture.service.deliver(activity: incoming4, from: "Phone", to: getuid()) == .failed)
+            #expect(await fixture.handlers.deliver(activity: incoming4, from: "Phone", to: getuid()) == .failed)
             #expect(recorder.members == ["WillContinue", "WillContinue", "Continue", "FailedToContinue"])
             let failure = try #require(recorder.calls.last)
             // The handler refused what it had accepted: the category, then "category: detail".
@@ -168,8 +168,8 @@ struct HandlerDeliveryTests {
             // batond starts nothing itself: the user's session agent launches the app through GIO.
             let agent = try SessionAgentProcess(busAddress: fixture.bus.address, dataDirectory: dataDirectory.path)
             defer { agent.stop() }
-            #expect(await eventually(timeout: .seconds(15)) { await fixture.service.hasAgent(uid: getuid()) })
-            let outcome = await fixture.service.deliver(activity: try record("org.example.Py.reading", title: "From Python"),
+            #expect(await eventually(timeout: .seconds(15)) { await fixture.handlers.hasAgent(uid: getuid()) })
+            let outcome = await fixture.handlers.deliver(activity: try record("org.example.Py.reading", title: "From Python"),
                                                         from: "Desk", to: getuid())
             #expect(outcome == .delivered)
             let log = try String(contentsOf: logFile, encoding: .utf8)
@@ -212,8 +212,8 @@ struct HandlerDeliveryTests {
         try await withService(options) { fixture in
             let agent = try SessionAgentProcess(busAddress: fixture.bus.address, dataDirectory: dataDirectory.path)
             defer { agent.stop() }
-            #expect(await eventually(timeout: .seconds(15)) { await fixture.service.hasAgent(uid: getuid()) })
-            let outcome = await fixture.service.deliver(activity: try record("org.example.Act.reading", title: "Activated"),
+            #expect(await eventually(timeout: .seconds(15)) { await fixture.handlers.hasAgent(uid: getuid()) })
+            let outcome = await fixture.handlers.deliver(activity: try record("org.example.Act.reading", title: "Activated"),
                                                         from: "Desk", to: getuid())
             #expect(outcome == .delivered)
             let lines = Set(try String(contentsOf: logFile, encoding: .utf8).components(separatedBy: "\n").filter { !$0.isEmpty })
@@ -237,11 +237,11 @@ struct HandlerDeliveryTests {
         try await withService(options) { fixture in
             let agent = try SessionAgentProcess(busAddress: fixture.bus.address, dataDirectory: dataDirectory.path)
             defer { agent.stop() }
-            #expect(await eventually(timeout: .seconds(15)) { await fixture.service.hasAgent(uid: getuid()) })
+            #expect(await eventually(timeout: .seconds(15)) { await fixture.handlers.hasAgent(uid: getuid()) })
             let incoming5 = try record("org.example.Mute.app")
-            #expect(await fixture.service.deliver(activity: incoming5, from: "D", to: getuid()) == .launchFailed)
+            #expect(await fixture.handlers.deliver(activity: incoming5, from: "D", to: getuid()) == .launchFailed)
             let incoming6 = try record("org.example.Missing.app")
-            #expect(await fixture.service.deliver(activity: incoming6, from: "D", to: getuid()) == .launchFailed)
+            #expect(await fixture.handlers.deliver(activity: incoming6, from: "D", to: getuid()) == .launchFailed)
             #expect(await fixture.service.status().errors.map(\.category) == [.launchFailed])
             #expect(await fixture.service.status().errors.first?.count == 2)
         }
@@ -262,7 +262,7 @@ extension HandlerDeliveryTests {
         var options = FixtureOptions()
         options.dataDirectories = [dataDirectory.path]
         try await withService(options) { fixture in
-            #expect(await fixture.service.deliver(activity: try record("org.example.Touch.app"), from: "D", to: getuid()) == .noAgent)
+            #expect(await fixture.handlers.deliver(activity: try record("org.example.Touch.app"), from: "D", to: getuid()) == .noAgent)
             #expect(await fixture.service.status().errors.map(\.category) == [.noAgent])
             #expect(!FileManager.default.fileExists(atPath: marker))
             let status = try #require(try await fixture.client.manager("GetStatus").first?.asDictionary)
@@ -275,7 +275,7 @@ extension HandlerDeliveryTests {
             let withAgent = try #require(try await fixture.client.manager("GetStatus").first?.asDictionary)
             #expect(withAgent["SessionAgent"] == .boolean(true))
             agentConnection.close()
-            #expect(await eventually { await !fixture.service.hasAgent(uid: getuid()) })
+            #expect(await eventually { await !fixture.handlers.hasAgent(uid: getuid()) })
             await expectError(ErrorName.invalidArguments) { _ = try await fixture.client.manager("RegisterAgent", [.objectPath("/")]) }
         }
     }
@@ -374,14 +374,14 @@ struct HandlerVersionTests {
             let app = try fixture.connect()
             defer { app.close() }
             let type = "org.example.Reader.reading"
-            #expect(await fixture.service.acceptsVersion(7, type: type, uid: getuid()), "no handler: nothing to refuse")
+            #expect(await fixture.handlers.acceptsVersion(7, type: type, uid: getuid()), "no handler: nothing to refuse")
             _ = try await app.manager("RegisterHandlerWithOptions", [.objectPath("/v1"), .stringArray([type]), ranges([(1, 2), (5, 5)])])
             for (version, accepted) in [(Int64(0), false), (1, true), (2, true), (3, false), (5, true), (6, false)] {
-                #expect(await fixture.service.acceptsVersion(version, type: type, uid: getuid()) == accepted, "version \(version)")
+                #expect(await fixture.handlers.acceptsVersion(version, type: type, uid: getuid()) == accepted, "version \(version)")
             }
             // The newest handler for the type decides; a plain RegisterHandler declares nothing (all versions).
             _ = try await app.manager("RegisterHandler", [.objectPath("/all"), .stringArray([type])])
-            #expect(await fixture.service.acceptsVersion(3, type: type, uid: getuid()))
+            #expect(await fixture.handlers.acceptsVersion(3, type: type, uid: getuid()))
 
             for bad: DBusValue in [ranges([(3, 1)]), ranges([]), .propertyDictionary(["Versions": .stringArray(["1"])]),
                                    .propertyDictionary(["Colour": .string("red")]),
@@ -407,7 +407,7 @@ struct HandlerVersionTests {
         options.dataDirectories = [dataDirectory.path]
         try await withService(options) { fixture in
             for (version, accepted) in [(Int64(1), false), (2, true), (3, false), (4, true), (6, true), (7, false)] {
-                #expect(await fixture.service.acceptsVersion(version, type: "org.example.V.t", uid: getuid()) == accepted, "version \(version)")
+                #expect(await fixture.handlers.acceptsVersion(version, type: "org.example.V.t", uid: getuid()) == accepted, "version \(version)")
             }
             let handled = try await fixture.client.manager("GetHandledTypes")
             #expect(handled == [.stringArray(["org.example.V.t"])])

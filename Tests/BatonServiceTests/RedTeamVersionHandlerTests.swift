@@ -28,15 +28,15 @@ struct RedTeamVersionHandlerTests {
             _ = try await app.manager("RegisterHandlerWithOptions", [.objectPath("/v1"), .stringArray([Self.type]), versions([(1, 1)])])
             let ticket = HandlerTicket(uid: getuid(), type: Self.type, handler: HandlerKey(connection: app.uniqueName, path: "/v1"))
             _ = try await app.manager("RegisterHandlerWithOptions", [.objectPath("/v7"), .stringArray([Self.type]), versions([(7, 7)])])
-            #expect(await fixture.service.acceptsVersion(7, type: Self.type, uid: getuid()), "the newest decides for the next WillContinue")
-            #expect(await fixture.service.versionDeclarations(of: ticket) == [try ActivityVersions(pairs: [(1, 1)])])
-            #expect(await ContinuationService.accepts(7, ticket, fixture.service) == false)
-            #expect(await ContinuationService.accepts(1, ticket, fixture.service))
+            #expect(await fixture.handlers.acceptsVersion(7, type: Self.type, uid: getuid()), "the newest decides for the next WillContinue")
+            #expect(await fixture.handlers.versionDeclarations(of: ticket) == [try ActivityVersions(pairs: [(1, 1)])])
+            #expect(await ContinuationService.accepts(7, ticket, fixture.handlers) == false)
+            #expect(await ContinuationService.accepts(1, ticket, fixture.handlers))
             _ = try await app.manager("RegisterHandler", [.objectPath("/all"), .stringArray([Self.type])])
-            #expect(await fixture.service.versionDeclarations(type: Self.type, uid: getuid()) == nil)
-            #expect(await fixture.service.versionDeclarations(of: ticket) == [try ActivityVersions(pairs: [(1, 1)])])
+            #expect(await fixture.handlers.versionDeclarations(type: Self.type, uid: getuid()) == nil)
+            #expect(await fixture.handlers.versionDeclarations(of: ticket) == [try ActivityVersions(pairs: [(1, 1)])])
             let all = HandlerTicket(uid: getuid(), type: Self.type, handler: HandlerKey(connection: app.uniqueName, path: "/all"))
-            #expect(await fixture.service.versionDeclarations(of: all) == nil, "a plain registration accepts every version")
+            #expect(await fixture.handlers.versionDeclarations(of: all) == nil, "a plain registration accepts every version")
         }
     }
 
@@ -49,10 +49,10 @@ struct RedTeamVersionHandlerTests {
             defer { app.close() }
             _ = try await app.manager("RegisterHandlerWithOptions", [.objectPath("/v1"), .stringArray([Self.type]), versions([(1, 1)])])
             let other = getuid() &+ 1
-            #expect(await fixture.service.acceptsVersion(7, type: Self.type, uid: other))
-            #expect(await fixture.service.versionDeclarations(type: Self.type, uid: other) == nil)
-            #expect(await fixture.service.acceptsVersion(7, type: Self.type, uid: getuid()) == false)
-            #expect(await fixture.service.versionDeclarations(type: Self.type, uid: nil) == [try ActivityVersions(pairs: [(1, 1)])])
+            #expect(await fixture.handlers.acceptsVersion(7, type: Self.type, uid: other))
+            #expect(await fixture.handlers.versionDeclarations(type: Self.type, uid: other) == nil)
+            #expect(await fixture.handlers.acceptsVersion(7, type: Self.type, uid: getuid()) == false)
+            #expect(await fixture.handlers.versionDeclarations(type: Self.type, uid: nil) == [try ActivityVersions(pairs: [(1, 1)])])
         }
     }
 
@@ -86,10 +86,10 @@ struct RedTeamVersionHandlerTests {
                 _ = try await app.manager("RegisterHandlerWithOptions", [.objectPath("/empty"), .stringArray([]), versions([(1, 1)])])
             }
             #expect(try await app.manager("GetHandledTypes") == [.stringArray([])])
-            #expect(await fixture.service.versionDeclarations(type: Self.type, uid: nil) == nil)
+            #expect(await fixture.handlers.versionDeclarations(type: Self.type, uid: nil) == nil)
             // Negative versions are accepted as declared but never sent: an activity's version is ≥ 0.
             _ = try await app.manager("RegisterHandlerWithOptions", [.objectPath("/neg"), .stringArray([Self.type]), versions([(Int64.min, 3)])])
-            let declared = try #require(await fixture.service.versionDeclarations(type: Self.type, uid: getuid()))
+            let declared = try #require(await fixture.handlers.versionDeclarations(type: Self.type, uid: getuid()))
             #expect(FetchActivityOfVersions.ranges(covering: declared) == [0...3])
         }
     }

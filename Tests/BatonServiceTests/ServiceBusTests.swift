@@ -179,7 +179,7 @@ struct ServiceBusTests {
             await expectError(ErrorName.invalidArguments) {
                 _ = try await client.manager("RegisterHandler", [.objectPath("/h3"), .stringArray([])])
             }
-            for index in 1..<ActivityService.maxHandlersPerUser {
+            for index in 1..<Handlers.maxHandlersPerUser {
                 _ = try await client.manager("RegisterHandler", [.objectPath("/many/h\(index)"), .stringArray(["org.example.A.b"])])
             }
             await expectError(ErrorName.limitExceeded) {

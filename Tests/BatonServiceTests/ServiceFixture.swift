@@ -50,7 +50,10 @@ final class CollectingLog: ServiceLog, @unchecked Sendable {
 struct ServiceFixture {
     let bus: TestBus
     let daemonConnection: DBusConnection
-    let service: ActivityService
+    /// The activities actor behind the bus objects.
+    let service: Activities
+    /// The handlers and session agents (delivery, versions).
+    let handlers: Handlers
     let client: DBusConnection
     let stateDirectory: String
     let log: CollectingLog
@@ -82,19 +85,20 @@ func withService<T>(_ options: FixtureOptions = FixtureOptions(), _ body: (Servi
     let log = CollectingLog()
     let configuration = ServiceConfiguration(radioEnabled: options.radioEnabled, saveTimeout: options.saveTimeout,
                                              handlerWait: options.handlerWait, handlerCallTimeout: .seconds(5))
-    let service = ActivityService(
+    let activityService = ActivityService(
         connection: daemonConnection, configuration: configuration, publisher: options.publisher,
         statusFile: try StatusFile(name: "status.json", in: StateDirectory(path: stateDirectory)),
         desktopEntries: options.desktopEntries ?? XDGDesktopEntryScanner(dataDirectories: options.dataDirectories),
         logger: log)
-    try await service.start()
+    try await activityService.start()
     #expect(try await daemonConnection.requestName("org.baton", flags: [.doNotQueue]) == .primaryOwner)
     let client = try DBusConnection(bus: .address(bus.address))
     defer { client.close() }
-    let fixture = ServiceFixture(bus: bus, daemonConnection: daemonConnection, service: service, client: client,
+    let fixture = ServiceFixture(bus: bus, daemonConnection: daemonConnection, service: activityService.activities,
+                                 handlers: activityService.handlers, client: client,
                                  stateDirectory: stateDirectory, log: log)
     let result = try await body(fixture)
-    await service.stop()
+    await activityService.stop()
     return result
 }
 

@@ -15,7 +15,9 @@ import Testing
 struct TransferNode {
     let connection: DBusConnection
     let ring: RingService
-    let activities: ActivityService
+    let activityService: ActivityService
+    var activities: Activities { activityService.activities }
+    var handlers: Handlers { activityService.handlers }
     let transfer: TransferService
     let parts: DaemonParts
     let busName: String
@@ -36,22 +38,22 @@ struct TransferNode {
                                    configuration: .init(deviceName: name, listenHost: "127.0.0.1"), log: { _ in })
         await ring.start()
         let busName = "org.baton.test.\(name)"
-        let activities = ActivityService(
+        let activityService = ActivityService(
             connection: connection, configuration: ServiceConfiguration(busName: busName, saveTimeout: .milliseconds(800)),
             publisher: ring.radio, desktopEntries: XDGDesktopEntryScanner(dataDirectories: []),
             logger: CollectingLog())
-        try await activities.start()
+        try await activityService.start()
         _ = try await connection.requestName(busName, flags: [.doNotQueue])
-        let parts = try await DaemonParts.start(connection: connection, ring: ring, activities: activities,
+        let parts = try await DaemonParts.start(connection: connection, ring: ring, activities: activityService,
                                                 transfer: .init(listenHost: "127.0.0.1"), continuation: continuation, log: { _ in })
-        return TransferNode(connection: connection, ring: ring, activities: activities, transfer: parts.transfer, parts: parts,
+        return TransferNode(connection: connection, ring: ring, activityService: activityService, transfer: parts.transfer, parts: parts,
                             busName: busName, stateDirectory: directory)
     }
 
     var deviceID: DeviceID { get async { await ring.deviceID } }
 
     func stop() async {
-        await parts.stop(activities: activities)
+        await parts.stop(activities: activityService)
         connection.close()
     }
 }

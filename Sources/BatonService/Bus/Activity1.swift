@@ -4,55 +4,87 @@ import BatonCore
 import BatonDBus
 
 /// org.baton.Activity1: one object per activity; every call is checked against the caller's uid.
-extension ActivityService {
-    nonisolated func activityInterface(_ id: ActivityID) -> DBusInterface {
+extension ActivityBus {
+    static let editSessionProperty = "EditSession"
+
+    func activityInterface(_ id: ActivityID) -> DBusInterface {
         func method<Arguments, Reply>(_ contract: MethodContract<Arguments, Reply>,
-                    _ body: @escaping @Sendable (ActivityService, UInt32, DBusMethodCall) async throws -> [DBusValue]) -> DBusMethod {
+                    _ body: @escaping @Sendable (Activities, UInt32, DBusMethodCall) async throws -> [DBusValue]) -> DBusMethod {
             DBusMethod(contract, budget: .userInfoCall) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
-                let uid = try await self.callerUID(call.sender)
-                return try await body(self, uid, call)
+                let activities = try self.activities()
+                let uid = try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.callerUID(call.sender) }
+                return try await body(activities, uid, call)
+            }
+        }
+        func transition<Arguments, Reply>(_ contract: MethodContract<Arguments, Reply>,
+                        _ body: @escaping @Sendable (inout ActivityRegistry, ActivityID, UInt32) throws(RegistryError) -> [RegistryEvent]) -> DBusMethod {
+            method(contract) { activities, uid, _ in
+                try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.transition(id, uid: uid, body) }
+                return []
             }
         }
         var properties = ActivityField.allCases.map { field in
             DBusProperty(field.rawValue, signature: Self.signature(of: field)) { [weak self] in
                 guard let self else { throw DBusError.failed("stopping") }
-                return try await self.propertyValue(field, of: id, sender: DBusCallContext.sender)
+                let activities = try self.activities()
+                let sender = DBusCallContext.sender
+                let activity = try await mappingActivityFailures { () throws(ActivityFailure) in
+                    try await activities.readable(id, publicField: field.isPublic, sender: sender)
+                }
+                return Self.value(of: field, in: activity)
             }
         }
         properties.append(DBusProperty(Self.editSessionProperty, signature: "s") { [weak self] in
             guard let self else { throw DBusError.failed("stopping") }
-            return try await self.editSessionValue(of: id, sender: DBusCallContext.sender)
+            let activities = try self.activities()
+            let sender = DBusCallContext.sender
+            return .string(try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.editSessionOwner(of: id, sender: sender) })
         })
         return DBusInterface(BatonInterface.activity, methods: [
-            method(OrgBaton.Activity1.update) { service, uid, call in
-                try await service.update(id, uid: uid, changes: call.arguments[0])
+            method(OrgBaton.Activity1.update) { activities, uid, call in
+                // Ownership first: another user learns nothing from validation errors.
+                _ = try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.activity(id, for: uid) }
+                let changes = try Self.decodeChanges(call.arguments[0], allowed: ["Title", "UserInfo", "WebpageURL", "Version", "NeedsSave"])
+                try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.update(id, uid: uid, changes: changes) }
                 return []
             },
-            method(OrgBaton.Activity1.becomeCurrent) { service, uid, _ in
-                try await service.transition(id, uid: uid) { registry, id, uid throws(RegistryError) in try registry.becomeCurrent(id, by: uid) }
+            transition(OrgBaton.Activity1.becomeCurrent) { registry, id, uid throws(RegistryError) in try registry.becomeCurrent(id, by: uid) },
+            transition(OrgBaton.Activity1.resignCurrent) { registry, id, uid throws(RegistryError) in try registry.resign(id, by: uid) },
+            transition(OrgBaton.Activity1.invalidate) { registry, id, uid throws(RegistryError) in try registry.invalidate(id, by: uid) },
+            method(OrgBaton.Activity1.attachDocument) { activities, uid, call in
+                // The descriptor is ours until this call returns; the bus connection closes it then, whatever happens.
+                guard case .unixFD(let descriptor) = call.arguments[0] else {
+                    throw DBusError.invalidArguments("snapshot must be a file descriptor (h)")
+                }
+                // Ownership first: another user learns nothing from validation errors.
+                _ = try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.activity(id, for: uid) }
+                guard case .string(let mediaType) = call.arguments[1], case .string(let documentID) = call.arguments[2] else {
+                    throw DBusError.invalidArguments("mediaType and documentId must be strings (s)")
+                }
+                try await mappingActivityFailures { () throws(ActivityFailure) in
+                    try await activities.attachDocument(id, uid: uid, descriptor: descriptor, mediaType: mediaType, documentID: documentID)
+                }
                 return []
             },
-            method(OrgBaton.Activity1.resignCurrent) { service, uid, _ in
-                try await service.transition(id, uid: uid) { registry, id, uid throws(RegistryError) in try registry.resign(id, by: uid) }
-                return []
-            },
-            method(OrgBaton.Activity1.invalidate) { service, uid, _ in
-                try await service.transition(id, uid: uid) { registry, id, uid throws(RegistryError) in try registry.invalidate(id, by: uid) }
-                return []
-            },
-            method(OrgBaton.Activity1.attachDocument) { service, uid, call in
-                try await service.attachDocument(id, uid: uid, arguments: call.arguments)
-                return []
-            },
-            method(OrgBaton.Activity1.documentEdited) { service, uid, _ in
-                try await service.transition(id, uid: uid) { registry, id, uid throws(RegistryError) in try registry.documentEdited(id, by: uid) }
-                return []
-            },
-            method(OrgBaton.Activity1.getPayload) { service, uid, _ in
-                [try await service.payload(id, uid: uid)]
+            transition(OrgBaton.Activity1.documentEdited) { registry, id, uid throws(RegistryError) in try registry.documentEdited(id, by: uid) },
+            method(OrgBaton.Activity1.getPayload) { activities, uid, _ in
+                let record = try await mappingActivityFailures { () throws(ActivityFailure) in
+                    try await activities.recordLeavingMachine(id, uid: uid)
+                }
+                return [Self.payload(record)]
             },
         ], properties: properties)
+    }
+
+    /// GetPayload: the state that would leave the machine (after WillSave when asked for).
+    static func payload(_ record: ActivityRecord) -> DBusValue {
+        var entries: [String: DBusValue] = [
+            "Type": .string(record.activityType), "Title": .string(record.title),
+            "UserInfo": PropertyValueCoding.encodeUserInfo(record.userInfo), "Version": .int64(record.version),
+        ]
+        if let url = record.webpageURL { entries["WebpageURL"] = .string(url) }
+        return .propertyDictionary(entries)
     }
 
     static func signature(of field: ActivityField) -> String {
@@ -65,16 +97,20 @@ extension ActivityService {
         }
     }
 
-    func transition(_ id: ActivityID, uid: UInt32,
-                    _ body: (inout ActivityRegistry, ActivityID, UInt32) throws(RegistryError) -> [RegistryEvent]) async throws {
-        let events = try Self.decode { () throws(RegistryError) in try body(&registry, id, uid) }
-        await apply(events)
-    }
-
-    func update(_ id: ActivityID, uid: UInt32, changes value: DBusValue) async throws {
-        // Ownership first: another user learns nothing from validation errors.
-        _ = try Self.decode { () throws(RegistryError) in try registry.activity(id, for: uid) }
-        let changes = try Self.decodeChanges(value, allowed: ["Title", "UserInfo", "WebpageURL", "Version", "NeedsSave"])
-        try await transition(id, uid: uid) { registry, id, uid throws(RegistryError) in try registry.update(id, by: uid, changes: changes) }
+    static func value(of field: ActivityField, in activity: Activity) -> DBusValue {
+        switch field {
+        case .type: .string(activity.record.activityType)
+        case .title: .string(activity.record.title)
+        case .userInfo: PropertyValueCoding.encodeUserInfo(activity.record.userInfo)
+        case .webpageURL: .string(activity.record.webpageURL ?? "")
+        case .version: .int64(activity.record.version)
+        case .needsSave: .boolean(activity.needsSave)
+        case .current: .boolean(activity.isCurrent)
+        case .owner: .uint32(activity.owner.uid)
+        case .revision: .uint32(activity.advertRevision)
+        case .status: .string(activity.status.name)
+        case .lastError: .string(activity.lastError?.rawValue ?? "")
+        case .document: .propertyDictionary(activity.document.map { documentDescription($0.snapshot.info) } ?? [:])
+        }
     }
 }

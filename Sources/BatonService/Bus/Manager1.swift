@@ -4,8 +4,8 @@ import BatonCore
 import BatonDBus
 
 /// org.baton.Manager1 at /org/baton: create activities, find the current one, register handlers.
-extension ActivityService {
-    nonisolated func managerInterface() -> DBusInterface {
+extension ActivityBus {
+    func managerInterface() -> DBusInterface {
         DBusInterface(BatonInterface.manager, methods: [
             DBusMethod(OrgBaton.Manager1.createActivity, budget: .userInfoCall) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
@@ -13,7 +13,9 @@ extension ActivityService {
             },
             DBusMethod(OrgBaton.Manager1.getCurrentActivity) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
-                return [.objectPath(try await self.currentActivityPath(for: call.sender))]
+                let activities = try self.activities()
+                let uid = try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.callerUID(call.sender) }
+                return [.objectPath(await activities.currentActivity(of: uid)?.objectPath ?? "/")]
             },
             DBusMethod(OrgBaton.Manager1.registerHandler) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
@@ -27,30 +29,38 @@ extension ActivityService {
             },
             DBusMethod(OrgBaton.Manager1.unregisterHandler) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
-                try await self.unregisterHandler(call)
+                let activities = try self.activities(), handlers = try self.handlers()
+                let uid = try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.callerUID(call.sender) }
+                guard let path = call.arguments.first?.objectPathValue else { throw DBusError.invalidArguments("UnregisterHandler takes (o handler)") }
+                try await mappingActivityFailures { () throws(ActivityFailure) in
+                    try await handlers.unregisterHandler(HandlerKey(connection: call.sender, path: path), uid: uid)
+                }
                 return []
             },
             DBusMethod(OrgBaton.Manager1.registerAgent) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
-                try await self.registerAgent(call)
+                let activities = try self.activities(), handlers = try self.handlers()
+                let uid = try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.callerUID(call.sender) }
+                guard let path = call.arguments.first?.objectPathValue, path != "/" else {
+                    throw DBusError.invalidArguments("RegisterAgent takes (o agent), a path other than /")
+                }
+                try await mappingActivityFailures { () throws(ActivityFailure) in
+                    try await handlers.registerAgent(HandlerKey(connection: call.sender, path: path), uid: uid)
+                }
                 return []
             },
             DBusMethod(OrgBaton.Manager1.getHandledTypes) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
-                return [.stringArray(try await self.handledTypes(for: call.sender))]
+                let activities = try self.activities(), handlers = try self.handlers()
+                let uid = try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.callerUID(call.sender) }
+                return [.stringArray(await handlers.handledTypes(uid: uid))]
             },
             DBusMethod(OrgBaton.Manager1.getStatus) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
-                await self.refreshRadio()
-                var status = await self.managerStatus()
-                let uid = try? await self.callerUID(call.sender)
-                // Names a pairing peer or member: for the machine's ring users only (RingService.refusedChange).
-                if let uid, let refusal = await self.ringRefusal?(uid) {
-                    status.ringChangeRefused = refusal.sentence
-                    status.ringChangeRefusedTime = refusal.time
-                }
+                let activities = try self.activities(), handlers = try self.handlers()
+                var (status, uid) = await activities.managerStatus(for: call.sender)
                 // Per caller: whether an app continued for this user can be started.
-                if let uid { status.sessionAgent = await self.hasAgent(uid: uid) }
+                if let uid { status.sessionAgent = await handlers.hasAgent(uid: uid) }
                 return [status.dbusValue]
             },
         ], properties: [
@@ -60,7 +70,8 @@ extension ActivityService {
     }
 
     func createActivity(_ call: DBusMethodCall) async throws -> String {
-        let uid = try await callerUID(call.sender)
+        let activities = try activities()
+        let uid = try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.callerUID(call.sender) }
         guard call.arguments.count == 4, let type = call.arguments[0].stringValue, let title = call.arguments[1].stringValue else {
             throw DBusError.invalidArguments("CreateActivity takes (s type, s title, a{sv} userInfo, a{sv} options)")
         }
@@ -69,25 +80,18 @@ extension ActivityService {
         if let source = options.sourcePath, source == "/" {
             throw DBusError.invalidArguments("Source must be an object path other than /")
         }
-        guard !recentlyVanished.contains(call.sender) else { throw DBusError.failed("the calling connection has closed") }
-        let (id, events) = try Self.decode { () throws(RegistryError) in
-            try registry.create(owner: ActivityOwner(uid: uid, connection: call.sender), type: type, title: title,
-                                userInfo: userInfo, options: options)
+        let id = try await mappingActivityFailures { () throws(ActivityFailure) in
+            try await activities.createActivity(sender: call.sender, uid: uid, type: type, title: title, userInfo: userInfo, options: options)
         }
-        await apply(events)
         return id.objectPath
     }
 
-    func currentActivityPath(for sender: String) async throws -> String {
-        let uid = try await callerUID(sender)
-        return registry.currentActivity(of: uid)?.objectPath ?? "/"
-    }
-
-    /// GetStatus in BatonAPI's coding (the one the client decodes).
-    func managerStatus() -> ManagerStatus {
-        ManagerStatus(state: state.rawValue, adapter: configuration.adapter, radio: radio.word.rawValue, radioDetail: radio.detail,
-                      lePrivacy: radio.privacy?.word.rawValue, lePrivacyDetail: radio.privacy?.detail,
-                      errors: errorLog.records.map { .init(time: $0.time, category: $0.category.rawValue, count: $0.count) },
-                      secretsAtRest: configuration.secretsAtRest)
+    func registerHandler(_ call: DBusMethodCall) async throws {
+        let activities = try activities(), handlers = try handlers()
+        let uid = try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.callerUID(call.sender) }
+        let (path, types, versions) = try Self.decodeHandler(call.arguments)
+        try await mappingActivityFailures { () throws(ActivityFailure) in
+            try await handlers.registerHandler(HandlerKey(connection: call.sender, path: path), uid: uid, types: types, versions: versions)
+        }
     }
 }

@@ -21,10 +21,7 @@ extension RadioService: ActivityPublisher {
     @discardableResult
     public func publish(_ record: ActivityRecord, uid: UInt32) async throws(RadioError) -> UInt32 {
         // Kept even without a radio: the radio is only discovery, the record is what a fetch returns.
-        published[uid] = record
-        advertisedUID = uid
-        let content = AdvertContent(activityType: record.activityType, hasWebpageURL: record.webpageURL != nil)
-        let actions = planner.publish(content, nowSeconds: clock.unixSeconds())
+        let actions = air(publications.publish(record, uid: uid))
         // Without a radio the content and its revision still count for FetchActivity.
         guard port != nil else {
             try? persistCounters(of: actions)
@@ -35,18 +32,24 @@ extension RadioService: ActivityPublisher {
     }
 
     public func withdraw(uid: UInt32) async {
-        published[uid] = nil
-        guard advertisedUID == uid else { return }
-        advertisedUID = nil
-        await carry(planner.withdraw(nowSeconds: clock.unixSeconds()))
+        await carry(air(publications.withdraw(uid: uid)))
+    }
+
+    /// The planner's actions for what the publications book says the advert must carry.
+    private func air(_ change: PublicationBook.Air) -> [OnAirPlanner.Action] {
+        switch change {
+        case .activity(let content): planner.publish(content, nowSeconds: clock.unixSeconds())
+        case .presence: planner.withdraw(nowSeconds: clock.unixSeconds())
+        case .unchanged: []
+        }
     }
 
     /// The record behind the current advert, for FetchActivity.
-    public func currentRecord() -> ActivityRecord? { advertisedUID.flatMap { published[$0] } }
+    public func currentRecord() -> ActivityRecord? { publications.current?.record }
 
     /// The current activity as a FetchActivity sees it: its type hash and advert revision.
     public func currentPublication() -> Publication? {
-        guard let uid = advertisedUID, let record = currentRecord() else { return nil }
+        guard let (uid, record) = publications.current else { return nil }
         let hash = DerivedKeys(secret: ownSecret).typeHash(record.activityType)
         return Publication(uid: uid, record: record, typeHash: hash, revision: planner.sender.counters.revision)
     }

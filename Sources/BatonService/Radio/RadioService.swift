@@ -25,9 +25,8 @@ public actor RadioService {
     /// Whether the ring has other members; handed to the planner once the radio started.
     var hasMembers = false
     var started = false
-    /// The activity each user last published; the advert carries the newest one.
-    var published: [UInt32: ActivityRecord] = [:]
-    var advertisedUID: UInt32?
+    /// What each user published and what the advert stands for (the core's one owner of it).
+    var publications = PublicationBook()
     var book = RadioBook()
     var eventTask: Task<Void, Never>?
     var sightingObservers: [String: SightingObserver] = [:]

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
 
-extension ActivityService: TransferActivities {
+extension Activities: TransferActivities {
     /// The user's current activity as it leaves the machine for a FetchActivity: WillSave first when
     /// the app asked for it (a late or failing source leaves the last saved state). Nil when the user
     /// has no current activity, or it ended meanwhile.
