@@ -22,13 +22,14 @@ public enum DaemonReachability {
     /// What a person reads for a failed command: what happened, why and the fix. The bus's own
     /// errors (org.freedesktop.DBus.Error.*: a policy's "Rejected send message, 2 matched rules",
     /// "No such object path", a connection refused) are put in words; batond's documented errors
-    /// (org.baton.Error.*) keep their name, for scripts, and batond's message, written for people
-    /// (NotPermitted says who may and what to do: join group baton, use the active desktop session,
-    /// authenticate as an administrator, start polkit).
+    /// (org.baton.Error.*) are batond's message, written for people (NotPermitted says who may and
+    /// what to do: join group baton, use the active desktop session, authenticate as an
+    /// administrator, start polkit), then the error's short name in brackets for scripts and bug
+    /// reports ("(NotPermitted)"), not the D-Bus name.
     public static func sentence(for error: BatonClientError, options: GlobalOptions, command: String) -> String {
         if let explanation = explanation(for: error, options: options) { return explanation }
         if error.name == busUnreachableName { return error.message }
-        if error.code != nil { return "\(error.name): \(error.message)" }
+        if error.code != nil { return "\(error.message) (\(shortName(error.name)))" }
         switch error.name {
         case DBusError.accessDeniedName:
             // The shipped policy lets every user through to batond, which decides (group baton, else

@@ -231,6 +231,12 @@ struct DoctorTests {
         #expect(stale.result == .warning)
         #expect(stale.detail.contains("last heard 10 min ago"))
         #expect(stale.fix != nil)
+        // Issue 26: alone, the fix says who may pair (not only root or group baton) and what `with NAME` needs.
+        let alone = DaemonChecks.ringFinding([], now: 1000)
+        #expect(alone.result == .failed)
+        #expect(alone.fix == "pair: `bt-pair accept` on one machine, `bt-pair with NAME` on the other (NAME needs Bluetooth or "
+                + "avahi-daemon on both; else the `bt-pair with HOST:PORT --session ID` line `bt-pair accept` prints); as root, "
+                + "in group baton or with an administrator's password (polkit asks for it)")
     }
 
     @Test("LE privacy: off with connectable adverts is a warning whose fix is main.conf's Privacy = device")

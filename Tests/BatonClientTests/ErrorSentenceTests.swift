@@ -22,9 +22,9 @@ struct ErrorSentenceTests {
         #expect(text.contains("older org.baton.conf") && text.contains("reinstall baton"), "\(text)")
     }
 
-    @Test func batondsRefusalKeepsItsNameAndItsFix() {
+    @Test func batondsRefusalKeepsItsFixAndItsShortName() {
         let text = sentence("org.baton.Error.NotPermitted", "pairing and removal need root, group baton or an administrator's password", "accept")
-        #expect(text == "org.baton.Error.NotPermitted: pairing and removal need root, group baton or an administrator's password")
+        #expect(text == "pairing and removal need root, group baton or an administrator's password (NotPermitted)")
     }
 
     @Test func unknownObjectSaysWhatListsTheRest() {
@@ -48,9 +48,10 @@ struct ErrorSentenceTests {
         #expect(!text.contains("org.freedesktop") && !text.contains("Failed to connect"), "\(text)")
     }
 
-    @Test func batondsOwnErrorsKeepTheirNameForScripts() {
+    /// Issue 26: batond's message, then the short name in brackets for scripts; no "org.baton.Error." to a person.
+    @Test func batondsOwnErrorsKeepTheirShortNameForScripts() {
         let text = sentence("org.baton.Error.InvalidArguments", "the type needs two dots", "publish")
-        #expect(text == "org.baton.Error.InvalidArguments: the type needs two dots")
+        #expect(text == "the type needs two dots (InvalidArguments)")
     }
 
     @Test func noOtherBusErrorIsShownRaw() {

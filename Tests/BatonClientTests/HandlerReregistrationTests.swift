@@ -7,7 +7,8 @@ import Testing
 
 /// Issue 26: batond restarted under a running baton-agent and baton-browser-host (an upgrade,
 /// Restart=on-failure, `systemctl restart batond`): both register their handled types again when
-/// batond's bus name gets its new owner, instead of leaving `baton handled-types` empty.
+/// batond's bus name gets its new owner, instead of leaving `baton handled-types` empty; and the
+/// agent registers itself again as this user's session agent (`baton status`: "Agent").
 @Suite("handlers survive a restart of batond", .serialized)
 struct HandlerReregistrationTests {
     @Test func agentAndBrowserHostRegisterAgainWhenBatondRestarts() async throws {
@@ -44,6 +45,9 @@ struct HandlerReregistrationTests {
                 before = (try? await client.handledTypes()) ?? []
                 return before.count >= 2
             }
+            try await eventually(timeout: .seconds(20), "batond sees the session agent") {
+                (try? await client.status().sessionAgent) == true
+            }
 
             // Kill batond and start another one on the same bus and name: it knows no handlers.
             let bus = try daemon.rawConnection()
@@ -78,6 +82,16 @@ struct HandlerReregistrationTests {
                 }
             } catch {
                 Issue.record("after the restart batond knows \(after), before \(before)")
+            }
+            // The new batond knew no agent either: baton-agent's RegisterAgent came again.
+            var agentSeen: Bool?
+            do {
+                try await eventually(timeout: .seconds(20), "the session agent comes back") {
+                    agentSeen = try? await client.status().sessionAgent
+                    return agentSeen == true
+                }
+            } catch {
+                Issue.record("after the restart batond's status says SessionAgent \(agentSeen.map(String.init) ?? "absent")")
             }
             try? browserInput.fileHandleForWriting.close()
         }

@@ -2,6 +2,9 @@
 import BatonTestBus
 import BatonDBus
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 import Testing
 @testable import BatonService
@@ -316,6 +319,23 @@ func json(_ line: String?) -> [String: Any] {
         #expect(!help.contains("--yes") && !help.contains("--test-auto-confirm"))
     }
 
+    /// Issue 26: a dial to a port nothing listens on says so in words with the fix, exit 4; no
+    /// "errno", no D-Bus error name (the socket is bound, never listening: the kernel refuses).
+    @Test func aClosedPortIsSaidInWordsWithTheFix() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let b = try await RingNode.start(bus, name: "beta")
+        let closed = try BoundNotListening()
+        defer { closed.close() }
+        let (status, out, err) = try await runTool(tool, ["--bus", bus.address, "--bus-name", b.busName, "with", "127.0.0.1:\(closed.port)",
+                                                          "--session", "0011223344556677", "--code", "123456"])
+        #expect(status == 4, "\(err)")
+        #expect(out.isEmpty)
+        #expect(err == "bt-pair with: cannot reach \"127.0.0.1:\(closed.port)\": nothing is listening there: is `bt-pair accept` still "
+                + "running on that machine, and is the port the one it printed? (UnknownDevice)\n", "\(err)")
+        #expect(!err.contains("errno") && !err.contains("org.baton.Error"), "\(err)")
+    }
+
     @Test func usageErrorsExit64() async throws {
         for arguments in [["bogus"], ["with"], ["with", "h:1"], ["--frobnicate"], ["remove"], ["list", "extra"], ["--bus"]] {
             let (status, out, err) = try await runTool(tool, arguments)
@@ -325,4 +345,30 @@ func json(_ line: String?) -> [String: Any] {
         }
         #expect(try await runTool(tool, ["--help"]).0 == 0)
     }
+}
+
+/// A TCP socket bound to a free port on 127.0.0.1 that never listens: a connect to it is refused.
+struct BoundNotListening {
+    let descriptor: Int32
+    let port: UInt16
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw CocoaError(.fileNoSuchFile) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sockaddr in
+                bind(fd, sockaddr, length) == 0 && getsockname(fd, sockaddr, &length) == 0
+            }
+        }
+        guard bound else { Glibc.close(fd); throw CocoaError(.fileNoSuchFile) }
+        descriptor = fd
+        port = UInt16(bigEndian: address.sin_port)
+    }
+
+    func close() { Glibc.close(descriptor) }
 }

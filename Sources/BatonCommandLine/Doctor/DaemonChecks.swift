@@ -256,10 +256,15 @@ public struct DaemonChecks: Sendable {
         return Self.ringFinding(members, now: now)
     }
 
+    /// Who may pair, and that `with NAME` finds the other machine only over Bluetooth or DNS-SD.
+    static let pairingFix = "pair: `bt-pair accept` on one machine, `bt-pair with NAME` on the other (NAME needs Bluetooth or "
+        + "avahi-daemon on both; else the `bt-pair with HOST:PORT --session ID` line `bt-pair accept` prints); as root, "
+        + "in group baton or with an administrator's password (polkit asks for it)"
+
     static func ringFinding(_ members: [RingMember], now: Int64) -> DoctorFinding {
         guard !members.isEmpty else {
             return DoctorFinding("ring", .failed, "this machine is alone in its ring: suggestions come only from paired machines",
-                                 fix: "pair: `bt-pair accept` on one machine, `bt-pair with NAME` on the other (root or group baton)")
+                                 fix: Self.pairingFix)
         }
         let described = members.map { member in
             let heard = member.lastSeen.map { "last heard \(Self.age(now - $0)) ago" } ?? "never heard"

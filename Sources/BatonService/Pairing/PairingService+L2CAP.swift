@@ -79,7 +79,7 @@ extension PairingService {
                     attempt += 1
                     continue
                 }
-                throw .unknownDevice("cannot reach ble:\(target.address)/0x\(String(psm, radix: 16)) (\(attempt) dial(s), last \(took) s): \(error)")
+                throw .unknownDevice("cannot reach ble:\(target.address)/0x\(String(psm, radix: 16)) (\(attempt) dial(s), last \(took) s): \(Self.describeDial(error, over: .bluetooth))")
             }
         }
     }

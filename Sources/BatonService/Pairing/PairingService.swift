@@ -101,7 +101,7 @@ public actor PairingService {
         let listener: PlainFrameListener
         do { listener = try PlainFrameListener(host: host ?? listenHost, port: 0) } catch {
             startingSessions -= 1
-            throw .failed("cannot listen for pairing on that address: \(Self.describe(error))")
+            throw .failed("cannot listen for pairing on that address: \(Self.describeListen(error))")
         }
         let sessionID = SystemRandom().bytes(8)
         let bluetoothListener = await openPairingL2CAPListener()
@@ -130,7 +130,7 @@ public actor PairingService {
             throw .invalidArguments("target must be HOST:PORT or ble:ADDRESS/PSM")
         }
         do { return try await PlainFrameConnector.connect(host: host, port: port, timeout: .seconds(10)) } catch {
-            throw .unknownDevice("cannot reach \(echoed(target)): \(Self.describe(error))")
+            throw .unknownDevice("cannot reach \(echoed(target)): \(Self.describeDial(error))")
         }
     }
 
@@ -333,17 +333,6 @@ public actor PairingService {
         guard !text.isEmpty, text.utf8.count <= Int(INET6_ADDRSTRLEN) else { return false }
         var buffer = [UInt8](repeating: 0, count: 16)
         return inet_pton(AF_INET, text, &buffer) == 1 || inet_pton(AF_INET6, text, &buffer) == 1
-    }
-
-    /// A transport failure for an error message, without the caller's text that some carry.
-    static func describe(_ error: TransportError) -> String {
-        switch error {
-        case .addressUnavailable: "address unavailable"
-        case .socket(let operation, let code): "\(operation) failed (errno \(code))"
-        case .connectTimedOut, .timedOut: "timed out"
-        case .closed: "connection closed"
-        default: echoed("\(error)", limit: 80)
-        }
     }
 }
 
