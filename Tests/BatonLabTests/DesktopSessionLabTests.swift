@@ -5,29 +5,32 @@ import Foundation
 import Synchronization
 import Testing
 
-/// One logind session of the lab's ordinary user in the systemd boot (`scripts/lab/run --init
-/// systemd`): getty's autologin logged `baton-desk` in on `tty`, and its login shell runs
-/// scripts/lab/guest/desk-session, which runs each job this test writes to ~/lab/TTY/ inside that
-/// session (so polkit and logind see the processes where a person's desktop programs would be).
+/// One logind session of an ordinary user in the lab's systemd boot (`scripts/lab/run --init
+/// systemd`): getty's autologin logged `baton-desk` in on tty1 and `baton-other` on tty2, and each
+/// login shell runs scripts/lab/guest/desk-session, which runs each job this test writes to
+/// ~/lab/TTY/ inside that session (so polkit and logind see the processes where a person's desktop
+/// programs would be).
 struct DeskSession: Sendable {
-    static let user = "baton-desk"
+    let user: String
+    let home: String
     let tty: String
     let spool: URL
     /// logind's session id (XDG_SESSION_ID of the login shell).
     let id: String
 
-    static var home: String {
+    static func home(of user: String) -> String {
         guard let entry = getpwnam(user), let directory = entry.pointee.pw_dir else { return "/home/\(user)" }
         return String(cString: directory)
     }
 
     /// Waits until the session's runner listens (autologin happens while the lab starts BlueZ).
-    static func open(tty: String) async throws -> DeskSession {
+    static func open(tty: String, user: String) async throws -> DeskSession {
+        let home = home(of: user)
         let spool = URL(fileURLWithPath: home).appendingPathComponent("lab/\(tty)")
         let ready = spool.appendingPathComponent("ready").path
         for _ in 0..<600 {
             if let id = try? String(contentsOfFile: ready, encoding: .utf8) {
-                return DeskSession(tty: tty, spool: spool, id: id.trimmingCharacters(in: .whitespacesAndNewlines))
+                return DeskSession(user: user, home: home, tty: tty, spool: spool, id: id.trimmingCharacters(in: .whitespacesAndNewlines))
             }
             try await Task.sleep(for: .milliseconds(200))
         }
@@ -83,7 +86,7 @@ struct DeskSession: Sendable {
         func stop() { kill(pid, SIGTERM) }
         /// The logind session the process belongs to (from its cgroup: session-ID.scope).
         var sessionScope: String {
-            let cgroup = DeskSession.read("/proc/\(pid)/cgroup")
+            let cgroup = DeskSession.read("/proc/\(pid)/cgroup").trimmingCharacters(in: .whitespacesAndNewlines)
             return cgroup.split(separator: "/").first { $0.hasPrefix("session-") && $0.hasSuffix(".scope") }.map(String.init) ?? "none in \(cgroup)"
         }
     }
@@ -92,6 +95,16 @@ struct DeskSession: Sendable {
     func properties() async throws -> [String: String] {
         let (_, out, _) = try await runTool("/bin/loginctl", ["show-session", id, "-p", "Active", "-p", "Seat", "-p", "Type", "-p", "Remote",
                                                              "-p", "Name", "-p", "Class", "-p", "VTNr", "-p", "State", "-p", "TTY"])
+        return Self.parse(out)
+    }
+
+    /// logind's view of the session's user (`loginctl show-user`): State is what polkit reads.
+    func userProperties() async throws -> [String: String] {
+        let (_, out, _) = try await runTool("/bin/loginctl", ["show-user", user, "-p", "State", "-p", "Display", "-p", "Sessions"])
+        return Self.parse(out)
+    }
+
+    static func parse(_ out: String) -> [String: String] {
         var values: [String: String] = [:]
         for line in out.split(separator: "\n") {
             let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
@@ -110,32 +123,54 @@ enum DeskSessionError: Error, CustomStringConvertible {
 }
 
 /// Issue 26's last proof: the desktop test as a person runs it. In the lab's systemd boot an
-/// ordinary user (not root, not in group baton) is logged in on tty1 (the active session) and on
-/// tty2 (a session that is not active); batond runs as root on the system bus with the shipped bus
-/// policy and polkit with the shipped actions. In tty1's session: Xvfb, dunst, baton-agent and a
-/// handler app (examples/python/reader.py); alpha publishes over the air, the notification appears
-/// in dunst, `dunstctl action 0` clicks Continue and the handler gets the activity. Then the same
-/// click with the agent of tty2's session is refused by polkit, and that agent says so in a
-/// notification. Alone: `scripts/lab/test --init systemd -- --filter DesktopSessionLabTests`.
+/// ordinary user, baton-desk (not root, not in group baton), is logged in on tty1, the active
+/// session, and another, baton-other, on tty2, a session that is not active; batond runs as root on
+/// the system bus with the shipped bus policy, polkitd with the shipped actions. In tty1's session:
+/// Xvfb, dunst, baton-agent and a handler app (examples/python/reader.py); alpha publishes over the
+/// air, the notification appears in dunst, `dunstctl action 0` clicks Continue and the handler gets
+/// the activity. The control: the same click in tty2's session (its own Xvfb, dunst and agent) is
+/// refused by polkit, and that agent says so in a notification. (Not a second session of
+/// baton-desk: polkit counts a session active when any session of its user is.)
+/// Alone: `scripts/lab/test --init systemd -- --filter DesktopSessionLabTests`.
 @Suite(.serialized, .enabled(if: Lab.isInside && ProcessInfo.processInfo.environment["LAB_INIT"] == "systemd",
                              "needs the lab's systemd boot (scripts/lab/run --init systemd)"))
 struct DesktopSessionLabTests {
     static let systemBus = "unix:path=/run/dbus/system_bus_socket"
 
+    /// A desktop in `session`: Xvfb on `display`, dunst on the user's session bus.
+    func desktop(in session: DeskSession, display: Int, lab: DaemonPair) async throws -> [DeskSession.Job] {
+        let xvfb = try await session.start("xvfb", "/usr/bin/Xvfb :\(display) -screen 0 800x600x24 -nolisten tcp")
+        #expect(await lab.eventually(30) { FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(display)") }, "\(xvfb.log)")
+        let configuration = session.home + "/lab/dunstrc"
+        try "[global]\n    font = Monospace 8\n".write(toFile: configuration, atomically: true, encoding: .utf8)
+        chmod(configuration, 0o644)
+        let dunst = try await session.start("dunst", "/usr/bin/dunst -conf \(configuration)", environment: ["DISPLAY": ":\(display)"])
+        #expect(await lab.eventually(30) { await dunstctl(session, "count displayed") == "0" }, "\(dunst.log)")
+        return [xvfb, dunst]
+    }
+
+    func dunstctl(_ session: DeskSession, _ arguments: String) async -> String {
+        ((try? await session.run("dunstctl", "/usr/bin/dunstctl \(arguments)"))?.1 ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     @Test(.enabled(if: TwoDaemonsLabTests.desktopAvailable, "needs dunst, dunstctl and Xvfb (scripts/install-deps)"))
     func anOrdinaryUserInTheActiveSessionContinuesByClickingTheNotification() async throws {
-        // The two sessions of the ordinary user, as logind sees them.
-        let active = try await DeskSession.open(tty: "tty1")
-        let inactive = try await DeskSession.open(tty: "tty2")
+        // The two sessions, as logind sees them (and polkit asks it).
+        let active = try await DeskSession.open(tty: "tty1", user: "baton-desk")
+        let inactive = try await DeskSession.open(tty: "tty2", user: "baton-other")
         let activeState = try await active.properties(), inactiveState = try await inactive.properties()
         #expect(activeState["Active"] == "yes" && activeState["Seat"] == "seat0" && activeState["Remote"] == "no"
-                && activeState["Name"] == DeskSession.user && activeState["Type"] == "tty", "\(activeState)")
-        #expect(inactiveState["Active"] == "no" && inactiveState["Seat"] == "seat0" && inactiveState["Name"] == DeskSession.user,
+                && activeState["Name"] == "baton-desk" && activeState["Type"] == "tty", "\(activeState)")
+        #expect(inactiveState["Active"] == "no" && inactiveState["Seat"] == "seat0" && inactiveState["Name"] == "baton-other",
                 "\(inactiveState)")
-        let (_, identity, _) = try await active.run("id", "id -u; id -Gn")
-        let lines = identity.split(separator: "\n").map(String.init)
-        #expect(lines.first != "0" && !(lines.last ?? "").split(separator: " ").contains("baton") && !(lines.last ?? "").contains("sudo"),
-                "the lab's user must be ordinary: \(identity)")
+        #expect(try await active.userProperties()["State"] == "active")
+        #expect(try await inactive.userProperties()["State"] == "online")
+        for session in [active, inactive] {
+            let (_, identity, _) = try await session.run("id", "id -u; id -Gn")
+            let lines = identity.split(separator: "\n").map(String.init)
+            let groups = (lines.last ?? "").split(separator: " ")
+            #expect(lines.first != "0" && !groups.contains("baton") && !groups.contains("sudo"), "\(session.user) must be ordinary: \(identity)")
+        }
 
         // Two batond on the system bus, as root (as batond.service runs it): beta as org.baton.
         let lab = try DaemonPair(systemBus: Self.systemBus, busNames: ["beta": "org.baton"])
@@ -145,21 +180,13 @@ struct DesktopSessionLabTests {
         #expect(await lab.eventually(20) { (try? await lab.cli("bt-pair", "beta", ["list"]))?.0 == 0 }, "\(lab.log("beta"))")
         try await TwoDaemonsLabTests().pairOverTCP(lab)
 
-        // The desktop of tty1's session: Xvfb, dunst on the user's session bus, baton-agent, the app.
-        let display = ":5"
-        let xvfb = try await active.start("xvfb", "/usr/bin/Xvfb \(display) -screen 0 800x600x24 -nolisten tcp")
-        #expect(await lab.eventually(20) { FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X5") }, "\(xvfb.log)")
-        let configuration = DeskSession.home + "/lab/dunstrc"
-        try "[global]\n    font = Monospace 8\n".write(toFile: configuration, atomically: true, encoding: .utf8)
-        chmod(configuration, 0o644)
-        let dunst = try await active.start("dunst", "/usr/bin/dunst -conf \(configuration)", environment: ["DISPLAY": display])
-        func dunstctl(_ session: DeskSession, _ arguments: String) async -> String {
-            ((try? await session.run("dunstctl", "/usr/bin/dunstctl \(arguments)"))?.1 ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
-        }
-        #expect(await lab.eventually(30) { await dunstctl(active, "count displayed") == "0" }, "\(dunst.log)")
+        // tty1's desktop: Xvfb, dunst on the user's session bus, baton-agent, the app.
+        var jobs = try await desktop(in: active, display: 5, lab: lab)
         let agent = try await active.start("agent", product("baton-agent"))
         let reader = FileManager.default.currentDirectoryPath + "/examples/python/reader.py"
         let handler = try await active.start("reader", "/usr/bin/python3 -u \(reader) --bus system --bus-name org.baton --handler-only")
+        jobs += [agent, handler]
+        defer { for job in jobs { job.stop() } }
         #expect(await lab.eventually(30) { handler.output.contains("handler /org/example/Reader/handler") }, "\(handler.log)")
         // Both belong to tty1's logind session.
         #expect(agent.sessionScope == "session-\(active.id).scope" && handler.sessionScope == "session-\(active.id).scope",
@@ -200,13 +227,14 @@ struct DesktopSessionLabTests {
         #expect(await lab.eventually(20) { continued.withLock { $0 } == ["beta"] }, "\(logs())")
         #expect(await lab.eventually(20) { await dunstctl(active, "count displayed") == "0" }, "\(logs())")
         #expect(!(await dunstctl(active, "history")).contains("Could not continue here"))
-
-        // 2. The control: tty2's session is not active. Its agent posts the suggestion and the user
-        //    clicks it; polkit refuses org.baton.continue, and the agent says why in a notification.
-        agent.stop()
-        #expect(await lab.eventually(20) { !agent.isRunning })
         _ = try await source.call(destination: "org.baton.alpha", path: first, interface: "org.baton.Activity1", method: "Invalidate", timeout: .seconds(10))
+
+        // 2. The control: tty2's session is not active. Its agent shows the next activity on its own
+        //    dunst and its user clicks Continue; polkit refuses org.baton.continue, nothing reaches
+        //    the app, and the agent says why in a notification.
+        jobs += try await desktop(in: inactive, display: 6, lab: lab)
         let outsider = try await inactive.start("agent", product("baton-agent"))
+        jobs.append(outsider)
         #expect(outsider.sessionScope == "session-\(inactive.id).scope", "\(outsider.sessionScope)")
         _ = try await publish("Dune, page 3")
         #expect(await lab.eventually(40) { await dunstctl(inactive, "count displayed") == "1" }, "\(logs())\n\(outsider.log)")
@@ -222,9 +250,5 @@ struct DesktopSessionLabTests {
         try await Task.sleep(for: .seconds(2))
         #expect(continues().count == 1, "\(handler.log)")
         #expect(continued.withLock { $0 } == ["beta"])
-        outsider.stop()
-        handler.stop()
-        dunst.stop()
-        xvfb.stop()
     }
 }
