@@ -38,22 +38,38 @@ func product(_ name: String) -> String {
     return FileManager.default.isExecutableFile(atPath: beside) ? beside : FileManager.default.currentDirectoryPath + "/.build/debug/" + name
 }
 
-/// Two real batond processes, each on its own virtual controller, serving on a private bus.
+/// Two real batond processes, each on its own virtual controller, serving on a private bus (or, with
+/// `init(systemBus:busNames:)`, on the VM's system bus under the names given).
 final class DaemonPair: @unchecked Sendable {
     let directory: URL
     let address: String
-    let bus: TestBus
+    let bus: TestBus?
+    /// Bus names by daemon name; a daemon not listed is org.baton.NAME.
+    let busNames: [String: String]
+    func busName(_ name: String) -> String { busNames[name] ?? "org.baton.\(name)" }
     var daemons: [Process] = []
     var named: [String: Process] = [:]
 
     let created = Date()
 
-    init() throws {
+    convenience init() throws {
+        // dbus-daemon, or dbus-broker with BATON_TEST_BUS=broker (scripts/lab/run --bus broker).
+        let bus = try TestBus()
+        try self.init(bus: bus, address: bus.address, busNames: [:])
+    }
+
+    /// The daemons on the system bus (`scripts/lab/run --init systemd`, where the shipped policy
+    /// lets root own the names), e.g. beta as org.baton.
+    convenience init(systemBus address: String, busNames: [String: String]) throws {
+        try self.init(bus: nil, address: address, busNames: busNames)
+    }
+
+    private init(bus: TestBus?, address: String, busNames: [String: String]) throws {
         directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("baton-lab-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        // dbus-daemon, or dbus-broker with BATON_TEST_BUS=broker (scripts/lab/run --bus broker).
-        bus = try TestBus()
-        address = bus.address
+        self.bus = bus
+        self.address = address
+        self.busNames = busNames
         // BATON_LAB_KEEP_LINKS=1 (a diagnostic, docs/lab.md): the links stay, to tell what the lab's
         // own disconnect does apart from what the tests before did.
         if Lab.isInside, ProcessInfo.processInfo.environment["BATON_LAB_KEEP_LINKS"] != "1" {
@@ -68,7 +84,7 @@ final class DaemonPair: @unchecked Sendable {
                stateDirectory: String? = nil) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: launcher.first ?? product("batond"))
-        process.arguments = (launcher.isEmpty ? [] : Array(launcher.dropFirst()) + [product("batond")]) + ["--bus-address", address, "--bus-name", "org.baton.\(name)", "--state-dir", stateDirectory ?? directory.appendingPathComponent(name).path,
+        process.arguments = (launcher.isEmpty ? [] : Array(launcher.dropFirst()) + [product("batond")]) + ["--bus-address", address, "--bus-name", busName(name), "--state-dir", stateDirectory ?? directory.appendingPathComponent(name).path,
                              "--adapter", adapter, "--listen", "127.0.0.1", "--name", name] + extraArguments
         // As systemd's RuntimeDirectory does for the installed service: the advert boot mark
         // (protocol §4.2 "Restarts") lives there, so a restart within this boot seals at once.
@@ -127,7 +143,7 @@ final class DaemonPair: @unchecked Sendable {
 
     func cli(_ tool: String, _ name: String, _ arguments: [String]) async throws -> (Int32, String, String) {
         let started = Date()
-        let result = try await runTool(product(tool), ["--bus", address, "--bus-name", "org.baton.\(name)"] + arguments)
+        let result = try await runTool(product(tool), ["--bus", address, "--bus-name", busName(name)] + arguments)
         mark("\(tool) \(name) \(arguments.joined(separator: " ")) → \(result.0), began \(stamp(started))")
         return result
     }
@@ -160,11 +176,11 @@ final class DaemonPair: @unchecked Sendable {
 
     /// `bt-pair with` on `name`, its user typing the code that `acceptor`'s confirming session shows.
     func pairWith(_ name: String, acceptor: String, _ arguments: [String]) async throws -> (Int32, String, String) {
-        let address = address
+        let address = address, acceptorName = busName(acceptor)
         let started = Date()
-        let result = try await runTool(product("bt-pair"), ["--bus", address, "--bus-name", "org.baton.\(name)", "with"] + arguments) {
+        let result = try await runTool(product("bt-pair"), ["--bus", address, "--bus-name", busName(name), "with"] + arguments) {
             for _ in 0..<120 {
-                if let code = try? await Self.confirmingCode(address: address, daemon: acceptor) { return code + "\n" }
+                if let code = try? await Self.confirmingCode(address: address, busName: acceptorName) { return code + "\n" }
                 try? await Task.sleep(for: .milliseconds(250))
             }
             return nil
@@ -180,11 +196,11 @@ final class DaemonPair: @unchecked Sendable {
     /// `bt-pair accept` on `name` (arguments after the bus options); its user types the second code
     /// that `initiator`'s session shows once the initiator's user typed the first (§7.1).
     func accept(_ name: String, initiator: String, _ arguments: [String]) async throws -> (Int32, String, String) {
-        let address = address
+        let address = address, initiatorName = busName(initiator)
         let started = Date()
-        let result = try await runTool(product("bt-pair"), ["--bus", address, "--bus-name", "org.baton.\(name)"] + arguments) {
+        let result = try await runTool(product("bt-pair"), ["--bus", address, "--bus-name", busName(name)] + arguments) {
             for _ in 0..<480 {
-                if let code = try? await Self.confirmingCode(address: address, daemon: initiator) { return code + "\n" }
+                if let code = try? await Self.confirmingCode(address: address, busName: initiatorName) { return code + "\n" }
                 try? await Task.sleep(for: .milliseconds(250))
             }
             return nil
@@ -196,7 +212,11 @@ final class DaemonPair: @unchecked Sendable {
     /// The Code of the daemon's pairing session that is confirming, if any: the acceptor shows the
     /// first code, the initiator the second once its user typed the first.
     static func confirmingCode(address: String, daemon: String) async throws -> String? {
-        let (_, out, _) = try await runTool("/usr/bin/dbus-send", ["--bus=\(address)", "--print-reply", "--dest=org.baton.\(daemon)",
+        try await confirmingCode(address: address, busName: "org.baton.\(daemon)")
+    }
+
+    static func confirmingCode(address: String, busName: String) async throws -> String? {
+        let (_, out, _) = try await runTool("/usr/bin/dbus-send", ["--bus=\(address)", "--print-reply", "--dest=\(busName)",
             "/org/baton", "org.freedesktop.DBus.ObjectManager.GetManagedObjects"])
         for session in out.components(separatedBy: "object path \"/org/baton/ring/pairing/").dropFirst()
         where session.contains("string \"confirming\"") {
@@ -212,7 +232,7 @@ final class DaemonPair: @unchecked Sendable {
 
     func stop() {
         for process in daemons where process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        bus.stop()
+        bus?.stop()
     }
 
     /// Waits until `condition` holds, polling.
