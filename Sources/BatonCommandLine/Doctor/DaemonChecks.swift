@@ -94,7 +94,7 @@ public struct DaemonChecks: Sendable {
             }
             if let privacy = Self.privacy(status) { findings.append(privacy) }
         } catch {
-            findings.append(DoctorFinding("batond", .failed, "owns \(options.busName) but does not answer (\(error.name): \(error.message))",
+            findings.append(DoctorFinding("batond", .failed, "owns \(options.busName) but does not answer: " + DaemonReachability.sentence(for: error, options: options, command: "doctor"),
                                           fix: "sudo systemctl restart batond; `journalctl -u batond` says what happened"))
             return findings + skipped("batond does not answer")
         }
@@ -250,7 +250,7 @@ public struct DaemonChecks: Sendable {
         do {
             members = try await connection.ringMembers().filter { !$0.isSelf }
         } catch {
-            return DoctorFinding("ring", .failed, "cannot read the ring (\(error.name): \(error.message))",
+            return DoctorFinding("ring", .failed, "cannot read the ring: " + DaemonReachability.sentence(for: error, options: options, command: "doctor"),
                                  fix: "run `bt-pair list` as root to see whether the ring is readable")
         }
         return Self.ringFinding(members, now: now)
@@ -298,7 +298,7 @@ public struct DaemonChecks: Sendable {
             }
             return DoctorFinding("handled-types", .ok, types.joined(separator: ", "))
         } catch {
-            return DoctorFinding("handled-types", .failed, "cannot read them (\(error.name): \(error.message))",
+            return DoctorFinding("handled-types", .failed, "cannot read them: " + DaemonReachability.sentence(for: error, options: options, command: "doctor"),
                                  fix: "baton handled-types shows the same error; check the batond line")
         }
     }

@@ -3,6 +3,7 @@
 import Glibc
 #endif
 import BatonCore
+import BatonSystem
 
 /// An installed application that declares activity types it can continue.
 public struct DesktopEntry: Sendable, Hashable {
@@ -119,21 +120,12 @@ public struct XDGDesktopEntryScanner: DesktopEntrySource {
     }
 
     static func parse(contentsOf path: String, id: String) -> DesktopEntry? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
+        guard let file = try? FileDescriptor.open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) else { return nil }
         var info = stat()
-        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
-        var bytes = [UInt8](repeating: 0, count: maxFileBytes + 1)
-        var count = 0
-        while count < bytes.count {
-            let got = bytes.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + count, $0.count - count) }
-            if got < 0 && errno == EINTR { continue }
-            guard got > 0 else { break }
-            count += got
-        }
-        guard count <= maxFileBytes else { return nil }
-        return parse(String(decoding: bytes[..<count], as: UTF8.self), id: id)
+        guard fstat(file.rawValue, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        // One byte over the limit tells a file that is too large; one that cannot be read is skipped.
+        guard let bytes = try? file.readAll(upTo: maxFileBytes + 1), bytes.count <= maxFileBytes else { return nil }
+        return parse(String(decoding: bytes, as: UTF8.self), id: id)
     }
 
     /// Reads the [Desktop Entry] group; nil unless it declares at least one valid activity type.

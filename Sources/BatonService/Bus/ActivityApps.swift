@@ -14,7 +14,7 @@ extension ActivityBus: SourceCalls {
         let reply: [DBusValue]
         do {
             reply = try await connection.call(destination: activity.owner.connection, path: source, interface: BatonInterface.source,
-                                              method: "WillSave", arguments: [.objectPath(activity.id.objectPath)],
+                                              method: OrgBaton.ActivitySource1.willSave.name, arguments: [.objectPath(activity.id.objectPath)],
                                               timeout: configuration.saveTimeout)
         } catch {
             return .failed(Self.callError(error) == .gone ? .sourceGone : .sourceTimeout)
@@ -30,7 +30,7 @@ extension ActivityBus: SourceCalls {
     public func wasContinued(_ activity: Activity, source: String, device: String) async -> Bool {
         do {
             _ = try await connection.call(destination: activity.owner.connection, path: source, interface: BatonInterface.source,
-                                          method: "WasContinued", arguments: [.objectPath(activity.id.objectPath), .string(device)],
+                                          method: OrgBaton.ActivitySource1.wasContinued.name, arguments: [.objectPath(activity.id.objectPath), .string(device)],
                                           timeout: configuration.saveTimeout)
             return true
         } catch {
@@ -44,7 +44,7 @@ extension ActivityBus: HandlerCalls {
     package func launch(type: String, agent: HandlerKey) async -> Result<String?, ApplicationCallError> {
         do {
             let reply = try await connection.call(destination: agent.connection, path: agent.path, interface: BatonInterface.agent,
-                                                  method: "Launch", arguments: [.string(type)], timeout: configuration.handlerCallTimeout)
+                                                  method: OrgBaton.Agent1.launch.name, arguments: [.string(type)], timeout: configuration.handlerCallTimeout)
             return .success(reply.first?.stringValue)
         } catch {
             return .failure(Self.callError(error))
@@ -54,7 +54,7 @@ extension ActivityBus: HandlerCalls {
     package func willContinue(type: String, from device: String, handler: HandlerKey) async -> Result<Bool, ApplicationCallError> {
         do {
             let reply = try await connection.call(destination: handler.connection, path: handler.path, interface: BatonInterface.handler,
-                                                  method: "WillContinue", arguments: [.string(type), .string(device)],
+                                                  method: OrgBaton.ActivityHandler1.willContinue.name, arguments: [.string(type), .string(device)],
                                                   timeout: configuration.handlerCallTimeout)
             guard reply.count == 1, case .boolean(let answer) = reply[0] else { return .failure(.failed("WillContinue must answer (b)")) }
             return .success(answer)
@@ -77,7 +77,7 @@ extension ActivityBus: HandlerCalls {
         defer { if let descriptor { close(descriptor) } }
         do {
             _ = try await connection.call(destination: handler.connection, path: handler.path, interface: BatonInterface.handler,
-                                          method: "Continue",
+                                          method: OrgBaton.ActivityHandler1.`continue`.name,
                                           arguments: [.string(record.activityType), .string(record.title),
                                                       PropertyValueCoding.encodeUserInfo(record.userInfo), .propertyDictionary(info)],
                                           timeout: configuration.handlerCallTimeout)
@@ -89,7 +89,7 @@ extension ActivityBus: HandlerCalls {
 
     package func failedToContinue(type: String, _ failure: ContinuationFailure, message: String, handler: HandlerKey) async {
         _ = try? await connection.call(destination: handler.connection, path: handler.path, interface: BatonInterface.handler,
-                                       method: "FailedToContinue",
+                                       method: OrgBaton.ActivityHandler1.failedToContinue.name,
                                        arguments: [.string(type), .string(failure.rawValue), .string(message)],
                                        timeout: configuration.handlerCallTimeout)
     }
