@@ -24,7 +24,11 @@ extension ContinuationService {
             return
         }
         var resolution = SuggestionBook.TypeResolution.unavailable
-        if book.needsResolution(member: member, body: body), let keys = await ring.radio.advertKeys(of: member) {
+        // The member's keys come from the ring (its roster secret, as the radio's matcher has them):
+        // the radio is awaiting this observer, so it is not asked again.
+        if book.needsResolution(member: member, body: body),
+           let secret = await ring.snapshot().roster.members[member]?.secret {
+            let keys = DerivedKeys(secret: secret)
             // The type hash is keyed with the member's secret: hash what we handle and compare (§4.3 step 7).
             resolution = SuggestionBook.resolve(body.typeHash, handled: await activities.allHandledTypes(), keys: keys)
         }

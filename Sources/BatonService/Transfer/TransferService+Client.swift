@@ -151,7 +151,7 @@ extension TransferService {
         // A member that was reached once explains the failure better than a later refused connect.
         var reachedError: TransferError?
         for _ in 0..<configuration.maxAttempts {
-            let endpoints = await ring.endpoints(of: member)
+            let endpoints = await ring.dialEndpoints(of: member)
             guard !endpoints.isEmpty else { throw .noEndpoints }
             var broken = false
             // A broken connection moves on to the next endpoint with the same request; another round
@@ -159,11 +159,11 @@ extension TransferService {
             for endpoint in endpoints {
                 let channel: SecureChannel
                 do {
-                    if let (address, type, psm) = RingService.splitBluetoothEndpoint(endpoint) {
+                    switch endpoint {
+                    case .bluetooth(let address, let type, let psm):
                         guard configuration.bluetooth else { continue }
                         channel = try await connectOverBluetooth(address: address, type: type, psm: psm)
-                    } else {
-                        guard let (host, port) = RingService.splitEndpoint(endpoint) else { continue }
+                    case .ip(let host, let port):
                         channel = try await connector.connect(host: host, port: port, timeout: configuration.connectTimeout)
                     }
                 } catch {
