@@ -59,20 +59,22 @@ extension ContinuationService {
     func claimEditSession(of document: PulledDocument, from member: DeviceID, activityType: String, uid: UInt32, typeHash: TypeHash,
                           inbox: DocumentInbox, sessions: EditSessions,
                           progress: @escaping @Sendable (UInt64, UInt64) -> Void) async -> Result<PulledDocument, EditSessionClaimError> {
-        let granted = Mutex(document)
         do throws(EditSessionClaimError) {
-            let outcome = try await transfer.claimEditSession(member: member, documentID: document.info.documentID, sessions: sessions,
-                                                              activityType: activityType, uid: uid) { [transfer] grant in
-                if grant.granted.digest == document.info.digest { return true }
+            let answer = try await transfer.requestEditSession(member: member, documentID: document.info.documentID, sessions: sessions,
+                                                               activityType: activityType, uid: uid)
+            var granted = document
+            if let grant = answer.grant, grant.granted.digest != document.info.digest {
                 // The source's app saved on release: that snapshot is now the source's current one.
                 let newer = try? await transfer.pullDocument(member: member, typeHash: typeHash, revision: ActivityReference.anyRevision,
                                                              inbox: inbox, progress: progress)
-                guard let newer, newer.info.digest == grant.granted.digest, newer.info.documentID == document.info.documentID else { return false }
-                granted.withLock { $0 = newer }
-                return true
+                guard let newer, newer.info.digest == grant.granted.digest, newer.info.documentID == document.info.documentID else {
+                    throw .fetchFailed
+                }
+                granted = newer
             }
+            let outcome = try await transfer.settleEditSession(answer, sessions: sessions)
             log("batond: edit session of a continued document claimed (\(outcome))")
-            return .success(granted.withLock { $0 })
+            return .success(granted)
         } catch .session(.notPending) {
             // A replay of the same journalled claim (at a sighting) may have settled it meanwhile.
             let id = document.info.documentID
