@@ -32,6 +32,8 @@ public actor ContinuationService {
     var lastClaimReplay: [DeviceID: ContinuousClock.Instant] = [:]
     /// Members' names as last seen in the ring, for the words of a claim lost when one leaves.
     var knownMemberNames: [DeviceID: String] = [:]
+    /// Members' advert keys by the secret they were derived from (Suggestions.swift: `advertKeys(of:)`).
+    var derivedAdvertKeys: [DeviceID: (secret: AdvertisingSecret, keys: DerivedKeys)] = [:]
 
     static let observerKey = "continuation"
 

@@ -15,7 +15,7 @@ extension ContinuationService {
         case fetch(revision: UInt32)
         /// Held (prefetched) for suggestion `number`, with its document pulled already; the report
         /// goes on a new connection without holding up the delivery.
-        case held(ActivityRecord, document: PulledDocument?, number: Int)
+        case held(ActivityRecord, document: PulledDocument?, number: Int, typeHash: TypeHash)
     }
 
     /// One Continue: WillContinue first (nothing is fetched for nobody), then one TLS session:
@@ -27,20 +27,26 @@ extension ContinuationService {
                      attempt: ContinueAttempt? = nil) async -> ContinueEnd {
         let held: (record: ActivityRecord, document: PulledDocument?, number: Int)?
         let revision: UInt32
+        let typeHash: TypeHash
+        // A held record's document was pulled already: only a fetch reports progress.
+        let relay: ProgressRelay?
         switch source {
         case .fetch(let wanted):
             held = nil
             revision = wanted
-        case .held(let record, let document, let number):
+            // The type hash is keyed with the sender's secret (§3).
+            typeHash = DerivedKeys(secret: member.secret).typeHash(type)
+            relay = progressRelay(to: caller)
+        case .held(let record, let document, let number, let hash):
             held = (record, document, number)
             revision = record.revision
+            typeHash = hash
+            relay = nil
         }
+        defer { relay?.finish() }
+        let progress: @Sendable (UInt64, UInt64) -> Void
+        if let relay { progress = relay.report(activityType: type) } else { progress = { _, _ in } }
         var machine = ContinueRun(activityType: type, heldVersion: held?.record.version)
-        // The type hash is keyed with the sender's secret (§3).
-        let typeHash = DerivedKeys(secret: member.secret).typeHash(type)
-        let relay = progressRelay(to: caller)
-        defer { relay.finish() }
-        let progress = relay.report(activityType: type)
         var ticket: HandlerTicket?
         var fetched: FetchedActivity?
         var inbox: DocumentInbox?

@@ -88,7 +88,8 @@ extension ContinuationService {
         // A document whose edit session must move here goes the usual path: it claims before delivery.
         if document != nil, await activities.editSessionsForContinue() != nil { return nil }
         let end = await runContinue(from: member, type: suggestion.activityType,
-                                    source: .held(held.record, document: document, number: suggestion.number), uid: uid, caller: caller)
+                                    source: .held(held.record, document: document, number: suggestion.number, typeHash: typeHash),
+                                    uid: uid, caller: caller)
         return try Self.outcome(of: end)
     }
 }
