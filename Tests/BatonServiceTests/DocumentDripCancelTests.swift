@@ -56,7 +56,7 @@ struct DocumentDripCancelTests {
         let pullEnded = Mutex<DocumentPullError?>(nil)
         let attempt = ContinueAttempt()
         let caller = Task {
-            await attempt.run { () async throws(TransferError) -> Handover in
+            await attempt.run { () async -> ContinueEnd in
                 let puller = DocumentPuller(inbox: inbox, activity: ActivityReference(typeHash: TypeHash(value: 0xD819), revision: 3),
                                             chunkTimeout: .seconds(5), maxInterruptions: 2, makeRequestID: { ids.make() })
                 do throws(DocumentPullError) {
@@ -65,7 +65,7 @@ struct DocumentDripCancelTests {
                     return .handled(.delivered)
                 } catch {
                     pullEnded.withLock { $0 = error }
-                    return .documentFailed(error)
+                    return .failed(.document(error))
                 }
             }
         }
@@ -91,7 +91,7 @@ struct DocumentDripCancelTests {
         let attempt = ContinueAttempt()
         let workCancelled = Mutex(false)
         let caller = Task {
-            await attempt.run { () async throws(TransferError) -> Handover in
+            await attempt.run { () async -> ContinueEnd in
                 try? await Task.sleep(for: .seconds(60))
                 workCancelled.withLock { $0 = Task.isCancelled }
                 return .cancelled
@@ -119,7 +119,7 @@ struct ContinueAttemptCancelOrderTests {
         })
         let started = Mutex(false)
         let caller = Task {
-            await attempt.run { () async throws(TransferError) -> Handover in
+            await attempt.run { () async -> ContinueEnd in
                 started.withLock { $0 = true }
                 try? await Task.sleep(for: .seconds(60))
                 returned.withLock { $0 = true }

@@ -2,15 +2,11 @@
 import BatonAPI
 import BatonCore
 
-/// Why an activity could not be published or handed over. A closed set: these strings are all
-/// that status output, LastError and the error log ever say about a failure.
-public enum FailureCategory: String, CaseIterable, Sendable, Codable, Hashable {
-    case sourceTimeout = "source-timeout"
-    case sourceGone = "source-gone"
-    case radioUnavailable = "radio-unavailable"
-    case advertRejected = "advert-rejected"
-    case transferFailed = "transfer-failed"
-}
+/// Why an activity could not be published or handed over: the publish side of the one category
+/// enum the daemon records (`ErrorCategory`: these strings are all that status output, LastError
+/// and the error log ever say about a failure). The activities use sourceTimeout, sourceGone,
+/// radioUnavailable, advertRejected and transferFailed.
+public typealias FailureCategory = ErrorCategory
 
 public enum ActivityStatus: Sendable, Hashable {
     case idle

@@ -14,15 +14,8 @@ public enum ErrorCategory: String, Sendable, Codable, Hashable, CaseIterable {
     /// A journalled edit-session claim was abandoned: the machine it was sent to left the ring (§6.6).
     case editSessionLost = "edit-session-lost"
 
-    public init(_ failure: FailureCategory) {
-        switch failure {
-        case .sourceTimeout: self = .sourceTimeout
-        case .sourceGone: self = .sourceGone
-        case .radioUnavailable: self = .radioUnavailable
-        case .advertRejected: self = .advertRejected
-        case .transferFailed: self = .transferFailed
-        }
-    }
+    /// The same category (FailureCategory is this enum's name on the activities' side).
+    public init(_ failure: FailureCategory) { self = failure }
 }
 
 public struct ErrorRecord: Sendable, Hashable, Codable {

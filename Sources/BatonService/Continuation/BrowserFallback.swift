@@ -17,11 +17,11 @@ extension ContinuationService {
         }
         let url: String?
         do {
-            url = try await transfer.fetchAndReport(member: member.deviceID, typeHash: suggestion.typeHash, revision: suggestion.revision) { record, _ in
-                // Only a web address goes to a browser: a URL from another machine must not open files or apps here.
-                guard let url = record.webpageURL, Self.isWebAddress(url) else { return (nil as String?, false) }
-                return (url, true)
-            }.outcome
+            let fetched = try await transfer.fetchForContinue(member: member.deviceID, typeHash: suggestion.typeHash, revision: suggestion.revision)
+            defer { fetched.close() }
+            // Only a web address goes to a browser: a URL from another machine must not open files or apps here.
+            url = fetched.record.webpageURL.flatMap { Self.isWebAddress($0) ? $0 : nil }
+            if url != nil { await fetched.reportContinued() }
         } catch .remote(let frame) where frame.code == .unknownActivity {
             await carry(book.settle(number: number))
             throw .continuation(.noLongerCurrent)

@@ -31,12 +31,13 @@ extension ContinuationService {
         // A claim journalled without its user waits for the next Continue of its document, which adopts it.
         for pending in await sessions.replays(for: owner) {
             guard let uid = pending.uid else { continue }
-            let activities = self.activities
             do throws(EditSessionClaimError) {
-                let outcome = try await transfer.claimEditSession(member: owner, documentID: pending.claim.documentID, sessions: sessions, uid: uid) { grant in
-                    if await activities.holdsReceivedDocument(digest: grant.granted.digest) { return true }
-                    return await self.fetchGrantedSnapshot(grant, for: pending)
+                let answer = try await transfer.requestEditSession(member: owner, documentID: pending.claim.documentID, sessions: sessions, uid: uid)
+                if let grant = answer.grant {
+                    let held = await activities.holdsReceivedDocument(digest: grant.granted.digest)
+                    if !held, !(await fetchGrantedSnapshot(grant, for: pending)) { throw .fetchFailed }
                 }
+                let outcome = try await transfer.settleEditSession(answer, sessions: sessions)
                 imports.append(outcome)
                 log("batond: a journalled edit-session claim was replayed and settled (\(outcome))")
             } catch {

@@ -8,7 +8,6 @@ import BatonStore
 /// a conformer that misspells one does not compile (fakes: Tests/Support/BatonServiceFakes).
 public protocol ContinuationActivities: Sendable {
     func allHandledTypes() async -> Set<String>
-    func deliver(activity: ActivityRecord, from device: String, to uid: UInt32) async -> DeliveryOutcome
     /// Whether some handler of `uid` for `type` (registered, or an installed app) accepts this
     /// activity version; checked before any handler is asked (versionUnsupported otherwise).
     func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool
@@ -21,8 +20,6 @@ public protocol ContinuationActivities: Sendable {
     func versionDeclarations(of ticket: HandlerTicket) async -> [ActivityVersions]?
     /// Finds (or has the session agent launch) `uid`'s handler and asks WillContinue, before the fetch.
     func willContinue(type: String, from device: String, uid: UInt32) async -> HandlerAnswer
-    /// Hands a fetched activity to the handler that accepted it.
-    func deliver(activity: ActivityRecord, from device: String, to ticket: HandlerTicket) async -> DeliveryOutcome
     /// Tells the handler that accepted that the continuation ended without an activity.
     func failedToContinue(_ ticket: HandlerTicket, _ failure: ContinuationFailure, detail: String) async
     /// Delivery to the handler that accepted, with the activity's document (pulled and checked)
@@ -67,7 +64,7 @@ public struct LostEditSession: Sendable, Hashable {
 }
 
 /// A handler that answered WillContinue with yes before the fetch: it gets the activity
-/// (`deliver(activity:from:to:)`) or FailedToContinue with the category (`failedToContinue`).
+/// (`deliver(activity:document:from:to:)`) or FailedToContinue with the category (`failedToContinue`).
 public struct HandlerTicket: Sendable, Hashable {
     public let uid: UInt32
     public let type: String

@@ -29,6 +29,27 @@ extension ContinuationService {
         }
     }
 
+    /// The category the accepting handler hears when the document could not be pulled.
+    static func handlerCategory(of error: DocumentPullError) -> ContinuationFailure {
+        switch error {
+        case .cancelled: .cancelled
+        case .refused(let frame) where frame.code == .versionUnsupported: .versionUnsupported
+        default: .interrupted
+        }
+    }
+
+    /// The category the accepting handler hears when the document's edit session did not move here.
+    static func handlerCategory(of error: EditSessionClaimError) -> ContinuationFailure {
+        switch error {
+        case .session(.refused(.sessionBusy)), .transfer(.timedOut): .timedOut
+        case .session(.claimPendingElsewhere), .fetchFailed: .interrupted
+        case .transfer(.notAMember): .noLongerCurrent
+        case .transfer(.remote(let frame)) where frame.code == .unknownActivity || frame.code == .notPermitted: .noLongerCurrent
+        case .transfer(let transfer): handlerCategory(of: transfer).0
+        case .session: .noLongerCurrent
+        }
+    }
+
     /// Claims the edit session of a pulled document from its source (§6.6, §9 step 4), before any
     /// handler sees it: journalled, answered by a grant after the source's app saved, imported once
     /// with the revision check. The document delivered is the granted snapshot: the one pulled, or
@@ -37,33 +58,35 @@ extension ContinuationService {
     /// The claim is journalled with `activityType` and `uid`, so a restart can finish it alone.
     func claimEditSession(of document: PulledDocument, from member: DeviceID, activityType: String, uid: UInt32, typeHash: TypeHash,
                           inbox: DocumentInbox, sessions: EditSessions,
-                          progress: @escaping @Sendable (UInt64, UInt64) -> Void) async -> Result<PulledDocument, ServiceFailure> {
-        let granted = Mutex(document)
+                          progress: @escaping @Sendable (UInt64, UInt64) -> Void) async -> Result<PulledDocument, EditSessionClaimError> {
         do throws(EditSessionClaimError) {
-            let outcome = try await transfer.claimEditSession(member: member, documentID: document.info.documentID, sessions: sessions,
-                                                              activityType: activityType, uid: uid) { [transfer] grant in
-                if grant.granted.digest == document.info.digest { return true }
+            let answer = try await transfer.requestEditSession(member: member, documentID: document.info.documentID, sessions: sessions,
+                                                               activityType: activityType, uid: uid)
+            var granted = document
+            if let grant = answer.grant, grant.granted.digest != document.info.digest {
                 // The source's app saved on release: that snapshot is now the source's current one.
                 let newer = try? await transfer.pullDocument(member: member, typeHash: typeHash, revision: ActivityReference.anyRevision,
                                                              inbox: inbox, progress: progress)
-                guard let newer, newer.info.digest == grant.granted.digest, newer.info.documentID == document.info.documentID else { return false }
-                granted.withLock { $0 = newer }
-                return true
+                guard let newer, newer.info.digest == grant.granted.digest, newer.info.documentID == document.info.documentID else {
+                    throw .fetchFailed
+                }
+                granted = newer
             }
+            let outcome = try await transfer.settleEditSession(answer, sessions: sessions)
             log("batond: edit session of a continued document claimed (\(outcome))")
-            return .success(granted.withLock { $0 })
+            return .success(granted)
         } catch .session(.notPending) {
             // A replay of the same journalled claim (at a sighting) may have settled it meanwhile.
             let id = document.info.documentID
             guard await sessions.owner(of: id, uid: uid) == .thisMachine, await sessions.ledger(id, uid: uid)?.current.digest == document.info.digest else {
-                return .failure(Self.claimFailure(.session(.notPending)))
+                return .failure(.session(.notPending))
             }
             return .success(document)
         } catch .session(.refused(.unknownActivity)) {
             // The source keeps no edit session for it (sessions off there): a copy, nobody's session moves.
             return .success(document)
         } catch {
-            return .failure(Self.claimFailure(error))
+            return .failure(error)
         }
     }
 

@@ -32,6 +32,8 @@ public actor ContinuationService {
     var lastClaimReplay: [DeviceID: ContinuousClock.Instant] = [:]
     /// Members' names as last seen in the ring, for the words of a claim lost when one leaves.
     var knownMemberNames: [DeviceID: String] = [:]
+    /// Members' advert keys by the secret they were derived from (Suggestions.swift: `advertKeys(of:)`).
+    var derivedAdvertKeys: [DeviceID: (secret: AdvertisingSecret, keys: DerivedKeys)] = [:]
 
     static let observerKey = "continuation"
 
@@ -103,27 +105,25 @@ public actor ContinuationService {
             await carry(book.withdraw(suggestion.member))
             throw .unknownDevice("the member left the ring")
         }
-        if let outcome = try await deliverPrefetched(suggestion, from: member, uid: uid, caller: caller) { return outcome }
+        if let outcome = try await deliverPrefetched(suggestion, from: member, uid: uid, caller: caller) { return Self.outcomeName(outcome) }
         let attempt = ContinueAttempt()
         attempts[number, default: []].append(attempt)
         defer { attempts[number]?.removeAll { $0 === attempt } }
-        let result = await attempt.run { [self] () async throws(TransferError) -> Handover in
-            try await fetchAndDeliver(from: member, type: suggestion.activityType, revision: suggestion.revision, uid: uid,
-                                      caller: caller, attempt: attempt)
+        let result = await attempt.run { [self] in
+            await runContinue(from: member, type: suggestion.activityType, source: .fetch(revision: suggestion.revision), uid: uid,
+                              caller: caller, attempt: attempt)
         }
         let delivered: DeliveryOutcome
         switch result {
-        case .cancelled, .finished(.success(.cancelled)):
+        case .cancelled, .finished(.cancelled):
             throw .continuation(.cancelled, "the suggestion was dismissed")
-        case .finished(.success(let handover)):
-            delivered = try Self.outcome(of: handover)
-        case .finished(.failure(.remote(let frame))) where frame.code == .unknownActivity:
+        case .finished(.failed(.transfer(.remote(let frame)))) where frame.code == .unknownActivity:
             // The member published something newer (or nothing): this revision is gone for good;
             // a suggestion for the newer one comes with its advert (§9 step 3).
             await carry(book.settle(number: number))
             throw .continuation(.noLongerCurrent)
-        case .finished(.failure(let error)):
-            throw Self.failure(error)
+        case .finished(let end):
+            delivered = try Self.outcome(of: end)
         }
         if delivered == .delivered { await carry(book.settle(number: number)) }
         return Self.outcomeName(delivered)
@@ -151,109 +151,30 @@ public actor ContinuationService {
             throw .unknownDevice("no single ring member matches")
         }
         do { try ActivityRecord.validateType(type) } catch { throw .invalidArguments("invalid activity type") }
-        let handover: Handover
-        do {
-            handover = try await fetchAndDeliver(from: member, type: type, revision: ActivityReference.anyRevision, uid: uid, caller: caller)
-        } catch {
-            throw Self.failure(error)
-        }
-        return Self.outcomeName(try Self.outcome(of: handover))
+        let end = await runContinue(from: member, type: type, source: .fetch(revision: ActivityReference.anyRevision), uid: uid, caller: caller)
+        return Self.outcomeName(try Self.outcome(of: end))
     }
 
     static let otherType = ServiceFailure.failed("the member sent another activity type")
 
-    static func outcome(of handover: Handover) throws(ServiceFailure) -> DeliveryOutcome {
-        switch handover {
+    /// The caller's answer: the handler's outcome, or the failure in the caller's words (the bus
+    /// edge writes it; nothing reads it back).
+    static func outcome(of end: ContinueEnd) throws(ServiceFailure) -> DeliveryOutcome {
+        switch end {
         case .handled(let outcome): outcome
         case .otherType: throw otherType
         case .versionUnsupported(let version?): throw .continuation(.versionUnsupported, "no handler here accepts version \(version)")
         case .versionUnsupported(nil): throw .continuation(.versionUnsupported, "no handler here accepts any activity version")
         case .cancelled: throw .continuation(.cancelled)
-        case .documentFailed(let error): throw documentFailure(error)
-        case .sessionRefused(let failure): throw failure
         case .memberLeft: throw .unknownDevice("the member left the ring")
+        case .failed(.transfer(let error)): throw failure(error)
+        case .failed(.document(let error)): throw documentFailure(error)
+        case .failed(.session(let error)): throw claimFailure(error)
         }
     }
 
-    /// WillContinue first (nothing is fetched for nobody), then one TLS session: FetchActivity(h,
-    /// revision) or FetchActivityOfVersions with the accepting handler's versions, the version
-    /// check, the document (FetchDocument on the same channel, §6.5), delivery, ActivityContinued when delivered. Another type, an unaccepted version, a failed
-    /// document or a cancel deliver and report nothing; the handler that accepted hears
-    /// FailedToContinue with the category of every way it ends without the activity.
-    private func fetchAndDeliver(from member: RosterMember, type: String, revision: UInt32, uid: UInt32, caller: String?,
-                                 attempt: ContinueAttempt? = nil) async throws(TransferError) -> Handover {
-        let activities = self.activities
-        let ticket: HandlerTicket
-        switch await activities.willContinue(type: type, from: member.name, uid: uid) {
-        case .refused(let outcome): return .handled(outcome)
-        case .accepted(let accepted): ticket = accepted
-        }
-        // The versions the handler that accepted declares go with the fetch, so the source refuses another
-        // version before its app saves or anything is sent (§9 step 2); none at all: nothing to fetch.
-        // That handler's, not the user's newest: one registered since WillContinue does not get it.
-        let versions = await activities.versionDeclarations(of: ticket).map(FetchActivityOfVersions.ranges(covering:))
-        if versions?.isEmpty == true {
-            await activities.failedToContinue(ticket, .versionUnsupported, detail: "this handler accepts no activity version")
-            return .versionUnsupported(nil)
-        }
-        // The type hash is keyed with the sender's secret (§3).
-        let typeHash = DerivedKeys(secret: member.secret).typeHash(type)
-        let inbox = await activities.documentInbox(uid: uid)
-        let relay = progressRelay(to: caller)
-        defer { relay.finish() }
-        let report = relay.report(activityType: type)
-        let result: (record: ActivityRecord, outcome: Handover)
-        do throws(TransferError) {
-            result = try await transfer.fetchAndReport(member: member.deviceID, typeHash: typeHash, revision: revision,
-                                                       versions: versions) { record, document -> (outcome: Handover, report: Bool) in
-                // Another type is refused before any handler sees it.
-                guard record.activityType == type else { return (.otherType, false) }
-                // A version no handler here accepts is refused: never a wrong restore. The source checked
-                // already; this holds for a source from before FetchActivityOfVersions and for >16 ranges.
-                guard await Self.accepts(record.version, ticket, activities) else { return (.versionUnsupported(record.version), false) }
-                // The document arrives whole and checked before the handler gets anything.
-                var pulled: PulledDocument?
-                if let inbox {
-                    do throws(DocumentPullError) { pulled = try await document.pull(into: inbox, progress: report) } catch { return (.documentFailed(error), false) }
-                }
-                // The document's edit session moves here before any handler sees the document.
-                if let document = pulled, let inbox, let sessions = await activities.editSessionsForContinue() {
-                    switch await self.claimEditSession(of: document, from: member.deviceID, activityType: type, uid: uid, typeHash: typeHash, inbox: inbox,
-                                                       sessions: sessions, progress: report) {
-                    case .success(let granted): pulled = granted
-                    case .failure(let failure): return (.sessionRefused(failure), false)
-                    }
-                }
-                // Removed here, or a new identity here, while it was fetched (§7.4, §7.5): the
-                // ring left delivers nothing (ResetIdentityAttackTests).
-                guard await document.stillInRing() else { return (.memberLeft, false) }
-                // Cancelled while fetching: nothing reaches a handler, nothing is reported.
-                guard attempt?.beginDelivery() ?? true else { return (.cancelled, false) }
-                let outcome = await activities.deliver(activity: record, document: pulled, from: member.name, to: ticket)
-                return (.handled(outcome), outcome == .delivered)
-            }
-        } catch {
-            let (category, detail) = Self.handlerCategory(of: error)
-            await activities.failedToContinue(ticket, category, detail: detail)
-            throw error
-        }
-        switch result.outcome {
-        case .handled: break
-        case .otherType: await activities.failedToContinue(ticket, .noLongerCurrent, detail: "the member's current activity has another type")
-        case .versionUnsupported(let version?): await activities.failedToContinue(ticket, .versionUnsupported, detail: "version \(version) is not one this handler accepts")
-        case .versionUnsupported(nil): break // told before any fetch
-        case .cancelled: await activities.failedToContinue(ticket, .cancelled, detail: "the suggestion was dismissed")
-        case .documentFailed(let error):
-            let failure = Self.documentFailure(error)
-            await activities.failedToContinue(ticket, failure.continuationFailure ?? .interrupted, detail: failure.message)
-        case .sessionRefused(let failure):
-            await activities.failedToContinue(ticket, failure.continuationFailure ?? .noLongerCurrent, detail: failure.message)
-        case .memberLeft: await activities.failedToContinue(ticket, .unreachable, detail: "the member left the ring")
-        }
-        return result.outcome
-    }
-
-    /// Whether the handler that accepted WillContinue (and gets the activity) declared `version`.
+    /// Whether the handler that accepted WillContinue (and gets the activity) declared `version`:
+    /// the rule `ContinueMachine.accepts` applies to the declarations asked once after the accept.
     static func accepts(_ version: Int64, _ ticket: HandlerTicket, _ activities: any ContinuationActivities) async -> Bool {
         guard let declared = await activities.versionDeclarations(of: ticket) else { return true }
         return declared.contains { $0.accepts(version) }
@@ -272,34 +193,31 @@ public actor ContinuationService {
 
     /// The category the accepting handler hears for a failed fetch, and the detail after it.
     static func handlerCategory(of error: TransferError) -> (ContinuationFailure, String) {
-        let failure = failure(error)
-        if let category = failure.continuationFailure {
-            let message = failure.message
-            let detail = message.hasPrefix(category.rawValue + ": ") ? String(message.dropFirst(category.rawValue.count + 2)) : ""
-            return (category, detail)
-        }
-        return switch failure {
-        case .unknownDevice: (.unreachable, failure.message)
-        case .unknownActivity: (.noLongerCurrent, failure.message)
-        default: (.interrupted, failure.message)
+        switch error {
+        case .notAMember: (.unreachable, "not a ring member")
+        case .noEndpoints: (.unreachable, "no endpoint known for the member")
+        case .unreachable(let why): (.unreachable, "the member cannot be reached: \(why)")
+        case .interrupted(let why): (.interrupted, "the connection to the member broke: \(why)")
+        case .timedOut(let why): (.timedOut, "the member did not answer in time: \(why)")
+        case .remote(let frame) where frame.code == .unknownActivity: (.noLongerCurrent, "the member has no such current activity")
+        // The member refused before it sent anything: its activity's version is not one asked for (§9 step 3).
+        case .remote(let frame) where frame.code == .versionUnsupported: (.versionUnsupported, "the member's activity has a version no handler here accepts")
+        case .remote(let frame) where frame.code == .notPermitted: (.interrupted, "the member refused")
+        // The source was reached but its activity did not arrive: what the handler hears too (retryable).
+        case .remote(let frame): (.interrupted, "the member answered \(frame.code)")
+        case .protocolError(let why): (.interrupted, "protocol error: \(why)")
         }
     }
 
+    /// A failed request to the member in the caller's words: a continuation category where there
+    /// is one, another error where the member is no member or has no such activity or refused.
     static func failure(_ error: TransferError) -> ServiceFailure {
-        switch error {
-        case .notAMember: .unknownDevice("not a ring member")
-        case .noEndpoints: .continuation(.unreachable, "no endpoint known for the member")
-        case .unreachable(let why): .continuation(.unreachable, "the member cannot be reached: \(why)")
-        case .interrupted(let why): .continuation(.interrupted, "the connection to the member broke: \(why)")
-        case .timedOut(let why): .continuation(.timedOut, "the member did not answer in time: \(why)")
-        case .remote(let frame) where frame.code == .unknownActivity: .unknownActivity("the member has no such current activity")
-        // The member refused before it sent anything: its activity's version is not one asked for (§9 step 3).
-        case .remote(let frame) where frame.code == .versionUnsupported:
-            .continuation(.versionUnsupported, "the member's activity has a version no handler here accepts")
-        case .remote(let frame) where frame.code == .notPermitted: .notPermitted("the member refused")
-        // The source was reached but its activity did not arrive: what the handler hears too (retryable).
-        case .remote(let frame): .continuation(.interrupted, "the member answered \(frame.code)")
-        case .protocolError(let why): .continuation(.interrupted, "protocol error: \(why)")
+        let (category, detail) = handlerCategory(of: error)
+        return switch error {
+        case .notAMember: .unknownDevice(detail)
+        case .remote(let frame) where frame.code == .unknownActivity: .unknownActivity(detail)
+        case .remote(let frame) where frame.code == .notPermitted: .notPermitted(detail)
+        default: .continuation(category, detail)
         }
     }
 }

@@ -1,34 +1,31 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+import BatonCore
 import Synchronization
+
+/// A Continue's failure before the bus edge, typed: the caller's words are written from it once
+/// (`ContinuationService.failure(of:)`), and nothing is parsed back.
+enum ContinueError: Error, Equatable, Sendable {
+    /// The fetch (or a request before it) failed.
+    case transfer(TransferError)
+    /// The activity's document could not be pulled (what arrived is kept, so a retry resumes).
+    case document(DocumentPullError)
+    /// The document's edit session was not handed over (busy, conflict, claim not answered); a
+    /// journalled claim is replayed by the next Continue.
+    case session(EditSessionClaimError)
+}
+
+/// The Continue state machine of the core with the service's outcome and failure.
+typealias ContinueRun = ContinueMachine<DeliveryOutcome, ContinueError>
+/// How a Continue ended (the handler's answer, or why there was none).
+typealias ContinueEnd = ContinueRun.End
 
 /// One running Continue of a suggestion, which Dismiss (or its caller's task being cancelled) may
 /// cancel: the caller gets "cancelled" at once, the work's task is cancelled (the document pull
 /// closes its connection and partial file and ends), and a record that arrives afterwards is not
 /// delivered. Once delivery began, cancelling has no effect (the handler already has it).
-/// How a fetched activity was handed over (or why not).
-enum Handover: Sendable, Equatable {
-    case handled(DeliveryOutcome)
-    /// The member sent another type: nothing delivered, nothing reported.
-    case otherType
-    /// No handler here accepts the activity's version (nil: no version at all, nothing fetched):
-    /// nothing delivered, nothing reported.
-    case versionUnsupported(Int64?)
-    /// Cancelled before delivery: nothing delivered, nothing reported.
-    case cancelled
-    /// The activity's document could not be pulled: nothing delivered, nothing reported (what
-    /// arrived is kept, so a retry resumes).
-    case documentFailed(DocumentPullError)
-    /// The document's edit session was not handed over (busy, conflict, claim not answered):
-    /// nothing delivered, nothing reported; a journalled claim is replayed by the next Continue.
-    case sessionRefused(ServiceFailure)
-    /// The member left the ring, or this machine took a new identity, while it was fetched (§7.4,
-    /// §7.5): nothing of the ring left is delivered or reported.
-    case memberLeft
-}
-
 final class ContinueAttempt: Sendable {
     enum Result: Sendable {
-        case finished(Swift.Result<Handover, TransferError>)
+        case finished(ContinueEnd)
         case cancelled
     }
 
@@ -54,11 +51,10 @@ final class ContinueAttempt: Sendable {
     }
 
     /// Runs `work` in its own task and returns its result, or `.cancelled` as soon as `cancel()` is called.
-    func run(_ work: @escaping @Sendable () async throws(TransferError) -> Handover) async -> Result {
+    func run(_ work: @escaping @Sendable () async -> ContinueEnd) async -> Result {
         let task = Task {
-            let result: Swift.Result<Handover, TransferError>
-            do throws(TransferError) { result = .success(try await work()) } catch { result = .failure(error) }
-            self.resume(.finished(result))
+            let end = await work()
+            self.resume(.finished(end))
         }
         let cancelledEarly = state.withLock { state -> Bool in
             state.work = task

@@ -67,7 +67,7 @@ extension ContinuationService {
     /// declare the held version too, else versionUnsupported: its declaration may differ from the
     /// .desktop file's checked before.
     func deliverPrefetched(_ suggestion: BatonCore.Suggestion, from member: RosterMember, uid: UInt32,
-                           caller: String?) async throws(ServiceFailure) -> String? {
+                           caller: String?) async throws(ServiceFailure) -> DeliveryOutcome? {
         guard let held = prefetched.removeValue(forKey: suggestion.number) else { return nil }
         guard ContinuousClock.now - held.fetchedAt <= configuration.prefetchMaxAge,
               held.record.revision == suggestion.revision else { return nil }
@@ -87,27 +87,9 @@ extension ContinuationService {
         }
         // A document whose edit session must move here goes the usual path: it claims before delivery.
         if document != nil, await activities.editSessionsForContinue() != nil { return nil }
-        let ticket: HandlerTicket
-        switch await activities.willContinue(type: suggestion.activityType, from: member.name, uid: uid) {
-        case .refused(let outcome): return Self.outcomeName(outcome)
-        case .accepted(let accepted): ticket = accepted
-        }
-        guard await Self.accepts(held.record.version, ticket, activities) else {
-            let failure = ServiceFailure.continuation(.versionUnsupported, "no handler here accepts version \(held.record.version)")
-            await activities.failedToContinue(ticket, .versionUnsupported, detail: "version \(held.record.version) is not one this handler accepts")
-            throw failure
-        }
-        let outcome = await activities.deliver(activity: held.record, document: document, from: member.name, to: ticket)
-        if outcome == .delivered {
-            await carry(book.settle(number: suggestion.number))
-            let transfer = self.transfer, log = self.log, revision = held.record.revision, device = member.deviceID
-            // The source hears WasContinued as for a cold Continue, without holding up the delivery.
-            Task {
-                do { try await transfer.sendContinued(member: device, typeHash: typeHash, revision: revision) } catch {
-                    log("batond: ActivityContinued to \(device.shortForm) after a prefetch failed: \(error)")
-                }
-            }
-        }
-        return Self.outcomeName(outcome)
+        let end = await runContinue(from: member, type: suggestion.activityType,
+                                    source: .held(held.record, document: document, number: suggestion.number, typeHash: typeHash),
+                                    uid: uid, caller: caller)
+        return try Self.outcome(of: end)
     }
 }

@@ -24,12 +24,26 @@ extension ContinuationService {
             return
         }
         var resolution = SuggestionBook.TypeResolution.unavailable
-        if book.needsResolution(member: member, body: body), let keys = await ring.radio.advertKeys(of: member) {
+        if book.needsResolution(member: member, body: body), let keys = await advertKeys(of: member) {
             // The type hash is keyed with the member's secret: hash what we handle and compare (§4.3 step 7).
             resolution = SuggestionBook.resolve(body.typeHash, handled: await activities.allHandledTypes(), keys: keys)
         }
         // The book checks again: another sighting may have offered this revision while we asked.
         await carry(book.offer(member: member, body: body, resolution: resolution), near: near)
+    }
+
+    /// The member's advert keys, derived from its secret in the ring's roster (as the radio's
+    /// matcher derives them) once per secret: the radio is awaiting this sighting's observer, so it
+    /// is not asked again.
+    func advertKeys(of member: DeviceID) async -> DerivedKeys? {
+        guard let secret = await ring.snapshot().roster.members[member]?.secret else {
+            derivedAdvertKeys[member] = nil
+            return nil
+        }
+        if let known = derivedAdvertKeys[member], known.secret == secret { return known.keys }
+        let keys = DerivedKeys(secret: secret)
+        derivedAdvertKeys[member] = (secret, keys)
+        return keys
     }
 
     /// Members not heard for the silence timeout are far: their suggestions go.
@@ -87,6 +101,7 @@ extension ContinuationService {
         // Members that left (a removal, or a new identity here) are not tracked or replayed towards any more.
         for member in presence.trackedMembers where !snapshot.isMember(member) { presence.forget(member) }
         for member in Array(lastClaimReplay.keys) where !snapshot.isMember(member) { lastClaimReplay[member] = nil }
+        for member in Array(derivedAdvertKeys.keys) where !snapshot.isMember(member) { derivedAdvertKeys[member] = nil }
         await abandonClaimsOfDepartedMembers(snapshot)
     }
 

@@ -20,18 +20,21 @@ extension RingService {
     /// Where a member may be reached, newest that worked first.
     public func endpointHints(of id: DeviceID) -> [Endpoint] { peers[id]?.hints ?? [] }
 
-    /// The hints' text forms, for callers that still take text. A member with a `ble:` hint is dialled
-    /// at the address its sealed advert was last heard from instead of the stored one (§8.3): with LE
-    /// privacy the stored address (the pairing channel's) has rotated away, and an address that is
-    /// no longer advertised cannot be connected to anyway.
-    public func endpoints(of id: DeviceID) async -> [String] {
+    /// Where the transfer dials a member, in order (typed; the transfer takes them as they are). A
+    /// member with a `ble:` hint is dialled at the address its sealed advert was last heard from
+    /// instead of the stored one (§8.3): with LE privacy the stored address (the pairing channel's)
+    /// has rotated away, and an address that is no longer advertised cannot be connected to anyway.
+    public func dialEndpoints(of id: DeviceID) async -> [Endpoint] {
         var hints = endpointHints(of: id)
         if let heard = await radio.heardEndpoint(of: id), let first = hints.firstIndex(where: Self.isBluetooth) {
             hints.removeAll(where: Self.isBluetooth)
             hints.insert(heard, at: min(first, hints.count))
         }
-        return hints.map(\.description)
+        return hints
     }
+
+    /// The text forms of `dialEndpoints(of:)` (diagnostics and tests).
+    public func endpoints(of id: DeviceID) async -> [String] { await dialEndpoints(of: id).map(\.description) }
 
     /// DNS-SD resolved a member's keyed name: its address goes first in the member's hints.
     func endpointFound(_ id: DeviceID, _ endpoint: Endpoint) {

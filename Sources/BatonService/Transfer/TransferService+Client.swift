@@ -36,32 +36,43 @@ extension TransferService {
     /// A fresh request id (tests repeat one to check the exactly-once rule).
     public nonisolated func makeRequestID() -> UInt32 { requestIDs.make() }
 
-    /// Fetches `member`'s current activity, hands it to `deliver` while the channel stays open (with
-    /// the means to pull its document on that channel, §6.5) and,
-    /// when `deliver` says so, reports ActivityContinued on that same channel: one TLS session per
-    /// Continue. A report that fails there is repeated once on a new connection with the same request id.
-    public func fetchAndReport<Outcome: Sendable>(
-        member: DeviceID, typeHash: TypeHash, revision: UInt32, versions: [ClosedRange<UInt64>]? = nil,
-        deliver: @Sendable (ActivityRecord, DocumentOnChannel) async -> (outcome: Outcome, report: Bool)
-    ) async throws(TransferError) -> (record: ActivityRecord, outcome: Outcome) {
+    /// Fetches `member`'s current activity for a Continue and keeps the channel open: the caller
+    /// pulls its document on it (§6.5), reports ActivityContinued on it when the activity was
+    /// delivered (one TLS session per Continue), and closes it. Nothing calls back: the caller
+    /// decides each step with what this returns.
+    public func fetchForContinue(member: DeviceID, typeHash: TypeHash, revision: UInt32,
+                                 versions: [ClosedRange<UInt64>]? = nil) async throws(TransferError) -> FetchedActivity {
         let conversation = try await openFetch(member: member, activity: ActivityReference(typeHash: typeHash, revision: revision), versions: versions)
-        defer { conversation.channel.close() }
         // The member may hold its answer until it was removed here or this machine took a new identity.
-        guard await stillInRing(identity: conversation.identity, member: member) else { throw .notAMember }
-        guard let reply = conversation.reply, reply.type == .activityPayload else { throw .protocolError("unexpected reply to FetchActivity") }
+        guard await stillInRing(identity: conversation.identity, member: member) else {
+            conversation.channel.close()
+            throw .notAMember
+        }
+        guard let reply = conversation.reply, reply.type == .activityPayload else {
+            conversation.channel.close()
+            throw .protocolError("unexpected reply to FetchActivity")
+        }
         let record: ActivityRecord
-        do { record = try ActivityRecord(decoding: reply.payload) } catch { throw .protocolError("payload: \(error)") }
-        let document = DocumentOnChannel(transfer: self, member: member, exchange: conversation.exchange,
-                                         activity: ActivityReference(typeHash: typeHash, revision: record.revision),
+        do { record = try ActivityRecord(decoding: reply.payload) } catch {
+            conversation.channel.close()
+            throw .protocolError("payload: \(error)")
+        }
+        let activity = ActivityReference(typeHash: typeHash, revision: record.revision)
+        let document = DocumentOnChannel(transfer: self, member: member, exchange: conversation.exchange, activity: activity,
                                          timeout: configuration.requestTimeout, identity: conversation.identity)
-        let (outcome, report) = await deliver(record, document)
-        // Nothing is reported to a member that left this machine's ring meanwhile (§7.4, §7.5).
-        guard report, await stillInRing(identity: conversation.identity, member: member) else { return (record, outcome) }
-        let continued = Frame(type: .activityContinued, requestID: requestIDs.make(),
-                              payload: ActivityReference(typeHash: typeHash, revision: record.revision).payload)
+        return FetchedActivity(record: record, document: document)
+    }
+
+    /// ActivityContinued for a fetched activity, on its channel; a report that fails there is
+    /// repeated once on a new connection with the same request id. Nothing is reported to a member
+    /// that left this machine's ring meanwhile (§7.4, §7.5).
+    func reportContinued(_ fetched: FetchedActivity) async {
+        let document = fetched.document, member = document.member
+        guard await stillInRing(identity: document.identity, member: member) else { return }
+        let continued = Frame(type: .activityContinued, requestID: requestIDs.make(), payload: document.activity.payload)
         var repeatOnNewChannel = false
         do throws(TransportError) {
-            let answer = try await conversation.exchange.request(continued, timeout: configuration.requestTimeout)
+            let answer = try await document.exchange.request(continued, timeout: configuration.requestTimeout)
             if answer.type != .ack { log("batond: ActivityContinued to \(member.shortForm) got no Ack") }
         } catch .remote(let frame) {
             log("batond: ActivityContinued to \(member.shortForm) refused: \(frame.code)")
@@ -70,11 +81,13 @@ extension TransferService {
             repeatOnNewChannel = true
         }
         if repeatOnNewChannel {
-            do { try await sendContinued(member: member, typeHash: typeHash, revision: record.revision, requestID: continued.requestID) } catch {
+            do {
+                try await sendContinued(member: member, typeHash: document.activity.typeHash, revision: document.activity.revision,
+                                        requestID: continued.requestID)
+            } catch {
                 log("batond: ActivityContinued to \(member.shortForm) failed: \(error)")
             }
         }
-        return (record, outcome)
     }
 
     /// Opens a conversation whose first request is the fetch: FetchActivityOfVersions when `versions`
@@ -138,7 +151,7 @@ extension TransferService {
         // A member that was reached once explains the failure better than a later refused connect.
         var reachedError: TransferError?
         for _ in 0..<configuration.maxAttempts {
-            let endpoints = await ring.endpoints(of: member)
+            let endpoints = await ring.dialEndpoints(of: member)
             guard !endpoints.isEmpty else { throw .noEndpoints }
             var broken = false
             // A broken connection moves on to the next endpoint with the same request; another round
@@ -146,11 +159,11 @@ extension TransferService {
             for endpoint in endpoints {
                 let channel: SecureChannel
                 do {
-                    if let (address, type, psm) = RingService.splitBluetoothEndpoint(endpoint) {
+                    switch endpoint {
+                    case .bluetooth(let address, let type, let psm):
                         guard configuration.bluetooth else { continue }
                         channel = try await connectOverBluetooth(address: address, type: type, psm: psm)
-                    } else {
-                        guard let (host, port) = RingService.splitEndpoint(endpoint) else { continue }
+                    case .ip(let host, let port):
                         channel = try await connector.connect(host: host, port: port, timeout: configuration.connectTimeout)
                     }
                 } catch {

@@ -77,6 +77,20 @@ extension TransferService {
     }
 }
 
+/// An activity fetched for a Continue, its channel still open (`TransferService.fetchForContinue`):
+/// the record, its document on that channel, the report, and the close. The caller closes it.
+public struct FetchedActivity: Sendable {
+    public let record: ActivityRecord
+    /// The record's document, pulled on the same channel.
+    public let document: DocumentOnChannel
+
+    /// ActivityContinued on the same channel (repeated once on a new one when it broke).
+    public func reportContinued() async { await document.transfer.reportContinued(self) }
+
+    /// Closes the channel (idempotent).
+    public func close() { document.exchange.channel.close() }
+}
+
 /// The document of an activity just fetched, pulled on the channel that carried the FetchActivity
 /// (one TLS session per Continue, §9): after a break the puller goes on over new connections and
 /// resumes from its partial file; a later Continue of the same snapshot resumes from it too.

@@ -22,15 +22,15 @@ extension TransferService {
         return reply
     }
 
-    /// The claimer's side: claims `documentID` from `member` (a journalled claim for it is sent again
-    /// instead, with its request id), lets `fetch` pull the granted snapshot, then imports it. A
-    /// broken connection or a failed fetch leaves the claim journalled for the next call.
-    /// The claim is `uid`'s (each user has their own documents); it is journalled with
-    /// `activityType`, so that a replay can fetch the granted snapshot without the user
-    /// (ContinuationService.replayPendingClaims).
-    public func claimEditSession(member: DeviceID, documentID: String, sessions: EditSessions,
-                                 activityType: String? = nil, uid: UInt32,
-                                 fetch: @Sendable (EditSessionGrant) async -> Bool) async throws(EditSessionClaimError) -> DocumentImport {
+    /// The claimer's side, first step: claims `documentID` from `member` (a journalled claim for it
+    /// is sent again instead, with its request id) and returns the answer. The caller checks that it
+    /// holds the granted snapshot (fetching it if need be), then settles the answer with
+    /// `settleEditSession`; a broken connection, or an answer never settled, leaves the claim
+    /// journalled for the next call. The claim is `uid`'s (each user has their own documents); it
+    /// is journalled with `activityType`, so that a replay can fetch the granted snapshot without
+    /// the user (ContinuationService.replayPendingClaims).
+    public func requestEditSession(member: DeviceID, documentID: String, sessions: EditSessions,
+                                   activityType: String? = nil, uid: UInt32) async throws(EditSessionClaimError) -> EditSessionAnswer {
         let pending: PendingClaim
         do {
             pending = try await sessions.startClaim(documentID, from: member, requestID: requestIDs.make(), activityType: activityType, uid: uid)
@@ -46,11 +46,32 @@ extension TransferService {
         } catch {
             throw .transfer(error)
         }
-        if reply.type == .editSessionGrant, let grant = try? EditSessionGrant(payload: reply.payload) {
+        let grant = reply.type == .editSessionGrant ? try? EditSessionGrant(payload: reply.payload) : nil
+        return EditSessionAnswer(pending: pending, reply: reply, grant: grant)
+    }
+
+    /// The claimer's side, second step: imports the granted snapshot (or records the refusal).
+    public func settleEditSession(_ answer: EditSessionAnswer, sessions: EditSessions) async throws(EditSessionClaimError) -> DocumentImport {
+        do { return try await sessions.settle(answer.pending, reply: answer.reply) } catch { throw .session(error) }
+    }
+
+    /// Both steps, with `fetch` saying whether the granted snapshot is here (tests and tools).
+    public func claimEditSession(member: DeviceID, documentID: String, sessions: EditSessions,
+                                 activityType: String? = nil, uid: UInt32,
+                                 fetch: @Sendable (EditSessionGrant) async -> Bool) async throws(EditSessionClaimError) -> DocumentImport {
+        let answer = try await requestEditSession(member: member, documentID: documentID, sessions: sessions, activityType: activityType, uid: uid)
+        if let grant = answer.grant {
             guard await fetch(grant) else { throw .fetchFailed }
         }
-        do { return try await sessions.settle(pending, reply: reply) } catch { throw .session(error) }
+        return try await settleEditSession(answer, sessions: sessions)
     }
+}
+
+/// A claim's answer before it is settled: the grant, if the owner granted (nil: refused).
+public struct EditSessionAnswer: Sendable {
+    let pending: PendingClaim
+    let reply: Frame
+    public let grant: EditSessionGrant?
 }
 
 /// Why a claim did not give this machine the session.

@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/// One Continue on the receiving side (docs/protocol.md §9 steps 2–4), as a pure state machine:
+/// events in, actions out, no I/O. The continuation service performs each action and feeds what
+/// came of it back as the next event; it owns the connection, the handler and the clock.
+///
+/// The path: ask the handler (WillContinue, before anything is fetched for nobody), fetch with the
+/// versions it declares, check the record's type and version, pull its document, claim its edit
+/// session, make sure the member is still in the ring, deliver, report (ActivityContinued). Every
+/// way it ends without the activity after a handler accepted tells that handler the category
+/// (`fail`, FailedToContinue). A held (prefetched) record skips the fetch, the document and the
+/// claim (the service pulled the document before it started the machine).
+///
+/// Events that do not belong to the state (late, duplicate, after the end) change nothing and
+/// produce no action. `Outcome` is the handler's answer (delivered, declined, …); `Failure` is how
+/// the service describes a failed fetch, pull or claim to its caller.
+public struct ContinueMachine<Outcome: Sendable & Equatable, Failure: Sendable & Equatable>: Sendable {
+    public enum State: Sendable, Hashable {
+        case idle
+        /// WillContinue is being asked.
+        case askingHandler
+        /// Cancelled while WillContinue was asked: the caller has its answer; a handler that still
+        /// accepts hears FailedToContinue(cancelled).
+        case cancelledWhileAsking
+        /// FetchActivity(OfVersions) is on the way.
+        case fetching
+        /// The record's document is being pulled (on the fetch's channel).
+        case pullingDocument
+        /// The document's edit session is being claimed from the source.
+        case claimingSession
+        /// Whether the member is still in the ring (and this machine still the identity that asked).
+        case checkingRing
+        /// The handler that accepted has the record.
+        case delivering
+        /// ActivityContinued is on the way.
+        case reporting
+        case finished
+    }
+
+    public enum Event: Sendable, Equatable {
+        case start
+        /// Nobody takes it (declined, no handler, no agent, launch or handler failure): nothing is fetched.
+        case handlerRefused(Outcome)
+        /// A handler accepted; its version declarations (nil: it accepts every version).
+        case handlerAccepted(versions: [ActivityVersions]?)
+        /// The record arrived: its type and version.
+        case fetched(type: String, version: Int64)
+        /// A fetch, pull or claim failed: the category and detail the handler hears, and what the caller gets.
+        case fetchFailed(ContinueFailure, detail: String, Failure)
+        /// The document was pulled (or there was none); `needsClaim`: its edit session moves here first.
+        case documentPulled(needsClaim: Bool)
+        case documentFailed(ContinueFailure, detail: String, Failure)
+        case sessionClaimed
+        case sessionRefused(ContinueFailure, detail: String, Failure)
+        case stillInRing
+        /// The member left the ring, or this machine took a new identity, while it was fetched (§7.4, §7.5).
+        case memberLeft
+        /// Dismissed (or the caller went): effective only before delivery began.
+        case cancelled
+        /// The handler's answer to the delivery; `handed`: it took the activity (then it is reported).
+        case delivered(Outcome, handed: Bool)
+        /// ActivityContinued went out (or failed, which is logged and changes nothing).
+        case reported
+    }
+
+    /// How a Continue ended.
+    public enum End: Sendable, Equatable {
+        /// The handler's answer: a delivery, or a refusal before any fetch.
+        case handled(Outcome)
+        /// The member sent another type: nothing delivered, nothing reported.
+        case otherType
+        /// No handler here accepts the version (nil: the handler accepts none, nothing was fetched).
+        case versionUnsupported(Int64?)
+        /// Cancelled before delivery: nothing delivered, nothing reported.
+        case cancelled
+        /// The member left the ring while it was fetched: nothing delivered, nothing reported.
+        case memberLeft
+        /// A fetch, pull or claim failed.
+        case failed(Failure)
+    }
+
+    public enum Action: Sendable, Equatable {
+        /// WillContinue to the user's handler (or have the session agent launch one).
+        case askHandler
+        /// FetchActivityOfVersions with these ranges; nil: FetchActivity (the handler accepts every version).
+        case fetch(versions: [ClosedRange<UInt64>]?)
+        case pullDocument
+        case claimSession
+        case checkRing
+        case deliver
+        /// ActivityContinued to the source.
+        case report
+        /// FailedToContinue to the handler that accepted, with the category and a detail.
+        case fail(ContinueFailure, detail: String)
+        /// The caller's answer; the machine is finished.
+        case finish(End)
+    }
+
+    public let activityType: String
+    /// The record held for this Continue (prefetched): its version; nil for a cold fetch.
+    public let heldVersion: Int64?
+    public private(set) var state = State.idle
+    /// The accepting handler's declarations (nil: every version); set once it accepted.
+    public private(set) var declarations: [ActivityVersions]?
+    public private(set) var accepted = false
+    private var outcome: Outcome?
+
+    public init(activityType: String, heldVersion: Int64? = nil) {
+        self.activityType = activityType
+        self.heldVersion = heldVersion
+    }
+
+    /// Whether the handler that accepted declared `version`.
+    public func accepts(_ version: Int64) -> Bool {
+        guard let declarations else { return true }
+        return declarations.contains { $0.accepts(version) }
+    }
+
+    /// Takes one event and returns the actions to perform, in order.
+    public mutating func handle(_ event: Event) -> [Action] {
+        switch (state, event) {
+        case (.idle, .start):
+            state = .askingHandler
+            return [.askHandler]
+        case (.askingHandler, .handlerRefused(let outcome)):
+            return finish(.handled(outcome))
+        case (.askingHandler, .handlerAccepted(let versions)):
+            accepted = true
+            declarations = versions
+            if let heldVersion {
+                guard accepts(heldVersion) else { return versionRefused(heldVersion) }
+                state = .delivering
+                return [.deliver]
+            }
+            let ranges = versions.map(FetchActivityOfVersions.ranges(covering:))
+            // None at all: nothing to fetch (§9 step 2).
+            if ranges?.isEmpty == true {
+                return [.fail(.versionUnsupported, detail: "this handler accepts no activity version")] + finish(.versionUnsupported(nil))
+            }
+            state = .fetching
+            return [.fetch(versions: ranges)]
+        case (.fetching, .fetched(let type, let version)):
+            // Another type is refused before any handler sees it.
+            guard type == activityType else {
+                return [.fail(.noLongerCurrent, detail: "the member's current activity has another type")] + finish(.otherType)
+            }
+            // A version the handler does not accept is refused: never a wrong restore (the source
+            // checked already; this holds for a source from before FetchActivityOfVersions).
+            guard accepts(version) else { return versionRefused(version) }
+            state = .pullingDocument
+            return [.pullDocument]
+        case (.fetching, .fetchFailed(let category, let detail, let failure)),
+             (.pullingDocument, .documentFailed(let category, let detail, let failure)),
+             (.claimingSession, .sessionRefused(let category, let detail, let failure)):
+            return [.fail(category, detail: detail)] + finish(.failed(failure))
+        case (.pullingDocument, .documentPulled(let needsClaim)):
+            state = needsClaim ? .claimingSession : .checkingRing
+            return [needsClaim ? .claimSession : .checkRing]
+        case (.claimingSession, .sessionClaimed):
+            state = .checkingRing
+            return [.checkRing]
+        case (.checkingRing, .stillInRing):
+            state = .delivering
+            return [.deliver]
+        case (.checkingRing, .memberLeft):
+            return [.fail(.unreachable, detail: "the member left the ring")] + finish(.memberLeft)
+        case (.askingHandler, .cancelled):
+            // Nobody accepted yet: the caller hears now, the handler when it answers.
+            state = .cancelledWhileAsking
+            return [.finish(.cancelled)]
+        case (.cancelledWhileAsking, .handlerAccepted):
+            accepted = true
+            state = .finished
+            return [.fail(.cancelled, detail: "the suggestion was dismissed")]
+        case (.cancelledWhileAsking, .handlerRefused):
+            state = .finished
+            return []
+        case (.fetching, .cancelled), (.pullingDocument, .cancelled), (.claimingSession, .cancelled), (.checkingRing, .cancelled):
+            return [.fail(.cancelled, detail: "the suggestion was dismissed")] + finish(.cancelled)
+        case (.delivering, .delivered(let outcome, let handed)):
+            guard handed else { return finish(.handled(outcome)) }
+            self.outcome = outcome
+            state = .reporting
+            return [.report]
+        case (.reporting, .reported):
+            guard let outcome else { return [] }
+            return finish(.handled(outcome))
+        default:
+            // Late, duplicate or out of order (a cancel once delivery began, anything after the end).
+            return []
+        }
+    }
+
+    private mutating func versionRefused(_ version: Int64) -> [Action] {
+        [.fail(.versionUnsupported, detail: "version \(version) is not one this handler accepts")] + finish(.versionUnsupported(version))
+    }
+
+    private mutating func finish(_ end: End) -> [Action] {
+        state = .finished
+        return [.finish(end)]
+    }
+}

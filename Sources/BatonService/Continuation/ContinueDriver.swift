@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+import BatonCore
+import BatonCrypto
+import BatonStore
+
+/// Drives the core's Continue machine (`ContinueMachine`): performs each action it returns and
+/// feeds what came of it back as the next event, until it finishes. The path runs one way:
+/// Continuation asks the activities (WillContinue, versions, inbox, delivery, FailedToContinue)
+/// and the transfer (one fetch whose channel it holds, the document on it, the report on it);
+/// neither calls back.
+extension ContinuationService {
+    /// Where the activity of a Continue comes from.
+    enum ContinueSource {
+        /// Fetched now: FetchActivity(h, revision), or FetchActivityOfVersions with the accepting handler's versions.
+        case fetch(revision: UInt32)
+        /// Held (prefetched) for suggestion `number`, with its document pulled already; the report
+        /// goes on a new connection without holding up the delivery.
+        case held(ActivityRecord, document: PulledDocument?, number: Int, typeHash: TypeHash)
+    }
+
+    /// One Continue: WillContinue first (nothing is fetched for nobody), then one TLS session:
+    /// the fetch with the versions of the handler that accepted, the type and version checks, the
+    /// document (FetchDocument on the same channel, §6.5), its edit session, delivery,
+    /// ActivityContinued when delivered. The handler that accepted hears FailedToContinue with the
+    /// category of every way it ends without the activity.
+    func runContinue(from member: RosterMember, type: String, source: ContinueSource, uid: UInt32, caller: String?,
+                     attempt: ContinueAttempt? = nil) async -> ContinueEnd {
+        let held: (record: ActivityRecord, document: PulledDocument?, number: Int)?
+        let revision: UInt32
+        let typeHash: TypeHash
+        // A held record's document was pulled already: only a fetch reports progress.
+        let relay: ProgressRelay?
+        switch source {
+        case .fetch(let wanted):
+            held = nil
+            revision = wanted
+            // The type hash is keyed with the sender's secret (§3).
+            typeHash = DerivedKeys(secret: member.secret).typeHash(type)
+            relay = progressRelay(to: caller)
+        case .held(let record, let document, let number, let hash):
+            held = (record, document, number)
+            revision = record.revision
+            typeHash = hash
+            relay = nil
+        }
+        defer { relay?.finish() }
+        let progress: @Sendable (UInt64, UInt64) -> Void
+        if let relay { progress = relay.report(activityType: type) } else { progress = { _, _ in } }
+        var machine = ContinueRun(activityType: type, heldVersion: held?.record.version)
+        var ticket: HandlerTicket?
+        var fetched: FetchedActivity?
+        var inbox: DocumentInbox?
+        var sessions: EditSessions?
+        var document = held?.document
+        defer { fetched?.close() }
+        var pending = machine.handle(.start)
+        while !pending.isEmpty {
+            let action = pending.removeFirst()
+            var event: ContinueRun.Event?
+            switch action {
+            case .askHandler:
+                switch await activities.willContinue(type: type, from: member.name, uid: uid) {
+                case .refused(let outcome): event = .handlerRefused(outcome)
+                case .accepted(let accepted):
+                    ticket = accepted
+                    // That handler's declaration, not the user's newest: one registered since
+                    // WillContinue does not decide for the one that gets the activity.
+                    event = .handlerAccepted(versions: await activities.versionDeclarations(of: accepted))
+                }
+            case .fetch(let versions):
+                inbox = await activities.documentInbox(uid: uid)
+                do throws(TransferError) {
+                    let answer = try await transfer.fetchForContinue(member: member.deviceID, typeHash: typeHash, revision: revision, versions: versions)
+                    fetched = answer
+                    event = .fetched(type: answer.record.activityType, version: answer.record.version)
+                } catch {
+                    let (category, detail) = Self.handlerCategory(of: error)
+                    event = .fetchFailed(category, detail: detail, .transfer(error))
+                }
+            case .pullDocument:
+                // The document arrives whole and checked before the handler gets anything.
+                guard let fetched, let inbox else {
+                    event = .documentPulled(needsClaim: false)
+                    break
+                }
+                do throws(DocumentPullError) {
+                    document = try await fetched.document.pull(into: inbox, progress: progress)
+                    if document != nil { sessions = await activities.editSessionsForContinue() }
+                    event = .documentPulled(needsClaim: sessions != nil)
+                } catch {
+                    event = .documentFailed(Self.handlerCategory(of: error), detail: Self.documentFailure(error).message, .document(error))
+                }
+            case .claimSession:
+                // The document's edit session moves here before any handler sees the document.
+                guard let pulled = document, let inbox, let sessions else { break }
+                switch await claimEditSession(of: pulled, from: member.deviceID, activityType: type, uid: uid, typeHash: typeHash,
+                                              inbox: inbox, sessions: sessions, progress: progress) {
+                case .success(let granted):
+                    document = granted
+                    event = .sessionClaimed
+                case .failure(let error):
+                    event = .sessionRefused(Self.handlerCategory(of: error), detail: Self.claimFailure(error).message, .session(error))
+                }
+            case .checkRing:
+                // Removed here, or a new identity here, while it was fetched (§7.4, §7.5): the ring
+                // left delivers nothing (ResetIdentityAttackTests).
+                if let fetched, !(await fetched.document.stillInRing()) {
+                    event = .memberLeft
+                } else if !(attempt?.beginDelivery() ?? true) {
+                    // Cancelled while fetching: nothing reaches a handler, nothing is reported.
+                    event = .cancelled
+                } else {
+                    event = .stillInRing
+                }
+            case .deliver:
+                guard let ticket, let record = held?.record ?? fetched?.record else { break }
+                let outcome = await activities.deliver(activity: record, document: document, from: member.name, to: ticket)
+                event = .delivered(outcome, handed: outcome == .delivered)
+            case .report:
+                if let fetched {
+                    await fetched.reportContinued()
+                } else if let held {
+                    await carry(book.settle(number: held.number))
+                    let transfer = self.transfer, log = self.log, device = member.deviceID
+                    // The source hears WasContinued as for a cold Continue, without holding up the delivery.
+                    Task {
+                        do { try await transfer.sendContinued(member: device, typeHash: typeHash, revision: revision) } catch {
+                            log("batond: ActivityContinued to \(device.shortForm) after a prefetch failed: \(error)")
+                        }
+                    }
+                }
+                event = .reported
+            case .fail(let category, let detail):
+                // The channel closes before the handler hears (as the source sees it end).
+                fetched?.close()
+                if let ticket { await activities.failedToContinue(ticket, category, detail: detail) }
+            case .finish(let end):
+                fetched?.close()
+                return end
+            }
+            if let event { pending += machine.handle(event) }
+        }
+        // Only when an action could not be performed (a precondition of the machine's own order broken).
+        return .failed(.transfer(.protocolError("the continue stopped before it finished")))
+    }
+}
