@@ -4,7 +4,7 @@ import BatonCore
 import BatonStore
 
 /// What the continuation needs from the activities: which types some local user can continue,
-/// and delivery to a user's handler. `ActivityService` conforms; no requirement has a default, so
+/// and delivery to a user's handler. `Handlers` conforms; no requirement has a default, so
 /// a conformer that misspells one does not compile (fakes: Tests/Support/BatonServiceFakes).
 public protocol ContinuationActivities: Sendable {
     func allHandledTypes() async -> Set<String>

@@ -4,7 +4,7 @@ import BatonTransport
 import Synchronization
 
 /// What the transfer needs from the activities: the record a FetchActivity returns and the
-/// WasContinued notice, documents and edit sessions. `ActivityService` conforms; the transfer knows
+/// WasContinued notice, documents and edit sessions. `Activities` conforms; the transfer knows
 /// no more of it. No requirement has a default (fakes: Tests/Support/BatonServiceFakes).
 public protocol TransferActivities: Sendable {
     /// The user's current activity as it leaves the machine (WillSave first when asked for);
