@@ -141,6 +141,7 @@ let package = Package(
         .testTarget(name: "BatonTransportTests", dependencies: ["BatonTestBus", "BatonTransport", "BatonReadiness", "BatonCore", "BatonCrypto", "COpenSSL"],
                     // The tests drive libssl directly as a peer would; batond itself loads it at run time.
                     swiftSettings: strict, linkerSettings: [.linkedLibrary("bluetooth"), .linkedLibrary("ssl")]),
+        .testTarget(name: "BatonJSONTests", dependencies: ["BatonJSON"], swiftSettings: strict),
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "BatonTestBus"], swiftSettings: strict),
         .testTarget(name: "BatonDBusTests", dependencies: ["BatonTestBus", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonAPITests", dependencies: ["BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
