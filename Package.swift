@@ -50,7 +50,9 @@ let package = Package(
         .target(name: "BatonSystem", swiftSettings: sharedSections),
         .target(name: "BatonReadiness", dependencies: ["CEpoll", "BatonSystem"], swiftSettings: sharedSections),
         .target(name: "BatonDBus", dependencies: ["CBusSocket", "BatonReadiness"], swiftSettings: sharedSections),
-        .target(name: "BatonStore", dependencies: ["BatonCrypto", "BatonSystem"], swiftSettings: daemonSections),
+        // The one JSON parser: the state files' coder and the tools' and browser host's input.
+        .target(name: "BatonJSON", swiftSettings: sharedSections),
+        .target(name: "BatonStore", dependencies: ["BatonCrypto", "BatonSystem", "BatonJSON"], swiftSettings: daemonSections),
         .target(name: "BatonTransport", dependencies: ["BatonCore", "BatonCrypto", "COpenSSL", "CBluetooth", "BatonReadiness", "BatonSystem"], swiftSettings: daemonSections),
         .target(name: "BatonBlueZ", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: daemonSections),
         .target(name: "BatonAvahi", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: daemonSections),
@@ -59,7 +61,7 @@ let package = Package(
         .target(name: "BatonService", dependencies: ["BatonAPI", "BatonCore", "BatonCrypto", "BatonDBus", "BatonStore", "BatonBlueZ", "BatonAvahi", "BatonTransport", "BatonSystem", "CBusSocket"], swiftSettings: daemonSections),
         .target(name: "BatonClient", dependencies: ["BatonAPI", "BatonDBus", "BatonCore", "BatonSystem"], swiftSettings: strict),
         // What both command-line tools share: subcommands, argument parsing, output, JSON.
-        .target(name: "BatonCommandLine", dependencies: ["BatonClient", "BatonAPI", "BatonCore", "BatonDBus", "BatonSystem"], swiftSettings: strict),
+        .target(name: "BatonCommandLine", dependencies: ["BatonClient", "BatonAPI", "BatonCore", "BatonDBus", "BatonSystem", "BatonJSON"], swiftSettings: strict),
 
         // The per-user session agent: notifications for suggestions, app launching in the session.
         .target(name: "BatonAgent", dependencies: ["BatonPublishers", "BatonClient", "BatonAPI", "BatonCommandLine", "BatonDBus", "BatonSystem", "CGio"], swiftSettings: strict),
@@ -67,7 +69,7 @@ let package = Package(
         // Which of the app-independent publishers the user turned on (publishers.conf).
         .target(name: "BatonPublishers", swiftSettings: strict),
         // The browser extension's native messaging host: framing, page messages, the activity.
-        .target(name: "BatonBrowserHost", dependencies: ["BatonPublishers", "BatonClient", "BatonAPI", "BatonCore", "BatonCommandLine", "BatonDBus", "BatonSystem"], swiftSettings: strict),
+        .target(name: "BatonBrowserHost", dependencies: ["BatonPublishers", "BatonClient", "BatonAPI", "BatonCore", "BatonCommandLine", "BatonDBus", "BatonSystem", "BatonJSON"], swiftSettings: strict),
 
         // Thin executables that only wire things together.
         // The release daemon links the Swift runtime statically: only the pages it touches become
@@ -139,6 +141,7 @@ let package = Package(
         .testTarget(name: "BatonTransportTests", dependencies: ["BatonTestBus", "BatonTransport", "BatonReadiness", "BatonCore", "BatonCrypto", "COpenSSL"],
                     // The tests drive libssl directly as a peer would; batond itself loads it at run time.
                     swiftSettings: strict, linkerSettings: [.linkedLibrary("bluetooth"), .linkedLibrary("ssl")]),
+        .testTarget(name: "BatonJSONTests", dependencies: ["BatonJSON"], swiftSettings: strict),
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "BatonTestBus"], swiftSettings: strict),
         .testTarget(name: "BatonDBusTests", dependencies: ["BatonTestBus", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonAPITests", dependencies: ["BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCommandLine
 import BatonCore
+import BatonJSON
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -54,10 +55,10 @@ public enum BrowserMessage: Equatable, Sendable {
         var scrollX: Double?
         var scrollY: Double?
 
-        /// Read with the command line's JSON parser (BatonCommandLine.JSONValue): UTF-8 only,
+        /// Read with the project's JSON parser (BatonJSON, the tools' options): UTF-8 only,
         /// nothing after the document, no leading zeros or raw control characters.
         init(_ bytes: [UInt8]) throws(BrowserMessageError) {
-            guard let text = String(validating: bytes, as: UTF8.self), let document = try? JSONValue.parse(text),
+            guard let document = try? JSONValue.parse(bytes),
                   case .object = document, case .string(let kind)? = document["kind"] else { throw .notJSON }
             func string(_ key: String) throws(BrowserMessageError) -> String? {
                 switch document[key] {

@@ -57,6 +57,13 @@ public enum UserInfoJSON {
         case .boolean(let b): return .boolean(b)
         case .integer(let i): return .integer(i)
         case .double(let d): return .double(d)
+        case .number(let text):
+            // Only from a parse with exact numbers (not this file's): the same typing as the parser's.
+            if !text.contains(where: { $0 == "." || $0 == "e" || $0 == "E" }) {
+                guard let integer = Int64(text) else { throw UserInfoJSONError(path: path, problem: "integer \(text) does not fit in 64 bits") }
+                return .integer(integer)
+            }
+            return .double(Double(text) ?? .nan)
         case .string(let s): return .string(s)
         case .array(let items):
             var result: [PropertyValue] = []

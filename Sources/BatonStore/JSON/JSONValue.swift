@@ -1,28 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/// A parsed JSON document, the input of `JSONValueDecoder`. Numbers keep their text so each is
-/// converted once, exactly, to the type the `Decodable` asks for (an `Int64` never passes through
-/// a `Double`).
-indirect enum JSONValue: Equatable, Sendable {
-    case null
-    case bool(Bool)
-    case number(String)
-    case string(String)
-    case array([JSONValue])
-    /// Keys are unique: the parser refuses a document that repeats one (see `JSONParser`).
-    case object([String: JSONValue])
-
-    /// What a type-mismatch error says was found.
-    var kindName: String {
-        switch self {
-        case .null: "null"
-        case .bool: "a boolean"
-        case .number: "a number"
-        case .string: "a string"
-        case .array: "an array"
-        case .object: "an object"
-        }
-    }
-}
+import BatonJSON
 
 /// Why bytes are not a JSON document this store accepts. Offsets count bytes from the start.
 public enum JSONFormatError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -47,6 +24,25 @@ public enum JSONFormatError: Error, Equatable, Sendable, CustomStringConvertible
     /// Something other than white space after the document.
     case trailingData(offset: Int)
 
+    /// The store's refusal for one of BatonJSON's.
+    init(_ error: JSONParseError) {
+        let offset = error.offset
+        switch error.kind {
+        case .tooLarge(let bytes, let limit): self = .tooLarge(bytes: bytes, limit: limit)
+        case .tooDeep(let limit): self = .tooDeep(limit: limit, offset: offset)
+        case .unexpectedEnd, .unterminatedString, .truncatedEscape: self = .unexpectedEnd
+        case .unexpectedByte(let byte, _): self = .unexpectedByte(byte, offset: offset)
+        case .trailingData: self = .trailingData(offset: offset)
+        case .invalidUTF8: self = .invalidUTF8(offset: offset)
+        case .controlCharacter, .unknownEscape, .badHexDigit: self = .invalidEscape(offset: offset)
+        case .loneSurrogate: self = .loneSurrogate(offset: offset)
+        case .duplicateKey(let key): self = .duplicateKey(key, offset: offset)
+        // Not with exact numbers; mapped all the same.
+        case .invalidNumber(_, let start): self = .invalidNumber(offset: start)
+        case .integerTooLarge: self = .invalidNumber(offset: offset)
+        }
+    }
+
     public var description: String {
         switch self {
         case .tooLarge(let bytes, let limit): "JSON of \(bytes) bytes, more than the \(limit)-byte limit"
@@ -59,6 +55,20 @@ public enum JSONFormatError: Error, Equatable, Sendable, CustomStringConvertible
         case .duplicateKey(let key, let offset): "duplicate key \(JSONText.quoted(key)) at byte \(offset)"
         case .invalidNumber(let offset): "invalid number at byte \(offset)"
         case .trailingData(let offset): "data after the JSON document at byte \(offset)"
+        }
+    }
+}
+
+extension JSONValue {
+    /// What a type-mismatch error says was found.
+    var kindName: String {
+        switch self {
+        case .null: "null"
+        case .boolean: "a boolean"
+        case .integer, .double, .number: "a number"
+        case .string: "a string"
+        case .array: "an array"
+        case .object: "an object"
         }
     }
 }

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+import BatonJSON
+
 /// The standard library's `Decoder` over a `JSONValue` from `JSONParser`: what Foundation's
 /// `JSONDecoder` did for the state files, with typed errors (`JSONFormatError` for the text,
 /// `DecodingError` for the shape). Keys absent from the type are ignored (a newer build's optional
@@ -20,7 +22,9 @@ struct NodeDecoder: Decoder {
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         guard case .object(let members) = value else { throw mismatch([String: Any].self, value, codingPath) }
-        return KeyedDecodingContainer(KeyedNodeDecodingContainer<Key>(members: members, codingPath: codingPath))
+        // The parser refused repeated keys, so each name is there once.
+        let byName = Dictionary(members.map { ($0.key, $0.value) }, uniquingKeysWith: { first, _ in first })
+        return KeyedDecodingContainer(KeyedNodeDecodingContainer<Key>(members: byName, codingPath: codingPath))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -40,7 +44,7 @@ private func mismatch(_ type: Any.Type, _ value: JSONValue, _ path: [any CodingK
 /// Conversions from one JSON value to the primitive types every container shares.
 private enum Scalar {
     static func bool(_ value: JSONValue, _ path: [any CodingKey]) throws -> Bool {
-        guard case .bool(let flag) = value else { throw mismatch(Bool.self, value, path) }
+        guard case .boolean(let flag) = value else { throw mismatch(Bool.self, value, path) }
         return flag
     }
 
