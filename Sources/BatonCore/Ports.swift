@@ -5,7 +5,7 @@
 /// One advertising report as a scanner hands it over. Match on payload, never on address:
 /// non-connectable adverts come from throw-away random addresses.
 public struct AdvertisementReport: Sendable, Hashable {
-    public var address: String
+    public var address: BluetoothAddress
     /// "public" or "random", as BlueZ's Device1.AddressType says.
     public var addressType: String
     /// HCI's 127 ("not available") is kept as reported; see `RSSIStatistics.isKnown`.
@@ -15,7 +15,7 @@ public struct AdvertisementReport: Sendable, Hashable {
     public var serviceUUIDs: [String]
     public var name: String?
 
-    public init(address: String, addressType: String, rssi: Int?, txPower: Int?, manufacturerData: [UInt16: [UInt8]],
+    public init(address: BluetoothAddress, addressType: String, rssi: Int?, txPower: Int?, manufacturerData: [UInt16: [UInt8]],
                 serviceUUIDs: [String] = [], name: String? = nil) {
         self.address = address
         self.addressType = addressType
@@ -37,7 +37,7 @@ public enum RadioState: Sendable, Hashable {
 public enum RadioEvent: Sendable, Hashable {
     case report(AdvertisementReport)
     /// The stack forgot an advertiser (BlueZ removed its Device1 object).
-    case vanished(address: String)
+    case vanished(address: BluetoothAddress)
     case stateChanged(RadioState)
     /// Something the status should say (advert rejected, released, restarted...).
     case notice(String)
