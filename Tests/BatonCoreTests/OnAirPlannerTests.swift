@@ -64,7 +64,7 @@ struct OnAirPlannerTests {
         #expect(ringBytes(p.radioStarted(nowSeconds: now)) != nil)
         #expect(p.sender.content == .presence)
         var book = PublicationBook()
-        #expect(ringBytes(carry(book.publish(try record("t"), uid: 1000), on: &p)) != nil)
+        #expect(ringBytes(carry(book.publish(try record("org.example.t"), uid: 1000), on: &p)) != nil)
         let revision = p.sender.counters.revision
         #expect(ringBytes(carry(book.withdraw(uid: 1000), on: &p)) != nil)
         #expect(p.sender.content == .presence && p.sender.counters.revision == Revision.next(revision))
