@@ -70,12 +70,11 @@ public protocol RadioPort: Sendable {
 
 /// An adapter's address as BlueZ's Adapter1 reports it.
 public struct RadioAdapterAddress: Sendable, Hashable {
-    /// "AA:BB:CC:DD:EE:FF".
-    public var address: String
-    /// "public" or "random" (Adapter1.AddressType).
-    public var addressType: String
+    public var address: BluetoothAddress
+    /// Adapter1.AddressType.
+    public var addressType: LEAddressType
 
-    public init(address: String, addressType: String) {
+    public init(address: BluetoothAddress, addressType: LEAddressType) {
         self.address = address
         self.addressType = addressType
     }
