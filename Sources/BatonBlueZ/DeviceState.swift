@@ -13,7 +13,9 @@ struct DeviceState: Sendable, Hashable {
     static let maxNameBytes = 248
 
     let path: String
-    var address: String?
+    /// Parsed where BlueZ's text arrives: a malformed Address property is skipped (the one read
+    /// from the object path, or none, stands), never carried on as text.
+    var address: BluetoothAddress?
     var addressType: String?
     var rssi: Int?
     var txPower: Int?
@@ -36,16 +38,18 @@ struct DeviceState: Sendable, Hashable {
     /// A device learnt from an advert, rather than from pairing or an earlier session.
     var carriesAdvert: Bool { rssi != nil || !manufacturerData.isEmpty }
 
-    var report: AdvertisementReport {
-        AdvertisementReport(address: address ?? Self.address(fromPath: path) ?? "unknown",
-                            addressType: addressType ?? "unknown", rssi: rssi, txPower: txPower,
-                            manufacturerData: manufacturerData, serviceUUIDs: serviceUUIDs, name: name)
+    /// Nil while neither the Address property nor the object path gives a well-formed address:
+    /// such a device is not reported.
+    var report: AdvertisementReport? {
+        guard let address = address ?? Self.address(fromPath: path) else { return nil }
+        return AdvertisementReport(address: address, addressType: addressType ?? "unknown", rssi: rssi, txPower: txPower,
+                                   manufacturerData: manufacturerData, serviceUUIDs: serviceUUIDs, name: name)
     }
 
     mutating func apply(_ properties: [String: DBusValue]) {
         for (key, value) in properties {
             switch key {
-            case "Address": if let text = value.stringValue, text.utf8.count <= 17 { address = text }
+            case "Address": if let text = value.stringValue, let parsed = try? BluetoothAddress(text) { address = parsed }
             case "AddressType": if let text = value.stringValue, text.utf8.count <= 16 { addressType = text }
             case "RSSI": if let level = value.int16Value { rssi = Int(level) }
             case "TxPower": if let level = value.int16Value { txPower = Int(level) }
@@ -86,10 +90,9 @@ struct DeviceState: Sendable, Hashable {
     }
 
     /// `/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF` → `AA:BB:CC:DD:EE:FF`.
-    static func address(fromPath path: String) -> String? {
+    static func address(fromPath path: String) -> BluetoothAddress? {
         guard let last = path.split(separator: "/").last, last.hasPrefix("dev_") else { return nil }
-        let address = last.dropFirst(4).replacingOccurrences(of: "_", with: ":")
-        return address.utf8.count == 17 ? address : nil
+        return try? BluetoothAddress(last.dropFirst(4).replacingOccurrences(of: "_", with: ":"))
     }
 }
 

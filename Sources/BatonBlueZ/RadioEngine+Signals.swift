@@ -42,7 +42,7 @@ extension RadioEngine {
             var state = DeviceState(path: path)
             state.apply(properties)
             devices.set(path, state)
-            if wantsScanning, state.carriesAdvert { events.yield(.report(state.report)) }
+            if wantsScanning, state.carriesAdvert, let report = state.report { events.yield(.report(report)) }
             return
         }
         guard let interfaces = Self.interfaceMap(arguments[1]) else { return }
@@ -119,7 +119,9 @@ extension RadioEngine {
         device.apply(changed)
         device.invalidate(invalidated)
         devices.set(path, device)
-        if wantsScanning, changed.keys.contains(where: DeviceState.isAdvertProperty) { events.yield(.report(device.report)) }
+        if wantsScanning, changed.keys.contains(where: DeviceState.isAdvertProperty), let report = device.report {
+            events.yield(.report(report))
+        }
     }
 
     /// Device1's properties as bluetoothd has them now; nil when unreadable.

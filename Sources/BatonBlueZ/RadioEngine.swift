@@ -170,7 +170,7 @@ actor RadioEngine {
 
     /// What the radio remembers a controller by: its address survives bluetoothd restarts and
     /// renumbering; the path is the fallback while the address is unknown.
-    var adapterKey: String { adapterAddress?.address ?? adapterPath ?? "" }
+    var adapterKey: String { adapterAddress?.address.description ?? adapterPath ?? "" }
 
     /// Re-reads everything from bluetoothd (at start and whenever it (re)appears), then resumes
     /// advertising and scanning if the adapter is ready. `reason` goes into the notices.
@@ -216,9 +216,12 @@ actor RadioEngine {
         adapterPath = adapter?.path
         let properties = adapter?.interfaces[BlueZ.adapterInterface] ?? [:]
         adapterPowered = properties["Powered"]?.boolValue ?? false
-        // AddressType is absent from older bluetoothd; the identity address is public then.
-        adapterAddress = properties["Address"]?.stringValue.flatMap { address in
-            address.utf8.count == 17 ? RadioAdapterAddress(address: address, addressType: properties["AddressType"]?.stringValue ?? "public") : nil
+        // AddressType is absent from older bluetoothd; the identity address is public then. A
+        // malformed Address leaves the adapter without one (no L2CAP), as an absent one does.
+        adapterAddress = properties["Address"]?.stringValue.flatMap { text in
+            (try? BluetoothAddress(text)).map {
+                RadioAdapterAddress(address: $0, addressType: LEAddressType(reported: properties["AddressType"]?.stringValue ?? "public"))
+            }
         }
         let manager = adapter?.interfaces[BlueZ.advertisingManagerInterface] ?? [:]
         // Both properties exist from 5.77 on, and before that only with experimental features (-E):

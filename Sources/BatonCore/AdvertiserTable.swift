@@ -2,7 +2,7 @@
 /// One advertiser heard on the air, as diagnostics show it. Holds no payload bytes: ring adverts
 /// are only named by the member's short id, so nothing here is key material or sealed content.
 public struct AdvertiserRecord: Hashable, Sendable {
-    public var address: String
+    public var address: BluetoothAddress
     public var addressType: String
     public var rssi: RSSIStatistics
     /// Latest TX power the advertiser announced, in dBm.
@@ -24,7 +24,7 @@ public struct AdvertiserTable: Sendable {
     public static let defaultCapacity = 512
 
     public let batonCompanyID: UInt16
-    private var records: LRUCache<String, AdvertiserRecord>
+    private var records: LRUCache<BluetoothAddress, AdvertiserRecord>
     public private(set) var evictions = 0
 
     public init(capacity: Int = AdvertiserTable.defaultCapacity, batonCompanyID: UInt16 = Protocol.defaultCompanyID) {
@@ -37,7 +37,7 @@ public struct AdvertiserTable: Sendable {
     /// Reserved storage slots; stays at the capacity however many advertisers were heard.
     public var storageCapacity: Int { records.storageCapacity }
 
-    public func record(for address: String) -> AdvertiserRecord? { records.peek(address) }
+    public func record(for address: BluetoothAddress) -> AdvertiserRecord? { records.peek(address) }
 
     /// Records one report heard at `nowMilliseconds`, classified once by `AdvertMatcher.hear`;
     /// returns the updated record. Only an accepted advert shows as a ring member.
@@ -68,7 +68,7 @@ public struct AdvertiserTable: Sendable {
     }
 
     /// The stack forgot the advertiser (BlueZ removed its device object).
-    public mutating func forget(address: String) {
+    public mutating func forget(address: BluetoothAddress) {
         records.removeValue(forKey: address)
     }
 
@@ -91,7 +91,7 @@ public struct AdvertiserTable: Sendable {
                 if lhs.lastSeenMilliseconds != rhs.lastSeenMilliseconds {
                     return lhs.lastSeenMilliseconds > rhs.lastSeenMilliseconds
                 }
-                return lhs.address < rhs.address
+                return lhs.address.bytes.lexicographicallyPrecedes(rhs.address.bytes)
             }
         }
     }

@@ -35,8 +35,6 @@ public struct OnAirPlanner: Sendable {
     public private(set) var waitingPairing: [PairingAdvert] = []
     public private(set) var ringAdvertConnectable = false
     public private(set) var ringHasOtherMembers: Bool
-    /// True while a user's activity is published (presence otherwise).
-    public private(set) var activityPublished = false
     /// Without a radio only counters are kept (the content still counts for FetchActivity).
     public let hasRadio: Bool
 
@@ -58,15 +56,14 @@ public struct OnAirPlanner: Sendable {
     }
 
     /// A user published an activity: a new revision even when type and flags stayed (`changed`).
+    /// Who published what is `PublicationBook`'s to say; the planner only carries the content.
     public mutating func publish(_ content: AdvertContent, changed: Bool = true, nowSeconds: Int64) -> [Action] {
-        activityPublished = true
-        return advertise(content, changed: changed, nowSeconds: nowSeconds)
+        advertise(content, changed: changed, nowSeconds: nowSeconds)
     }
 
     /// The advertised activity was withdrawn: presence again.
     public mutating func withdraw(nowSeconds: Int64) -> [Action] {
-        activityPublished = false
-        return advertise(.presence, changed: false, nowSeconds: nowSeconds)
+        advertise(.presence, changed: false, nowSeconds: nowSeconds)
     }
 
     /// Clock tick: epoch rotation (held back, but persisted, while a pairing advert is on the air).

@@ -2,13 +2,13 @@
 /// A pairing advert heard on the radio (protocol §5): who is waiting in `bt-pair accept` nearby.
 public struct HeardPairingAdvert: Hashable, Sendable {
     public var advert: PairingAdvert
-    public var address: String
+    public var address: BluetoothAddress
     /// As BlueZ reported the advertiser; an L2CAP connect needs it.
     public var addressType: LEAddressType
     /// On a monotonic clock.
     public var heardAtMilliseconds: Int64
 
-    public init(advert: PairingAdvert, address: String, addressType: LEAddressType, heardAtMilliseconds: Int64) {
+    public init(advert: PairingAdvert, address: BluetoothAddress, addressType: LEAddressType, heardAtMilliseconds: Int64) {
         self.advert = advert
         self.address = address
         self.addressType = addressType
@@ -29,7 +29,7 @@ public struct PairingAdvertBook: Sendable {
     public var count: Int { adverts.count }
 
     /// A report classified as `HeardAdvert.pairing`.
-    public mutating func record(_ advert: PairingAdvert, address: String, addressType: LEAddressType, nowMilliseconds: Int64) {
+    public mutating func record(_ advert: PairingAdvert, address: BluetoothAddress, addressType: LEAddressType, nowMilliseconds: Int64) {
         adverts[advert.sessionID] = HeardPairingAdvert(advert: advert, address: address, addressType: addressType,
                                                        heardAtMilliseconds: nowMilliseconds)
         if adverts.count > Self.capacity,
@@ -43,11 +43,11 @@ public struct PairingAdvertBook: Sendable {
         let own = Set(own)
         return adverts.values
             .filter { nowMilliseconds - $0.heardAtMilliseconds <= Self.lifetimeMilliseconds && !own.contains($0.advert.sessionID) }
-            .sorted { ($0.advert.name, $0.address) < ($1.advert.name, $1.address) }
+            .sorted { ($0.advert.name, $0.address.description) < ($1.advert.name, $1.address.description) }
     }
 
     /// The address type a recent pairing advert from `address` was heard with (for an L2CAP connect).
     public func addressType(of address: BluetoothAddress, nowMilliseconds: Int64, excludingSessions own: [[UInt8]]) -> LEAddressType? {
-        recent(nowMilliseconds: nowMilliseconds, excludingSessions: own).first { $0.address.uppercased() == address.description }?.addressType
+        recent(nowMilliseconds: nowMilliseconds, excludingSessions: own).first { $0.address == address }?.addressType
     }
 }

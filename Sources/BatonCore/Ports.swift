@@ -5,7 +5,7 @@
 /// One advertising report as a scanner hands it over. Match on payload, never on address:
 /// non-connectable adverts come from throw-away random addresses.
 public struct AdvertisementReport: Sendable, Hashable {
-    public var address: String
+    public var address: BluetoothAddress
     /// "public" or "random", as BlueZ's Device1.AddressType says.
     public var addressType: String
     /// HCI's 127 ("not available") is kept as reported; see `RSSIStatistics.isKnown`.
@@ -15,7 +15,7 @@ public struct AdvertisementReport: Sendable, Hashable {
     public var serviceUUIDs: [String]
     public var name: String?
 
-    public init(address: String, addressType: String, rssi: Int?, txPower: Int?, manufacturerData: [UInt16: [UInt8]],
+    public init(address: BluetoothAddress, addressType: String, rssi: Int?, txPower: Int?, manufacturerData: [UInt16: [UInt8]],
                 serviceUUIDs: [String] = [], name: String? = nil) {
         self.address = address
         self.addressType = addressType
@@ -37,7 +37,7 @@ public enum RadioState: Sendable, Hashable {
 public enum RadioEvent: Sendable, Hashable {
     case report(AdvertisementReport)
     /// The stack forgot an advertiser (BlueZ removed its Device1 object).
-    case vanished(address: String)
+    case vanished(address: BluetoothAddress)
     case stateChanged(RadioState)
     /// Something the status should say (advert rejected, released, restarted...).
     case notice(String)
@@ -70,12 +70,11 @@ public protocol RadioPort: Sendable {
 
 /// An adapter's address as BlueZ's Adapter1 reports it.
 public struct RadioAdapterAddress: Sendable, Hashable {
-    /// "AA:BB:CC:DD:EE:FF".
-    public var address: String
-    /// "public" or "random" (Adapter1.AddressType).
-    public var addressType: String
+    public var address: BluetoothAddress
+    /// Adapter1.AddressType.
+    public var addressType: LEAddressType
 
-    public init(address: String, addressType: String) {
+    public init(address: BluetoothAddress, addressType: LEAddressType) {
         self.address = address
         self.addressType = addressType
     }

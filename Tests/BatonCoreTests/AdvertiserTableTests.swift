@@ -110,7 +110,7 @@ extension AdvertiserTable {
 @Suite struct AdvertiserTableTests {
     static let now: Int64 = 1_800_000_000_000
 
-    func report(_ address: String, rssi: Int?, company: UInt16? = nil, data: [UInt8] = [1, 2, 3],
+    func report(_ address: BluetoothAddress, rssi: Int?, company: UInt16? = nil, data: [UInt8] = [1, 2, 3],
                 txPower: Int? = nil, uuids: [String] = [], name: String? = nil) -> AdvertisementReport {
         AdvertisementReport(address: address, addressType: "random", rssi: rssi, txPower: txPower,
                             manufacturerData: company.map { [$0: data] } ?? [:], serviceUUIDs: uuids, name: name)
@@ -118,14 +118,14 @@ extension AdvertiserTable {
 
     @Test func rssiStatisticsIgnoreUnknown127() {
         var table = AdvertiserTable(capacity: 8)
-        table.record(report("AA:00:00:00:00:01", rssi: 127), nowMilliseconds: Self.now)
-        var record = table.record(for: "AA:00:00:00:00:01")
+        table.record(report(BluetoothAddress(testing: "AA:00:00:00:00:01"), rssi: 127), nowMilliseconds: Self.now)
+        var record = table.record(for: BluetoothAddress(testing: "AA:00:00:00:00:01"))
         #expect(record?.rssi.last == nil)
         #expect(record?.rssi.unknownSamples == 1)
         for (offset, rssi) in [-60, 127, -70, -50].enumerated() {
-            table.record(report("AA:00:00:00:00:01", rssi: rssi), nowMilliseconds: Self.now + Int64(offset))
+            table.record(report(BluetoothAddress(testing: "AA:00:00:00:00:01"), rssi: rssi), nowMilliseconds: Self.now + Int64(offset))
         }
-        record = table.record(for: "AA:00:00:00:00:01")
+        record = table.record(for: BluetoothAddress(testing: "AA:00:00:00:00:01"))
         #expect(record?.rssi.last == -50)
         #expect(record?.rssi.minimum == -70)
         #expect(record?.rssi.maximum == -50)
@@ -154,41 +154,41 @@ extension AdvertiserTable {
             return
         }
         var table = AdvertiserTable(capacity: 16)
-        table.record(report("01", rssi: -40, company: 0xFFFF, data: ringAdvert), nowMilliseconds: Self.now, matcher: &matcher)
-        table.record(report("02", rssi: -41, company: 0xFFFF, data: strangerAdvert), nowMilliseconds: Self.now, matcher: &matcher)
-        table.record(report("03", rssi: -42, company: 0x004C), nowMilliseconds: Self.now, matcher: &matcher)
-        table.record(report("04", rssi: -43, company: 0x0006), nowMilliseconds: Self.now, matcher: &matcher)
-        table.record(report("05", rssi: -44, uuids: ["0000fe2c-0000-1000-8000-00805f9b34fb"]), nowMilliseconds: Self.now, matcher: &matcher)
-        table.record(report("06", rssi: -45, company: 0x0123), nowMilliseconds: Self.now, matcher: &matcher)
-        table.record(report("07", rssi: -46), nowMilliseconds: Self.now, matcher: &matcher)
-        #expect(table.record(for: "01")?.kind == .ringMember(member))
-        #expect(table.record(for: "02")?.kind == .foreignBaton)
-        #expect(table.record(for: "03")?.kind == .appleContinuity)
-        #expect(table.record(for: "04")?.kind == .microsoftCDP)
-        #expect(table.record(for: "05")?.kind == .googleFastPair)
-        #expect(table.record(for: "06")?.kind == .other(companyID: 0x0123))
-        #expect(table.record(for: "07")?.kind == .other(companyID: nil))
+        table.record(report(BluetoothAddress(testIndex: 1), rssi: -40, company: 0xFFFF, data: ringAdvert), nowMilliseconds: Self.now, matcher: &matcher)
+        table.record(report(BluetoothAddress(testIndex: 2), rssi: -41, company: 0xFFFF, data: strangerAdvert), nowMilliseconds: Self.now, matcher: &matcher)
+        table.record(report(BluetoothAddress(testIndex: 3), rssi: -42, company: 0x004C), nowMilliseconds: Self.now, matcher: &matcher)
+        table.record(report(BluetoothAddress(testIndex: 4), rssi: -43, company: 0x0006), nowMilliseconds: Self.now, matcher: &matcher)
+        table.record(report(BluetoothAddress(testIndex: 5), rssi: -44, uuids: ["0000fe2c-0000-1000-8000-00805f9b34fb"]), nowMilliseconds: Self.now, matcher: &matcher)
+        table.record(report(BluetoothAddress(testIndex: 6), rssi: -45, company: 0x0123), nowMilliseconds: Self.now, matcher: &matcher)
+        table.record(report(BluetoothAddress(testIndex: 7), rssi: -46), nowMilliseconds: Self.now, matcher: &matcher)
+        #expect(table.record(for: BluetoothAddress(testIndex: 1))?.kind == .ringMember(member))
+        #expect(table.record(for: BluetoothAddress(testIndex: 2))?.kind == .foreignBaton)
+        #expect(table.record(for: BluetoothAddress(testIndex: 3))?.kind == .appleContinuity)
+        #expect(table.record(for: BluetoothAddress(testIndex: 4))?.kind == .microsoftCDP)
+        #expect(table.record(for: BluetoothAddress(testIndex: 5))?.kind == .googleFastPair)
+        #expect(table.record(for: BluetoothAddress(testIndex: 6))?.kind == .other(companyID: 0x0123))
+        #expect(table.record(for: BluetoothAddress(testIndex: 7))?.kind == .other(companyID: nil))
         // An RSSI-only update keeps the kind learnt from the advert.
-        table.record(report("03", rssi: -30), nowMilliseconds: Self.now + 1, matcher: &matcher)
-        #expect(table.record(for: "03")?.kind == .appleContinuity)
-        #expect(table.record(for: "03")?.companyID == 0x004C)
+        table.record(report(BluetoothAddress(testIndex: 3), rssi: -30), nowMilliseconds: Self.now + 1, matcher: &matcher)
+        #expect(table.record(for: BluetoothAddress(testIndex: 3))?.kind == .appleContinuity)
+        #expect(table.record(for: BluetoothAddress(testIndex: 3))?.companyID == 0x004C)
     }
 
     @Test func boundedWithLeastRecentlyHeardEvicted() {
         var table = AdvertiserTable(capacity: 32)
         let reserved = table.storageCapacity
         for index in 0..<5000 {
-            table.record(report("addr-\(index)", rssi: -50 - index % 40, company: 0x004C), nowMilliseconds: Self.now + Int64(index))
+            table.record(report(BluetoothAddress(testIndex: index), rssi: -50 - index % 40, company: 0x004C), nowMilliseconds: Self.now + Int64(index))
             // Keep one advertiser fresh: it must survive the crowd.
-            table.record(report("keeper", rssi: -40, company: 0xFFFF), nowMilliseconds: Self.now + Int64(index))
+            table.record(report(BluetoothAddress(testIndex: 0xFFFFFF), rssi: -40, company: 0xFFFF), nowMilliseconds: Self.now + Int64(index))
         }
         #expect(table.count == 32)
         #expect(table.storageCapacity == reserved)
         #expect(table.evictions == 5000 + 1 - 32)
-        #expect(table.record(for: "keeper")?.reports == 5000)
-        #expect(table.record(for: "addr-0") == nil)
-        #expect(table.record(for: "addr-4999") != nil)
-        table.forget(address: "keeper")
+        #expect(table.record(for: BluetoothAddress(testIndex: 0xFFFFFF))?.reports == 5000)
+        #expect(table.record(for: BluetoothAddress(testIndex: 0)) == nil)
+        #expect(table.record(for: BluetoothAddress(testIndex: 4999)) != nil)
+        table.forget(address: BluetoothAddress(testIndex: 0xFFFFFF))
         #expect(table.count == 31)
     }
 }
@@ -210,7 +210,7 @@ extension AdvertiserTable {
             return
         }
         func report(_ data: [UInt8]) -> AdvertisementReport {
-            AdvertisementReport(address: "AA:00:00:00:00:05", addressType: "random", rssi: -50, txPower: nil,
+            AdvertisementReport(address: BluetoothAddress(testing: "AA:00:00:00:00:05"), addressType: "random", rssi: -50, txPower: nil,
                                 manufacturerData: [0xFFFF: data], serviceUUIDs: [], name: nil)
         }
         guard case .ringMember(let sighting) = matcher.hear(report(second), batonCompanyID: 0xFFFF) else {

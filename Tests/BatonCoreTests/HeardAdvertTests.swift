@@ -18,7 +18,7 @@ struct HeardAdvertTests {
         return matcher
     }
 
-    func report(_ data: [UInt8]?, company: UInt16 = baton, address: String = "AA:00:00:00:00:01", uuids: [String] = []) -> AdvertisementReport {
+    func report(_ data: [UInt8]?, company: UInt16 = baton, address: BluetoothAddress = BluetoothAddress(testing: "AA:00:00:00:00:01"), uuids: [String] = []) -> AdvertisementReport {
         AdvertisementReport(address: address, addressType: "random", rssi: -50, txPower: nil,
                             manufacturerData: data.map { [company: $0] } ?? [:], serviceUUIDs: uuids)
     }
@@ -61,8 +61,8 @@ struct HeardAdvertTests {
             #expect(matcher.sealOpens == index + 1)
         }
         // The repeat of the same advert is a same-revision sighting, still the member.
-        #expect(table.record(for: "AA:00:00:00:00:01")?.kind == .ringMember(member))
-        #expect(table.record(for: "AA:00:00:00:00:01")?.reports == 3)
+        #expect(table.record(for: BluetoothAddress(testing: "AA:00:00:00:00:01"))?.kind == .ringMember(member))
+        #expect(table.record(for: BluetoothAddress(testing: "AA:00:00:00:00:01"))?.reports == 3)
     }
 
     @Test("A replayed advert with a member's tag is refused and not shown as the member")
@@ -71,13 +71,13 @@ struct HeardAdvertTests {
         var table = AdvertiserTable(capacity: 8, batonCompanyID: Self.baton)
         let (older, newer) = adverts()
         _ = matcher.hear(report(newer), batonCompanyID: Self.baton)
-        let replayReport = report(older, address: "BB:00:00:00:00:02")
+        let replayReport = report(older, address: BluetoothAddress(testing: "BB:00:00:00:00:02"))
         let heard = matcher.hear(replayReport, batonCompanyID: Self.baton)
         #expect(heard == .ringRefused(taggedMember: member, reason: .replayedSequence))
         #expect(heard.ringRefusal == .replayedSequence)
         #expect(matcher.sealOpens == 2)
         table.record(replayReport, heard: heard, nowMilliseconds: now * 1000)
-        #expect(table.record(for: "BB:00:00:00:00:02")?.kind == .foreignBaton)
+        #expect(table.record(for: BluetoothAddress(testing: "BB:00:00:00:00:02"))?.kind == .foreignBaton)
     }
 
     @Test("A forged advert with a member's tag does not open and is not shown as the member")
@@ -145,11 +145,11 @@ struct HeardAdvertTests {
         #expect(matcher.hear(report([1], company: 0x0123), batonCompanyID: Self.baton) == .foreign(.other(companyID: 0x0123)))
         #expect(matcher.hear(report(nil), batonCompanyID: Self.baton) == .foreign(.other(companyID: nil)))
         // The lowest company ID names a report with several.
-        let several = AdvertisementReport(address: "A", addressType: "public", rssi: nil, txPower: nil,
+        let several = AdvertisementReport(address: BluetoothAddress(testIndex: 1), addressType: "public", rssi: nil, txPower: nil,
                                           manufacturerData: [0x0123: [1], 0x004C: [2]])
         #expect(matcher.hear(several, batonCompanyID: Self.baton) == .foreign(.appleContinuity))
         // A report with Baton data next to others is a Baton report.
-        let mixed = AdvertisementReport(address: "A", addressType: "public", rssi: nil, txPower: nil,
+        let mixed = AdvertisementReport(address: BluetoothAddress(testIndex: 1), addressType: "public", rssi: nil, txPower: nil,
                                         manufacturerData: [0x004C: [2], Self.baton: [1, 2]])
         #expect(matcher.hear(mixed, batonCompanyID: Self.baton) == .malformedBaton(.malformed("length")))
         #expect(matcher.sealOpens == 0)

@@ -22,6 +22,19 @@ struct OnAirPlannerTests {
         return bytes
     }
 
+    /// What the radio does with the publications book's answer (RadioService's `air`).
+    func carry(_ air: PublicationBook.Air, on p: inout OnAirPlanner) -> [OnAirPlanner.Action] {
+        switch air {
+        case .activity(let content): p.publish(content, nowSeconds: now)
+        case .presence: p.withdraw(nowSeconds: now)
+        case .unchanged: []
+        }
+    }
+
+    func record(_ activityType: String) throws -> ActivityRecord {
+        try ActivityRecord(activityType: activityType, title: "", userInfo: [:], webpageURL: nil, version: 1, revision: 1)
+    }
+
     func onlyPersist(_ actions: [OnAirPlanner.Action]) -> Bool {
         !actions.isEmpty && actions.allSatisfy { if case .persist = $0 { true } else { false } }
     }
@@ -31,11 +44,13 @@ struct OnAirPlannerTests {
         var p = planner()
         #expect(p.radioStarted(nowSeconds: now) == [])
         #expect(p.onAir == .nothing)
-        // Publishing while alone: a new revision, persisted, nothing sealed or sent.
-        let actions = p.publish(AdvertContent(activityType: "org.example.edit"), nowSeconds: now)
+        // Publishing while alone (through the book, as the radio does): a new revision, persisted,
+        // nothing sealed or sent.
+        var book = PublicationBook()
+        let actions = carry(book.publish(try record("org.example.edit"), uid: 1000), on: &p)
         #expect(actions == [.persist(p.sender.counters, p.sender.bootMark)] && p.sender.counters.revision == 1)
         #expect(p.sender.counters.nextSequence == 0 && p.onAir == .nothing)
-        #expect(p.activityPublished)
+        #expect(book.current?.uid == 1000 && p.sender.content == AdvertContent(activityType: "org.example.edit"))
         #expect(p.tick(nowSeconds: nextEpoch) == [])
         // A member joins: the current content goes out at once, without a new revision.
         let bytes = try #require(ringBytes(p.ringMembersChanged(hasOthers: true, nowSeconds: nextEpoch)))
@@ -44,15 +59,16 @@ struct OnAirPlannerTests {
     }
 
     @Test("With other members the radio carries presence from the start, and again after a withdraw")
-    func presenceWithMembers() {
+    func presenceWithMembers() throws {
         var p = planner(others: true)
         #expect(ringBytes(p.radioStarted(nowSeconds: now)) != nil)
         #expect(p.sender.content == .presence)
-        #expect(ringBytes(p.publish(AdvertContent(activityType: "t"), nowSeconds: now)) != nil)
+        var book = PublicationBook()
+        #expect(ringBytes(carry(book.publish(try record("org.example.t"), uid: 1000), on: &p)) != nil)
         let revision = p.sender.counters.revision
-        #expect(ringBytes(p.withdraw(nowSeconds: now)) != nil)
+        #expect(ringBytes(carry(book.withdraw(uid: 1000), on: &p)) != nil)
         #expect(p.sender.content == .presence && p.sender.counters.revision == Revision.next(revision))
-        #expect(!p.activityPublished)
+        #expect(book.current == nil)
         // Publishing the same content again still makes a new revision (the activity changed).
         #expect(ringBytes(p.publish(AdvertContent(activityType: "t"), nowSeconds: now)) != nil)
         #expect(ringBytes(p.publish(AdvertContent(activityType: "t"), nowSeconds: now)) != nil)

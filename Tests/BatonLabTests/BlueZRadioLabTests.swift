@@ -76,7 +76,7 @@ struct BlueZRadioLabTests {
         try await Task.sleep(for: .seconds(3))
 
         let receiver = matcher(secret: secret, at: nextEpochSeconds)
-        var epochsByAddress: [String: Set<UInt64>] = [:]
+        var epochsByAddress: [BluetoothAddress: Set<UInt64>] = [:]
         for entry in await heard.events() {
             // Which member sealed it and in which epoch: each report through a fresh copy of the
             // receiver (no replay state), so a late old-epoch advert still names its epoch.
@@ -210,7 +210,7 @@ struct BlueZRadioLabTests {
         var table = AdvertiserTable(capacity: tableCapacity)
         let reservedStorage = table.storageCapacity
         let listenUntil = ContinuousClock.now + .seconds(14)
-        var addresses: Set<String> = []
+        var addresses: Set<BluetoothAddress> = []
         var memberHeardInCrowd = false
         var next = crowdStart
         while ContinuousClock.now < listenUntil {

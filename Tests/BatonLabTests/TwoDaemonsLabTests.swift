@@ -518,7 +518,7 @@ struct TwoDaemonsLabTests {
     /// (its addresses are the ones beta lists as that member), re-broadcasts it from hci3, and
     /// checks beta's dump: the replay shows as foreignBaton and the refusal is counted.
     func replayCapturedAdvert(of member: String, addresses memberAddresses: Set<String>, captured: EventRecorder, lab: DaemonPair) async throws {
-        let adverts = await captured.events().compactMap(\.event.report).filter { memberAddresses.contains($0.address) }
+        let adverts = await captured.events().compactMap(\.event.report).filter { memberAddresses.contains($0.address.description) }
             .compactMap { $0.manufacturerData[Lab.companyID] }.filter { $0.first == 0x11 }
         let latest = try #require(adverts.last, "hci2 captured no advert of \(member) from \(memberAddresses.sorted())")
         let old = try #require(adverts.first { $0 != latest }, "hci2 captured only one advert of \(member)")

@@ -13,7 +13,7 @@ import Testing
         let session: [UInt8] = Array(1...8)
         func heard(_ address: String, _ type: String, session: [UInt8], psm: UInt16, at time: Int64) throws -> HeardPairingAdvert {
             HeardPairingAdvert(advert: try PairingAdvert(sessionID: session, tcpPublished: false, psm: psm, name: "alpha"),
-                               address: address, addressType: try #require(LEAddressType(name: type)), heardAtMilliseconds: time)
+                               address: try BluetoothAddress(address), addressType: try #require(LEAddressType(name: type)), heardAtMilliseconds: time)
         }
         let adverts = [try heard("52:85:CE:26:80:E0", "random", session: session, psm: 0x80, at: 100),
                        try heard("45:74:E7:02:96:AB", "random", session: session, psm: 0x80, at: 200),

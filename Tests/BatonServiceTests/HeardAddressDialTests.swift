@@ -23,8 +23,8 @@ struct HeardAddressDialTests {
         #expect(await b.node.ring.endpoints(of: idA).contains(stored.description))
 
         // A stranger's advert from another address changes nothing; alpha's sealed advert does.
-        b.radio.hear([UInt8](repeating: 0x11, count: 24), from: "5A:00:00:00:00:09")
-        b.radio.hear(try #require(a.radio.lastAdvert), from: "4B:22:33:44:55:66")
+        b.radio.hear([UInt8](repeating: 0x11, count: 24), from: BluetoothAddress(testing: "5A:00:00:00:00:09"))
+        b.radio.hear(try #require(a.radio.lastAdvert), from: BluetoothAddress(testing: "4B:22:33:44:55:66"))
         #expect(await eventually(timeout: .seconds(15)) { await b.node.ring.radio.heardEndpoint(of: idA) != nil })
         let dialled = await b.node.ring.endpoints(of: idA)
         #expect(!dialled.contains(stored.description))
@@ -32,7 +32,7 @@ struct HeardAddressDialTests {
         // The TCP hints keep their order.
         #expect(dialled.filter { !$0.hasPrefix("ble:") } == tcp)
         // A non-resolvable random address (top bits 0b00: a non-connectable advert) is not dialled.
-        b.radio.hear(try #require(a.radio.lastAdvert), from: "3A:00:00:00:00:01")
+        b.radio.hear(try #require(a.radio.lastAdvert), from: BluetoothAddress(testing: "3A:00:00:00:00:01"))
         try await Task.sleep(for: .milliseconds(300))
         #expect(await b.node.ring.endpoints(of: idA).filter { $0.hasPrefix("ble:") } == ["ble:4B:22:33:44:55:66/0xba/random"])
         await a.node.stop()

@@ -47,6 +47,7 @@ struct RadioCachedDeviceTests {
         // A change of RSSI only: the device is near, but it advertised nothing this radio heard.
         try fake.emitPropertiesChanged(path: Self.devicePath, interface: "org.bluez.Device1", changed: ["RSSI": .int16(-48)])
         let first = try #require(await reports.next(within: .seconds(10)))
+        #expect(first.address == (try BluetoothAddress("00:AA:01:00:00:00")))
         #expect(first.addressType == "random", "\(first)")
         #expect(first.rssi == -48)
         #expect(first.manufacturerData.isEmpty, "the cached advert was reported as heard: \(first.manufacturerData)")
@@ -58,6 +59,48 @@ struct RadioCachedDeviceTests {
         let second = try #require(await reports.next(within: .seconds(10)))
         #expect(second.manufacturerData == [0xFFFF: fresh])
         #expect(second.addressType == "random")
+        await radio.close()
+    }
+
+    /// BlueZ's text is parsed at the edge: a device whose Address property is not an address is
+    /// reported under the address its object path names, and one with neither is skipped; the
+    /// radio carries on (no crash, no "unknown" row).
+    @Test func aMalformedAddressIsSkippedAtTheEdge() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let fake = try DBusConnection(bus: .address(bus.address))
+        defer { fake.close() }
+        try fake.addObjectManager(at: "/")
+        let adapter = DBusInterface("org.bluez.Adapter1", methods: [
+            DBusMethod("SetDiscoveryFilter", in: [DBusArgument("filter", "a{sv}")]) { _ in [] },
+            DBusMethod("StartDiscovery") { _ in [] },
+            DBusMethod("StopDiscovery") { _ in [] },
+        ], properties: [
+            DBusProperty("Powered", signature: "b") { .boolean(true) },
+            DBusProperty("Address", signature: "s") { .string("00:11:22:33:44:66") },
+            DBusProperty("Discovering", signature: "b") { .boolean(true) },
+        ])
+        try await fake.export([adapter], at: "/org/bluez/hci0")
+        let nowhere = "/org/bluez/hci0/dev_bogus", fromPath = "/org/bluez/hci0/dev_00_AA_01_00_00_08"
+        try await fake.export([DBusInterface("org.bluez.Device1", properties: [
+            DBusProperty("Address", signature: "s") { .string("ZZ:not:an:address") },
+            DBusProperty("AddressType", signature: "s") { .string("random") },
+        ])], at: nowhere)
+        try await fake.export([DBusInterface("org.bluez.Device1", properties: [
+            DBusProperty("Address", signature: "s") { .string("00:AA:01:00:00:08:FF") },
+            DBusProperty("AddressType", signature: "s") { .string("random") },
+        ])], at: fromPath)
+        _ = try await fake.requestName("org.bluez", flags: [.doNotQueue])
+
+        let radio = try await BlueZRadio(options: BlueZRadioOptions(bus: .address(bus.address)))
+        let reports = ReportCollector(radio.events())
+        try await radio.startScanning()
+        // Signals arrive in order: had the first device been reported, its report would come first.
+        try fake.emitPropertiesChanged(path: nowhere, interface: "org.bluez.Device1", changed: ["RSSI": .int16(-40)])
+        try fake.emitPropertiesChanged(path: fromPath, interface: "org.bluez.Device1", changed: ["RSSI": .int16(-41)])
+        let report = try #require(await reports.next(within: .seconds(10)))
+        #expect(report.address == (try BluetoothAddress("00:AA:01:00:00:08")), "\(report)")
+        #expect(report.rssi == -41)
         await radio.close()
     }
 

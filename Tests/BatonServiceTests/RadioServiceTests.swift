@@ -10,7 +10,7 @@ import Testing
 @Suite struct AdvertiserTableRenderingTests {
     static let now: Int64 = 1_800_000_000_000
 
-    func report(_ address: String, rssi: Int?, company: UInt16? = nil, data: [UInt8] = [1, 2, 3],
+    func report(_ address: BluetoothAddress, rssi: Int?, company: UInt16? = nil, data: [UInt8] = [1, 2, 3],
                 txPower: Int? = nil, name: String? = nil) -> AdvertisementReport {
         AdvertisementReport(address: address, addressType: "random", rssi: rssi, txPower: txPower,
                             manufacturerData: company.map { [$0: data] } ?? [:], serviceUUIDs: [], name: name)
@@ -24,9 +24,9 @@ import Testing
     @Test func rendersTextStrongestFirst() {
         var table = AdvertiserTable(capacity: 8)
         var matcher = AdvertMatcher(epoch: Protocol.epoch(unixSeconds: Self.now / 1000))
-        record(report("AA:00:00:00:00:01", rssi: -80, company: 0x004C, txPower: 4), in: &table, matcher: &matcher, nowMilliseconds: Self.now - 5_000)
-        record(report("AA:00:00:00:00:02", rssi: -40, company: 0x0006), in: &table, matcher: &matcher, nowMilliseconds: Self.now - 1_000)
-        record(report("AA:00:00:00:00:03", rssi: 127, company: 0x0123), in: &table, matcher: &matcher, nowMilliseconds: Self.now)
+        record(report(BluetoothAddress(testing: "AA:00:00:00:00:01"), rssi: -80, company: 0x004C, txPower: 4), in: &table, matcher: &matcher, nowMilliseconds: Self.now - 5_000)
+        record(report(BluetoothAddress(testing: "AA:00:00:00:00:02"), rssi: -40, company: 0x0006), in: &table, matcher: &matcher, nowMilliseconds: Self.now - 1_000)
+        record(report(BluetoothAddress(testing: "AA:00:00:00:00:03"), rssi: 127, company: 0x0123), in: &table, matcher: &matcher, nowMilliseconds: Self.now)
         let lines = AdvertiserTableRendering.text(table, nowMilliseconds: Self.now).split(separator: "\n").map(String.init)
         #expect(lines.count == 4)
         #expect(lines[0].hasPrefix("ADDRESS"))
@@ -55,9 +55,9 @@ import Testing
             return
         }
         var table = AdvertiserTable(capacity: 8)
-        record(report("AA:00:00:00:00:09", rssi: -61, company: 0xFFFF, data: advert, name: "quote\" and\nnewline"),
+        record(report(BluetoothAddress(testing: "AA:00:00:00:00:09"), rssi: -61, company: 0xFFFF, data: advert, name: "quote\" and\nnewline"),
                in: &table, matcher: &matcher, nowMilliseconds: Self.now - 250)
-        record(report("AA:00:00:00:00:08", rssi: 127, company: 0x004C), in: &table, matcher: &matcher, nowMilliseconds: Self.now)
+        record(report(BluetoothAddress(testing: "AA:00:00:00:00:08"), rssi: 127, company: 0x004C), in: &table, matcher: &matcher, nowMilliseconds: Self.now)
         let lines = AdvertiserTableRendering.jsonLines(table, nowMilliseconds: Self.now).split(separator: "\n").map(String.init)
         #expect(lines.count == 2)
         #expect(lines[0] == #"{"Address":"AA:00:00:00:00:09","AddressType":"random","RSSI":-61,"RSSIMin":-61,"RSSIMax":-61,"RSSISmoothed":-61.0,"RSSIKnownSamples":1,"RSSIUnknownSamples":0,"TxPower":null,"CompanyId":"0xffff","Kind":"ringMember","Member":"\#(member.shortForm)","Name":"quote\" and\nnewline","Reports":1,"FirstSeenMs":1799999999750,"LastSeenMs":1799999999750,"AgeMs":250}"#)
@@ -104,7 +104,7 @@ struct RadioServiceTests {
         return (a, b)
     }
 
-    func report(_ data: [UInt8], from address: String) -> AdvertisementReport {
+    func report(_ data: [UInt8], from address: BluetoothAddress) -> AdvertisementReport {
         AdvertisementReport(address: address, addressType: "random", rssi: -50, txPower: nil, manufacturerData: [Protocol.defaultCompanyID: data])
     }
 
@@ -120,7 +120,7 @@ struct RadioServiceTests {
         try await a.ring.radio.publish(record, uid: getuid())
         let advert = try #require(a.radio.onAir)
         let radio = b.ring.radio
-        for (index, address) in ["C0:00:00:00:00:01", "C0:00:00:00:00:01", "C0:00:00:00:00:02"].enumerated() {
+        for (index, address) in ["C0:00:00:00:00:01", "C0:00:00:00:00:01", "C0:00:00:00:00:02"].map(BluetoothAddress.init(testing:)).enumerated() {
             let before = await radio.sealOpens
             let sighting = await radio.record(report(advert, from: address))
             #expect(sighting?.member == (await a.ring.deviceID))
@@ -131,7 +131,7 @@ struct RadioServiceTests {
         var forged = advert
         forged[23] ^= 1
         var before = await radio.sealOpens
-        #expect(await radio.record(report(forged, from: "C0:00:00:00:00:03")) == nil)
+        #expect(await radio.record(report(forged, from: BluetoothAddress(testing: "C0:00:00:00:00:03"))) == nil)
         #expect(await radio.sealOpens == before + 1)
         var stranger = AdvertSender(secret: try AdvertisingSecret(bytes: [UInt8](repeating: 0x5A, count: 32), generation: 1), restored: nil)
         guard case .advertise(let strangerAdvert)? = stranger.start(nowSeconds: SystemWallClock().unixSeconds()).last else {
@@ -139,7 +139,7 @@ struct RadioServiceTests {
             return
         }
         before = await radio.sealOpens
-        #expect(await radio.record(report(strangerAdvert, from: "C0:00:00:00:00:04")) == nil)
+        #expect(await radio.record(report(strangerAdvert, from: BluetoothAddress(testing: "C0:00:00:00:00:04"))) == nil)
         #expect(await radio.sealOpens == before)
         await a.stop()
         await b.stop()
@@ -154,17 +154,17 @@ struct RadioServiceTests {
         let first = try ActivityRecord(activityType: "org.example.edit", title: "one", userInfo: [:], webpageURL: nil, version: 1)
         try await a.ring.radio.publish(first, uid: getuid())
         let captured = try #require(a.radio.onAir)
-        b.radio.hear(captured, from: "C0:00:00:00:00:0A")
+        b.radio.hear(captured, from: BluetoothAddress(testing: "C0:00:00:00:00:0A"))
         let second = try ActivityRecord(activityType: "org.example.edit", title: "two", userInfo: [:], webpageURL: nil, version: 2)
         try await a.ring.radio.publish(second, uid: getuid())
         let current = try #require(a.radio.onAir)
         #expect(current != captured)
-        b.radio.hear(current, from: "C0:00:00:00:00:0A")
+        b.radio.hear(current, from: BluetoothAddress(testing: "C0:00:00:00:00:0A"))
         #expect(await eventually(timeout: .seconds(5)) { await b.ring.radio.lastSighting(of: await a.ring.deviceID)?.body.revision == (await a.ring.radio.currentPublication())?.revision })
         let lastSeenBefore = await b.ring.memberSummaries().first { $0.name == "alpha" }?.peer?.lastSeen
 
         // The replay, from an address the member never used.
-        b.radio.hear(captured, from: "D0:66:66:66:66:66")
+        b.radio.hear(captured, from: BluetoothAddress(testing: "D0:66:66:66:66:66"))
         var replay: [String: Any]?
         #expect(await eventually(timeout: .seconds(5)) {
             replay = (try? await dumpLines(b))?.first { $0["Address"] as? String == "D0:66:66:66:66:66" }
@@ -209,7 +209,7 @@ struct RadioServiceTests {
         // Joined: the current activity (not presence) is on the air at once, with the same revision.
         #expect(await eventually(timeout: .seconds(5)) { a.radio.onAir.flatMap { try? AdvertKind.classify($0) } == .ring })
         let advert = try #require(a.radio.onAir)
-        let sighting = await b.ring.radio.record(report(advert, from: "C0:00:00:00:00:0B"))
+        let sighting = await b.ring.radio.record(report(advert, from: BluetoothAddress(testing: "C0:00:00:00:00:0B")))
         #expect(sighting?.body.isActivity == true && sighting?.body.revision == revision)
 
         // The last other member removed: the ring advert stops, and a publish stays off the air.

@@ -195,7 +195,7 @@ struct ResetIdentityTests {
         let client = try DBusConnection(bus: .address(bus.address))
         try await pair(a.node, b.node, client: client)
         let idA = await a.node.deviceID
-        b.radio.hear(try #require(a.radio.lastAdvert), from: "4B:22:33:44:55:66")
+        b.radio.hear(try #require(a.radio.lastAdvert), from: BluetoothAddress(testing: "4B:22:33:44:55:66"))
         let heard = await eventually(timeout: .seconds(15)) { await b.node.ring.radio.heardEndpoint(of: idA) != nil }
         #expect(heard)
         let sightingBefore = await b.node.ring.radio.lastSighting(of: idA)

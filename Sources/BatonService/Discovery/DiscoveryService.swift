@@ -314,7 +314,7 @@ public actor DiscoveryService {
     /// machine is nearby and waiting; its address is a Bluetooth one (Port 0, Transport "ble").
     func bluetoothPairings(known: Set<String>) async -> [DiscoveredPairing] {
         await ring.radio.recentPairingAdverts().filter { !known.contains($0.advert.sessionID.hexString) }.map {
-            DiscoveredPairing(name: $0.advert.name, sessionID: $0.advert.sessionID.hexString, address: $0.address, port: 0,
+            DiscoveredPairing(name: $0.advert.name, sessionID: $0.advert.sessionID.hexString, address: $0.address.description, port: 0,
                               host: "", transport: "ble", psm: $0.advert.psm ?? 0, addressType: $0.addressType.name)
         }
     }

@@ -102,7 +102,7 @@ extension PairingService {
                                    sessionID: [UInt8]) async -> (address: BluetoothAddress, type: LEAddressType) {
         let heard = await radio.recentPairingAdverts()
         if let session = Self.heardSessionAddress(heard, psm: psm, sessionID: sessionID) { return session }
-        let heardType = heard.first { $0.address.uppercased() == peer.description }?.addressType
+        let heardType = heard.first { $0.address == peer }?.addressType
         return (peer, addressType ?? heardType ?? .public)
     }
 
@@ -123,9 +123,8 @@ extension PairingService {
     static func heardSessionAddress(_ heard: [HeardPairingAdvert], psm: UInt16,
                                     sessionID: [UInt8]) -> (address: BluetoothAddress, type: LEAddressType)? {
         guard let advert = heard.filter({ $0.advert.sessionID == sessionID && $0.advert.psm == psm })
-                .max(by: { $0.heardAtMilliseconds < $1.heardAtMilliseconds }),
-              let address = try? BluetoothAddress(advert.address) else { return nil }
-        return (address, advert.addressType)
+                .max(by: { $0.heardAtMilliseconds < $1.heardAtMilliseconds }) else { return nil }
+        return (advert.address, advert.addressType)
     }
 
     /// The first initiator to arrive on either listener; a channel that arrived at the same moment on

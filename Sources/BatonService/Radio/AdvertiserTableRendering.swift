@@ -11,7 +11,7 @@ public enum AdvertiserTableRendering {
         var rows = [header]
         for record in table.sortedRecords {
             rows.append([
-                record.address,
+                record.address.description,
                 record.addressType,
                 dBm(record.rssi.last),
                 dBm(record.rssi.minimum),
@@ -42,7 +42,7 @@ public enum AdvertiserTableRendering {
         var out = ""
         for record in table.sortedRecords {
             var fields: [(name: String, json: String)] = [
-                ("Address", JSONWriter.quoted(record.address)),
+                ("Address", JSONWriter.quoted(record.address.description)),
                 ("AddressType", JSONWriter.quoted(record.addressType)),
                 ("RSSI", JSONWriter.integer(record.rssi.last)),
                 ("RSSIMin", JSONWriter.integer(record.rssi.minimum)),

@@ -69,8 +69,8 @@ extension RadioService {
         book.table.record(report, heard: heard, nowMilliseconds: now)
         switch heard {
         case .ringMember(let sighting):
-            if let address = try? BluetoothAddress(report.address), let dialable = Self.dialable(address, type: report.addressType) {
-                book.heardFrom[sighting.member] = .bluetoothTransfer(address: address, type: dialable)
+            if let dialable = Self.dialable(report.address, type: report.addressType) {
+                book.heardFrom[sighting.member] = .bluetoothTransfer(address: report.address, type: dialable)
             }
             sighted(sighting, rssi: report.rssi)
             return sighting

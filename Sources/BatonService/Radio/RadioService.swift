@@ -113,8 +113,8 @@ public actor RadioService {
 
     /// The adapter's own address and type, nil without a ready adapter.
     public func bluetoothAdapter() async -> (BluetoothAddress, LEAddressType)? {
-        guard let port, let own = await port.adapterAddress(), let address = try? BluetoothAddress(own.address) else { return nil }
-        return (address, own.addressType == "random" ? .random : .public)
+        guard let port, let own = await port.adapterAddress() else { return nil }
+        return (own.address, own.addressType)
     }
 
     /// BlueZ's discovery competes with the kernel's scan for the peer of an outgoing L2CAP connect.

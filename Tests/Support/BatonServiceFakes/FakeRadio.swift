@@ -30,7 +30,7 @@ public final class FakeRadio: RadioPort {
     public var onAir: [UInt8]? { advertising.withLock { $0 } }
 
     /// An advert heard with `rssi` (127: the controller does not know it).
-    public func hear(_ data: [UInt8], from address: String = "C0:11:22:33:44:55", rssi: Int = 127) {
+    public func hear(_ data: [UInt8], from address: BluetoothAddress = BluetoothAddress(testing: "C0:11:22:33:44:55"), rssi: Int = 127) {
         continuation.yield(.report(AdvertisementReport(address: address, addressType: "random", rssi: rssi, txPower: nil,
                                                        manufacturerData: [Protocol.defaultCompanyID: data])))
     }
