@@ -49,7 +49,7 @@ let package = Package(
         // The owned file descriptor and the one EINTR retry every module's reads and writes go through.
         .target(name: "BatonSystem", swiftSettings: sharedSections),
         .target(name: "BatonReadiness", dependencies: ["CEpoll", "BatonSystem"], swiftSettings: sharedSections),
-        .target(name: "BatonDBus", dependencies: ["CBusSocket", "BatonReadiness"], swiftSettings: sharedSections),
+        .target(name: "BatonDBus", dependencies: ["CBusSocket", "BatonReadiness", "BatonSystem"], swiftSettings: sharedSections),
         .target(name: "BatonStore", dependencies: ["BatonCrypto", "BatonSystem"], swiftSettings: daemonSections),
         .target(name: "BatonTransport", dependencies: ["BatonCore", "BatonCrypto", "COpenSSL", "CBluetooth", "BatonReadiness", "BatonSystem"], swiftSettings: daemonSections),
         .target(name: "BatonBlueZ", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: daemonSections),
