@@ -14,7 +14,7 @@ struct CancelCommitRaceTests {
     let uid = getuid()
 
     func finished(_ pairing: PairingService, _ path: String) async -> PairingPhase? {
-        _ = await eventually(timeout: .seconds(30)) { await pairing.session(path)?.phase.isFinished == true }
+        _ = await eventually(timeout: .seconds(120)) { await pairing.session(path)?.phase.isFinished == true }
         return await pairing.session(path)?.phase
     }
 
@@ -28,7 +28,7 @@ struct CancelCommitRaceTests {
         let b = try await BusLessNode.start(in: directory, name: "beta")
         let idA = await a.ring.deviceID
         let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing, commit: false)
-        #expect(await eventually(timeout: .seconds(30)) { await b.pairing.session(pathB)?.phase.stateName == "reviewing" })
+        #expect(await eventually(timeout: .seconds(120)) { await b.pairing.session(pathB)?.phase.stateName == "reviewing" })
         let uid = uid
         switch order {
         case "cancel after commit":

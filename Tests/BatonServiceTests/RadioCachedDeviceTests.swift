@@ -46,7 +46,7 @@ struct RadioCachedDeviceTests {
 
         // A change of RSSI only: the device is near, but it advertised nothing this radio heard.
         try fake.emitPropertiesChanged(path: Self.devicePath, interface: "org.bluez.Device1", changed: ["RSSI": .int16(-48)])
-        let first = try #require(await reports.next(within: .seconds(10)))
+        let first = try #require(await reports.next(within: .seconds(120)))
         #expect(first.address == (try BluetoothAddress("00:AA:01:00:00:00")))
         #expect(first.addressType == "random", "\(first)")
         #expect(first.rssi == -48)
@@ -56,7 +56,7 @@ struct RadioCachedDeviceTests {
         let fresh: [UInt8] = [0x12, 0x01, 0x02]
         try fake.emitPropertiesChanged(path: Self.devicePath, interface: "org.bluez.Device1",
                                        changed: ["ManufacturerData": Self.manufacturerData(0xFFFF, fresh)])
-        let second = try #require(await reports.next(within: .seconds(10)))
+        let second = try #require(await reports.next(within: .seconds(120)))
         #expect(second.manufacturerData == [0xFFFF: fresh])
         #expect(second.addressType == "random")
         await radio.close()
@@ -98,7 +98,7 @@ struct RadioCachedDeviceTests {
         // Signals arrive in order: had the first device been reported, its report would come first.
         try fake.emitPropertiesChanged(path: nowhere, interface: "org.bluez.Device1", changed: ["RSSI": .int16(-40)])
         try fake.emitPropertiesChanged(path: fromPath, interface: "org.bluez.Device1", changed: ["RSSI": .int16(-41)])
-        let report = try #require(await reports.next(within: .seconds(10)))
+        let report = try #require(await reports.next(within: .seconds(120)))
         #expect(report.address == (try BluetoothAddress("00:AA:01:00:00:08")), "\(report)")
         #expect(report.rssi == -41)
         await radio.close()

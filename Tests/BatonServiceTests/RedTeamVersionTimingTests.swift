@@ -27,13 +27,13 @@ struct RedTeamVersionTimingTests {
         let b = try await VersionedReceiver.start(in: directory, handlers: handlers, prefetchAfter: prefetchAfter)
         let (pathA, pathB) = try await pairWithoutBus(a.pairing, b.pairing)
         for (pairing, path) in [(a.pairing, pathA), (b.pairing, pathB)] {
-            #expect(await eventually(timeout: .seconds(10)) { await pairing.session(path)?.phase.stateName == "paired" })
+            #expect(await eventually(timeout: .seconds(120)) { await pairing.session(path)?.phase.stateName == "paired" })
         }
         let record = try ActivityRecord(activityType: Self.type, title: "Chapter 3", userInfo: ["page": .integer(3)], webpageURL: nil, version: version)
         a.activities.setCurrent(ActivityID(uid: getuid(), serial: 1), record)
         try await a.ring.radio.publish(record, uid: getuid())
         b.radio.hear(try #require(a.radio.onAir))
-        #expect(await eventually(timeout: .seconds(10)) { b.board.suggestions.count == 1 })
+        #expect(await eventually(timeout: .seconds(120)) { b.board.suggestions.count == 1 })
         return (a, b, try #require(b.board.suggestions.first))
     }
 
@@ -75,7 +75,7 @@ struct RedTeamVersionTimingTests {
         let handlers = FakeVersionedHandlers(handledType: Self.type)
         handlers.installApp(declaring: try ActivityVersions(pairs: [(7, 7)]), launches: "/launched", registering: try ActivityVersions(pairs: [(1, 1)]))
         let (a, b, suggestion) = try await suggested(version: 7, handlers: handlers, prefetchAfter: .milliseconds(100))
-        #expect(await eventually(timeout: .seconds(10)) { await b.continuation.isPrefetched(suggestion.path) })
+        #expect(await eventually(timeout: .seconds(120)) { await b.continuation.isPrefetched(suggestion.path) })
         let failure = await failureOf { () throws(ServiceFailure) in try await b.continuation.take(suggestion.path, uid: getuid()) }
         #expect(failure == .versionUnsupported)
         #expect(handlers.deliveries.isEmpty, "delivered: \(handlers.deliveries)")
@@ -94,7 +94,7 @@ struct RedTeamVersionTimingTests {
         handlers.register("/reader", try ActivityVersions(pairs: [(1, 1)]))
         handlers.setOtherUsersVersions(try ActivityVersions(pairs: [(7, 7)]))
         let (a, b, suggestion) = try await suggested(version: 7, handlers: handlers, prefetchAfter: .milliseconds(100))
-        #expect(await eventually(timeout: .seconds(10)) { await b.continuation.isPrefetched(suggestion.path) })
+        #expect(await eventually(timeout: .seconds(120)) { await b.continuation.isPrefetched(suggestion.path) })
         #expect(a.activities.transferRequests == 1, "the prefetch asked the source's app once")
         let failure = await failureOf { () throws(ServiceFailure) in try await b.continuation.take(suggestion.path, uid: getuid()) }
         #expect(failure == .versionUnsupported)
