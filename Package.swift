@@ -49,7 +49,7 @@ let package = Package(
         // The owned file descriptor and the one EINTR retry every module's reads and writes go through.
         .target(name: "BatonSystem", swiftSettings: sharedSections),
         .target(name: "BatonReadiness", dependencies: ["CEpoll", "BatonSystem"], swiftSettings: sharedSections),
-        .target(name: "BatonDBus", dependencies: ["CBusSocket", "BatonReadiness", "BatonSystem"], swiftSettings: sharedSections),
+        .target(name: "BatonDBus", dependencies: ["CBusSocket", "BatonReadiness"], swiftSettings: sharedSections),
         // The one JSON parser: the state files' coder and the tools' and browser host's input.
         .target(name: "BatonJSON", swiftSettings: sharedSections),
         .target(name: "BatonStore", dependencies: ["BatonCrypto", "BatonSystem", "BatonJSON"], swiftSettings: daemonSections),

@@ -28,7 +28,7 @@ struct IncomingMessageStream {
         }
         buffer += output.forward
         descriptors += output.forwardDescriptors
-        DescriptorNumbers.close(output.closeDescriptors)
+        for descriptor in output.closeDescriptors { _ = Glibc.close(descriptor) }
         if output.descriptorsWithoutMessage, broken == nil {
             broken = "the bus passed file descriptors with no message to carry them"
         }
@@ -59,7 +59,7 @@ struct IncomingMessageStream {
             parsedCount += 1
             var own: [Int32] = []
             while let first = descriptors.first, first.message < number {  // never: each number is parsed once
-                DescriptorNumbers.close(first.descriptors)
+                for descriptor in first.descriptors { _ = Glibc.close(descriptor) }
                 descriptors.removeFirst()
             }
             if let first = descriptors.first, first.message == number {
@@ -84,10 +84,10 @@ struct IncomingMessageStream {
     }
 
     mutating func discard() {
-        for entry in descriptors { DescriptorNumbers.close(entry.descriptors) }
+        for entry in descriptors { for descriptor in entry.descriptors { _ = Glibc.close(descriptor) } }
         descriptors = []
         // Those of a message whose fixed header was still incomplete (the fuzzer found them left open).
-        DescriptorNumbers.close(framer.takeHeldDescriptors())
+        for descriptor in framer.takeHeldDescriptors() { _ = Glibc.close(descriptor) }
         buffer = []
         consumed = 0
     }

@@ -2,7 +2,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import BatonSystem
 import Dispatch
 import Synchronization
 
@@ -47,9 +46,7 @@ public final class DesktopEntryIndex: DesktopEntrySource {
             while buffer.withUnsafeMutableBytes({ read(descriptor, $0.baseAddress, $0.count) }) > 0 { changed = true }
             if changed { shared.state.withLock { $0.stale = true } }
         }
-        // The cancel handler owns the descriptor: Dispatch runs it once, after the source stopped
-        // watching, and nothing reads or watches it after that (rewatch runs only while the index lives).
-        source.setCancelHandler { FileDescriptor(taking: descriptor).close() }
+        source.setCancelHandler { close(descriptor) }
         source.activate()
     }
 
