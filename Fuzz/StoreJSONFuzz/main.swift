@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+import BatonJSON
 // Fuzzes BatonStore's JSON coder (the state files, which are hostile ground): the input is a JSON
 // text. scripts/fuzz compiles Sources/BatonStore/JSON/*.swift into this target (internal types).
 // Invariants: parsing never traps; whatever parses, decoded as any JSON shape, encodes (compact
@@ -82,7 +83,7 @@ func hasUnrepresentableNumber(_ value: JSONValue) -> Bool {
     switch value {
     case .number(let text): return Int64(text) == nil && !(Double(text)?.isFinite ?? false)
     case .array(let elements): return elements.contains(where: hasUnrepresentableNumber)
-    case .object(let members): return members.values.contains(where: hasUnrepresentableNumber)
+    case .object(let members): return members.contains { hasUnrepresentableNumber($0.value) }
     default: return false
     }
 }
