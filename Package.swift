@@ -51,7 +51,7 @@ let package = Package(
         .target(name: "BatonReadiness", dependencies: ["CEpoll", "BatonSystem"], swiftSettings: sharedSections),
         .target(name: "BatonDBus", dependencies: ["CBusSocket", "BatonReadiness"], swiftSettings: sharedSections),
         // The one JSON parser: the state files' coder and the tools' and browser host's input.
-        .target(name: "BatonJSON", swiftSettings: sharedSections),
+        .target(name: "BatonJSON", dependencies: ["BatonCore"], swiftSettings: sharedSections),
         .target(name: "BatonStore", dependencies: ["BatonCrypto", "BatonSystem", "BatonJSON"], swiftSettings: daemonSections),
         .target(name: "BatonTransport", dependencies: ["BatonCore", "BatonCrypto", "COpenSSL", "CBluetooth", "BatonReadiness", "BatonSystem"], swiftSettings: daemonSections),
         .target(name: "BatonBlueZ", dependencies: ["BatonCore", "BatonDBus"], swiftSettings: daemonSections),

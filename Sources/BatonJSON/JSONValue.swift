@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+import BatonCore
 /// A JSON document, as `JSONValue.parse` reads it. Object members keep their order. Numbers are
 /// typed (`integer`, `double`: a number with a fraction or exponent is a double) or, when parsed
 /// with `JSONParseOptions.Numbers.exact`, kept as their text (`number`) so that each is converted
@@ -84,27 +85,6 @@ public enum JSONPath {
         return "[" + quoted(name) + "]"
     }
 
-    /// The JSON string literal of `text` (as BatonCore's `JSONWriter.quoted` writes it).
-    public static func quoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "\u{08}": out += "\\b"
-            case "\u{0C}": out += "\\f"
-            default:
-                if scalar.value < 0x20 || scalar.value == 0x7F {
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
-    }
+    /// The JSON string literal of `text`: BatonCore's `JSONWriter.quoted`, the one string quoting.
+    public static func quoted(_ text: String) -> String { JSONWriter.quoted(text) }
 }
