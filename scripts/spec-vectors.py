@@ -36,7 +36,11 @@ out += [f"- type 0x{f['type']:02x}, request id {f['requestID']} → `{f['frame']
 out += ["", "Request id 12 is a first claim of the edit session of `note-1` (base revision 0) and its grant",
         "(revision 1, the digest of the snapshot streamed under request id 10, §6.6); request id 13 is",
         "`Error(documentConflict)`. Request id 14 is a FetchActivityOfVersions asking for versions 1 and 3–5 of",
-        "the activity of request id 7, whose version is 7, and the source's answer `Error(versionUnsupported)` (§6.2, §9)."]
+        "the activity of request id 7, whose version is 7, and the source's answer `Error(versionUnsupported)` (§6.2, §9).",
+        "Request ids 15–18 are the clipboard (§6.7): FetchClipboardOffer and its ClipboardOffer (offer id",
+        "`0123456789abcdef`, text, 120 s, account `ada`, `text/plain;charset=utf-8` of 5 bytes and `text/html` of 12),",
+        "FetchClipboardData of the first from offset 0 answered by one ClipboardData with `hello`, the same from",
+        "offset 5 (the end) answered by one empty ClipboardData, and `Error(unknownActivity)` for a copy that changed."]
 p = v["pairing"]
 out += ["", "### 10.6 Pairing key agreement", "",
         f"- session id `{p['sessionID']}`",
@@ -159,7 +163,7 @@ out += ["", "### 10.12 Independent check", "",
         "inputs and compares the bytes, opens each one, verifies and recomputes the identity signatures), checks that the document stream of §10.5 hashes to its",
         "DocumentInfo's digest (§6.5) and that the edit-session grant of §10.5 names that snapshot (§6.6), that the",
         "FetchActivityOfVersions of §10.5 leaves out the version of the activity answered and is answered",
-        "versionUnsupported (§6.2), builds",
+        "versionUnsupported (§6.2), that the ClipboardData of §10.5 follow §6.7 for the offer they answer, builds",
         "the rosters of §10.10 from their members (making and verifying every signature) and computes their digests,",
         "runs the merge of §7.3 over each merge of §10.10 (in every delivery order, each roster twice), keeps the key §3.1 and §7.3",
         "say for each key merge of §10.10, makes and verifies the",

@@ -368,16 +368,19 @@ enum PairingVectorSource {
         ]
     }
 
-    /// Item: §4.3 step 6 compares bodies with the reserved flag bits masked.
+    /// Item: §4.3 step 6 compares bodies with the reserved flag bits 6–7 masked, the clipboard bits 4–5 not.
     static func replays(keys: DerivedKeys) throws -> [ProtocolVectors.ReplayVector] {
         let hash = keys.typeHash("org.example.Reader.reading")
         func seal(_ sequence: UInt8, revision: UInt32, flags: UInt8) -> String {
-            hex(RingAdvert.seal(body: AdvertBody(typeHash: hash, revision: revision, flags: AdvertFlags(rawValue: flags)),
+            hex(RingAdvert.seal(body: AdvertBody(typeHash: hash, revision: revision, flags: AdvertFlags(rawValue: flags),
+                                                 clipboard: ClipboardKind(flagsByte: flags)),
                                 keys: keys, epoch: keys.epochMaterial(2_000_000), sequence: sequence))
         }
         return [
-            .init(comment: "same epoch and sequence, bodies differ only in a reserved flag bit", adverts: [seal(0, revision: 1, flags: 0x03), seal(0, revision: 1, flags: 0x13)],
+            .init(comment: "same epoch and sequence, bodies differ only in a reserved flag bit", adverts: [seal(0, revision: 1, flags: 0x03), seal(0, revision: 1, flags: 0x43)],
                   outcomes: ["newRevision", "sameRevision"]),
+            .init(comment: "same epoch and sequence, bodies differ in the clipboard bits", adverts: [seal(0, revision: 1, flags: 0x03), seal(0, revision: 1, flags: 0x13)],
+                  outcomes: ["newRevision", "conflictingSequence"]),
             .init(comment: "same epoch and sequence, another revision", adverts: [seal(0, revision: 1, flags: 0x03), seal(0, revision: 2, flags: 0x03)],
                   outcomes: ["newRevision", "conflictingSequence"]),
             .init(comment: "later sequence, older revision", adverts: [seal(4, revision: 9, flags: 0x01), seal(5, revision: 8, flags: 0x01)],

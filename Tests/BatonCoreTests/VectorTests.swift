@@ -80,7 +80,7 @@ func computeVectors() throws -> ProtocolVectors {
     func ring(_ comment: String, epoch: UInt64, sequence: UInt8, body: AdvertBody) -> ProtocolVectors.RingAdvertVector {
         let advert = RingAdvert.seal(body: body, keys: keys, epoch: keys.epochMaterial(epoch), sequence: sequence)
         return .init(comment: comment, secret: hex(s.bytes), generation: s.generation, epoch: epoch, sequence: sequence,
-                     typeHash: hex(body.typeHash.bytes), revision: body.revision, flags: body.flags.rawValue,
+                     typeHash: hex(body.typeHash.bytes), revision: body.revision, flags: body.flags.rawValue | (body.clipboard?.flagBits ?? 0),
                      nonce: hex(RingAdvert.nonce(epoch: epoch, sequence: sequence)), advert: hex(advert))
     }
     let rings = [
@@ -91,6 +91,9 @@ func computeVectors() throws -> ProtocolVectors {
         ring("presence advert in the next epoch", epoch: 2_000_001, sequence: 0, body: .presence(revision: 3)),
         ring("document, revision near wrap", epoch: 2_000_001, sequence: 255,
              body: AdvertBody(typeHash: keys.typeHash("a.b"), revision: 0xFF_FFFF, flags: [.hasActivity, .hasDocument, .prefersBLE])),
+        ring("presence with a clipboard copy of text (bits 4-5 = 1)", epoch: 2_000_001, sequence: 1, body: .presence(revision: 4, clipboard: .text)),
+        ring("activity with a clipboard copy of files (bits 4-5 = 3)", epoch: 2_000_001, sequence: 2,
+             body: AdvertBody(typeHash: keys.typeHash("org.example.Reader.reading"), revision: 5, flags: [.hasActivity], clipboard: .files)),
     ]
     let pairingAdverts = try [
         PairingAdvert(sessionID: Array(1...8), tcpPublished: true, psm: 0x0081, name: "workstation"),
@@ -126,6 +129,19 @@ func computeVectors() throws -> ProtocolVectors {
         Frame(type: .fetchActivityOfVersions, requestID: 14, payload: FetchActivityOfVersions(
             activity: ActivityReference(typeHash: keys.typeHash("org.example.Reader.reading"), revision: 1), versions: [1...1, 3...5]).payload),
         Frame(type: .error, requestID: 14, payload: ErrorFrame(code: .versionUnsupported, message: "version not asked for").payload),
+        // The clipboard (§6.7): an offer of text in two types, the bytes of one from offset 0, and a
+        // request at the end of the item answered by one empty frame.
+        Frame(type: .fetchClipboardOffer, requestID: 15, payload: []),
+        Frame(type: .clipboardOffer, requestID: 15, payload: ClipboardOffer(
+            offerID: 0x0123_4567_89AB_CDEF, kind: .text, expiresIn: 120, account: "ada",
+            items: [ClipboardItem(mediaType: "text/plain;charset=utf-8", size: 5), ClipboardItem(mediaType: "text/html", size: 12)]).payload),
+        Frame(type: .fetchClipboardData, requestID: 16, payload: ClipboardDataRequest(offerID: 0x0123_4567_89AB_CDEF,
+                                                                                      mediaType: "text/plain;charset=utf-8", offset: 0).payload),
+        Frame(type: .clipboardData, requestID: 16, payload: ClipboardData(offset: 0, total: 5, data: Array("hello".utf8)).payload),
+        Frame(type: .fetchClipboardData, requestID: 17, payload: ClipboardDataRequest(offerID: 0x0123_4567_89AB_CDEF,
+                                                                                      mediaType: "text/plain;charset=utf-8", offset: 5).payload),
+        Frame(type: .clipboardData, requestID: 17, payload: ClipboardData(offset: 5, total: 5, data: []).payload),
+        Frame(type: .error, requestID: 18, payload: ErrorFrame(code: .unknownActivity, message: "clipboard changed").payload),
     ]
     let frames = try frameSamples.map { ProtocolVectors.FrameVector(type: $0.type.rawValue, requestID: $0.requestID, payload: hex($0.payload), frame: hex(try $0.encoded())) }
 
@@ -190,6 +206,37 @@ func computeVectors() throws -> ProtocolVectors {
         .init(decoder: "frame", input: "010c00000000001400000019" + "a8020b9f" + "01000000" + "01" + "0000000000000001" + "0000000000000001",
               error: "malformed(revision)"),
         .init(decoder: "frame", input: "010c0000000000140000010a", error: "payloadTooLarge"),
+        // The clipboard frames (§6.7).
+        .init(decoder: "frame", input: "010d00000000000f00000001" + "00", error: "payloadTooLarge"),
+        .init(decoder: "frame", input: "010e00000000000f0000001a" + "0123456789abcdef" + "04" + "0078" + "03616461" + "01" + "0161" + "0000000000000001",
+              error: "malformed(kind)"),
+        .init(decoder: "frame", input: "010e00000000000f0000001a" + "0123456789abcdef" + "01" + "0000" + "03616461" + "01" + "0161" + "0000000000000001",
+              error: "malformed(expiry)"),
+        .init(decoder: "frame", input: "010e00000000000f0000001a" + "0123456789abcdef" + "01" + "0e11" + "03616461" + "01" + "0161" + "0000000000000001",
+              error: "malformed(expiry)"),
+        .init(decoder: "frame", input: "010e00000000000f00000017" + "0123456789abcdef" + "01" + "0078" + "00" + "01" + "0161" + "0000000000000001",
+              error: "malformed(account length)"),
+        .init(decoder: "frame", input: "010e00000000000f0000001a" + "0123456789abcdef" + "01" + "0078" + "03612f62" + "01" + "0161" + "0000000000000001",
+              error: "malformed(account characters)"),
+        .init(decoder: "frame", input: "010e00000000000f00000010" + "0123456789abcdef" + "01" + "0078" + "03616461" + "00",
+              error: "malformed(item count)"),
+        .init(decoder: "frame", input: "010e00000000000f00000010" + "0123456789abcdef" + "01" + "0078" + "03616461" + "11",
+              error: "malformed(item count)"),
+        .init(decoder: "frame", input: "010e00000000000f0000001a" + "0123456789abcdef" + "01" + "0078" + "03616461" + "01" + "0120" + "0000000000000001",
+              error: "malformed(media type characters)"),
+        .init(decoder: "frame", input: "010e00000000000f0000001a" + "0123456789abcdef" + "01" + "0078" + "03616461" + "01" + "0161" + "0000000004000001",
+              error: "malformed(item size)"),
+        .init(decoder: "frame", input: "010e00000000000f00000024" + "0123456789abcdef" + "01" + "0078" + "03616461" + "02" + "0161" + "0000000000000001"
+              + "0161" + "0000000000000002", error: "malformed(media type repeated)"),
+        .init(decoder: "frame", input: "010e00000000000f0000001b" + "0123456789abcdef" + "01" + "0078" + "03616461" + "01" + "0161" + "0000000000000001" + "00",
+              error: "trailingBytes"),
+        .init(decoder: "frame", input: "010f00000000001000000012" + "0123456789abcdef" + "01" + "61" + "0000000004000001", error: "malformed(offset)"),
+        .init(decoder: "frame", input: "010f00000000001000000011" + "0123456789abcdef" + "00" + "0000000000000000", error: "malformed(media type length)"),
+        .init(decoder: "frame", input: "011100000000001000000013" + "0000000000000000" + "0000000000000002" + "616263", error: "malformed(data beyond the item)"),
+        .init(decoder: "frame", input: "011100000000001000000010" + "0000000000000000" + "0000000000000002", error: "malformed(empty data)"),
+        .init(decoder: "frame", input: "011100000000001000000011" + "0000000000000000" + "0000000004000001" + "61", error: "malformed(item size)"),
+        .init(decoder: "frame", input: "01110000000000100000000f" + "0000000000000000" + "00000000000000", error: "truncated"),
+        .init(decoder: "frame", input: "011100000000001000010011", error: "payloadTooLarge"),
         .init(decoder: "pairingAdvert", input: "120102030405060708020000" + "6162ff00" + String(repeating: "00", count: 8), error: "malformed(name)"),
         .init(decoder: "pairingAdvert", input: "120102030405060708020100" + "616263" + String(repeating: "00", count: 9), error: "malformed(psm)"),
         .init(decoder: "pairingAdvert", input: "120102030405060708000081" + "616263" + String(repeating: "00", count: 9), error: "malformed(psm)"),
@@ -299,6 +346,9 @@ func decodeFrameAndPayload(_ bytes: [UInt8]) throws(WireError) {
     case .claimEditSession: _ = try EditSessionClaim(payload: frame.payload)
     case .editSessionGrant: _ = try EditSessionGrant(payload: frame.payload)
     case .fetchActivityOfVersions: _ = try FetchActivityOfVersions(payload: frame.payload)
+    case .clipboardOffer: _ = try ClipboardOffer(payload: frame.payload)
+    case .fetchClipboardData: _ = try ClipboardDataRequest(payload: frame.payload)
+    case .clipboardData: _ = try ClipboardData(payload: frame.payload)
     default: break
     }
 }
@@ -341,7 +391,7 @@ func specName(_ error: WireError) -> String {
             let sighting = try matcher.receive(unhex(ring.advert))
             #expect(sighting.sequence == ring.sequence)
             #expect(sighting.body.revision == ring.revision)
-            #expect(sighting.body.flags.rawValue == ring.flags)
+            #expect(sighting.body.flags.rawValue | (sighting.body.clipboard?.flagBits ?? 0) == ring.flags)
             #expect(hex(sighting.body.typeHash.bytes) == ring.typeHash)
         }
         for p in v.pairingAdverts {

@@ -17,16 +17,21 @@ public struct AdvertBody: Hashable, Sendable {
     public static let maxRevision: UInt32 = 0xFF_FFFF
     public var typeHash: TypeHash
     public var revision: UInt32
+    /// The flags byte without the clipboard bits 4–5 (a decoded body holds only bits 0–3: receivers
+    /// ignore the reserved bits 6–7; a body built here may set them, for tests of that rule).
     public var flags: AdvertFlags
+    /// Bits 4–5: the kind of the device's clipboard offer (§4.1, §9.5); nil: none.
+    public var clipboard: ClipboardKind?
 
-    public init(typeHash: TypeHash, revision: UInt32, flags: AdvertFlags) {
+    public init(typeHash: TypeHash, revision: UInt32, flags: AdvertFlags, clipboard: ClipboardKind? = nil) {
         self.typeHash = typeHash
         self.revision = revision & Self.maxRevision
-        self.flags = flags
+        self.flags = AdvertFlags(rawValue: flags.rawValue & ~0x30)
+        self.clipboard = clipboard
     }
 
-    public static func presence(revision: UInt32) -> AdvertBody {
-        AdvertBody(typeHash: .none, revision: revision, flags: [])
+    public static func presence(revision: UInt32, clipboard: ClipboardKind? = nil) -> AdvertBody {
+        AdvertBody(typeHash: .none, revision: revision, flags: [], clipboard: clipboard)
     }
 
     public var isActivity: Bool { flags.contains(.hasActivity) }
@@ -34,7 +39,7 @@ public struct AdvertBody: Hashable, Sendable {
     var encoded: [UInt8] {
         var out = typeHash.bytes
         out.appendBigEndian(UInt64(revision), width: 3)
-        out.append(flags.rawValue)
+        out.append(flags.rawValue | (clipboard?.flagBits ?? 0))
         return out
     }
 
@@ -42,10 +47,12 @@ public struct AdvertBody: Hashable, Sendable {
         var reader = ByteReader(bytes)
         let hash = TypeHash(value: try reader.readUInt32())
         let revision = UInt32(try reader.readBigEndian(3))
-        // Reserved bits are ignored by receivers (§4.1).
-        let flags = AdvertFlags(rawValue: try reader.readByte()).intersection(.known)
+        let flagsByte = try reader.readByte()
+        let flags = AdvertFlags(rawValue: flagsByte).intersection(.known)
+        // Bits 4–5: the clipboard; bits 6–7 are reserved and ignored (§4.1).
+        let clipboard = ClipboardKind(flagsByte: flagsByte)
         try reader.expectEnd()
-        let body = AdvertBody(typeHash: hash, revision: revision, flags: flags)
+        let body = AdvertBody(typeHash: hash, revision: revision, flags: flags, clipboard: clipboard)
         if !body.isActivity && (hash != .none || !flags.isDisjoint(with: [.hasWebpageURL, .hasDocument])) {
             throw .malformed("body")
         }

@@ -13,7 +13,11 @@ public enum FrameType: UInt8, CaseIterable, Sendable {
     case claimEditSession = 0x0A
     case editSessionGrant = 0x0B
     case fetchActivityOfVersions = 0x0C
+    case fetchClipboardOffer = 0x0D
+    case clipboardOffer = 0x0E
+    case fetchClipboardData = 0x0F
     case ringSync = 0x10
+    case clipboardData = 0x11
     case pairCommit = 0x20
     case pairHello = 0x21
     case pairReveal = 0x22
@@ -32,6 +36,10 @@ public enum FrameType: UInt8, CaseIterable, Sendable {
         case .claimEditSession: EditSessionClaim.maxByteCount
         case .editSessionGrant: EditSessionGrant.byteCount
         case .fetchActivityOfVersions: FetchActivityOfVersions.maxByteCount
+        case .fetchClipboardOffer: 0
+        case .clipboardOffer: ClipboardOffer.maxByteCount
+        case .fetchClipboardData: ClipboardDataRequest.maxByteCount
+        case .clipboardData: ClipboardData.headerByteCount + ClipboardData.maxDataBytes
         case .ringSync: 1_048_576
         case .pairCommit: 41
         case .pairHello, .pairReveal: 48
