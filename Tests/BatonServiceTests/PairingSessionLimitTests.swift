@@ -103,10 +103,12 @@ struct PairingSessionLimitTests {
         #expect(settled, "\(openSocketInodes().intersection(listeners).count) of \(listeners.count) session listeners still open")
     }
 
-    @Test func aFinishedSessionStaysReadableForItsGraceThenGoes() async throws {
+    /// Within its grace a finished session is readable. The grace is long here (the run beside CPU hogs
+    /// took over 700 ms between Cancel and GetAll): this test times nothing.
+    @Test func aFinishedSessionStaysReadableForItsGrace() async throws {
         let bus = try TestBus()
         defer { bus.stop() }
-        let node = try await RingNode.start(bus, name: "alpha", pairingLimits: PairingLimits(finishedGrace: .milliseconds(700)))
+        let node = try await RingNode.start(bus, name: "alpha", pairingLimits: PairingLimits(finishedGrace: .seconds(120)))
         let client = try DBusConnection(bus: .address(bus.address))
         defer { client.close() }
         let path = try await node.accept(client)
@@ -118,7 +120,19 @@ struct PairingSessionLimitTests {
         #expect(properties.knownState == .failed)
         #expect(properties.error == PairingFailureReason.rejected.rawValue)
         #expect(properties.role == "responder" && properties.port > 0 && properties.sessionID.count == 16)
-        #expect(try await eventually(timeout: .seconds(5)) { try await node.sessionObjects(client).isEmpty })
+        #expect(try await node.sessionObjects(client).count == 1)
+    }
+
+    /// After its grace the finished session goes, and its object with it.
+    @Test func aFinishedSessionGoesAfterItsGrace() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let node = try await RingNode.start(bus, name: "alpha", pairingLimits: PairingLimits(finishedGrace: .milliseconds(200)))
+        let client = try DBusConnection(bus: .address(bus.address))
+        defer { client.close() }
+        let path = try await node.accept(client)
+        _ = try await node.call(client, BatonInterface.pairingSession, "Cancel", path: path)
+        #expect(try await eventually(timeout: .seconds(120)) { try await node.sessionObjects(client).isEmpty })
         await expectError("org.freedesktop.DBus.Error.UnknownObject") { _ = try await node.property(client, path, "State") }
         await expectError("org.freedesktop.DBus.Error.UnknownObject") {
             _ = try await node.call(client, BatonInterface.pairingSession, "Cancel", path: path)
