@@ -47,7 +47,8 @@ let package = Package(
         // Dispatch sources that never watch a socket directly (libdispatch's hang-up race).
         .systemLibrary(name: "CEpoll"),
         // The owned file descriptor and the one EINTR retry every module's reads and writes go through.
-        .target(name: "BatonSystem", swiftSettings: sharedSections),
+        .systemLibrary(name: "CMemfd"),
+        .target(name: "BatonSystem", dependencies: ["CMemfd"], swiftSettings: sharedSections),
         .target(name: "BatonReadiness", dependencies: ["CEpoll", "BatonSystem"], swiftSettings: sharedSections),
         .target(name: "BatonDBus", dependencies: ["CBusSocket", "BatonReadiness"], swiftSettings: sharedSections),
         // The one JSON parser: the state files' coder and the tools' and browser host's input.
@@ -131,7 +132,7 @@ let package = Package(
         .systemLibrary(name: "CTestSpawn", path: "Tests/Support/CTestSpawn"),
         .target(name: "BatonTestBus", dependencies: ["CTestSpawn"], path: "Tests/Support/BatonTestBus", swiftSettings: strict),
         // Test support: fakes of BatonService's ports (radio, activities, suggestion board), named as fakes.
-        .target(name: "BatonServiceFakes", dependencies: ["BatonService", "BatonAPI", "BatonStore", "BatonCore"], path: "Tests/Support/BatonServiceFakes",
+        .target(name: "BatonServiceFakes", dependencies: ["BatonService", "BatonAPI", "BatonStore", "BatonCore", "BatonSystem"], path: "Tests/Support/BatonServiceFakes",
                 swiftSettings: strict),
 
         .testTarget(name: "BatonSystemTests", dependencies: ["BatonSystem"], swiftSettings: strict),
@@ -145,7 +146,7 @@ let package = Package(
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "BatonTestBus"], swiftSettings: strict),
         .testTarget(name: "BatonDBusTests", dependencies: ["BatonTestBus", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonAPITests", dependencies: ["BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
-        .testTarget(name: "BatonServiceTests", dependencies: ["BatonTestBus", "BatonServiceFakes", "BatonAPI", "BatonService", "BatonClient", "BatonDBus", "BatonCore", "BatonAgent", "BatonBlueZ"], swiftSettings: strict),
+        .testTarget(name: "BatonServiceTests", dependencies: ["BatonTestBus", "BatonServiceFakes", "BatonAPI", "BatonService", "BatonClient", "BatonDBus", "BatonCore", "BatonAgent", "BatonBlueZ", "BatonSystem"], swiftSettings: strict),
         .testTarget(name: "BatonPublishersTests", dependencies: ["BatonPublishers"], swiftSettings: strict),
         .testTarget(name: "BatonBrowserHostTests", dependencies: ["BatonBrowserHost", "BatonClient", "BatonCore"],
                     swiftSettings: strict),

@@ -431,15 +431,11 @@ OFFER_KINDS = {1: "text", 2: "image", 3: "files"}
 
 
 def read_media_type(reader):
-    """§6.7: 1-255 bytes of printable ASCII 0x21-0x7E. Checked in the order length, UTF-8, characters
-    (§6.7 gives no order; a byte >= 0x80 that is valid UTF-8 is `characters`, one that is not, `not UTF-8`)."""
+    """§6.7: 1-255 bytes, each printable ASCII 0x21-0x7E: a length of 0 is `media type length`, any other
+    byte `media type characters`."""
     raw = reader.take(reader.u8())
     if not raw:
         raise ProtocolError("malformed", "media type length")
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ProtocolError("malformed", "media type not UTF-8") from None
     if any(not 0x21 <= b <= 0x7E for b in raw):
         raise ProtocolError("malformed", "media type characters")
     return raw.decode("ascii")
@@ -447,7 +443,7 @@ def read_media_type(reader):
 
 def read_account(reader):
     """§6.7: 1-64 bytes of UTF-8, no control character (U+0000-U+001F, U+007F), no '/' and no ':'.
-    The length is checked before its bytes are read (§6.7 does not say; see the report)."""
+    The length is checked before its bytes are read, then UTF-8, then the characters (§6.7)."""
     length = reader.u8()
     if not 1 <= length <= 64:
         raise ProtocolError("malformed", "account length")
@@ -1060,7 +1056,7 @@ SPEC_DETAILS = {"length", "reserved", "name", "psm", "body", "revision", "date n
                 "activity type labels",
                 # §6.7 names these.
                 "kind", "expiry", "account length", "account characters", "account not UTF-8", "item count",
-                "media type length", "media type characters", "media type not UTF-8", "item size",
+                "media type length", "media type characters", "item size",
                 "media type repeated", "offset", "data beyond the item", "empty data", "data out of order",
                 "total is not the offered size"}
 

@@ -53,7 +53,7 @@ out += ["", "### 10.6 Pairing key agreement", "",
         "clock is in epoch 2000000; `frame` decodes a byte string that should hold exactly one frame (§6.1) and",
         "then its payload by its type (§6.2, §6.4, §7.3); `value` decodes one top-level property value (§6.4);",
         "`pairingAdvert` decodes the 24 bytes of §5; `roster` decodes a roster (§7.3). The text in parentheses",
-        "after `malformed` is informative, except where §4–§6 name it (`length`, `reserved`, `name`, `psm`, `body`).", "",
+        "after `malformed` is informative, except where §4–§6 name it (`length`, `reserved`, `name`, `psm`, `body`, and every name §6.5–§6.7 give).", "",
         "| decoder | input | error |", "|---|---|---|"]
 out += [f"| {r['decoder']} | `{r['input']}` | {r['error']} |" for r in v["rejects"]]
 x = v["pairingExchange"]

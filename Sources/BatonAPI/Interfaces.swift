@@ -10,7 +10,7 @@ public enum OrgBaton {
     /// Every interface, daemon side, application side and the session agent's.
     public static var interfaces: [any InterfaceContract.Type] {
         [Manager1.self, Activity1.self, Suggestion1.self, ActivitySource1.self, ActivityHandler1.self, Ring1.self,
-         Pairing1.self, PairingSession1.self, Agent1.self]
+         Pairing1.self, PairingSession1.self, Agent1.self, Clipboard1.self, ClipboardAgent1.self]
     }
 
     /// org.baton.Manager1 at /org/baton.

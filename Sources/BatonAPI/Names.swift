@@ -20,9 +20,13 @@ public enum BatonInterface {
     public static let pairingSession = "org.baton.PairingSession1"
     /// Served by baton-agent (session bus, and on its connection to batond's bus after RegisterAgent).
     public static let agent = "org.baton.Agent1"
+    /// The universal clipboard, served by batond at /org/baton.
+    public static let clipboard = "org.baton.Clipboard1"
+    /// Served by baton-agent on its connection to batond's bus after Clipboard1.RegisterAgent.
+    public static let clipboardAgent = "org.baton.ClipboardAgent1"
 
     /// Every org.baton interface, daemon side, application side and the session agent's.
-    public static let all = [manager, activity, suggestion, source, handler, ring, pairing, pairingSession, agent]
+    public static let all = [manager, activity, suggestion, source, handler, ring, pairing, pairingSession, agent, clipboard, clipboardAgent]
 
     /// Standard freedesktop interfaces the client calls.
     public static let properties = "org.freedesktop.DBus.Properties"

@@ -194,6 +194,51 @@ import Testing
     }
 }
 
+extension ClipboardTests {
+    @Test func aQuestionWithoutAnswerIsAskedAgainAtMostThreeTimesPerRevision() {
+        var watch = ClipboardWatch()
+        var asked = 0
+        for _ in 0..<10 {
+            if watch.hear(member, kind: .image, revision: 9) == .ask(member) {
+                asked += 1
+                watch.askFailed(member)
+            }
+        }
+        #expect(asked == ClipboardWatch.askAttempts)
+        // A re-sighting while a question is out (no failure reported yet) asks nothing more.
+        var other = ClipboardWatch()
+        let first = other.hear(member, kind: .text, revision: 1)
+        let again = other.hear(member, kind: .text, revision: 1)
+        #expect(first == .ask(member) && again == nil)
+        // An answer ends the retries.
+        other.askFailed(member)
+        let retried = other.hear(member, kind: .text, revision: 1)
+        #expect(retried == .ask(member))
+        _ = other.answeredNothing(member)
+        let settled = other.hear(member, kind: .text, revision: 1)
+        #expect(settled == nil)
+    }
+
+    @Test func offerFieldsAreCheckedInWireOrder() throws {
+        // Bad expiry and a bad account: the expiry is read first.
+        let payload: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0] + [1, 0x61, 0x00]
+        #expect(throws: WireError.malformed("expiry")) { try ClipboardOffer(payload: payload) }
+        // An account length over 64 is refused before its bytes are read.
+        #expect(throws: WireError.malformed("account length")) { try ClipboardOffer(payload: [0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1, 65]) }
+        // A byte outside printable ASCII in a media type, UTF-8 or not.
+        for byte: UInt8 in [0x80, 0xC3, 0x20] {
+            let item: [UInt8] = [1, byte] + [0, 0, 0, 0, 0, 0, 0, 1]
+            #expect(throws: WireError.malformed("media type characters")) {
+                try ClipboardOffer(payload: [0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1, 1, 0x61, 1] + item)
+            }
+        }
+        #expect(throws: WireError.malformed("account not UTF-8")) { try ClipboardOffer(payload: [0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1, 1, 0xFF]) }
+        // A zero-size item is an item.
+        let empty = try ClipboardOffer(offerID: 1, kind: .text, expiresIn: 5, account: "a", items: [ClipboardItem(mediaType: "text/plain", size: 0)])
+        #expect(try ClipboardOffer(payload: empty.payload) == empty)
+    }
+}
+
 private extension String {
     init(format3 value: Int) {
         let digits = String(value)

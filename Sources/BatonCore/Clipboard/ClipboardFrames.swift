@@ -35,7 +35,10 @@ public enum ClipboardText {
 
     /// A media type: 1–255 bytes of printable ASCII without spaces (`text/plain;charset=utf-8`).
     public static func checkMediaType(_ text: String) throws(WireError) {
-        let bytes = Array(text.utf8)
+        try checkMediaType(bytes: Array(text.utf8))
+    }
+
+    static func checkMediaType(bytes: [UInt8]) throws(WireError) {
         guard !bytes.isEmpty, bytes.count <= maxMediaTypeBytes else { throw .malformed("media type length") }
         guard bytes.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else { throw .malformed("media type characters") }
     }
@@ -49,9 +52,21 @@ public enum ClipboardText {
         }
     }
 
-    static func readShortText(_ reader: inout ByteReader, _ what: String) throws(WireError) -> String {
+    /// A media type as it travels (§6.7): its length checked before its bytes are read, then each byte.
+    static func readMediaType(_ reader: inout ByteReader) throws(WireError) -> String {
         let length = Int(try reader.readByte())
-        guard let text = String(validating: try reader.readBytes(length), as: UTF8.self) else { throw .malformed("\(what) not UTF-8") }
+        guard length > 0 else { throw .malformed("media type length") }
+        let bytes = try reader.readBytes(length)
+        try checkMediaType(bytes: bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// An account as it travels (§6.7): length (1–64) before the bytes, then UTF-8, then its characters.
+    static func readAccount(_ reader: inout ByteReader) throws(WireError) -> String {
+        let length = Int(try reader.readByte())
+        guard length > 0, length <= maxAccountBytes else { throw .malformed("account length") }
+        guard let text = String(validating: try reader.readBytes(length), as: UTF8.self) else { throw .malformed("account not UTF-8") }
+        try checkAccount(text)
         return text
     }
 }
@@ -118,19 +133,24 @@ public struct ClipboardOffer: Hashable, Sendable {
         return out
     }
 
+    /// Every field checked in wire order, as it is read (§6.7).
     public init(payload: [UInt8]) throws(WireError) {
         var reader = ByteReader(payload)
         let offerID = try reader.readUInt64()
         let rawKind = try reader.readByte()
         guard let kind = ClipboardKind(rawValue: rawKind) else { throw .malformed("kind") }
         let expiresIn = try reader.readUInt16()
-        let account = try ClipboardText.readShortText(&reader, "account")
+        guard expiresIn >= 1, expiresIn <= Self.maxExpirySeconds else { throw .malformed("expiry") }
+        let account = try ClipboardText.readAccount(&reader)
         let count = Int(try reader.readByte())
         guard count >= 1, count <= Self.maxItems else { throw .malformed("item count") }
         var items: [ClipboardItem] = []
+        var seen: Set<String> = []
         for _ in 0..<count {
-            let mediaType = try ClipboardText.readShortText(&reader, "media type")
-            items.append(try ClipboardItem(mediaType: mediaType, size: try reader.readUInt64()))
+            let mediaType = try ClipboardText.readMediaType(&reader)
+            let item = try ClipboardItem(mediaType: mediaType, size: try reader.readUInt64())
+            guard seen.insert(mediaType).inserted else { throw .malformed("media type repeated") }
+            items.append(item)
         }
         try reader.expectEnd()
         try self.init(offerID: offerID, kind: kind, expiresIn: expiresIn, account: account, items: items)
@@ -165,7 +185,7 @@ public struct ClipboardDataRequest: Hashable, Sendable {
     public init(payload: [UInt8]) throws(WireError) {
         var reader = ByteReader(payload)
         let offerID = try reader.readUInt64()
-        let mediaType = try ClipboardText.readShortText(&reader, "media type")
+        let mediaType = try ClipboardText.readMediaType(&reader)
         let offset = try reader.readUInt64()
         try reader.expectEnd()
         try self.init(offerID: offerID, mediaType: mediaType, offset: offset)

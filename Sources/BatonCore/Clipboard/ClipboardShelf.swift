@@ -16,6 +16,8 @@ public struct ClipboardShelf: Sendable {
         public var items: [ClipboardItem]
         /// Unix seconds after which nothing is answered for it and the advert loses its kind.
         public var expiresAt: Int64
+        /// When it was offered.
+        public var offeredAt: Int64
     }
 
     public private(set) var copy: Copy?
@@ -36,7 +38,8 @@ public struct ClipboardShelf: Sendable {
         let seconds = min(max(expiresIn, 1), ClipboardOffer.maxExpirySeconds)
         // Checked as the frame will be, so nothing is put on the air that cannot be answered.
         _ = try ClipboardOffer(offerID: offerID, kind: kind, expiresIn: seconds, account: account, items: items)
-        copy = Copy(offerID: offerID, kind: kind, uid: uid, account: account, items: items, expiresAt: nowSeconds + Int64(seconds))
+        copy = Copy(offerID: offerID, kind: kind, uid: uid, account: account, items: items, expiresAt: nowSeconds + Int64(seconds),
+                    offeredAt: nowSeconds)
     }
 
     /// Takes the copy back when it is `uid`'s (a secret or local-only copy replaced it, the account
@@ -44,6 +47,15 @@ public struct ClipboardShelf: Sendable {
     public mutating func withdraw(uid: UInt32) -> Bool {
         guard copy?.uid == uid else { return false }
         copy = nil
+        return true
+    }
+
+    /// Shortens the life of `uid`'s copy to `seconds` from now (never lengthens it). False when the copy
+    /// is not `uid`'s.
+    public mutating func shorten(uid: UInt32, to seconds: UInt16, nowSeconds: Int64) -> Bool {
+        guard var current = copy, current.uid == uid else { return false }
+        current.expiresAt = min(current.expiresAt, nowSeconds + Int64(max(seconds, 1)))
+        copy = current
         return true
     }
 
@@ -92,7 +104,19 @@ public struct ClipboardWatch: Sendable {
         case withdrawn(DeviceID)
     }
 
-    private var heard: [DeviceID: (kind: ClipboardKind, revision: UInt32)] = [:]
+    /// A question that got no answer is asked again at the next re-sightings, up to this many
+    /// questions per revision (§9 "Clipboard").
+    public static let askAttempts = 3
+
+    private struct Heard {
+        var kind: ClipboardKind
+        var revision: UInt32
+        var questions = 1
+        /// The last question got no answer, and none is out now.
+        var unanswered = false
+    }
+
+    private var heard: [DeviceID: Heard] = [:]
     private var taken: [DeviceID: UInt64] = [:]
 
     public init() {}
@@ -101,19 +125,31 @@ public struct ClipboardWatch: Sendable {
     /// revision not yet seen with a kind asks for the offer (a copy moves the revision; so does any other
     /// content change, and the offer id then tells a new copy from the one already taken).
     public mutating func hear(_ member: DeviceID, kind: ClipboardKind?, revision: UInt32) -> Change? {
-        let before = heard[member]
         guard let kind else {
-            guard before != nil else { return nil }
-            heard[member] = nil
+            guard heard.removeValue(forKey: member) != nil else { return nil }
             return .withdrawn(member)
         }
-        heard[member] = (kind, revision)
-        if let before, before.kind == kind, before.revision == revision { return nil }
+        if var entry = heard[member], entry.kind == kind, entry.revision == revision {
+            // A re-sighting asks again only after a question of this revision got no answer.
+            guard entry.unanswered, entry.questions < Self.askAttempts else { return nil }
+            entry.questions += 1
+            entry.unanswered = false
+            heard[member] = entry
+            return .ask(member)
+        }
+        heard[member] = Heard(kind: kind, revision: revision)
         return .ask(member)
+    }
+
+    /// The question to `member` got no answer (no connection, a broken one, an answer that did not
+    /// decode): one of its next re-sightings asks again.
+    public mutating func askFailed(_ member: DeviceID) {
+        heard[member]?.unanswered = true
     }
 
     /// The member answered with `offer`: true when it is a copy not taken before (hand it on).
     public mutating func answered(_ member: DeviceID, offer: ClipboardOffer) -> Bool {
+        heard[member]?.unanswered = false
         guard taken[member] != offer.offerID else { return false }
         taken[member] = offer.offerID
         return true
@@ -122,6 +158,7 @@ public struct ClipboardWatch: Sendable {
     /// The member answered that it offers nothing (`Error(unknownActivity)`: it expired or was taken
     /// back meanwhile). What it advertised stays heard, so its re-sightings do not ask again.
     public mutating func answeredNothing(_ member: DeviceID) -> Change? {
+        heard[member]?.unanswered = false
         guard taken.removeValue(forKey: member) != nil else { return nil }
         return .withdrawn(member)
     }

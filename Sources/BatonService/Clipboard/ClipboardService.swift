@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+import BatonCore
+import BatonSystem
+
+/// The universal clipboard (docs/clipboard.md, protocol §6.7 and §9 "Clipboard"), both sides, the one
+/// owner of what this machine offers and of what it took from members:
+/// - source: the copy of a local account (its bytes in a sealed memory file its agent handed over),
+///   the kind the advert carries, the expiry, the answers to FetchClipboardOffer and FetchClipboardData;
+/// - receiver: which member's adverts call for asking its offer, which offers were handed to which
+///   account's agent, and the paste that pulls one item's bytes.
+/// Agents register per account; an account without one has the clipboard off (nothing offered from
+/// it, nothing handed to it).
+public actor ClipboardService {
+    /// The most one paste pulls and one copy offers per item (the wire's limit, §6.7).
+    public static let maxItemBytes = ClipboardItem.maxSize
+
+    public enum Refusal: Error, Sendable, Equatable {
+        /// The calling account has no registered agent: its clipboard is off here.
+        case notEnabled
+        /// The offered contents do not match the items (what, for the caller).
+        case invalidContents(String)
+        /// No such copy here (never handed to this account, withdrawn, expired).
+        case unknownOffer
+        /// The copy offers no such type.
+        case typeNotOffered(String)
+        /// The item is larger than this machine takes.
+        case tooLarge(size: UInt64, limit: UInt64)
+        /// The member's copy changed since it was offered: nothing older is handed over.
+        case changed
+        /// The member could not be reached, or the transfer failed.
+        case unreachable(memberName: String)
+        case failed(String)
+    }
+
+    /// A copy taken from a member and handed to one local account's agent.
+    struct Taken: Sendable {
+        var member: DeviceID
+        var memberName: String
+        var offer: ClipboardOffer
+        var agent: ClipboardAgentEndpoint
+        /// Unix seconds at which the agent is told it is gone.
+        var expiresAt: Int64
+    }
+
+    private let advert: any ClipboardAdvert
+    private let fetcher: any ClipboardFetcher
+    private let agentCalls: any ClipboardAgentCalls
+    private let clock: any WallClock
+    private let randomToken: @Sendable () -> UInt64
+    private let log: @Sendable (String) -> Void
+
+    private var agents: [UInt32: ClipboardAgentEndpoint] = [:]
+    private var shelf = ClipboardShelf()
+    /// The bytes of the copy on the shelf: item i starts at the sum of the sizes before it.
+    private var shelfContents: ClipboardContents?
+    private var watch = ClipboardWatch()
+    private var taken: [UInt64: Taken] = [:]
+    /// Members whose offer is being asked for (one question per member at a time; an advert heard
+    /// meanwhile asks again after).
+    private var asking: Set<DeviceID> = []
+    private var askAgain: [DeviceID: String] = [:]
+    /// Restrictions apps asked for (Clipboard1.Restrict) that wait for their account's next copy.
+    private var restrictions: [UInt32: (localOnly: Bool, expiresIn: UInt16, until: Int64)] = [:]
+    /// How far apart a Restrict and the copy it marks may be, in seconds.
+    public static let restrictWindow: Int64 = 2
+    private var expiryTask: Task<Void, Never>?
+    private var expiryDeadline: Int64?
+
+    public init(advert: any ClipboardAdvert, fetcher: any ClipboardFetcher, agentCalls: any ClipboardAgentCalls, clock: any WallClock,
+                randomToken: @escaping @Sendable () -> UInt64, log: @escaping @Sendable (String) -> Void) {
+        self.advert = advert
+        self.fetcher = fetcher
+        self.agentCalls = agentCalls
+        self.clock = clock
+        self.randomToken = randomToken
+        self.log = log
+    }
+
+    // MARK: Agents
+
+    /// `agent` takes the clipboard for its account (the newest registration of an account wins).
+    public func register(_ agent: ClipboardAgentEndpoint) {
+        agents[agent.uid] = agent
+    }
+
+    /// The account's agent left or turned the clipboard off: its copy is no longer offered and what
+    /// was handed to it is forgotten.
+    public func unregister(uid: UInt32) async {
+        guard agents.removeValue(forKey: uid) != nil else { return }
+        await withdrawCopy(of: uid)
+        taken = taken.filter { $0.value.agent.uid != uid }
+        rearmExpiry()
+    }
+
+    /// An agent's bus name went away.
+    public func agentLeft(busName: String) async {
+        for agent in agents.values where agent.busName == busName { await unregister(uid: agent.uid) }
+    }
+
+    public func agent(of uid: UInt32) -> ClipboardAgentEndpoint? { agents[uid] }
+
+    // MARK: Source
+
+    /// `uid` copied: `contents` holds the items' bytes one after the other, sealed. Replaces whatever
+    /// this machine offered. `expiresIn` 0 is the default (120 s). A restriction the account's app asked
+    /// for within the window applies (local only: nothing is offered, and the account's earlier copy
+    /// is taken back).
+    public func offer(uid: UInt32, kind: ClipboardKind, items: [ClipboardItem], expiresIn: UInt16,
+                      contents: ClipboardContents) async throws(Refusal) {
+        guard let agent = agents[uid] else { throw .notEnabled }
+        var expiresIn = expiresIn == 0 ? ClipboardShelf.defaultExpirySeconds : expiresIn
+        if let restriction = restrictions.removeValue(forKey: uid), clock.unixSeconds() <= restriction.until {
+            if restriction.localOnly {
+                await withdraw(uid: uid)
+                return
+            }
+            if restriction.expiresIn > 0 { expiresIn = min(expiresIn, restriction.expiresIn) }
+        }
+        guard let size = SealedMemoryFile.immutableSize(of: contents.file) else {
+            throw .invalidContents("the contents are not a sealed memory file (memfd_create with write, shrink and grow sealed)")
+        }
+        let total = items.reduce(UInt64(0)) { $0 + $1.size }
+        guard size == total else { throw .invalidContents("the contents hold \(size) bytes, the items \(total)") }
+        do {
+            try shelf.offer(uid: uid, account: agent.account, kind: kind, items: items, expiresIn: expiresIn,
+                            offerID: randomToken(), nowSeconds: clock.unixSeconds())
+        } catch {
+            throw .invalidContents("\(error)")
+        }
+        shelfContents = contents
+        rearmExpiry()
+        await advert.setClipboard(shelf.kind)
+    }
+
+    /// `uid` took its copy back (a secret or local-only copy, the app asked): nothing is offered.
+    public func withdraw(uid: UInt32) async {
+        await withdrawCopy(of: uid)
+        rearmExpiry()
+    }
+
+    private func withdrawCopy(of uid: UInt32) async {
+        guard shelf.withdraw(uid: uid) else { return }
+        shelfContents = nil
+        await advert.setClipboard(nil)
+    }
+
+    /// An app of `uid` marks the copy its account makes within the window, or made within it before.
+    public func restrict(uid: UInt32, localOnly: Bool, expiresIn: UInt16) async {
+        let now = clock.unixSeconds()
+        if let copy = shelf.copy, copy.uid == uid, now - copy.offeredAt <= Self.restrictWindow {
+            if localOnly {
+                await withdraw(uid: uid)
+            } else if expiresIn > 0, shelf.shorten(uid: uid, to: expiresIn, nowSeconds: now) {
+                rearmExpiry()
+            }
+            return
+        }
+        restrictions[uid] = (localOnly, expiresIn, now + Self.restrictWindow)
+    }
+
+    /// The answer to FetchClipboardOffer.
+    public func answerOffer() -> Result<ClipboardOffer, ErrorFrame> {
+        shelf.answerOffer(nowSeconds: clock.unixSeconds())
+    }
+
+    /// What FetchClipboardData streams: the contents, where the item starts in them, the item; or the
+    /// Error frame to answer.
+    public func answerData(_ request: ClipboardDataRequest) -> Result<(contents: ClipboardContents, start: UInt64, item: ClipboardItem), ErrorFrame> {
+        switch shelf.answerData(request, nowSeconds: clock.unixSeconds()) {
+        case .failure(let error): return .failure(error)
+        case .success(let (copy, item)):
+            guard let contents = shelfContents else { return .failure(ErrorFrame(code: .internalError, message: "contents gone")) }
+            var start: UInt64 = 0
+            for other in copy.items {
+                if other.mediaType == item.mediaType { break }
+                start += other.size
+            }
+            return .success((contents, start, item))
+        }
+    }
+
+    /// What this machine offers now (status, tests).
+    public var offeredKind: ClipboardKind? { shelf.kind }
+
+    // MARK: Receiver
+
+    /// A ring advert of `member` that §4.3 accepted, with its clipboard kind.
+    public func heard(_ member: DeviceID, name: String, kind: ClipboardKind?, revision: UInt32) async {
+        switch watch.hear(member, kind: kind, revision: revision) {
+        case nil: return
+        case .withdrawn(let gone): await withdrawTaken(from: gone)
+        case .ask(let asked): await ask(asked, name: name)
+        }
+    }
+
+    /// The member left the ring.
+    public func memberLeft(_ member: DeviceID) async {
+        if watch.forget(member) != nil { await withdrawTaken(from: member) }
+    }
+
+    private func ask(_ member: DeviceID, name: String) async {
+        guard asking.insert(member).inserted else {
+            askAgain[member] = name
+            return
+        }
+        defer { asking.remove(member) }
+        var name = name
+        while true {
+            let answer: ClipboardOffer?
+            do { answer = try await fetcher.clipboardOffer(of: member) } catch {
+                // Asked again at a later sighting of the same revision (§9 "Clipboard").
+                log("batond: could not ask \(name) for its clipboard: \(error)")
+                watch.askFailed(member)
+                if askAgain.removeValue(forKey: member) == nil { return }
+                continue
+            }
+            if let offer = answer {
+                if watch.answered(member, offer: offer) { await hand(offer, from: member, name: name) }
+            } else if watch.answeredNothing(member) != nil {
+                await withdrawTaken(from: member)
+            }
+            guard let again = askAgain.removeValue(forKey: member) else { return }
+            name = again
+        }
+    }
+
+    /// A new copy of `member`: to the agent of the account of the offer's name, and nobody else. It
+    /// replaces what that account was handed before, from any member.
+    private func hand(_ offer: ClipboardOffer, from member: DeviceID, name: String) async {
+        await withdrawTaken(from: member)
+        guard let agent = agents.values.first(where: { $0.account == offer.account }) else { return }
+        for (token, entry) in taken where entry.agent.uid == agent.uid {
+            taken[token] = nil
+            await agentCalls.withdrawn(token: token, from: entry.agent)
+        }
+        let token = randomToken()
+        taken[token] = Taken(member: member, memberName: name, offer: offer, agent: agent,
+                             expiresAt: clock.unixSeconds() + Int64(offer.expiresIn))
+        rearmExpiry()
+        await agentCalls.offered(ClipboardOfferForAgent(token: token, memberName: name, kind: offer.kind, items: offer.items,
+                                                        expiresIn: offer.expiresIn), to: agent)
+    }
+
+    private func withdrawTaken(from member: DeviceID) async {
+        for (token, entry) in taken where entry.member == member {
+            taken[token] = nil
+            await agentCalls.withdrawn(token: token, from: entry.agent)
+        }
+        rearmExpiry()
+    }
+
+    /// `uid` pastes `mediaType` of the copy it was handed as `token`: the bytes, pulled now, in a
+    /// sealed memory file.
+    public func paste(uid: UInt32, token: UInt64, mediaType: String, limit: UInt64 = maxItemBytes) async throws(Refusal) -> ClipboardContents {
+        guard let entry = taken[token], entry.agent.uid == uid, clock.unixSeconds() < entry.expiresAt else { throw .unknownOffer }
+        guard let item = entry.offer.item(mediaType) else { throw .typeNotOffered(mediaType) }
+        guard item.size <= limit else { throw .tooLarge(size: item.size, limit: limit) }
+        let request: ClipboardDataRequest
+        let sink: ClipboardContents
+        do {
+            request = try ClipboardDataRequest(offerID: entry.offer.offerID, mediaType: mediaType, offset: 0)
+            sink = ClipboardContents(try SealedMemoryFile.makeUnsealed(name: "baton-paste"))
+        } catch {
+            throw .failed("\(error)")
+        }
+        do {
+            try await fetcher.clipboardData(of: entry.member, request, item: item, into: sink)
+        } catch {
+            switch error {
+            case .changed:
+                // The copy there is no longer this one: nobody gets it again from here.
+                if taken.removeValue(forKey: token) != nil { await agentCalls.withdrawn(token: token, from: entry.agent) }
+                throw .changed
+            case .unreachable:
+                throw .unreachable(memberName: entry.memberName)
+            case .failed(let what):
+                log("batond: pasting from \(entry.memberName) failed: \(what)")
+                throw .unreachable(memberName: entry.memberName)
+            }
+        }
+        do { try SealedMemoryFile.seal(sink.file) } catch { throw .failed("\(error)") }
+        return sink
+    }
+
+    /// The copies handed to `uid` now (status, tests).
+    public func takenTokens(of uid: UInt32) -> [UInt64] { taken.filter { $0.value.agent.uid == uid }.map(\.key) }
+
+    // MARK: Expiry (one timer, only while something can expire)
+
+    private func rearmExpiry() {
+        let next = ([shelf.nextDeadline] + taken.values.map { Optional($0.expiresAt) }).compactMap { $0 }.min()
+        guard next != expiryDeadline else { return }
+        expiryTask?.cancel()
+        expiryDeadline = next
+        guard let next else { expiryTask = nil; return }
+        let seconds = max(0, next - clock.unixSeconds())
+        expiryTask = Task { [weak self] in
+            try? await Task.sleep(for: .seconds(seconds))
+            guard !Task.isCancelled else { return }
+            await self?.expire()
+        }
+    }
+
+    /// Runs at the earliest deadline (the timer; tests with a fake clock call it): the shelf's copy and
+    /// taken copies past theirs go.
+    public func expire() async {
+        expiryDeadline = nil
+        let now = clock.unixSeconds()
+        if shelf.expire(nowSeconds: now) {
+            shelfContents = nil
+            await advert.setClipboard(nil)
+        }
+        for (token, entry) in taken where entry.expiresAt <= now {
+            taken[token] = nil
+            await agentCalls.withdrawn(token: token, from: entry.agent)
+        }
+        rearmExpiry()
+    }
+}
