@@ -101,7 +101,7 @@ public actor ContinuationService {
             throw .unknownObject("the suggestion is gone")
         }
         guard !suggestion.opensInBrowser else { throw .invalidArguments("no local handler: take it with ContinueInBrowser") }
-        let snapshot = await ring.snapshot()
+        let snapshot = ring.view.current
         guard let member = snapshot.roster.members[suggestion.member] else {
             await carry(book.withdraw(suggestion.member))
             throw .unknownDevice("the member left the ring")
@@ -147,7 +147,7 @@ public actor ContinuationService {
     /// tells the source on the same channel (ActivityContinued → WasContinued).
     /// Returns the delivery outcome's name.
     public func continueActivity(from device: String, type: String, uid: UInt32, caller: String? = nil) async throws(ServiceFailure) -> String {
-        let snapshot = await ring.snapshot()
+        let snapshot = ring.view.current
         guard let member = snapshot.member(matching: device), member.deviceID != snapshot.deviceID else {
             throw .unknownDevice("no single ring member matches")
         }

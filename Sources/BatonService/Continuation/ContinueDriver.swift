@@ -223,7 +223,7 @@ extension ContinuationService {
             case .checkRing:
                 // Removed here, or a new identity here, while it was fetched (§7.4, §7.5): the ring
                 // left delivers nothing (ResetIdentityAttackTests).
-                if let fetched, !(await fetched.document.stillInRing()) {
+                if let fetched, !fetched.document.stillInRing() {
                     event = .memberLeft
                 } else if !(attempt?.beginDelivery() ?? true) {
                     // Cancelled while fetching: nothing reaches a handler, nothing is reported.
