@@ -223,6 +223,8 @@ public actor ContinuationService {
     }
 }
 
+// MARK: - The continuation's port to the handlers, and what crosses it
+
 /// What the continuation needs from the activities: which types some local user can continue,
 /// and delivery to a user's handler. `Handlers` conforms; no requirement has a default, so
 /// a conformer that misspells one does not compile (fakes: Tests/Support/BatonServiceFakes).

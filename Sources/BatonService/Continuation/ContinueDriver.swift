@@ -4,6 +4,9 @@ import BatonCrypto
 import BatonStore
 import Synchronization
 
+// One Continue run: its typed failure, the cancel handle Dismiss holds (`ContinueAttempt`), the
+// driver of the core's machine (`runContinue`) and the relay of a document's progress to the caller.
+
 /// A Continue's failure before the bus edge, typed: the caller's words are written from it once
 /// (`ContinuationService.failure(of:)`), and nothing is parsed back.
 enum ContinueError: Error, Equatable, Sendable {

@@ -4,7 +4,8 @@ import BatonCore
 
 /// The suggestions part of the continuation: the core's SuggestionBook decides (one per member,
 /// replaced on a newer revision, settled revisions not offered again); this carries its actions
-/// out on the board with the member's name and proximity.
+/// out on the board with the member's name and proximity. Below: what is fetched ahead for a
+/// suggestion (Prefetch), and the board that shows them (`SuggestionBoard`, `ShownSuggestion`).
 extension ContinuationService {
     /// Seconds on the service's monotonic clock (the presence tracker's time).
     var now: Double {
