@@ -35,10 +35,6 @@ extension Activities {
         logger.log("batond: activity \(id.objectPath) document committed (\(attached.info.totalSize) bytes)")
     }
 
-    public func documentForTransfer(uid: UInt32) async -> AttachedDocument? {
-        registry.documentForTransfer(uid: uid)
-    }
-
     /// Tells the edit sessions which documents `uid`'s activities carry now: those records are
     /// never evicted to make room (called when a document is attached and when an activity ends).
     func refreshDocumentsInUse(uid: UInt32) async {

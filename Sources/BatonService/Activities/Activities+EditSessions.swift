@@ -27,15 +27,6 @@ extension Activities {
         }
     }
 
-    public func editSessionsForTransfer() async -> EditSessions? { await documents.editSessions }
-
-    public func savedDocument(documentID: String, uid: UInt32) async -> [UInt8]? {
-        // WillSave first when the app asked for it; then the snapshot must be fresh.
-        guard await recordForTransfer(uid: uid) != nil, let document = registry.documentForTransfer(uid: uid),
-              document.info.documentID == documentID else { return nil }
-        return document.info.digest
-    }
-
     /// Activity1.EditSession: who owns the edit session of the activity's document ("this", a
     /// device id in hex, or ""). Private like every property but Type and Status: a document id
     /// says what the user works on.

@@ -2,6 +2,121 @@
 import BatonCore
 import BatonCrypto
 import BatonStore
+import Synchronization
+
+// One Continue run: its typed failure, the cancel handle Dismiss holds (`ContinueAttempt`), the
+// driver of the core's machine (`runContinue`) and the relay of a document's progress to the caller.
+
+/// A Continue's failure before the bus edge, typed: the caller's words are written from it once
+/// (`ContinuationService.failure(of:)`), and nothing is parsed back.
+enum ContinueError: Error, Equatable, Sendable {
+    /// The fetch (or a request before it) failed.
+    case transfer(TransferError)
+    /// The activity's document could not be pulled (what arrived is kept, so a retry resumes).
+    case document(DocumentPullError)
+    /// The document's edit session was not handed over (busy, conflict, claim not answered); a
+    /// journalled claim is replayed by the next Continue.
+    case session(EditSessionClaimError)
+}
+
+/// The Continue state machine of the core with the service's outcome and failure.
+typealias ContinueRun = ContinueMachine<DeliveryOutcome, ContinueError>
+/// How a Continue ended (the handler's answer, or why there was none).
+typealias ContinueEnd = ContinueRun.End
+
+/// One running Continue of a suggestion, which Dismiss (or its caller's task being cancelled) may
+/// cancel: the caller gets "cancelled" at once, the work's task is cancelled (the document pull
+/// closes its connection and partial file and ends), and a record that arrives afterwards is not
+/// delivered. Once delivery began, cancelling has no effect (the handler already has it).
+final class ContinueAttempt: Sendable {
+    enum Result: Sendable {
+        case finished(ContinueEnd)
+        case cancelled
+    }
+
+    private enum Phase {
+        case fetching
+        case delivering
+        case cancelled
+    }
+
+    private struct State {
+        var phase = Phase.fetching
+        var waiter: CheckedContinuation<Result, Never>?
+        var early: Result?
+        var work: Task<Void, Never>?
+    }
+
+    private let state = Mutex(State())
+    /// Runs between cancelling the work and answering the caller (tests hold the cancel there).
+    private let afterCancellingWork: @Sendable () -> Void
+
+    init(afterCancellingWork: @escaping @Sendable () -> Void = {}) {
+        self.afterCancellingWork = afterCancellingWork
+    }
+
+    /// Runs `work` in its own task and returns its result, or `.cancelled` as soon as `cancel()` is called.
+    func run(_ work: @escaping @Sendable () async -> ContinueEnd) async -> Result {
+        let task = Task {
+            let end = await work()
+            self.resume(.finished(end))
+        }
+        let cancelledEarly = state.withLock { state -> Bool in
+            state.work = task
+            return state.phase == .cancelled
+        }
+        if cancelledEarly { task.cancel() }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let ready = state.withLock { state -> Result? in
+                    if let early = state.early { return early }
+                    state.waiter = continuation
+                    return nil
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        } onCancel: {
+            self.cancel()
+        }
+    }
+
+    /// Cancels unless delivery already began: the caller is answered and the work stops.
+    func cancel() {
+        let taken = state.withLock { state -> (work: Task<Void, Never>?, waiter: CheckedContinuation<Result, Never>?)? in
+            guard state.phase == .fetching else { return nil }
+            state.phase = .cancelled
+            // The answer is settled before the work hears of the cancel: work that then ends at once
+            // (a sleep or a pull that throws) answered first before, and the caller heard "finished".
+            guard state.early == nil else { return (state.work, nil) }
+            state.early = .cancelled
+            defer { state.waiter = nil }
+            return (state.work, state.waiter)
+        }
+        guard let taken else { return }
+        taken.work?.cancel()
+        afterCancellingWork()
+        taken.waiter?.resume(returning: .cancelled)
+    }
+
+    /// Called before the record goes to a handler: false when cancelled (then nothing is delivered).
+    func beginDelivery() -> Bool {
+        state.withLock { state in
+            guard state.phase == .fetching else { return false }
+            state.phase = .delivering
+            return true
+        }
+    }
+
+    private func resume(_ result: Result) {
+        let waiter = state.withLock { state -> CheckedContinuation<Result, Never>? in
+            guard state.early == nil else { return nil }
+            state.early = result
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: result)
+    }
+}
 
 /// Drives the core's Continue machine (`ContinueMachine`): performs each action it returns and
 /// feeds what came of it back as the next event, until it finishes. The path runs one way:
@@ -9,6 +124,13 @@ import BatonStore
 /// and the transfer (one fetch whose channel it holds, the document on it, the report on it);
 /// neither calls back.
 extension ContinuationService {
+    /// At most this many progress signals a second, besides the first and the last.
+    static let progressInterval = Duration.milliseconds(100)
+
+    func progressRelay(to caller: String?) -> ProgressRelay {
+        ProgressRelay(caller: caller, board: board, interval: Self.progressInterval)
+    }
+
     /// Where the activity of a Continue comes from.
     enum ContinueSource {
         /// Fetched now: FetchActivity(h, revision), or FetchActivityOfVersions with the accepting handler's versions.
@@ -104,7 +226,7 @@ extension ContinuationService {
             case .checkRing:
                 // Removed here, or a new identity here, while it was fetched (§7.4, §7.5): the ring
                 // left delivers nothing (ResetIdentityAttackTests).
-                if let fetched, !(await fetched.document.stillInRing()) {
+                if let fetched, !fetched.document.stillInRing() {
                     event = .memberLeft
                 } else if !(attempt?.beginDelivery() ?? true) {
                     // Cancelled while fetching: nothing reaches a handler, nothing is reported.
@@ -143,4 +265,41 @@ extension ContinuationService {
         // Only when an action could not be performed (a precondition of the machine's own order broken).
         return .failed(.transfer(.protocolError("the continue stopped before it finished")))
     }
+}
+
+/// Relays a pull's progress to the Continue caller in order, rate-limited: the first and the
+/// last report always go, others at most one per `interval`. Reports come from the puller
+/// synchronously; one task sends them, so they arrive in order.
+final class ProgressRelay: Sendable {
+    private let continuation: AsyncStream<DocumentProgress>.Continuation
+    private let interval: Duration
+    private let last = Mutex<ContinuousClock.Instant?>(nil)
+
+    init(caller: String?, board: (any SuggestionBoard)?, interval: Duration) {
+        let (stream, continuation) = AsyncStream.makeStream(of: DocumentProgress.self, bufferingPolicy: .bufferingNewest(16))
+        self.continuation = continuation
+        self.interval = interval
+        guard let caller, let board else {
+            continuation.finish()
+            return
+        }
+        Task {
+            for await progress in stream { await board.documentProgress(progress, to: caller) }
+        }
+    }
+
+    /// The puller's progress callback.
+    func report(activityType: String) -> @Sendable (UInt64, UInt64) -> Void {
+        { [self] received, total in
+            let now = ContinuousClock.now
+            let due = last.withLock { last -> Bool in
+                guard received == total || last.map({ now - $0 >= interval }) ?? true else { return false }
+                last = now
+                return true
+            }
+            if due { continuation.yield(DocumentProgress(activityType: activityType, received: received, total: total)) }
+        }
+    }
+
+    func finish() { continuation.finish() }
 }

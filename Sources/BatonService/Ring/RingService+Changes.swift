@@ -12,13 +12,13 @@ public struct RefusedRingChange: Sendable, Hashable {
 }
 
 extension RingService {
-    /// Writes the ring record a change's actions persist (its final state) before anything of the
-    /// change happens, and returns the other actions. Throws, having written nothing, when the record
-    /// cannot be saved; the caller then puts the keeper back (§7.3: refused as a whole).
-    func saveFirst(_ actions: [RingKeeper.Action]) throws -> [RingKeeper.Action] {
+    /// Writes the ring record a change's actions persist (`state`, the changed copy's) before anything
+    /// of the change happens, and returns the other actions. Throws, having written nothing, when the
+    /// record cannot be saved; the caller then drops the copy (§7.3: refused as a whole).
+    func saveFirst(_ actions: [RingKeeper.Action], state: RingKeeper.State) throws -> [RingKeeper.Action] {
         let persists = actions.contains { if case .persist = $0 { return true }; return false }
         guard persists else { return actions }
-        try store.saveRing(keeper.state)
+        try store.saveRing(state)
         return actions.filter { if case .persist = $0 { return false }; return true }
     }
 
@@ -92,14 +92,14 @@ extension RingService {
             log("batond: pairing with \(pairing.peer.deviceID.shortForm) refused: the ring changed since the review, the commit would change other members than shown")
             throw .malformed(Self.changedSinceReview)
         }
-        let previous = keeper
-        var actions = try keeper.pair(pairing, random: SystemRandom())
+        var next = keeper
+        var actions = try next.pair(pairing, random: SystemRandom())
         let id = pairing.peer.deviceID
-        do { actions = try saveFirst(actions) } catch {
-            keeper = previous
+        do { actions = try saveFirst(actions, state: next.state) } catch {
             refused("the pairing with \(echoed(pairing.peer.name, limit: 24)) (\(id.shortForm))", error)
             throw .malformed(Self.unsavedRing)
         }
+        keeper = next
         if peers[id] == nil { peers[id] = RingStore.PeerInfo(pairedSince: clock.unixSeconds()) }
         do { try store.savePeers(peers) } catch { log("batond: cannot save peers: \(error)") }
         recordPairingEndpoints(id, announced: pairing.peerEndpoints, observedHost: observedHost, bluetoothPeer: bluetoothPeer)

@@ -26,7 +26,8 @@ extension RingService {
     /// has rotated away, and an address that is no longer advertised cannot be connected to anyway.
     public func dialEndpoints(of id: DeviceID) async -> [Endpoint] {
         var hints = endpointHints(of: id)
-        if let heard = await radio.heardEndpoint(of: id), let first = hints.firstIndex(where: Self.isBluetooth) {
+        // The radio is asked only for a member with a `ble:` hint (nothing to replace otherwise).
+        if let first = hints.firstIndex(where: Self.isBluetooth), let heard = await radio.heardEndpoint(of: id) {
             hints.removeAll(where: Self.isBluetooth)
             hints.insert(heard, at: min(first, hints.count))
         }

@@ -19,20 +19,20 @@ extension RingService {
             throw .notRingMember
         }
         let before = Set(keeper.state.roster.members.keys)
-        let previous = keeper
+        var next = keeper
         let actions: [RingKeeper.Action]
-        do { actions = try keeper.receive(roster, from: sender, random: SystemRandom()) } catch {
+        do { actions = try next.receive(roster, from: sender, random: SystemRandom()) } catch {
             log("batond: RingSync from \(sender.shortForm) refused: \(Self.describe(error))")
             throw error
         }
         // A merge that cannot be saved is refused as a whole (§7.3): nothing of it is kept or acted on.
         for case .persist(let state) in actions.prefix(1) {
             do { try store.saveRing(state) } catch {
-                keeper = previous
                 refused("a RingSync from \(sender.shortForm)", error)
                 throw .malformed(Self.unsavedRing)
             }
         }
+        keeper = next
         let gone = before.subtracting(keeper.state.roster.members.keys)
         if !gone.isEmpty {
             for id in gone { peers[id] = nil }

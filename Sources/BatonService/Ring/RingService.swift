@@ -51,11 +51,15 @@ public actor RingService {
     let clock: any WallClock
     public nonisolated let configuration: Configuration
     let log: @Sendable (String) -> Void
-    var keeper: RingKeeper
+    /// The ring itself. Every change is published to `view` as it is made (RingSnapshot.swift); a
+    /// change that must be saved first is made on a copy and assigned once saved (§7.3).
+    var keeper: RingKeeper { didSet { view.publish(snapshot()) } }
     var peers: [DeviceID: RingStore.PeerInfo]
     var observers: [String: ChangeObserver] = [:]
     /// Where ring members reach this device's transfer listener (set by the transfer; nil: not running).
-    var transferReachability: (port: UInt16, localEndpoints: [String])?
+    var transferReachability: (port: UInt16, localEndpoints: [String])? { didSet { view.publish(snapshot()) } }
+    /// The ring as it is now, read without entering this actor (the transfer's membership checks).
+    public nonisolated let view: RingView
     /// When a pending RingSync was last retried after a sighting, per member (not persisted).
     var lastSyncRetry: [DeviceID: Int64] = [:]
     /// The last ring change refused because its record could not be saved (GetStatus
@@ -90,6 +94,7 @@ public actor RingService {
             try store.saveRing(keeper.state)
         }
         peers = try store.loadPeers()
+        view = RingView(Self.snapshot(of: keeper, reachability: nil))
         let start = Self.startBound(clock: clock, store: store, runtimeDirectory: configuration.runtimeDirectory,
                                     loadedRing: loaded != nil, log: log)
         self.radio = try RadioService(port: radio, store: store, clock: clock, companyID: configuration.companyID,
@@ -184,35 +189,6 @@ public actor RingService {
         await apply(keeper.rekey(random: SystemRandom(), today: Self.keyDay(clock: clock)))
     }
 
-    // MARK: Observers
-
-    public func snapshot() -> RingSnapshot {
-        RingSnapshot(deviceID: keeper.deviceID, name: keeper.state.name, identity: keeper.identity, roster: keeper.state.roster,
-                     ownSecret: keeper.ownSecret, transferPort: transferReachability?.port,
-                     localEndpoints: transferReachability?.localEndpoints ?? [])
-    }
-
-    /// Calls `observer` now and after every ring change, until `stopObserving(key)`. The first call
-    /// names the RingSyncs still owed (durable, §7.4), so the transfer retries them when it starts.
-    public func observe(_ key: String, _ observer: @escaping ChangeObserver) async {
-        observers[key] = observer
-        let owed = keeper.state.pendingSyncs.keys.filter { keeper.state.roster.members[$0] != nil }.sorted()
-        await observer(RingChange(snapshot: snapshot(), syncTo: owed))
-    }
-
-    public func stopObserving(_ key: String) { observers[key] = nil }
-
-    /// The transfer tells where members reach it (announced at pairing and over DNS-SD); nil when it stops.
-    public func setTransferReachability(port: UInt16?, localEndpoints: [String]) async {
-        transferReachability = port.map { ($0, localEndpoints) }
-        await notifyObservers(syncTo: [])
-    }
-
-    private func notifyObservers(syncTo: [DeviceID]) async {
-        let change = RingChange(snapshot: snapshot(), syncTo: syncTo)
-        for observer in observers.values { await observer(change) }
-    }
-
     // MARK: Ring changes
 
     func apply(_ actions: [RingKeeper.Action]) async {
@@ -295,18 +271,18 @@ public actor RingService {
         let member = try requireMember(text)
         guard member.deviceID != keeper.deviceID else { throw .unknownDevice("no single ring member matches") }
         let before = Set(keeper.state.roster.members.keys)
-        let previous = keeper
+        var next = keeper
         var actions: [RingKeeper.Action]
-        do { actions = try keeper.removeMember(member.deviceID, withIntroduced: withIntroduced, random: SystemRandom()) } catch {
+        do { actions = try next.removeMember(member.deviceID, withIntroduced: withIntroduced, random: SystemRandom()) } catch {
             throw .limitExceeded("\(member.name) was not removed: this machine has removed as many devices as one member may "
                                  + "(\(Roster.maxRemovalsPerRemover)) or the ring's roster is full; remove it from another member")
         }
         // Saved before anything of it happens: a removal that cannot be written is not made at all.
-        do { actions = try saveFirst(actions) } catch {
-            keeper = previous
+        do { actions = try saveFirst(actions, state: next.state) } catch {
             refused("the removal of \(echoed(member.name, limit: 24)) (\(member.deviceID.shortForm))", error)
             throw .failed(Self.unsavedSentence("\(echoed(member.name, limit: 24)) was not removed", error))
         }
+        keeper = next
         let gone = before.subtracting(keeper.state.roster.members.keys)
         for id in gone { peers[id] = nil }
         try? store.savePeers(peers)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
 import BatonCrypto
+import Synchronization
 
 /// What other parts of the daemon may know about the ring, as one value: published by
 /// `RingService` after every change, read by the transfer (pins, Hello) and the continuation.
@@ -15,6 +16,8 @@ public struct RingSnapshot: Sendable {
     /// Where members reach this device's transfer listener; nil while the transfer is not running.
     public var transferPort: UInt16?
     public var localEndpoints: [String] = []
+    /// Members a RingSync is still owed to, with the roster version it carries (durable, §7.4).
+    public var pendingSyncs: [DeviceID: UInt64] = [:]
     public var rosterVersion: UInt64 { roster.version }
     /// What Hello carries (§6.2, §7.3).
     public var rosterDigest: UInt64 { roster.digestPrefix }
@@ -74,6 +77,58 @@ public struct RingSnapshot: Sendable {
             return namesakes.filter { $0.deviceID == root }
         }
         return namesakes
+    }
+}
+
+/// The ring as it is now, read without entering the ring's actor: `RingService` sets it in the same
+/// step as every change of its state (its `keeper` and the transfer's reachability), with nothing
+/// suspending in between, so a reader never sees an older ring than `snapshot()` would give. A
+/// change is committed there only once it was saved (§7.3), so nothing unsaved shows here either.
+/// The transfer re-checks membership and identity on it (§7.4, §7.5) as often as it needs.
+public final class RingView: Sendable {
+    private let state: Mutex<RingSnapshot>
+
+    init(_ snapshot: RingSnapshot) { state = Mutex(snapshot) }
+
+    public var current: RingSnapshot { state.withLock { $0 } }
+
+    /// Whether `member` is in the ring and this machine is still `identity`.
+    public func isMember(_ member: DeviceID, asIdentity identity: DeviceID) -> Bool {
+        state.withLock { $0.deviceID == identity && $0.isMember(member) }
+    }
+
+    func publish(_ snapshot: RingSnapshot) { state.withLock { $0 = snapshot } }
+}
+
+/// The ring's published state: the snapshot, its live view and the observers of its changes.
+extension RingService {
+    public func snapshot() -> RingSnapshot { Self.snapshot(of: keeper, reachability: transferReachability) }
+
+    static func snapshot(of keeper: RingKeeper, reachability: (port: UInt16, localEndpoints: [String])?) -> RingSnapshot {
+        RingSnapshot(deviceID: keeper.deviceID, name: keeper.state.name, identity: keeper.identity, roster: keeper.state.roster,
+                     ownSecret: keeper.ownSecret, transferPort: reachability?.port, localEndpoints: reachability?.localEndpoints ?? [],
+                     pendingSyncs: keeper.state.pendingSyncs)
+    }
+
+    /// Calls `observer` now and after every ring change, until `stopObserving(key)`. The first call
+    /// names the RingSyncs still owed (durable, §7.4), so the transfer retries them when it starts.
+    public func observe(_ key: String, _ observer: @escaping ChangeObserver) async {
+        observers[key] = observer
+        let owed = keeper.state.pendingSyncs.keys.filter { keeper.state.roster.members[$0] != nil }.sorted()
+        await observer(RingChange(snapshot: snapshot(), syncTo: owed))
+    }
+
+    public func stopObserving(_ key: String) { observers[key] = nil }
+
+    /// The transfer tells where members reach it (announced at pairing and over DNS-SD); nil when it stops.
+    public func setTransferReachability(port: UInt16?, localEndpoints: [String]) async {
+        transferReachability = port.map { ($0, localEndpoints) }
+        await notifyObservers(syncTo: [])
+    }
+
+    func notifyObservers(syncTo: [DeviceID]) async {
+        let change = RingChange(snapshot: snapshot(), syncTo: syncTo)
+        for observer in observers.values { await observer(change) }
     }
 }
 

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
+import BatonStore
 import BatonTransport
+import Synchronization
 
 /// The client side of the transfer: connects to a member's endpoints in order, says Hello, syncs
-/// rosters when needed, then asks.
+/// rosters when needed, then asks (a fetch, a report, a document pull, RingSync).
 extension TransferService {
     /// The current activity of `member` with this type hash (computed with the member's secret) and
     /// advert revision (`ActivityReference.anyRevision` for whatever is current). With `versions`
@@ -13,7 +15,7 @@ extension TransferService {
         let conversation = try await openFetch(member: member, activity: ActivityReference(typeHash: typeHash, revision: revision), versions: versions)
         conversation.channel.close()
         // Answered after a removal of the member or a new identity here (§7.4, §7.5): nothing taken.
-        guard await stillInRing(identity: conversation.identity, member: member) else { throw .notAMember }
+        guard stillInRing(identity: conversation.identity, member: member) else { throw .notAMember }
         guard let reply = conversation.reply else { throw .protocolError("no reply") }
         guard reply.type == .activityPayload else { throw .protocolError("unexpected \(reply.type)") }
         do { return try ActivityRecord(decoding: reply.payload) } catch { throw .protocolError("payload: \(error)") }
@@ -44,7 +46,7 @@ extension TransferService {
                                  versions: [ClosedRange<UInt64>]? = nil) async throws(TransferError) -> FetchedActivity {
         let conversation = try await openFetch(member: member, activity: ActivityReference(typeHash: typeHash, revision: revision), versions: versions)
         // The member may hold its answer until it was removed here or this machine took a new identity.
-        guard await stillInRing(identity: conversation.identity, member: member) else {
+        guard stillInRing(identity: conversation.identity, member: member) else {
             conversation.channel.close()
             throw .notAMember
         }
@@ -68,7 +70,7 @@ extension TransferService {
     /// that left this machine's ring meanwhile (§7.4, §7.5).
     func reportContinued(_ fetched: FetchedActivity) async {
         let document = fetched.document, member = document.member
-        guard await stillInRing(identity: document.identity, member: member) else { return }
+        guard stillInRing(identity: document.identity, member: member) else { return }
         let continued = Frame(type: .activityContinued, requestID: requestIDs.make(), payload: document.activity.payload)
         var repeatOnNewChannel = false
         do throws(TransportError) {
@@ -128,10 +130,10 @@ extension TransferService {
     }
 
     /// Whether `member` is still in the ring and this machine still `identity` (no removal of the
-    /// member, no new identity here, §7.4, §7.5, since a conversation began).
-    func stillInRing(identity: DeviceID, member: DeviceID) async -> Bool {
-        let current = await ring.snapshot()
-        return current.deviceID == identity && current.isMember(member)
+    /// member, no new identity here, §7.4, §7.5, since a conversation began): read on the ring's
+    /// view, which the ring sets as it changes (no actor hop).
+    nonisolated func stillInRing(identity: DeviceID, member: DeviceID) -> Bool {
+        ring.view.isMember(member, asIdentity: identity)
     }
 
     private func perform(_ request: Frame?, member: DeviceID, forceSync: Bool) async throws(TransferError) -> Frame? {
@@ -201,30 +203,16 @@ extension TransferService {
         throw reachedError ?? lastError
     }
 
-    private func connectOverBluetooth(address: BluetoothAddress, type: LEAddressType, psm: UInt16) async throws(TransportError) -> SecureChannel {
-        guard let (own, ownType) = await radio.bluetoothAdapter() else { throw .addressUnavailable("no Bluetooth adapter is ready") }
-        await radio.pauseScanningForConnect()
-        let result: Result<SecureChannel, TransportError>
-        do {
-            result = .success(try await secureL2CAP.connect(adapterAddress: own, adapterAddressType: ownType, peerAddress: address,
-                                                           peerAddressType: type, psm: psm, timeout: configuration.bluetoothConnectTimeout))
-        } catch {
-            result = .failure(error)
-        }
-        await radio.resumeScanningAfterConnect()
-        return try result.get()
-    }
-
     private func converse(_ exchange: FrameExchange, member: DeviceID, identity: DeviceID, request: Frame?,
                           forceSync: Bool) async throws(TransportError) -> Frame? {
         // A channel opened before a removal of `member` or a new identity here (§7.4, §7.5) carries
         // nothing of the ring as it is now: not the new id in a Hello, not the roster with the new
         // secrets (the member may hold its TLS handshake or its Hello until then; ResetIdentityAttackTests).
-        func stillOurs() async -> RingSnapshot? {
-            let current = await ring.snapshot()
+        func stillOurs() -> RingSnapshot? {
+            let current = ring.view.current
             return current.deviceID == identity && current.isMember(member) ? current : nil
         }
-        guard await stillOurs() != nil, snapshot.deviceID == identity else { throw .peerNotRecognised }
+        guard stillOurs() != nil, snapshot.deviceID == identity else { throw .peerNotRecognised }
         let ours = ownHello()
         // Hello carries request id 0 (§6.2): it is never cached, so it needs no id of its own.
         let reply = try await exchange.request(Frame(type: .hello, requestID: 0, payload: ours.payload),
@@ -233,12 +221,12 @@ extension TransferService {
             throw .invalidFrame(.unexpectedMessage("Hello"))
         }
         // A RingSync still owed to this member (a re-key it missed) goes out now that it answers.
-        let owed = await ring.pendingSyncs()[member] != nil
+        let owed = ring.view.current.pendingSyncs[member] != nil
         if forceSync || owed || theirs.rosterDigest != ours.rosterDigest {
             // A second round when merging their answer changed ours again (a removal new to us made us
             // rotate our secret): they must learn the new secret too.
             for _ in 0..<2 {
-                guard let current = await stillOurs() else { throw .peerNotRecognised }
+                guard let current = stillOurs() else { throw .peerNotRecognised }
                 let sent = current.roster
                 let roster: [UInt8]
                 do { roster = try sent.encoded() } catch { throw .unencodableFrame(error) }
@@ -257,4 +245,124 @@ extension TransferService {
         guard let request else { return nil }
         return try await exchange.request(request, timeout: configuration.requestTimeout)
     }
+}
+
+
+/// FetchDocument (§6.5), the receiving side: the document is pulled into an inbox, resuming after
+/// broken connections (the source's side is `streamDocument`, TransferService.swift).
+extension TransferService {
+    /// Connections that may break in one pull before it gives up (what arrived is kept for a later one).
+    static let documentInterruptions = 8
+
+    /// Pulls the document attached to `member`'s activity (type hash, revision as fetched), reporting
+    /// progress as bytes received of the total.
+    /// `first`, when given, sends the first request on an open channel (Continue's).
+    public func pullDocument(member: DeviceID, typeHash: TypeHash, revision: UInt32, inbox: DocumentInbox,
+                             first: DocumentPuller.Connect? = nil,
+                             connectVia wrap: (@escaping DocumentPuller.Connect) -> DocumentPuller.Connect = { $0 },
+                             progress: @escaping @Sendable (UInt64, UInt64) -> Void) async throws(DocumentPullError) -> PulledDocument {
+        let puller = DocumentPuller(inbox: inbox, activity: ActivityReference(typeHash: typeHash, revision: revision),
+                                    chunkTimeout: configuration.requestTimeout, maxInterruptions: Self.documentInterruptions,
+                                    makeRequestID: { [requestIDs] in requestIDs.make() })
+        return try await puller.pull(first: first, connect: wrap({ [weak self] request throws(TransportError) in
+            guard let self else { throw .closed }
+            return try await self.openForDocument(request, member: member)
+        }), progress: progress)
+    }
+
+    /// Pulls the document of `activity` (type hash, revision as fetched) if the source has one: nil
+    /// when the source refuses the first FetchDocument with unknownActivity before any DocumentInfo
+    /// (no document, or one edited since its snapshot, which also withdraws the activity). A refusal
+    /// after a DocumentInfo (the snapshot changed during a resume) is an error.
+    public func pullDocumentIfAny(member: DeviceID, activity: ActivityReference, inbox: DocumentInbox, first: DocumentPuller.Connect? = nil,
+                                  progress: @escaping @Sendable (UInt64, UInt64) -> Void) async throws(DocumentPullError) -> PulledDocument? {
+        let described = Mutex(false)
+        let marking: (@escaping DocumentPuller.Connect) -> DocumentPuller.Connect = { connect in
+            { request throws(TransportError) in
+                let answer = try await connect(request)
+                described.withLock { $0 = true }
+                return answer
+            }
+        }
+        do {
+            return try await pullDocument(member: member, typeHash: activity.typeHash, revision: activity.revision, inbox: inbox,
+                                          first: first.map(marking), connectVia: marking, progress: progress)
+        } catch .refused(let refusal) where refusal.code == .unknownActivity && !described.withLock({ $0 }) {
+            return nil
+        }
+    }
+
+    private func openForDocument(_ request: Frame, member: DeviceID) async throws(TransportError) -> (channel: SecureChannel, reply: Frame) {
+        let conversation: Conversation
+        do { conversation = try await open(request, member: member, forceSync: false) } catch {
+            if case .remote(let refusal) = error { throw .remote(refusal) }
+            throw .connectionFailed("\(error)")
+        }
+        guard let reply = conversation.reply else {
+            conversation.channel.close()
+            throw .closed
+        }
+        return (conversation.channel, reply)
+    }
+
+}
+
+/// An activity fetched for a Continue, its channel still open (`TransferService.fetchForContinue`):
+/// the record, its document on that channel, the report, and the close. The caller closes it.
+public struct FetchedActivity: Sendable {
+    public let record: ActivityRecord
+    /// The record's document, pulled on the same channel.
+    public let document: DocumentOnChannel
+
+    /// ActivityContinued on the same channel (repeated once on a new one when it broke).
+    public func reportContinued() async { await document.transfer.reportContinued(self) }
+
+    /// Closes the channel (idempotent).
+    public func close() { document.exchange.channel.close() }
+}
+
+/// The document of an activity just fetched, pulled on the channel that carried the FetchActivity
+/// (one TLS session per Continue, §9): after a break the puller goes on over new connections and
+/// resumes from its partial file; a later Continue of the same snapshot resumes from it too.
+public struct DocumentOnChannel: Sendable {
+    let transfer: TransferService
+    let member: DeviceID
+    let exchange: FrameExchange
+    /// The activity as fetched: its type hash and the payload's revision, so the document is that
+    /// activity's and not a newer one's.
+    let activity: ActivityReference
+    let timeout: Duration
+    /// The identity this machine proved on the channel.
+    let identity: DeviceID
+
+    /// Whether the member is still in this machine's ring, under the identity the channel proved:
+    /// after a removal of the member or a new identity here (§7.4, §7.5) nothing it sent is delivered.
+    public func stillInRing() -> Bool { transfer.stillInRing(identity: identity, member: member) }
+
+    /// Pulls the snapshot into `inbox`; nil when the source has none for this activity.
+    public func pull(into inbox: DocumentInbox,
+                     progress: @escaping @Sendable (UInt64, UInt64) -> Void) async throws(DocumentPullError) -> PulledDocument? {
+        let exchange = self.exchange, timeout = self.timeout
+        return try await transfer.pullDocumentIfAny(member: member, activity: activity, inbox: inbox, first: { request throws(TransportError) in
+            (exchange.channel, try await exchange.request(request, timeout: timeout))
+        }, progress: progress)
+    }
+}
+
+/// Why a request to another ring member failed.
+public enum TransferError: Error, Sendable, Equatable {
+    /// The device is not (or no longer) a ring member.
+    case notAMember
+    /// No endpoint is known for the member.
+    case noEndpoints
+    /// No endpoint answered as that member; the last cause.
+    case unreachable(String)
+    /// The member answered Hello but the connection broke before its reply (every attempt).
+    case interrupted(String)
+    /// The member answered Hello but not the request within the request timeout.
+    case timedOut(String)
+    /// The member answered with an Error frame.
+    case remote(ErrorFrame)
+    /// The member's answer broke the protocol.
+    case protocolError(String)
 }

@@ -2,11 +2,14 @@
 import BatonCore
 import BatonCrypto
 import BatonTransport
+import Synchronization
 
 /// The authenticated transfer between ring members (protocol §6, §8, §9): a TLS listener whose
 /// pins are the ring members, serving Hello, FetchActivity and FetchActivityOfVersions,
-/// ActivityContinued and RingSync; and the client side that fetches activities, reports
-/// continuations and sends RingSync.
+/// ActivityContinued, FetchDocument's stream and RingSync from what it asks the activities
+/// (`TransferActivities`, below); the client side (TransferService+Client.swift) fetches
+/// activities, pulls their documents, reports continuations and sends RingSync; Bluetooth LE
+/// (listener and connect) is in TransferService+Bluetooth.swift.
 public actor TransferService {
     public struct Configuration: Sendable {
         /// Numeric address of the TLS listener.
@@ -60,8 +63,8 @@ public actor TransferService {
     private nonisolated let listener: TLSListener
     nonisolated let connector: TLSConnector
     nonisolated let secureL2CAP: SecureL2CAP
-    private var bluetoothListener: L2CAPListener?
-    private var bluetoothAcceptTask: Task<Void, Never>?
+    var bluetoothListener: L2CAPListener?
+    var bluetoothAcceptTask: Task<Void, Never>?
     nonisolated let requestIDs = RequestIDSource()
     let log: @Sendable (String) -> Void
     private var dispatcher: FrameDispatcher?
@@ -128,60 +131,6 @@ public actor TransferService {
                 Task { await self?.serve(channel) }
             }
         }
-    }
-
-    /// The L2CAP listener of the BLE fallback (§8.3), when an adapter is ready and the PSM is free.
-    /// Without an IP endpoint for other machines (a loopback or no listener) the ring advert turns
-    /// connectable, since a peer can only connect to an advertising device; that advert then carries
-    /// the adapter's own address instead of a throw-away one, which is the price of being reachable.
-    private func listenOnBluetooth() async {
-        guard let (address, type) = await radio.bluetoothAdapter() else { return }
-        let listener: L2CAPListener
-        do {
-            listener = try L2CAPListener(adapterAddress: address, addressType: type, psm: RingService.transferPSM)
-        } catch {
-            log("batond: no L2CAP transfer listener: \(Self.describe(error))")
-            return
-        }
-        bluetoothListener = listener
-        log("batond: transfers also on \(RingService.bluetoothTransferEndpoint(address, type))")
-        // As the TCP listener (§8.1, §8.3): at most this many channels in the handshake, and members'
-        // channels on a budget of their own, so strangers holding channels cannot lock members out.
-        let handshakes = ChannelBudget(limit: secureL2CAP.configuration.maxConnections)
-        let members = ChannelBudget(limit: Self.maxMemberChannels)
-        bluetoothAcceptTask = Task { [weak self, listener, secureL2CAP, log] in
-            while !Task.isCancelled {
-                let raw: L2CAPFrameChannel
-                do { raw = try await listener.accept(timeout: .seconds(3600)) } catch TransportError.timedOut { continue } catch { return }
-                guard handshakes.take() else {
-                    raw.close()
-                    continue
-                }
-                Task {
-                    let channel: SecureChannel
-                    do throws(TransportError) {
-                        channel = try await secureL2CAP.accept(raw)
-                        handshakes.give()
-                    } catch {
-                        handshakes.give()
-                        log("batond: transfer handshake over L2CAP refused: \(Self.describe(error))")
-                        return
-                    }
-                    guard members.take() else {
-                        channel.close()
-                        return
-                    }
-                    defer { members.give() }
-                    log("batond: transfer channel over L2CAP from \(raw.peer)")
-                    await self?.serve(channel)
-                }
-            }
-        }
-        let reachableOverIP = localEndpoints.contains { endpoint in
-            guard let (host, _) = RingService.splitEndpoint(endpoint) else { return false }
-            return !(host.hasPrefix("127.") || host == "::1")
-        }
-        if !reachableOverIP { await radio.setRingAdvertConnectable(true) }
     }
 
     /// Stops listening and closes every open channel.
@@ -251,7 +200,7 @@ public actor TransferService {
 
     // MARK: Server
 
-    private func serve(_ channel: SecureChannel) async {
+    func serve(_ channel: SecureChannel) async {
         guard let dispatcher else { channel.close(); return }
         let peer = channel.peerDeviceID
         let key = ObjectIdentifier(channel)
@@ -276,7 +225,7 @@ public actor TransferService {
                 let hello = try HelloMessage(payload: request.payload)
                 guard hello.deviceID == peer else { throw ErrorFrame(code: .malformed, message: "Hello names another device") }
                 // The member is here: a RingSync it missed (a re-key while it was away) goes out now.
-                Task { await ring.sighted(peer, byHello: true) }
+                if ring.view.current.pendingSyncs[peer] != nil { Task { await ring.sighted(peer, byHello: true) } }
                 return Frame(type: .hello, requestID: request.requestID, payload: ownHello().payload)
             case .fetchActivity:
                 return try await fetchRequested(ActivityReference(payload: request.payload), by: peer, requestID: request.requestID)
@@ -351,6 +300,21 @@ public actor TransferService {
         return ErrorFrame(code: .versionUnsupported, message: "the activity's version is not one asked for")
     }
 
+    /// FetchDocument, the source side (§6.5): only for a member, only the snapshot of the activity on the air with that
+    /// type hash and revision.
+    nonisolated func streamDocument(_ request: Frame, on channel: SecureChannel) async throws {
+        guard await snapshot.isMember(channel.peerDeviceID) else { throw ErrorFrame(code: .notPermitted, message: "not a ring member") }
+        let asked: DocumentRequest
+        do { asked = try DocumentRequest(payload: request.payload) } catch { throw ErrorFrame(error) }
+        let reference = asked.activity
+        guard let publication = await radio.currentPublication(), publication.typeHash == reference.typeHash,
+              reference.revision == ActivityReference.anyRevision || reference.revision == publication.revision,
+              let document = await activities.documentForTransfer(uid: publication.uid) else {
+            throw ErrorFrame(code: .unknownActivity, message: "no document for that activity")
+        }
+        try await DocumentSender.stream(document, for: asked, requestID: request.requestID, on: channel)
+    }
+
     func ownHello() -> HelloMessage {
         HelloMessage(deviceID: snapshot.deviceID, rosterDigest: snapshot.rosterDigest, maxFramePayload: Self.maxFramePayload)
     }
@@ -365,3 +329,27 @@ public actor TransferService {
     }
 }
 
+/// What the transfer needs from the activities: the record a FetchActivity returns and the
+/// WasContinued notice, documents and edit sessions. `Activities` conforms; the transfer knows
+/// no more of it. No requirement has a default (fakes: Tests/Support/BatonServiceFakes).
+public protocol TransferActivities: Sendable {
+    /// The user's current activity as it leaves the machine (WillSave first when asked for);
+    /// nil when there is none. The id comes back in `notifyWasContinued`.
+    func recordForTransfer(uid: UInt32) async -> (ActivityID, ActivityRecord)?
+    func notifyWasContinued(_ id: ActivityID, device: String) async
+    /// The snapshot attached to the user's published activity, if any (§6.5).
+    func documentForTransfer(uid: UInt32) async -> AttachedDocument?
+    /// Edit sessions (§6.6), when documents are enabled.
+    func editSessionsForTransfer() async -> EditSessions?
+    /// Asks the app of `uid`'s current activity to save (WillSave) and returns the digest of its
+    /// document `documentID` as committed, or nil when it is not saved (edited since, not attached).
+    func savedDocument(documentID: String, uid: UInt32) async -> [UInt8]?
+}
+
+/// The identity keys of the current ring members (not this device, not removed), read by the TLS
+/// listener and connector at every handshake (protocol §8.1).
+final class PinBox: Sendable {
+    private let pins = Mutex(PinSet.empty)
+    var current: PinSet { pins.withLock { $0 } }
+    func set(_ keys: [[UInt8]]) { pins.withLock { $0 = PinSet(keys) } }
+}

@@ -1,10 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonAPI
 import BatonCore
+import BatonStore
 
-/// The source side: WillSave before a record leaves the machine, WasContinued after (ActivitySource1 through `SourceCalls`).
-extension Activities {
-    // MARK: WillSave and the payload
+/// The activities' side of the transfer (`TransferActivities`, the source of a Continue): the record
+/// that leaves the machine (WillSave first when the app asked for it), WasContinued after, the
+/// document attached to the current activity and the edit sessions (§6.5, §6.6). Calls to the
+/// source app go through `SourceCalls` (Bus/ActivityApps).
+extension Activities: TransferActivities {
+    /// The user's current activity as it leaves the machine for a FetchActivity: WillSave first when
+    /// the app asked for it (a late or failing source leaves the last saved state). Nil when the user
+    /// has no current activity, or it ended meanwhile.
+    public func recordForTransfer(uid: UInt32) async -> (ActivityID, ActivityRecord)? {
+        guard let id = registry.currentActivity(of: uid), let activity = registry.activities[id], activity.owner.uid == uid else { return nil }
+        // Nothing to save first: the registry's record is the one that leaves.
+        guard activity.needsSave, activity.sourcePath != nil else { return (id, activity.record) }
+        guard let record = try? await recordLeavingMachine(id, uid: uid) else { return nil }
+        return (id, record)
+    }
 
     /// The activity's record after the WillSave exchange (if NeedsSave and a Source are set). A late,
     /// failing or invalid answer leaves the last saved state and records source-timeout (source-gone
@@ -42,5 +55,19 @@ extension Activities {
     public func notifyWasContinued(_ id: ActivityID, device: String) async {
         guard let activity = registry.activities[id], let source = activity.sourcePath else { return }
         if await !sources.wasContinued(activity, source: source, device: device) { recordError(.sourceGone) }
+    }
+
+    /// The snapshot a FetchDocument may be served from: the user's current activity's, unless edited since.
+    public func documentForTransfer(uid: UInt32) async -> AttachedDocument? {
+        registry.documentForTransfer(uid: uid)
+    }
+
+    public func editSessionsForTransfer() async -> EditSessions? { await documents.editSessions }
+
+    public func savedDocument(documentID: String, uid: UInt32) async -> [UInt8]? {
+        // WillSave first when the app asked for it; then the snapshot must be fresh.
+        guard await recordForTransfer(uid: uid) != nil, let document = registry.documentForTransfer(uid: uid),
+              document.info.documentID == documentID else { return nil }
+        return document.info.digest
     }
 }
