@@ -55,7 +55,7 @@ public enum WillSaveAnswer: Sendable {
 }
 
 /// Why an activity call was refused. The activities throw these; the bus maps them to
-/// org.baton.Error.* names (Bus/ActivityErrors.swift).
+/// org.baton.Error.* names (Bus/ActivityBus.swift).
 public enum ActivityFailure: Error, Sendable {
     case registry(RegistryError)
     case service(ServiceFailure)
