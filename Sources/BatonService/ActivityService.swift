@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
 import BatonDBus
+import BatonSystem
 import BatonStore
 
 /// The activities side of the daemon, wired: `Activities` (registry, publications, WillSave,
@@ -26,7 +27,7 @@ public final class ActivityService: Sendable {
         let bus = ActivityBus(connection: connection, configuration: configuration)
         let documents = Documents(logger: logger)
         let activities = Activities(configuration: configuration, publisher: publisher, statusFile: statusFile,
-                                    objects: bus, callers: bus, sources: bus, documents: documents, clock: clock, logger: logger)
+                                    objects: bus, sources: bus, documents: documents, clock: clock, logger: logger)
         handlers = Handlers(configuration: configuration, desktopEntries: desktopEntries, calls: bus, documents: documents, logger: logger,
                             recordError: { [weak activities] category in await activities?.recordError(category) })
         bus.attach((activities, handlers))

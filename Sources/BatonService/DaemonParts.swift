@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
 import BatonDBus
+import BatonSystem
 
 /// The ring side of the daemon, wired in dependency order: the ring (already started, with its
 /// radio) depends on nothing else; discovery and pairing use the ring (pairing also discovery);

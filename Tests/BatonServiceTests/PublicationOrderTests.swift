@@ -18,11 +18,11 @@ struct PublicationOrderTests {
 
         init(publishDelay: Duration) { self.publishDelay = publishDelay }
 
-        func publish(_ record: ActivityRecord, uid: UInt32) async throws(RadioError) -> UInt32 {
+        func publish(_ record: ActivityRecord, uid: UInt32) async throws(RadioError) -> PublishReceipt {
             try? await Task.sleep(for: publishDelay)
             calls.withLock { $0.append("publish \(uid) \(record.title)") }
             _ = book.withLock { $0.publish(record, uid: uid) }
-            return UInt32(calls.withLock { $0.count })
+            return PublishReceipt(advertRevision: UInt32(calls.withLock { $0.count }), radio: nil)
         }
 
         func withdraw(uid: UInt32) async {
@@ -31,12 +31,11 @@ struct PublicationOrderTests {
         }
     }
 
-    final class NoBus: ActivityObjects, CallerIdentity, SourceCalls {
+    final class NoBus: ActivityObjects, SourceCalls {
         func activityAdded(_ id: ActivityID) async throws {}
         func activityRemoved(_ id: ActivityID) {}
         func activityChanged(_ activity: Activity, fields: Set<ActivityField>) {}
         func editSessionChanged(_ activity: Activity, owner: String) {}
-        func unixUser(of connection: String) async throws -> UInt32 { 1000 }
         func willSave(_ activity: Activity, source: String) async -> WillSaveAnswer { .failed(.sourceGone) }
         func wasContinued(_ activity: Activity, source: String, device: String) async -> Bool { true }
     }
@@ -47,7 +46,7 @@ struct PublicationOrderTests {
 
     static func activities(_ publisher: SlowPublisher) -> Activities {
         let bus = NoBus()
-        return Activities(configuration: ServiceConfiguration(), publisher: publisher, objects: bus, callers: bus, sources: bus,
+        return Activities(configuration: ServiceConfiguration(), publisher: publisher, objects: bus, sources: bus,
                           documents: Documents(logger: Log()), logger: Log())
     }
 

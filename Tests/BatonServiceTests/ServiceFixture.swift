@@ -22,14 +22,14 @@ final class FakePublisher: ActivityPublisher, @unchecked Sendable {
     }
 
     /// Like the radio: one advert revision for the whole device, +1 per publication (§4.2).
-    func publish(_ record: ActivityRecord, uid: UInt32) async throws(RadioError) -> UInt32 {
+    func publish(_ record: ActivityRecord, uid: UInt32) async throws(RadioError) -> PublishReceipt {
         onPublish?()
         let revision = lock.withLock {
             published.append(record)
             return UInt32(published.count)
         }
         if let failure { throw failure }
-        return revision
+        return PublishReceipt(advertRevision: revision, radio: nil)
     }
 
     func withdraw(uid: UInt32) async { lock.withLock { withdrawn.append(uid) } }

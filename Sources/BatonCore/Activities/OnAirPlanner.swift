@@ -9,6 +9,8 @@
 ///   no session waits any more;
 /// - the ring advert is connectable only when the service says so (an L2CAP transfer listener and
 ///   no IP endpoint other machines can reach, §8.3); a pairing advert when it announces a PSM.
+/// It owns the `PublicationBook` (below): what each user published and what the advert stands
+/// for, so one value says both what is on the air and what FetchActivity may ask for.
 public struct OnAirPlanner: Sendable {
     public enum Action: Hashable, Sendable {
         /// Write these counters durably, and the boot mark where a disk restore cannot reach it,
@@ -35,6 +37,8 @@ public struct OnAirPlanner: Sendable {
     public private(set) var waitingPairing: [PairingAdvert] = []
     public private(set) var ringAdvertConnectable = false
     public private(set) var ringHasOtherMembers: Bool
+    /// What each user published and which of them the advert stands for.
+    public private(set) var publications = PublicationBook()
     /// Without a radio only counters are kept (the content still counts for FetchActivity).
     public let hasRadio: Bool
 
@@ -55,8 +59,26 @@ public struct OnAirPlanner: Sendable {
         startIfRinged(nowSeconds: nowSeconds)
     }
 
-    /// A user published an activity: a new revision even when type and flags stayed (`changed`).
-    /// Who published what is `PublicationBook`'s to say; the planner only carries the content.
+    /// `uid` published `record`: the book records it and the advert stands for it (a new revision).
+    public mutating func publish(_ record: ActivityRecord, uid: UInt32, nowSeconds: Int64) -> [Action] {
+        air(publications.publish(record, uid: uid), nowSeconds: nowSeconds)
+    }
+
+    /// `uid` has no current activity any more: forgotten, and presence if the advert stood for it.
+    public mutating func withdraw(uid: UInt32, nowSeconds: Int64) -> [Action] {
+        air(publications.withdraw(uid: uid), nowSeconds: nowSeconds)
+    }
+
+    /// The actions for what the book says the advert must carry.
+    private mutating func air(_ change: PublicationBook.Air, nowSeconds: Int64) -> [Action] {
+        switch change {
+        case .activity(let content): publish(content, nowSeconds: nowSeconds)
+        case .presence: withdraw(nowSeconds: nowSeconds)
+        case .unchanged: []
+        }
+    }
+
+    /// New advert content: a new revision even when type and flags stayed (`changed`).
     public mutating func publish(_ content: AdvertContent, changed: Bool = true, nowSeconds: Int64) -> [Action] {
         advertise(content, changed: changed, nowSeconds: nowSeconds)
     }
@@ -178,4 +200,55 @@ public struct OnAirPlanner: Sendable {
             }
         }
     }
+}
+
+/// What each local user published and what the ring advert stands for: the one place that says
+/// it. The radio carries out its answers (`Air`) through the OnAirPlanner and FetchActivity asks
+/// it for the record behind the advert. Pure: no clock, no I/O.
+///
+/// The advert carries one activity for the whole device: the newest publication. A user who
+/// withdraws takes the advert back to presence only when it stood for that user; another user's
+/// earlier publication does not come back on its own (it is published again when that user's
+/// activity changes or becomes current again).
+public struct PublicationBook: Sendable, Hashable {
+    /// What the advert must carry after a change.
+    public enum Air: Sendable, Hashable {
+        /// This activity's content (a new advert revision).
+        case activity(AdvertContent)
+        /// No activity: presence.
+        case presence
+        /// What is on the air stays.
+        case unchanged
+    }
+
+    /// Each user's last published record (kept without a radio: FetchActivity still serves it).
+    public private(set) var records: [UInt32: ActivityRecord] = [:]
+    /// The user whose activity the advert stands for; nil: presence.
+    public private(set) var advertised: UInt32?
+
+    public init() {}
+
+    /// `uid` published `record`: the advert stands for it now.
+    public mutating func publish(_ record: ActivityRecord, uid: UInt32) -> Air {
+        records[uid] = record
+        advertised = uid
+        return .activity(AdvertContent(activityType: record.activityType, hasWebpageURL: record.webpageURL != nil))
+    }
+
+    /// `uid` has no current activity any more: forgotten, and presence if the advert stood for it.
+    public mutating func withdraw(uid: UInt32) -> Air {
+        records[uid] = nil
+        guard advertised == uid else { return .unchanged }
+        advertised = nil
+        return .presence
+    }
+
+    /// The user and record the advert stands for (what a FetchActivity of it gets); nil: presence.
+    public var current: (uid: UInt32, record: ActivityRecord)? {
+        guard let uid = advertised, let record = records[uid] else { return nil }
+        return (uid, record)
+    }
+
+    /// `uid`'s last published record, advertised or not.
+    public func record(of uid: UInt32) -> ActivityRecord? { records[uid] }
 }

@@ -80,6 +80,12 @@ public struct RadioAdapterAddress: Sendable, Hashable {
     }
 }
 
+/// Writes log lines (the daemon: standard error; journald adds time and unit). One line per
+/// event, no payloads.
+public protocol ServiceLog: Sendable {
+    func log(_ line: String)
+}
+
 /// Wall-clock time in Unix seconds; injected so tests control epochs.
 public protocol WallClock: Sendable {
     func unixSeconds() -> Int64

@@ -30,10 +30,11 @@ extension Activities {
     /// Activity1.EditSession: who owns the edit session of the activity's document ("this", a
     /// device id in hex, or ""). Private like every property but Type and Status: a document id
     /// says what the user works on.
-    func editSessionOwner(of id: ActivityID, sender: String?) async throws(ActivityFailure) -> String {
-        guard let sender else { throw .notPermitted("private property") }
+    /// `reader`: the caller's uid, resolved by the bus (nil: no caller identity).
+    func editSessionOwner(of id: ActivityID, reader: UInt32?) async throws(ActivityFailure) -> String {
+        guard let reader else { throw .notPermitted("private property") }
         guard registry.activities[id] != nil else { throw .registry(.unknownActivity) }
-        guard try await callerUID(sender) == id.uid else { throw .registry(.notPermitted) }
+        guard reader == id.uid else { throw .registry(.notPermitted) }
         guard let document = registry.activities[id]?.document, editSessionsOn else { return "" }
         return await documents.editSessionText(documentID: document.snapshot.info.documentID, uid: id.uid)
     }

@@ -2,12 +2,15 @@
 import BatonAPI
 import BatonCore
 import BatonStore
+import BatonSystem
 
 /// The activities of the machine's users: the registry, their publication on the radio, WillSave,
-/// the status. No D-Bus here: calls arrive typed from the bus (Bus/ActivityBus), and what the bus
-/// must show or ask goes out through the ports (`ActivityObjects`, `CallerIdentity`,
-/// `SourceCalls`). `ActivityRegistry` decides, this applies its events. Handlers and session
-/// agents are `Handlers`' (Handlers/), snapshots and edit sessions `Documents`' (Documents/).
+/// the status. No D-Bus here: calls arrive typed from the bus (Bus/ActivityBus), with the caller's
+/// Unix user resolved there, and what the bus must show or ask goes out through the ports
+/// (`ActivityObjects`, `SourceCalls`, ActivityPorts.swift). `ActivityRegistry` decides, this
+/// applies its events; publications go to the `ActivityPublisher` in the registry's order (below).
+/// Handlers and session agents are `Handlers`' (Handlers/), snapshots and edit sessions
+/// `Documents`' (Documents/).
 public actor Activities {
     let configuration: ServiceConfiguration
     let publisher: (any ActivityPublisher)?
@@ -15,24 +18,23 @@ public actor Activities {
     let clock: any WallClock
     let logger: any ServiceLog
     let objects: any ActivityObjects
-    let callers: any CallerIdentity
     let sources: any SourceCalls
     let documents: Documents
 
     var registry = ActivityRegistry()
     var errorLog = ErrorLog()
     var state: DaemonState = .starting
-    /// The radio as last asked (`refreshRadio`): the status file is written synchronously.
+    /// The radio as last learnt (`refreshRadio`, or a publication's receipt): the status file is
+    /// written synchronously.
     var radio: RadioSummary = .off
     /// Asks the ring for its last refused change (GetStatus "RingChangeRefused"); nil: no ring.
     var ringRefusal: (@Sendable (UInt32) async -> RefusedRingChange?)?
-    var uidBySender: [String: UInt32] = [:]
     /// Unique names seen leaving the bus, so a call racing its caller's disconnect leaves nothing behind.
     var vanished = VanishedConnections()
     /// Publishes handed to the radio and not finished: status writes wait for them (issue 12).
     var publishesInFlight = 0
-    /// Publications and withdrawals for the radio, in the order the registry decided them
-    /// (Activities+Publications.swift); one drain carries them out one after the other.
+    /// Publications and withdrawals for the radio, in the order the registry decided them; one
+    /// drain carries them out one after the other (Publication, below).
     var publisherQueue: [PublisherOperation] = []
     var publisherDraining = false
     var publisherDrain: Task<Void, Never>?
@@ -43,14 +45,13 @@ public actor Activities {
 
     package init(configuration: ServiceConfiguration, publisher: (any ActivityPublisher)? = nil,
                 statusFile: StatusFile<DaemonStatus>? = nil,
-                objects: any ActivityObjects, callers: any CallerIdentity, sources: any SourceCalls, documents: Documents,
+                objects: any ActivityObjects, sources: any SourceCalls, documents: Documents,
                 clock: any WallClock = SystemWallClock(),
                 logger: any ServiceLog = StandardErrorLog()) {
         self.configuration = configuration
         self.publisher = publisher
         self.statusFile = statusFile
         self.objects = objects
-        self.callers = callers
         self.sources = sources
         self.documents = documents
         self.clock = clock
@@ -87,31 +88,24 @@ public actor Activities {
     public func useRingRefusals(_ read: @escaping @Sendable (UInt32) async -> RefusedRingChange?) { ringRefusal = read }
 
     func refreshRadio() async {
+        let reporter = configuration.radioEnabled ? publisher as? any RadioSummaryReporting : nil
+        adoptRadio(await reporter?.radioSummary())
+    }
+
+    /// Takes what the radio said (`reported`: its summary, from `refreshRadio` or a publication's
+    /// receipt; nil from a publisher that cannot say) and derives the lifecycle state from it.
+    func adoptRadio(_ reported: RadioSummary?) {
         if !configuration.radioEnabled {
             radio = .off
-        } else if let reporter = publisher as? any RadioSummaryReporting {
-            radio = await reporter.radioSummary()
-        } else {
+        } else if let reported {
+            radio = reported
+        } else if !(publisher is any RadioSummaryReporting) {
             radio = publisher == nil ? RadioSummary(.unavailable, detail: "no radio") : RadioSummary(.advertising)
         }
         if state == .running || state == .degraded { state = radio.isUnavailable ? .degraded : .running }
     }
 
     // MARK: Callers
-
-    /// The caller's Unix user, from the bus (cached per connection: it cannot change).
-    func callerUID(_ sender: String) async throws(ActivityFailure) -> UInt32 {
-        guard !sender.isEmpty else { throw .notPermitted("no caller identity on this connection") }
-        if let uid = uidBySender[sender] { return uid }
-        let uid: UInt32
-        do {
-            uid = try await callers.unixUser(of: sender)
-        } catch {
-            throw .notPermitted("cannot identify the caller")
-        }
-        if !vanished.contains(sender) { uidBySender[sender] = uid }
-        return uid
-    }
 
     /// Refuses a registration from a connection that has left the bus meanwhile.
     func requireConnected(_ sender: String) throws(ActivityFailure) {
@@ -120,7 +114,6 @@ public actor Activities {
 
     func connectionVanished(_ name: String) async {
         vanished.insert(name)
-        uidBySender[name] = nil
         let events = registry.ownerVanished(connection: name)
         if !events.isEmpty {
             logger.log("batond: client \(name) disconnected; its activities are invalidated")
@@ -158,33 +151,32 @@ public actor Activities {
         try await transition(id, uid: uid) { registry, id, uid throws(RegistryError) in try registry.update(id, by: uid, changes: changes) }
     }
 
-    /// A property read: public fields for anyone, the rest for the owner, nothing private in broadcasts.
-    func readable(_ id: ActivityID, publicField: Bool, sender: String?) async throws(ActivityFailure) -> Activity {
-        guard registry.activities[id] != nil else { throw .registry(.unknownActivity) }
-        if !publicField {
-            guard let sender else { throw .notPermitted("private property") }
-            let uid = try await callerUID(sender)
-            guard uid == id.uid else { throw .registry(.notPermitted) }
-        }
+    /// A property read: public fields for anyone, the rest for the owner (`reader`: the caller's
+    /// uid, resolved by the bus for a private field), nothing private in broadcasts.
+    func readable(_ id: ActivityID, publicField: Bool, reader: UInt32?) throws(ActivityFailure) -> Activity {
         guard let activity = registry.activities[id] else { throw .registry(.unknownActivity) }
+        if !publicField {
+            guard let reader else { throw .notPermitted("private property") }
+            guard reader == id.uid else { throw .registry(.notPermitted) }
+        }
         return activity
     }
 
-    /// GetStatus for `sender`: the daemon's state, and for an identified caller its ring refusal
-    /// (the bus adds whether the caller's session agent runs, from `Handlers`).
-    func managerStatus(for sender: String) async -> (ManagerStatus, uid: UInt32?) {
+    /// GetStatus for the caller `uid` (nil: not identified): the daemon's state, and for an
+    /// identified caller its ring refusal (the bus adds whether the caller's session agent runs,
+    /// from `Handlers`).
+    func managerStatus(for uid: UInt32?) async -> ManagerStatus {
         await refreshRadio()
         var status = ManagerStatus(state: state.rawValue, adapter: configuration.adapter, radio: radio.word.rawValue, radioDetail: radio.detail,
                                    lePrivacy: radio.privacy?.word.rawValue, lePrivacyDetail: radio.privacy?.detail,
                                    errors: errorLog.records.map { .init(time: $0.time, category: $0.category.rawValue, count: $0.count) },
                                    secretsAtRest: configuration.secretsAtRest)
-        let uid = try? await callerUID(sender)
         // Names a pairing peer or member: for the machine's ring users only (RingService.refusedChange).
         if let uid, let refusal = await ringRefusal?(uid) {
             status.ringChangeRefused = refusal.sentence
             status.ringChangeRefusedTime = refusal.time
         }
-        return (status, uid)
+        return status
     }
 
     // MARK: Applying registry events
@@ -222,6 +214,81 @@ public actor Activities {
         if fields.contains(.status) { logger.log("batond: activity \(id.objectPath) \(activity.status.name)") }
     }
 
+    // MARK: Publication
+    // The registry's publish and withdraw events go to the `ActivityPublisher` (the radio, whose
+    // planner's book says what each user published and what the advert stands for) strictly in
+    // the order the registry emitted them: one queue, drained one call at a time, so no task
+    // scheduling decides whether a withdrawal overtakes a publication.
+
+    func publish(_ id: ActivityID, revision: UInt32) {
+        guard publisher != nil else {
+            let category: FailureCategory = .radioUnavailable
+            errorLog.record(ErrorCategory(category), at: clock.unixSeconds())
+            emitAll(registry.publishFailed(id, revision: revision, category: category))
+            return
+        }
+        guard let record = registry.activities[id]?.record else { return }
+        publishesInFlight += 1
+        enqueue(.publish(id, revision: revision, record))
+    }
+
+    /// Queues `operation`; starts the drain when none runs (the queue, not the drain, holds the order).
+    func enqueue(_ operation: PublisherOperation) {
+        publisherQueue.append(operation)
+        guard !publisherDraining else { return }
+        publisherDraining = true
+        publisherDrain = Task { await drainPublisherQueue() }
+    }
+
+    /// Waits until every queued call is carried out.
+    func publisherQueueDrained() async {
+        while publisherDraining, let drain = publisherDrain { await drain.value }
+    }
+
+    /// Carries out the queued calls first to last; the answer of a publication is applied before
+    /// the next call goes out.
+    private func drainPublisherQueue() async {
+        while let publisher, !publisherQueue.isEmpty {
+            switch publisherQueue.removeFirst() {
+            case .publish(let id, let revision, let record):
+                do throws(RadioError) {
+                    let receipt = try await publisher.publish(record, uid: id.uid)
+                    await publishFinished(id, revision: revision, receipt: receipt)
+                } catch {
+                    let category: FailureCategory = switch error {
+                    case .unavailable: .radioUnavailable
+                    case .instanceLimit, .invalidLength, .failed: .advertRejected
+                    }
+                    await publishFailed(id, revision: revision, category: category)
+                }
+            case .withdraw(let uid):
+                await publisher.withdraw(uid: uid)
+            }
+        }
+        publisherDraining = false
+    }
+
+    /// The advert is on the air: the receipt says under which advert revision and what the radio
+    /// does now, so the status needs no second call to the radio.
+    func publishFinished(_ id: ActivityID, revision: UInt32, receipt: PublishReceipt) async {
+        publishesInFlight -= 1
+        adoptRadio(receipt.radio)
+        await apply(registry.published(id, revision: revision, advertRevision: receipt.advertRevision))
+    }
+
+    /// The radio refused the advert: it is asked what it can do (the daemon may be degraded now).
+    func publishFailed(_ id: ActivityID, revision: UInt32, category: FailureCategory) async {
+        publishesInFlight -= 1
+        await refreshRadio()
+        errorLog.record(ErrorCategory(category), at: clock.unixSeconds())
+        await apply(registry.publishFailed(id, revision: revision, category: category))
+    }
+
+    /// Applies events that only change properties (no await needed).
+    func emitAll(_ events: [RegistryEvent]) {
+        for case .changed(let id, let fields) in events { emitChanges(id, fields) }
+    }
+
     // MARK: Status
 
     public func status() -> DaemonStatus {
@@ -255,4 +322,10 @@ public actor Activities {
         errorLog.record(category, at: clock.unixSeconds())
         writeStatus()
     }
+}
+
+/// A publisher call, queued in the order the registry's events decided it.
+enum PublisherOperation: Sendable {
+    case publish(ActivityID, revision: UInt32, ActivityRecord)
+    case withdraw(uid: UInt32)
 }

@@ -15,9 +15,28 @@ public protocol ActivityObjects: Sendable {
     func editSessionChanged(_ activity: Activity, owner: String)
 }
 
-/// Who is calling: the Unix user of a client connection (the bus asks the bus daemon).
-public protocol CallerIdentity: Sendable {
-    func unixUser(of connection: String) async throws -> UInt32
+/// How the activities get a user's current activity onto the air (the radio, RadioService;
+/// without one, BecomeCurrent ends in failed(radio-unavailable)). Called in the registry's order,
+/// one call at a time. No requirement has a default.
+public protocol ActivityPublisher: Sendable {
+    /// Advertises `record` as `uid`'s current activity; the receipt names the device-wide advert
+    /// revision (§4.2) it is served under and what the radio does now.
+    func publish(_ record: ActivityRecord, uid: UInt32) async throws(RadioError) -> PublishReceipt
+    /// `uid` has no current activity any more.
+    func withdraw(uid: UInt32) async
+}
+
+/// A publisher's answer to a publication, in its one reply.
+public struct PublishReceipt: Sendable, Hashable {
+    /// The advert revision (§4.2) the record is served under: FetchActivity takes it, Activity1.Revision shows it.
+    public var advertRevision: UInt32
+    /// What the radio does now, for the status (nil: the publisher cannot say).
+    public var radio: RadioSummary?
+
+    public init(advertRevision: UInt32, radio: RadioSummary?) {
+        self.advertRevision = advertRevision
+        self.radio = radio
+    }
 }
 
 /// The calls to an activity's source application (ActivitySource1 on D-Bus, Bus/ActivityApps),
@@ -36,7 +55,7 @@ public enum WillSaveAnswer: Sendable {
 }
 
 /// Why an activity call was refused. The activities throw these; the bus maps them to
-/// org.baton.Error.* names (Bus/ActivityErrors.swift).
+/// org.baton.Error.* names (Bus/ActivityBus.swift).
 public enum ActivityFailure: Error, Sendable {
     case registry(RegistryError)
     case service(ServiceFailure)

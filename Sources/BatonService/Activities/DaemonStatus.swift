@@ -77,11 +77,23 @@ extension RadioService: RadioSummaryReporting {
     func radioSummary() async -> RadioSummary {
         guard let port else { return RadioSummary(.unavailable, detail: "BlueZ cannot be reached on the system bus") }
         let state = if let bluez = port as? BlueZRadio { await bluez.status().state } else { book.state }
+        knownState = state
+        knownPrivacy = state == .ready ? await privacyFact(port: port) : nil
+        return summary(state)
+    }
+
+    /// What the radio does now as this actor last learnt it, without asking the adapter again (a
+    /// publication's receipt): the state from `radioSummary` or a later event, the privacy read then.
+    func knownSummary() -> RadioSummary {
+        guard port != nil else { return RadioSummary(.unavailable, detail: "BlueZ cannot be reached on the system bus") }
+        return summary(knownState ?? book.state)
+    }
+
+    private func summary(_ state: RadioState) -> RadioSummary {
         switch state {
-        case .unavailable(let why): return RadioSummary(.unavailable, detail: why)
-        case .poweredOff: return RadioSummary(.unavailable, detail: "the adapter is powered off")
-        case .ready:
-            return RadioSummary(planner.onAir == .nothing ? .scanning : .both, privacy: await privacyFact(port: port))
+        case .unavailable(let why): RadioSummary(.unavailable, detail: why)
+        case .poweredOff: RadioSummary(.unavailable, detail: "the adapter is powered off")
+        case .ready: RadioSummary(planner.onAir == .nothing ? .scanning : .both, privacy: knownPrivacy)
         }
     }
 

@@ -3,7 +3,8 @@ import BatonAPI
 import BatonCore
 import BatonDBus
 
-/// org.baton.Activity1: one object per activity; every call is checked against the caller's uid.
+/// org.baton.Activity1: one object per activity; every call is checked against the caller's uid;
+/// Update's changes (and WillSave's answers) decoded into typed values.
 extension ActivityBus {
     static let editSessionProperty = "EditSession"
 
@@ -13,7 +14,7 @@ extension ActivityBus {
             DBusMethod(contract, budget: .userInfoCall) { [weak self] call in
                 guard let self else { throw DBusError.failed("stopping") }
                 let activities = try self.activities()
-                let uid = try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.callerUID(call.sender) }
+                let uid = try await self.callerUID(call.sender)
                 return try await body(activities, uid, call)
             }
         }
@@ -28,9 +29,9 @@ extension ActivityBus {
             DBusProperty(field.rawValue, signature: Self.signature(of: field)) { [weak self] in
                 guard let self else { throw DBusError.failed("stopping") }
                 let activities = try self.activities()
-                let sender = DBusCallContext.sender
+                let reader = try await self.reader(of: field.isPublic)
                 let activity = try await mappingActivityFailures { () throws(ActivityFailure) in
-                    try await activities.readable(id, publicField: field.isPublic, sender: sender)
+                    try await activities.readable(id, publicField: field.isPublic, reader: reader)
                 }
                 return Self.value(of: field, in: activity)
             }
@@ -38,8 +39,8 @@ extension ActivityBus {
         properties.append(DBusProperty(Self.editSessionProperty, signature: "s") { [weak self] in
             guard let self else { throw DBusError.failed("stopping") }
             let activities = try self.activities()
-            let sender = DBusCallContext.sender
-            return .string(try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.editSessionOwner(of: id, sender: sender) })
+            let reader = try await self.reader(of: false)
+            return .string(try await mappingActivityFailures { () throws(ActivityFailure) in try await activities.editSessionOwner(of: id, reader: reader) })
         })
         return DBusInterface(BatonInterface.activity, methods: [
             method(OrgBaton.Activity1.update) { activities, uid, call in
@@ -75,6 +76,41 @@ extension ActivityBus {
                 return [Self.payload(record)]
             },
         ], properties: properties)
+    }
+
+    /// The uid of a property's reader: nil for a public property (anyone reads it) and for a read
+    /// without a caller identity, which a private property refuses.
+    func reader(of publicField: Bool) async throws(DBusError) -> UInt32? {
+        guard !publicField, let sender = DBusCallContext.sender else { return nil }
+        return try await callerUID(sender)
+    }
+
+    /// Update's and WillSave's dictionary of changes.
+    static func decodeChanges(_ value: DBusValue, allowed: Set<String>) throws(DBusError) -> ActivityChanges {
+        guard let entries = value.asDictionary else { throw DBusError.invalidArguments("changes must be a{sv}") }
+        var changes = ActivityChanges()
+        for (key, raw) in entries {
+            guard allowed.contains(key) else { throw DBusError.invalidArguments("unknown or read-only property \"\(key.prefix(64))\"") }
+            switch key {
+            case "Title":
+                guard case .string(let title) = raw else { throw DBusError.invalidArguments("Title must be a string (s)") }
+                changes.title = title
+            case "UserInfo":
+                changes.userInfo = try decode { () throws(RegistryError) in try PropertyValueCoding.registryUserInfo(raw) }
+            case "WebpageURL":
+                guard case .string(let url) = raw else { throw DBusError.invalidArguments("WebpageURL must be a string (s)") }
+                changes.webpageURL = .some(url.isEmpty ? nil : url)
+            case "Version":
+                guard case .int64(let version) = raw else { throw DBusError.invalidArguments("Version must be int64 (x)") }
+                changes.version = version
+            case "NeedsSave":
+                guard case .boolean(let needsSave) = raw else { throw DBusError.invalidArguments("NeedsSave must be a boolean (b)") }
+                changes.needsSave = needsSave
+            default:
+                throw DBusError.invalidArguments("unknown property \"\(key.prefix(64))\"")
+            }
+        }
+        return changes
     }
 
     /// GetPayload: the state that would leave the machine (after WillSave when asked for).

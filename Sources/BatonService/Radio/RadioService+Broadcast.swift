@@ -14,42 +14,36 @@ public struct Publication: Sendable {
 
 /// The broadcaster: what is on the air, as the OnAirPlanner decides (ring advert with the
 /// current activity or presence, silence for a ring of one, a waiting pairing session's advert
-/// instead, connectability). This file only carries the planner's actions out.
+/// instead, connectability) and what it stands for (its PublicationBook). This file only carries
+/// the planner's actions out.
 extension RadioService: ActivityPublisher {
     // MARK: ActivityPublisher
 
+    /// The receipt names the advert revision and what the radio does now (`knownSummary`: no
+    /// second call to the adapter on the publish path).
     @discardableResult
-    public func publish(_ record: ActivityRecord, uid: UInt32) async throws(RadioError) -> UInt32 {
+    public func publish(_ record: ActivityRecord, uid: UInt32) async throws(RadioError) -> PublishReceipt {
         // Kept even without a radio: the radio is only discovery, the record is what a fetch returns.
-        let actions = air(publications.publish(record, uid: uid))
+        let actions = planner.publish(record, uid: uid, nowSeconds: clock.unixSeconds())
         // Without a radio the content and its revision still count for FetchActivity.
         guard port != nil else {
             try? persistCounters(of: actions)
             throw .unavailable("no radio")
         }
         try await carryOrThrow(actions)
-        return planner.sender.counters.revision
+        return PublishReceipt(advertRevision: planner.sender.counters.revision, radio: knownSummary())
     }
 
     public func withdraw(uid: UInt32) async {
-        await carry(air(publications.withdraw(uid: uid)))
-    }
-
-    /// The planner's actions for what the publications book says the advert must carry.
-    private func air(_ change: PublicationBook.Air) -> [OnAirPlanner.Action] {
-        switch change {
-        case .activity(let content): planner.publish(content, nowSeconds: clock.unixSeconds())
-        case .presence: planner.withdraw(nowSeconds: clock.unixSeconds())
-        case .unchanged: []
-        }
+        await carry(planner.withdraw(uid: uid, nowSeconds: clock.unixSeconds()))
     }
 
     /// The record behind the current advert, for FetchActivity.
-    public func currentRecord() -> ActivityRecord? { publications.current?.record }
+    public func currentRecord() -> ActivityRecord? { planner.publications.current?.record }
 
     /// The current activity as a FetchActivity sees it: its type hash and advert revision.
     public func currentPublication() -> Publication? {
-        guard let (uid, record) = publications.current else { return nil }
+        guard let (uid, record) = planner.publications.current else { return nil }
         let hash = DerivedKeys(secret: ownSecret).typeHash(record.activityType)
         return Publication(uid: uid, record: record, typeHash: hash, revision: planner.sender.counters.revision)
     }
@@ -125,9 +119,9 @@ extension RadioService: ActivityPublisher {
     /// The boot mark (runtime directory) and the counters (state directory), both before the advert
     /// they cover: a failure of either keeps the advert off the air (§4.2 "Restarts").
     private func persist(_ counters: SenderCounters, _ mark: SenderBootMark) throws(RadioError) {
-        if let bootMarks {
-            do { try bootMarks.save(mark) } catch { throw .failed("cannot write the advert boot mark \(bootMarks.filePath): \(error)") }
+        if let bootMarkRecord {
+            do { try bootMarkRecord.save(mark) } catch { throw .failed("cannot write the advert boot mark \(bootMarkRecord.filePath): \(error)") }
         }
-        do { try store.saveCounters(counters) } catch { throw .failed("cannot persist advert counters") }
+        do { try counterRecord.save(counters) } catch { throw .failed("cannot persist advert counters") }
     }
 }

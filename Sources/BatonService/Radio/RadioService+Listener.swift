@@ -52,6 +52,7 @@ extension RadioService {
             book.table.forget(address: address)
         case .stateChanged(let state):
             book.state = state
+            knownState = state
             notice("radio \(Self.describe(state))")
             log("batond: radio \(Self.describe(state))")
         case .notice(let text):

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
 import BatonCrypto
+import BatonStore
 import BatonTransport
 
 /// The radio: what is on the air (broadcaster: the ring advert with the current activity or
@@ -11,23 +12,28 @@ public actor RadioService {
     public typealias SightingObserver = @Sendable (Sighting, _ rssi: Int?, _ near: Bool) async -> Void
 
     let port: (any RadioPort)?
-    let store: RingStore
-    /// The boot mark's file in the runtime directory (nil: none, §4.2 "Restarts").
-    let bootMarks: BootMarkStore?
+    /// The advert counters (the state directory's `advert-counters`, RingStore) and the boot mark
+    /// (the runtime directory, BootMarkStore; nil: none, §4.2 "Restarts"): the two records one
+    /// persist action writes, the mark first, before the advert they cover.
+    let counterRecord: DurableRecord<SenderCounters>
+    let bootMarkRecord: DurableRecord<SenderBootMark>?
     let clock: any WallClock
     let companyID: UInt16
     let log: @Sendable (String) -> Void
     /// What is on the air: the ring advert (AdvertSender inside), a waiting pairing session's
-    /// advert, connectability, the ring-of-one silence (§4.2).
+    /// advert, connectability, the ring-of-one silence (§4.2); and, in its `PublicationBook`, what
+    /// each user published and what the advert stands for (the core's one owner of it).
     var planner: OnAirPlanner
     var ownSecret: AdvertisingSecret
     var matcher: AdvertMatcher
     /// Whether the ring has other members; handed to the planner once the radio started.
     var hasMembers = false
     var started = false
-    /// What each user published and what the advert stands for (the core's one owner of it).
-    var publications = PublicationBook()
     var book = RadioBook()
+    /// The adapter's state as last learnt (BlueZ asked by `radioSummary`, or a later event), and
+    /// the LE privacy fact last read: a publication's receipt says them without asking again.
+    var knownState: RadioState?
+    var knownPrivacy: LEPrivacyFact?
     var eventTask: Task<Void, Never>?
     var sightingObservers: [String: SightingObserver] = [:]
     /// Pairing adverts heard on the radio (the most recent sessions).
@@ -45,8 +51,8 @@ public actor RadioService {
          bootMark: SenderBootMark? = nil, bootMarks: BootMarkStore? = nil,
          log: @escaping @Sendable (String) -> Void) throws {
         self.port = port
-        self.store = store
-        self.bootMarks = bootMarks
+        counterRecord = store.advertCounters
+        bootMarkRecord = bootMarks?.durable
         self.clock = clock
         self.companyID = companyID
         self.log = log
@@ -63,8 +69,8 @@ public actor RadioService {
         // A ring created now gets its counters at once, even if it never seals (no radio, a ring of
         // one): later, a ring without counters means they were lost or not copied (§4.2), not this.
         if restored == nil, !countersExpected {
-            try store.saveCounters(planner.sender.counters)
-            try? bootMarks?.save(planner.sender.bootMark)
+            try counterRecord.save(planner.sender.counters)
+            try? bootMarkRecord?.save(planner.sender.bootMark)
         }
     }
 

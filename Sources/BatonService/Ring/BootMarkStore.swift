@@ -37,4 +37,6 @@ public final class BootMarkStore: Sendable {
     }
 
     public func save(_ mark: SenderBootMark) throws(StoreError) { try record.save(mark) }
+    /// The mark's record itself: the radio writes it on its publish path (RadioService.persist).
+    var durable: DurableRecord<SenderBootMark> { record }
 }

@@ -144,6 +144,8 @@ public final class RingStore: Sendable {
 
     public func loadCounters() throws(StoreError) -> SenderCounters? { try counters.load() }
     public func saveCounters(_ value: SenderCounters) throws(StoreError) { try counters.save(value) }
+    /// The counters' record itself: the radio writes it on its publish path (RadioService.persist).
+    var advertCounters: DurableRecord<SenderCounters> { counters }
 
     /// The random machine value used when the system has no machine id (created on first use).
     func machineFallback() throws(StoreError) -> [UInt8] {
