@@ -152,7 +152,7 @@ let package = Package(
         .testTarget(name: "BatonServiceTests", dependencies: ["BatonTestBus", "BatonServiceFakes", "BatonAPI", "BatonService", "BatonClient", "BatonDBus", "BatonCore", "BatonAgent", "BatonBlueZ"], swiftSettings: strict),
         .testTarget(name: "BatonPublishersTests", dependencies: ["BatonPublishers"], swiftSettings: strict),
         // Against a real Xvfb per test and real xclip as the other client.
-        .testTarget(name: "BatonX11Tests", dependencies: ["BatonX11", "BatonPublishers", "CXCB"], swiftSettings: strict),
+        .testTarget(name: "BatonX11Tests", dependencies: ["BatonX11", "BatonPublishers", "CXCB", "CTestSpawn"], swiftSettings: strict),
         .testTarget(name: "BatonBrowserHostTests", dependencies: ["BatonBrowserHost", "BatonClient", "BatonCore"],
                     swiftSettings: strict),
         .testTarget(name: "BatonAgentTests", dependencies: ["BatonTestBus", "BatonAgent", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),

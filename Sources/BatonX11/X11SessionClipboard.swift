@@ -27,6 +27,15 @@ public final class X11SessionClipboard: SessionClipboard {
         }
     }
 
+    /// Transfers that went in chunks (INCR), both ways, since the start: a copy of the counts.
+    public struct Statistics: Sendable, Equatable {
+        /// Reads whose owner sent INCR.
+        public var incrementalReads = 0
+        /// Answers to pasting apps sent by INCR, and their chunks.
+        public var incrementalSends = 0
+        public var chunksSent = 0
+    }
+
     public let events: AsyncStream<ClipboardEvent>
     private let core: X11ClipboardCore
 
@@ -61,6 +70,15 @@ public final class X11SessionClipboard: SessionClipboard {
         }
         try result.get()
         return list.dropped
+    }
+
+    public var statistics: Statistics {
+        get async {
+            let core = core
+            return await withCheckedContinuation { continuation in
+                core.queue.async { continuation.resume(returning: core.statistics) }
+            }
+        }
     }
 
     public func withdraw() async {
@@ -108,6 +126,7 @@ final class X11ClipboardCore: @unchecked Sendable {
     private var currentOffer: Offer?
     private var offerGeneration: UInt64 = 0
     private var outgoing: [OutgoingKey: Outgoing] = [:]
+    var statistics = X11SessionClipboard.Statistics()
 
     private struct Offer {
         var generation: UInt64
@@ -438,6 +457,20 @@ final class X11ClipboardCore: @unchecked Sendable {
         }
     }
 
+    /// Fails the active INCR conversion's caller now, but keeps the conversion until the owner sent
+    /// its last chunk, each deleted unread: an owner such as xclip answers no other request before
+    /// its transfer ends, so the next conversion waits for it (or for the answer timeout).
+    private func discardRest(failing error: ClipboardError) {
+        guard let active = conversions.active else { return }
+        conversions.active?.completion = { _ in }
+        conversions.active?.incremental = true
+        conversions.active?.discarding = true
+        conversions.active?.buffer = []
+        active.completion(.failure(error))
+        connection.flush()
+        armConversionTimer()
+    }
+
     private func finishConversion(_ result: Result<ConversionQueue.Reply, ClipboardError>) {
         conversions.timer?.cancel()
         conversions.timer = nil
@@ -461,9 +494,10 @@ final class X11ClipboardCore: @unchecked Sendable {
             let announced = connection.property(active.property, of: window, delete: true, maximumBytes: 4)
             if let announced, announced.bytes.count == 4 {
                 let size = announced.bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }
-                if Int(size) > active.limit { return finishConversion(.failure(.overLimit(limit: active.limit))) }
+                if Int(size) > active.limit { return discardRest(failing: .overLimit(limit: active.limit)) }
             }
             conversions.active?.incremental = true
+            statistics.incrementalReads += 1
             connection.flush()
             armConversionTimer()
             return
@@ -480,7 +514,8 @@ final class X11ClipboardCore: @unchecked Sendable {
 
     private func propertyChanged(_ event: xcb_property_notify_event_t) {
         if event.window == window {
-            if event.atom == timestampProperty, event.state == UInt8(XCB_PROPERTY_NEW_VALUE.rawValue), !timestampWaiters.isEmpty {
+            let newValue = event.state == UInt8(XCB_PROPERTY_NEW_VALUE.rawValue)
+            if event.atom == timestampProperty, newValue, !timestampWaiters.isEmpty {
                 timestampWaiters.removeFirst()(event.time)
                 return
             }
@@ -488,6 +523,12 @@ final class X11ClipboardCore: @unchecked Sendable {
                   event.state == UInt8(XCB_PROPERTY_NEW_VALUE.rawValue) else { return }
             guard let head = connection.property(active.property, of: window, delete: false, maximumBytes: 0),
                   head.type != 0 else { return }
+            if active.discarding {
+                // Deleted unread: the owner sends the next chunk, up to its zero-length end.
+                connection.deleteProperty(active.property, of: window)
+                connection.flush()
+                return head.bytesAfter == 0 ? finishConversion(.failure(.refused)) : armConversionTimer()
+            }
             if head.bytesAfter == 0 {
                 // The zero-length chunk: done.
                 connection.deleteProperty(active.property, of: window)
@@ -495,7 +536,7 @@ final class X11ClipboardCore: @unchecked Sendable {
             }
             guard active.buffer.count + head.bytesAfter <= active.limit else {
                 connection.deleteProperty(active.property, of: window)
-                return finishConversion(.failure(.overLimit(limit: active.limit)))
+                return discardRest(failing: .overLimit(limit: active.limit))
             }
             guard let chunk = connection.property(active.property, of: window, delete: true, maximumBytes: head.bytesAfter) else {
                 return finishConversion(.failure(.refused))
@@ -639,6 +680,7 @@ final class X11ClipboardCore: @unchecked Sendable {
         let key = OutgoingKey(requestor: request.requestor, property: request.property)
         outgoing[key]?.timer?.cancel()
         outgoing[key] = Outgoing(bytes: bytes, type: replyType)
+        statistics.incrementalSends += 1
         connection.watch(request.requestor,
                          mask: UInt32(XCB_EVENT_MASK_PROPERTY_CHANGE.rawValue | XCB_EVENT_MASK_STRUCTURE_NOTIFY.rawValue))
         connection.setProperty(request.property, of: request.requestor, type: incr, words: [UInt32(clamping: bytes.count)])
@@ -665,6 +707,7 @@ final class X11ClipboardCore: @unchecked Sendable {
         }
         // After the last chunk, a zero-length one (written above when nothing was left) ends it.
         if transfer.sent == end { return endTransfer(key) }
+        statistics.chunksSent += 1
         transfer.sent = end
         outgoing[key] = transfer
         connection.flush()
@@ -701,6 +744,8 @@ struct ConversionQueue {
         var serial: UInt64 = 0
         var property: xcb_atom_t = 0
         var incremental = false
+        /// Given up (over the limit): the rest of an INCR transfer is deleted unread.
+        var discarding = false
         var buffer: [UInt8] = []
         var format: UInt8?
     }
