@@ -34,6 +34,8 @@ public final class X11SessionClipboard: SessionClipboard {
         /// Answers to pasting apps sent by INCR, and their chunks.
         public var incrementalSends = 0
         public var chunksSent = 0
+        /// INCR answers dropped because the pasting app stopped reading (`requestorTimeout`).
+        public var abandonedSends = 0
     }
 
     public let events: AsyncStream<ClipboardEvent>
@@ -127,6 +129,8 @@ final class X11ClipboardCore: @unchecked Sendable {
     private var offerGeneration: UInt64 = 0
     private var outgoing: [OutgoingKey: Outgoing] = [:]
     var statistics = X11SessionClipboard.Statistics()
+    /// INCR answers in progress at once, at most.
+    static let maximumTransfers = 16
 
     private struct Offer {
         var generation: UInt64
@@ -513,6 +517,10 @@ final class X11ClipboardCore: @unchecked Sendable {
     }
 
     private func propertyChanged(_ event: xcb_property_notify_event_t) {
+        if event.state == UInt8(XCB_PROPERTY_DELETE.rawValue) {
+            // A pasting app took a chunk of our INCR answer (that app may be this adapter itself).
+            return sendNextChunk(OutgoingKey(requestor: event.window, property: event.atom))
+        }
         if event.window == window {
             let newValue = event.state == UInt8(XCB_PROPERTY_NEW_VALUE.rawValue)
             if event.atom == timestampProperty, newValue, !timestampWaiters.isEmpty {
@@ -545,8 +553,6 @@ final class X11ClipboardCore: @unchecked Sendable {
             if conversions.active?.format == nil { conversions.active?.format = chunk.format }
             connection.flush()
             armConversionTimer()
-        } else if event.state == UInt8(XCB_PROPERTY_DELETE.rawValue) {
-            sendNextChunk(OutgoingKey(requestor: event.window, property: event.atom))
         }
     }
 
@@ -678,11 +684,15 @@ final class X11ClipboardCore: @unchecked Sendable {
         }
         // INCR (ICCCM 2.7.2): the size, then a chunk each time the requestor deletes the property.
         let key = OutgoingKey(requestor: request.requestor, property: request.property)
+        // Each holds its bytes until read: a bound on what pasting apps that stop reading can pin.
+        guard outgoing[key] != nil || outgoing.count < Self.maximumTransfers else { return answer(request, property: 0) }
         outgoing[key]?.timer?.cancel()
         outgoing[key] = Outgoing(bytes: bytes, type: replyType)
         statistics.incrementalSends += 1
-        connection.watch(request.requestor,
-                         mask: UInt32(XCB_EVENT_MASK_PROPERTY_CHANGE.rawValue | XCB_EVENT_MASK_STRUCTURE_NOTIFY.rawValue))
+        if request.requestor != window {  // our own window already reports its properties
+            connection.watch(request.requestor,
+                             mask: UInt32(XCB_EVENT_MASK_PROPERTY_CHANGE.rawValue | XCB_EVENT_MASK_STRUCTURE_NOTIFY.rawValue))
+        }
         connection.setProperty(request.property, of: request.requestor, type: incr, words: [UInt32(clamping: bytes.count)])
         answer(request, property: request.property)
         armOutgoingTimer(key)
@@ -694,6 +704,7 @@ final class X11ClipboardCore: @unchecked Sendable {
         outgoing[key]?.timer = makeTimer(after: configuration.requestorTimeout) { [self] in
             // Dropped only when no chunk went since (each chunk re-arms the timer).
             guard let transfer = outgoing[key], transfer.sent == sent else { return }
+            statistics.abandonedSends += 1
             endTransfer(key)
         }
     }
@@ -716,7 +727,7 @@ final class X11ClipboardCore: @unchecked Sendable {
 
     private func endTransfer(_ key: OutgoingKey) {
         outgoing.removeValue(forKey: key)?.timer?.cancel()
-        if !outgoing.keys.contains(where: { $0.requestor == key.requestor }) {
+        if key.requestor != window, !outgoing.keys.contains(where: { $0.requestor == key.requestor }) {
             connection.watch(key.requestor, mask: 0)
         }
         connection.flush()

@@ -107,6 +107,14 @@ struct X11SessionClipboardTests {
         let pastedText = try await xclip(["-o", "-selection", "clipboard", "-t", "UTF8_STRING"], display: server.display)
         #expect(Array(pastedText.output) == words)
         #expect(await log.count(text) == 1)
+        // Every text alias is answered from the one text type; STRING in Latin-1.
+        for alias in ["TEXT", "text/plain", "text/plain;charset=utf-8"] {
+            let pasted = try await xclip(["-o", "-selection", "clipboard", "-t", alias], display: server.display)
+            #expect(Array(pasted.output) == words, "\(alias)")
+        }
+        let latin1 = try await xclip(["-o", "-selection", "clipboard", "-t", "STRING"], display: server.display)
+        #expect(Array(latin1.output) == ClipboardTypes.latin1(fromUTF8: words))
+        #expect(await log.count(text) == 5)
 
         await log.failNext("image/png")
         let failed = try await xclip(["-o", "-selection", "clipboard", "-t", "image/png"], display: server.display)
@@ -195,5 +203,53 @@ struct X11SessionClipboardTests {
         // The silent owner made no change (its TARGETS timed out): the next one is xclip's.
         #expect(await recorder.nextChange()?.types == [text])
         #expect(try await clipboard.read(type: text, limit: 100) == Array("after the silent one".utf8))
+    }
+
+    @Test("withdraw gives the clipboard up without an event; the next copy is a change")
+    func withdraw() async throws {
+        let server = try await XvfbServer.start()
+        defer { server.stop() }
+        let clipboard = try X11SessionClipboard(display: server.display)
+        defer { clipboard.close() }
+        let recorder = EventRecorder(clipboard.events)
+
+        try await clipboard.offer(types: [text]) { _ in Array("mine".utf8) }
+        #expect(try await xclip(["-o", "-selection", "clipboard"], display: server.display).output == Data("mine".utf8))
+        await clipboard.withdraw()
+        let after = try await xclip(["-o", "-selection", "clipboard"], display: server.display)
+        #expect(after.output.isEmpty)
+        #expect(after.status != 0)
+        await #expect(throws: ClipboardError.noOwner) { try await clipboard.read(type: text, limit: 100) }
+
+        try await xclipCopy(Array("theirs".utf8), display: server.display)
+        let event = await recorder.next()
+        #expect(event.map { if case .changed = $0 { true } else { false } } == true, "\(String(describing: event))")
+    }
+
+    @Test("a pasting app that stops reading an INCR answer is dropped after the requestor timeout; others go on")
+    func stalledRequestor() async throws {
+        let server = try await XvfbServer.start()
+        defer { server.stop() }
+        let clipboard = try X11SessionClipboard(display: server.display,
+                                                configuration: .init(requestorTimeout: .seconds(1)))
+        defer { clipboard.close() }
+
+        let image = binaryBytes(count: 2 << 20, seed: 3)
+        try await clipboard.offer(types: ["image/png"]) { _ in image }
+        let display = server.display
+        let stalled = try await onThread { try StalledRequestor(display: display, target: "image/png") }
+        #expect(stalled.answerType == stalled.incrAtom)
+        var abandoned = 0
+        let deadline = ContinuousClock.now + .seconds(30)
+        while abandoned == 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+            abandoned = await clipboard.statistics.abandonedSends
+        }
+        #expect(abandoned == 1)
+        withExtendedLifetime(stalled) {}
+
+        // Another paste, and the adapter reading its own offer (INCR to its own window), still work.
+        #expect(try await xclip(["-o", "-selection", "clipboard", "-t", "image/png"], display: server.display).output == Data(image))
+        #expect(try await clipboard.read(type: "image/png", limit: 4 << 20) == image)
     }
 }

@@ -308,3 +308,51 @@ final class RawSelectionOwner: @unchecked Sendable {
         xcb_disconnect(connection)
     }
 }
+
+/// A pasting app that asks for a type, receives the answer's start, and then never reads on: an
+/// INCR answer to it stalls. The connection stays open until this object goes.
+final class StalledRequestor: @unchecked Sendable {
+    // @unchecked: the connection is used in `init` only, then closed by `deinit`.
+    private let connection: OpaquePointer
+    /// The type of the property the owner answered with (INCR for a large answer), 0 if refused.
+    let answerType: xcb_atom_t
+    let incrAtom: xcb_atom_t
+
+    init(display: String, target: String) throws {
+        var screenNumber: Int32 = 0
+        guard let connection = xcb_connect(display, &screenNumber), xcb_connection_has_error(connection) == 0 else {
+            throw XvfbServer.XvfbFailed()
+        }
+        self.connection = connection
+        func intern(_ name: String) -> xcb_atom_t {
+            let cookie = name.withCString { xcb_intern_atom(connection, 0, UInt16(strlen($0)), $0) }
+            let reply = xcb_intern_atom_reply(connection, cookie, nil)
+            defer { free(reply) }
+            return reply?.pointee.atom ?? 0
+        }
+        incrAtom = intern("INCR")
+        let property = intern("STALLED")
+        let screen = xcb_setup_roots_iterator(xcb_get_setup(connection)).data!
+        let window = xcb_generate_id(connection)
+        xcb_create_window(connection, 0, window, screen.pointee.root, 0, 0, 1, 1, 0,
+                          UInt16(XCB_WINDOW_CLASS_INPUT_ONLY.rawValue), 0, 0, nil)
+        xcb_convert_selection(connection, window, intern("CLIPBOARD"), intern(target), property, UInt32(XCB_CURRENT_TIME))
+        xcb_flush(connection)
+        var type: xcb_atom_t = 0
+        while let event = xcb_wait_for_event(connection) {
+            defer { free(event) }
+            guard Int32(event.pointee.response_type & 0x7F) == XCB_SELECTION_NOTIFY else { continue }
+            let notify = UnsafeRawPointer(event).load(as: xcb_selection_notify_event_t.self)
+            if notify.property != 0 {
+                // Looks at the property without deleting it: the owner waits for that deletion.
+                let reply = xcb_get_property_reply(connection, xcb_get_property(connection, 0, window, property, 0, 0, 0), nil)
+                type = reply?.pointee.type ?? 0
+                free(reply)
+            }
+            break
+        }
+        answerType = type
+    }
+
+    deinit { xcb_disconnect(connection) }
+}
