@@ -252,4 +252,41 @@ struct X11SessionClipboardTests {
         #expect(try await xclip(["-o", "-selection", "clipboard", "-t", "image/png"], display: server.display).output == Data(image))
         #expect(try await clipboard.read(type: "image/png", limit: 4 << 20) == image)
     }
+
+    @Test("the display going away: reads and offers fail as unavailable, the events end")
+    func displayGone() async throws {
+        let server = try await XvfbServer.start()
+        defer { server.stop() }
+        let clipboard = try X11SessionClipboard(display: server.display)
+        defer { clipboard.close() }
+        try await xclipCopy(Array("soon gone".utf8), display: server.display)
+        server.stop()
+        let events = clipboard.events
+        let ended = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                for await _ in events {}
+                return !Task.isCancelled
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(30))  // a guard only
+                return false
+            }
+            defer { group.cancelAll() }
+            return await group.next() ?? false
+        }
+        #expect(ended)
+        await #expect { try await clipboard.read(type: text, limit: 100) } throws: { error in
+            if case .unavailable = error as? ClipboardError { true } else { false }
+        }
+        await #expect { try await clipboard.offer(types: [text]) { _ in [] } } throws: { error in
+            if case .unavailable = error as? ClipboardError { true } else { false }
+        }
+    }
+
+    @Test("no display: a typed error, no crash")
+    func noDisplay() {
+        #expect { try X11SessionClipboard(display: ":65000") } throws: { error in
+            if case .unavailable = error as? ClipboardError { true } else { false }
+        }
+    }
 }

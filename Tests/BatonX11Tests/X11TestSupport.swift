@@ -104,9 +104,12 @@ struct Child: Sendable {
 }
 
 /// A private Xvfb: it picks a free display itself (`-displayfd`) and listens on no TCP port.
-final class XvfbServer: Sendable {
+/// `@unchecked Sendable`: `stopped` is guarded by `lock`.
+final class XvfbServer: @unchecked Sendable {
     let display: String
     private let child: Child
+    private let lock = NSLock()
+    private var stopped = false
 
     private init(display: String, child: Child) {
         self.display = display
@@ -129,7 +132,12 @@ final class XvfbServer: Sendable {
         }
     }
 
+    /// Ends the server, once (its pid is not signalled after it was reaped).
     func stop() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !stopped else { return }
+        stopped = true
         kill(child.pid, SIGTERM)
         child.wait()
     }
