@@ -70,6 +70,8 @@ public enum ClipboardError: Error, Sendable, Equatable, CustomStringConvertible 
     case timedOut
     /// No types left to offer after the list's bounds (`ClipboardTypeList`).
     case nothingToOffer
+    /// A later offer (or a withdraw) came before this one held the clipboard.
+    case replaced
     /// The display connection is gone or could not be made.
     case unavailable(String)
 
@@ -81,6 +83,7 @@ public enum ClipboardError: Error, Sendable, Equatable, CustomStringConvertible 
         case .refused: "the application that copied did not hand the content over"
         case .timedOut: "the application that copied did not answer in time"
         case .nothingToOffer: "nothing that could be put on the clipboard"
+        case .replaced: "a newer copy replaced this one before it reached the clipboard"
         case .unavailable(let reason): "the clipboard cannot be used: \(reason)"
         }
     }

@@ -304,6 +304,7 @@ final class X11ClipboardCore: @unchecked Sendable {
         lastOwner = event.owner
         ownerGeneration &+= 1
         ownerTargets = nil
+        dropStaleDescriptions()
         if event.owner == window { return }  // our own offer
         if event.owner == 0 {
             // Our own withdraw is no news; an owner that went away is.
@@ -314,7 +315,7 @@ final class X11ClipboardCore: @unchecked Sendable {
         let generation = ownerGeneration
         let owner = event.owner
         // 16,384 atoms at most: far more than any real list, a bound on a hostile one.
-        convert(target: targets, limit: 64 << 10) { [self] result in
+        convert(target: targets, limit: 64 << 10, describing: generation) { [self] result in
             guard generation == ownerGeneration, case .success(let reply) = result else { return }
             var atoms: [xcb_atom_t] = []
             var seen = Set<xcb_atom_t>()
@@ -369,12 +370,22 @@ final class X11ClipboardCore: @unchecked Sendable {
                                                          revision: revision)))
             }
             if offersHint {
-                convert(target: hint, limit: 256) { result in
+                convert(target: hint, limit: 256, describing: generation) { result in
                     if case .success(let value) = result { publish(value.bytes) } else { publish(nil) }
                 }
             } else {
                 publish(nil)
             }
+        }
+    }
+
+    /// A new owner: what was being learnt about the previous copy no longer matters, and must not
+    /// hold the queue (a silent previous owner would delay the new copy by its whole timeout).
+    private func dropStaleDescriptions() {
+        conversions.pending.removeAll { $0.describes.map { $0 != ownerGeneration } ?? false }
+        if let active = conversions.active, let describes = active.describes, describes != ownerGeneration,
+           !active.incremental {
+            finishConversion(.failure(.refused))
         }
     }
 
@@ -433,9 +444,12 @@ final class X11ClipboardCore: @unchecked Sendable {
     }
 
     /// ConvertSelection of CLIPBOARD to `target`, one at a time in arrival order.
-    private func convert(target: xcb_atom_t, limit: Int,
+    /// `describing`: the owner generation whose copy the conversion looks at (TARGETS, the hint);
+    /// such a conversion is dropped as soon as the owner changes again.
+    private func convert(target: xcb_atom_t, limit: Int, describing: UInt64? = nil,
                          completion: @escaping (Result<ConversionQueue.Reply, ClipboardError>) -> Void) {
-        conversions.pending.append(ConversionQueue.Conversion(target: target, limit: limit, completion: completion))
+        conversions.pending.append(ConversionQueue.Conversion(target: target, limit: limit, describes: describing,
+                                                              completion: completion))
         startNextConversion()
     }
 
@@ -578,7 +592,7 @@ final class X11ClipboardCore: @unchecked Sendable {
         let generation = offerGeneration
         serverTime { [self] time in
             guard !isClosed, generation == offerGeneration else {
-                return completion(.failure(isClosed ? .unavailable("the clipboard adapter closed") : .nothingToOffer))
+                return completion(.failure(isClosed ? .unavailable("the clipboard adapter closed") : .replaced))
             }
             xcb_set_selection_owner(connection.raw, window, clipboard, time)
             guard connection.selectionOwner(clipboard) == window else {
@@ -592,9 +606,10 @@ final class X11ClipboardCore: @unchecked Sendable {
     }
 
     func withdraw() {
-        guard !isClosed, currentOffer != nil else { return }
+        guard !isClosed else { return }
+        offerGeneration &+= 1  // an offer still waiting for its server time is replaced too
+        guard currentOffer != nil else { return }
         currentOffer = nil
-        offerGeneration &+= 1
         if connection.selectionOwner(clipboard) == window {
             xcb_set_selection_owner(connection.raw, 0, clipboard, UInt32(XCB_CURRENT_TIME))
         }
@@ -751,6 +766,8 @@ struct ConversionQueue {
     struct Conversion {
         var target: xcb_atom_t
         var limit: Int
+        /// The owner generation it describes (TARGETS, the hint), nil for a read.
+        var describes: UInt64?
         var completion: (Result<Reply, ClipboardError>) -> Void
         var serial: UInt64 = 0
         var property: xcb_atom_t = 0

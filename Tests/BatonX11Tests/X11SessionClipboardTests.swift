@@ -289,4 +289,18 @@ struct X11SessionClipboardTests {
             if case .unavailable = error as? ClipboardError { true } else { false }
         }
     }
+
+    @Test("a silent owner's TARGETS does not hold up the next copy (its conversion is dropped when the owner changes)")
+    func silentOwnerDoesNotDelay() async throws {
+        let server = try await XvfbServer.start()
+        defer { server.stop() }
+        // Far longer than the wait below: the change can only come in time if the stale conversion is dropped.
+        let clipboard = try X11SessionClipboard(display: server.display, configuration: .init(answerTimeout: .seconds(300)))
+        defer { clipboard.close() }
+        let recorder = EventRecorder(clipboard.events)
+        _ = try RawSelectionOwner(display: server.display, targets: nil)
+        try await xclipCopy(Array("next".utf8), display: server.display)
+        #expect(await recorder.nextChange(timeout: .seconds(30))?.types == [text])
+        #expect(try await clipboard.read(type: text, limit: 100) == Array("next".utf8))
+    }
 }
