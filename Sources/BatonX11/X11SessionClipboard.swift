@@ -107,7 +107,7 @@ final class X11ClipboardCore: @unchecked Sendable {
     private let eventsOut: AsyncStream<ClipboardEvent>.Continuation
 
     // Atoms interned at start.
-    private let clipboard, targets, timestampTarget, incr, utf8String, stringTarget, hint, timestampProperty: xcb_atom_t
+    private let clipboard, targets, timestampTarget, incr, utf8String, textTarget, stringTarget, hint, timestampProperty: xcb_atom_t
     /// Properties on our window that conversions write to, taken in turn: a conversion that was given
     /// up cannot disturb the next one, whose owner writes to another property.
     private let transferProperties: [xcb_atom_t]
@@ -181,12 +181,12 @@ final class X11ClipboardCore: @unchecked Sendable {
         free(version)
         xfixesEvent = extensionData.pointee.first_event
 
-        let names = ["CLIPBOARD", "TARGETS", "TIMESTAMP", "INCR", "UTF8_STRING", ClipboardSecrecy.kdePasswordManagerHint,
+        let names = ["CLIPBOARD", "TARGETS", "TIMESTAMP", "INCR", "UTF8_STRING", "TEXT", ClipboardSecrecy.kdePasswordManagerHint,
                      "_BATON_TIMESTAMP", "_BATON_TRANSFER_0", "_BATON_TRANSFER_1", "_BATON_TRANSFER_2", "_BATON_TRANSFER_3"]
         guard let atoms = connection.intern(names) else { throw fail("the X server did not answer") }
-        (clipboard, targets, timestampTarget, incr, utf8String, hint, timestampProperty) =
-            (atoms[0], atoms[1], atoms[2], atoms[3], atoms[4], atoms[5], atoms[6])
-        transferProperties = Array(atoms[7...])
+        (clipboard, targets, timestampTarget, incr, utf8String, textTarget, hint, timestampProperty) =
+            (atoms[0], atoms[1], atoms[2], atoms[3], atoms[4], atoms[5], atoms[6], atoms[7])
+        transferProperties = Array(atoms[8...])
         stringTarget = xcb_atom_t(XCB_ATOM_STRING.rawValue)
 
         guard let setup = xcb_get_setup(raw) else { throw fail("the X server sent no setup") }
@@ -689,7 +689,7 @@ final class X11ClipboardCore: @unchecked Sendable {
         if type == ClipboardTypes.text {
             if request.target == stringTarget {
                 bytes = ClipboardTypes.latin1(fromUTF8: content)
-            } else if names[request.target] == "TEXT" {
+            } else if request.target == textTarget {
                 replyType = utf8String
             }
         }
