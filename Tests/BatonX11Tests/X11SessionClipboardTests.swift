@@ -184,13 +184,16 @@ struct X11SessionClipboardTests {
         let recorder = EventRecorder(clipboard.events)
 
         let many = (0..<100).map { "application/x-baton-test-\($0)" }
-        _ = try RawSelectionOwner(display: server.display, targets: ["UTF8_STRING", "TARGETS"] + many,
+        let long = "application/" + String(repeating: "x", count: 300)
+        _ = try RawSelectionOwner(display: server.display, targets: ["UTF8_STRING", "TARGETS", long] + many,
                                   garbage: [0x1FFF_FFF0, 0x1FFF_FFF1, 0x7FFF_FFFF])
         let change = await recorder.nextChange()
         #expect(change?.types.count == ClipboardTypeList.maximumCount)
         #expect(change?.types.first == text)
         #expect(change?.dropped.contains { $0.reason == .tooMany } == true)
         #expect(change?.dropped.filter { $0.reason == .notMediaType }.count == 3)
+        #expect(change?.dropped.filter { $0.reason == .nameTooLong }.count == 1)
+        #expect(change?.types.contains { $0.utf8.count > ClipboardTypeList.maximumNameBytes } == false)
         // It offers text but answers nothing but TARGETS.
         await #expect(throws: ClipboardError.refused) { try await clipboard.read(type: text, limit: 100) }
 
