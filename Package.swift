@@ -38,6 +38,8 @@ let package = Package(
         // so nothing links it (one shared library less to load, docs/benchmarks.md).
         .systemLibrary(name: "CBluetooth", providers: [.apt(["libbluetooth-dev"])]),
         .systemLibrary(name: "CGio", pkgConfig: "gio-unix-2.0", providers: [.apt(["libglib2.0-dev"])]),
+        // libxcb and XFixes: the session clipboard on X11 (BatonX11).
+        .systemLibrary(name: "CXCB", providers: [.apt(["libxcb1-dev", "libxcb-xfixes0-dev"])]),
 
         // Pure layers: no I/O.
         .target(name: "BatonCrypto", dependencies: ["COpenSSL"], swiftSettings: sharedSections),
@@ -69,6 +71,8 @@ let package = Package(
 
         // Which of the app-independent publishers the user turned on (publishers.conf).
         .target(name: "BatonPublishers", swiftSettings: strict),
+        // The session clipboard on X11 (SessionClipboard over libxcb): selections, INCR, XFixes.
+        .target(name: "BatonX11", dependencies: ["BatonPublishers", "BatonReadiness", "CXCB"], swiftSettings: strict),
         // The browser extension's native messaging host: framing, page messages, the activity.
         .target(name: "BatonBrowserHost", dependencies: ["BatonPublishers", "BatonClient", "BatonAPI", "BatonCore", "BatonCommandLine", "BatonDBus", "BatonSystem", "BatonJSON"], swiftSettings: strict),
 
@@ -148,6 +152,8 @@ let package = Package(
         .testTarget(name: "BatonAPITests", dependencies: ["BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonServiceTests", dependencies: ["BatonTestBus", "BatonServiceFakes", "BatonAPI", "BatonService", "BatonClient", "BatonDBus", "BatonCore", "BatonAgent", "BatonBlueZ", "BatonSystem"], swiftSettings: strict),
         .testTarget(name: "BatonPublishersTests", dependencies: ["BatonPublishers"], swiftSettings: strict),
+        // Against a real Xvfb per test and real xclip as the other client.
+        .testTarget(name: "BatonX11Tests", dependencies: ["BatonX11", "BatonPublishers", "CXCB", "CTestSpawn"], swiftSettings: strict),
         .testTarget(name: "BatonBrowserHostTests", dependencies: ["BatonBrowserHost", "BatonClient", "BatonCore"],
                     swiftSettings: strict),
         .testTarget(name: "BatonAgentTests", dependencies: ["BatonTestBus", "BatonAgent", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),

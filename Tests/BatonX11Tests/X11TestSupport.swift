@@ -1,0 +1,366 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+import BatonPublishers
+import CTestSpawn
+import CXCB
+import Foundation
+import Testing
+
+/// A child started with posix_spawn: descriptors 0-2 only (closefrom 3). Not Foundation's Process:
+/// a copying xclip forks a server that inherits every descriptor, among them the socket Process
+/// watches for its child's end, which it would then never see (see BatonTestBus's Spawning.swift).
+struct Child: Sendable {
+    let pid: pid_t
+    /// The read end of the child's standard output, when it was asked for.
+    let output: Int32?
+
+    static func spawn(_ path: String, _ arguments: [String], display: String? = nil, input: String? = nil,
+                      captureOutput: Bool) throws -> Child {
+        var actions = posix_spawn_file_actions_t()
+        guard posix_spawn_file_actions_init(&actions) == 0 else { throw SpawnFailed() }
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        var ends: [Int32] = [-1, -1]
+        if captureOutput {
+            // A socket pair: close-on-exec from birth (pipe2 is not in Swift's Glibc), so no other
+            // test's spawn can inherit it.
+            guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
+                throw SpawnFailed()
+            }
+        }
+        posix_spawn_file_actions_addopen(&actions, 0, input ?? "/dev/null", O_RDONLY, 0)
+        if captureOutput {
+            posix_spawn_file_actions_adddup2(&actions, ends[1], 1)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        }
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        guard baton_spawn_closefrom(&actions, 3) == 0 else { throw SpawnFailed() }
+        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+        let environment = ["PATH=/usr/bin:/bin"] + (display.map { ["DISPLAY=\($0)"] } ?? [])
+        let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup($0) } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        // The test process's threads block most signals, and a spawned child inherits the mask: Xvfb
+        // would not end on SIGTERM. The child starts with none blocked and default handlers.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
+        if captureOutput { close(ends[1]) }
+        guard result == 0 else {
+            if captureOutput { close(ends[0]) }
+            throw SpawnFailed()
+        }
+        return Child(pid: pid, output: captureOutput ? ends[0] : nil)
+    }
+
+    /// Everything the child writes to its output, until it closes it (then the descriptor is closed).
+    func readOutput() -> Data {
+        guard let output else { return Data() }
+        defer { close(output) }
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = read(output, &buffer, buffer.count)
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { break }
+            data.append(contentsOf: buffer[0..<count])
+        }
+        return data
+    }
+
+    /// The first line of the child's output (the rest stays unread).
+    func readLine() -> String {
+        guard let output else { return "" }
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
+        while true {
+            let count = read(output, &byte, 1)
+            if count < 0, errno == EINTR { continue }
+            guard count == 1, byte != UInt8(ascii: "\n") else { break }
+            line.append(byte)
+        }
+        return String(decoding: line, as: UTF8.self)
+    }
+
+    /// Waits for the child's end; its exit status (-1 when a signal ended it).
+    @discardableResult
+    func wait() -> Int32 {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+        return (status & 0x7F) == 0 ? (status >> 8) & 0xFF : -1
+    }
+
+    struct SpawnFailed: Error {}
+}
+
+/// A private Xvfb: it picks a free display itself (`-displayfd`) and listens on no TCP port.
+/// `@unchecked Sendable`: `stopped` is guarded by `lock`.
+final class XvfbServer: @unchecked Sendable {
+    let display: String
+    private let child: Child
+    private let lock = NSLock()
+    private var stopped = false
+
+    private init(display: String, child: Child) {
+        self.display = display
+        self.child = child
+    }
+
+    static func start() async throws -> XvfbServer {
+        try await onThread {
+            let child = try Child.spawn("/usr/bin/Xvfb", ["-displayfd", "1", "-nolisten", "tcp", "-screen", "0", "640x480x24"],
+                                        captureOutput: true)
+            // The display number and a newline once it accepts clients; end of file if it failed.
+            let number = child.readLine()
+            if let output = child.output { close(output) }
+            guard !number.isEmpty, Int(number) != nil else {
+                kill(child.pid, SIGKILL)
+                child.wait()
+                throw XvfbFailed()
+            }
+            return XvfbServer(display: ":\(number)", child: child)
+        }
+    }
+
+    /// Ends the server, once (its pid is not signalled after it was reaped).
+    func stop() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !stopped else { return }
+        stopped = true
+        kill(child.pid, SIGTERM)
+        child.wait()
+    }
+
+    struct XvfbFailed: Error {}
+}
+
+/// Runs blocking work (child processes, pipes) on its own thread, off Swift's cooperative pool.
+func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
+    }
+}
+
+struct XclipResult: Sendable {
+    var status: Int32
+    var output: Data
+}
+
+/// Runs xclip on `display`; its input from `input` (a file), its output collected when pasting.
+func xclip(_ arguments: [String], display: String, input: URL? = nil) async throws -> XclipResult {
+    try await onThread {
+        let pasting = arguments.contains("-o")
+        let child = try Child.spawn("/usr/bin/xclip", arguments, display: display, input: input?.path, captureOutput: pasting)
+        let data = child.readOutput()
+        return XclipResult(status: child.wait(), output: data)
+    }
+}
+
+/// Copies `bytes` to the clipboard with xclip (which then serves it from the background).
+func xclipCopy(_ bytes: [UInt8], display: String, selection: String = "clipboard", type: String? = nil) async throws {
+    let file = FileManager.default.temporaryDirectory.appendingPathComponent("baton-x11-\(UUID().uuidString)")
+    try Data(bytes).write(to: file)
+    defer { try? FileManager.default.removeItem(at: file) }
+    var arguments = ["-i", "-selection", selection]
+    if let type { arguments += ["-t", type] }
+    let result = try await xclip(arguments, display: display, input: file)
+    #expect(result.status == 0)
+}
+
+/// Collects a clipboard's events so that a test can wait for the next one with a generous guard.
+actor EventRecorder {
+    private var buffered: [ClipboardEvent] = []
+    private var waiter: (id: Int, continuation: CheckedContinuation<ClipboardEvent?, Never>)?
+    private var nextWaiter = 0
+
+    init(_ events: AsyncStream<ClipboardEvent>) {
+        Task { [weak self] in
+            for await event in events { await self?.record(event) }
+        }
+    }
+
+    private func record(_ event: ClipboardEvent) {
+        if let waiter {
+            self.waiter = nil
+            waiter.continuation.resume(returning: event)
+        } else {
+            buffered.append(event)
+        }
+    }
+
+    /// The next event, or nil after `timeout` (only a guard: the tests expect the event long before).
+    func next(timeout: Duration = .seconds(30)) async -> ClipboardEvent? {
+        if !buffered.isEmpty { return buffered.removeFirst() }
+        nextWaiter += 1
+        let id = nextWaiter
+        return await withCheckedContinuation { continuation in
+            waiter = (id, continuation)
+            Task { [weak self] in
+                try? await Task.sleep(for: timeout)
+                await self?.expire(id)
+            }
+        }
+    }
+
+    private func expire(_ id: Int) {
+        guard let waiter, waiter.id == id else { return }
+        self.waiter = nil
+        waiter.continuation.resume(returning: nil)
+    }
+
+    /// The next change, skipping other events.
+    func nextChange(timeout: Duration = .seconds(30)) async -> ClipboardChange? {
+        while let event = await next(timeout: timeout) {
+            if case .changed(let change) = event { return change }
+        }
+        return nil
+    }
+}
+
+/// Deterministic bytes that are no text (a stand-in for an image).
+func binaryBytes(count: Int, seed: UInt64 = 0x9E37_79B9_7F4A_7C15) -> [UInt8] {
+    var state = seed
+    return (0..<count).map { _ in
+        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        return UInt8(truncatingIfNeeded: state >> 56)
+    }
+}
+
+/// Counts calls of `provide` per type, and can make the next call of a type fail.
+actor ProvideLog {
+    private(set) var calls: [String: Int] = [:]
+    private var failing: Set<String> = []
+    func called(_ type: String) -> Bool {
+        calls[type, default: 0] += 1
+        return failing.remove(type) == nil
+    }
+    func failNext(_ type: String) { failing.insert(type) }
+    func count(_ type: String) -> Int { calls[type, default: 0] }
+    var total: Int { calls.values.reduce(0, +) }
+}
+
+struct ProvideFailed: Error {}
+
+/// Another X client written against libxcb directly: owns CLIPBOARD and answers TARGETS with a
+/// crafted list of atoms (garbage, too many), or never answers at all. Its thread waits for events
+/// until the display goes away.
+final class RawSelectionOwner: @unchecked Sendable {
+    // @unchecked: after `init`, only the owner's own thread touches the connection.
+    private let connection: OpaquePointer
+    private let window: xcb_window_t
+    private let targetsReply: [xcb_atom_t]?
+    private let targetsAtom: xcb_atom_t
+
+    /// `targets`: names interned and answered to TARGETS; `garbage`: atom numbers that name nothing,
+    /// put first. nil: answers nothing, ever.
+    init(display: String, targets: [String]?, garbage: [xcb_atom_t] = []) throws {
+        var screenNumber: Int32 = 0
+        guard let connection = xcb_connect(display, &screenNumber), xcb_connection_has_error(connection) == 0 else {
+            throw XvfbServer.XvfbFailed()
+        }
+        self.connection = connection
+        func intern(_ name: String) -> xcb_atom_t {
+            let cookie = name.withCString { xcb_intern_atom(connection, 0, UInt16(strlen($0)), $0) }
+            let reply = xcb_intern_atom_reply(connection, cookie, nil)
+            defer { free(reply) }
+            return reply?.pointee.atom ?? 0
+        }
+        targetsAtom = intern("TARGETS")
+        targetsReply = targets.map { names in garbage + names.map(intern) }
+        let screen = xcb_setup_roots_iterator(xcb_get_setup(connection)).data!
+        window = xcb_generate_id(connection)
+        xcb_create_window(connection, 0, window, screen.pointee.root, 0, 0, 1, 1, 0,
+                          UInt16(XCB_WINDOW_CLASS_INPUT_ONLY.rawValue), 0, 0, nil)
+        xcb_set_selection_owner(connection, window, intern("CLIPBOARD"), UInt32(XCB_CURRENT_TIME))
+        xcb_flush(connection)
+        Thread { [self] in serve() }.start()
+    }
+
+    private func serve() {
+        while let event = xcb_wait_for_event(connection) {
+            defer { free(event) }
+            guard Int32(event.pointee.response_type & 0x7F) == XCB_SELECTION_REQUEST, let targetsReply else { continue }
+            let request = UnsafeRawPointer(event).load(as: xcb_selection_request_event_t.self)
+            var notify = xcb_selection_notify_event_t()
+            notify.response_type = UInt8(XCB_SELECTION_NOTIFY)
+            notify.time = request.time
+            notify.requestor = request.requestor
+            notify.selection = request.selection
+            notify.target = request.target
+            notify.property = 0
+            if request.target == targetsAtom {
+                _ = targetsReply.withUnsafeBytes {
+                    xcb_change_property(connection, UInt8(XCB_PROP_MODE_REPLACE.rawValue), request.requestor, request.property,
+                                        xcb_atom_t(XCB_ATOM_ATOM.rawValue), 32, UInt32(targetsReply.count), $0.baseAddress)
+                }
+                notify.property = request.property
+            }
+            var wire = [CChar](repeating: 0, count: 32)
+            withUnsafeBytes(of: &notify) { source in
+                wire.withUnsafeMutableBytes { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: source.prefix(32))) }
+            }
+            wire.withUnsafeBufferPointer { _ = xcb_send_event(connection, 0, request.requestor, 0, $0.baseAddress) }
+            xcb_flush(connection)
+        }
+        xcb_disconnect(connection)
+    }
+}
+
+/// A pasting app that asks for a type, receives the answer's start, and then never reads on: an
+/// INCR answer to it stalls. The connection stays open until this object goes.
+final class StalledRequestor: @unchecked Sendable {
+    // @unchecked: the connection is used in `init` only, then closed by `deinit`.
+    private let connection: OpaquePointer
+    /// The type of the property the owner answered with (INCR for a large answer), 0 if refused.
+    let answerType: xcb_atom_t
+    let incrAtom: xcb_atom_t
+
+    init(display: String, target: String) throws {
+        var screenNumber: Int32 = 0
+        guard let connection = xcb_connect(display, &screenNumber), xcb_connection_has_error(connection) == 0 else {
+            throw XvfbServer.XvfbFailed()
+        }
+        self.connection = connection
+        func intern(_ name: String) -> xcb_atom_t {
+            let cookie = name.withCString { xcb_intern_atom(connection, 0, UInt16(strlen($0)), $0) }
+            let reply = xcb_intern_atom_reply(connection, cookie, nil)
+            defer { free(reply) }
+            return reply?.pointee.atom ?? 0
+        }
+        incrAtom = intern("INCR")
+        let property = intern("STALLED")
+        let screen = xcb_setup_roots_iterator(xcb_get_setup(connection)).data!
+        let window = xcb_generate_id(connection)
+        xcb_create_window(connection, 0, window, screen.pointee.root, 0, 0, 1, 1, 0,
+                          UInt16(XCB_WINDOW_CLASS_INPUT_ONLY.rawValue), 0, 0, nil)
+        xcb_convert_selection(connection, window, intern("CLIPBOARD"), intern(target), property, UInt32(XCB_CURRENT_TIME))
+        xcb_flush(connection)
+        var type: xcb_atom_t = 0
+        while let event = xcb_wait_for_event(connection) {
+            defer { free(event) }
+            guard Int32(event.pointee.response_type & 0x7F) == XCB_SELECTION_NOTIFY else { continue }
+            let notify = UnsafeRawPointer(event).load(as: xcb_selection_notify_event_t.self)
+            if notify.property != 0 {
+                // Looks at the property without deleting it: the owner waits for that deletion.
+                let reply = xcb_get_property_reply(connection, xcb_get_property(connection, 0, window, property, 0, 0, 0), nil)
+                type = reply?.pointee.type ?? 0
+                free(reply)
+            }
+            break
+        }
+        answerType = type
+    }
+
+    deinit { xcb_disconnect(connection) }
+}
