@@ -78,7 +78,7 @@ final class PairedDaemons: @unchecked Sendable {
         let probe = try DBusConnection(bus: .address(bus.address))
         defer { probe.close() }
         for member in [alpha, beta] {
-            try await eventually(timeout: .seconds(20), "\(member.name) on the bus") { try await probe.nameHasOwner(member.busName) }
+            try await eventually(timeout: .seconds(120), "\(member.name) on the bus") { try await probe.nameHasOwner(member.busName) }
         }
         let a = try connect(alpha), b = try connect(beta)
         defer {
@@ -89,18 +89,18 @@ final class PairedDaemons: @unchecked Sendable {
         let offer = try await a.pairingSession(at: accepting)
         let dialling = try await b.pair(with: "127.0.0.1:\(offer.port)", options: PairOptions(sessionID: offer.sessionID))
         func state(_ connection: BatonConnection, _ path: String) async throws -> String { try await connection.pairingSession(at: path).state }
-        try await eventually(timeout: .seconds(20), "alpha shows a code") { try await state(a, accepting) == "confirming" }
+        try await eventually(timeout: .seconds(120), "alpha shows a code") { try await state(a, accepting) == "confirming" }
         let code = try await a.pairingSession(at: accepting).code
         try await b.confirmPairingCode(at: dialling, code: code)
         // beta then shows the second code; alpha's user types it.
-        try await eventually(timeout: .seconds(20), "beta shows the second code") { try await b.pairingSession(at: dialling).code.count == 6 }
+        try await eventually(timeout: .seconds(120), "beta shows the second code") { try await b.pairingSession(at: dialling).code.count == 6 }
         try await a.confirmPairingCode(at: accepting, code: try await b.pairingSession(at: dialling).code)
         for (connection, path) in [(a, accepting), (b, dialling)] {
-            try await eventually(timeout: .seconds(20), "reviewing") { try await state(connection, path) == "reviewing" }
+            try await eventually(timeout: .seconds(120), "reviewing") { try await state(connection, path) == "reviewing" }
             try await connection.commitPairing(at: path)
         }
         for (connection, path) in [(a, accepting), (b, dialling)] {
-            try await eventually(timeout: .seconds(20), "paired") { try await state(connection, path) == "paired" }
+            try await eventually(timeout: .seconds(120), "paired") { try await state(connection, path) == "paired" }
         }
     }
 
@@ -188,7 +188,7 @@ extension RealBrowserTests {
 
             #expect(try await beta.continueFromMember("alpha", type: "org.baton.web-browsing") == "delivered")
             // beta's extension publishes the tab it opened, as any page read there: at alpha's position.
-            let reopened = try await awaitValue("beta shows the page scrolled where alpha's was", timeout: .seconds(30)) {
+            let reopened = try await awaitValue("beta shows the page scrolled where alpha's was", timeout: .seconds(120)) {
                 guard let path = try await beta.currentActivityPath() else { return nil as ActivityInfo? }
                 let info = try await beta.activity(at: path)
                 return info.webpageURL == server.base + "/long.html" && info.userInfo?["scrollY"] == .double(Double(PageServer.scrolledY)) ? info : nil

@@ -105,7 +105,7 @@ extension RealBrowserTests {
                 defer { browser.kill() }
 
                 // Firefox starts slowly on a loaded machine (a fresh profile, the extension installed on first run).
-                let path = try await awaitValue("Firefox's page current", timeout: .seconds(60)) {
+                let path = try await awaitValue("Firefox's page current", timeout: .seconds(120)) {
                     guard let path = try await connection.currentActivityPath(),
                           try await connection.activity(at: path).title == "Page One" else { return nil as String? }
                     return path
@@ -137,11 +137,11 @@ extension RealBrowserTests {
                 defer { browser.kill() }
 
                 // Control: the extension runs and has started its host (which registered as handler)...
-                _ = try await awaitValue("the extension's host registered", timeout: .seconds(60)) {
+                _ = try await awaitValue("the extension's host registered", timeout: .seconds(120)) {
                     try await connection.handledTypes().contains("org.baton.web-browsing") ? true : nil
                 }
                 // ...and the private window did load its page.
-                _ = try await awaitValue("the private page loaded", timeout: .seconds(30)) { server.wasRequested("/two.html") ? true : nil }
+                _ = try await awaitValue("the private page loaded", timeout: .seconds(120)) { server.wasRequested("/two.html") ? true : nil }
                 // Watched for a while: the extension may not run in private windows and never reports one.
                 let deadline = ContinuousClock.now + .seconds(4)
                 var seen: [String] = []

@@ -93,45 +93,67 @@ import BatonCrypto
     }
 
     /// Finding 2: a merge that would break the per-remover bound is refused whole, nothing changes.
-    @Test func aMergeBreakingABoundIsRefusedWhole() throws {
-        let (base, seeds) = try members(Roster.maxRemovalsPerRemover + 12)
-        let founder = try Ed25519PrivateKey(seed: seeds[0])
-        let ids = seeds.map { DeviceID(identityKey: try! Ed25519PrivateKey(seed: $0).publicKey) }
-        var first = base, second = base
-        for id in ids[2..<(Roster.maxRemovalsPerRemover - 2)] { try first.removing(id, by: founder) }
-        for id in ids[(Roster.maxRemovalsPerRemover - 2)...] { try second.removing(id, by: founder) }
-        let before = first
-        #expect(throws: WireError.malformed("roster removals per remover")) { _ = try first.merge(second, me: ids[1]) }
-        #expect(first == before)
-        // The remover itself cannot go past the bound either.
-        var full = base
-        for id in ids[2..<(Roster.maxRemovalsPerRemover + 2)] { try full.removing(id, by: founder) }
-        #expect(throws: WireError.malformed("roster removals per remover")) { try full.removing(ids[1], by: founder) }
+    @Test func aMergeBreakingABoundIsRefusedWhole() async throws {
+        // Over a thousand removals, each re-encoding the roster: off the cooperative pool (offPool).
+        let observed = try await offPool { [self] () throws -> (merge: WireError?, unchanged: Bool, full: WireError?) in
+            let (base, seeds) = try members(Roster.maxRemovalsPerRemover + 12)
+            let founder = try Ed25519PrivateKey(seed: seeds[0])
+            let ids = seeds.map { DeviceID(identityKey: try! Ed25519PrivateKey(seed: $0).publicKey) }
+            var first = base, second = base
+            for id in ids[2..<(Roster.maxRemovalsPerRemover - 2)] { try first.removing(id, by: founder) }
+            for id in ids[(Roster.maxRemovalsPerRemover - 2)...] { try second.removing(id, by: founder) }
+            let before = first
+            var mergeError: WireError?
+            do throws(WireError) { _ = try first.merge(second, me: ids[1]) } catch { mergeError = error }
+            // The remover itself cannot go past the bound either.
+            var full = base
+            for id in ids[2..<(Roster.maxRemovalsPerRemover + 2)] { try full.removing(id, by: founder) }
+            var fullError: WireError?
+            do throws(WireError) { try full.removing(ids[1], by: founder) } catch { fullError = error }
+            return (mergeError, first == before, fullError)
+        }
+        #expect(observed.merge == WireError.malformed("roster removals per remover"))
+        #expect(observed.unchanged)
+        #expect(observed.full == WireError.malformed("roster removals per remover"))
     }
 
     /// Finding 2: a 64-member ring with 1,000 removals over its life pairs (the roster in parts),
     /// syncs (under the RingSync limit) and persists (encodes and decodes to the same roster).
-    @Test func aSixtyFourMemberRingWithAThousandRemovalsPairsSyncsAndPersists() throws {
-        var (roster, seeds) = try members(1_064)
-        let keys = try seeds.prefix(4).map { try Ed25519PrivateKey(seed: $0) }
-        for i in 0..<1_000 { try roster.removing(DeviceID(identityKey: try Ed25519PrivateKey(seed: seeds[64 + i]).publicKey), by: keys[i % 4]) }
-        let bytes = try roster.encoded()
-        #expect(bytes.count <= FrameType.ringSync.maxPayload)
-        #expect(try Roster(decoding: bytes) == roster)
-        let parts = RosterChunks.messages(for: bytes)
-        let frame = try Frame(type: .ringSync, requestID: 1, payload: bytes).encoded()
-        print("roster sizes: 64 members + 1,000 removals: roster \(bytes.count) bytes, RingSync frame \(frame.count) bytes, "
-              + "pairing roster in \(parts.count) sealed messages of at most \(RosterChunks.maxPartBytes) roster bytes")
-        // Pairing: a new machine joins the founder's ring through the whole exchange.
-        var founder = try RingKeeper(state: .init(name: "machine-0", identitySeed: seeds[0], roster: roster))
-        var x = try RingKeeper.create(name: "x", today: testDay, random: random)
-        try pair(&x, &founder)
-        #expect(x.peers.count == 64)
-        #expect(x.state.roster.removed.count == 1_000)
-        // RingSync: another member merges the founder's roster as received.
-        var member = try RingKeeper(state: .init(name: "machine-1", identitySeed: seeds[1], roster: roster))
-        _ = try member.receive(try Roster(decoding: founder.state.roster.encoded()), from: founder.deviceID, random: random)
-        #expect(member.peers[x.deviceID] != nil)
+    @Test func aSixtyFourMemberRingWithAThousandRemovalsPairsSyncsAndPersists() async throws {
+        struct Observed: Sendable {
+            var bytes = 0, decodesToItself = false, frame = 0, parts = 0
+            var peers = 0, removed = 0, memberKnowsNewcomer = false
+        }
+        // A thousand removals, each re-encoding the roster: off the cooperative pool (offPool).
+        let observed = try await offPool { [self] () throws -> Observed in
+            var seen = Observed()
+            var (roster, seeds) = try members(1_064)
+            let keys = try seeds.prefix(4).map { try Ed25519PrivateKey(seed: $0) }
+            for i in 0..<1_000 { try roster.removing(DeviceID(identityKey: try Ed25519PrivateKey(seed: seeds[64 + i]).publicKey), by: keys[i % 4]) }
+            let bytes = try roster.encoded()
+            seen.bytes = bytes.count
+            seen.decodesToItself = try Roster(decoding: bytes) == roster
+            seen.parts = RosterChunks.messages(for: bytes).count
+            seen.frame = try Frame(type: .ringSync, requestID: 1, payload: bytes).encoded().count
+            // Pairing: a new machine joins the founder's ring through the whole exchange.
+            var founder = try RingKeeper(state: .init(name: "machine-0", identitySeed: seeds[0], roster: roster))
+            var x = try RingKeeper.create(name: "x", today: testDay, random: random)
+            try pair(&x, &founder)
+            seen.peers = x.peers.count
+            seen.removed = x.state.roster.removed.count
+            // RingSync: another member merges the founder's roster as received.
+            var member = try RingKeeper(state: .init(name: "machine-1", identitySeed: seeds[1], roster: roster))
+            _ = try member.receive(try Roster(decoding: founder.state.roster.encoded()), from: founder.deviceID, random: random)
+            seen.memberKnowsNewcomer = member.peers[x.deviceID] != nil
+            return seen
+        }
+        #expect(observed.bytes <= FrameType.ringSync.maxPayload)
+        #expect(observed.decodesToItself)
+        print("roster sizes: 64 members + 1,000 removals: roster \(observed.bytes) bytes, RingSync frame \(observed.frame) bytes, "
+              + "pairing roster in \(observed.parts) sealed messages of at most \(RosterChunks.maxPartBytes) roster bytes")
+        #expect(observed.peers == 64)
+        #expect(observed.removed == 1_000)
+        #expect(observed.memberKnowsNewcomer)
     }
 
     /// Finding 3: a member cannot rewrite or strip "introduced by" of a member others know; a

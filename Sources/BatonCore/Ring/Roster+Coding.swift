@@ -3,7 +3,8 @@ import BatonCrypto
 
 extension Roster {
     public var propertyValue: PropertyValue {
-        let list = entries.values.sorted { $0.deviceID < $1.deviceID }.map(\.propertyValue)
+        // Keyed by device id: sorting the keys sorts the members (§7.3's order).
+        let list = entries.sorted { $0.key < $1.key }.map(\.value.propertyValue)
         let marks = removalMarks.sorted { $0.key < $1.key }.map { id, mark -> PropertyValue in
             if let record = mark.record { return .bytes(record) }
             return .dictionary(["deviceId": .bytes(id.bytes), "removedBy": .bytes(mark.remover.bytes), "signature": .bytes(mark.signature)])

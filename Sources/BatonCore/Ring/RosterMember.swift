@@ -177,7 +177,8 @@ public struct RosterMember: Hashable, Sendable {
     public let introductions: [Introduction]
     /// The first of `introductions` (lowest introducer id).
     public var introduction: Introduction? { introductions.first }
-    public var deviceID: DeviceID { DeviceID(identityKey: identityKey) }
+    /// SHA-256 of `identityKey`, cut (§1): computed once, since rosters sort and key by it all the time.
+    public let deviceID: DeviceID
 
     /// Checks lengths, the generation and the self-signature: every RosterMember is signed.
     public init(name: String, identityKey: [UInt8], secret: AdvertisingSecret, signature: [UInt8],
@@ -190,6 +191,7 @@ public struct RosterMember: Hashable, Sendable {
                                        publicKey: identityKey) else { throw .badSignature }
         self.name = name
         self.identityKey = identityKey
+        deviceID = DeviceID(identityKey: identityKey)
         self.secret = secret
         self.signature = signature
         self.introductions = Introduction.union(introduction.map { [$0] } ?? [], introductions)
