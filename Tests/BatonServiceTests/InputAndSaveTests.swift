@@ -110,20 +110,24 @@ struct InputAndSaveTests {
     @Test func slowSourceAnsweringAfterTheTimeoutSendsTheLastSavedState() async throws {
         var options = FixtureOptions()
         options.saveTimeout = .milliseconds(300)
+        // The source answers only when the test lets it: GetPayload returning before that proves the
+        // daemon did not wait for it past the save timeout, on a machine of any load.
+        let gate = SourceGate()
         try await withService(options) { fixture in
             try await exportSource(on: fixture.client) {
-                try await Task.sleep(for: .milliseconds(900))
+                await gate.waitUntilOpened()
                 return .propertyDictionary(["Title": .string("too late")])
             }
             let path = try await fixture.client.createActivity(
                 title: "last saved", options: ["NeedsSave": .boolean(true), "Source": .objectPath("/source")])
-            let started = ContinuousClock.now
             let payload = try #require(try await fixture.client.activity(path, "GetPayload").first?.asDictionary)
-            #expect(ContinuousClock.now - started < .milliseconds(800))
+            #expect(await !gate.isOpen, "GetPayload waited for the source")
             #expect(payload["Title"] == .string("last saved"))
             #expect(try await fixture.client.property(path, "LastError") == .string("source-timeout"))
             // The late answer is dropped, not applied afterwards.
-            try await Task.sleep(for: .milliseconds(900))
+            await gate.open()
+            await gate.waitUntilAnswered()
+            try await Task.sleep(for: .seconds(1))
             #expect(try await fixture.client.property(path, "Title") == .string("last saved"))
             let errors = try #require(try await fixture.client.manager("GetStatus").first?.asDictionary?["Errors"]?.arrayValue)
             #expect(errors.compactMap { $0.asDictionary?["Category"] } == [.string("source-timeout")])
@@ -167,5 +171,30 @@ struct InputAndSaveTests {
             _ = try await fixture.client.activity(quiet, "GetPayload")
             #expect(try await fixture.client.property(quiet, "LastError") == .string(""))
         }
+    }
+}
+
+/// Holds a test source's WillSave answer until the test opens it, and tells when it went out.
+actor SourceGate {
+    private(set) var isOpen = false
+    private var answered = false
+    private var openWaiters: [CheckedContinuation<Void, Never>] = []
+    private var answerWaiters: [CheckedContinuation<Void, Never>] = []
+
+    func waitUntilOpened() async {
+        if !isOpen { await withCheckedContinuation { openWaiters.append($0) } }
+        answered = true
+        for waiter in answerWaiters { waiter.resume() }
+        answerWaiters = []
+    }
+
+    func open() {
+        isOpen = true
+        for waiter in openWaiters { waiter.resume() }
+        openWaiters = []
+    }
+
+    func waitUntilAnswered() async {
+        if !answered { await withCheckedContinuation { answerWaiters.append($0) } }
     }
 }

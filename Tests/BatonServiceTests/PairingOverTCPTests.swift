@@ -124,7 +124,7 @@ func connectedPair(clock: FakeWallClock = FakeWallClock()) async throws -> (init
         try await client.send(Frame(type: .pairReveal, requestID: 0, payload: [UInt8](repeating: 1, count: 48)))
         #expect(await result == .failure(.protocolError("unexpectedMessage(\"pairReveal now\")")))
         // The responder told the peer before closing.
-        let reply = try await client.receive(timeout: .seconds(5))
+        let reply = try await client.receive(timeout: .seconds(120))
         #expect(reply.type == .error)
     }
 }

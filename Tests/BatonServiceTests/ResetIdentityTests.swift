@@ -93,7 +93,7 @@ struct ResetIdentityTests {
         #expect(channel.peerDeviceID == idB)
         let hello = HelloMessage(deviceID: newID, rosterDigest: 0, maxFramePayload: 1024)
         try await channel.send(Frame(type: .hello, requestID: 1, payload: hello.payload))
-        #expect(try await channel.receive(timeout: .seconds(5)).type == .hello)
+        #expect(try await channel.receive(timeout: .seconds(120)).type == .hello)
         let servedAsNew = await eventually(timeout: .seconds(10)) { await b.transfer.openChannelCount(from: newID) >= 1 }
         #expect(servedAsNew)
         await a.stop()

@@ -38,7 +38,7 @@ struct PublishedPair {
         let channel = try await connector.connect(host: "127.0.0.1", port: a.transfer.port, timeout: .seconds(3))
         let hello = HelloMessage(deviceID: await b.ring.deviceID, rosterDigest: await b.ring.rosterDigest, maxFramePayload: 1_048_576)
         try await channel.send(Frame(type: .hello, requestID: 0, payload: hello.payload))
-        let reply = try await channel.receive(timeout: .seconds(3))
+        let reply = try await channel.receive(timeout: .seconds(120))
         #expect(reply.type == .hello && reply.requestID == 0)
         return channel
     }
@@ -149,14 +149,14 @@ struct TransferRuleTests {
         #expect(throws: WireError.malformed("revision")) { _ = try ActivityReference(payload: payload) }
         // ...and the server answers Error(malformed) with the request's id.
         try await channel.send(Frame(type: type, requestID: 7, payload: payload))
-        let refusal = try await channel.receive(timeout: .seconds(3))
+        let refusal = try await channel.receive(timeout: .seconds(120))
         #expect(refusal.type == .error && refusal.requestID == 7)
         #expect(try ErrorFrame(payload: refusal.payload).code == .malformed)
         // The connection stays open: the next request on it is served.
         let fetch = Frame(type: .fetchActivity, requestID: 8,
                           payload: ActivityReference(typeHash: p.hash, revision: ActivityReference.anyRevision).payload)
         try await channel.send(fetch)
-        let answer = try await channel.receive(timeout: .seconds(5))
+        let answer = try await channel.receive(timeout: .seconds(120))
         #expect(answer.type == .activityPayload && answer.requestID == 8)
         await p.stop()
     }
@@ -172,10 +172,10 @@ struct TransferRuleTests {
         let seen = Task {
             guard let channel = try? await fake.accept() else { return [Frame]() }
             defer { channel.close() }
-            guard let hello = try? await channel.receive(timeout: .seconds(5)) else { return [] }
+            guard let hello = try? await channel.receive(timeout: .seconds(120)) else { return [] }
             let ours = HelloMessage(deviceID: idA, rosterDigest: versionOfA, maxFramePayload: 1_048_576)
             try? await channel.send(Frame(type: .hello, requestID: hello.requestID, payload: ours.payload))
-            guard let request = try? await channel.receive(timeout: .seconds(5)) else { return [hello] }
+            guard let request = try? await channel.receive(timeout: .seconds(120)) else { return [hello] }
             return [hello, request]
         }
         await p.b.ring.endpointWorked(p.idA, "127.0.0.1:\(fake.port)")

@@ -132,7 +132,7 @@ func handshakeSucceeds(identity: Ed25519PrivateKey, serverKey: [UInt8], port: UI
     // A refused client sees the connection close where it waits for the server's proof (protocol §8.1),
     // or, should the refusal come later, on its first read.
     guard (try? await channel.send(Frame(type: .hello, requestID: 1, payload: hello.payload))) != nil,
-          let reply = try? await channel.receive(timeout: .seconds(3)) else { return false }
+          let reply = try? await channel.receive(timeout: .seconds(120)) else { return false }
     return reply.type == .hello
 }
 
@@ -299,7 +299,7 @@ struct TransferTests {
         defer { openChannel.close() }
         let helloOfC = HelloMessage(deviceID: idC, rosterDigest: 0, maxFramePayload: 1024)
         try await openChannel.send(Frame(type: .hello, requestID: 1, payload: helloOfC.payload))
-        #expect(try await openChannel.receive(timeout: .seconds(3)).type == .hello)
+        #expect(try await openChannel.receive(timeout: .seconds(120)).type == .hello)
         #expect(await a.transfer.openChannelCount(from: idC) == 1)
 
         let secretOfB = await b.ring.keeper.ownSecret
