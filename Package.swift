@@ -52,7 +52,7 @@ let package = Package(
         .systemLibrary(name: "CMemfd"),
         .target(name: "BatonSystem", dependencies: ["CMemfd"], swiftSettings: sharedSections),
         .target(name: "BatonReadiness", dependencies: ["CEpoll", "BatonSystem"], swiftSettings: sharedSections),
-        .target(name: "BatonDBus", dependencies: ["CBusSocket", "BatonReadiness"], swiftSettings: sharedSections),
+        .target(name: "BatonDBus", dependencies: ["CBusSocket", "BatonReadiness", "BatonSystem"], swiftSettings: sharedSections),
         // The one JSON parser: the state files' coder and the tools' and browser host's input.
         .target(name: "BatonJSON", dependencies: ["BatonCore"], swiftSettings: sharedSections),
         .target(name: "BatonStore", dependencies: ["BatonCrypto", "BatonSystem", "BatonJSON"], swiftSettings: daemonSections),

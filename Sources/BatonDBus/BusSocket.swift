@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 internal import CBusSocket
+import BatonSystem
 import Glibc
 
 /// Connecting to a bus: its address (D-Bus specification, "Server Addresses"), the socket, and the
@@ -90,20 +91,22 @@ enum BusSocket {
         }
     }
 
+    /// A connected, authenticated socket and whether descriptors may be passed on it.
+    struct Connected: ~Copyable {
+        var socket: FileDescriptor
+        let unixFDs: Bool
+    }
+
     /// A connected, authenticated socket (blocking, with the handshake timeout) for the first
-    /// endpoint that answers, and whether descriptors may be passed on it.
-    static func open(_ address: String) throws(DBusError) -> (socket: Int32, unixFDs: Bool) {
+    /// endpoint that answers, and whether descriptors may be passed on it. A socket that fails to
+    /// authenticate closes as its owner goes.
+    static func open(_ address: String) throws(DBusError) -> Connected {
         var lastError = DBusError.failed("cannot connect to the bus")
         for endpoint in try endpoints(in: address) {
             do throws(DBusError) {
                 let socket = try connect(endpoint)
-                do throws(DBusError) {
-                    let unixFDs = try authenticate(socket)
-                    return (socket, unixFDs)
-                } catch {
-                    _ = close(socket)
-                    throw error
-                }
+                let unixFDs = try authenticate(socket.rawValue)
+                return Connected(socket: socket, unixFDs: unixFDs)
             } catch {
                 lastError = error
             }
@@ -111,7 +114,7 @@ enum BusSocket {
         throw lastError
     }
 
-    private static func connect(_ endpoint: Endpoint) throws(DBusError) -> Int32 {
+    private static func connect(_ endpoint: Endpoint) throws(DBusError) -> FileDescriptor {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let name: [UInt8]
@@ -131,8 +134,11 @@ enum BusSocket {
         withUnsafeMutableBytes(of: &address.sun_path) { room in
             for (index, byte) in name.enumerated() { room[index] = byte }
         }
-        let socket = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard socket >= 0 else { throw .failed("cannot make a socket: errno \(errno)") }
+        let created = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard created >= 0 else { throw .failed("cannot make a socket: errno \(errno)") }
+        // Closed as it goes when connecting fails.
+        let owned = FileDescriptor(taking: created)
+        let socket = owned.rawValue
         var timeout = timeval(tv_sec: handshakeTimeoutSeconds, tv_usec: 0)
         _ = setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         _ = setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -142,7 +148,7 @@ enum BusSocket {
         }
         guard connected == 0 else {
             let code = errno
-            _ = close(socket)
+            owned.close()
             let reason = String(cString: strerror(code))
             switch code {
             case ENOENT: throw DBusError(name: "org.freedesktop.DBus.Error.FileNotFound", message: "Failed to connect to socket \(shown): \(reason)")
@@ -151,7 +157,7 @@ enum BusSocket {
             default: throw .failed("Failed to connect to socket \(shown): \(reason)")
             }
         }
-        return socket
+        return owned
     }
 
     /// Authenticates as `SASLClient` says (EXTERNAL with our effective uid, then
@@ -175,8 +181,9 @@ enum BusSocket {
     private static func send(_ socket: Int32, _ bytes: [UInt8]) throws(DBusError) {
         var sent = 0
         while sent < bytes.count {
-            let written = bytes.withUnsafeBytes { Glibc.send(socket, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
-            if written < 0, errno == EINTR { continue }
+            let written = bytes.withUnsafeBytes { raw in
+                retryingInterrupts { Glibc.send(socket, raw.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
+            }
             guard written > 0 else { throw DBusError(name: DBusError.disconnectedName, message: "the bus closed the connection during authentication") }
             sent += written
         }
@@ -187,8 +194,7 @@ enum BusSocket {
     private static func readLine(_ socket: Int32, _ reader: inout SASLLineReader) throws(DBusError) -> [UInt8] {
         var byte: UInt8 = 0
         while !reader.overlong {
-            let received = recv(socket, &byte, 1, 0)
-            if received < 0, errno == EINTR { continue }
+            let received = retryingInterrupts { recv(socket, &byte, 1, 0) }
             guard received == 1 else {
                 throw DBusError(name: SASLClient.authFailedName,
                                 message: received == 0 ? "the bus closed the connection during authentication" : "no answer from the bus during authentication")
@@ -210,13 +216,15 @@ enum BusSocket {
         var truncated: Int32 = 0
         let received = buffer.withUnsafeMutableBytes { bytes in
             room.withUnsafeMutableBufferPointer { fds in
-                baton_recv_with_fds(socket, bytes.baseAddress, bytes.count, fds.baseAddress, Int32(fds.count), &count, &truncated)
+                retryingInterrupts {
+                    baton_recv_with_fds(socket, bytes.baseAddress, bytes.count, fds.baseAddress, Int32(fds.count), &count, &truncated)
+                }
             }
         }
-        if received < 0 { return errno == EAGAIN || errno == EINTR ? (0, []) : nil }
+        if received < 0 { return errno == EAGAIN ? (0, []) : nil }
         let descriptors = count == 0 ? [] : Array(room[0..<Int(count)])
         if truncated != 0 {
-            for descriptor in descriptors { _ = close(descriptor) }
+            DescriptorNumbers.close(descriptors)
             return nil
         }
         return received == 0 ? nil : (received, descriptors)
@@ -227,10 +235,12 @@ enum BusSocket {
     static func send(_ socket: Int32, _ bytes: [UInt8], from offset: Int, descriptors: [Int32]) -> Int? {
         let written = bytes.withUnsafeBytes { raw in
             descriptors.withUnsafeBufferPointer { fds in
-                baton_send_with_fds(socket, raw.baseAddress! + offset, raw.count - offset, fds.baseAddress, Int32(fds.count))
+                retryingInterrupts {
+                    baton_send_with_fds(socket, raw.baseAddress! + offset, raw.count - offset, fds.baseAddress, Int32(fds.count))
+                }
             }
         }
-        if written < 0 { return errno == EAGAIN || errno == EINTR ? 0 : nil }
+        if written < 0 { return errno == EAGAIN ? 0 : nil }
         return written
     }
 }

@@ -157,7 +157,7 @@ extension DBusValue {
     func closingDescriptors() -> DBusValue {
         switch self {
         case .unixFD(let descriptor):
-            if descriptor >= 0 { _ = close(descriptor) }
+            DescriptorNumbers.close(descriptor)
             return .unixFD(-1)
         case .array(let signature, let elements):
             guard signature.utf8.contains(UInt8(ascii: "h")) || signature.utf8.contains(UInt8(ascii: "v")) else { return self }

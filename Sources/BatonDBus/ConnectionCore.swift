@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 internal import CBusSocket
 import BatonReadiness
+import BatonSystem
 import Dispatch
 import Glibc
 
@@ -23,6 +24,7 @@ final class ConnectionCore: @unchecked Sendable {
     let uniqueName: String
     /// The limits of this connection (and what to call when memory may be given back).
     let configuration: DBusConnectionConfiguration
+    /// The bus socket's number, lent by `ownedSocket` (valid until the connection ends).
     private let socket: Int32
     /// Whether the bus agreed to pass descriptors (NEGOTIATE_UNIX_FD).
     let passesDescriptors: Bool
@@ -47,23 +49,28 @@ final class ConnectionCore: @unchecked Sendable {
     private var waitingForRoom = false
     /// The socket closes when the connection and every readiness source watching it let go.
     private var socketHolders = 1
+    /// The bus socket's one owner; closed (and nil) once `socketHolders` reaches 0.
+    private var ownedSocket: FileDescriptor?
 
     init(bus: DBusBusKind, configuration: DBusConnectionConfiguration = DBusConnectionConfiguration(),
          incomingDescriptors: DBusDescriptorPolicy = .handlerOwnsAll) throws(DBusError) {
         let address = try BusSocket.address(of: bus)
         guard !address.isEmpty, !address.utf8.contains(0) else { throw .invalidArgs("invalid bus address") }
-        let (socket, passesDescriptors) = try BusSocket.open(address)
+        let connected = try BusSocket.open(address)
+        let socket = connected.socket.rawValue
+        let passesDescriptors = connected.unixFDs
         var stream = IncomingMessageStream(limit: configuration.incomingLimit, replyLimit: configuration.replyLimit)
         let hello: (name: String, early: [DBusMessage])
         do throws(DBusError) {
             hello = try BusHello.sayHello(on: socket, stream: &stream)
         } catch {
             stream.discard()
-            _ = close(socket)
+            // `connected` goes here, closing the socket.
             throw error
         }
         _ = fcntl(socket, F_SETFL, fcntl(socket, F_GETFL) | O_NONBLOCK)
         self.socket = socket
+        ownedSocket = consume connected.socket
         self.passesDescriptors = passesDescriptors
         self.incomingDescriptors = incomingDescriptors
         self.stream = stream
@@ -77,8 +84,8 @@ final class ConnectionCore: @unchecked Sendable {
         let watching = queue.sync { () -> Bool in
             guard let source = makeReadinessSource(watching: socket, for: .readable, queue: queue, onCancel: { [self] in releaseSocket() }) else {
                 self.stream.discard()
-                _ = close(socket)
                 isClosed = true
+                releaseSocket()
                 return false
             }
             socketHolders += 1
@@ -124,7 +131,7 @@ final class ConnectionCore: @unchecked Sendable {
 
     private func releaseSocket() {
         socketHolders -= 1
-        if socketHolders == 0 { _ = close(socket) }
+        if socketHolders == 0 { ownedSocket.take()?.close() }
     }
 
     /// Bytes in the outbox not yet written.
@@ -249,7 +256,7 @@ final class ConnectionCore: @unchecked Sendable {
         message.serial = replies.takeSerial()
         let (bytes, descriptors) = try message.encoded(body: body)
         guard descriptors.isEmpty || passesDescriptors else {
-            for descriptor in descriptors { _ = close(descriptor) }
+            DescriptorNumbers.close(descriptors)
             throw .failed("the bus does not pass file descriptors on this connection")
         }
         enqueue(bytes, descriptors: descriptors)
@@ -268,7 +275,7 @@ final class ConnectionCore: @unchecked Sendable {
             guard let written = BusSocket.send(socket, first.bytes, from: first.sent, descriptors: first.descriptors) else { return .broken }
             guard written > 0 else { return .blocked }
             // The kernel passed its own copies with the first bytes.
-            for descriptor in outbox.sent(written) { _ = close(descriptor) }
+            DescriptorNumbers.close(outbox.sent(written))
         }
         return .done
     }
@@ -326,7 +333,7 @@ final class ConnectionCore: @unchecked Sendable {
             var poll = pollfd(fd: socket, events: Int16(POLLOUT), revents: 0)
             _ = Glibc.poll(&poll, 1, Int32((deadline - now) / 1_000_000) + 1)
         }
-        for descriptor in outbox.removeAll() { _ = close(descriptor) }
+        DescriptorNumbers.close(outbox.removeAll())
         stream.discard()
         // The readiness sources hold the socket until dispatch cancels them; shutting it down now
         // lets the bus see the disconnect (and free names) at once.

@@ -82,7 +82,7 @@ extension DBusMessage {
             return .failure(error)
         }
         if kind == .error {
-            for value in arguments { if case .unixFD(let descriptor) = value { _ = close(descriptor) } }
+            for value in arguments { if case .unixFD(let descriptor) = value { DescriptorNumbers.close(descriptor) } }
             return .failure(DBusError(name: errorName ?? DBusError.failedName, message: arguments.first?.stringValue ?? ""))
         }
         return .success(arguments)

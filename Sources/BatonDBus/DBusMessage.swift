@@ -5,7 +5,7 @@ import Glibc
 final class ReceivedDescriptors: @unchecked Sendable {
     let descriptors: [Int32]
     init(_ descriptors: [Int32]) { self.descriptors = descriptors }
-    deinit { for descriptor in descriptors { _ = close(descriptor) } }
+    deinit { DescriptorNumbers.close(descriptors) }
 }
 
 /// One D-Bus message: the fixed header, the header fields Baton uses, and the body as bytes
@@ -75,7 +75,7 @@ struct DBusMessage: @unchecked Sendable {
             guard reader.isAtEnd else { throw reader.malformed("body longer than its signature") }
             return values
         } catch {
-            for duplicate in reader.duplicates { _ = close(duplicate) }
+            DescriptorNumbers.close(reader.duplicates)
             throw error
         }
     }
@@ -140,20 +140,20 @@ struct DBusMessage: @unchecked Sendable {
     /// (`.malformed`, with what could be read of the header, to answer a call); only descriptors
     /// other than the header names (`.unframeable`) mean the stream itself cannot be trusted.
     static func parse(_ bytes: [UInt8], descriptors: [Int32]) throws(IncomingRefusal) -> DBusMessage {
+        // Owned from here on: a refusal below drops them, closing each once.
+        let owned = descriptors.isEmpty ? nil : ReceivedDescriptors(descriptors)
         var attempt = HeaderAttempt()
         var parsed: DBusMessage
         do throws(DBusError) {
             parsed = try parseHeader(bytes, into: &attempt)
         } catch {
-            for descriptor in descriptors { _ = close(descriptor) }
             attempt.reason = error.message
             throw .malformed(attempt)
         }
         guard attempt.descriptorCount == descriptors.count else {
-            for descriptor in descriptors { _ = close(descriptor) }
             throw .unframeable("a message names \(attempt.descriptorCount) file descriptors in its header and \(descriptors.count) came with it")
         }
-        parsed.received = descriptors.isEmpty ? nil : ReceivedDescriptors(descriptors)
+        parsed.received = owned
         return parsed
     }
 

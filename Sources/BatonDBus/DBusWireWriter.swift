@@ -119,7 +119,7 @@ struct DBusWireWriter {
 
     /// Closes the duplicates made for descriptors written (a message that will not be sent).
     mutating func closeDescriptors() {
-        for descriptor in descriptors { _ = close(descriptor) }
+        DescriptorNumbers.close(descriptors)
         descriptors = []
     }
 

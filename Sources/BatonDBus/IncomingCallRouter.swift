@@ -125,7 +125,7 @@ struct IncomingCallRouter {
             let handler = method.handler
             let call = call
             let borrowed = lent
-            let closeLent: @Sendable () -> Void = { for descriptor in borrowed { _ = close(descriptor) } }
+            let closeLent: @Sendable () -> Void = { DescriptorNumbers.close(borrowed) }
             return .run(expectedSignature: method.outSignature, discard: closeLent) {
                 defer { closeLent() }
                 return try await handler(call)

@@ -28,7 +28,7 @@ struct IncomingMessageStream {
         }
         buffer += output.forward
         descriptors += output.forwardDescriptors
-        for descriptor in output.closeDescriptors { _ = Glibc.close(descriptor) }
+        DescriptorNumbers.close(output.closeDescriptors)
         if output.descriptorsWithoutMessage, broken == nil {
             broken = "the bus passed file descriptors with no message to carry them"
         }
@@ -59,7 +59,7 @@ struct IncomingMessageStream {
             parsedCount += 1
             var own: [Int32] = []
             while let first = descriptors.first, first.message < number {  // never: each number is parsed once
-                for descriptor in first.descriptors { _ = Glibc.close(descriptor) }
+                DescriptorNumbers.close(first.descriptors)
                 descriptors.removeFirst()
             }
             if let first = descriptors.first, first.message == number {
@@ -84,10 +84,10 @@ struct IncomingMessageStream {
     }
 
     mutating func discard() {
-        for entry in descriptors { for descriptor in entry.descriptors { _ = Glibc.close(descriptor) } }
+        for entry in descriptors { DescriptorNumbers.close(entry.descriptors) }
         descriptors = []
         // Those of a message whose fixed header was still incomplete (the fuzzer found them left open).
-        for descriptor in framer.takeHeldDescriptors() { _ = Glibc.close(descriptor) }
+        DescriptorNumbers.close(framer.takeHeldDescriptors())
         buffer = []
         consumed = 0
     }

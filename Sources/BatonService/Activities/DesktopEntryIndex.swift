@@ -2,6 +2,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import BatonSystem
 import Dispatch
 import Synchronization
 
@@ -46,7 +47,9 @@ public final class DesktopEntryIndex: DesktopEntrySource {
             while buffer.withUnsafeMutableBytes({ read(descriptor, $0.baseAddress, $0.count) }) > 0 { changed = true }
             if changed { shared.state.withLock { $0.stale = true } }
         }
-        source.setCancelHandler { close(descriptor) }
+        // The cancel handler owns the descriptor: Dispatch runs it once, after the source stopped
+        // watching, and nothing reads or watches it after that (rewatch runs only while the index lives).
+        source.setCancelHandler { FileDescriptor(taking: descriptor).close() }
         source.activate()
     }
 

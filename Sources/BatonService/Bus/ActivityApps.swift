@@ -5,6 +5,7 @@ import Glibc
 import BatonAPI
 import BatonCore
 import BatonDBus
+import BatonSystem
 
 /// The calls to applications: org.baton.ActivitySource1 (WillSave, WasContinued),
 /// org.baton.ActivityHandler1 (WillContinue, Continue, FailedToContinue) and org.baton.Agent1
@@ -67,14 +68,14 @@ extension ActivityBus: HandlerCalls {
                                  handler: HandlerKey) async -> ContinueCallOutcome {
         var info: [String: DBusValue] = ["Version": .int64(record.version), "Device": .string(device)]
         if let url = record.webpageURL { info["WebpageURL"] = .string(url) }
-        var descriptor: Int32?
+        var opened: FileDescriptor?
         if let document {
-            guard let (value, opened) = Self.handlerDocument(document) else { return .documentUnopenable }
-            info["Document"] = value
-            descriptor = opened
+            guard let file = Self.openHandlerDocument(document) else { return .documentUnopenable }
+            info["Document"] = Self.handlerDocument(document, file: file)
+            opened = consume file
         }
         // The message carries its own duplicate: ours closes once the call is done.
-        defer { if let descriptor { close(descriptor) } }
+        defer { opened.take()?.close() }
         do {
             _ = try await connection.call(destination: handler.connection, path: handler.path, interface: BatonInterface.handler,
                                           method: OrgBaton.ActivityHandler1.`continue`.name,
@@ -107,13 +108,17 @@ extension ActivityBus {
 
     /// What a handler gets for a received document (ActivityHandler1.Continue, info "Document"): a
     /// read-only descriptor of the daemon's checked copy, never a path (docs/dbus-api.md says why),
-    /// and what the wire said of it. Returns the value and the descriptor the caller closes.
-    static func handlerDocument(_ document: PulledDocument) -> (DBusValue, Int32)? {
-        let descriptor = open(document.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard descriptor >= 0 else { return nil }
+    /// and what the wire said of it. `file` (from `openHandlerDocument`) stays the caller's: the
+    /// message sends a duplicate.
+    static func handlerDocument(_ document: PulledDocument, file: borrowing FileDescriptor) -> DBusValue {
         var entries = documentDescription(document.info)
-        entries["Fd"] = .unixFD(descriptor)
-        return (.propertyDictionary(entries), descriptor)
+        entries["Fd"] = .unixFD(file.rawValue)
+        return .propertyDictionary(entries)
+    }
+
+    /// The daemon's checked copy of `document`, read-only; nil when it cannot be opened.
+    static func openHandlerDocument(_ document: PulledDocument) -> FileDescriptor? {
+        try? FileDescriptor.open(document.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
     }
 
     /// Id, MediaType, Size and Digest (hex) of a document: what Activity1.Document shows and a
