@@ -209,3 +209,46 @@ struct OnAirPlannerTests {
         #expect(p.tick(nowSeconds: nextEpoch) == [])
     }
 }
+
+extension OnAirPlannerTests {
+    /// What the ring advert on the air says, opened with the sender's keys.
+    func opened(_ bytes: [UInt8], _ p: OnAirPlanner) throws -> AdvertBody {
+        var matcher = AdvertMatcher(epoch: Protocol.epoch(unixSeconds: now))
+        matcher.setMember(deviceID(1), secret: secret(1))
+        return try matcher.receive(bytes).body
+    }
+
+    @Test("The clipboard's kind rides in every ring advert, a new copy is a new revision, and activities keep it")
+    func clipboardKindInTheAdvert() throws {
+        var p = planner(others: true)
+        _ = p.radioStarted(nowSeconds: now)
+        #expect(p.setClipboard(nil, nowSeconds: now) == [], "no copy before, none now: nothing changes")
+        let first = try #require(ringBytes(p.setClipboard(.text, nowSeconds: now)))
+        #expect(try opened(first, p).clipboard == .text)
+        let revision = p.sender.counters.revision
+        // The same kind copied again: a new revision, so receivers ask for the new offer.
+        let again = try #require(ringBytes(p.setClipboard(.text, nowSeconds: now)))
+        #expect(p.sender.counters.revision == revision &+ 1)
+        #expect(try opened(again, p).clipboard == .text)
+        // An activity published and withdrawn keeps the clipboard in the advert.
+        let published = try #require(ringBytes(p.publish(AdvertContent(activityType: "org.example.edit"), nowSeconds: now)))
+        let body = try opened(published, p)
+        #expect(body.isActivity && body.clipboard == .text)
+        let presence = try #require(ringBytes(p.withdraw(nowSeconds: now)))
+        #expect(try opened(presence, p).clipboard == .text && !(try opened(presence, p).isActivity))
+        // The copy taken back or expired: the kind goes, with a new revision.
+        let gone = try #require(ringBytes(p.setClipboard(nil, nowSeconds: now)))
+        #expect(try opened(gone, p).clipboard == nil)
+        #expect(p.clipboard == nil)
+    }
+
+    @Test("A ring of one puts no clipboard on the air either, but keeps the kind for when a member joins")
+    func clipboardAloneIsSilent() throws {
+        var p = planner()
+        _ = p.radioStarted(nowSeconds: now)
+        #expect(onlyPersist(p.setClipboard(.image, nowSeconds: now)))
+        #expect(p.onAir == .nothing)
+        let bytes = try #require(ringBytes(p.ringMembersChanged(hasOthers: true, nowSeconds: now)))
+        #expect(try opened(bytes, p).clipboard == .image)
+    }
+}

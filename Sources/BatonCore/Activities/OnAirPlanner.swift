@@ -39,6 +39,8 @@ public struct OnAirPlanner: Sendable {
     public private(set) var ringHasOtherMembers: Bool
     /// What each user published and which of them the advert stands for.
     public private(set) var publications = PublicationBook()
+    /// The kind of clipboard copy the device offers (ClipboardService's shelf decides); nil: none.
+    public private(set) var clipboard: ClipboardKind?
     /// Without a radio only counters are kept (the content still counts for FetchActivity).
     public let hasRadio: Bool
 
@@ -78,14 +80,30 @@ public struct OnAirPlanner: Sendable {
         }
     }
 
-    /// New advert content: a new revision even when type and flags stayed (`changed`).
+    /// New advert content: a new revision even when type and flags stayed (`changed`). The clipboard
+    /// the device offers stays in it.
     public mutating func publish(_ content: AdvertContent, changed: Bool = true, nowSeconds: Int64) -> [Action] {
-        advertise(content, changed: changed, nowSeconds: nowSeconds)
+        var content = content
+        content.clipboard = clipboard
+        return advertise(content, changed: changed, nowSeconds: nowSeconds)
     }
 
-    /// The advertised activity was withdrawn: presence again.
+    /// The advertised activity was withdrawn: presence again (with the clipboard the device offers).
     public mutating func withdraw(nowSeconds: Int64) -> [Action] {
-        advertise(.presence, changed: false, nowSeconds: nowSeconds)
+        var presence = AdvertContent.presence
+        presence.clipboard = clipboard
+        return advertise(presence, changed: false, nowSeconds: nowSeconds)
+    }
+
+    /// The device offers a new clipboard copy of `kind`, or none (nil): a content change, so a new
+    /// revision even when the kind stayed (§4.2: receivers ask the offer again, §9 "Clipboard").
+    /// Nothing changes when there was no copy and there is none.
+    public mutating func setClipboard(_ kind: ClipboardKind?, nowSeconds: Int64) -> [Action] {
+        guard kind != nil || clipboard != nil else { return [] }
+        clipboard = kind
+        var content = sender.content
+        content.clipboard = kind
+        return advertise(content, changed: true, nowSeconds: nowSeconds)
     }
 
     /// Clock tick: epoch rotation (held back, but persisted, while a pairing advert is on the air).

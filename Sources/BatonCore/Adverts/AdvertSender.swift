@@ -5,6 +5,8 @@ import BatonCrypto
 public struct AdvertContent: Hashable, Sendable {
     public var activityType: String?
     public var flags: AdvertFlags
+    /// The kind of clipboard copy the device offers (flag bits 4–5, §4.1); nil: none.
+    public var clipboard: ClipboardKind?
 
     public init(activityType: String?, hasWebpageURL: Bool = false, hasDocument: Bool = false, prefersBLE: Bool = false) {
         self.activityType = activityType
@@ -251,7 +253,7 @@ public struct AdvertSender: Sendable {
         deferred = false
         let sequence = UInt8(counters.nextSequence)
         counters.nextSequence += 1
-        let body = AdvertBody(typeHash: typeHash, revision: counters.revision, flags: content.flags)
+        let body = AdvertBody(typeHash: typeHash, revision: counters.revision, flags: content.flags, clipboard: content.clipboard)
         let advert = RingAdvert.seal(body: body, keys: keys, epoch: keys.epochMaterial(epoch), sequence: sequence)
         currentAdvert = advert
         return [.persist(counters, bootMark), .advertise(advert)]
