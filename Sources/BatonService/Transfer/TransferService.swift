@@ -66,6 +66,8 @@ public actor TransferService {
     var bluetoothListener: L2CAPListener?
     var bluetoothAcceptTask: Task<Void, Never>?
     nonisolated let requestIDs = RequestIDSource()
+    /// The clipboard whose copy FetchClipboardOffer and FetchClipboardData are answered from (§6.7).
+    public nonisolated let clipboardSource = ClipboardSourceSlot()
     let log: @Sendable (String) -> Void
     private var dispatcher: FrameDispatcher?
     private var acceptTask: Task<Void, Never>?
@@ -118,9 +120,13 @@ public actor TransferService {
     }
 
     private func run() {
-        dispatcher = FrameDispatcher(streamedTypes: [.fetchDocument], streamer: { [weak self] request, channel in
+        dispatcher = FrameDispatcher(streamedTypes: [.fetchDocument, .fetchClipboardOffer, .fetchClipboardData], streamer: { [weak self] request, channel in
             guard let self else { throw ErrorFrame(code: .internalError, message: "stopping") }
-            try await self.streamDocument(request, on: channel)
+            if request.type == .fetchDocument {
+                try await self.streamDocument(request, on: channel)
+            } else {
+                try await self.streamClipboard(request, on: channel)
+            }
         }) { [weak self] request, peer in
             guard let self else { throw ErrorFrame(code: .internalError, message: "stopping") }
             return try await self.handle(request, from: peer)
