@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // Fuzzes frame decoding: FrameDecoder fed a byte stream in arbitrary chunks, and the typed
 // payload decoders (Hello, ActivityReference, Error, ActivityRecord, Roster, the document and edit-session frames,
-// FetchActivityOfVersions).
+// FetchActivityOfVersions, the clipboard's ClipboardOffer, FetchClipboardData and ClipboardData).
 //
 // First byte below 0xC0: stream mode, the rest is a list of chunks (FuzzInput.chunk) appended
 // one by one, taking out every complete frame. Otherwise the rest is one payload for the
-// decoder numbered by the first byte minus 0xC0 (mod 11). Whatever decodes must encode back to the same
+// decoder numbered by the first byte minus 0xC0 (mod 14). Whatever decodes must encode back to the same
 // bytes (the encodings are canonical), except rosters, which are compared after a round trip.
 import BatonCore
 import BatonCrypto
@@ -57,13 +57,28 @@ func checkPayload(_ type: FrameType, _ payload: [UInt8]) {
         if let asked = try? FetchActivityOfVersions(payload: payload) {
             fuzzCheck(asked.payload == payload, "FetchActivityOfVersions does not re-encode to its input")
         }
-    case .ack, .pairCommit, .pairHello, .pairReveal, .pairSealed:
+    case .clipboardOffer:
+        if let offer = try? ClipboardOffer(payload: payload) {
+            fuzzCheck(offer.payload == payload, "ClipboardOffer does not re-encode to its input")
+        }
+    case .fetchClipboardData:
+        if let request = try? ClipboardDataRequest(payload: payload) {
+            fuzzCheck(request.payload == payload, "ClipboardDataRequest does not re-encode to its input")
+        }
+    case .clipboardData:
+        if let data = try? ClipboardData(payload: payload) {
+            fuzzCheck(data.payload == payload, "ClipboardData does not re-encode to its input")
+            fuzzCheck(data.data.count <= ClipboardData.maxDataBytes && data.offset + UInt64(data.data.count) <= data.total,
+                      "ClipboardData past its total")
+        }
+    case .ack, .fetchClipboardOffer, .pairCommit, .pairHello, .pairReveal, .pairSealed:
         break
     }
 }
 
 let directDecoders: [FrameType] = [.hello, .fetchActivity, .error, .activityPayload, .ringSync, .fetchDocument, .documentInfo, .documentChunk,
-                                   .claimEditSession, .editSessionGrant, .fetchActivityOfVersions]
+                                   .claimEditSession, .editSessionGrant, .fetchActivityOfVersions, .clipboardOffer, .fetchClipboardData,
+                                   .clipboardData]
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
