@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // The clipboard's two interfaces (docs/clipboard.md, docs/dbus-api.md "Clipboard"): org.baton.Clipboard1,
-// served by batond at /org/baton, and org.baton.ClipboardAgent1, served by baton-agent on its
+// served by batond at /org/baton/clipboard, and org.baton.ClipboardAgent1, served by baton-agent on its
 // connection to batond's bus after Clipboard1.RegisterAgent.
 import BatonCore
 import BatonDBus
@@ -36,7 +36,7 @@ extension Wire {
 }
 
 extension OrgBaton {
-    /// org.baton.Clipboard1 at /org/baton.
+    /// org.baton.Clipboard1 at /org/baton/clipboard.
     public enum Clipboard1: InterfaceContract {
         public static let name = BatonInterface.clipboard
 

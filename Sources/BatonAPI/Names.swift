@@ -37,6 +37,8 @@ public enum BatonInterface {
 public enum BatonObjectPath {
     /// Manager1 and the ObjectManager.
     public static let manager = "/org/baton"
+    /// The universal clipboard's Clipboard1 (its own object: /org/baton is Manager1's).
+    public static let clipboard = "/org/baton/clipboard"
     /// Ring1 and Pairing1.
     public static let ring = "/org/baton/ring"
     /// Activity1 objects: `/org/baton/activity/u{uid}_{n}`.
