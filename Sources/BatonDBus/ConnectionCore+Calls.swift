@@ -120,8 +120,12 @@ extension ConnectionCore {
     private func start(_ handler: PendingHandler, for sender: String) {
         Task {
             let outcome: CallOutcome
+            // What the handler keeps alive until its reply is written (DBusCallContext.keepUntilReplied).
+            let resources = ReplyResources()
             do {
-                outcome = .success(try await DBusCallContext.$sender.withValue(sender) { try await handler.work() })
+                outcome = .success(try await DBusCallContext.$sender.withValue(sender) {
+                    try await DBusCallContext.$replyResources.withValue(resources) { try await handler.work() }
+                })
             } catch let error as DBusError {
                 outcome = .failure(error)
             } catch {
@@ -129,6 +133,7 @@ extension ConnectionCore {
             }
             self.queue.async {
                 self.reply(to: handler.address, with: outcome, expectedSignature: handler.expectedSignature)
+                withExtendedLifetime(resources) {}
                 // A waiting call starts only while the bus keeps up with the replies: those of calls
                 // started regardless made the outbox (not the handlers) hold 1 GiB in an attack.
                 let finished = self.admission.finished(for: sender, outboxFull: self.outboxIsFull)

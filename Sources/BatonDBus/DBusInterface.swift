@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import Synchronization
 // Swift descriptions of exported D-Bus interfaces: methods, properties and signals.
 
 /// A named, typed argument (used for method and signal introspection and signature checks).
@@ -37,6 +38,24 @@ public struct DBusMethodCall: Sendable {
 /// broadcast signal such as `InterfacesAdded`, so getters can refuse to put private values there.
 public enum DBusCallContext {
     @TaskLocal public static var sender: String?
+    @TaskLocal static var replyResources: ReplyResources?
+
+    /// Keeps `owner` alive until the reply to the call being handled has been written into its
+    /// message, descriptors duplicated: for a handler that returns the descriptor of something it
+    /// owns (a `.unixFD` value stays the caller's, and the reply is written after the handler
+    /// returned). Outside a method handler it does nothing.
+    public static func keepUntilReplied(_ owner: any AnyObject & Sendable) {
+        replyResources?.keep(owner)
+    }
+}
+
+/// What a handler asked to outlive its reply (`DBusCallContext.keepUntilReplied`), released with this box.
+final class ReplyResources: Sendable {
+    private let kept = Mutex<[any AnyObject & Sendable]>([])
+
+    func keep(_ owner: any AnyObject & Sendable) {
+        kept.withLock { $0.append(owner) }
+    }
 }
 
 /// An exported method. The handler returns the reply values (matching `outArguments`) or throws a
