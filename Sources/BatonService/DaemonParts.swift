@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
+import BatonCrypto
 import BatonDBus
 import BatonSystem
 
@@ -14,6 +15,9 @@ public struct DaemonParts: Sendable {
     public let transfer: TransferService
     public let continuation: ContinuationService
     public let bus: RingBus
+    /// The universal clipboard (docs/clipboard.md) and its D-Bus object.
+    public let clipboard: ClipboardService
+    public let clipboardBus: ClipboardBus
 
     public static func start(connection: DBusConnection, ring: RingService, activities: ActivityService,
                              transfer configuration: TransferService.Configuration, clock: any WallClock = SystemWallClock(),
@@ -34,13 +38,32 @@ public struct DaemonParts: Sendable {
                                                    configuration: continuationConfiguration, log: log)
         bus.attach(continuation)
         await continuation.start()
-        do { try await bus.export() } catch {
+        let clipboardBus = ClipboardBus(connection: connection)
+        let clipboard = ClipboardService(advert: ring.radio, fetcher: transfer, agentCalls: clipboardBus, clock: clock,
+                                         randomToken: { SystemRandom().bytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }, log: log)
+        clipboardBus.attach(clipboard)
+        transfer.clipboardSource.use(clipboard)
+        let view = ring.view
+        await ring.radio.onSighting("clipboard") { [weak clipboard] sighting, _, _ in
+            guard let clipboard else { return }
+            await clipboard.heard(sighting.member, name: view.current.memberName(sighting.member), kind: sighting.body.clipboard,
+                                  revision: sighting.body.revision)
+        }
+        await ring.observe("clipboard") { [weak clipboard] change in
+            await clipboard?.keepOnly(members: Set(change.snapshot.memberKeys.keys))
+        }
+        do {
+            try await bus.export()
+            try await clipboardBus.export()
+        } catch {
+            await bus.unexport()
             await continuation.stop()
             await transfer.stop()
             await discovery.stop()
             throw error
         }
-        return DaemonParts(ring: ring, discovery: discovery, pairing: pairing, transfer: transfer, continuation: continuation, bus: bus)
+        return DaemonParts(ring: ring, discovery: discovery, pairing: pairing, transfer: transfer, continuation: continuation, bus: bus,
+                           clipboard: clipboard, clipboardBus: clipboardBus)
     }
 
     /// The daemon's clock: epoch rotation of the advert and the matcher window, DNS-SD instance names.
@@ -60,5 +83,7 @@ public struct DaemonParts: Sendable {
         await ring.stop()
         await bus.unexport()
         bus.attach(nil)
+        clipboardBus.unexport()
+        clipboardBus.attach(nil)
     }
 }

@@ -198,6 +198,12 @@ public actor ClipboardService {
         if watch.forget(member) != nil { await withdrawTaken(from: member) }
     }
 
+    /// The ring changed: copies of devices no longer in `members` go.
+    public func keepOnly(members: Set<DeviceID>) async {
+        let gone = Set(taken.values.map(\.member)).subtracting(members)
+        for member in gone { await memberLeft(member) }
+    }
+
     private func ask(_ member: DeviceID, name: String) async {
         guard asking.insert(member).inserted else {
             askAgain[member] = name
