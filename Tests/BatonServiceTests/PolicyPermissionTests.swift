@@ -73,6 +73,7 @@ def own_code():
 run("PairingSession1.Code (own session, Get)", own_code)
 run("PairingSession1.Code (another user's session, Get)", lambda: get_code(foreign_session))
 run("Suggestion1.Dismiss", lambda: call("/org/baton/suggestion/999999", "org.baton.Suggestion1", "Dismiss"))
+run("Clipboard1.Withdraw (own copy)", lambda: call("/org/baton/clipboard", "org.baton.Clipboard1", "Withdraw"))
 run("Suggestion1.Continue", lambda: call("/org/baton/suggestion/999999", "org.baton.Suggestion1", "Continue"))
 run("Suggestion1.ContinueInBrowser", lambda: call("/org/baton/suggestion/999999", "org.baton.Suggestion1", "ContinueInBrowser"))
 # Keep a session of our own open for the other users' "another user's session" row.
