@@ -135,4 +135,75 @@ struct RedTeamRingViewTests {
         await a.stop()
         await b.stop()
     }
+    /// A removal that cannot be saved (a ring file that is not a ring record: every save fails) is
+    /// refused whole: the view still lists beta, exactly the ring as saved, and beta is served as
+    /// the member it still is; a RingSync from beta that would remove alpha, refused for the same
+    /// reason, shows nowhere either.
+    @Test func aRefusedRemovalNeverShowsInTheViewNorOnTheWire() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (a, b, _, channel, reference) = try await scene()
+        defer { channel.close() }
+        let idA = await a.ring.deviceID, idB = await b.ring.deviceID
+        let before = a.ring.view.current
+        try Data("not a ring record".utf8).write(to: directory.appendingPathComponent("alpha").appendingPathComponent("ring"))
+        await #expect(throws: (any Error).self) { try await a.ring.remove(idB.description) }
+        #expect(a.ring.view.isMember(idB, asIdentity: idA))
+        #expect(a.ring.view.current.roster == before.roster && a.ring.view.current.ownSecret == before.ownSecret)
+        #expect(await a.ring.snapshot().roster == a.ring.view.current.roster)
+
+        // Beta's own roster removing alpha, as its RingSync would carry it: refused, nothing kept.
+        try await b.ring.remove(idA.description)
+        let removing = await b.ring.snapshot().roster
+        await #expect(throws: WireError.malformed(RingService.unsavedRing)) { _ = try await a.ring.receivedRoster(removing, from: idB) }
+        #expect(a.ring.view.current.roster == before.roster && a.ring.view.current.deviceID == idA)
+
+        // Still a member: served.
+        try await channel.send(Frame(type: .fetchActivity, requestID: 2, payload: reference.payload))
+        #expect(try await channel.receive(timeout: .seconds(30)).type == .activityPayload)
+        await a.stop()
+        await b.stop()
+    }
+
+    /// batond dies after saving a removal and before the radio and the transfer heard of it (the
+    /// re-key held on the radio): the restarted ring is the saved one, beta out of it, and beta's
+    /// fetch from the restarted transfer is refused.
+    @Test func aRemovalSavedBeforeACrashIsWhatTheRestartedDaemonKeeps() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (a, b, held, channel, reference) = try await scene()
+        channel.close()
+        let idB = await b.ring.deviceID
+        held.arm()
+        let removal = Task { try await a.ring.remove(idB.description) }
+        #expect(await eventually(timeout: .seconds(30)) { held.isHolding })
+        let saved = a.ring.view.current
+
+        // The "crash": a new daemon on the same state directory while the old one is stuck.
+        let again = try await Node.start(in: directory, name: "alpha", radio: FakeRadio())
+        let idA = await again.ring.deviceID
+        #expect(idA == saved.deviceID)
+        #expect(!again.ring.view.isMember(idB, asIdentity: idA))
+        #expect(again.ring.view.current.roster == saved.roster)
+        #expect(again.ring.view.current.ownSecret.generation == saved.ownSecret.generation)
+        let record = try ActivityRecord(activityType: Self.type, title: "after the restart", userInfo: [:], webpageURL: nil, version: 1)
+        again.activities.setCurrent(ActivityID(uid: getuid(), serial: 1), record)
+        _ = try await again.ring.radio.publish(record, uid: getuid())
+        let fresh = try #require(await again.ring.radio.currentPublication())
+        var answers: [FrameType] = []
+        if let channel = try? await b.transfer.connector.connect(host: "127.0.0.1", port: again.transfer.port, timeout: .seconds(30)) {
+            defer { channel.close() }
+            for (id, wanted) in [(UInt32(1), reference), (2, ActivityReference(typeHash: fresh.typeHash, revision: fresh.revision))] {
+                do {
+                    try await channel.send(Frame(type: .fetchActivity, requestID: id, payload: wanted.payload))
+                    answers.append(try await channel.receive(timeout: .seconds(30)).type)
+                } catch { break }
+            }
+        }
+        #expect(!answers.contains(.activityPayload), "the restarted daemon served its removed member: \(answers)")
+        #expect(again.activities.transferRequests == 0)
+        held.release()
+        _ = await removal.result
+        await again.stop()
+        await a.stop()
+        await b.stop()
+    }
 }
