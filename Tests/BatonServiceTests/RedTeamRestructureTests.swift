@@ -225,4 +225,55 @@ struct RedTeamRestructureTests {
         #expect(again["create"]?.hasPrefix("ok|") == true, "\(again["create"] ?? "missing") on \(daemon)")
         #expect(batond.process.isRunning)
     }
+    /// The caller's uid is cached (one call answered), then it fills every running slot batond
+    /// gives one caller with guarded calls that wait for polkit (which holds its answer), queues
+    /// CreateActivity calls behind them and leaves. polkit answers only once the name has left
+    /// the bus: the queued calls then start for a caller that is gone. They must create nothing
+    /// (with the uid still cached, an activity would be made for a connection that will never
+    /// vanish again, so never withdrawn). (On dbus-daemon the guarded calls may be refused before
+    /// polkit is asked, the caller being gone; the CreateActivity calls still run after it left.)
+    /// This test fails when both guards are gone (the cache kept after the name left, and
+    /// Activities' refusal of a vanished connection); either one alone holds.
+    @Test(arguments: TestBus.Daemon.installed)
+    func callsQueuedBehindPolkitQuestionsOfACallerThatLeftCreateNothing(daemon: TestBus.Daemon) async throws {
+        try BusAttackTests.requireAccounts()
+        let bus = try BusAttackTests.bus(daemon, fakePolkit: true)
+        defer { bus.stop() }
+        let polkit = try await FakePolkit(bus: bus)
+        defer { polkit.close() }
+        let batond = try await RunningBatond.start(on: bus)
+        defer { batond.stop() }
+        let script = #"""
+            import sys
+            import dbus, dbus.lowlevel
+            bus = dbus.bus.BusConnection(sys.argv[1])
+            print("name=%s" % bus.get_unique_name(), flush=True)
+            bus.call_blocking("org.baton", "/org/baton", "org.baton.Manager1", "GetCurrentActivity", "", [], timeout=90)
+            for k in range(8):
+                m = dbus.lowlevel.MethodCallMessage("org.baton", "/org/baton/ring", "org.baton.Pairing1", "Remove")
+                m.append("no-such-member", signature="s")
+                bus.send_message(m)
+            for k in range(4):
+                m = dbus.lowlevel.MethodCallMessage("org.baton", "/org/baton", "org.baton.Manager1", "CreateActivity")
+                m.append("org.example.Nobody.queued", "queued %d" % k, dbus.Dictionary({}, signature="sv"),
+                         dbus.Dictionary({}, signature="sv"), signature="ssa{sv}a{sv}")
+                bus.send_message(m)
+            bus.flush()
+            print("sent=done", flush=True)
+            """#
+        let results = try await BusAttackTests.run(.nobody, bus, "queued.py", script, []).results
+        let name = try #require(results["name"])
+        #expect(results["sent"] == "done")
+        #expect(try await eventually(timeout: .seconds(30)) { try await !batond.client.nameHasOwner(name) })
+        // batond hears of the departure (NameOwnerChanged) before polkit answers.
+        try await Task.sleep(for: .seconds(1))
+        polkit.answer(false)
+        try await Task.sleep(for: .seconds(2))
+        let settled = await eventually(timeout: .seconds(30)) {
+            (try? await BusAttackTests.children(batond.client, Self.activityRoot))?.isEmpty ?? false
+        }
+        let left = try await BusAttackTests.children(batond.client, Self.activityRoot)
+        #expect(settled, "activities created for \(name) after it left, on \(daemon): \(left)")
+        #expect(batond.process.isRunning)
+    }
 }
