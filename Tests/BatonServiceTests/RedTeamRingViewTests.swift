@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
+import BatonCrypto
 import BatonServiceFakes
 import BatonStore
 import BatonTestBus
@@ -108,21 +109,27 @@ struct RedTeamRingViewTests {
 
     /// The same window for a request sent after the removal was saved: alpha's transfer has not
     /// heard of it yet (the re-key waits on the radio), but beta gets nothing but an error for a
-    /// FetchActivity, an ActivityContinued or a FetchDocument; Hello is still answered (§6.2).
+    /// FetchActivity, an ActivityContinued, a FetchDocument or a ClaimEditSession (before the fix
+    /// the claim released alpha's edit session to it); Hello is still answered (§6.2).
     @Test func aRequestSentAfterTheRemovalWasSavedIsRefused() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let (a, b, held, channel, reference) = try await scene()
         defer { channel.close() }
         let idA = await a.ring.deviceID, idB = await b.ring.deviceID
+        // Alpha owns the edit session of a document its current activity carries (§6.6).
+        let sessions = try EditSessions(directory: StateDirectory(path: directory.appendingPathComponent("alpha-sessions").path))
+        try await sessions.commitLocal("plan-7", digest: SHA256.hash(Array("first".utf8)), uid: getuid())
+        a.activities.setEditSessions(sessions, savedDigest: SHA256.hash(Array("saved".utf8)))
         held.arm()
         let removal = Task { try await a.ring.remove(idB.description) }
         #expect(await eventually(timeout: .seconds(30)) { held.isHolding })
         #expect(!a.ring.view.isMember(idB, asIdentity: idA))
 
         var answers: [FrameType] = []
-        for (id, type) in [(UInt32(10), FrameType.fetchActivity), (11, .activityContinued), (12, .fetchDocument)] {
-            let payload = type == .fetchDocument
-                ? DocumentRequest(activity: reference, digest: DocumentRequest.anySnapshot, offset: 0).payload : reference.payload
+        let claim = try EditSessionClaim(documentID: "plan-7", baseRevision: 1).payload
+        for (id, type) in [(UInt32(10), FrameType.fetchActivity), (11, .activityContinued), (12, .fetchDocument), (13, .claimEditSession)] {
+            let payload = type == .fetchDocument ? DocumentRequest(activity: reference, digest: DocumentRequest.anySnapshot, offset: 0).payload
+                : type == .claimEditSession ? claim : reference.payload
             do {
                 try await channel.send(Frame(type: type, requestID: id, payload: payload))
                 answers.append(try await channel.receive(timeout: .seconds(30)).type)
@@ -130,6 +137,8 @@ struct RedTeamRingViewTests {
         }
         #expect(answers.allSatisfy { $0 == .error }, "alpha answered its removed member: \(answers)")
         #expect(a.activities.transferRequests == 0, "the removed member's fetch reached alpha's app")
+        #expect(await sessions.owner(of: "plan-7", uid: getuid()) == .thisMachine, "the edit session was released to the removed member")
+        #expect(a.activities.saves == 0)
         held.release()
         try await removal.value
         await a.stop()
