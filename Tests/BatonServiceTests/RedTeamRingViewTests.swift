@@ -215,4 +215,33 @@ struct RedTeamRingViewTests {
         await a.stop()
         await b.stop()
     }
+    /// Beta's ClaimEditSession reaches alpha's app (a slow save of the document); meanwhile alpha
+    /// removes beta (saved, the re-key held on the radio). Once the app saved, the session is not
+    /// released to beta: an error, alpha still owns it.
+    @Test func aClaimInFlightWhenTheRemovalIsSavedReleasesNothing() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (a, b, held, channel, _) = try await scene()
+        defer { channel.close() }
+        let idA = await a.ring.deviceID, idB = await b.ring.deviceID
+        let sessions = try EditSessions(directory: StateDirectory(path: directory.appendingPathComponent("alpha-sessions").path))
+        try await sessions.commitLocal("plan-7", digest: SHA256.hash(Array("first".utf8)), uid: getuid())
+        a.activities.setEditSessions(sessions, savedDigest: SHA256.hash(Array("saved".utf8)))
+        a.activities.setSaveDelay(.seconds(8))
+        let claim = try EditSessionClaim(documentID: "plan-7", baseRevision: 1).payload
+        try await channel.send(Frame(type: .claimEditSession, requestID: 2, payload: claim))
+        #expect(await eventually(timeout: .seconds(30)) { a.activities.saves == 1 })
+
+        held.arm()
+        let removal = Task { try await a.ring.remove(idB.description) }
+        #expect(await eventually(timeout: .seconds(30)) { held.isHolding })
+        #expect(!a.ring.view.isMember(idB, asIdentity: idA))
+        var reply: Frame?
+        do { reply = try await channel.receive(timeout: .seconds(60)) } catch {}
+        #expect(reply?.type != .editSessionGrant, "alpha released the edit session to its removed member")
+        #expect(await sessions.owner(of: "plan-7", uid: getuid()) == .thisMachine)
+        held.release()
+        try await removal.value
+        await a.stop()
+        await b.stop()
+    }
 }
