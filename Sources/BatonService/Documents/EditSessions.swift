@@ -74,7 +74,9 @@ public actor EditSessions {
     /// Answers a ClaimEditSession from `peer` for `uid`'s document (the user whose current activity
     /// carries it; nil: no activity here, so nobody releases; a stored grant is answered either way). `save` asks the app to save and
     /// returns the digest of the committed snapshot, or nil when it did not answer in time.
+    /// `stillMember` is asked after the save: a claimer removed from the ring meanwhile gets nothing.
     public func answerClaim(_ request: Frame, from peer: DeviceID, uid: UInt32?,
+                            stillMember: @Sendable () -> Bool = { true },
                             save: @Sendable (EditSessionClaim) async -> [UInt8]?) async -> (reply: Frame, fresh: Bool) {
         // A claim granted before (rule 1) gets its stored grant, whoever's activity is current now
         // (the owner may have restarted without it): its request id names it, not the activity.
@@ -91,6 +93,9 @@ public actor EditSessions {
         case .save(let asked): claim = asked
         }
         let saved = sessions(of: uid).keeper.needsSave(claim, from: peer) ? await save(claim) : nil
+        guard stillMember() else {
+            return (Frame(type: .error, requestID: request.requestID, payload: ErrorFrame(code: .notPermitted, message: "not a ring member").payload), false)
+        }
         // The actor may have served other calls during the save: screen again on the current state.
         var next = sessions(of: uid)
         if case .answer(let frame) = next.keeper.screen(request, from: peer) { return (frame, false) }

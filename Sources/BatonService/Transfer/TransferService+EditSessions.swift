@@ -14,7 +14,9 @@ extension TransferService {
         let publication = await radio.currentPublication()
         // The claim names only a document id: it is the document of the user whose current activity
         // (the one advertised) carries it (§6.6); without one, nobody here releases anything.
-        let (reply, fresh) = await sessions.answerClaim(request, from: peer, uid: publication?.uid) { [activities] claim in
+        let (ring, identity) = (ring, snapshot.deviceID)
+        let (reply, fresh) = await sessions.answerClaim(request, from: peer, uid: publication?.uid,
+                                                        stillMember: { ring.view.isMember(peer, asIdentity: identity) }) { [activities] claim in
             guard let publication else { return nil }
             return await activities.savedDocument(documentID: claim.documentID, uid: publication.uid)
         }

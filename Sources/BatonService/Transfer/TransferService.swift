@@ -225,6 +225,12 @@ public actor TransferService {
         guard snapshot.isMember(peer) || (snapshot.wasMember(peer) && (request.type == .hello || request.type == .ringSync)) else {
             throw ErrorFrame(code: .notPermitted, message: "not a ring member")
         }
+        // The saved ring decides too: a removal (or a new identity here) is in the ring's view as soon
+        // as it is saved, while `snapshot` waits until the radio took the re-key (§6.2: a removed
+        // device gets Hello and RingSync only).
+        guard request.type == .hello || request.type == .ringSync || isMemberNow(peer) else {
+            throw ErrorFrame(code: .notPermitted, message: "not a ring member")
+        }
         do {
             switch request.type {
             case .hello:
@@ -288,6 +294,8 @@ public actor TransferService {
               fresh.activityType == publication.record.activityType else {
             throw ErrorFrame(code: .unknownActivity, message: "the activity ended")
         }
+        // The member may have been removed while the app saved: nothing is served after that is saved.
+        guard isMemberNow(peer) else { throw ErrorFrame(code: .notPermitted, message: "not a ring member") }
         // The app may set another Version in its WillSave answer.
         if let versions, !versions.accepts(fresh.version) { throw refuseVersion() }
         var record = fresh
@@ -309,7 +317,9 @@ public actor TransferService {
     /// FetchDocument, the source side (§6.5): only for a member, only the snapshot of the activity on the air with that
     /// type hash and revision.
     nonisolated func streamDocument(_ request: Frame, on channel: SecureChannel) async throws {
-        guard await snapshot.isMember(channel.peerDeviceID) else { throw ErrorFrame(code: .notPermitted, message: "not a ring member") }
+        guard await snapshot.isMember(channel.peerDeviceID), await isMemberNow(channel.peerDeviceID) else {
+            throw ErrorFrame(code: .notPermitted, message: "not a ring member")
+        }
         let asked: DocumentRequest
         do { asked = try DocumentRequest(payload: request.payload) } catch { throw ErrorFrame(error) }
         let reference = asked.activity
@@ -320,6 +330,10 @@ public actor TransferService {
         }
         try await DocumentSender.stream(document, for: asked, requestID: request.requestID, on: channel)
     }
+
+    /// Whether `peer` is a member of the ring as last saved, this machine still the identity the
+    /// transfer proves (RingView: read without entering RingService).
+    func isMemberNow(_ peer: DeviceID) -> Bool { ring.view.isMember(peer, asIdentity: snapshot.deviceID) }
 
     func ownHello() -> HelloMessage {
         HelloMessage(deviceID: snapshot.deviceID, rosterDigest: snapshot.rosterDigest, maxFramePayload: Self.maxFramePayload)

@@ -23,6 +23,7 @@ public final class FakeActivities: TransferActivities, ContinuationActivities {
         var editSessions: EditSessions?
         var savedDigest: [UInt8]?
         var saves = 0
+        var saveDelay: Duration?
         var lostEditSessions: [LostEditSession] = []
     }
     private let state = Mutex(State())
@@ -76,11 +77,15 @@ public final class FakeActivities: TransferActivities, ContinuationActivities {
     public func editSessionsForContinue() async -> EditSessions? { state.withLock { $0.editSessions } }
     public func holdsReceivedDocument(digest: [UInt8]) async -> Bool { state.withLock { $0.inbox }?.received(digest: digest) != nil }
     public func savedDocument(documentID: String, uid: UInt32) async -> [UInt8]? {
-        state.withLock { state in
+        let delay = state.withLock { state in
             state.saves += 1
-            return state.savedDigest
+            return state.saveDelay
         }
+        if let delay { try? await Task.sleep(for: delay) }
+        return state.withLock { $0.savedDigest }
     }
+    /// Makes the app slow to save for a claim (counted in `saves` as it starts).
+    public func setSaveDelay(_ delay: Duration?) { state.withLock { $0.saveDelay = delay } }
     public func allHandledTypes() async -> Set<String> { handled }
     /// Always accepted; the ticket names no handler object.
     public func willContinue(type: String, from device: String, uid: UInt32) async -> HandlerAnswer {
