@@ -26,7 +26,9 @@ public final class ClipboardSourceSlot: Sendable {
 extension TransferService: ClipboardFetcher {
     /// The server: only for a member; nothing offered when no clipboard is wired in.
     nonisolated func streamClipboard(_ request: Frame, on channel: SecureChannel) async throws {
-        guard await snapshot.isMember(channel.peerDeviceID) else { throw ErrorFrame(code: .notPermitted, message: "not a ring member") }
+        // A removal is on the ring's view as soon as it is saved (the transfer's own copy follows later).
+        let peer = channel.peerDeviceID
+        guard await snapshot.isMember(peer), await isMemberNow(peer) else { throw ErrorFrame(code: .notPermitted, message: "not a ring member") }
         guard let source = clipboardSource.current else { throw ErrorFrame(code: .unknownActivity, message: "no clipboard offer") }
         switch request.type {
         case .fetchClipboardOffer:
@@ -40,7 +42,8 @@ extension TransferService: ClipboardFetcher {
             switch await source.answerData(asked) {
             case .failure(let refusal): throw refusal
             case .success(let (contents, start, item)):
-                try await Self.stream(item, from: contents, at: start, offset: asked.offset, requestID: request.requestID, on: channel)
+                try await Self.stream(item, from: contents, at: start, offset: asked.offset, requestID: request.requestID, on: channel,
+                                      stillMember: { [weak self] in await self?.isMemberNow(peer) ?? false })
             }
         default:
             throw ErrorFrame(code: .malformed, message: "not a request")
@@ -49,10 +52,15 @@ extension TransferService: ClipboardFetcher {
 
     /// ClipboardData frames from `offset` to the item's end, each read from the sealed contents as it
     /// goes (64 KiB at a time: nothing else is buffered); one empty frame at the end of the item.
+    /// A peer removed meanwhile gets no further frame: the connection closes (§6.7: whole, or closed).
     private static func stream(_ item: ClipboardItem, from contents: ClipboardContents, at start: UInt64, offset: UInt64,
-                               requestID: UInt32, on channel: SecureChannel) async throws {
+                               requestID: UInt32, on channel: SecureChannel, stillMember: () async -> Bool) async throws {
         var offset = offset
         repeat {
+            guard await stillMember() else {
+                channel.close()
+                return
+            }
             let count = Int(min(UInt64(ClipboardData.maxDataBytes), item.size - offset))
             var bytes = [UInt8](repeating: 0, count: count)
             if count > 0 {
