@@ -101,7 +101,7 @@ func publisherConfig(in parent: URL, browser: Bool) throws -> String {
 }
 
 /// Polls `probe` until it returns a value (the host and browser talk to the daemon in their own time).
-func awaitValue<T>(_ what: String, timeout: Duration = .seconds(45), _ probe: () async throws -> T?) async throws -> T {
+func awaitValue<T>(_ what: String, timeout: Duration = .seconds(120), _ probe: () async throws -> T?) async throws -> T {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if let value = try await probe() { return value }

@@ -151,7 +151,7 @@ func expectActivityGone(sourceLocation: SourceLocation = #_sourceLocation, _ bod
 }
 
 /// Polls `condition` until it holds or `timeout` passes.
-func eventually(timeout: Duration = .seconds(5), _ what: String,
+func eventually(timeout: Duration = .seconds(120), _ what: String,
                 _ condition: () async throws -> Bool) async throws {
     let deadline = ContinuousClock.now + timeout
     while try await !condition() {
