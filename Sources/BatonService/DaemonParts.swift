@@ -18,6 +18,8 @@ public struct DaemonParts: Sendable {
     /// The universal clipboard (docs/clipboard.md) and its D-Bus object.
     public let clipboard: ClipboardService
     public let clipboardBus: ClipboardBus
+    /// Carries members' sightings to the clipboard, in order (ended at stop).
+    let clipboardSightings: Task<Void, Never>
 
     public static func start(connection: DBusConnection, ring: RingService, activities: ActivityService,
                              transfer configuration: TransferService.Configuration, clock: any WallClock = SystemWallClock(),
@@ -43,11 +45,17 @@ public struct DaemonParts: Sendable {
                                          randomToken: { SystemRandom().bytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }, log: log)
         clipboardBus.attach(clipboard)
         transfer.clipboardSource.use(clipboard)
+        // Sightings reach the clipboard in the order heard, through a queue: asking a member for its
+        // offer is a TLS round trip that must not hold up the radio's listener.
+        let (sightings, heard) = AsyncStream<Sighting>.makeStream(bufferingPolicy: .bufferingNewest(64))
+        await ring.radio.onSighting("clipboard") { sighting, _, _ in heard.yield(sighting) }
         let view = ring.view
-        await ring.radio.onSighting("clipboard") { [weak clipboard] sighting, _, _ in
-            guard let clipboard else { return }
-            await clipboard.heard(sighting.member, name: view.current.memberName(sighting.member), kind: sighting.body.clipboard,
-                                  revision: sighting.body.revision)
+        let clipboardSightings = Task { [weak clipboard] in
+            for await sighting in sightings {
+                guard let clipboard else { return }
+                await clipboard.heard(sighting.member, name: view.current.memberName(sighting.member), kind: sighting.body.clipboard,
+                                      revision: sighting.body.revision)
+            }
         }
         await ring.observe("clipboard") { [weak clipboard] change in
             await clipboard?.keepOnly(members: Set(change.snapshot.memberKeys.keys))
@@ -56,6 +64,7 @@ public struct DaemonParts: Sendable {
             try await bus.export()
             try await clipboardBus.export()
         } catch {
+            clipboardSightings.cancel()
             await bus.unexport()
             await continuation.stop()
             await transfer.stop()
@@ -63,7 +72,7 @@ public struct DaemonParts: Sendable {
             throw error
         }
         return DaemonParts(ring: ring, discovery: discovery, pairing: pairing, transfer: transfer, continuation: continuation, bus: bus,
-                           clipboard: clipboard, clipboardBus: clipboardBus)
+                           clipboard: clipboard, clipboardBus: clipboardBus, clipboardSightings: clipboardSightings)
     }
 
     /// The daemon's clock: epoch rotation of the advert and the matcher window, DNS-SD instance names.
@@ -85,5 +94,6 @@ public struct DaemonParts: Sendable {
         bus.attach(nil)
         clipboardBus.unexport()
         clipboardBus.attach(nil)
+        clipboardSightings.cancel()
     }
 }

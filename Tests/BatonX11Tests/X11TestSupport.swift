@@ -265,17 +265,9 @@ final class RawSelectionOwner: @unchecked Sendable {
     /// `targets`: names interned and answered to TARGETS; `garbage`: atom numbers that name nothing,
     /// put first. nil: answers nothing, ever.
     init(display: String, targets: [String]?, garbage: [xcb_atom_t] = []) throws {
-        var screenNumber: Int32 = 0
-        guard let connection = xcb_connect(display, &screenNumber), xcb_connection_has_error(connection) == 0 else {
-            throw XvfbServer.XvfbFailed()
-        }
+        let connection = try rawConnection(display)
         self.connection = connection
-        func intern(_ name: String) -> xcb_atom_t {
-            let cookie = name.withCString { xcb_intern_atom(connection, 0, UInt16(strlen($0)), $0) }
-            let reply = xcb_intern_atom_reply(connection, cookie, nil)
-            defer { free(reply) }
-            return reply?.pointee.atom ?? 0
-        }
+        func intern(_ name: String) -> xcb_atom_t { internAtom(connection, name) }
         targetsAtom = intern("TARGETS")
         targetsReply = targets.map { names in garbage + names.map(intern) }
         let screen = xcb_setup_roots_iterator(xcb_get_setup(connection)).data!
@@ -327,17 +319,9 @@ final class StalledRequestor: @unchecked Sendable {
     let incrAtom: xcb_atom_t
 
     init(display: String, target: String) throws {
-        var screenNumber: Int32 = 0
-        guard let connection = xcb_connect(display, &screenNumber), xcb_connection_has_error(connection) == 0 else {
-            throw XvfbServer.XvfbFailed()
-        }
+        let connection = try rawConnection(display)
         self.connection = connection
-        func intern(_ name: String) -> xcb_atom_t {
-            let cookie = name.withCString { xcb_intern_atom(connection, 0, UInt16(strlen($0)), $0) }
-            let reply = xcb_intern_atom_reply(connection, cookie, nil)
-            defer { free(reply) }
-            return reply?.pointee.atom ?? 0
-        }
+        func intern(_ name: String) -> xcb_atom_t { internAtom(connection, name) }
         incrAtom = intern("INCR")
         let property = intern("STALLED")
         let screen = xcb_setup_roots_iterator(xcb_get_setup(connection)).data!
@@ -363,4 +347,21 @@ final class StalledRequestor: @unchecked Sendable {
     }
 
     deinit { xcb_disconnect(connection) }
+}
+
+/// A plain xcb connection for the hostile test clients (their own, not the adapter's).
+func rawConnection(_ display: String) throws -> OpaquePointer {
+    var screenNumber: Int32 = 0
+    guard let connection = xcb_connect(display, &screenNumber), xcb_connection_has_error(connection) == 0 else {
+        throw XvfbServer.XvfbFailed()
+    }
+    return connection
+}
+
+/// The atom named `name` on `connection`, interned; 0 if the server did not answer.
+func internAtom(_ connection: OpaquePointer, _ name: String) -> xcb_atom_t {
+    let cookie = name.withCString { xcb_intern_atom(connection, 0, UInt16(strlen($0)), $0) }
+    let reply = xcb_intern_atom_reply(connection, cookie, nil)
+    defer { free(reply) }
+    return reply?.pointee.atom ?? 0
 }
