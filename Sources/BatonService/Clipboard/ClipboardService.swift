@@ -235,10 +235,7 @@ public actor ClipboardService {
     private func hand(_ offer: ClipboardOffer, from member: DeviceID, name: String) async {
         await withdrawTaken(from: member)
         guard let agent = agents.values.first(where: { $0.account == offer.account }) else { return }
-        for (token, entry) in taken where entry.agent.uid == agent.uid {
-            taken[token] = nil
-            await agentCalls.withdrawn(token: token, from: entry.agent)
-        }
+        await withdrawTaken { $0.agent.uid == agent.uid }
         let token = randomToken()
         taken[token] = Taken(member: member, memberName: name, offer: offer, agent: agent,
                              expiresAt: clock.unixSeconds() + Int64(offer.expiresIn))
@@ -248,7 +245,12 @@ public actor ClipboardService {
     }
 
     private func withdrawTaken(from member: DeviceID) async {
-        for (token, entry) in taken where entry.member == member {
+        await withdrawTaken { $0.member == member }
+    }
+
+    /// The taken copies that match go, and their agents are told.
+    private func withdrawTaken(where matches: (Taken) -> Bool) async {
+        for (token, entry) in taken where matches(entry) {
             taken[token] = nil
             await agentCalls.withdrawn(token: token, from: entry.agent)
         }
