@@ -67,7 +67,7 @@ let package = Package(
         .target(name: "BatonCommandLine", dependencies: ["BatonClient", "BatonAPI", "BatonCore", "BatonDBus", "BatonSystem", "BatonJSON"], swiftSettings: strict),
 
         // The per-user session agent: notifications for suggestions, app launching in the session.
-        .target(name: "BatonAgent", dependencies: ["BatonPublishers", "BatonClient", "BatonAPI", "BatonCommandLine", "BatonDBus", "BatonSystem", "CGio"], swiftSettings: strict),
+        .target(name: "BatonAgent", dependencies: ["BatonPublishers", "BatonX11", "BatonClient", "BatonAPI", "BatonCommandLine", "BatonDBus", "BatonSystem", "CGio"], swiftSettings: strict),
 
         // Which of the app-independent publishers the user turned on (publishers.conf).
         .target(name: "BatonPublishers", swiftSettings: strict),

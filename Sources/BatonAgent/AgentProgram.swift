@@ -25,7 +25,8 @@ public struct StandardErrorLog: AgentLog {
 public enum AgentProgram {
     public static let usage = """
         usage: baton-agent [--bus session|system|ADDRESS] [--bus-name NAME] [--version] [--help]
-        Shows batond's suggestions as desktop notifications and launches handler apps in this session.
+        Shows batond's suggestions as desktop notifications and launches handler apps in this session;
+        offers the documents you open and shares the clipboard when turned on (baton publishers, baton clipboard).
           --bus session|system|ADDRESS  the bus batond is on (default: system)
           --bus-name NAME               batond's bus name (default: org.baton)
           --version                     print the version and exit
@@ -69,6 +70,9 @@ public enum AgentProgram {
             // Offers the document just opened when the user turned it on (docs/publishers.md).
             let recentDocuments = RecentDocumentsPublisher(daemon: daemon, environment: ProcessInfo.processInfo.environment, logger: logger)
             do { try await recentDocuments.start() } catch { logger.log("not following the recently-used list: \(error)") }
+            // Shares the session clipboard with the ring while publishers.conf says `clipboard = on`.
+            let clipboard = ClipboardBridge(daemon: daemon, environment: ProcessInfo.processInfo.environment, logger: logger)
+            do { try await clipboard.start() } catch { logger.log("not sharing the clipboard: \(error)") }
             if let directory = RecentDocumentReceiver.defaultDirectory(environment: ProcessInfo.processInfo.environment) {
                 let receiver = RecentDocumentReceiver(directory: directory, opener: DesktopURLOpener())
                 // Registered again whenever batond restarts (a new owner of its bus name).

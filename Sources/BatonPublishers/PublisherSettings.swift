@@ -11,6 +11,9 @@ public enum Publisher: String, CaseIterable, Sendable {
     case browser
     /// The session agent following recently-used.xbel: the document you just opened.
     case recent
+    /// The session agent's universal clipboard (docs/clipboard.md): copies offered to your other
+    /// machines, theirs pasted here (`baton clipboard enable`).
+    case clipboard
 }
 
 /// Which publishers the user turned on: one file, $XDG_CONFIG_HOME/baton/publishers.conf, read by

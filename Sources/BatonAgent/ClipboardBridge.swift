@@ -1,0 +1,334 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+import BatonAPI
+import BatonClient
+import BatonCore
+import BatonDBus
+import BatonPublishers
+import BatonSystem
+import BatonX11
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A session clipboard the agent opened, and how to close it.
+public struct OpenedSessionClipboard: Sendable {
+    public let clipboard: any SessionClipboard
+    /// In words: "X11 display :0".
+    public let name: String
+    public let close: @Sendable () -> Void
+
+    public init(clipboard: any SessionClipboard, name: String, close: @escaping @Sendable () -> Void) {
+        self.clipboard = clipboard
+        self.name = name
+        self.close = close
+    }
+}
+
+/// The one place the agent chooses its session clipboard adapter (Wayland goes here when it exists).
+public func makeSessionClipboard(environment: [String: String]) throws(ClipboardError) -> OpenedSessionClipboard {
+    let choice = SessionClipboardChoice(environment: environment)
+    switch choice {
+    case .x11(let display):
+        let clipboard = try X11SessionClipboard(display: display)
+        return OpenedSessionClipboard(clipboard: clipboard, name: choice.description, close: { clipboard.close() })
+    case .wayland, .none:
+        throw .unavailable(choice.unavailableReason ?? "no session clipboard")
+    }
+}
+
+/// The copied bytes of one session copy: items in order in one sealed memory file (owned: closed
+/// when the copy goes).
+final class ReadCopy: Sendable {
+    let revision: UInt64
+    let items: [ClipboardItem]
+    let leftOut: [String]
+    /// The sealed memory file's descriptor, -1 when nothing could be kept.
+    let descriptor: Int32
+
+    init(revision: UInt64, items: [ClipboardItem], leftOut: [String], file: consuming FileDescriptor?) {
+        self.revision = revision
+        self.items = items
+        self.leftOut = leftOut
+        descriptor = file?.release() ?? -1
+    }
+
+    deinit { if descriptor >= 0 { FileDescriptor(taking: descriptor).close() } }
+
+}
+
+/// baton-agent's universal clipboard (docs/clipboard.md, "The agent"): between the session clipboard
+/// (`SessionClipboard`) and batond (BatonClient's Clipboard1 calls). Its decisions are
+/// `ClipboardBridgeMachine`'s; this actor feeds it, one input at a time, and carries its commands out.
+/// Off unless publishers.conf says `clipboard = on`; the session clipboard is open only while on.
+public actor ClipboardBridge {
+    enum Input: Sendable {
+        case event(ClipboardBridgeEvent)
+        case readFinished(ReadCopy)
+        case settingsChanged
+    }
+
+    public struct Limits: Sendable {
+        /// The most one copy reads, all types together.
+        public var readBytes: Int
+        /// How long one paste waits for batond (and the machine that copied).
+        public var pasteTimeout: Duration
+        public init(readBytes: Int = ClipboardBridgeMachine.defaultReadLimit, pasteTimeout: Duration = .seconds(30)) {
+            self.readBytes = readBytes
+            self.pasteTimeout = pasteTimeout
+        }
+    }
+
+    private let daemon: BatonConnection
+    private let environment: [String: String]
+    private let logger: any AgentLog
+    private let limits: Limits
+    private let open: @Sendable ([String: String]) throws(ClipboardError) -> OpenedSessionClipboard
+    private var machine: ClipboardBridgeMachine
+    private var session: OpenedSessionClipboard?
+    private var unavailable: String?
+    private let inputs: AsyncStream<Input>
+    private let feed: AsyncStream<Input>.Continuation
+    private var tasks: [Task<Void, Never>] = []
+    private var sessionEvents: Task<Void, Never>?
+    private var currentRead: ReadCopy?
+    private var lastStatus: ClipboardAgentStatus?
+    /// Inputs handled since `start` (tests wait on it; nothing runs between inputs).
+    public private(set) var inputsHandled = 0
+
+    public init(daemon: BatonConnection, environment: [String: String], logger: any AgentLog, limits: Limits = Limits(),
+                open: @escaping @Sendable ([String: String]) throws(ClipboardError) -> OpenedSessionClipboard = makeSessionClipboard) {
+        self.daemon = daemon
+        self.environment = environment
+        self.logger = logger
+        self.limits = limits
+        self.open = open
+        machine = ClipboardBridgeMachine(readLimit: limits.readBytes)
+        (inputs, feed) = AsyncStream.makeStream(of: Input.self)
+    }
+
+    /// The machine's state (status, tests).
+    public var state: ClipboardBridgeMachine { machine }
+
+    /// Follows publishers.conf, batond's bus name and (while on) the session clipboard until `stop`.
+    public func start() async throws {
+        let owners = try await daemon.daemonOwnerChanges()
+        let watch = try RecentDocumentsWatch(files: [PublisherSettings.fileURL(environment: environment)].compactMap { $0 })
+        let feed = self.feed
+        tasks.append(Task {
+            for await change in owners where change.newOwner != nil || change.oldOwner != nil {
+                feed.yield(.event(change.newOwner == nil ? .daemonVanished : .daemonAppeared))
+            }
+        })
+        tasks.append(Task {
+            for await _ in watch.changes { feed.yield(.settingsChanged) }
+            withExtendedLifetime(watch) {}
+        })
+        if (try? await daemon.dbus.nameOwner(daemon.busName)) != nil { feed.yield(.event(.daemonAppeared)) }
+        feed.yield(.settingsChanged)
+        let inputs = self.inputs
+        // Holds the bridge until `stop` ends the inputs: the agent keeps no other reference to it.
+        tasks.append(Task {
+            for await input in inputs { await self.handle(input) }
+        })
+    }
+
+    /// Turns the bridge off: batond forgets the agent, the session clipboard is given up and closed.
+    public func stop() async {
+        for task in tasks { task.cancel() }
+        tasks = []
+        feed.finish()
+        _ = machine.handle(.settings(enabled: false))
+        try? await daemon.unregisterClipboardAgent()
+        await closeSession()
+        ClipboardAgentStatus.remove(environment: environment)
+    }
+
+    private func handle(_ input: Input) async {
+        switch input {
+        case .settingsChanged:
+            await settingsChanged()
+        case .event(let event):
+            await run(event)
+        case .readFinished(let copy):
+            currentRead = copy
+            await run(.readDone(revision: copy.revision, items: copy.items, leftOut: copy.leftOut))
+            currentRead = nil
+        }
+        inputsHandled += 1
+        writeStatus()
+    }
+
+    private func settingsChanged() async {
+        let on = PublisherSettings.load(environment: environment).isEnabled(.clipboard)
+        guard on != machine.enabled || (on && session == nil) else { return }
+        if on {
+            if session == nil {
+                do throws(ClipboardError) { session = try open(environment) } catch {
+                    if unavailable == nil { logger.log("the clipboard is on, but \(error)") }
+                    unavailable = "\(error)"
+                    return
+                }
+                unavailable = nil
+                followSession()
+            }
+            await run(.settings(enabled: true))
+        } else {
+            unavailable = nil
+            await run(.settings(enabled: false))
+            await closeSession()
+        }
+    }
+
+    private func followSession() {
+        guard let events = session?.clipboard.events else { return }
+        let feed = self.feed
+        sessionEvents = Task {
+            for await event in events { feed.yield(.event(.session(event))) }
+        }
+    }
+
+    private func closeSession() async {
+        guard let session else { return }
+        self.session = nil
+        sessionEvents?.cancel()
+        sessionEvents = nil
+        await session.clipboard.withdraw()
+        session.close()
+    }
+
+    /// Feeds one event to the machine and carries out its commands, in order; an outcome that is an
+    /// event itself is fed at once.
+    private func run(_ event: ClipboardBridgeEvent) async {
+        var pending = [event]
+        while !pending.isEmpty {
+            let commands = machine.handle(pending.removeFirst())
+            for command in commands {
+                if let outcome = await perform(command) { pending.append(outcome) }
+            }
+        }
+    }
+
+    private func perform(_ command: ClipboardBridgeCommand) async -> ClipboardBridgeEvent? {
+        switch command {
+        case .log(let line):
+            logger.log(line)
+        case .register:
+            let feed = self.feed
+            let handlers = ClipboardAgentHandlers(
+                offered: { copy in feed.yield(.event(.offered(token: copy.token, device: copy.device, kind: copy.kind, items: copy.items))) },
+                withdrawn: { token in feed.yield(.event(.withdrawn(token: token))) })
+            do throws(BatonClientError) { try await daemon.registerClipboardAgent(handlers) } catch {
+                return .registrationFailed(error.message)
+            }
+            logger.log("sharing the clipboard of the \(session?.name ?? "session") with the ring")
+        case .unregister:
+            do throws(BatonClientError) { try await daemon.unregisterClipboardAgent() } catch { logger.log(error.message) }
+        case .read(let revision, let types, let limit):
+            guard let clipboard = session?.clipboard else { return nil }
+            let feed = self.feed
+            Task { feed.yield(.readFinished(await Self.read(revision: revision, types: types, limit: limit, from: clipboard))) }
+        case .offer(let revision, let kind):
+            guard let copy = currentRead, copy.revision == revision, copy.descriptor >= 0 else { return .offerFailed(revision: revision, "the copy is gone") }
+            // `currentRead` keeps the file open until the call is answered.
+            do throws(BatonClientError) { try await daemon.offerClipboard(kind: kind, items: copy.items, contents: copy.descriptor) } catch {
+                return .offerFailed(revision: revision, error.message)
+            }
+        case .withdraw:
+            do throws(BatonClientError) { try await daemon.withdrawClipboard() } catch { logger.log(error.message) }
+        case .take(let token, let types):
+            guard let clipboard = session?.clipboard else { return .takeFailed(token: token, "the session clipboard is closed") }
+            do throws(ClipboardError) {
+                try await clipboard.offer(types: types) { [weak self] type in
+                    guard let self else { throw ClipboardError.unavailable("the agent stopped") }
+                    return try await self.provide(token: token, type: type)
+                }
+            } catch {
+                return .takeFailed(token: token, error.description)
+            }
+        case .release:
+            await session?.clipboard.withdraw()
+        }
+        return nil
+    }
+
+    /// A pasting app asks for `type` of the member's copy `token`: pulled through batond now, within
+    /// the paste timeout; a failure fails this one request.
+    private func provide(token: UInt64, type: String) async throws -> [UInt8] {
+        guard machine.serves(token: token) else { throw ClipboardError.replaced }
+        do throws(BatonClientError) {
+            return try await daemon.pasteBytes(token: token, mediaType: type, limit: limits.readBytes, timeout: limits.pasteTimeout)
+        } catch {
+            logger.log(error.message)
+            throw error
+        }
+    }
+
+    /// Reads `types` of the session's copy into one sealed memory file, at most `limit` bytes in all;
+    /// a type that does not fit, or cannot be read, is left out with the reason.
+    static func read(revision: UInt64, types: [String], limit: Int, from clipboard: any SessionClipboard) async -> ReadCopy {
+        var items: [ClipboardItem] = [], leftOut: [String] = []
+        let file: FileDescriptor
+        do throws(Errno) { file = try SealedMemoryFile.makeUnsealed(name: "baton-copy") } catch {
+            return ReadCopy(revision: revision, items: [], leftOut: ["every type: no memory file (\(error))"], file: nil)
+        }
+        var used = 0
+        for type in types {
+            let room = min(limit - used, Int(ClipboardItem.maxSize))
+            guard room > 0 else {
+                leftOut.append("\(type): the copy's other types used the \(limit)-byte limit")
+                continue
+            }
+            let bytes: [UInt8]
+            do throws(ClipboardError) { bytes = try await clipboard.read(type: type, limit: room) } catch {
+                leftOut.append("\(type): \(error.description)")
+                continue
+            }
+            do {
+                let item = try ClipboardItem(mediaType: type, size: UInt64(bytes.count))
+                try file.writeAll(bytes)
+                items.append(item)
+                used += bytes.count
+            } catch {
+                // A failed write leaves the file's end unknown: nothing of this copy is offered.
+                return ReadCopy(revision: revision, items: [], leftOut: ["every type: \(type) could not be kept (\(error))"], file: nil)
+            }
+        }
+        do throws(Errno) { try SealedMemoryFile.seal(file) } catch {
+            return ReadCopy(revision: revision, items: [], leftOut: ["every type: sealing failed (\(error))"], file: nil)
+        }
+        return ReadCopy(revision: revision, items: items, leftOut: leftOut, file: file)
+    }
+
+    // MARK: Status
+
+    private func writeStatus() {
+        let status = ClipboardAgentStatus(
+            pid: getpid(), sessionClipboard: session?.name ?? SessionClipboardChoice(environment: environment).description,
+            registered: machine.registered, offer: Self.describe(machine.ringOffer), taken: machine.held.map(Self.describe),
+            problem: unavailable ?? (machine.enabled && !machine.daemonPresent ? "batond is not running" : nil))
+        guard status != lastStatus else { return }
+        lastStatus = status
+        if !status.save(environment: environment) { logger.log("cannot write the clipboard status file") }
+    }
+
+    static func describe(_ offer: ClipboardBridgeMachine.RingOffer) -> String? {
+        switch offer {
+        case .none: nil
+        case .reading: "a copy being read"
+        case .offered(_, let kind, let items): "\(kind.name): \(describe(items))"
+        }
+    }
+
+    static func describe(_ held: ClipboardBridgeMachine.Held) -> String {
+        "\(held.kind.name) from \(held.device): \(describe(held.items))"
+    }
+
+    static func describe(_ items: [ClipboardItem]) -> String {
+        items.map { "\($0.mediaType) \($0.size) bytes" }.joined(separator: ", ")
+    }
+}

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+import BatonCore
+import BatonPublishers
+
+/// Something the clipboard bridge observed (docs/clipboard.md, "The agent").
+public enum ClipboardBridgeEvent: Sendable, Equatable {
+    /// publishers.conf read (at start and whenever it changes): `clipboard = on` or not.
+    case settings(enabled: Bool)
+    /// batond owns its bus name (at start, or it restarted): it knows no agent of ours.
+    case daemonAppeared
+    case daemonVanished
+    /// RegisterAgent failed (the command's outcome).
+    case registrationFailed(String)
+    /// What the session clipboard reported.
+    case session(ClipboardEvent)
+    /// The read asked for by `.read(revision:types:)` is done: the items read (media type and exact
+    /// size, in order), and what was left out with the reason, for the log.
+    case readDone(revision: UInt64, items: [ClipboardItem], leftOut: [String])
+    /// Offer (the command's outcome) failed.
+    case offerFailed(revision: UInt64, String)
+    /// A member's copy of this account (ClipboardAgent1.Offered): its token and offered items.
+    case offered(token: UInt64, device: String, kind: ClipboardKind, items: [ClipboardItem])
+    /// Taking the session clipboard with that copy's types (the command's outcome) failed.
+    case takeFailed(token: UInt64, String)
+    /// ClipboardAgent1.Withdrawn.
+    case withdrawn(token: UInt64)
+}
+
+/// What the bridge's adapters do next, in order.
+public enum ClipboardBridgeCommand: Sendable, Hashable {
+    /// Clipboard1.RegisterAgent (its failure comes back as `.registrationFailed`).
+    case register
+    /// Clipboard1.UnregisterAgent: batond takes the copy back and forgets what it handed over.
+    case unregister
+    /// Read these types of the session clipboard's copy `revision` into one sealed memory file,
+    /// at most `limit` bytes in all; comes back as `.readDone`.
+    case read(revision: UInt64, types: [String], limit: Int)
+    /// Clipboard1.Offer with what the read of `revision` produced, of this kind.
+    case offer(revision: UInt64, kind: ClipboardKind)
+    /// Clipboard1.Withdraw.
+    case withdraw
+    /// Take the session clipboard with these media types for the member's copy `token`.
+    case take(token: UInt64, types: [String])
+    /// Give the session clipboard up (the copy taken for a member is gone).
+    case release
+    case log(String)
+}
+
+/// The bridge's decisions between the session clipboard and batond, without I/O: what is offered
+/// to the ring, what is taken from it, and what is never offered (a secret copy, anything while
+/// off, a member's copy this machine took). The adapters (`ClipboardBridge`) carry the commands out.
+public struct ClipboardBridgeMachine: Sendable, Hashable {
+    /// The most the bridge reads of one copy, all types together.
+    public static let defaultReadLimit = 64 << 20
+
+    /// What this machine offers the ring.
+    public enum RingOffer: Sendable, Hashable {
+        case none
+        /// Being read (revision of the session clipboard's change).
+        case reading(revision: UInt64)
+        /// Offered to batond.
+        case offered(revision: UInt64, kind: ClipboardKind, items: [ClipboardItem])
+    }
+
+    /// A member's copy held on the session clipboard.
+    public struct Held: Sendable, Hashable {
+        public var token: UInt64
+        public var device: String
+        public var kind: ClipboardKind
+        public var items: [ClipboardItem]
+    }
+
+    public private(set) var enabled = false
+    public private(set) var daemonPresent = false
+    /// RegisterAgent was sent and not refused, on the present batond.
+    public private(set) var registered = false
+    public private(set) var ringOffer = RingOffer.none
+    public private(set) var held: Held?
+    let readLimit: Int
+
+    public init(readLimit: Int = defaultReadLimit) { self.readLimit = readLimit }
+
+    /// Whether a paste of the member's copy `token` is still to be served.
+    public func serves(token: UInt64) -> Bool { held?.token == token }
+
+    /// The types of a copy that are offered: text, HTML and images, at most the wire's item count
+    /// (file lists, issue 27's "files", are not offered yet: their paths mean nothing elsewhere).
+    public static func offerable(_ types: [String]) -> [String] {
+        Array(types.filter { $0 == ClipboardTypes.text || $0.lowercased() == "text/html" || $0.lowercased().hasPrefix("image/") }
+            .prefix(ClipboardOffer.maxItems))
+    }
+
+    /// The advert's kind for these items: text when plain text is among them, else an image when an
+    /// image is, else text (HTML alone).
+    public static func kind(of items: [ClipboardItem]) -> ClipboardKind {
+        if items.contains(where: { $0.mediaType == ClipboardTypes.text }) { return .text }
+        return items.contains(where: { $0.mediaType.lowercased().hasPrefix("image/") }) ? .image : .text
+    }
+
+    public mutating func handle(_ event: ClipboardBridgeEvent) -> [ClipboardBridgeCommand] {
+        switch event {
+        case .settings(let on):
+            guard on != enabled else { return [] }
+            enabled = on
+            guard on else {
+                var commands: [ClipboardBridgeCommand] = registered ? [.unregister] : []
+                commands += dropHeld() + [.log("clipboard turned off: nothing is offered or taken")]
+                registered = false
+                ringOffer = .none
+                return commands
+            }
+            return register(reason: "clipboard turned on")
+        case .daemonAppeared:
+            daemonPresent = true
+            // A new batond knows neither our offer nor the token of what we hold.
+            ringOffer = .none
+            let commands = dropHeld()
+            registered = false
+            return commands + (enabled ? register(reason: "batond is there") : [])
+        case .daemonVanished:
+            daemonPresent = false
+            registered = false
+            ringOffer = .none
+            return dropHeld()
+        case .registrationFailed(let why):
+            registered = false
+            ringOffer = .none
+            return [.log("the clipboard is not shared until batond restarts: \(why)")]
+        case .session(let change):
+            return session(change)
+        case .readDone(let revision, let items, let leftOut):
+            guard ringOffer == .reading(revision: revision), enabled, registered else { return [] }
+            let notes = leftOut.map { ClipboardBridgeCommand.log("copy \(revision): left out \($0)") }
+            guard !items.isEmpty else {
+                ringOffer = .none
+                return notes + [.log("copy \(revision): nothing could be read, nothing offered")]
+            }
+            let kind = Self.kind(of: items)
+            ringOffer = .offered(revision: revision, kind: kind, items: items)
+            return notes + [.offer(revision: revision, kind: kind)]
+        case .offerFailed(let revision, let why):
+            guard case .offered(revision, _, _) = ringOffer else { return [] }
+            ringOffer = .none
+            return [.log("copy \(revision) not offered: \(why)")]
+        case .offered(let token, let device, let kind, let items):
+            guard enabled, registered else { return [] }
+            // The member's copy replaces ours on this session's clipboard: ours is no longer offered.
+            var commands = withdrawOwn()
+            held = Held(token: token, device: device, kind: kind, items: items)
+            commands.append(.take(token: token, types: items.map(\.mediaType)))
+            return commands
+        case .takeFailed(let token, let why):
+            guard held?.token == token else { return [] }
+            held = nil
+            return [.log("the copy from another machine could not be put on the clipboard: \(why)")]
+        case .withdrawn(let token):
+            guard held?.token == token else { return [] }
+            held = nil
+            return [.release]
+        }
+    }
+
+    private mutating func session(_ event: ClipboardEvent) -> [ClipboardBridgeCommand] {
+        switch event {
+        case .offerLost:
+            // Another client copied over the member's copy; its change follows.
+            held = nil
+            return []
+        case .cleared:
+            held = nil
+            return withdrawOwn()
+        case .changed(let change):
+            held = nil
+            guard enabled, registered else { return [] }
+            var commands = withdrawOwn()
+            guard !change.isSecret else { return commands + [.log("copy \(change.revision) is marked secret: not offered")] }
+            let types = Self.offerable(change.types)
+            guard !types.isEmpty else {
+                return commands + [.log("copy \(change.revision) holds nothing offered (\(change.types.prefix(8).joined(separator: ", ")))")]
+            }
+            ringOffer = .reading(revision: change.revision)
+            commands.append(.read(revision: change.revision, types: types, limit: readLimit))
+            return commands
+        }
+    }
+
+    /// Our offer (or the read for it) goes: a newer copy, or none, is on the clipboard.
+    private mutating func withdrawOwn() -> [ClipboardBridgeCommand] {
+        defer { ringOffer = .none }
+        guard case .offered = ringOffer else { return [] }
+        return [.withdraw]
+    }
+
+    private mutating func dropHeld() -> [ClipboardBridgeCommand] {
+        guard held != nil else { return [] }
+        held = nil
+        return [.release]
+    }
+
+    private mutating func register(reason: String) -> [ClipboardBridgeCommand] {
+        guard daemonPresent else { return [.log("\(reason); waiting for batond")] }
+        registered = true
+        return [.register]
+    }
+}

@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Which session clipboard a session has, from its environment: what the agent opens
+/// (`makeSessionClipboard`), what `baton clipboard status` and `baton doctor` report.
+public enum SessionClipboardChoice: Sendable, Equatable, CustomStringConvertible {
+    /// An X11 session: CLIPBOARD on this display (BatonX11).
+    case x11(display: String)
+    /// A Wayland session (WAYLAND_DISPLAY, or XDG_SESSION_TYPE=wayland): not supported yet. Its
+    /// XWayland display is not used: the compositor hands X clients the clipboard only while one of
+    /// their windows has the focus, so copies in Wayland apps would go unseen.
+    case wayland(display: String)
+    /// Neither (a text console, ssh, a service without a session).
+    case none
+
+    public init(environment: [String: String]) {
+        if let wayland = environment["WAYLAND_DISPLAY"], !wayland.isEmpty {
+            self = .wayland(display: wayland)
+        } else if environment["XDG_SESSION_TYPE"] == "wayland" {
+            self = .wayland(display: "wayland-0")
+        } else if let display = environment["DISPLAY"], !display.isEmpty {
+            self = .x11(display: display)
+        } else {
+            self = .none
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .x11(let display): "X11 display \(display)"
+        case .wayland(let display): "Wayland display \(display)"
+        case .none: "no graphical session"
+        }
+    }
+
+    /// Why the clipboard cannot be shared in this session, with what to do; nil when it can.
+    public var unavailableReason: String? {
+        switch self {
+        case .x11: nil
+        case .wayland: "Wayland sessions are not supported yet (the clipboard works in X11 sessions); log in to an X11 session to share it"
+        case .none: "there is no graphical session (neither DISPLAY nor WAYLAND_DISPLAY is set); run baton-agent in your desktop session"
+        }
+    }
+}
+
+/// What baton-agent's clipboard bridge is doing, written by the agent whenever it changes to
+/// $XDG_RUNTIME_DIR/baton/clipboard-agent (0600, atomically) and read by `baton clipboard status`.
+/// `key = value` lines; unknown keys are skipped.
+public struct ClipboardAgentStatus: Sendable, Equatable {
+    /// The agent's process (the file of an agent that died is recognised by it).
+    public var pid: Int32
+    /// The session clipboard it uses ("X11 display :0"), or why none.
+    public var sessionClipboard: String
+    /// Clipboard1.RegisterAgent holds on the present batond.
+    public var registered: Bool
+    /// What this machine offers, in words ("text: text/plain;charset=utf-8 12 bytes"); nil: nothing.
+    public var offer: String?
+    /// The copy from another machine on the session clipboard, in words; nil: none.
+    public var taken: String?
+    /// Why the clipboard is not shared although it is on; nil when nothing stands in the way.
+    public var problem: String?
+
+    public init(pid: Int32, sessionClipboard: String, registered: Bool, offer: String? = nil, taken: String? = nil, problem: String? = nil) {
+        self.pid = pid
+        self.sessionClipboard = sessionClipboard
+        self.registered = registered
+        self.offer = offer
+        self.taken = taken
+        self.problem = problem
+    }
+
+    public var text: String {
+        var lines = ["pid = \(pid)", "session-clipboard = \(sessionClipboard)", "registered = \(registered ? "yes" : "no")"]
+        if let offer { lines.append("offer = \(offer)") }
+        if let taken { lines.append("taken = \(taken)") }
+        if let problem { lines.append("problem = \(problem)") }
+        return lines.map { $0.replacingNewlines() + "\n" }.joined()
+    }
+
+    /// nil when the text holds no valid pid.
+    public init?(parsing text: String) {
+        var values: [String: String] = [:]
+        for line in text.split(separator: "\n").prefix(64) {
+            let parts = line.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2 else { continue }
+            values[parts[0].trimmedSpaces()] = parts[1].trimmedSpaces()
+        }
+        guard let pid = values["pid"].flatMap({ Int32($0) }), pid > 0 else { return nil }
+        self.init(pid: pid, sessionClipboard: values["session-clipboard"] ?? "unknown", registered: values["registered"] == "yes",
+                  offer: values["offer"], taken: values["taken"], problem: values["problem"])
+    }
+
+    /// $XDG_RUNTIME_DIR/baton/clipboard-agent; nil without an absolute XDG_RUNTIME_DIR.
+    public static func fileURL(environment: [String: String]) -> URL? {
+        guard let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") else { return nil }
+        return URL(fileURLWithPath: runtime + "/baton/clipboard-agent")
+    }
+
+    /// The status an agent left, if that agent still runs.
+    public static func load(environment: [String: String]) -> ClipboardAgentStatus? {
+        guard let url = fileURL(environment: environment), let data = try? Data(contentsOf: url),
+              let status = ClipboardAgentStatus(parsing: String(decoding: data.prefix(16_384), as: UTF8.self)) else { return nil }
+        guard kill(status.pid, 0) == 0 || errno == EPERM else { return nil }
+        return status
+    }
+
+    /// Writes the file: a temporary file (0600) written and synced, renamed over the old one.
+    public func save(environment: [String: String]) -> Bool {
+        guard let url = Self.fileURL(environment: environment) else { return false }
+        let directory = url.deletingLastPathComponent().path
+        _ = mkdir(directory, 0o700)
+        let temporary = directory + "/.clipboard-agent.\(getpid())"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0 else { return false }
+        let bytes = Array(text.utf8)
+        var written = 0
+        while written < bytes.count {
+            let count = bytes[written...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { break }
+            written += count
+        }
+        let synced = fsync(descriptor) == 0
+        close(descriptor)
+        guard written == bytes.count, synced, rename(temporary, url.path) == 0 else {
+            unlink(temporary)
+            return false
+        }
+        return true
+    }
+
+    public static func remove(environment: [String: String]) {
+        if let url = fileURL(environment: environment) { unlink(url.path) }
+    }
+}
+
+extension String {
+    fileprivate func replacingNewlines() -> String { String(map { $0.isNewline ? " " : $0 }) }
+}
+
+extension Substring {
+    fileprivate func trimmedSpaces() -> String {
+        String(drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+    }
+}
