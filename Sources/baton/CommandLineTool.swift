@@ -10,6 +10,7 @@ public enum CommandLineTool {
         ContinueCommand.self,
         HandledTypesCommand.self,
         PublishersCommand.self,
+        ClipboardCommand.self,
         SuggestionsCommand.self,
         DiagCommand.self,
         DoctorCommand.self,

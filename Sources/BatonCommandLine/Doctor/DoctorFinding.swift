@@ -8,7 +8,7 @@ public struct DoctorFinding: Sendable, Equatable {
         case skipped
     }
 
-    /// A stable identifier: adapter, bluetoothd, batond, privacy, ring, handled-types, permissions, notifications, agent, browser.
+    /// A stable identifier: adapter, bluetoothd, batond, privacy, ring, handled-types, permissions, notifications, agent, browser, clipboard.
     public var check: String
     public var result: Result
     public var detail: String

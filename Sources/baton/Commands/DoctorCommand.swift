@@ -23,7 +23,9 @@ struct DoctorCommand: Subcommand {
         session), notifications (a
         notification server on the session bus), agent (baton-agent runs in this session),
         browser (with the browser publisher on: which browser here has Baton's extension
-        installed system-wide, and what to do in those that do not).
+        installed system-wide, and what to do in those that do not), clipboard (whether the
+        clipboard can be shared in this session: X11 yes, Wayland not yet; when on, whether
+        baton-agent shares it).
         Each line is ok, warning, FAILED or skipped; every warning and failure is followed by
         "fix:" and what to do. Exit status 1 when a check failed, else 0.
         With --json: [{"Check", "Result", "Detail", "Fix" (when not ok)}].
@@ -46,12 +48,42 @@ struct DoctorCommand: Subcommand {
     }
 
     func run(_ context: CommandContext) async throws(BatonClientError) -> Int32 {
+        let environment = ProcessInfo.processInfo.environment
+        let settings = PublisherSettings.load(environment: environment)
         let findings = await BlueZChecks(bus: bluezBus).run()
             + DaemonChecks(options: context.options, sessionBus: sessionBus).run()
-            + [Self.browserFinding(settings: PublisherSettings.load(environment: ProcessInfo.processInfo.environment),
-                                   statuses: PublishersCommand.browserExtensionStatuses())]
+            + [Self.browserFinding(settings: settings, statuses: PublishersCommand.browserExtensionStatuses()),
+               Self.clipboardFinding(settings: settings, choice: SessionClipboardChoice(environment: environment),
+                                     agent: ClipboardAgentStatus.load(environment: environment))]
         context.output.result(json: OutputDocument.doctor(findings), text: DoctorFinding.text(findings))
         return DoctorFinding.exitStatus(findings)
+    }
+
+    /// The universal clipboard: whether it can work in this session (X11: yes; Wayland: not yet),
+    /// and, when on, whether the agent shares it.
+    static func clipboardFinding(settings: PublisherSettings, choice: SessionClipboardChoice, agent: ClipboardAgentStatus?) -> DoctorFinding {
+        let enabled = settings.isEnabled(.clipboard)
+        if let reason = choice.unavailableReason {
+            let detail = "the clipboard cannot be shared in this session (\(choice)): " + reason
+            return enabled ? DoctorFinding("clipboard", .warning, detail, fix: "use an X11 session, or turn it off: baton clipboard disable")
+                : DoctorFinding("clipboard", .ok, detail)
+        }
+        guard enabled else {
+            return DoctorFinding("clipboard", .ok, "the clipboard can be shared here (\(choice)); it is off (baton clipboard enable turns it on)")
+        }
+        guard let agent else {
+            return DoctorFinding("clipboard", .warning, "the clipboard is on, but baton-agent does not run in this session, so nothing is shared",
+                                 fix: "systemctl --user start baton-agent (or log in again)")
+        }
+        if let problem = agent.problem {
+            return DoctorFinding("clipboard", .warning, "the clipboard is on, but baton-agent cannot share it: \(problem)",
+                                 fix: "fix what it says, then baton clipboard status")
+        }
+        guard agent.registered else {
+            return DoctorFinding("clipboard", .warning, "the clipboard is on, but batond has not accepted baton-agent's clipboard",
+                                 fix: "start batond (systemctl start batond); the agent registers again by itself")
+        }
+        return DoctorFinding("clipboard", .ok, "shared with the ring through the \(agent.sessionClipboard)")
     }
 
     /// The browser publisher: off is fine; on, it needs the extension in some browser (issue 26).

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+import BatonClient
+import BatonCommandLine
+import BatonPublishers
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// `baton clipboard`: turns this user's universal clipboard on or off (publishers.conf's
+/// `clipboard` key, read by baton-agent) and says what it does (docs/clipboard.md).
+struct ClipboardCommand: Subcommand {
+    static let name = "clipboard"
+    static let summary = "share the clipboard with your other ring machines: enable, disable or show its status"
+    static let synopsis = "[enable|disable|status]"
+    static let details = """
+        enable: copies you make here are offered to the ring (only that a copy exists; the bytes
+        move when you paste on another machine), and copies you make there can be pasted here.
+        Nothing marked secret by the app that copied (password managers) is ever offered; an offer
+        expires after 2 minutes. Off until enabled; per user.
+        The setting is `clipboard = on|off` in $XDG_CONFIG_HOME/baton/publishers.conf (default
+        ~/.config), followed by baton-agent in your desktop session; the daemon is not needed.
+        status (the default): whether it is on, whether baton-agent runs and shares it, which
+        session clipboard it uses, and what is offered or was taken from another machine.
+        With --json: {"Enabled", "AgentRunning", "Registered", "SessionClipboard", "Offer",
+        "Taken", "Problem"} (absent values are null).
+        """
+
+    enum Action: Sendable { case enable, disable, status }
+    let action: Action
+
+    init(parsing arguments: inout ArgumentList) throws(UsageError) {
+        switch try arguments.popPositional() {
+        case nil, "status": action = .status
+        case "enable": action = .enable
+        case "disable": action = .disable
+        case let other?: throw UsageError("\(other): expected enable, disable or status")
+        }
+        try arguments.expectEnd()
+    }
+
+    func run(_ context: CommandContext) async throws(BatonClientError) -> Int32 {
+        let environment = ProcessInfo.processInfo.environment
+        var settings = PublisherSettings.load(environment: environment)
+        if action != .status {
+            if action == .enable { settings.enabled.insert(.clipboard) } else { settings.enabled.remove(.clipboard) }
+            do { try settings.save(environment: environment) } catch {
+                context.output.message("baton: cannot write \(PublisherSettings.fileURL(environment: environment)?.path ?? "publishers.conf"): \(error); check that the directory is yours and writable")
+                return ExitStatus.failure
+            }
+        }
+        let report = Self.report(enabled: settings.isEnabled(.clipboard), agent: ClipboardAgentStatus.load(environment: environment),
+                                 choice: SessionClipboardChoice(environment: environment))
+        context.output.result(json: report.json, text: report.lines.joined(separator: "\n"))
+        return ExitStatus.success
+    }
+
+    struct Report {
+        var lines: [String]
+        var json: JSONValue
+    }
+
+    /// What `status` says, from the setting, the agent's status file (nil: no agent runs) and this
+    /// session's environment.
+    static func report(enabled: Bool, agent: ClipboardAgentStatus?, choice: SessionClipboardChoice) -> Report {
+        var lines = [enabled ? "clipboard: on (baton clipboard disable turns it off)" : "clipboard: off (baton clipboard enable turns it on)"]
+        let sessionClipboard = agent?.sessionClipboard ?? choice.description
+        var problem = agent?.problem
+        if let agent {
+            lines.append("agent: baton-agent runs (pid \(agent.pid))" + (enabled ? (agent.registered ? ", sharing with batond" : ", not registered with batond") : ""))
+        } else {
+            lines.append("agent: baton-agent does not run in this session" + (enabled ? "; start it (systemctl --user start baton-agent, or log in again)" : ""))
+        }
+        lines.append("session clipboard: \(sessionClipboard)")
+        if agent == nil, let reason = choice.unavailableReason {
+            problem = problem ?? reason
+        }
+        if let problem, enabled { lines.append("problem: \(problem)") }
+        if enabled {
+            lines.append("offered to the ring: " + (agent?.offer ?? "nothing"))
+            if let taken = agent?.taken { lines.append("on the clipboard from another machine: \(taken)") }
+        }
+        func optional(_ text: String?) -> JSONValue { text.map { .string($0) } ?? .null }
+        let json = JSONValue.object([
+            (key: "Enabled", value: .boolean(enabled)),
+            (key: "AgentRunning", value: .boolean(agent != nil)),
+            (key: "Registered", value: .boolean(agent?.registered ?? false)),
+            (key: "SessionClipboard", value: .string(sessionClipboard)),
+            (key: "Offer", value: optional(agent?.offer)),
+            (key: "Taken", value: optional(agent?.taken)),
+            (key: "Problem", value: optional(enabled ? problem : nil)),
+        ])
+        return Report(lines: lines, json: json)
+    }
+}
