@@ -125,7 +125,7 @@ public struct ClipboardBridgeMachine: Sendable, Hashable {
         case .registrationFailed(let why):
             registered = false
             ringOffer = .none
-            return [.log("the clipboard is not shared until batond restarts: \(why)")]
+            return dropHeld() + [.log("the clipboard is not shared until batond restarts: \(why)")]
         case .session(let change):
             return session(change)
         case .readDone(let revision, let items, let leftOut):

@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+import BatonAgent
+import BatonCore
+import BatonPublishers
+import Testing
+
+private let text = ClipboardTypes.text
+
+private func item(_ type: String, _ size: UInt64) -> ClipboardItem { try! ClipboardItem(mediaType: type, size: size) }
+
+private func change(_ revision: UInt64, _ types: [String] = [text], secret: Bool = false) -> ClipboardBridgeEvent {
+    .session(.changed(ClipboardChange(types: types, isSecret: secret, revision: revision)))
+}
+
+/// A machine turned on with batond present (registered).
+private func running() -> ClipboardBridgeMachine {
+    var machine = ClipboardBridgeMachine()
+    #expect(machine.handle(.daemonAppeared) == [])
+    #expect(machine.handle(.settings(enabled: true)) == [.register])
+    return machine
+}
+
+private func withoutLogs(_ commands: [ClipboardBridgeCommand]) -> [ClipboardBridgeCommand] {
+    commands.filter { if case .log = $0 { false } else { true } }
+}
+
+@Suite("BatonAgentTests: the clipboard bridge's state machine")
+struct ClipboardBridgeMachineTests {
+    @Test func aCopyIsReadThenOfferedAndANewerCopyReplacesIt() {
+        var machine = running()
+        #expect(machine.handle(change(1, [text, "image/png", "text/uri-list", "application/x-thing"]))
+                == [.read(revision: 1, types: [text, "image/png"], limit: ClipboardBridgeMachine.defaultReadLimit)])
+        let items = [item(text, 5), item("image/png", 9)]
+        #expect(withoutLogs(machine.handle(.readDone(revision: 1, items: items, leftOut: []))) == [.offer(revision: 1, kind: .text)])
+        #expect(machine.ringOffer == .offered(revision: 1, kind: .text, items: items))
+        // A newer copy: the older offer goes at once (never stale bytes), the newer is read.
+        #expect(machine.handle(change(2, ["image/png"])) == [.withdraw, .read(revision: 2, types: ["image/png"], limit: ClipboardBridgeMachine.defaultReadLimit)])
+        // A late read of the older copy is dropped.
+        #expect(machine.handle(.readDone(revision: 1, items: items, leftOut: [])) == [])
+        #expect(withoutLogs(machine.handle(.readDone(revision: 2, items: [item("image/png", 9)], leftOut: ["image/bmp: too large"])))
+                == [.offer(revision: 2, kind: .image)])
+    }
+
+    @Test func aSecretCopyIsNeverReadAndTakesTheEarlierOfferBack() {
+        var machine = running()
+        _ = machine.handle(change(1))
+        _ = machine.handle(.readDone(revision: 1, items: [item(text, 3)], leftOut: []))
+        let commands = machine.handle(change(2, [text], secret: true))
+        #expect(withoutLogs(commands) == [.withdraw])
+        #expect(commands.contains(.log("copy 2 is marked secret: not offered")))
+        #expect(machine.ringOffer == .none)
+        // A secret copy while a read is under way: that read's result is dropped.
+        _ = machine.handle(change(3))
+        #expect(withoutLogs(machine.handle(change(4, [text], secret: true))) == [])
+        #expect(machine.handle(.readDone(revision: 3, items: [item(text, 3)], leftOut: [])) == [])
+    }
+
+    @Test func offNothingIsReadOfferedOrTakenAndTurningOffUnregisters() {
+        var machine = ClipboardBridgeMachine()
+        _ = machine.handle(.daemonAppeared)
+        #expect(machine.handle(change(1)) == [])
+        #expect(machine.handle(.offered(token: 7, device: "alpha", kind: .text, items: [item(text, 2)])) == [])
+        var on = running()
+        _ = on.handle(.offered(token: 7, device: "alpha", kind: .text, items: [item(text, 2)]))
+        #expect(withoutLogs(on.handle(.settings(enabled: false))) == [.unregister, .release])
+        #expect(!on.registered && on.held == nil && on.ringOffer == .none)
+    }
+
+    @Test func aMembersCopyIsTakenWithItsTypesServedUntilWithdrawnAndNeverOfferedBack() {
+        var machine = running()
+        _ = machine.handle(change(1))
+        _ = machine.handle(.readDone(revision: 1, items: [item(text, 3)], leftOut: []))
+        let items = [item(text, 4), item("image/png", 10)]
+        #expect(machine.handle(.offered(token: 9, device: "alpha", kind: .text, items: items))
+                == [.withdraw, .take(token: 9, types: [text, "image/png"])])
+        #expect(machine.serves(token: 9) && !machine.serves(token: 8))
+        #expect(machine.ringOffer == .none)
+        #expect(machine.handle(.withdrawn(token: 8)) == [])
+        #expect(machine.handle(.withdrawn(token: 9)) == [.release])
+        #expect(!machine.serves(token: 9))
+        // Another client copying over a taken copy: it is lost, the new copy is offered.
+        _ = machine.handle(.offered(token: 10, device: "alpha", kind: .text, items: items))
+        #expect(machine.handle(.session(.offerLost)) == [])
+        #expect(!machine.serves(token: 10))
+        #expect(machine.handle(change(2)) == [.read(revision: 2, types: [text], limit: ClipboardBridgeMachine.defaultReadLimit)])
+    }
+
+    @Test func aRestartedDaemonIsRegisteredAgainAndForgetsOfferAndTakenCopy() {
+        var machine = running()
+        _ = machine.handle(.offered(token: 9, device: "alpha", kind: .text, items: [item(text, 1)]))
+        #expect(machine.handle(.daemonVanished) == [.release])
+        #expect(machine.handle(change(1)) == [])
+        #expect(machine.handle(.daemonAppeared) == [.register])
+        #expect(withoutLogs(machine.handle(.registrationFailed("no"))) == [])
+        #expect(machine.handle(change(2)) == [])
+    }
+
+    /// Every state reachable with a bounded alphabet (two revisions, two tokens), every event in each:
+    /// the rules hold on every transition.
+    @Test func everyReachableTransitionKeepsTheRules() {
+        let items1 = [item(text, 3)], items2 = [item("image/png", 8)]
+        let alphabet: [ClipboardBridgeEvent] = [
+            .settings(enabled: true), .settings(enabled: false), .daemonAppeared, .daemonVanished, .registrationFailed("x"),
+            change(1), change(2, ["image/png"]), change(1, [text], secret: true), change(2, [text], secret: true), change(2, ["text/uri-list"]),
+            .session(.cleared), .session(.offerLost),
+            .readDone(revision: 1, items: items1, leftOut: []), .readDone(revision: 2, items: items2, leftOut: []),
+            .readDone(revision: 1, items: [], leftOut: ["all"]),
+            .offerFailed(revision: 1, "x"), .offerFailed(revision: 2, "x"),
+            .offered(token: 10, device: "a", kind: .text, items: items1), .offered(token: 11, device: "b", kind: .image, items: items2),
+            .takeFailed(token: 10, "x"), .withdrawn(token: 10), .withdrawn(token: 11),
+        ]
+        var seen: Set<ClipboardBridgeMachine> = [ClipboardBridgeMachine()]
+        var frontier = [ClipboardBridgeMachine()]
+        var transitions = 0, offers = 0, takes = 0, secretWithdrawals = 0
+        while let state = frontier.popLast() {
+            for event in alphabet {
+                var next = state
+                let commands = withoutLogs(next.handle(event))
+                transitions += 1
+                let context = "\(state) + \(event) -> \(commands)"
+                // Off: nothing registered, offered or held.
+                if !next.enabled { #expect(!next.registered && next.ringOffer == .none && next.held == nil, "\(context)") }
+                if next.ringOffer != .none || next.held != nil { #expect(next.enabled && next.registered && next.daemonPresent, "\(context)") }
+                for command in commands {
+                    switch command {
+                    case .offer(let revision, _):
+                        offers += 1
+                        // Only the read of the copy still current, while on and registered.
+                        guard case .readDone(revision, let items, _) = event else { Issue.record("offer without its read: \(context)"); continue }
+                        #expect(!items.isEmpty && state.ringOffer == .reading(revision: revision) && state.enabled && state.registered, "\(context)")
+                    case .read(let revision, let types, _):
+                        guard case .session(.changed(let change)) = event else { Issue.record("read without a change: \(context)"); continue }
+                        #expect(change.revision == revision && !change.isSecret && state.enabled && state.registered, "\(context)")
+                        #expect(types == ClipboardBridgeMachine.offerable(change.types) && !types.isEmpty, "\(context)")
+                    case .withdraw:
+                        // Only an offer batond has is taken back.
+                        if case .offered = state.ringOffer {} else { Issue.record("withdraw of nothing: \(context)") }
+                    case .take(let token, let types):
+                        takes += 1
+                        guard case .offered(token, _, _, let items) = event else { Issue.record("take without an offer: \(context)"); continue }
+                        #expect(types == items.map(\.mediaType) && next.serves(token: token) && next.ringOffer == .none, "\(context)")
+                    case .release:
+                        #expect(state.held != nil && next.held == nil, "\(context)")
+                    case .register:
+                        #expect(next.enabled && next.daemonPresent && next.registered, "\(context)")
+                    case .unregister:
+                        #expect(state.registered && !next.enabled, "\(context)")
+                    case .log:
+                        break
+                    }
+                }
+                // A secret copy: nothing read or offered, and an earlier offer taken back.
+                if case .session(.changed(let change)) = event, change.isSecret {
+                    #expect(!commands.contains { if case .read = $0 { true } else { false } } && next.ringOffer == .none, "\(context)")
+                    if case .offered = state.ringOffer {
+                        #expect(commands.contains(.withdraw), "\(context)")
+                        secretWithdrawals += 1
+                    }
+                }
+                // A taken copy is never read back for the ring: holding it, nothing is being read.
+                if next.held != nil { #expect(next.ringOffer == .none, "\(context)") }
+                if seen.insert(next).inserted { frontier.append(next) }
+            }
+        }
+        // The walk reached every state there is (off or on, with and without batond, registration
+        // refused, reading or offering either copy, holding either member's copy): the rules above
+        // were checked on all of them.
+        #expect(seen.count == 11 && offers > 0 && takes > 0 && secretWithdrawals > 0, "\(seen.count) states, \(transitions) transitions")
+    }
+
+    @Test func offerableTypesAndKind() {
+        #expect(ClipboardBridgeMachine.offerable([text, "text/html", "IMAGE/PNG", "text/uri-list", "application/pdf"]) == [text, "text/html", "IMAGE/PNG"])
+        #expect(ClipboardBridgeMachine.offerable((0..<40).map { "image/x-\($0)" }).count == ClipboardOffer.maxItems)
+        #expect(ClipboardBridgeMachine.kind(of: [item("image/png", 1), item(text, 1)]) == .text)
+        #expect(ClipboardBridgeMachine.kind(of: [item("text/html", 1), item("image/png", 1)]) == .image)
+        #expect(ClipboardBridgeMachine.kind(of: [item("text/html", 1)]) == .text)
+    }
+}
