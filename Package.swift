@@ -135,6 +135,8 @@ let package = Package(
         // Test support: starts dbus-broker with posix_spawn (closefrom in the child), see TestBus.
         .systemLibrary(name: "CTestSpawn", path: "Tests/Support/CTestSpawn"),
         .target(name: "BatonTestBus", dependencies: ["CTestSpawn"], path: "Tests/Support/BatonTestBus", swiftSettings: strict),
+        // Test support: a private Xvfb per test and xclip as the other client (posix_spawn, closefrom).
+        .target(name: "BatonXvfb", dependencies: ["CTestSpawn"], path: "Tests/Support/BatonXvfb", swiftSettings: strict),
         // Test support: fakes of BatonService's ports (radio, activities, suggestion board), named as fakes.
         .target(name: "BatonServiceFakes", dependencies: ["BatonService", "BatonAPI", "BatonStore", "BatonCore", "BatonSystem"], path: "Tests/Support/BatonServiceFakes",
                 swiftSettings: strict),
@@ -150,10 +152,10 @@ let package = Package(
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "BatonTestBus"], swiftSettings: strict),
         .testTarget(name: "BatonDBusTests", dependencies: ["BatonTestBus", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonAPITests", dependencies: ["BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
-        .testTarget(name: "BatonServiceTests", dependencies: ["BatonTestBus", "BatonServiceFakes", "BatonAPI", "BatonService", "BatonClient", "BatonDBus", "BatonCore", "BatonAgent", "BatonBlueZ", "BatonSystem"], swiftSettings: strict),
+        .testTarget(name: "BatonServiceTests", dependencies: ["BatonTestBus", "BatonXvfb", "BatonX11", "BatonPublishers", "BatonServiceFakes", "BatonAPI", "BatonService", "BatonClient", "BatonDBus", "BatonCore", "BatonAgent", "BatonBlueZ", "BatonSystem"], swiftSettings: strict),
         .testTarget(name: "BatonPublishersTests", dependencies: ["BatonPublishers"], swiftSettings: strict),
         // Against a real Xvfb per test and real xclip as the other client.
-        .testTarget(name: "BatonX11Tests", dependencies: ["BatonX11", "BatonPublishers", "CXCB", "CTestSpawn"], swiftSettings: strict),
+        .testTarget(name: "BatonX11Tests", dependencies: ["BatonX11", "BatonPublishers", "BatonXvfb", "CXCB", "CTestSpawn"], swiftSettings: strict),
         .testTarget(name: "BatonBrowserHostTests", dependencies: ["BatonBrowserHost", "BatonClient", "BatonCore"],
                     swiftSettings: strict),
         .testTarget(name: "BatonAgentTests", dependencies: ["BatonTestBus", "BatonAgent", "BatonPublishers", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),

@@ -97,8 +97,9 @@ public actor ClipboardBridge {
     private var sessionEvents: Task<Void, Never>?
     private var currentRead: ReadCopy?
     private var lastStatus: ClipboardAgentStatus?
-    /// Inputs handled since `start` (tests wait on it; nothing runs between inputs).
+    /// Inputs handled since `start`, and the members' copies batond handed over (status, tests).
     public private(set) var inputsHandled = 0
+    public private(set) var copiesHandedOver = 0
 
     public init(daemon: BatonConnection, environment: [String: String], logger: any AgentLog, limits: Limits = Limits(),
                 open: @escaping @Sendable ([String: String]) throws(ClipboardError) -> OpenedSessionClipboard = makeSessionClipboard) {
@@ -153,6 +154,7 @@ public actor ClipboardBridge {
         case .settingsChanged:
             await settingsChanged()
         case .event(let event):
+            if case .offered = event { copiesHandedOver += 1 }
             await run(event)
         case .readFinished(let copy):
             currentRead = copy

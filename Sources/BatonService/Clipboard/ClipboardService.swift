@@ -158,14 +158,21 @@ public actor ClipboardService {
         restrictions[uid] = (localOnly, expiresIn, now + Self.restrictWindow)
     }
 
+    /// How many FetchClipboardOffer and FetchClipboardData requests of members this machine answered
+    /// (status, tests: no byte leaves before a paste asks).
+    public private(set) var offerRequestsAnswered = 0
+    public private(set) var dataRequestsAnswered = 0
+
     /// The answer to FetchClipboardOffer.
     public func answerOffer() -> Result<ClipboardOffer, ErrorFrame> {
-        shelf.answerOffer(nowSeconds: clock.unixSeconds())
+        offerRequestsAnswered += 1
+        return shelf.answerOffer(nowSeconds: clock.unixSeconds())
     }
 
     /// What FetchClipboardData streams: the contents, where the item starts in them, the item; or the
     /// Error frame to answer.
     public func answerData(_ request: ClipboardDataRequest) -> Result<(contents: ClipboardContents, start: UInt64, item: ClipboardItem), ErrorFrame> {
+        dataRequestsAnswered += 1
         switch shelf.answerData(request, nowSeconds: clock.unixSeconds()) {
         case .failure(let error): return .failure(error)
         case .success(let (copy, item)):

@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+import BatonAgent
+import BatonClient
+import BatonCore
+import BatonDBus
+import BatonPublishers
+import BatonServiceFakes
+import BatonTestBus
+import BatonX11
+import BatonXvfb
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+@testable import BatonService
+
+/// The universal clipboard from app to app (issue 27): two paired daemons on a test bus (fake radios
+/// carry the adverts), two Xvfb displays, baton-agent's real clipboard bridge on each, xclip as the
+/// copying and the pasting app.
+@Suite("BatonServiceTests: the clipboard from xclip on one display to xclip on another, through two daemons and their agents", .serialized)
+struct ClipboardAgentEndToEndTests {
+    final class Lines: AgentLog, Sendable {
+        let lines = Mutex<[String]>([])
+        func log(_ line: String) { lines.withLock { $0.append(line) } }
+    }
+
+    /// One machine: its daemon, radio, display, the agent's bridge and the user's publishers.conf.
+    struct Machine {
+        let node: TransferNode
+        let radio: FakeRadio
+        let display: XvfbServer
+        let bridge: ClipboardBridge
+        let environment: [String: String]
+        let log: Lines
+        var clipboard: ClipboardService { node.parts.clipboard }
+
+        static func start(_ bus: TestBus, name: String) async throws -> Machine {
+            let radio = FakeRadio()
+            let node = try await TransferNode.start(bus, name: name, radio: radio)
+            let display = try await XvfbServer.start()
+            let home = bus.directory.appendingPathComponent("home-\(name)").path
+            let environment = ["DISPLAY": display.display, "HOME": home, "XDG_CONFIG_HOME": home + "/config", "XDG_RUNTIME_DIR": home + "/run"]
+            try FileManager.default.createDirectory(atPath: home + "/run", withIntermediateDirectories: true)
+            try PublisherSettings(enabled: [.clipboard]).save(environment: environment)
+            let daemon = BatonConnection(connection: try DBusConnection(bus: .address(bus.address)), busName: node.busName)
+            let log = Lines()
+            let bridge = ClipboardBridge(daemon: daemon, environment: environment, logger: log)
+            try await bridge.start()
+            return Machine(node: node, radio: radio, display: display, bridge: bridge, environment: environment, log: log)
+        }
+
+        func setClipboard(_ on: Bool) throws { try PublisherSettings(enabled: on ? [.clipboard] : []).save(environment: environment) }
+
+        func stop() async {
+            await bridge.stop()
+            await node.stop()
+            display.stop()
+        }
+    }
+
+    /// Carries `from`'s newest advert to `to`'s radio once it differs from `before`; returns it.
+    @discardableResult
+    func carryAdvert(from: Machine, to: Machine, after before: [UInt8]?) async throws -> [UInt8] {
+        #expect(await eventually(timeout: .seconds(120)) { from.radio.lastAdvert != before }, "no new advert")
+        let advert = try #require(from.radio.lastAdvert)
+        to.radio.hear(advert)
+        return advert
+    }
+
+    func paste(_ machine: Machine, type: String? = nil) async throws -> XclipResult {
+        try await xclip(["-selection", "clipboard", "-o"] + (type.map { ["-t", $0] } ?? []), display: machine.display.display)
+    }
+
+    @Test func textAndAPNGCrossAtThePasteSecretExpiredAndDisabledCopiesDoNot() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let alpha = try await Machine.start(bus, name: "alpha"), beta = try await Machine.start(bus, name: "beta")
+        let client = try DBusConnection(bus: .address(bus.address))
+        defer { client.close() }
+        try await pair(alpha.node, beta.node, client: client)
+        for machine in [alpha, beta] {
+            #expect(await eventually(timeout: .seconds(120)) { await machine.bridge.state.registered }, "\(machine.log.lines.withLock { $0 })")
+        }
+
+        // Text: copied on alpha, offered (the advert only says so), taken on beta without a byte moving.
+        let text = Array("Grüße from alpha's xclip\n".utf8)
+        var before = alpha.radio.lastAdvert
+        try await xclipCopy(text, display: alpha.display.display)
+        #expect(await eventually(timeout: .seconds(120)) { await alpha.clipboard.offeredKind == .text }, "\(alpha.log.lines.withLock { $0 })")
+        try await carryAdvert(from: alpha, to: beta, after: before)
+        #expect(await eventually(timeout: .seconds(120)) { await beta.bridge.state.held?.kind == .text })
+        #expect(await alpha.clipboard.dataRequestsAnswered == 0)
+        var pasted = try await paste(beta)
+        #expect(pasted.status == 0 && Array(pasted.output) == text)
+        #expect(await alpha.clipboard.dataRequestsAnswered == 1)
+
+        // A PNG, by its media type only.
+        var png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+        png += (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 13) }
+        before = alpha.radio.lastAdvert
+        try await xclipCopy(png, display: alpha.display.display, type: "image/png")
+        #expect(await eventually(timeout: .seconds(120)) { await alpha.clipboard.offeredKind == .image })
+        try await carryAdvert(from: alpha, to: beta, after: before)
+        #expect(await eventually(timeout: .seconds(120)) { await beta.bridge.state.held?.kind == .image })
+        #expect(await alpha.clipboard.dataRequestsAnswered == 1)
+        pasted = try await paste(beta, type: "image/png")
+        #expect(pasted.status == 0 && Array(pasted.output) == png)
+        #expect(await alpha.clipboard.dataRequestsAnswered == 2)
+        // Beta's copy from alpha is never offered back to the ring.
+        #expect(await beta.clipboard.offeredKind == nil)
+
+        // A copy marked secret (KDE's hint, as KeePassXC sets it): not read, not offered, and the
+        // earlier offer is taken back; beta's agent is told and gives its clipboard up.
+        let provided = Mutex<[String]>([])
+        let manager = try X11SessionClipboard(display: alpha.display.display)
+        defer { manager.close() }
+        before = alpha.radio.lastAdvert
+        try await manager.offer(types: [ClipboardTypes.text, ClipboardSecrecy.kdePasswordManagerHint]) { type in
+            provided.withLock { $0.append(type) }
+            return type == ClipboardSecrecy.kdePasswordManagerHint ? Array("secret".utf8) : Array("hunter2".utf8)
+        }
+        #expect(await eventually(timeout: .seconds(120)) { await alpha.clipboard.offeredKind == nil })
+        try await carryAdvert(from: alpha, to: beta, after: before)
+        #expect(await eventually(timeout: .seconds(120)) { await beta.bridge.state.held == nil })
+        // Only the hint was read (to see that it says secret), never the text.
+        #expect(!provided.withLock { $0 }.contains(ClipboardTypes.text))
+        #expect(alpha.log.lines.withLock { $0 }.contains { $0.contains("marked secret") })
+        pasted = try await paste(beta)
+        #expect(pasted.status != 0 || pasted.output.isEmpty)
+
+        // An offer that expired (an app shortened it to 1 s) is not handed over when asked later.
+        let handedBefore = await beta.bridge.copiesHandedOver
+        before = alpha.radio.lastAdvert
+        try await xclipCopy(Array("gone soon".utf8), display: alpha.display.display)
+        let app = BatonConnection(connection: try DBusConnection(bus: .address(bus.address)), busName: alpha.node.busName)
+        defer { app.close() }
+        #expect(await eventually(timeout: .seconds(120)) { await alpha.clipboard.offeredKind == .text })
+        #expect(await eventually(timeout: .seconds(120)) { alpha.radio.lastAdvert != before })
+        let expiring = try #require(alpha.radio.lastAdvert)
+        // Within Restrict's 2 s of the copy.
+        try await app.restrictClipboard(localOnly: false, expiresIn: 1)
+        #expect(await eventually(timeout: .seconds(120)) { await alpha.clipboard.offeredKind == nil })
+        let asked = await alpha.clipboard.offerRequestsAnswered
+        beta.radio.hear(expiring)
+        #expect(await eventually(timeout: .seconds(120)) { await alpha.clipboard.offerRequestsAnswered > asked })
+
+        // Turned off on alpha: the agent unregisters, a copy there is offered nowhere.
+        try alpha.setClipboard(false)
+        #expect(await eventually(timeout: .seconds(120)) { await !alpha.bridge.state.enabled })
+        #expect(await alpha.clipboard.agent(of: getuid()) == nil)
+        try await xclipCopy(Array("made while off".utf8), display: alpha.display.display)
+        #expect(try await paste(alpha).output == Data("made while off".utf8))
+        #expect(await alpha.clipboard.offeredKind == nil)
+
+        // On again: the copy made while off stays unoffered; the next one crosses, and it is the
+        // first copy beta's agent was handed since the expired one (which never reached it).
+        try alpha.setClipboard(true)
+        #expect(await eventually(timeout: .seconds(120)) { await alpha.bridge.state.registered })
+        #expect(await alpha.clipboard.offeredKind == nil)
+        before = alpha.radio.lastAdvert
+        try await xclipCopy(Array("on again".utf8), display: alpha.display.display)
+        #expect(await eventually(timeout: .seconds(120)) { await alpha.clipboard.offeredKind == .text })
+        try await carryAdvert(from: alpha, to: beta, after: before)
+        #expect(await eventually(timeout: .seconds(120)) { await beta.bridge.state.held?.kind == .text })
+        #expect(await beta.bridge.copiesHandedOver == handedBefore + 1)
+        pasted = try await paste(beta)
+        #expect(pasted.status == 0 && pasted.output == Data("on again".utf8))
+
+        await alpha.stop()
+        await beta.stop()
+    }
+}
