@@ -100,6 +100,7 @@ public actor ClipboardBridge {
     /// Inputs handled since `start`, and the members' copies batond handed over (status, tests).
     public private(set) var inputsHandled = 0
     public private(set) var copiesHandedOver = 0
+    private var handling = false
 
     public init(daemon: BatonConnection, environment: [String: String], logger: any AgentLog, limits: Limits = Limits(),
                 open: @escaping @Sendable ([String: String]) throws(ClipboardError) -> OpenedSessionClipboard = makeSessionClipboard) {
@@ -149,7 +150,13 @@ public actor ClipboardBridge {
         ClipboardAgentStatus.remove(environment: environment)
     }
 
+    /// Whether `condition` holds of the machine with no input half handled (its commands all carried
+    /// out): what tests wait for.
+    public func settled(_ condition: @Sendable (ClipboardBridgeMachine) -> Bool) -> Bool { !handling && condition(machine) }
+
     private func handle(_ input: Input) async {
+        handling = true
+        defer { handling = false }
         switch input {
         case .settingsChanged:
             await settingsChanged()
