@@ -46,7 +46,7 @@ func runDoctor(daemonBus: String, busName: String, bluezBus: String, sessionBus:
 
 @Suite("baton doctor", .serialized)
 struct DoctorTests {
-    static let order = ["adapter", "bluetoothd", "batond", "ring", "handled-types", "permissions", "notifications", "agent", "browser"]
+    static let order = ["adapter", "bluetoothd", "batond", "ring", "handled-types", "permissions", "notifications", "agent", "browser", "clipboard"]
 
     @Test("nothing there but batond --no-radio: each failure says what to do")
     func everythingMissing() async throws {

@@ -70,7 +70,7 @@ struct ClipboardCommand: Subcommand {
         if let agent {
             lines.append("agent: baton-agent runs (pid \(agent.pid))" + (enabled ? (agent.registered ? ", sharing with batond" : ", not registered with batond") : ""))
         } else {
-            lines.append("agent: baton-agent does not run in this session" + (enabled ? "; start it (systemctl --user start baton-agent, or log in again)" : ""))
+            lines.append("agent: baton-agent does not run in this session" + (enabled ? "; start it (systemctl --user enable --now baton-agent)" : ""))
         }
         lines.append("session clipboard: \(sessionClipboard)")
         if agent == nil, let reason = choice.unavailableReason {

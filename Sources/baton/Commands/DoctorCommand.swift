@@ -73,7 +73,7 @@ struct DoctorCommand: Subcommand {
         }
         guard let agent else {
             return DoctorFinding("clipboard", .warning, "the clipboard is on, but baton-agent does not run in this session, so nothing is shared",
-                                 fix: "systemctl --user start baton-agent (or log in again)")
+                                 fix: "systemctl --user enable --now baton-agent")
         }
         if let problem = agent.problem {
             return DoctorFinding("clipboard", .warning, "the clipboard is on, but baton-agent cannot share it: \(problem)",

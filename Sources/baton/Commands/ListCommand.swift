@@ -22,7 +22,7 @@ struct ListCommand: Subcommand {
         "LastError", "Document" {"Id", "MediaType", "Size", "Digest"}, "EditSession"}; absent fields
         are not visible or not set.
         Without --json, a last line on standard error says which publishers that need no app
-        changes are on ("publishers: browser on, recent off"; see baton publishers).
+        changes are on ("publishers: browser on, recent off, clipboard off"; see baton publishers).
         """
 
     init(parsing arguments: inout ArgumentList) throws(UsageError) {}

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+import BatonCommandLine
+import BatonPublishers
+import BatonTestBus
+import Foundation
+import Testing
+
+/// `baton clipboard enable|disable|status` and doctor's clipboard line, run as the installed
+/// program would be, in sessions of each kind (docs/clipboard.md).
+@Suite("baton clipboard", .serialized)
+struct ClipboardCommandTests {
+    /// A user's environment: its own config and runtime directories, and the session's variables.
+    func environment(_ session: [String: String]) throws -> (environment: [String: String], home: URL) {
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("clipboard-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: home.appendingPathComponent("run"), withIntermediateDirectories: true)
+        var environment = ProcessInfo.processInfo.environment
+        for key in ["DISPLAY", "WAYLAND_DISPLAY", "XDG_SESSION_TYPE"] { environment[key] = nil }
+        environment["XDG_CONFIG_HOME"] = home.appendingPathComponent("config").path
+        environment["XDG_RUNTIME_DIR"] = home.appendingPathComponent("run").path
+        environment.merge(session) { $1 }
+        return (environment, home)
+    }
+
+    @Test("enable and disable write publishers.conf; status says what is on, in words and in JSON")
+    func enableDisableStatus() async throws {
+        let (environment, home) = try environment(["DISPLAY": ":7"])
+        defer { try? FileManager.default.removeItem(at: home) }
+        let baton = try Built.executable("baton")
+        func run(_ arguments: [String]) async throws -> ToolResult { try await runTool(baton, arguments, environment: environment) }
+
+        var result = try await run(["clipboard"])
+        #expect(result.status == 0)
+        #expect(result.stdout.hasPrefix("clipboard: off (baton clipboard enable turns it on)\n"), "\(result.stdout)")
+        #expect(result.stdout.contains("session clipboard: X11 display :7"))
+        #expect(!result.stdout.contains("offered to the ring"))
+
+        result = try await run(["clipboard", "enable"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("clipboard: on"))
+        // No agent runs for this made-up user: said, with the command that starts it.
+        #expect(result.stdout.contains("agent: baton-agent does not run in this session; start it (systemctl --user enable --now baton-agent)"))
+        #expect(result.stdout.contains("offered to the ring: nothing"))
+        let file = home.appendingPathComponent("config/baton/publishers.conf")
+        #expect(try String(contentsOf: file, encoding: .utf8).contains("clipboard = on\n"))
+        #expect(try await run(["publishers"]).stdout.contains("clipboard on\n"))
+
+        // An agent's status file (this test's own pid stands for a running agent).
+        let status = ClipboardAgentStatus(pid: getpid(), sessionClipboard: "X11 display :7", registered: true,
+                                          offer: "text: text/plain;charset=utf-8 12 bytes", taken: nil)
+        #expect(status.save(environment: environment))
+        let mode = try FileManager.default.attributesOfItem(atPath: home.appendingPathComponent("run/baton/clipboard-agent").path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        result = try await run(["clipboard", "status"])
+        #expect(result.stdout.contains("agent: baton-agent runs (pid \(getpid())), sharing with batond"), "\(result.stdout)")
+        #expect(result.stdout.contains("offered to the ring: text: text/plain;charset=utf-8 12 bytes"))
+        result = try await run(["--json", "clipboard"])
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        #expect(json["Enabled"] as? Bool == true && json["AgentRunning"] as? Bool == true && json["Registered"] as? Bool == true)
+        #expect(json["SessionClipboard"] as? String == "X11 display :7")
+        #expect(json["Offer"] as? String == "text: text/plain;charset=utf-8 12 bytes")
+        #expect(json["Taken"] is NSNull && json["Problem"] is NSNull)
+
+        // The file of an agent that is gone is not believed.
+        var dead = status
+        dead.pid = Int32.max - 1
+        #expect(dead.save(environment: environment))
+        #expect(try await run(["clipboard"]).stdout.contains("agent: baton-agent does not run in this session"))
+
+        result = try await run(["clipboard", "disable"])
+        #expect(result.status == 0)
+        #expect(result.stdout.hasPrefix("clipboard: off"))
+        #expect(try String(contentsOf: file, encoding: .utf8).contains("clipboard = off\n"))
+        for bad in [["clipboard", "on"], ["clipboard", "enable", "extra"]] {
+            #expect(try await run(bad).status == 64, "\(bad)")
+        }
+    }
+
+    @Test("in a Wayland session: status and doctor say the clipboard is not supported there yet")
+    func waylandNotYet() async throws {
+        let (environment, home) = try environment(["WAYLAND_DISPLAY": "wayland-1", "DISPLAY": ":0"])
+        defer { try? FileManager.default.removeItem(at: home) }
+        let baton = try Built.executable("baton")
+        var result = try await runTool(baton, ["clipboard", "enable"], environment: environment)
+        #expect(result.stdout.contains("session clipboard: Wayland display wayland-1"), "\(result.stdout)")
+        #expect(result.stdout.contains("problem: Wayland sessions are not supported yet"))
+
+        let empty = try TestBus()
+        defer { empty.stop() }
+        result = try await runTool(baton, ["--bus", empty.address, "--json", "doctor", "--bluez-bus", empty.address, "--session-bus", empty.address],
+                                   environment: environment)
+        let findings = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: String]])
+        let clipboard = try #require(findings.first { $0["Check"] == "clipboard" })
+        #expect(clipboard["Result"] == "warning")
+        #expect(clipboard["Detail"]?.contains("Wayland sessions are not supported yet") == true, "\(clipboard)")
+        #expect(clipboard["Fix"]?.contains("X11 session") == true)
+
+        // In an X11 session, with the clipboard off: it can work here, and how to turn it on.
+        let (x11, x11Home) = try self.environment(["DISPLAY": ":3"])
+        defer { try? FileManager.default.removeItem(at: x11Home) }
+        result = try await runTool(baton, ["--bus", empty.address, "--json", "doctor", "--bluez-bus", empty.address, "--session-bus", empty.address],
+                                   environment: x11)
+        let x11Findings = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: String]])
+        let x11Line = try #require(x11Findings.first { $0["Check"] == "clipboard" })
+        #expect(x11Line["Result"] == "ok")
+        #expect(x11Line["Detail"] == "the clipboard can be shared here (X11 display :3); it is off (baton clipboard enable turns it on)")
+    }
+}
