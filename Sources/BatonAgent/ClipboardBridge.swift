@@ -70,6 +70,8 @@ public actor ClipboardBridge {
         case event(ClipboardBridgeEvent)
         case readFinished(ReadCopy)
         case settingsChanged
+        /// The session clipboard's events ended by themselves (the display went away).
+        case sessionEnded
     }
 
     public struct Limits: Sendable {
@@ -101,6 +103,8 @@ public actor ClipboardBridge {
     public private(set) var inputsHandled = 0
     public private(set) var copiesHandedOver = 0
     private var handling = false
+    private var sessionLost = false
+    static let lostSession = "the connection to the session clipboard was lost; restart baton-agent (systemctl --user restart baton-agent)"
 
     public init(daemon: BatonConnection, environment: [String: String], logger: any AgentLog, limits: Limits = Limits(),
                 open: @escaping @Sendable ([String: String]) throws(ClipboardError) -> OpenedSessionClipboard = makeSessionClipboard) {
@@ -160,6 +164,13 @@ public actor ClipboardBridge {
         switch input {
         case .settingsChanged:
             await settingsChanged()
+        case .sessionEnded:
+            guard session != nil else { break }
+            logger.log("the connection to the \(session?.name ?? "session clipboard") was lost: the clipboard is not shared until baton-agent restarts")
+            await run(.settings(enabled: false))
+            await closeSession()
+            sessionLost = true
+            unavailable = Self.lostSession
         case .event(let event):
             if case .offered = event { copiesHandedOver += 1 }
             await run(event)
@@ -175,6 +186,11 @@ public actor ClipboardBridge {
     private func settingsChanged() async {
         let on = PublisherSettings.load(environment: environment).isEnabled(.clipboard)
         guard on != machine.enabled || (on && session == nil) else { return }
+        // A display connection that was lost is not opened again (the session is ending).
+        if on, sessionLost {
+            unavailable = Self.lostSession
+            return
+        }
         if on {
             if session == nil {
                 do throws(ClipboardError) { session = try open(environment) } catch {
@@ -198,6 +214,7 @@ public actor ClipboardBridge {
         let feed = self.feed
         sessionEvents = Task {
             for await event in events { feed.yield(.event(.session(event))) }
+            if !Task.isCancelled { feed.yield(.sessionEnded) }
         }
     }
 

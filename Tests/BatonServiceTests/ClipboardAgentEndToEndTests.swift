@@ -67,6 +67,16 @@ struct ClipboardAgentEndToEndTests {
         return advert
     }
 
+    /// Waits until `machine`'s agent offered a copy of `kind` and batond took it: its advert is out
+    /// then (the radio's advertise is awaited inside Offer). The daemon's shelf alone says so a
+    /// moment before the advert moves.
+    func offered(_ machine: Machine, _ kind: ClipboardKind) async -> Bool {
+        guard await eventually(timeout: .seconds(120), {
+            await machine.bridge.settled { if case .offered(_, kind, _) = $0.ringOffer { true } else { false } }
+        }) else { return false }
+        return await machine.clipboard.offeredKind == kind
+    }
+
     func paste(_ machine: Machine, type: String? = nil) async throws -> XclipResult {
         try await xclip(["-selection", "clipboard", "-o"] + (type.map { ["-t", $0] } ?? []), display: machine.display.display)
     }
@@ -86,10 +96,13 @@ struct ClipboardAgentEndToEndTests {
         let text = Array("Grüße from alpha's xclip\n".utf8)
         var before = alpha.radio.lastAdvert
         try await xclipCopy(text, display: alpha.display.display)
-        #expect(await eventually(timeout: .seconds(120)) { await alpha.clipboard.offeredKind == .text }, "\(alpha.log.lines.withLock { $0 })")
+        #expect(await offered(alpha, .text), "\(alpha.log.lines.withLock { $0 })")
         try await carryAdvert(from: alpha, to: beta, after: before)
         #expect(await eventually(timeout: .seconds(120)) { await beta.bridge.settled { $0.held?.kind == .text } })
         #expect(await alpha.clipboard.dataRequestsAnswered == 0)
+        // What `baton clipboard status` reads on each machine.
+        #expect(ClipboardAgentStatus.load(environment: alpha.environment)?.offer == "text: text/plain;charset=utf-8 \(text.count) bytes")
+        #expect(ClipboardAgentStatus.load(environment: beta.environment)?.taken == "text from alpha: text/plain;charset=utf-8 \(text.count) bytes")
         var pasted = try await paste(beta)
         #expect(pasted.status == 0 && Array(pasted.output) == text)
         #expect(await alpha.clipboard.dataRequestsAnswered == 1)
@@ -99,7 +112,7 @@ struct ClipboardAgentEndToEndTests {
         png += (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 13) }
         before = alpha.radio.lastAdvert
         try await xclipCopy(png, display: alpha.display.display, type: "image/png")
-        #expect(await eventually(timeout: .seconds(120)) { await alpha.clipboard.offeredKind == .image })
+        #expect(await offered(alpha, .image))
         try await carryAdvert(from: alpha, to: beta, after: before)
         #expect(await eventually(timeout: .seconds(120)) { await beta.bridge.settled { $0.held?.kind == .image } })
         #expect(await alpha.clipboard.dataRequestsAnswered == 1)
@@ -136,7 +149,7 @@ struct ClipboardAgentEndToEndTests {
         try await xclipCopy(Array("gone soon".utf8), display: alpha.display.display)
         let app = BatonConnection(connection: try DBusConnection(bus: .address(bus.address)), busName: alpha.node.busName)
         defer { app.close() }
-        #expect(await eventually(timeout: .seconds(120)) { await alpha.clipboard.offeredKind == .text })
+        #expect(await offered(alpha, .text))
         #expect(await eventually(timeout: .seconds(120)) { alpha.radio.lastAdvert != before })
         let expiring = try #require(alpha.radio.lastAdvert)
         // Within Restrict's 2 s of the copy.
@@ -161,12 +174,18 @@ struct ClipboardAgentEndToEndTests {
         #expect(await alpha.clipboard.offeredKind == nil)
         before = alpha.radio.lastAdvert
         try await xclipCopy(Array("on again".utf8), display: alpha.display.display)
-        #expect(await eventually(timeout: .seconds(120)) { await alpha.clipboard.offeredKind == .text })
+        #expect(await offered(alpha, .text))
         try await carryAdvert(from: alpha, to: beta, after: before)
         #expect(await eventually(timeout: .seconds(120)) { await beta.bridge.settled { $0.held?.kind == .text } })
         #expect(await beta.bridge.copiesHandedOver == handedBefore + 1)
         pasted = try await paste(beta)
         #expect(pasted.status == 0 && pasted.output == Data("on again".utf8))
+
+        // Alpha's display goes away: its agent stops sharing, and says why.
+        alpha.display.stop()
+        #expect(await eventually(timeout: .seconds(120)) { await alpha.bridge.settled { !$0.enabled } })
+        #expect(await alpha.clipboard.agent(of: getuid()) == nil)
+        #expect(ClipboardAgentStatus.load(environment: alpha.environment)?.problem?.contains("was lost") == true)
 
         await alpha.stop()
         await beta.stop()
