@@ -159,7 +159,7 @@ let package = Package(
         .testTarget(name: "BatonBrowserHostTests", dependencies: ["BatonBrowserHost", "BatonClient", "BatonCore"],
                     swiftSettings: strict),
         .testTarget(name: "BatonAgentTests", dependencies: ["BatonTestBus", "BatonAgent", "BatonPublishers", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
-        .testTarget(name: "BatonClientTests", dependencies: ["BatonTestBus", "BatonPublishers", "BatonAPI", "BatonCommandLine", "BatonClient", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
+        .testTarget(name: "BatonClientTests", dependencies: ["BatonTestBus", "BatonPublishers", "BatonSystem", "BatonAPI", "BatonCommandLine", "BatonClient", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
         .testTarget(name: "BatonAvahiTests", dependencies: ["BatonTestBus", "BatonAvahi", "BatonCore", "BatonCrypto", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonLabTests", dependencies: ["BatonTestBus", "BatonBlueZ", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
     ],
