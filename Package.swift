@@ -73,6 +73,9 @@ let package = Package(
         .target(name: "BatonPublishers", swiftSettings: strict),
         // The session clipboard on X11 (SessionClipboard over libxcb): selections, INCR, XFixes.
         .target(name: "BatonX11", dependencies: ["BatonPublishers", "BatonReadiness", "CXCB"], swiftSettings: strict),
+        // The session clipboard on Wayland (SessionClipboard over ext/wlr data control): the wire
+        // protocol spoken directly on the compositor's socket, no libwayland.
+        .target(name: "BatonWayland", dependencies: ["BatonPublishers", "BatonReadiness", "CBusSocket"], swiftSettings: strict),
         // The browser extension's native messaging host: framing, page messages, the activity.
         .target(name: "BatonBrowserHost", dependencies: ["BatonPublishers", "BatonClient", "BatonAPI", "BatonCore", "BatonCommandLine", "BatonDBus", "BatonSystem", "BatonJSON"], swiftSettings: strict),
 
@@ -154,6 +157,8 @@ let package = Package(
         .testTarget(name: "BatonPublishersTests", dependencies: ["BatonPublishers"], swiftSettings: strict),
         // Against a real Xvfb per test and real xclip as the other client.
         .testTarget(name: "BatonX11Tests", dependencies: ["BatonX11", "BatonPublishers", "CXCB", "CTestSpawn"], swiftSettings: strict),
+        // Against a real headless sway per test and real wl-clipboard as the other client.
+        .testTarget(name: "BatonWaylandTests", dependencies: ["BatonWayland", "BatonPublishers", "CTestSpawn"], swiftSettings: strict),
         .testTarget(name: "BatonBrowserHostTests", dependencies: ["BatonBrowserHost", "BatonClient", "BatonCore"],
                     swiftSettings: strict),
         .testTarget(name: "BatonAgentTests", dependencies: ["BatonTestBus", "BatonAgent", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
