@@ -9,35 +9,35 @@ import Glibc
 final class WaylandClipboardCore: @unchecked Sendable {
     let queue = DispatchQueue(label: "baton.wayland.clipboard")
     let kind: WaylandDataControlProtocol
-    private let connection: WaylandConnection
-    private let configuration: WaylandSessionClipboard.Configuration
-    private let eventsOut: AsyncStream<ClipboardEvent>.Continuation
-    private let manager: UInt32
-    private let device: UInt32
+    let connection: WaylandConnection
+    let configuration: WaylandSessionClipboard.Configuration
+    let eventsOut: AsyncStream<ClipboardEvent>.Continuation
+    let manager: UInt32
+    let device: UInt32
 
     // Queue-confined state.
     /// Every object the compositor may still send events for, by id: our own until its delete_id,
     /// the compositor's offers until we destroy them.
-    private var objects: [UInt32: WaylandInterface] = [:]
+    var objects: [UInt32: WaylandInterface] = [:]
     /// Our objects we destroyed (their late events are parsed and dropped, descriptors closed).
-    private var destroyed: Set<UInt32> = []
-    private var readiness: (any DispatchSourceRead)?
-    private var writability: (any DispatchSourceRead)?
-    private var isClosed = false
-    private var closeReason = "the clipboard adapter closed"
+    var destroyed: Set<UInt32> = []
+    var readiness: (any DispatchSourceRead)?
+    var writability: (any DispatchSourceRead)?
+    var isClosed = false
+    var closeReason = "the clipboard adapter closed"
     /// False until the selection at the start was learnt: it is no change.
-    private var isReady = false
-    private var syncWaiters: [UInt32: () -> Void] = [:]
+    var isReady = false
+    var syncWaiters: [UInt32: () -> Void] = [:]
 
     /// Offers introduced by data_offer, not yet named by a selection event, oldest first.
-    private var introduced: [(id: UInt32, names: OfferNames)] = []
+    var introduced: [(id: UInt32, names: OfferNames)] = []
     /// The clipboard's current content as the compositor offers it (ours too), nil when empty.
-    private var selection: (id: UInt32, names: OfferNames)?
-    private var selectionGeneration: UInt64 = 0
-    private var revision: UInt64 = 0
+    var selection: (id: UInt32, names: OfferNames)?
+    var selectionGeneration: UInt64 = 0
+    var revision: UInt64 = 0
 
     /// Our offer: the data source that holds (or is about to hold) the clipboard.
-    private struct OwnOffer {
+    struct OwnOffer {
         var source: UInt32
         var generation: UInt64
         var confirmed = false
@@ -45,13 +45,13 @@ final class WaylandClipboardCore: @unchecked Sendable {
         var typeOfName: [String: String]
         var provide: @Sendable (String) async throws -> [UInt8]
     }
-    private var own: OwnOffer?
-    private var offerGeneration: UInt64 = 0
+    var own: OwnOffer?
+    var offerGeneration: UInt64 = 0
     /// A source we withdrew: the selection's clearing that follows is ours, no news.
-    private var withdrawnSource: UInt32?
+    var withdrawnSource: UInt32?
 
-    private var readers: [ObjectIdentifier: PipeReader] = [:]
-    private var writers: [ObjectIdentifier: PipeWriter] = [:]
+    var readers: [ObjectIdentifier: PipeReader] = [:]
+    var writers: [ObjectIdentifier: PipeWriter] = [:]
     /// Answers to pasting clients in progress at once, at most (each holds its bytes until read).
     static let maximumWriters = 16
     /// Offers introduced and never named by a selection, kept at most (a compositor sends one at a time).
@@ -124,7 +124,7 @@ final class WaylandClipboardCore: @unchecked Sendable {
         }
     }
 
-    private static func bind(_ connection: WaylandConnection, registry: UInt32, _ global: WaylandGlobal, version: UInt32, id: UInt32) {
+    static func bind(_ connection: WaylandConnection, registry: UInt32, _ global: WaylandGlobal, version: UInt32, id: UInt32) {
         var request = WaylandRequest(object: registry, opcode: WaylandInterface.Registry.bind)
         request.uint(global.name)
         request.string(global.interface)
@@ -135,7 +135,7 @@ final class WaylandClipboardCore: @unchecked Sendable {
 
     // MARK: - The event loop
 
-    private func readable() {
+    func readable() {
         guard !isClosed else { return }
         switch connection.receive() {
         case .wouldBlock: return
@@ -152,7 +152,7 @@ final class WaylandClipboardCore: @unchecked Sendable {
     }
 
     /// Queues a request and writes what the socket takes; the rest goes when it is writable.
-    private func request(_ request: WaylandRequest) {
+    func request(_ request: WaylandRequest) {
         guard !isClosed else {
             for descriptor in request.descriptors { Glibc.close(descriptor) }
             return
@@ -164,7 +164,7 @@ final class WaylandClipboardCore: @unchecked Sendable {
         }
     }
 
-    private func watchWritable() {
+    func watchWritable() {
         guard writability == nil else { return }
         writability = makeReadinessSource(watching: connection.socket, for: .writable, queue: queue)
         writability?.setEventHandler { [weak self] in
@@ -182,7 +182,7 @@ final class WaylandClipboardCore: @unchecked Sendable {
 
     /// wl_display.sync: `action` runs once the compositor handled every request sent before.
     /// After close, `action` runs at once (it finds `isClosed` set).
-    private func sync(_ action: @escaping () -> Void) {
+    func sync(_ action: @escaping () -> Void) {
         guard !isClosed else { return action() }
         let callback = connection.newID()
         objects[callback] = .callback
@@ -192,7 +192,7 @@ final class WaylandClipboardCore: @unchecked Sendable {
         request(message)
     }
 
-    private func dispatch(_ message: WaylandMessage) throws {
+    func dispatch(_ message: WaylandMessage) throws {
         var arguments = WaylandArguments(message)
         let unknown = WaylandWireError.unknownTarget(object: message.object, opcode: message.opcode)
         if message.object == 1 {
@@ -253,7 +253,7 @@ final class WaylandClipboardCore: @unchecked Sendable {
         }
     }
 
-    private func destroyOffer(_ id: UInt32) {
+    func destroyOffer(_ id: UInt32) {
         guard objects[id] == .offer else { return }
         objects[id] = nil  // the compositor's own id: free once it handles the request, no delete_id
         request(WaylandRequest(object: id, opcode: WaylandInterface.Offer.destroy))
@@ -285,7 +285,7 @@ final class WaylandClipboardCore: @unchecked Sendable {
 
     // MARK: - Another client's copy
 
-    private func selectionChanged(to id: UInt32?) throws(WaylandWireError) {
+    func selectionChanged(to id: UInt32?) throws(WaylandWireError) {
         if let previous = selection?.id, previous != id { destroyOffer(previous) }
         selectionGeneration &+= 1
         if let id {
@@ -309,7 +309,7 @@ final class WaylandClipboardCore: @unchecked Sendable {
         describeSelection()
     }
 
-    private func describeSelection() {
+    func describeSelection() {
         guard let (id, offered) = selection else { return }
         let generation = selectionGeneration
         var list = ClipboardTypeList(offered.names)
@@ -345,7 +345,7 @@ final class WaylandClipboardCore: @unchecked Sendable {
 
     /// receive(name, the write end of a new pipe): the client that copied writes its bytes there
     /// and closes it; they are read from the other end as they come.
-    private func receive(from offer: UInt32, name: String, limit: Int,
+    func receive(from offer: UInt32, name: String, limit: Int,
                          completion: @escaping (Result<[UInt8], ClipboardError>) -> Void) {
         guard let (reader, writer) = makeReceivePipe() else {
             return completion(.failure(.unavailable("cannot create a pipe (descriptor limit?)")))
@@ -364,101 +364,4 @@ final class WaylandClipboardCore: @unchecked Sendable {
         key = ObjectIdentifier(pipeReader)
         readers[ObjectIdentifier(pipeReader)] = pipeReader
     }
-
-    // MARK: - Owning
-
-    func offer(_ list: ClipboardTypeList, provide: @escaping @Sendable (String) async throws -> [UInt8],
-               completion: @escaping (Result<Void, ClipboardError>) -> Void) {
-        guard !isClosed else { return completion(.failure(.unavailable(closeReason))) }
-        let source = connection.newID()
-        objects[source] = .source
-        var create = WaylandRequest(object: manager, opcode: WaylandInterface.Manager.createDataSource)
-        create.uint(source)
-        request(create)
-        var typeOfName: [String: String] = [:]
-        for type in list.types + list.markers {
-            let names = list.markers.contains(type) ? [type] : (type == ClipboardTypes.text ? WaylandTypeNames.textNames : [type])
-            for name in names where typeOfName[name] == nil {
-                typeOfName[name] = type
-                var offer = WaylandRequest(object: source, opcode: WaylandInterface.Source.offer)
-                offer.string(name)
-                request(offer)
-            }
-        }
-        var set = WaylandRequest(object: device, opcode: WaylandInterface.Device.setSelection)
-        set.object(source)
-        request(set)
-        // A previous offer of ours is cancelled by the compositor, and destroyed then.
-        offerGeneration &+= 1
-        let generation = offerGeneration
-        own = OwnOffer(source: source, generation: generation, typeOfName: typeOfName, provide: provide)
-        sync { [self] in
-            if own?.generation == generation {
-                own?.confirmed = true
-                completion(.success(()))
-            } else if isClosed {
-                completion(.failure(.unavailable(closeReason)))
-            } else {
-                completion(.failure(offerGeneration == generation
-                    ? .unavailable("another application took the clipboard at the same time") : .replaced))
-            }
-        }
-    }
-
-    func withdraw() {
-        guard !isClosed else { return }
-        offerGeneration &+= 1  // an offer still waiting for its confirmation is replaced too
-        guard let offer = own else { return }
-        own = nil
-        // Destroying the source clears the selection if it still holds it (and only then).
-        destroySource(offer.source)
-        withdrawnSource = offer.source
-    }
-
-    private func destroySource(_ source: UInt32) {
-        guard objects[source] == .source, !destroyed.contains(source) else { return }
-        destroyed.insert(source)
-        request(WaylandRequest(object: source, opcode: WaylandInterface.Source.destroy))
-    }
-
-    private func sourceCancelled(_ source: UInt32, alreadyDestroyed: Bool) {
-        if withdrawnSource == source { withdrawnSource = nil }  // another client's copy replaced it first
-        if !alreadyDestroyed { destroySource(source) }
-        guard let offer = own, offer.source == source else { return }  // an older offer of ours
-        own = nil
-        if offer.confirmed { eventsOut.yield(.offerLost) }
-    }
-
-    /// A pasting client asked for `type`: `provide` runs in its own task, the loop goes on; its
-    /// bytes go to the client's pipe as it reads them. A failed `provide` closes the pipe unanswered.
-    private func serve(type: String, name: String, to descriptor: Int32, provide: @escaping @Sendable (String) async throws -> [UInt8]) {
-        guard writers.count < Self.maximumWriters else {
-            Glibc.close(descriptor)
-            return
-        }
-        let box = DescriptorBox(descriptor)
-        Task { [self] in
-            let bytes = try? await provide(type)
-            queue.async { [self] in
-                guard !isClosed, let bytes, writers.count < Self.maximumWriters else {
-                    Glibc.close(box.descriptor)
-                    return
-                }
-                let content = name == "STRING" ? ClipboardTypes.latin1(fromUTF8: bytes) : bytes
-                var key: ObjectIdentifier?
-                let writer = PipeWriter(descriptor: box.descriptor, bytes: content, timeout: configuration.requestorTimeout,
-                                        queue: queue) { [weak self] _ in
-                    if let key { self?.writers[key] = nil }
-                }
-                key = ObjectIdentifier(writer)
-                writers[ObjectIdentifier(writer)] = writer
-            }
-        }
-    }
-}
-
-/// A descriptor handed to a task (an Int32 is Sendable; the box names what it is).
-private struct DescriptorBox: Sendable {
-    let descriptor: Int32
-    init(_ descriptor: Int32) { self.descriptor = descriptor }
 }

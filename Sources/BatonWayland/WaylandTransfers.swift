@@ -33,7 +33,7 @@ func makeReceivePipe() -> (reader: Int32, writer: Int32)? {
 
 /// Reads the answer of the client that copied from the read end of a pipe until it closes its end:
 /// at most `limit` bytes (one more fails the read before more is taken), each read within
-/// `timeout` of the last. Confined to `queue`; its owner keeps it until it finishes.
+/// `timeout` of the last; no bytes at all is `.refused`. Confined to `queue`; its owner keeps it until it finishes.
 final class PipeReader: @unchecked Sendable {
     private let queue: DispatchQueue
     private let limit: Int
@@ -83,7 +83,9 @@ final class PipeReader: @unchecked Sendable {
             if errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK { return }
             return finish(.failure(.refused))
         }
-        guard count > 0 else { return finish(.success(buffer)) }
+        // Wayland has no refusal: a client that cannot answer closes the pipe unwritten. Nothing
+        // at all reads as refused (an empty copy is no content either).
+        guard count > 0 else { return finish(buffer.isEmpty ? .failure(.refused) : .success(buffer)) }
         guard buffer.count + count <= limit else { return finish(.failure(.overLimit(limit: limit))) }
         buffer.append(contentsOf: chunk[0..<count])
         progress += count
