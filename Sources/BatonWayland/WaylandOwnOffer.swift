@@ -32,6 +32,8 @@ extension WaylandClipboardCore {
         // A previous offer of ours is cancelled by the compositor, and destroyed then.
         offerGeneration &+= 1
         let generation = offerGeneration
+        // A clearing still due from a withdrawal arrives before this selection, while `own` is set.
+        withdrawnSource = nil
         own = OwnOffer(source: source, generation: generation, typeOfName: typeOfName, provide: provide)
         sync { [self] in
             if own?.generation == generation {
