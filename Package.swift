@@ -137,6 +137,8 @@ let package = Package(
         // Test support: a private dbus-daemon per test, shared by the suites that need one.
         // Test support: starts dbus-broker with posix_spawn (closefrom in the child), see TestBus.
         .systemLibrary(name: "CTestSpawn", path: "Tests/Support/CTestSpawn"),
+        // A stand-in Wayland compositor for what headless sway cannot show (ext-data-control, none, broken bytes).
+        .target(name: "BatonWaylandFakes", path: "Tests/Support/BatonWaylandFakes", swiftSettings: strict),
         .target(name: "BatonTestBus", dependencies: ["CTestSpawn"], path: "Tests/Support/BatonTestBus", swiftSettings: strict),
         // Test support: fakes of BatonService's ports (radio, activities, suggestion board), named as fakes.
         .target(name: "BatonServiceFakes", dependencies: ["BatonService", "BatonAPI", "BatonStore", "BatonCore", "BatonSystem"], path: "Tests/Support/BatonServiceFakes",
@@ -158,7 +160,7 @@ let package = Package(
         // Against a real Xvfb per test and real xclip as the other client.
         .testTarget(name: "BatonX11Tests", dependencies: ["BatonX11", "BatonPublishers", "CXCB", "CTestSpawn"], swiftSettings: strict),
         // Against a real headless sway per test and real wl-clipboard as the other client.
-        .testTarget(name: "BatonWaylandTests", dependencies: ["BatonWayland", "BatonPublishers", "CTestSpawn"], swiftSettings: strict),
+        .testTarget(name: "BatonWaylandTests", dependencies: ["BatonWayland", "BatonWaylandFakes", "BatonPublishers", "CTestSpawn"], swiftSettings: strict),
         .testTarget(name: "BatonBrowserHostTests", dependencies: ["BatonBrowserHost", "BatonClient", "BatonCore"],
                     swiftSettings: strict),
         .testTarget(name: "BatonAgentTests", dependencies: ["BatonTestBus", "BatonAgent", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
