@@ -14,9 +14,9 @@ struct WaylandFakeCompositorTests {
         let compositor = try FakeCompositor(globals: [Self.seat, ("zwlr_data_control_manager_v1", 2), ("ext_data_control_manager_v1", 1)])
         defer { compositor.stop() }
         let environment = compositor.environment
-        let answer = try await onThread { waylandDataControlAvailability(environment: environment) }
+        let answer = try await onThread { waylandDataControlAvailability(environment: environment, timeout: .seconds(120)) }
         #expect(answer == .available(.ext, version: 1))
-        let clipboard = try await onThread { try WaylandSessionClipboard(environment: environment) }
+        let clipboard = try await onThread { try WaylandSessionClipboard(environment: environment, configuration: .patient) }
         defer { clipboard.close() }
         #expect(clipboard.dataControlProtocol == .ext)
         #expect(compositor.bound == ["wl_seat@1", "ext_data_control_manager_v1@1"])
@@ -27,12 +27,12 @@ struct WaylandFakeCompositorTests {
         let compositor = try FakeCompositor(globals: [Self.seat, ("wl_data_device_manager", 3), ("gtk_shell1", 5)])
         defer { compositor.stop() }
         let environment = compositor.environment
-        let answer = try await onThread { waylandDataControlAvailability(environment: environment) }
+        let answer = try await onThread { waylandDataControlAvailability(environment: environment, timeout: .seconds(120)) }
         #expect(answer == .noDataControl)
         #expect(answer.description.contains("GNOME"))
         let refusal = try await onThread { () -> ClipboardError? in
             do throws(ClipboardError) {
-                _ = try WaylandSessionClipboard(environment: environment)
+                _ = try WaylandSessionClipboard(environment: environment, configuration: .patient)
                 return nil
             } catch {
                 return error
@@ -48,7 +48,7 @@ struct WaylandFakeCompositorTests {
         let compositor = try FakeCompositor(globals: [Self.seat, ("zwlr_data_control_manager_v1", 2)], behaviour: .brokenAfterSyncs(3))
         defer { compositor.stop() }
         let environment = compositor.environment
-        let clipboard = try await onThread { try WaylandSessionClipboard(environment: environment) }
+        let clipboard = try await onThread { try WaylandSessionClipboard(environment: environment, configuration: .patient) }
         defer { clipboard.close() }
         let recorder = EventRecorder(clipboard.events)
         _ = try? await clipboard.offer(types: [ClipboardTypes.text]) { _ in [] }

@@ -13,7 +13,7 @@ struct WaylandSessionClipboardTests {
     func copyByWlCopy() async throws {
         let sway = try await HeadlessSway.start()
         defer { sway.stop() }
-        let clipboard = try WaylandSessionClipboard(environment: sway.environment)
+        let clipboard = try WaylandSessionClipboard(environment: sway.environment, configuration: .patient)
         defer { clipboard.close() }
         #expect(clipboard.dataControlProtocol == .wlr)  // sway 1.7 offers only wlr-data-control
         let recorder = EventRecorder(clipboard.events)
@@ -43,7 +43,7 @@ struct WaylandSessionClipboardTests {
     func pngCopy() async throws {
         let sway = try await HeadlessSway.start()
         defer { sway.stop() }
-        let clipboard = try WaylandSessionClipboard(environment: sway.environment)
+        let clipboard = try WaylandSessionClipboard(environment: sway.environment, configuration: .patient)
         defer { clipboard.close() }
         let recorder = EventRecorder(clipboard.events)
 
@@ -58,12 +58,12 @@ struct WaylandSessionClipboardTests {
     func secretCopies() async throws {
         let sway = try await HeadlessSway.start()
         defer { sway.stop() }
-        let clipboard = try WaylandSessionClipboard(environment: sway.environment)
+        let clipboard = try WaylandSessionClipboard(environment: sway.environment, configuration: .patient)
         defer { clipboard.close() }
         let recorder = EventRecorder(clipboard.events)
         // Debian 12's wl-clipboard (2.1.0) has no --sensitive: a second client of our own offers the
         // hint as `wl-copy --sensitive` does (the hint's value written on request).
-        let passwordManager = try WaylandSessionClipboard(environment: sway.environment)
+        let passwordManager = try WaylandSessionClipboard(environment: sway.environment, configuration: .patient)
         defer { passwordManager.close() }
         let hint = ClipboardSecrecy.kdePasswordManagerHint
 
@@ -82,7 +82,7 @@ struct WaylandSessionClipboardTests {
     func offerPastedByWlPaste() async throws {
         let sway = try await HeadlessSway.start()
         defer { sway.stop() }
-        let clipboard = try WaylandSessionClipboard(environment: sway.environment)
+        let clipboard = try WaylandSessionClipboard(environment: sway.environment, configuration: .patient)
         defer { clipboard.close() }
         let recorder = EventRecorder(clipboard.events)
         let log = ProvideLog()
@@ -123,7 +123,7 @@ struct WaylandSessionClipboardTests {
     func largeTransfers() async throws {
         let sway = try await HeadlessSway.start()
         defer { sway.stop() }
-        let clipboard = try WaylandSessionClipboard(environment: sway.environment)
+        let clipboard = try WaylandSessionClipboard(environment: sway.environment, configuration: .patient)
         defer { clipboard.close() }
         let recorder = EventRecorder(clipboard.events)
         let image = binaryBytes(count: tenMiB)
@@ -153,7 +153,7 @@ struct WaylandSessionClipboardTests {
     func offerLostToWlCopy() async throws {
         let sway = try await HeadlessSway.start()
         defer { sway.stop() }
-        let clipboard = try WaylandSessionClipboard(environment: sway.environment)
+        let clipboard = try WaylandSessionClipboard(environment: sway.environment, configuration: .patient)
         defer { clipboard.close() }
         let recorder = EventRecorder(clipboard.events)
         let log = ProvideLog()
@@ -181,7 +181,7 @@ struct WaylandSessionClipboardTests {
     func ownerGone() async throws {
         let sway = try await HeadlessSway.start()
         defer { sway.stop() }
-        let clipboard = try WaylandSessionClipboard(environment: sway.environment)
+        let clipboard = try WaylandSessionClipboard(environment: sway.environment, configuration: .patient)
         defer { clipboard.close() }
         let recorder = EventRecorder(clipboard.events)
 
@@ -197,7 +197,7 @@ struct WaylandSessionClipboardTests {
     func compositorKilled() async throws {
         let sway = try await HeadlessSway.start()
         defer { sway.stop() }
-        let clipboard = try WaylandSessionClipboard(environment: sway.environment)
+        let clipboard = try WaylandSessionClipboard(environment: sway.environment, configuration: .patient)
         defer { clipboard.close() }
         let recorder = EventRecorder(clipboard.events)
 
@@ -229,7 +229,7 @@ struct WaylandSessionClipboardTests {
         let sway = try await HeadlessSway.start()
         defer { sway.stop() }
         let environment = sway.environment
-        let available = try await onThread { waylandDataControlAvailability(environment: environment) }
+        let available = try await onThread { waylandDataControlAvailability(environment: environment, timeout: .seconds(120)) }
         #expect(available == .available(.wlr, version: 2))
         #expect(waylandDataControlAvailability(environment: ["XDG_RUNTIME_DIR": "/tmp"]) == .noDisplay)
         let absent = waylandDataControlAvailability(environment: ["WAYLAND_DISPLAY": "wayland-baton-absent",

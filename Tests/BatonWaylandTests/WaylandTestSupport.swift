@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonPublishers
+import BatonWayland
 import CTestSpawn
 import Foundation
 import Testing
@@ -138,7 +139,9 @@ final class HeadlessSway: @unchecked Sendable {
         let deadline = ContinuousClock.now + .seconds(120)
         while ContinuousClock.now < deadline {
             let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-            if let socket = names.first(where: { $0.hasPrefix("wayland-") && !$0.hasSuffix(".lock") }) {
+            // The file appears at bind(2), before listen(2): ready once a connection is accepted.
+            if let socket = names.first(where: { $0.hasPrefix("wayland-") && !$0.hasSuffix(".lock") }),
+               accepts(directory + "/" + socket) {
                 return HeadlessSway(runtimeDirectory: directory, display: socket, child: child)
             }
             var status: Int32 = 0
@@ -148,6 +151,20 @@ final class HeadlessSway: @unchecked Sendable {
         kill(child.pid, SIGKILL)
         child.wait()
         throw SwayFailed()
+    }
+
+    private static func accepts(_ path: String) -> Bool {
+        let probe = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard probe >= 0 else { return false }
+        defer { close(probe) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { room in
+            for (index, byte) in path.utf8.enumerated() where index < room.count - 1 { room[index] = byte }
+        }
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(probe, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        } == 0
     }
 
     /// Ends the compositor (once) and removes its directory.
@@ -256,6 +273,12 @@ actor EventRecorder {
         }
         return nil
     }
+}
+
+extension WaylandSessionClipboard.Configuration {
+    /// For tests that do not time the adapter's waits: guards of 120 s (a loaded machine).
+    static let patient = WaylandSessionClipboard.Configuration(answerTimeout: .seconds(120), requestorTimeout: .seconds(120),
+                                                               connectTimeout: .seconds(120))
 }
 
 /// Deterministic bytes that are no text (a stand-in for an image).
