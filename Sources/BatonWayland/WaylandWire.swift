@@ -15,7 +15,7 @@ enum WaylandWireError: Error, Equatable, CustomStringConvertible {
     case badSize(Int)
     /// An argument runs past the end of its message.
     case truncated
-    /// A string without its terminating NUL, or one that is not UTF-8.
+    /// A string without its terminating NUL, or with a NUL inside.
     case badString
     /// A required string or object was null.
     case unexpectedNull
@@ -108,17 +108,18 @@ struct WaylandArguments {
     }
 
     /// A string; nil for a null string. Its length word counts the terminating NUL; the bytes are
-    /// padded to a multiple of 4.
+    /// padded to a multiple of 4. Bytes that are not UTF-8 become U+FFFD: type names are other
+    /// clients' words, which the compositor relays as they are, and one client's garbage must not
+    /// end the connection (such a name is no media type and is dropped as one).
     mutating func string() throws(WaylandWireError) -> String? {
         let length = Int(try uint())
         guard length > 0 else { return nil }
         let padded = (length + 3) & ~3
         guard padded <= bytes.count - offset else { throw .truncated }
         let body = bytes[offset..<(offset + length - 1)]
-        guard bytes[offset + length - 1] == 0, !body.contains(0),
-              let text = String(validating: body, as: UTF8.self) else { throw .badString }
+        guard bytes[offset + length - 1] == 0, !body.contains(0) else { throw .badString }
         offset += padded
-        return text
+        return String(decoding: body, as: UTF8.self)
     }
 
     /// A string that must not be null.
@@ -148,8 +149,10 @@ struct WaylandRequest {
     /// A nullable object argument: 0 for null.
     mutating func object(_ id: UInt32?) { uint(id ?? 0) }
 
-    mutating func string(_ text: String) {
-        let utf8 = Array(text.utf8)
+    mutating func string(_ text: String) { string(bytes: Array(text.utf8)) }
+
+    /// A string given as bytes (without NUL).
+    mutating func string(bytes utf8: [UInt8]) {
         uint(UInt32(utf8.count + 1))
         arguments.append(contentsOf: utf8)
         arguments.append(0)

@@ -24,8 +24,9 @@ final class RawWaylandOwner: @unchecked Sendable {
     private var stopping = false
     private let done = DispatchSemaphore(value: 0)
 
-    /// Takes the clipboard offering `names`; `answers` by name (others: no bytes, the pipe closed).
-    init(environment: [String: String], names: [String], answers: [String: Answer]) throws {
+    /// Takes the clipboard offering `rawNames` (any bytes), then `names`; `answers` by name (others:
+    /// no bytes, the pipe closed).
+    init(environment: [String: String], names: [String], rawNames: [[UInt8]] = [], answers: [String: Answer]) throws {
         connection = try { () throws(WaylandUnavailable) in try WaylandConnection.connect(environment: environment) }()
         let globals = try WaylandGlobals.fetch(connection, timeout: .seconds(120))
         guard let (_, manager) = globals.dataControl, let seat = globals.seat else { throw RawClientFailed() }
@@ -46,9 +47,9 @@ final class RawWaylandOwner: @unchecked Sendable {
         var create = WaylandRequest(object: managerID, opcode: WaylandInterface.Manager.createDataSource)
         create.uint(source)
         connection.send(create)
-        for name in names {
+        for name in rawNames + names.map({ Array($0.utf8) }) {
             var offer = WaylandRequest(object: source, opcode: WaylandInterface.Source.offer)
-            offer.string(name)
+            offer.string(bytes: name)
             connection.send(offer)
         }
         var set = WaylandRequest(object: deviceID, opcode: WaylandInterface.Device.setSelection)

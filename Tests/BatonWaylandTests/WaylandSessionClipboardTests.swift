@@ -37,6 +37,11 @@ struct WaylandSessionClipboardTests {
         }
         await #expect(throws: ClipboardError.overLimit(limit: 4)) { try await clipboard.read(type: text, limit: 4) }
         #expect(try await clipboard.read(type: text, limit: copied.count) == copied)
+
+        // An adapter started after the copy: the copy at its start is no change, but it reads.
+        let late = try WaylandSessionClipboard(environment: sway.environment, configuration: .patient)
+        defer { late.close() }
+        #expect(try await late.read(type: text, limit: 1024) == copied)
     }
 
     @Test("a PNG copied with wl-copy arrives as image/png and reads back exactly")
