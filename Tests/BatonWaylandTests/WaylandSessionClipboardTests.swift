@@ -19,7 +19,8 @@ struct WaylandSessionClipboardTests {
         let recorder = EventRecorder(clipboard.events)
 
         await #expect(throws: ClipboardError.noOwner) { try await clipboard.read(type: text, limit: 1024) }
-        try await sway.wlCopy(Array("not this one".utf8), arguments: ["--primary"])
+        // A primary copy of its own type: were it reported, the first change would list that type.
+        try await sway.wlCopy(Array("not this one".utf8), arguments: ["--primary", "--type", "application/x-baton-primary"])
         let copied = Array("Grüße from wl-copy\n\twith a tab".utf8)
         try await sway.wlCopy(copied)
         // The first event is the clipboard's: the primary copy before it made none.
