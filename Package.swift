@@ -75,7 +75,7 @@ let package = Package(
         .target(name: "BatonX11", dependencies: ["BatonPublishers", "BatonReadiness", "CXCB"], swiftSettings: strict),
         // The session clipboard on Wayland (SessionClipboard over ext/wlr data control): the wire
         // protocol spoken directly on the compositor's socket, no libwayland.
-        .target(name: "BatonWayland", dependencies: ["BatonPublishers", "BatonReadiness", "CBusSocket"], swiftSettings: strict),
+        .target(name: "BatonWayland", dependencies: ["BatonPublishers", "BatonReadiness", "BatonSystem", "CBusSocket"], swiftSettings: strict),
         // The browser extension's native messaging host: framing, page messages, the activity.
         .target(name: "BatonBrowserHost", dependencies: ["BatonPublishers", "BatonClient", "BatonAPI", "BatonCore", "BatonCommandLine", "BatonDBus", "BatonSystem", "BatonJSON"], swiftSettings: strict),
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonPublishers
 import BatonReadiness
+import BatonSystem
 import Dispatch
 import Glibc
 
@@ -154,7 +155,7 @@ final class WaylandClipboardCore: @unchecked Sendable {
     /// Queues a request and writes what the socket takes; the rest goes when it is writable.
     func request(_ request: WaylandRequest) {
         guard !isClosed else {
-            for descriptor in request.descriptors { Glibc.close(descriptor) }
+            for descriptor in request.descriptors { closeDescriptor(descriptor) }
             return
         }
         switch connection.send(request) {
@@ -242,7 +243,7 @@ final class WaylandClipboardCore: @unchecked Sendable {
             let name = try arguments.requiredString()
             let descriptor = try connection.takeDescriptor()
             guard !gone, let offer = own, offer.source == message.object, let type = offer.typeOfName[name] else {
-                Glibc.close(descriptor)  // closed unanswered: the pasting client reads nothing
+                closeDescriptor(descriptor)  // closed unanswered: the pasting client reads nothing
                 return
             }
             serve(type: type, name: name, to: descriptor, provide: offer.provide)

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+import BatonSystem
 internal import CBusSocket
 import Glibc
 
@@ -60,7 +61,7 @@ final class WaylandConnection: @unchecked Sendable {
         }
         guard connected == 0 else {
             let reason = String(cString: strerror(errno))
-            Glibc.close(descriptor)
+            closeDescriptor(descriptor)
             throw WaylandUnavailable(.cannotConnect("cannot connect to the Wayland compositor at \(path) (\(reason)); is it running?"))
         }
         _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
@@ -91,11 +92,11 @@ final class WaylandConnection: @unchecked Sendable {
     @discardableResult
     func send(_ request: WaylandRequest) -> FlushResult {
         guard !isClosed, let bytes = request.bytes else {
-            for descriptor in request.descriptors { Glibc.close(descriptor) }
+            for descriptor in request.descriptors { closeDescriptor(descriptor) }
             return .failed
         }
         if outgoingDescriptors.count + request.descriptors.count > Self.descriptorsPerSend, !flushAll() {
-            for descriptor in request.descriptors { Glibc.close(descriptor) }
+            for descriptor in request.descriptors { closeDescriptor(descriptor) }
             return .failed
         }
         outgoing.append(contentsOf: bytes)
@@ -111,30 +112,33 @@ final class WaylandConnection: @unchecked Sendable {
         while !outgoing.isEmpty {
             let sent = outgoing.withUnsafeBytes { bytes in
                 outgoingDescriptors.withUnsafeBufferPointer { descriptors in
-                    baton_send_with_fds(socket, bytes.baseAddress, bytes.count, descriptors.baseAddress, Int32(descriptors.count))
+                    retryingInterrupts {
+                        baton_send_with_fds(socket, bytes.baseAddress, bytes.count, descriptors.baseAddress, Int32(descriptors.count))
+                    }
                 }
             }
-            if sent < 0 {
-                if errno == EINTR { continue }
-                return errno == EAGAIN || errno == EWOULDBLOCK ? .blocked : .failed
-            }
+            if sent < 0 { return errno == EAGAIN || errno == EWOULDBLOCK ? .blocked : .failed }
             // The descriptors went with the first byte; ours are copies the kernel made for the peer.
-            for descriptor in outgoingDescriptors { Glibc.close(descriptor) }
+            for descriptor in outgoingDescriptors { closeDescriptor(descriptor) }
             outgoingDescriptors.removeAll()
             outgoing.removeFirst(sent)
         }
         return .done
     }
 
-    /// Writes everything, waiting for room (init and a batch of descriptors only; bounded by poll's time).
+    /// Writes everything, waiting for room at most 15 s in all (init, and a batch of descriptors
+    /// beyond what one sendmsg carries).
     private func flushAll() -> Bool {
+        let deadline = ContinuousClock.now + .seconds(15)
         while true {
             switch flush() {
             case .done: return true
             case .failed: return false
             case .blocked:
+                // An interrupted poll comes back here and waits for what is left.
+                guard let left = milliseconds(until: deadline) else { return false }
                 var entry = pollfd(fd: socket, events: Int16(POLLOUT), revents: 0)
-                guard poll(&entry, 1, 15_000) > 0 else { return false }
+                guard poll(&entry, 1, left) >= 0 || errno == EINTR else { return false }
             }
         }
     }
@@ -150,11 +154,13 @@ final class WaylandConnection: @unchecked Sendable {
         var count: Int32 = 0
         var truncated: Int32 = 0
         let length = buffer.withUnsafeMutableBytes { bytes in
-            baton_recv_with_fds(socket, bytes.baseAddress, bytes.count, &descriptors, Int32(descriptors.count), &count, &truncated)
+            retryingInterrupts {
+                baton_recv_with_fds(socket, bytes.baseAddress, bytes.count, &descriptors, Int32(descriptors.count), &count, &truncated)
+            }
         }
         received.append(contentsOf: descriptors.prefix(Int(count)))
         if length < 0 {
-            if errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK { return .wouldBlock }
+            if errno == EAGAIN || errno == EWOULDBLOCK { return .wouldBlock }
             return .closed("the connection to the Wayland compositor failed (\(String(cString: strerror(errno))))")
         }
         guard length > 0 else { return .closed("the Wayland compositor closed the connection") }
@@ -174,14 +180,13 @@ final class WaylandConnection: @unchecked Sendable {
         return received.removeFirst()
     }
 
-    /// Waits up to `milliseconds` for the socket to be readable (init's round trips only).
+    /// Waits up to `milliseconds` for the socket to be readable (init's round trips only). True
+    /// also when a signal interrupted the wait: the caller reads (nothing, maybe) and waits again
+    /// for what is left of its time.
     func waitReadable(milliseconds: Int32) -> Bool {
         var entry = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-        while true {
-            let ready = poll(&entry, 1, milliseconds)
-            if ready < 0, errno == EINTR { continue }
-            return ready > 0
-        }
+        let ready = poll(&entry, 1, milliseconds)
+        return ready > 0 || (ready < 0 && errno == EINTR)
     }
 
     /// Writes what is queued, waiting for room (init's round trips only).
@@ -191,10 +196,20 @@ final class WaylandConnection: @unchecked Sendable {
     func close() {
         guard !isClosed else { return }
         isClosed = true
-        for descriptor in received + outgoingDescriptors { Glibc.close(descriptor) }
+        for descriptor in received + outgoingDescriptors { closeDescriptor(descriptor) }
         received.removeAll()
         outgoingDescriptors.removeAll()
         outgoing.removeAll()
-        Glibc.close(socket)
+        closeDescriptor(socket)
     }
+}
+
+/// Closes a descriptor this module owns, through BatonSystem (no module outside it calls close(2)).
+func closeDescriptor(_ descriptor: Int32) { FileDescriptor(taking: descriptor).close() }
+
+/// The milliseconds left until `deadline`, nil when it passed.
+func milliseconds(until deadline: ContinuousClock.Instant) -> Int32? {
+    let left = ContinuousClock.now.duration(to: deadline)
+    let milliseconds = left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000
+    return milliseconds > 0 ? Int32(clamping: milliseconds) : nil
 }

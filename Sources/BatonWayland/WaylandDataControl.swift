@@ -138,9 +138,7 @@ struct WaylandGlobals {
                 throw WaylandUnavailable(.cannotConnect("\(error)"))
             }
             if until() { break }
-            let left = ContinuousClock.now.duration(to: deadline)
-            let milliseconds = Int32(clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000)
-            guard milliseconds > 0, connection.waitReadable(milliseconds: milliseconds) else {
+            guard let left = milliseconds(until: deadline), connection.waitReadable(milliseconds: left) else {
                 throw WaylandUnavailable(.cannotConnect("the Wayland compositor did not answer within \(timeout)"))
             }
             if case .closed(let reason) = connection.receive() { throw WaylandUnavailable(.cannotConnect(reason)) }

@@ -76,7 +76,7 @@ extension WaylandClipboardCore {
     /// bytes go to the client's pipe as it reads them. A failed `provide` closes the pipe unanswered.
     func serve(type: String, name: String, to descriptor: Int32, provide: @escaping @Sendable (String) async throws -> [UInt8]) {
         guard writers.count < Self.maximumWriters else {
-            Glibc.close(descriptor)
+            closeDescriptor(descriptor)
             return
         }
         let box = DescriptorBox(descriptor)
@@ -84,7 +84,7 @@ extension WaylandClipboardCore {
             let bytes = try? await provide(type)
             queue.async { [self] in
                 guard !isClosed, let bytes, writers.count < Self.maximumWriters else {
-                    Glibc.close(box.descriptor)
+                    closeDescriptor(box.descriptor)
                     return
                 }
                 let content = name == "STRING" ? ClipboardTypes.latin1(fromUTF8: bytes) : bytes

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonPublishers
 import BatonReadiness
+import BatonSystem
 import Dispatch
 import Glibc
 
@@ -22,13 +23,13 @@ func makeNonBlocking(_ descriptor: Int32) {
     _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
 }
 
-/// A pipe, both ends close-on-exec (pipe2 is not in Swift's Glibc module), the read end non-blocking.
+/// A pipe, both ends close-on-exec, the read end non-blocking; the numbers are the caller's to close.
 func makeReceivePipe() -> (reader: Int32, writer: Int32)? {
-    var ends: [Int32] = [-1, -1]
-    guard pipe(&ends) == 0 else { return nil }
-    for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
-    makeNonBlocking(ends[0])
-    return (ends[0], ends[1])
+    guard let pipe = try? FileDescriptor.pipe() else { return nil }
+    let reader = pipe.reader.release()
+    let writer = pipe.writer.release()
+    makeNonBlocking(reader)
+    return (reader, writer)
 }
 
 /// Reads the answer of the client that copied from the read end of a pipe until it closes its end:
@@ -53,9 +54,9 @@ final class PipeReader: @unchecked Sendable {
         self.timeout = timeout
         self.completion = completion
         guard let source = makeReadinessSource(watching: descriptor, for: .readable, queue: queue, onCancel: {
-            close(descriptor)
+            closeDescriptor(descriptor)
         }) else {
-            close(descriptor)
+            closeDescriptor(descriptor)
             return nil
         }
         self.source = source
@@ -78,9 +79,9 @@ final class PipeReader: @unchecked Sendable {
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
         // At most one byte past the limit: enough to know it is over, never more buffered.
         let room = min(chunk.count, limit + 1 - buffer.count)
-        let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, room) }
+        let count = chunk.withUnsafeMutableBytes { bytes in retryingInterrupts { read(descriptor, bytes.baseAddress, room) } }
         if count < 0 {
-            if errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK { return }
+            if errno == EAGAIN || errno == EWOULDBLOCK { return }
             return finish(.failure(.refused))
         }
         // Wayland has no refusal: a client that cannot answer closes the pipe unwritten. Nothing
@@ -124,9 +125,9 @@ final class PipeWriter: @unchecked Sendable {
         self.onEnd = onEnd
         makeNonBlocking(descriptor)
         guard !bytes.isEmpty, let source = makeReadinessSource(watching: descriptor, for: .writable, queue: queue, onCancel: {
-            close(descriptor)
+            closeDescriptor(descriptor)
         }) else {
-            close(descriptor)
+            closeDescriptor(descriptor)
             queue.async { [self] in finish(bytes.isEmpty) }
             return
         }
@@ -148,10 +149,10 @@ final class PipeWriter: @unchecked Sendable {
     private func writable(_ descriptor: Int32) {
         guard onEnd != nil else { return }
         let count = bytes.withUnsafeBytes { all in
-            write(descriptor, all.baseAddress! + sent, min(all.count - sent, 64 << 10))
+            retryingInterrupts { write(descriptor, all.baseAddress! + sent, min(all.count - sent, 64 << 10)) }
         }
         if count < 0 {
-            if errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK { return }
+            if errno == EAGAIN || errno == EWOULDBLOCK { return }
             return finish(false)  // EPIPE: the pasting client closed its end (SIGPIPE is ignored)
         }
         sent += count
