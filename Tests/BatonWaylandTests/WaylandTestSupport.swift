@@ -123,7 +123,7 @@ final class HeadlessSway: @unchecked Sendable {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false,
                                                 attributes: [.posixPermissions: 0o700])
         let config = directory + "/config"
-        try Data("xwayland disable\noutput * bg #000000 solid_color\n".utf8).write(to: URL(fileURLWithPath: config))
+        try Data("xwayland disable\n".utf8).write(to: URL(fileURLWithPath: config))
         let environment = ["PATH=/usr/bin:/bin", "HOME=\(directory)", "XDG_RUNTIME_DIR=\(directory)", "WLR_BACKENDS=headless",
                            "WLR_LIBINPUT_NO_DEVICES=1", "WLR_RENDERER=pixman"]
         var program = "/usr/bin/sway"
