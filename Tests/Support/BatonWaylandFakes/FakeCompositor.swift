@@ -127,6 +127,9 @@ public final class FakeCompositor: @unchecked Sendable {
             }
             if lock.withLock({ stopped }) { break reading }
         }
+        // Out of the list before it is closed: `stop()` must never shut down a number that another
+        // test's socket may have been given since.
+        lock.withLock { clients.removeAll { $0 == client } }
         close(client)
     }
 
