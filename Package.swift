@@ -73,6 +73,9 @@ let package = Package(
         .target(name: "BatonPublishers", swiftSettings: strict),
         // The session clipboard on X11 (SessionClipboard over libxcb): selections, INCR, XFixes.
         .target(name: "BatonX11", dependencies: ["BatonPublishers", "BatonReadiness", "CXCB"], swiftSettings: strict),
+        // The session clipboard on Wayland (SessionClipboard over ext/wlr data control): the wire
+        // protocol spoken directly on the compositor's socket, no libwayland.
+        .target(name: "BatonWayland", dependencies: ["BatonPublishers", "BatonReadiness", "BatonSystem", "CBusSocket"], swiftSettings: strict),
         // The browser extension's native messaging host: framing, page messages, the activity.
         .target(name: "BatonBrowserHost", dependencies: ["BatonPublishers", "BatonClient", "BatonAPI", "BatonCore", "BatonCommandLine", "BatonDBus", "BatonSystem", "BatonJSON"], swiftSettings: strict),
 
@@ -134,6 +137,8 @@ let package = Package(
         // Test support: a private dbus-daemon per test, shared by the suites that need one.
         // Test support: starts dbus-broker with posix_spawn (closefrom in the child), see TestBus.
         .systemLibrary(name: "CTestSpawn", path: "Tests/Support/CTestSpawn"),
+        // A stand-in Wayland compositor for what headless sway cannot show (ext-data-control, none, broken bytes).
+        .target(name: "BatonWaylandFakes", path: "Tests/Support/BatonWaylandFakes", swiftSettings: strict),
         .target(name: "BatonTestBus", dependencies: ["CTestSpawn"], path: "Tests/Support/BatonTestBus", swiftSettings: strict),
         // Test support: a private Xvfb per test and xclip as the other client (posix_spawn, closefrom).
         .target(name: "BatonXvfb", dependencies: ["CTestSpawn"], path: "Tests/Support/BatonXvfb", swiftSettings: strict),
@@ -156,6 +161,8 @@ let package = Package(
         .testTarget(name: "BatonPublishersTests", dependencies: ["BatonPublishers"], swiftSettings: strict),
         // Against a real Xvfb per test and real xclip as the other client.
         .testTarget(name: "BatonX11Tests", dependencies: ["BatonX11", "BatonPublishers", "BatonXvfb", "CXCB", "CTestSpawn"], swiftSettings: strict),
+        // Against a real headless sway per test and real wl-clipboard as the other client.
+        .testTarget(name: "BatonWaylandTests", dependencies: ["BatonWayland", "BatonWaylandFakes", "BatonPublishers", "CTestSpawn"], swiftSettings: strict),
         .testTarget(name: "BatonBrowserHostTests", dependencies: ["BatonBrowserHost", "BatonClient", "BatonCore"],
                     swiftSettings: strict),
         .testTarget(name: "BatonAgentTests", dependencies: ["BatonTestBus", "BatonAgent", "BatonPublishers", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),

@@ -29,7 +29,7 @@ final class FakeAirRadio: RadioPort {
     func adapterAddress() async -> RadioAdapterAddress? { nil }
     var onAir: [UInt8]? { air.withLock { $0 } }
     func hear(_ data: [UInt8]) {
-        feed.yield(.report(AdvertisementReport(address: try! BluetoothAddress("C0:00:00:00:00:01"), addressType: "random", rssi: -50, txPower: nil,
+        feed.yield(.report(AdvertisementReport(address: try! BluetoothAddress("C0:00:00:00:00:01"), addressType: .random, rssi: -50, txPower: nil,
                                                manufacturerData: [Protocol.defaultCompanyID: data])))
     }
 }

@@ -16,7 +16,8 @@ struct DeviceState: Sendable, Hashable {
     /// Parsed where BlueZ's text arrives: a malformed Address property is skipped (the one read
     /// from the object path, or none, stands), never carried on as text.
     var address: BluetoothAddress?
-    var addressType: String?
+    /// Nil until BlueZ reports "public" or "random" (anything else is not carried on).
+    var addressType: LEAddressType?
     var rssi: Int?
     var txPower: Int?
     var manufacturerData: [UInt16: [UInt8]] = [:]
@@ -42,7 +43,7 @@ struct DeviceState: Sendable, Hashable {
     /// such a device is not reported.
     var report: AdvertisementReport? {
         guard let address = address ?? Self.address(fromPath: path) else { return nil }
-        return AdvertisementReport(address: address, addressType: addressType ?? "unknown", rssi: rssi, txPower: txPower,
+        return AdvertisementReport(address: address, addressType: addressType, rssi: rssi, txPower: txPower,
                                    manufacturerData: manufacturerData, serviceUUIDs: serviceUUIDs, name: name)
     }
 
@@ -50,7 +51,7 @@ struct DeviceState: Sendable, Hashable {
         for (key, value) in properties {
             switch key {
             case "Address": if let text = value.stringValue, let parsed = try? BluetoothAddress(text) { address = parsed }
-            case "AddressType": if let text = value.stringValue, text.utf8.count <= 16 { addressType = text }
+            case "AddressType": if let text = value.stringValue { addressType = LEAddressType(name: text) }
             case "RSSI": if let level = value.int16Value { rssi = Int(level) }
             case "TxPower": if let level = value.int16Value { txPower = Int(level) }
             case "ManufacturerData": if let data = Self.manufacturerData(value) { manufacturerData = data }

@@ -2,7 +2,8 @@
 /// The session's clipboard (the CLIPBOARD selection, never PRIMARY) as the agent sees it: copies by
 /// other clients arrive as events with the types they offer; bytes are read only on request; the
 /// agent can take the clipboard with a list of types and produce each type's bytes only when a
-/// pasting app asks for it (issue 27, docs/clipboard.md). Adapters: BatonX11 (X11 selections).
+/// pasting app asks for it (issue 27, docs/clipboard.md). Adapters: BatonX11 (X11 selections),
+/// BatonWayland (Wayland data control).
 public protocol SessionClipboard: Sendable {
     /// What happened to the clipboard, in order: copies by other clients (never this adapter's own
     /// offers), the clipboard left without owner, and this adapter's offer lost to another client.

@@ -112,7 +112,7 @@ extension AdvertiserTable {
 
     func report(_ address: BluetoothAddress, rssi: Int?, company: UInt16? = nil, data: [UInt8] = [1, 2, 3],
                 txPower: Int? = nil, uuids: [String] = [], name: String? = nil) -> AdvertisementReport {
-        AdvertisementReport(address: address, addressType: "random", rssi: rssi, txPower: txPower,
+        AdvertisementReport(address: address, addressType: .random, rssi: rssi, txPower: txPower,
                             manufacturerData: company.map { [$0: data] } ?? [:], serviceUUIDs: uuids, name: name)
     }
 
@@ -210,7 +210,7 @@ extension AdvertiserTable {
             return
         }
         func report(_ data: [UInt8]) -> AdvertisementReport {
-            AdvertisementReport(address: BluetoothAddress(testing: "AA:00:00:00:00:05"), addressType: "random", rssi: -50, txPower: nil,
+            AdvertisementReport(address: BluetoothAddress(testing: "AA:00:00:00:00:05"), addressType: .random, rssi: -50, txPower: nil,
                                 manufacturerData: [0xFFFF: data], serviceUUIDs: [], name: nil)
         }
         guard case .ringMember(let sighting) = matcher.hear(report(second), batonCompanyID: 0xFFFF) else {

@@ -19,7 +19,7 @@ struct HeardAdvertTests {
     }
 
     func report(_ data: [UInt8]?, company: UInt16 = baton, address: BluetoothAddress = BluetoothAddress(testing: "AA:00:00:00:00:01"), uuids: [String] = []) -> AdvertisementReport {
-        AdvertisementReport(address: address, addressType: "random", rssi: -50, txPower: nil,
+        AdvertisementReport(address: address, addressType: .random, rssi: -50, txPower: nil,
                             manufacturerData: data.map { [company: $0] } ?? [:], serviceUUIDs: uuids)
     }
 
@@ -145,11 +145,11 @@ struct HeardAdvertTests {
         #expect(matcher.hear(report([1], company: 0x0123), batonCompanyID: Self.baton) == .foreign(.other(companyID: 0x0123)))
         #expect(matcher.hear(report(nil), batonCompanyID: Self.baton) == .foreign(.other(companyID: nil)))
         // The lowest company ID names a report with several.
-        let several = AdvertisementReport(address: BluetoothAddress(testIndex: 1), addressType: "public", rssi: nil, txPower: nil,
+        let several = AdvertisementReport(address: BluetoothAddress(testIndex: 1), addressType: .public, rssi: nil, txPower: nil,
                                           manufacturerData: [0x0123: [1], 0x004C: [2]])
         #expect(matcher.hear(several, batonCompanyID: Self.baton) == .foreign(.appleContinuity))
         // A report with Baton data next to others is a Baton report.
-        let mixed = AdvertisementReport(address: BluetoothAddress(testIndex: 1), addressType: "public", rssi: nil, txPower: nil,
+        let mixed = AdvertisementReport(address: BluetoothAddress(testIndex: 1), addressType: .public, rssi: nil, txPower: nil,
                                         manufacturerData: [0x004C: [2], Self.baton: [1, 2]])
         #expect(matcher.hear(mixed, batonCompanyID: Self.baton) == .malformedBaton(.malformed("length")))
         #expect(matcher.sealOpens == 0)

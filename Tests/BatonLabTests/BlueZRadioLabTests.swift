@@ -36,7 +36,7 @@ struct BlueZRadioLabTests {
         // btvirt reports RSSI 127 ("unknown"); a real controller gives dBm. Both must come through.
         let rssi = try #require(report.rssi)
         #expect(rssi == RSSIStatistics.unknown || RSSIStatistics.isKnown(rssi))
-        #expect(report.addressType == "random")
+        #expect(report.addressType == .random)
         var receiver = matcher(secret: secret)
         let sighting = try receiver.receive(try #require(report.manufacturerData[Lab.companyID]))
         #expect(sighting.member == memberID)

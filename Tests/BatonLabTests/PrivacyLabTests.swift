@@ -29,7 +29,7 @@ struct PrivacyLabTests {
         try await scanner.startScanning()
         try await advertiser.advertise(companyID: Lab.companyID, data: advert, connectable: true)
         let first = try #require(await heard.first(from: 0, within: .seconds(15)) { $0.carries(advert) }?.event.report)
-        #expect(Self.isResolvable(first.address.description, type: first.addressType), "\(first.address) \(first.addressType)")
+        #expect(Self.isResolvable(first.address.description, type: first.addressType?.name ?? ""), "\(first.address) \(first.addressType?.name ?? "none")")
         #expect(first.address != identity.address)
         // After the RPA lifetime, the next registration (batond re-registers at every epoch
         // rotation, and the kernel's default lifetime is one epoch) comes from a new private address.
@@ -40,7 +40,7 @@ struct PrivacyLabTests {
         let mark = await heard.count
         try await advertiser.advertise(companyID: Lab.companyID, data: next, connectable: true)
         let second = try #require(await heard.first(from: mark, within: .seconds(15)) { $0.carries(next) }?.event.report)
-        #expect(Self.isResolvable(second.address.description, type: second.addressType), "\(second.address) \(second.addressType)")
+        #expect(Self.isResolvable(second.address.description, type: second.addressType?.name ?? ""), "\(second.address) \(second.addressType?.name ?? "none")")
         #expect(second.address != first.address)
         #expect(second.address != identity.address)
         await advertiser.close()

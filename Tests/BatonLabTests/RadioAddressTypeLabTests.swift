@@ -11,7 +11,7 @@ import Testing
 /// its private address's 900 s lifetime, which PrivacyLabTests' shorter one would then not replace.
 @Suite(.serialized, .enabled(if: Lab.isInside, "needs the BlueZ lab VM (LAB_VM=1)"))
 struct RadioAddressTypeLabTests {
-    var expectedType: String { Lab.privacyConfigured ? "random" : "public" }
+    var expectedType: LEAddressType { Lab.privacyConfigured ? .random : .public }
 
 
     /// A device bluetoothd already knew when the radio started is reported only through
@@ -24,7 +24,7 @@ struct RadioAddressTypeLabTests {
         try await earlier.startScanning()
         try await advertiser.advertise(companyID: Lab.companyID, data: advert, connectable: true)
         let first = try #require(await earlierHeard.first(from: 0, within: .seconds(15)) { $0.carries(advert) }?.event.report)
-        #expect(first.addressType == expectedType, "\(first.address) \(first.addressType)")
+        #expect(first.addressType == expectedType, "\(first.address) \(first.addressType?.name ?? "none")")
 
         // A new radio on the same adapter while bluetoothd still has the device object (temporary
         // devices outlive a stopped discovery by 30 s).
@@ -39,7 +39,7 @@ struct RadioAddressTypeLabTests {
         try await advertiser.advertise(companyID: Lab.companyID, data: changed, connectable: true)
         let again = try #require(await laterHeard.first(from: 0, within: .seconds(15)) { $0.carries(changed) }?.event.report)
         #expect(again.address == first.address)
-        #expect(again.addressType == expectedType, "\(again.address) \(again.addressType)")
+        #expect(again.addressType == expectedType, "\(again.address) \(again.addressType?.name ?? "none")")
         await later.close()
         await advertiser.close()
     }

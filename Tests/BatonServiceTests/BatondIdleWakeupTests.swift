@@ -31,7 +31,35 @@ struct BatondIdleWakeupTests {
         let path = try await daemon.client.createActivity(title: "idle check")
         _ = try await daemon.client.activity(path, "BecomeCurrent")
         try await Task.sleep(for: .seconds(2))
+        try await Self.expectNoPeriodicWakeups(daemon)
+    }
 
+    /// The same with the radio on (a fake bluetoothd on a private system bus): once the adapter is
+    /// ready the status reads its LE privacy from the kernel (KernelPrivacyReader; on this host the
+    /// socket fails, the read still runs). That read used to go through DispatchQueue.global(), which
+    /// starts libdispatch's 1 s worker-pool monitor for good: the lab's idle batond woke every second.
+    @Test func anIdleDaemonWithItsRadioReadyHasNoTimerFiringBetweenEpochs() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let system = try TestBus()
+        defer { system.stop() }
+        let bluez = try await FakeBlueZ(bus: system, instances: 4)
+        defer { bluez.connection.close() }
+        let daemon = try await RunningBatond.start(on: bus, ["--save-timeout", "0.2", "--adapter", "hci0"], systemBus: system.address)
+        defer { daemon.stop() }
+        let privacyRead = try await eventually(timeout: .seconds(120)) {
+            let status = try await daemon.client.manager("GetStatus").first?.asDictionary
+            return status?["LEPrivacy"] != nil
+        }
+        #expect(privacyRead, "the radio never became ready on the fake bluetoothd (no LEPrivacy in GetStatus)")
+        guard privacyRead else { return }
+        let path = try await daemon.client.createActivity(title: "idle check")
+        _ = try await daemon.client.activity(path, "BecomeCurrent")
+        try await Task.sleep(for: .seconds(2))
+        try await Self.expectNoPeriodicWakeups(daemon)
+    }
+
+    private static func expectNoPeriodicWakeups(_ daemon: RunningBatond) async throws {
         // Up to three 4 s windows: a periodic timer (libdispatch's 1 s worker-pool monitor, the old
         // 5 s tick) wakes the daemon in every one of them (4 or more each); late work from the start on
         // a loaded machine spills into the first only. One wakeup is allowed: an epoch boundary (every

@@ -101,7 +101,7 @@ extension BatondProcessTests {
     }
 }
 
-/// A `batond --no-radio --no-avahi` on `bus` with its state in `bus.directory/state`, owning its
+/// A `batond --no-avahi` (and `--no-radio` unless given a system bus) on `bus` with its state in `bus.directory/state`, owning its
 /// name once `start` returns; terminated when stopped or released.
 final class RunningBatond: @unchecked Sendable {
     let process = Process()
@@ -114,11 +114,18 @@ final class RunningBatond: @unchecked Sendable {
         self.stateDirectory = stateDirectory
     }
 
-    static func start(on bus: TestBus, _ extraArguments: [String] = []) async throws -> RunningBatond {
+    /// `systemBus`: the radio on, reaching BlueZ on the bus at that address (a fake bluetoothd).
+    static func start(on bus: TestBus, _ extraArguments: [String] = [], systemBus: String? = nil) async throws -> RunningBatond {
         let stateDirectory = bus.directory.appendingPathComponent("state").path
         let daemon = RunningBatond(client: try DBusConnection(bus: .address(bus.address)), stateDirectory: stateDirectory)
         daemon.process.executableURL = try batondExecutable()
-        daemon.process.arguments = ["--bus-address", bus.address, "--state-dir", stateDirectory, "--no-radio", "--no-avahi"] + extraArguments
+        daemon.process.arguments = ["--bus-address", bus.address, "--state-dir", stateDirectory, "--no-avahi"]
+            + (systemBus == nil ? ["--no-radio"] : []) + extraArguments
+        if let systemBus {
+            var environment = ProcessInfo.processInfo.environment
+            environment["DBUS_SYSTEM_BUS_ADDRESS"] = systemBus
+            daemon.process.environment = environment
+        }
         daemon.process.standardError = FileHandle.nullDevice
         try launch(daemon.process)
         #expect(try await eventually { try await daemon.client.nameHasOwner("org.baton") })

@@ -48,7 +48,7 @@ struct RadioCachedDeviceTests {
         try fake.emitPropertiesChanged(path: Self.devicePath, interface: "org.bluez.Device1", changed: ["RSSI": .int16(-48)])
         let first = try #require(await reports.next(within: .seconds(120)))
         #expect(first.address == (try BluetoothAddress("00:AA:01:00:00:00")))
-        #expect(first.addressType == "random", "\(first)")
+        #expect(first.addressType == .random, "\(first)")
         #expect(first.rssi == -48)
         #expect(first.manufacturerData.isEmpty, "the cached advert was reported as heard: \(first.manufacturerData)")
 
@@ -58,7 +58,7 @@ struct RadioCachedDeviceTests {
                                        changed: ["ManufacturerData": Self.manufacturerData(0xFFFF, fresh)])
         let second = try #require(await reports.next(within: .seconds(120)))
         #expect(second.manufacturerData == [0xFFFF: fresh])
-        #expect(second.addressType == "random")
+        #expect(second.addressType == .random)
         await radio.close()
     }
 

@@ -12,7 +12,7 @@ import Testing
 
     func report(_ address: BluetoothAddress, rssi: Int?, company: UInt16? = nil, data: [UInt8] = [1, 2, 3],
                 txPower: Int? = nil, name: String? = nil) -> AdvertisementReport {
-        AdvertisementReport(address: address, addressType: "random", rssi: rssi, txPower: txPower,
+        AdvertisementReport(address: address, addressType: .random, rssi: rssi, txPower: txPower,
                             manufacturerData: company.map { [$0: data] } ?? [:], serviceUUIDs: [], name: name)
     }
 
@@ -105,7 +105,7 @@ struct RadioServiceTests {
     }
 
     func report(_ data: [UInt8], from address: BluetoothAddress) -> AdvertisementReport {
-        AdvertisementReport(address: address, addressType: "random", rssi: -50, txPower: nil, manufacturerData: [Protocol.defaultCompanyID: data])
+        AdvertisementReport(address: address, addressType: .random, rssi: -50, txPower: nil, manufacturerData: [Protocol.defaultCompanyID: data])
     }
 
     func dumpLines(_ node: BusLessNode) async throws -> [[String: Any]] {

@@ -373,9 +373,17 @@ def main():
         beta, bluetoothd = daemons["beta"].pid, pid_of("bluetoothd")
         iterate_until(lambda: False, 5)
 
+        blocking = "poll,ppoll,epoll_wait,epoll_pwait,select,pselect6,futex,nanosleep,clock_nanosleep"
+        trace_dir = os.environ.get("BATON_BENCH_TRACE")
+
         def wakeups(pid, seconds):
-            trace = subprocess.Popen(["strace", "-f", "-c", "-q", "-p", str(pid), "-e",
-                                      "trace=poll,ppoll,epoll_wait,epoll_pwait,select,pselect6,futex,nanosleep,clock_nanosleep"],
+            if trace_dir:
+                # Diagnostic: every call with its time and thread, plus what the reads brought.
+                trace = subprocess.Popen(["strace", "-f", "-tt", "-q", "-s", "256", "-o", f"{trace_dir}/strace-{pid}.txt",
+                                          "-p", str(pid), "-e", f"trace={blocking},read,recvmsg,recvfrom,write,sendmsg,timerfd_settime"],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                return trace
+            trace = subprocess.Popen(["strace", "-f", "-c", "-q", "-p", str(pid), "-e", f"trace={blocking}"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             return trace
 
@@ -384,8 +392,16 @@ def main():
         reports_before = observer.counts.get("hci1", 0)
         iterate_until(lambda: False, args.idle_cpu)
         after = (process_cpu_seconds(beta), process_cpu_seconds(bluetoothd))
+        monitors = []
+        if trace_dir:
+            monitors = [subprocess.Popen(["dbus-monitor", *bus, "--profile"], stdout=open(f"{trace_dir}/monitor-{name}.txt", "w"),
+                                         stderr=subprocess.STDOUT)
+                        for name, bus in (("system", ["--system"]), ("private", ["--address", address]))]
+            log("tracing the idle window into", trace_dir, "beta", beta, "bluetoothd", bluetoothd)
         traces = {"batond": wakeups(beta, args.idle), "bluetoothd": wakeups(bluetoothd, args.idle)}
         iterate_until(lambda: False, args.idle)
+        for monitor in monitors:
+            monitor.terminate()
         calls = {}
         for name, trace in traces.items():
             trace.send_signal(signal.SIGINT)
@@ -394,6 +410,19 @@ def main():
             rows = [line.split() for line in table.splitlines()]
             calls[name] = {row[-1]: int(row[3]) for row in rows
                            if len(row) >= 5 and row[3].isdigit() and row[-1] != "total"}
+        if trace_dir:
+            for name, pid in (("batond", beta), ("bluetoothd", bluetoothd)):
+                counted = {}
+                with open(f"{trace_dir}/strace-{pid}.txt") as lines:
+                    for line in lines:
+                        parts = line.split()
+                        if len(parts) < 3 or "resumed>" in line:
+                            continue
+                        call = parts[2].split("(")[0]
+                        if call in blocking.split(","):
+                            counted[call] = counted.get(call, 0) + 1
+                calls[name] = counted
+            subprocess.run(["cp", f"{work}/beta.log", f"{trace_dir}/beta.log"])
         with open(f"/proc/{beta}/status") as status:
             rss_kib = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
         idle = {"batond_rss_kib": rss_kib, "seconds": args.idle, "cpu_seconds": args.idle_cpu, "reports_on_hci1": observer.counts.get("hci1", 0) - reports_before,

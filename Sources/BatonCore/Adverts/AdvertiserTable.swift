@@ -3,7 +3,8 @@
 /// are only named by the member's short id, so nothing here is key material or sealed content.
 public struct AdvertiserRecord: Hashable, Sendable {
     public var address: BluetoothAddress
-    public var addressType: String
+    /// Nil while the stack has not said (shown as "unknown").
+    public var addressType: LEAddressType?
     public var rssi: RSSIStatistics
     /// Latest TX power the advertiser announced, in dBm.
     public var txPower: Int?

@@ -6,8 +6,9 @@
 /// non-connectable adverts come from throw-away random addresses.
 public struct AdvertisementReport: Sendable, Hashable {
     public var address: BluetoothAddress
-    /// "public" or "random", as BlueZ's Device1.AddressType says.
-    public var addressType: String
+    /// Device1.AddressType as BlueZ says it; nil when BlueZ gave none, or a value other than
+    /// "public" and "random".
+    public var addressType: LEAddressType?
     /// HCI's 127 ("not available") is kept as reported; see `RSSIStatistics.isKnown`.
     public var rssi: Int?
     public var txPower: Int?
@@ -15,7 +16,7 @@ public struct AdvertisementReport: Sendable, Hashable {
     public var serviceUUIDs: [String]
     public var name: String?
 
-    public init(address: BluetoothAddress, addressType: String, rssi: Int?, txPower: Int?, manufacturerData: [UInt16: [UInt8]],
+    public init(address: BluetoothAddress, addressType: LEAddressType?, rssi: Int?, txPower: Int?, manufacturerData: [UInt16: [UInt8]],
                 serviceUUIDs: [String] = [], name: String? = nil) {
         self.address = address
         self.addressType = addressType

@@ -12,7 +12,7 @@ public enum AdvertiserTableRendering {
         for record in table.sortedRecords {
             rows.append([
                 record.address.description,
-                record.addressType,
+                typeName(record.addressType),
                 dBm(record.rssi.last),
                 dBm(record.rssi.minimum),
                 dBm(record.rssi.maximum),
@@ -43,7 +43,7 @@ public enum AdvertiserTableRendering {
         for record in table.sortedRecords {
             var fields: [(name: String, json: String)] = [
                 ("Address", JSONWriter.quoted(record.address.description)),
-                ("AddressType", JSONWriter.quoted(record.addressType)),
+                ("AddressType", JSONWriter.quoted(typeName(record.addressType))),
                 ("RSSI", JSONWriter.integer(record.rssi.last)),
                 ("RSSIMin", JSONWriter.integer(record.rssi.minimum)),
                 ("RSSIMax", JSONWriter.integer(record.rssi.maximum)),
@@ -93,6 +93,9 @@ public enum AdvertiserTableRendering {
         case .other: "other"
         }
     }
+
+    /// BlueZ's spelling of the address type; "unknown" while the stack has not said.
+    static func typeName(_ type: LEAddressType?) -> String { type?.name ?? "unknown" }
 
     static func dBm(_ value: Int?) -> String { value.map(String.init) ?? "?" }
 

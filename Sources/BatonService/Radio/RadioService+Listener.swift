@@ -101,8 +101,8 @@ extension RadioService {
 
     /// An address a connection can be made to: public, or random resolvable (top bits 0b01) or
     /// static (0b11). A non-resolvable one (0b00) is what a non-connectable advert comes from.
-    static func dialable(_ address: BluetoothAddress, type: String) -> LEAddressType? {
-        if type == "public" { return .public }
+    static func dialable(_ address: BluetoothAddress, type: LEAddressType?) -> LEAddressType? {
+        if type == .public { return .public }
         let top = (address.bytes.first ?? 0) >> 6
         return top == 0b01 || top == 0b11 ? .random : nil
     }

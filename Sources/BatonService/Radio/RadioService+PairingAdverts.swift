@@ -4,8 +4,8 @@ import Dispatch
 
 extension RadioService {
     /// Records a pairing advert from the scanner (the core's book bounds it to the most recent sessions).
-    func heardPairing(_ advert: PairingAdvert, from address: BluetoothAddress, addressType: String) {
-        pairingAdverts.record(advert, address: address, addressType: LEAddressType(name: addressType) ?? .public,
+    func heardPairing(_ advert: PairingAdvert, from address: BluetoothAddress, addressType: LEAddressType?) {
+        pairingAdverts.record(advert, address: address, addressType: addressType ?? .public,
                               nowMilliseconds: Self.monotonicMilliseconds())
     }
 

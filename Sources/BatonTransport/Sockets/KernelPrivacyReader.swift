@@ -23,11 +23,16 @@ public struct KernelPrivacyReader: AdapterPrivacyReading {
             return .unknown("the adapter name \(adapter) is not of the form hciN")
         }
         let timeout = timeoutMilliseconds
-        // poll() blocks (briefly): off the cooperative pool.
+        // poll() blocks (briefly): off the cooperative pool, on a queue of our own.
         return await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: Self.read(index: index, timeout: timeout)) }
+            Self.queue.async { continuation.resume(returning: Self.read(index: index, timeout: timeout)) }
         }
     }
+
+    /// Not `DispatchQueue.global()`: the first job on a global concurrent queue starts libdispatch's
+    /// worker-pool monitor, a 1 s timer for the life of the process, so one status read left an idle
+    /// batond waking every second (QuietExecutor says more). A serial queue of our own does not start it.
+    private static let queue = DispatchQueue(label: "baton.transport.kernel-privacy")
 
     static let btprotoHCI: Int32 = 1
     static let hciChannelControl: UInt16 = 3

@@ -37,7 +37,7 @@ final class OwnedSocket: Sendable {
     }
 
     deinit {
-        if !state.withLock({ $0.released }) { Glibc.close(descriptor) }
+        if !state.withLock({ $0.released }) { FileDescriptor(taking: descriptor).close() }
     }
 
     /// A new nonblocking, close-on-exec socket.
@@ -76,7 +76,7 @@ final class OwnedSocket: Sendable {
             state.released = true
             return true
         }
-        if release { Glibc.close(descriptor) }
+        if release { FileDescriptor(taking: descriptor).close() }
     }
 
     /// Shuts both directions down and closes the descriptor once nobody borrows it. Idempotent.
@@ -89,7 +89,7 @@ final class OwnedSocket: Sendable {
             state.released = state.borrowers == 0
             return state.released
         }
-        if release { Glibc.close(descriptor) }
+        if release { FileDescriptor(taking: descriptor).close() }
     }
 
     /// Tells the peer nothing more comes (TCP FIN); reading goes on.

@@ -31,7 +31,7 @@ public final class FakeRadio: RadioPort {
 
     /// An advert heard with `rssi` (127: the controller does not know it).
     public func hear(_ data: [UInt8], from address: BluetoothAddress = BluetoothAddress(testing: "C0:11:22:33:44:55"), rssi: Int = 127) {
-        continuation.yield(.report(AdvertisementReport(address: address, addressType: "random", rssi: rssi, txPower: nil,
+        continuation.yield(.report(AdvertisementReport(address: address, addressType: .random, rssi: rssi, txPower: nil,
                                                        manufacturerData: [Protocol.defaultCompanyID: data])))
     }
 }
