@@ -22,7 +22,7 @@ struct PublishersCommand: Subcommand {
         recent: the local document you last opened (session agent, recently-used.xbel).
         All are off until enabled. The setting is $XDG_CONFIG_HOME/baton/publishers.conf
         (default ~/.config), read before each publication; the daemon is not needed.
-        Prints "NAME on|off" per publisher (with --json: {"Browser": bool, "Recent": bool}).
+        Prints "NAME on|off" per publisher (with --json: {"Browser": bool, "Recent": bool, "Media": bool}).
         recent-types: the media types recent offers, one per line (with --json:
         {"Types": [...], "Default": bool}); with TYPEs (type/subtype, separated by spaces,
         ";" or ","), offers only those; "default" returns to the built-in set.
@@ -61,8 +61,8 @@ struct PublishersCommand: Subcommand {
             return
         }
         showsRecentTypes = false
-        guard let name = try arguments.popPositional() else { throw UsageError("\(verb): which publisher? (browser or recent)") }
-        guard let publisher = Publisher(rawValue: name) else { throw UsageError("\(name) is not a publisher (browser or recent)") }
+        guard let name = try arguments.popPositional() else { throw UsageError("\(verb): which publisher? (\(Publisher.allCases.map(\.rawValue).joined(separator: ", ")))") }
+        guard let publisher = Publisher(rawValue: name) else { throw UsageError("\(name) is not a publisher (\(Publisher.allCases.map(\.rawValue).joined(separator: ", ")))") }
         switch verb {
         case "enable": change = .enable(publisher)
         case "disable": change = .disable(publisher)
