@@ -64,6 +64,10 @@ public struct MPRISClient: Sendable {
                                       arguments: [.objectPath(trackID), .int64(micros)], timeout: Self.timeout)
     }
 
+    public func play(_ name: String) async throws {
+        _ = try await connection.call(destination: name, path: Self.path, interface: Self.playerInterface, method: "Play", timeout: Self.timeout)
+    }
+
     public func pause(_ name: String) async throws {
         _ = try await connection.call(destination: name, path: Self.path, interface: Self.playerInterface, method: "Pause", timeout: Self.timeout)
     }

@@ -107,10 +107,33 @@ public actor MediaReceiver {
         }
     }
 
+    /// SetPosition, confirmed by the player's Seeked; a player still loading may drop the first one
+    /// (mpv right after its Metadata changed), so it is sent again, with a fresh target, up to 3 times.
     private func seek(_ name: String, trackID: String, _ media: MediaActivity, _ asked: Double) async throws {
-        let target = media.seekTarget(now: clock(), askedAt: asked)
-        try await mpris.setPosition(target, trackID: trackID, on: name)
-        if !media.playing { try await mpris.pause(name) }
+        for attempt in 1...3 {
+            let seeks = try await mpris.connection.signals(matching: DBusMatchRule(
+                sender: name, interface: MPRISClient.playerInterface, member: "Seeked", path: MPRISClient.path))
+            let target = media.seekTarget(now: clock(), askedAt: asked)
+            try await mpris.setPosition(target, trackID: trackID, on: name)
+            if await Self.yields(seeks, within: .seconds(attempt * 2)) { break }
+            logger.log("\(name) did not confirm the seek to \(Int(target)) s (attempt \(attempt))")
+        }
+        // A player that was paused stays paused on OpenUri (mpv): playing or paused as the source was.
+        if media.playing { try await mpris.play(name) } else { try await mpris.pause(name) }
+    }
+
+    /// Whether `stream` yields within `limit` (the stream ends either way).
+    private static func yields(_ stream: AsyncStream<DBusSignal>, within limit: Duration) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask { await stream.first { _ in true } != nil }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
     }
 
     struct Timeout: Error, CustomStringConvertible {
