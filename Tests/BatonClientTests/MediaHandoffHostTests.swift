@@ -133,9 +133,9 @@ struct MediaHandoffHostTests {
         let clientA = try DBusConnection(bus: .address(sessionA.address)), clientB = try DBusConnection(bus: .address(sessionB.address))
         defer { clientA.close(); clientB.close() }
         let playerA = PlayerProbe(connection: clientA), playerB = PlayerProbe(connection: clientB)
-        try await eventually(timeout: .seconds(120), "alpha's mpv did not play \(url)") {
+        try await eventually(timeout: .seconds(120), "alpha's mpv did not play \(url) for 4 s") {
             let status = try? await playerA.status(), current = try? await playerA.url(), position = try? await playerA.position()
-            return status == "Playing" && current == url && (position ?? 0) >= 20
+            return status == "Playing" && current == url && (position ?? 0) >= 24
         }
         try await eventually(timeout: .seconds(120), "beta's mpv did not appear on MPRIS") { (try? await playerB.status()) == "Paused" }
 
