@@ -48,6 +48,7 @@ public actor MediaReceiver {
     public func receive(title: String, userInfo: [String: PropertyValue]) async throws(Refusal) -> MediaOpening {
         let media: MediaActivity
         do { media = try MediaActivity(title: title, userInfo: userInfo) } catch {
+            logger.log("refusing a media activity that cannot be read: \(error)")
             throw Refusal(description: "the media activity cannot be read (\(error))")
         }
         let asked = askedAt ?? clock()
@@ -75,7 +76,9 @@ public actor MediaReceiver {
                 logger.log("opening the media \(media.title) with \(candidate) failed: \(error)")
             }
         }
-        throw Refusal(description: "no media player here plays \(scheme) URLs")
+        let refusal = Refusal(description: "no media player here plays \(scheme) URLs")
+        logger.log("refusing the media \(media.title): \(refusal)")
+        throw refusal
     }
 
     /// OpenUri, wait until the player's Metadata has the URL (its trackid is then current), SetPosition.

@@ -7,14 +7,14 @@ import BatonTestBus
 import Foundation
 import Testing
 
-private let mpvPath = "/usr/bin/mpv"
-private let mprisScript = "/etc/mpv/scripts/mpris.so"
-private let mprisPath = "/org/mpris/MediaPlayer2"
-private let playerInterface = "org.mpris.MediaPlayer2.Player"
+let mpvPath = "/usr/bin/mpv"
+let mprisScript = "/etc/mpv/scripts/mpris.so"
+let mprisPath = "/org/mpris/MediaPlayer2"
+let playerInterface = "org.mpris.MediaPlayer2.Player"
 
 /// A headless mpv with mpv-mpris on a private session bus (docs/media.md): no config, no video,
 /// the null audio output (which still plays in real time), idle at the end rather than quitting.
-private final class HeadlessMPV {
+final class HeadlessMPV {
     let process = Process()
 
     init(session: TestBus, url: String, start: Int?, pause: Bool, log: URL) throws {
@@ -39,7 +39,7 @@ private final class HeadlessMPV {
 }
 
 /// `python3 -m http.server` on an ephemeral loopback port, serving `directory`.
-private final class WebServer {
+final class WebServer {
     let process = Process()
     let log: URL
 
@@ -68,8 +68,16 @@ private final class WebServer {
     }
 }
 
+/// Copies the named logs of `work` to the directory BATON_KEEP_MEDIA_LOGS names, if any (diagnostics).
+func keepLogs(_ work: URL, _ names: [String]) {
+    guard let keep = ProcessInfo.processInfo.environment["BATON_KEEP_MEDIA_LOGS"] else { return }
+    for name in names {
+        try? FileManager.default.copyItem(at: work.appendingPathComponent(name), to: URL(fileURLWithPath: keep).appendingPathComponent(name))
+    }
+}
+
 /// A WAV file of silence: 8 kHz, mono, 16-bit, `seconds` long.
-private func silence(seconds: Int) -> Data {
+func silence(seconds: Int) -> Data {
     let samples = 8000 * seconds, bytes = samples * 2
     var data = Data()
     func add(_ text: String) { data.append(contentsOf: Array(text.utf8)) }
@@ -83,13 +91,17 @@ private func silence(seconds: Int) -> Data {
 }
 
 /// Reads an MPRIS player's properties on one session bus (the test's own client, not the agent's).
-private struct PlayerProbe {
+struct PlayerProbe {
     let connection: DBusConnection
     let name = "org.mpris.MediaPlayer2.mpv"
 
     func property(_ property: String) async throws -> DBusValue? {
         try await connection.call(destination: name, path: mprisPath, interface: "org.freedesktop.DBus.Properties", method: "Get",
                                   arguments: [.string(playerInterface), .string(property)]).first?.unwrapped
+    }
+
+    func call(_ method: String, _ arguments: [DBusValue] = []) async throws {
+        _ = try await connection.call(destination: name, path: mprisPath, interface: playerInterface, method: method, arguments: arguments)
     }
 
     func url() async throws -> String? { try await property("Metadata")?.asDictionary?["xesam:url"]?.stringValue }
@@ -111,7 +123,7 @@ struct MediaHandoffHostTests {
         let bus = try TestBus(), sessionA = try TestBus(), sessionB = try TestBus()
         defer { bus.stop(); sessionA.stop(); sessionB.stop() }
         let work = bus.directory
-        defer { if let keep = ProcessInfo.processInfo.environment["BATON_KEEP_MEDIA_LOGS"] { for name in ["agent-a.log", "agent-b.log", "mpv-a.log", "mpv-b.log", "http.log"] { try? FileManager.default.copyItem(at: work.appendingPathComponent(name), to: URL(fileURLWithPath: keep).appendingPathComponent(name)) } } }
+        defer { keepLogs(work, ["agent-a.log", "agent-b.log", "mpv-a.log", "mpv-b.log", "http.log"]) }
 
         // The media: a 10-minute file served over HTTP on loopback, which mpv can seek.
         let media = work.appendingPathComponent("media")
@@ -122,14 +134,12 @@ struct MediaHandoffHostTests {
         try await eventually(timeout: .seconds(120), "the web server did not start") { server.port != nil }
         let url = "http://127.0.0.1:\(try #require(server.port))/talk.wav"
 
-        // alpha's mpv plays from 20 s; beta's is paused on another file. (An mpv started idle, with no
+        // alpha's mpv plays from 20 s; beta's (started later) is paused on another file. (An mpv started idle, with no
         // file, reports Stopped and Position 0 over MPRIS after OpenUri until its next pause or
         // play: an mpv-mpris 0.7.1 quirk, docs/media.md.)
         try silence(seconds: 5).write(to: media.appendingPathComponent("other.wav"))
         let mpvA = try HeadlessMPV(session: sessionA, url: url, start: 20, pause: false, log: work.appendingPathComponent("mpv-a.log"))
-        let mpvB = try HeadlessMPV(session: sessionB, url: url.replacingOccurrences(of: "talk.wav", with: "other.wav"), start: nil, pause: true,
-                                   log: work.appendingPathComponent("mpv-b.log"))
-        defer { mpvA.stop(); mpvB.stop() }
+        defer { mpvA.stop() }
         let clientA = try DBusConnection(bus: .address(sessionA.address)), clientB = try DBusConnection(bus: .address(sessionB.address))
         defer { clientA.close(); clientB.close() }
         let playerA = PlayerProbe(connection: clientA), playerB = PlayerProbe(connection: clientB)
@@ -137,7 +147,6 @@ struct MediaHandoffHostTests {
             let status = try? await playerA.status(), current = try? await playerA.url(), position = try? await playerA.position()
             return status == "Playing" && current == url && (position ?? 0) >= 24
         }
-        try await eventually(timeout: .seconds(120), "beta's mpv did not appear on MPRIS") { (try? await playerB.status()) == "Paused" }
 
         // Two daemons on the test bus, paired over TCP on loopback; an agent each, on its own session bus.
         let alpha = try NamedBatond(bus: bus, name: "alpha", directory: work), beta = try NamedBatond(bus: bus, name: "beta", directory: work)
@@ -179,6 +188,21 @@ struct MediaHandoffHostTests {
         #expect(published.title == "talk.wav")
         #expect(info["url"] == .string(url) && info["playing"] == .boolean(true) && info["rate"] == .double(1))
         #expect(published.webpageURL?.hasPrefix(url) == true)
+
+        // Nothing on beta plays it yet (no player runs, no desktop entry, no default handler): the
+        // Continue fails, alpha is not told, keeps playing and still offers it.
+        let refused = try await client.call(destination: beta.busName, path: BatonObjectPath.ring, interface: BatonInterface.ring,
+                                            method: "Continue", arguments: [.string("alpha"), .string("org.baton.media")])
+        #expect(refused.first?.stringValue == "failed", "beta's agent: \(agentB.logText)")
+        #expect(agentB.logText.contains("no media player here plays http URLs"), "beta's agent: \(agentB.logText)")
+        #expect(try await playerA.status() == "Playing")
+        #expect(try await daemonA.currentActivityPath() != nil)
+        #expect(!agentA.logText.contains("continued on"), "alpha's agent: \(agentA.logText)")
+
+        let mpvB = try HeadlessMPV(session: sessionB, url: url.replacingOccurrences(of: "talk.wav", with: "other.wav"), start: nil, pause: true,
+                                   log: work.appendingPathComponent("mpv-b.log"))
+        defer { mpvB.stop() }
+        try await eventually(timeout: .seconds(120), "beta's mpv did not appear on MPRIS") { (try? await playerB.status()) == "Paused" }
 
         // beta's user continues it. The source's position is read just before and extrapolated.
         let before = ContinuousClock.now

@@ -198,6 +198,14 @@ private func song(position: Double = 30, at time: Double = 1000, rate: Double = 
         #expect(MediaPublishing.change(from: published, to: state(position: 41, at: 1010).activity) == .none)
     }
 
+    /// mpv sends Metadata twice on load, the second time with mpris:length: not a republish.
+    @Test func aLengthArrivingLaterDoesNotRepublishAlone() {
+        var without = state()
+        without.length = nil
+        #expect(MediaPublishing.change(from: without.activity, to: state(position: 31, at: 1001).activity) == .none)
+        #expect(MediaPublishing.change(from: without.activity, to: state(.paused, position: 31, at: 1001).activity) == .update)
+    }
+
     @Test func stoppingInvalidatesAndStartingPublishes() {
         #expect(MediaPublishing.change(from: state().activity, to: state(.stopped).activity) == .invalidate)
         #expect(MediaPublishing.change(from: state().activity, to: nil) == .invalidate)

@@ -56,7 +56,8 @@ public struct MediaPlayerState: Equatable, Sendable {
 
 /// When the published media activity changes (docs/media.md): never for the position moving as
 /// the rate says (anyone extrapolates it), only for another track or title, play/pause, a rate
-/// change, or a jump (a seek: MPRIS Seeked, or a position read that disagrees with the sample).
+/// change, or a jump (a seek: MPRIS Seeked, or a position read that disagrees with the sample);
+/// a length arriving later rides along with the next of those.
 public enum MediaPublishing {
     /// A position this far from the extrapolated one is a seek, not clock noise (players report
     /// Position with up to a few hundred milliseconds of lag).
@@ -73,8 +74,10 @@ public enum MediaPublishing {
     public static func change(from published: MediaActivity?, to next: MediaActivity?) -> Change {
         guard let next else { return published == nil ? .none : .invalidate }
         guard let published else { return .update }
+        // Not the length alone: players send it a moment after the URL (mpv: Metadata twice on
+        // load), and it only bounds the extrapolation; the next publication carries it.
         if published.url != next.url || published.title != next.title || published.playing != next.playing || published.rate != next.rate
-            || published.player != next.player || published.length != next.length {
+            || published.player != next.player {
             return .update
         }
         let expected = published.position(at: next.positionTime)
