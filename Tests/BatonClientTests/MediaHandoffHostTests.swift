@@ -76,6 +76,10 @@ func keepLogs(_ work: URL, _ names: [String]) {
     }
 }
 
+func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+}
+
 /// A WAV file of silence: 8 kHz, mono, 16-bit, `seconds` long.
 func silence(seconds: Int) -> Data {
     let samples = 8000 * seconds, bytes = samples * 2
@@ -123,7 +127,7 @@ struct MediaHandoffHostTests {
         let bus = try TestBus(), sessionA = try TestBus(), sessionB = try TestBus()
         defer { bus.stop(); sessionA.stop(); sessionB.stop() }
         let work = bus.directory
-        defer { keepLogs(work, ["agent-a.log", "agent-b.log", "mpv-a.log", "mpv-b.log", "http.log"]) }
+        defer { keepLogs(work, ["agent-a.log", "agent-b.log", "agent-b2.log", "mpv-a.log", "mpv-b.log", "http.log"]) }
 
         // The media: a 10-minute file served over HTTP on loopback, which mpv can seek.
         let media = work.appendingPathComponent("media")
@@ -204,33 +208,74 @@ struct MediaHandoffHostTests {
         defer { mpvB.stop() }
         try await eventually(timeout: .seconds(120), "beta's mpv did not appear on MPRIS") { (try? await playerB.status()) == "Paused" }
 
-        // beta's user continues it. The source's position is read just before and extrapolated.
-        let before = ContinuousClock.now
-        let positionBefore = try #require(try await playerA.position())
-        let outcome = try await client.call(destination: beta.busName, path: BatonObjectPath.ring, interface: BatonInterface.ring,
-                                            method: "Continue", arguments: [.string("alpha"), .string("org.baton.media")])
-        #expect(outcome.first?.stringValue == "delivered", "beta's agent: \(agentB.logText)")
-        let returned = ContinuousClock.now
+        // beta's user continues it: the running mpv opens it (OpenUri, SetPosition).
+        try await handOff("running", alphaAgent: agentA, betaAgent: agentB)
 
-        // beta's mpv plays the same URL where alpha would be now (within 2 s).
-        #expect(try await playerB.url() == url, "beta's agent: \(agentB.logText)")
-        #expect(try await playerB.status() == "Playing")
-        // The player applies the seek on its own time: wait for it (not for a moment).
-        try await eventually(timeout: .seconds(120), "beta's mpv did not seek: \(agentB.logText)") { (try? await playerB.position()) ?? 0 > 20 }
-        let positionB = try #require(try await playerB.position())
-        let elapsed = Double((ContinuousClock.now - before).components.seconds) + Double((ContinuousClock.now - before).components.attoseconds) / 1e18
-        let expected = positionBefore + elapsed
-        print("media handoff: beta at \(positionB) s, alpha would be at \(expected) s (read \(positionBefore) s before the Continue)")
-        #expect(abs(positionB - expected) < 2, "beta at \(positionB) s, alpha would be at \(expected) s; beta's agent: \(agentB.logText)")
-        #expect(positionB > 20, "beta did not seek: \(positionB) s")
+        // Again, with no player running on beta but its desktop entry installed (a fresh agent:
+        // GIO reads the entries once per process): the agent starts it on the URL, finds it on
+        // MPRIS and seeks it. alpha plays again first (and so offers the media again).
+        mpvB.stop()
+        try await eventually(timeout: .seconds(120), "beta's mpv did not leave the bus") { (try? await playerB.status()) == nil }
+        agentB.stop()
+        let applications = URL(fileURLWithPath: environments[1]["XDG_DATA_HOME"]!).appendingPathComponent("applications")
+        try FileManager.default.createDirectory(at: applications, withIntermediateDirectories: true)
+        try """
+            [Desktop Entry]
+            Type=Application
+            Name=mpv (headless, Baton's test)
+            Exec=\(mpvPath) --no-config --no-video --ao=null --idle=yes --no-terminal --script=\(mprisScript) %U
+            """.write(to: applications.appendingPathComponent("mpv.desktop"), atomically: true, encoding: .utf8)
+        let agentB2 = try AgentProcess(daemonBus: bus, daemonBusName: beta.busName, sessionBus: sessionB, environment: environments[1],
+                                       log: work.appendingPathComponent("agent-b2.log"))
+        defer { agentB2.stop() }
+        try await eventually(timeout: .seconds(120), "agent did not start: \(agentB2.logText)") { agentB2.logText.contains("for suggestions") }
+        try await playerA.call("Play")
+        try await eventually(timeout: .seconds(120), "alpha did not offer the media again: \(agentA.logText)") {
+            guard let path = try await daemonA.currentActivityPath() else { return false }
+            return try await daemonA.activity(at: path).userInfo?["playing"] == .boolean(true)
+        }
+        let launched: Result<Void, any Error>
+        do {
+            try await handOff("launched", alphaAgent: agentA, betaAgent: agentB2)
+            launched = .success(())
+        } catch {
+            launched = .failure(error)
+        }
+        // The mpv the agent started: ended by its process id, read from the bus.
+        if let pid = try? await clientB.connectionUnixProcessID("org.mpris.MediaPlayer2.mpv") { kill(pid_t(pid), SIGKILL) }
+        try launched.get()
+        #expect(agentB2.logText.contains("launch(desktopID: \"mpv.desktop\")"), "beta's agent: \(agentB2.logText)")
 
-        // alpha's agent heard WasContinued: its mpv is paused, no later than the pull, and the offer is withdrawn.
-        try await eventually(timeout: .seconds(120), "alpha's mpv was not paused: \(agentA.logText)") { try await playerA.status() == "Paused" }
-        let pausedAt = try #require(try await playerA.position())
-        let spent = returned - before
-        let bound = positionBefore + Double(spent.components.seconds) + Double(spent.components.attoseconds) / 1e18 + 1
-        #expect(pausedAt <= bound, "alpha paused at \(pausedAt) s, after the handoff ended (\(bound) s)")
-        try await eventually(timeout: .seconds(120), "alpha still offers the media") { try await daemonA.currentActivityPath() == nil }
-        #expect(agentA.logText.contains("paused org.mpris.MediaPlayer2.mpv"))
+        /// Continues alpha's media on beta and checks beta's player and alpha's.
+        func handOff(_ label: String, alphaAgent agentA: AgentProcess, betaAgent agentB: AgentProcess) async throws {
+            // The source's position is read just before and extrapolated.
+            let before = ContinuousClock.now
+            let positionBefore = try #require(try await playerA.position())
+            let outcome = try await client.call(destination: beta.busName, path: BatonObjectPath.ring, interface: BatonInterface.ring,
+                                                method: "Continue", arguments: [.string("alpha"), .string("org.baton.media")])
+            #expect(outcome.first?.stringValue == "delivered", "beta's agent: \(agentB.logText)")
+            let returned = ContinuousClock.now
+
+            // beta's mpv plays the same URL where alpha would be now (within 2 s). The player applies
+            // the seek on its own time: wait for it (not for a moment).
+            try await eventually(timeout: .seconds(120), "beta's mpv did not open \(url): \(agentB.logText)") { (try? await playerB.url()) == url }
+            try await eventually(timeout: .seconds(120), "beta's mpv did not seek: \(agentB.logText)") {
+                let status = try? await playerB.status(), position = try? await playerB.position()
+                return status == "Playing" && (position ?? 0) > positionBefore - 2
+            }
+            let positionB = try #require(try await playerB.position())
+            let elapsed = seconds(ContinuousClock.now - before)
+            let expected = positionBefore + elapsed
+            print("media handoff (\(label)): beta at \(positionB) s, alpha would be at \(expected) s (read \(positionBefore) s before the Continue)")
+            #expect(abs(positionB - expected) < 2, "beta at \(positionB) s, alpha would be at \(expected) s; beta's agent: \(agentB.logText)")
+
+            // alpha's agent heard WasContinued: its mpv is paused, no later than the pull, and the offer is withdrawn.
+            try await eventually(timeout: .seconds(120), "alpha's mpv was not paused: \(agentA.logText)") { try await playerA.status() == "Paused" }
+            let pausedAt = try #require(try await playerA.position())
+            let bound = positionBefore + seconds(returned - before) + 1
+            #expect(pausedAt <= bound, "alpha paused at \(pausedAt) s, after the handoff ended (\(bound) s)")
+            try await eventually(timeout: .seconds(120), "alpha still offers the media") { try await daemonA.currentActivityPath() == nil }
+            #expect(agentA.logText.contains("paused org.mpris.MediaPlayer2.mpv"))
+        }
     }
 }
