@@ -11,11 +11,11 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// `baton publishers`: turns the app-independent publishers (browser tab, recent document) on or
+/// `baton publishers`: turns the app-independent publishers (browser tab, recent document, media) on or
 /// off, and chooses the recent publisher's media types, in publishers.conf, the one place they all read.
 struct PublishersCommand: Subcommand {
     static let name = "publishers"
-    static let summary = "show or change which publishers that need no app changes are on (browser, recent)"
+    static let summary = "show or change which publishers that need no app changes are on (browser, recent, media)"
     static let synopsis = "[enable|disable browser|recent] | recent-types [TYPE...|default]"
     static let details = """
         browser: the page in the focused browser window (Baton extension and baton-browser-host).
