@@ -88,8 +88,11 @@ public enum AgentProgram {
                     logger.log("not receiving recent documents: \(error)")
                 }
             }
+            // What the session's players play, and media continued from elsewhere (docs/media.md).
+            let media = await MediaAgentParts.start(daemon: daemon, session: session, environment: ProcessInfo.processInfo.environment, logger: logger)
             logger.log("watching \(options.busName) for suggestions")
             while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+            withExtendedLifetime(media) {}
             return 0
         } catch {
             logger.log("cannot start: \(error)")

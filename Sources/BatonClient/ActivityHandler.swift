@@ -21,6 +21,10 @@ public protocol ActivityHandler: Sendable {
     func willContinue(type: String, from device: String) async -> Bool
     /// Deliver the activity.
     func `continue`(_ activity: ContinuedActivity) async
+    /// Deliver the activity, or refuse it by throwing: the daemon's Continue then ends with the
+    /// outcome "failed", the source is not told, and this handler hears FailedToContinue
+    /// "cancelled" (docs/dbus-api.md). Default: `continue`, which never refuses.
+    func continueOrRefuse(_ activity: ContinuedActivity) async throws(BatonClientError)
     /// A continuation this handler accepted (WillContinue returned true) could not complete;
     /// `error.continuationFailure` says why (cancelled, unreachable, interrupted,
     /// versionUnsupported, noLongerCurrent, timedOut). Default: nothing.
@@ -30,6 +34,7 @@ public protocol ActivityHandler: Sendable {
 extension ActivityHandler {
     public func willContinue(type: String, from device: String) async -> Bool { true }
     public func didFailToContinue(type: String, error: BatonClientError) async {}
+    public func continueOrRefuse(_ activity: ContinuedActivity) async throws(BatonClientError) { await self.continue(activity) }
 }
 
 /// An `ActivityHandler` made of closures.
@@ -81,7 +86,11 @@ struct ActivityHandlerObject: Sendable {
             DBusMethod(OrgBaton.ActivityHandler1.continue) { call in
                 try await object.requireDaemon(call)
                 let activity = try Self.continuedActivity(from: call.arguments)
-                await object.handler.continue(activity)
+                do throws(BatonClientError) {
+                    try await object.handler.continueOrRefuse(activity)
+                } catch {
+                    throw DBusError(name: error.name, message: error.message)
+                }
                 return []
             },
             DBusMethod(OrgBaton.ActivityHandler1.failedToContinue) { call in

@@ -14,6 +14,8 @@ public enum Publisher: String, CaseIterable, Sendable {
     /// The session agent's universal clipboard (docs/clipboard.md): copies offered to your other
     /// machines, theirs pasted here (`baton clipboard enable`).
     case clipboard
+    /// The session agent following MPRIS players: what you are listening to or watching (docs/media.md).
+    case media
 }
 
 /// Which publishers the user turned on: one file, $XDG_CONFIG_HOME/baton/publishers.conf, read by
@@ -22,14 +24,19 @@ public enum Publisher: String, CaseIterable, Sendable {
 public struct PublisherSettings: Equatable, Sendable {
     /// The file's key for the media types the recent publisher offers.
     public static let recentTypesKey = "recent-types"
+    /// The file's key for whether the media publisher pauses the player when its media was continued elsewhere.
+    public static let mediaPauseKey = "media-pause-source"
 
     public var enabled: Set<Publisher> = []
     /// The media types the recent publisher offers; nil: `defaultRecentMediaTypes` (no line in the file).
     public var recentMediaTypes: [String]?
+    /// Whether the media publisher pauses its player once the media was continued on another machine (default on).
+    public var mediaPausesSource = true
 
-    public init(enabled: Set<Publisher> = [], recentMediaTypes: [String]? = nil) {
+    public init(enabled: Set<Publisher> = [], recentMediaTypes: [String]? = nil, mediaPausesSource: Bool = true) {
         self.enabled = enabled
         self.recentMediaTypes = recentMediaTypes
+        self.mediaPausesSource = mediaPausesSource
     }
 
     public func isEnabled(_ publisher: Publisher) -> Bool { enabled.contains(publisher) }
@@ -49,6 +56,10 @@ public struct PublisherSettings: Equatable, Sendable {
                 if let types = try? MediaTypeList.parse([parts[1]]) { recentMediaTypes = types }
                 continue
             }
+            if parts[0] == Self.mediaPauseKey {
+                if parts[1] == "on" || parts[1] == "off" { mediaPausesSource = parts[1] == "on" }
+                continue
+            }
             guard let publisher = Publisher(rawValue: parts[0]) else { continue }
             switch parts[1] {
             case "on": enabled.insert(publisher)
@@ -63,6 +74,7 @@ public struct PublisherSettings: Equatable, Sendable {
             ?? "# \(Self.recentTypesKey) = TYPE;TYPE... (absent: the built-in default; `baton publishers recent-types`)\n"
         return "# Baton publishers: change with `baton publishers enable|disable NAME` (docs/publishers.md).\n"
             + Publisher.allCases.map { "\($0.rawValue) = \(isEnabled($0) ? "on" : "off")\n" }.joined() + types
+            + (mediaPausesSource ? "" : "\(Self.mediaPauseKey) = off\n")
     }
 
     /// $XDG_CONFIG_HOME/baton/publishers.conf, ~/.config when XDG_CONFIG_HOME is unset or relative.

@@ -18,11 +18,11 @@ struct PublishersCommandTests {
 
             var result = try await run(["publishers"])
             #expect(result.status == 0)
-            #expect(result.stdout == "browser off\nrecent off\nclipboard off\n")
+            #expect(result.stdout == "browser off\nrecent off\nclipboard off\nmedia off\n")
 
             result = try await run(["publishers", "enable", "browser"])
             #expect(result.status == 0, "\(result.stderr)")
-            #expect(result.stdout == "browser on\nrecent off\nclipboard off\n")
+            #expect(result.stdout == "browser on\nrecent off\nclipboard off\nmedia off\n")
             // Issue 26: what the person still has to do, on stderr (not in the listing a script reads);
             // BatonPublishersTests/BrowserExtensionInstallTests decide each case on a fake file system.
             let fileManager = FileManager.default
@@ -42,7 +42,7 @@ struct PublishersCommandTests {
                 #expect(result.stderr.contains("the browser publisher setting is on, but it publishes nothing"), "\(result.stderr)")
                 // The plain listing says it too while no browser has the extension.
                 let listing = try await run(["publishers"])
-                #expect(listing.stdout == "browser on\nrecent off\nclipboard off\n")
+                #expect(listing.stdout == "browser on\nrecent off\nclipboard off\nmedia off\n")
                 #expect(listing.stderr.contains("publishes nothing"), "\(listing.stderr)")
             }
             let file = try String(contentsOfFile: config + "/baton/publishers.conf", encoding: .utf8)
@@ -50,12 +50,12 @@ struct PublishersCommandTests {
 
             result = try await run(["list"])
             #expect(result.status == 0)
-            #expect(result.stderr.contains("publishers: browser on, recent off, clipboard off"), "\(result.stderr)")
+            #expect(result.stderr.contains("publishers: browser on, recent off, clipboard off, media off"), "\(result.stderr)")
 
             result = try await run(["--json", "publishers", "disable", "browser"])
             let json = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Bool])
             // Issue 26: UpperCamelCase keys, as every other --json output (docs/dbus-api.md).
-            #expect(json == ["Browser": false, "Recent": false, "Clipboard": false])
+            #expect(json == ["Browser": false, "Recent": false, "Clipboard": false, "Media": false])
 
             for bad in [["publishers", "enable"], ["publishers", "enable", "mail"], ["publishers", "toggle", "browser"],
                         ["publishers", "enable", "browser", "extra"]] {

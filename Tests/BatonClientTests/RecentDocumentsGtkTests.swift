@@ -55,7 +55,7 @@ private let gtkProgram = """
     """
 
 /// A real batond (--no-radio, TCP/TLS on 127.0.0.1) under its own bus name on a shared test bus.
-private final class NamedBatond {
+final class NamedBatond {
     let process = Process()
     let busName: String
 
@@ -81,7 +81,7 @@ private final class NamedBatond {
 }
 
 /// A real baton-agent for one daemon, its environment a private home; its log goes to `log`.
-private final class AgentProcess {
+final class AgentProcess {
     let process = Process()
     let log: URL
 
@@ -218,7 +218,7 @@ private func registerRecordingHandler(home: URL, records: URL) throws -> [String
 }
 
 /// Pairs two real daemons through Pairing1 over TCP on loopback, both users confirming.
-private func pairOverTCP(acceptor: String, initiator: String, client: DBusConnection) async throws {
+func pairOverTCP(acceptor: String, initiator: String, client: DBusConnection) async throws {
     func call(_ destination: String, _ path: String, _ interface: String, _ method: String, _ arguments: [DBusValue] = []) async throws -> [DBusValue] {
         try await client.call(destination: destination, path: path, interface: interface, method: method, arguments: arguments)
     }

@@ -11,12 +11,12 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// `baton publishers`: turns the app-independent publishers (browser tab, recent document) on or
+/// `baton publishers`: turns the app-independent publishers (browser tab, recent document, media) on or
 /// off, and chooses the recent publisher's media types, in publishers.conf, the one place they all read.
 struct PublishersCommand: Subcommand {
     static let name = "publishers"
-    static let summary = "show or change which publishers that need no app changes are on (browser, recent, clipboard)"
-    static let synopsis = "[enable|disable browser|recent|clipboard] | recent-types [TYPE...|default]"
+    static let summary = "show or change which publishers that need no app changes are on (browser, recent, clipboard, media)"
+    static let synopsis = "[enable|disable browser|recent|clipboard|media] | recent-types [TYPE...|default]"
     static let details = """
         browser: the page in the focused browser window (Baton extension and baton-browser-host).
         recent: the local document you last opened (session agent, recently-used.xbel).
@@ -25,7 +25,7 @@ struct PublishersCommand: Subcommand {
         All are off until enabled. The setting is $XDG_CONFIG_HOME/baton/publishers.conf
         (default ~/.config), read before each publication; the daemon is not needed.
         Prints "NAME on|off" per publisher (with --json: {"Browser": bool, "Recent": bool,
-        "Clipboard": bool}).
+        "Clipboard": bool, "Media": bool}).
         recent-types: the media types recent offers, one per line (with --json:
         {"Types": [...], "Default": bool}); with TYPEs (type/subtype, separated by spaces,
         ";" or ","), offers only those; "default" returns to the built-in set.
@@ -64,8 +64,8 @@ struct PublishersCommand: Subcommand {
             return
         }
         showsRecentTypes = false
-        guard let name = try arguments.popPositional() else { throw UsageError("\(verb): which publisher? (browser, recent or clipboard)") }
-        guard let publisher = Publisher(rawValue: name) else { throw UsageError("\(name) is not a publisher (browser, recent or clipboard)") }
+        guard let name = try arguments.popPositional() else { throw UsageError("\(verb): which publisher? (\(Publisher.allCases.map(\.rawValue).joined(separator: ", ")))") }
+        guard let publisher = Publisher(rawValue: name) else { throw UsageError("\(name) is not a publisher (\(Publisher.allCases.map(\.rawValue).joined(separator: ", ")))") }
         switch verb {
         case "enable": change = .enable(publisher)
         case "disable": change = .disable(publisher)
