@@ -67,10 +67,10 @@ let package = Package(
         .target(name: "BatonCommandLine", dependencies: ["BatonClient", "BatonAPI", "BatonCore", "BatonDBus", "BatonSystem", "BatonJSON"], swiftSettings: strict),
 
         // The per-user session agent: notifications for suggestions, app launching in the session.
-        .target(name: "BatonAgent", dependencies: ["BatonPublishers", "BatonX11", "BatonClient", "BatonAPI", "BatonCommandLine", "BatonDBus", "BatonSystem", "CGio"], swiftSettings: strict),
+        .target(name: "BatonAgent", dependencies: ["BatonPublishers", "BatonX11", "BatonWayland", "BatonClient", "BatonAPI", "BatonCommandLine", "BatonDBus", "BatonSystem", "CGio"], swiftSettings: strict),
 
         // Which of the app-independent publishers the user turned on (publishers.conf).
-        .target(name: "BatonPublishers", swiftSettings: strict),
+        .target(name: "BatonPublishers", dependencies: ["BatonSystem"], swiftSettings: strict),
         // The session clipboard on X11 (SessionClipboard over libxcb): selections, INCR, XFixes.
         .target(name: "BatonX11", dependencies: ["BatonPublishers", "BatonReadiness", "CXCB"], swiftSettings: strict),
         // The session clipboard on Wayland (SessionClipboard over ext/wlr data control): the wire
@@ -107,7 +107,7 @@ let package = Package(
                                                           "-Xlinker", "--script=\(Context.packageDirectory)/Sources/batond/private-functions.ld"],
                                                          .when(platforms: [.linux], configuration: .release))]),
         // The two command lines' subcommands; their executables' main.swift is left out.
-        .target(name: "BatonTool", dependencies: ["BatonPublishers", "BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"],
+        .target(name: "BatonTool", dependencies: ["BatonPublishers", "BatonWayland", "BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"],
                 path: "Sources/baton", exclude: ["main.swift"], swiftSettings: strict),
         .target(name: "BtPairTool", dependencies: ["BatonCommandLine", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"],
                 path: "Sources/bt-pair", exclude: ["main.swift"], swiftSettings: strict),
@@ -141,6 +141,8 @@ let package = Package(
         .target(name: "BatonWaylandFakes", path: "Tests/Support/BatonWaylandFakes", swiftSettings: strict),
         .target(name: "BatonTestBus", dependencies: ["CTestSpawn"], path: "Tests/Support/BatonTestBus", swiftSettings: strict),
         // Test support: a private Xvfb per test and xclip as the other client (posix_spawn, closefrom).
+        // Test support: a private headless sway per test and wl-clipboard as the other client.
+        .target(name: "BatonSway", dependencies: ["CTestSpawn"], path: "Tests/Support/BatonSway", swiftSettings: strict),
         .target(name: "BatonXvfb", dependencies: ["CTestSpawn"], path: "Tests/Support/BatonXvfb", swiftSettings: strict),
         // Test support: fakes of BatonService's ports (radio, activities, suggestion board), named as fakes.
         .target(name: "BatonServiceFakes", dependencies: ["BatonService", "BatonAPI", "BatonStore", "BatonCore", "BatonSystem"], path: "Tests/Support/BatonServiceFakes",
@@ -157,16 +159,16 @@ let package = Package(
         .testTarget(name: "BatonStoreTests", dependencies: ["BatonStore", "BatonTestBus"], swiftSettings: strict),
         .testTarget(name: "BatonDBusTests", dependencies: ["BatonTestBus", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonAPITests", dependencies: ["BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
-        .testTarget(name: "BatonServiceTests", dependencies: ["BatonTestBus", "BatonXvfb", "BatonX11", "BatonPublishers", "BatonServiceFakes", "BatonAPI", "BatonService", "BatonClient", "BatonDBus", "BatonCore", "BatonAgent", "BatonBlueZ", "BatonSystem"], swiftSettings: strict),
+        .testTarget(name: "BatonServiceTests", dependencies: ["BatonTestBus", "BatonXvfb", "BatonSway", "BatonX11", "BatonPublishers", "BatonServiceFakes", "BatonAPI", "BatonService", "BatonClient", "BatonDBus", "BatonCore", "BatonAgent", "BatonBlueZ", "BatonSystem"], swiftSettings: strict),
         .testTarget(name: "BatonPublishersTests", dependencies: ["BatonPublishers"], swiftSettings: strict),
         // Against a real Xvfb per test and real xclip as the other client.
         .testTarget(name: "BatonX11Tests", dependencies: ["BatonX11", "BatonPublishers", "BatonXvfb", "CXCB", "CTestSpawn"], swiftSettings: strict),
         // Against a real headless sway per test and real wl-clipboard as the other client.
-        .testTarget(name: "BatonWaylandTests", dependencies: ["BatonWayland", "BatonWaylandFakes", "BatonPublishers", "CTestSpawn"], swiftSettings: strict),
+        .testTarget(name: "BatonWaylandTests", dependencies: ["BatonWayland", "BatonWaylandFakes", "BatonSway", "BatonPublishers", "CTestSpawn"], swiftSettings: strict),
         .testTarget(name: "BatonBrowserHostTests", dependencies: ["BatonBrowserHost", "BatonClient", "BatonCore"],
                     swiftSettings: strict),
         .testTarget(name: "BatonAgentTests", dependencies: ["BatonTestBus", "BatonAgent", "BatonPublishers", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
-        .testTarget(name: "BatonClientTests", dependencies: ["BatonTestBus", "BatonPublishers", "BatonSystem", "BatonAPI", "BatonCommandLine", "BatonClient", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
+        .testTarget(name: "BatonClientTests", dependencies: ["BatonTestBus", "BatonSway", "BatonWaylandFakes", "BatonPublishers", "BatonSystem", "BatonAPI", "BatonCommandLine", "BatonClient", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
         .testTarget(name: "BatonAvahiTests", dependencies: ["BatonTestBus", "BatonAvahi", "BatonCore", "BatonCrypto", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonLabTests", dependencies: ["BatonTestBus", "BatonBlueZ", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
     ],

@@ -5,6 +5,7 @@ import BatonCore
 import BatonDBus
 import BatonPublishers
 import BatonSystem
+import BatonWayland
 import BatonX11
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -29,14 +30,22 @@ public struct OpenedSessionClipboard: Sendable {
     }
 }
 
-/// The one place the agent chooses its session clipboard adapter (Wayland goes here when it exists).
+/// The one place the agent chooses its session clipboard adapter: X11 on an X11 display, the
+/// compositor's data control (ext-data-control-v1, else wlr-data-control) in a Wayland session.
+/// A compositor without data control (GNOME's Mutter) fails with `.unavailable`, saying so.
 public func makeSessionClipboard(environment: [String: String]) throws(ClipboardError) -> OpenedSessionClipboard {
     let choice = SessionClipboardChoice(environment: environment)
     switch choice {
     case .x11(let display):
         let clipboard = try X11SessionClipboard(display: display)
         return OpenedSessionClipboard(clipboard: clipboard, name: choice.description, close: { clipboard.close() })
-    case .wayland, .none:
+    case .wayland(let display):
+        var environment = environment
+        environment["WAYLAND_DISPLAY"] = display
+        let clipboard = try WaylandSessionClipboard(environment: environment)
+        return OpenedSessionClipboard(clipboard: clipboard, name: "\(choice) (\(clipboard.dataControlProtocol.rawValue))",
+                                      close: { clipboard.close() })
+    case .none:
         throw .unavailable(choice.unavailableReason ?? "no session clipboard")
     }
 }

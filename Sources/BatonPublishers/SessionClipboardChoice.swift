@@ -2,6 +2,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import BatonSystem
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -13,9 +14,10 @@ import Foundation
 public enum SessionClipboardChoice: Sendable, Equatable, CustomStringConvertible {
     /// An X11 session: CLIPBOARD on this display (BatonX11).
     case x11(display: String)
-    /// A Wayland session (WAYLAND_DISPLAY, or XDG_SESSION_TYPE=wayland): not supported yet. Its
-    /// XWayland display is not used: the compositor hands X clients the clipboard only while one of
-    /// their windows has the focus, so copies in Wayland apps would go unseen.
+    /// A Wayland session (WAYLAND_DISPLAY, or XDG_SESSION_TYPE=wayland): the compositor's data
+    /// control (BatonWayland), where it offers one; GNOME's Mutter offers none. Its XWayland display
+    /// is never used: the compositor hands X clients the clipboard only while one of their windows
+    /// has the focus, so copies in Wayland apps would go unseen.
     case wayland(display: String)
     /// Neither (a text console, ssh, a service without a session).
     case none
@@ -40,11 +42,11 @@ public enum SessionClipboardChoice: Sendable, Equatable, CustomStringConvertible
         }
     }
 
-    /// Why the clipboard cannot be shared in this session, with what to do; nil when it can.
+    /// Why the clipboard cannot be shared in this session, as far as the environment tells, with
+    /// what to do; nil when it may be (a Wayland compositor is still asked whether it offers data control).
     public var unavailableReason: String? {
         switch self {
-        case .x11: nil
-        case .wayland: "Wayland sessions are not supported yet (the clipboard works in X11 sessions); log in to an X11 session to share it"
+        case .x11, .wayland: nil
         case .none: "there is no graphical session (neither DISPLAY nor WAYLAND_DISPLAY is set); run baton-agent in your desktop session"
         }
     }
@@ -117,19 +119,17 @@ public struct ClipboardAgentStatus: Sendable, Equatable {
         let directory = url.deletingLastPathComponent().path
         _ = mkdir(directory, 0o700)
         let temporary = directory + "/.clipboard-agent.\(getpid())"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard descriptor >= 0 else { return false }
         let bytes = Array(text.utf8)
-        var written = 0
-        while written < bytes.count {
-            let count = bytes[written...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { break }
-            written += count
+        let saved: Bool
+        do throws(Errno) {
+            let descriptor = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode: 0o600)
+            try descriptor.writeAll(bytes)
+            saved = fsync(descriptor.rawValue) == 0
+            descriptor.close()
+        } catch {
+            saved = false
         }
-        let synced = fsync(descriptor) == 0
-        close(descriptor)
-        guard written == bytes.count, synced, rename(temporary, url.path) == 0 else {
+        guard saved, rename(temporary, url.path) == 0 else {
             unlink(temporary)
             return false
         }

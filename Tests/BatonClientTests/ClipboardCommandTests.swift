@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCommandLine
 import BatonPublishers
+import BatonSway
 import BatonTestBus
+import BatonWaylandFakes
 import Foundation
 import Testing
 
@@ -75,32 +77,48 @@ struct ClipboardCommandTests {
         }
     }
 
-    @Test("in a Wayland session: status and doctor say the clipboard is not supported there yet")
-    func waylandNotYet() async throws {
-        let (environment, home) = try environment(["WAYLAND_DISPLAY": "wayland-1", "DISPLAY": ":0"])
-        defer { try? FileManager.default.removeItem(at: home) }
-        let baton = try Built.executable("baton")
-        var result = try await runTool(baton, ["clipboard", "enable"], environment: environment)
-        #expect(result.stdout.contains("session clipboard: Wayland display wayland-1"), "\(result.stdout)")
-        #expect(result.stdout.contains("problem: Wayland sessions are not supported yet"))
-
+    @Test("in a Wayland session: the compositor is asked; without data control (as GNOME) status and doctor say why and what to do")
+    func waylandSessions() async throws {
         let empty = try TestBus()
         defer { empty.stop() }
-        result = try await runTool(baton, ["--bus", empty.address, "--json", "doctor", "--bluez-bus", empty.address, "--session-bus", empty.address],
-                                   environment: environment)
-        let findings = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: String]])
-        let clipboard = try #require(findings.first { $0["Check"] == "clipboard" })
-        #expect(clipboard["Result"] == "warning")
-        #expect(clipboard["Detail"]?.contains("Wayland sessions are not supported yet") == true, "\(clipboard)")
-        #expect(clipboard["Fix"]?.contains("X11 session") == true)
+        let baton = try Built.executable("baton")
+        func doctorLine(_ environment: [String: String]) async throws -> [String: String] {
+            let result = try await runTool(baton, ["--bus", empty.address, "--json", "doctor", "--bluez-bus", empty.address,
+                                                   "--session-bus", empty.address], environment: environment)
+            let findings = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: String]])
+            return try #require(findings.first { $0["Check"] == "clipboard" })
+        }
+
+        // GNOME's Mutter offers no data control: a stand-in compositor that announces only what Mutter does.
+        let mutter = try FakeCompositor(globals: [("wl_seat", 7), ("wl_data_device_manager", 3), ("gtk_shell1", 5)])
+        defer { mutter.stop() }
+        let (environment, home) = try environment(["WAYLAND_DISPLAY": mutter.runtimeDirectory + "/" + mutter.display, "DISPLAY": ":0"])
+        defer { try? FileManager.default.removeItem(at: home) }
+        var result = try await runTool(baton, ["clipboard", "enable"], environment: environment)
+        #expect(result.stdout.contains("session clipboard: Wayland display \(mutter.runtimeDirectory)/\(mutter.display)\n"), "\(result.stdout)")
+        #expect(result.stdout.contains("problem: this Wayland compositor lets no other program watch or set the clipboard"), "\(result.stdout)")
+        #expect(result.stdout.contains("GNOME on Xorg"))
+        var line = try await doctorLine(environment)
+        #expect(line["Result"] == "warning")
+        #expect(line["Detail"]?.contains("GNOME's Mutter is one such") == true, "\(line)")
+        #expect(line["Fix"]?.contains("GNOME on Xorg") == true && line["Fix"]?.contains("baton clipboard disable") == true, "\(line)")
+
+        // A compositor with data control (headless sway offers wlr-data-control): it works there.
+        let sway = try await HeadlessSway.start()
+        defer { sway.stop() }
+        let (swayEnvironment, swayHome) = try self.environment(["WAYLAND_DISPLAY": sway.runtimeDirectory + "/" + sway.display])
+        defer { try? FileManager.default.removeItem(at: swayHome) }
+        result = try await runTool(baton, ["clipboard"], environment: swayEnvironment)
+        #expect(result.stdout.contains("session clipboard: Wayland display \(sway.runtimeDirectory)/\(sway.display) (zwlr_data_control_manager_v1)"),
+                "\(result.stdout)")
+        line = try await doctorLine(swayEnvironment)
+        #expect(line["Result"] == "ok")
+        #expect(line["Detail"]?.hasPrefix("the clipboard can be shared here (Wayland display") == true, "\(line)")
 
         // In an X11 session, with the clipboard off: it can work here, and how to turn it on.
         let (x11, x11Home) = try self.environment(["DISPLAY": ":3"])
         defer { try? FileManager.default.removeItem(at: x11Home) }
-        result = try await runTool(baton, ["--bus", empty.address, "--json", "doctor", "--bluez-bus", empty.address, "--session-bus", empty.address],
-                                   environment: x11)
-        let x11Findings = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: String]])
-        let x11Line = try #require(x11Findings.first { $0["Check"] == "clipboard" })
+        let x11Line = try await doctorLine(x11)
         #expect(x11Line["Result"] == "ok")
         #expect(x11Line["Detail"] == "the clipboard can be shared here (X11 display :3); it is off (baton clipboard enable turns it on)")
     }

@@ -5,6 +5,7 @@ import BatonCore
 import BatonDBus
 import BatonPublishers
 import BatonServiceFakes
+import BatonSway
 import BatonTestBus
 import BatonX11
 import BatonXvfb
@@ -24,29 +25,38 @@ struct ClipboardAgentEndToEndTests {
         func log(_ line: String) { lines.withLock { $0.append(line) } }
     }
 
-    /// One machine: its daemon, radio, display, the agent's bridge and the user's publishers.conf.
+    /// One machine: its daemon, radio, session (an Xvfb display, or a headless sway), the agent's
+    /// bridge and the user's publishers.conf.
     struct Machine {
         let node: TransferNode
         let radio: FakeRadio
-        let display: XvfbServer
+        /// The X11 session's display; nil in a Wayland session.
+        let xvfb: XvfbServer?
+        /// The Wayland session's compositor; nil in an X11 session.
+        let sway: HeadlessSway?
+        var display: XvfbServer { xvfb! }
         let bridge: ClipboardBridge
         let environment: [String: String]
         let log: Lines
         var clipboard: ClipboardService { node.parts.clipboard }
 
-        static func start(_ bus: TestBus, name: String) async throws -> Machine {
+        static func start(_ bus: TestBus, name: String, wayland: Bool = false) async throws -> Machine {
             let radio = FakeRadio()
             let node = try await TransferNode.start(bus, name: name, radio: radio)
-            let display = try await XvfbServer.start()
+            let xvfb = wayland ? nil : try await XvfbServer.start()
+            let sway = wayland ? try await HeadlessSway.start() : nil
             let home = bus.directory.appendingPathComponent("home-\(name)").path
-            let environment = ["DISPLAY": display.display, "HOME": home, "XDG_CONFIG_HOME": home + "/config", "XDG_RUNTIME_DIR": home + "/run"]
+            var environment = ["HOME": home, "XDG_CONFIG_HOME": home + "/config", "XDG_RUNTIME_DIR": home + "/run"]
+            if let xvfb { environment["DISPLAY"] = xvfb.display }
+            // The compositor's socket by its absolute path: the user's runtime directory is its own.
+            if let sway { environment["WAYLAND_DISPLAY"] = sway.runtimeDirectory + "/" + sway.display }
             try FileManager.default.createDirectory(atPath: home + "/run", withIntermediateDirectories: true)
             try PublisherSettings(enabled: [.clipboard]).save(environment: environment)
             let daemon = BatonConnection(connection: try DBusConnection(bus: .address(bus.address)), busName: node.busName)
             let log = Lines()
             let bridge = ClipboardBridge(daemon: daemon, environment: environment, logger: log)
             try await bridge.start()
-            return Machine(node: node, radio: radio, display: display, bridge: bridge, environment: environment, log: log)
+            return Machine(node: node, radio: radio, xvfb: xvfb, sway: sway, bridge: bridge, environment: environment, log: log)
         }
 
         func setClipboard(_ on: Bool) throws { try PublisherSettings(enabled: on ? [.clipboard] : []).save(environment: environment) }
@@ -54,7 +64,8 @@ struct ClipboardAgentEndToEndTests {
         func stop() async {
             await bridge.stop()
             await node.stop()
-            display.stop()
+            xvfb?.stop()
+            sway?.stop()
         }
     }
 
@@ -186,6 +197,49 @@ struct ClipboardAgentEndToEndTests {
         #expect(await eventually(timeout: .seconds(120)) { await alpha.bridge.settled { !$0.enabled } })
         #expect(await alpha.clipboard.agent(of: getuid()) == nil)
         #expect(ClipboardAgentStatus.load(environment: alpha.environment)?.problem?.contains("was lost") == true)
+
+        await alpha.stop()
+        await beta.stop()
+    }
+    /// An X11 session on alpha, a Wayland one (headless sway, wlr-data-control) on beta: the agent
+    /// chooses each session's adapter, and a copy crosses both ways only at the paste.
+    @Test func aCopyCrossesBetweenAnX11AndAWaylandSessionAtThePaste() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let alpha = try await Machine.start(bus, name: "alpha"), beta = try await Machine.start(bus, name: "beta", wayland: true)
+        let sway = try #require(beta.sway)
+        let client = try DBusConnection(bus: .address(bus.address))
+        defer { client.close() }
+        try await pair(alpha.node, beta.node, client: client)
+        for machine in [alpha, beta] {
+            #expect(await eventually(timeout: .seconds(120)) { await machine.bridge.settled(\.registered) }, "\(machine.log.lines.withLock { $0 })")
+        }
+        #expect(ClipboardAgentStatus.load(environment: beta.environment)?.sessionClipboard.hasSuffix("(zwlr_data_control_manager_v1)") == true)
+
+        // xclip on alpha's X display, wl-paste in beta's Wayland session.
+        let text = Array("from X11 to Wayland, ünïcode\n".utf8)
+        var before = alpha.radio.lastAdvert
+        try await xclipCopy(text, display: alpha.display.display)
+        #expect(await offered(alpha, .text), "\(alpha.log.lines.withLock { $0 })")
+        try await carryAdvert(from: alpha, to: beta, after: before)
+        #expect(await eventually(timeout: .seconds(120)) { await beta.bridge.settled { $0.held?.kind == .text } }, "\(beta.log.lines.withLock { $0 })")
+        #expect(await alpha.clipboard.dataRequestsAnswered == 0)
+        var pasted = try await sway.wlPaste(["-t", "text/plain;charset=utf-8"])
+        #expect(pasted.status == 0 && pasted.output == text)
+        #expect(await alpha.clipboard.dataRequestsAnswered == 1)
+        #expect(await beta.clipboard.offeredKind == nil)
+
+        // wl-copy in beta's session, xclip -o on alpha.
+        let back = Array("and back from Wayland".utf8)
+        before = beta.radio.lastAdvert
+        try await sway.wlCopy(back, arguments: ["-t", "text/plain;charset=utf-8"])
+        #expect(await offered(beta, .text), "\(beta.log.lines.withLock { $0 })")
+        try await carryAdvert(from: beta, to: alpha, after: before)
+        #expect(await eventually(timeout: .seconds(120)) { await alpha.bridge.settled { $0.held?.kind == .text } })
+        #expect(await beta.clipboard.dataRequestsAnswered == 0)
+        let result = try await paste(alpha)
+        #expect(result.status == 0 && Array(result.output) == back)
+        #expect(await beta.clipboard.dataRequestsAnswered == 1)
 
         await alpha.stop()
         await beta.stop()

@@ -51,7 +51,7 @@ struct ClipboardCommand: Subcommand {
             }
         }
         let report = Self.report(enabled: settings.isEnabled(.clipboard), agent: ClipboardAgentStatus.load(environment: environment),
-                                 choice: SessionClipboardChoice(environment: environment))
+                                 support: SessionClipboardSupport.probe(environment: environment))
         context.output.result(json: report.json, text: report.lines.joined(separator: "\n"))
         return ExitStatus.success
     }
@@ -63,9 +63,9 @@ struct ClipboardCommand: Subcommand {
 
     /// What `status` says, from the setting, the agent's status file (nil: no agent runs) and this
     /// session's environment.
-    static func report(enabled: Bool, agent: ClipboardAgentStatus?, choice: SessionClipboardChoice) -> Report {
+    static func report(enabled: Bool, agent: ClipboardAgentStatus?, support: SessionClipboardSupport) -> Report {
         var lines = [enabled ? "clipboard: on (baton clipboard disable turns it off)" : "clipboard: off (baton clipboard enable turns it on)"]
-        let sessionClipboard = agent?.sessionClipboard ?? choice.description
+        let sessionClipboard = agent?.sessionClipboard ?? support.session
         var problem = agent?.problem
         if let agent {
             lines.append("agent: baton-agent runs (pid \(agent.pid))" + (enabled ? (agent.registered ? ", sharing with batond" : ", not registered with batond") : ""))
@@ -73,8 +73,8 @@ struct ClipboardCommand: Subcommand {
             lines.append("agent: baton-agent does not run in this session" + (enabled ? "; start it (systemctl --user enable --now baton-agent)" : ""))
         }
         lines.append("session clipboard: \(sessionClipboard)")
-        if agent == nil, let reason = choice.unavailableReason {
-            problem = problem ?? reason
+        if agent == nil, case .cannot(_, let reason, let fix) = support {
+            problem = problem ?? "\(reason); \(fix)"
         }
         if let problem, enabled { lines.append("problem: \(problem)") }
         if enabled {

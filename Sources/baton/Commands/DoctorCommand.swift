@@ -24,7 +24,7 @@ struct DoctorCommand: Subcommand {
         notification server on the session bus), agent (baton-agent runs in this session),
         browser (with the browser publisher on: which browser here has Baton's extension
         installed system-wide, and what to do in those that do not), clipboard (whether the
-        clipboard can be shared in this session: X11 yes, Wayland not yet; when on, whether
+        clipboard can be shared in this session: X11, or a Wayland compositor with data control; when on, whether
         baton-agent shares it).
         Each line is ok, warning, FAILED or skipped; every warning and failure is followed by
         "fix:" and what to do. Exit status 1 when a check failed, else 0.
@@ -53,23 +53,23 @@ struct DoctorCommand: Subcommand {
         let findings = await BlueZChecks(bus: bluezBus).run()
             + DaemonChecks(options: context.options, sessionBus: sessionBus).run()
             + [Self.browserFinding(settings: settings, statuses: PublishersCommand.browserExtensionStatuses()),
-               Self.clipboardFinding(settings: settings, choice: SessionClipboardChoice(environment: environment),
+               Self.clipboardFinding(settings: settings, support: SessionClipboardSupport.probe(environment: environment),
                                      agent: ClipboardAgentStatus.load(environment: environment))]
         context.output.result(json: OutputDocument.doctor(findings), text: DoctorFinding.text(findings))
         return DoctorFinding.exitStatus(findings)
     }
 
-    /// The universal clipboard: whether it can work in this session (X11: yes; Wayland: not yet),
-    /// and, when on, whether the agent shares it.
-    static func clipboardFinding(settings: PublisherSettings, choice: SessionClipboardChoice, agent: ClipboardAgentStatus?) -> DoctorFinding {
+    /// The universal clipboard: whether it can work in this session (X11, or a Wayland compositor
+    /// with data control), and, when on, whether the agent shares it.
+    static func clipboardFinding(settings: PublisherSettings, support: SessionClipboardSupport, agent: ClipboardAgentStatus?) -> DoctorFinding {
         let enabled = settings.isEnabled(.clipboard)
-        if let reason = choice.unavailableReason {
-            let detail = "the clipboard cannot be shared in this session (\(choice)): " + reason
-            return enabled ? DoctorFinding("clipboard", .warning, detail, fix: "use an X11 session, or turn it off: baton clipboard disable")
+        if case .cannot(let session, let reason, let fix) = support {
+            let detail = "the clipboard cannot be shared in this session (\(session)): " + reason
+            return enabled ? DoctorFinding("clipboard", .warning, detail, fix: fix + "; or turn it off: baton clipboard disable")
                 : DoctorFinding("clipboard", .ok, detail)
         }
         guard enabled else {
-            return DoctorFinding("clipboard", .ok, "the clipboard can be shared here (\(choice)); it is off (baton clipboard enable turns it on)")
+            return DoctorFinding("clipboard", .ok, "the clipboard can be shared here (\(support.session)); it is off (baton clipboard enable turns it on)")
         }
         guard let agent else {
             return DoctorFinding("clipboard", .warning, "the clipboard is on, but baton-agent does not run in this session, so nothing is shared",
