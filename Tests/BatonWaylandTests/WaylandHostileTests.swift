@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 @testable import BatonWayland
 import BatonPublishers
+import BatonSway
 import Foundation
 import Testing
 

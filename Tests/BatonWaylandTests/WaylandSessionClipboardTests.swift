@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonPublishers
+import BatonSway
 import BatonWayland
 import Foundation
 import Testing
