@@ -165,19 +165,22 @@ func series(prefetch: Bool, iterations: Int, directory: String) async throws -> 
 }
 
 var iterations = 100
+var only: String?
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
     if argument == "--iterations", let value = arguments.popFirst().flatMap({ Int($0) }), value > 0 {
         iterations = value
+    } else if argument == "--only", let value = arguments.popFirst(), ["cold", "prefetched"].contains(value) {
+        only = value
     } else {
-        print("usage: baton-continue-bench [--iterations N]")
+        print("usage: baton-continue-bench [--iterations N] [--only cold|prefetched]")
         exit(2)
     }
 }
 let directory = FileManager.default.temporaryDirectory.appendingPathComponent("baton-continue-bench-\(getpid())").path
 defer { try? FileManager.default.removeItem(atPath: directory) }
 print("accept -> Continue delivered to the handler, 4 KiB userInfo, loopback TLS, \(iterations) iterations each")
-for (name, prefetch) in [("cold", false), ("prefetched", true)] {
+for (name, prefetch) in [("cold", false), ("prefetched", true)] where only == nil || only == name {
     let samples = try await series(prefetch: prefetch, iterations: iterations, directory: directory)
     print(String(format: "%-11@ p50 %7.3f ms   p95 %7.3f ms   min %7.3f ms   max %7.3f ms",
                  name, percentile(samples, 0.5), percentile(samples, 0.95), samples.first ?? 0, samples.last ?? 0))
