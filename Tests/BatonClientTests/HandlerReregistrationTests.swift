@@ -41,11 +41,14 @@ struct HandlerReregistrationTests {
             let client = try daemon.connect()
             defer { client.close() }
             var before: [String] = []
-            try await eventually(timeout: .seconds(20), "the agent and the browser host register") {
+            // The agent handles recent documents and media, the browser host web pages: all three,
+            // not the first two to arrive (the agent registers its two one after the other).
+            let expected: Set<String> = ["org.baton.media", "org.baton.recent-document", "org.baton.web-browsing"]
+            try await eventually(timeout: .seconds(120), "the agent and the browser host register") {
                 before = (try? await client.handledTypes()) ?? []
-                return before.count >= 2
+                return Set(before) == expected
             }
-            try await eventually(timeout: .seconds(20), "batond sees the session agent") {
+            try await eventually(timeout: .seconds(120), "batond sees the session agent") {
                 (try? await client.status().sessionAgent) == true
             }
 
@@ -59,7 +62,7 @@ struct HandlerReregistrationTests {
                 return
             }
             kill(pid_t(pid), SIGKILL)
-            try await eventually(timeout: .seconds(10), "batond's name is released") { try await !bus.nameHasOwner(daemon.busName) }
+            try await eventually(timeout: .seconds(120), "batond's name is released") { try await !bus.nameHasOwner(daemon.busName) }
             let restarted = Process()
             restarted.executableURL = URL(fileURLWithPath: try Built.executable("batond"))
             restarted.arguments = ["--bus-address", daemon.bus.address, "--bus-name", daemon.busName, "--state-dir", daemon.stateDirectory,
@@ -72,11 +75,11 @@ struct HandlerReregistrationTests {
             restarted.standardError = FileHandle.nullDevice
             try launch(restarted)
             defer { kill(restarted.processIdentifier, SIGKILL) }
-            try await eventually(timeout: .seconds(15), "the new batond owns its name") { try await bus.nameHasOwner(daemon.busName) }
+            try await eventually(timeout: .seconds(120), "the new batond owns its name") { try await bus.nameHasOwner(daemon.busName) }
 
             var after: [String] = []
             do {
-                try await eventually(timeout: .seconds(20), "the handled types come back") {
+                try await eventually(timeout: .seconds(120), "the handled types come back") {
                     after = (try? await client.handledTypes()) ?? []
                     return Set(after) == Set(before)
                 }
@@ -86,7 +89,7 @@ struct HandlerReregistrationTests {
             // The new batond knew no agent either: baton-agent's RegisterAgent came again.
             var agentSeen: Bool?
             do {
-                try await eventually(timeout: .seconds(20), "the session agent comes back") {
+                try await eventually(timeout: .seconds(120), "the session agent comes back") {
                     agentSeen = try? await client.status().sessionAgent
                     return agentSeen == true
                 }
