@@ -43,6 +43,20 @@ enum MediaTestPages {
             """.write(to: directory.appendingPathComponent("video.html"), atomically: true, encoding: .utf8)
     }
 
+    /// A ten-minute 8 kHz 8-bit mono WAV of a tone, written here byte by byte, as `clip.wav`.
+    static func writeClip(into directory: URL) throws {
+        let rate = 8000, count = rate * 600
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(44 + count)
+        func text(_ value: String) { bytes += Array(value.utf8) }
+        func le32(_ value: Int) { bytes += (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } }
+        func le16(_ value: Int) { bytes += (0..<2).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } }
+        text("RIFF"); le32(36 + count); text("WAVE"); text("fmt "); le32(16); le16(1); le16(1); le32(rate); le32(rate); le16(1); le16(8)
+        text("data"); le32(count)
+        for index in 0..<count { bytes.append(UInt8(128 + Int((20 * sin(Double(index) / 9)).rounded()))) }
+        try Data(bytes).write(to: directory.appendingPathComponent("clip.wav"))
+    }
+
     /// What the pages reported, oldest first.
     struct Report {
         var who: String
@@ -153,6 +167,66 @@ extension RealBrowserTests {
                 MediaTestPages.reports(in: server).last { $0.who == "alpha" }?.paused == true ? true : nil
             }
             #expect(alphaBrowser.hostLogText.contains("the page was continued on beta"))
+        }
+    
+        @Test("a bare media file: the URL beta's Chromium opens carries the time (#t=), and its media document starts there")
+        func aMediaFileOpensAtTheTimeInItsURL() async throws {
+            let daemons = try await PairedDaemons()
+            defer { daemons.stop() }
+            let www = daemons.bus.directory.appendingPathComponent("www")
+            let server = try await PageServer(directory: www)
+            try MediaTestPages.writeClip(into: www)
+            let file = server.base + "/clip.wav"
+
+            // alpha's browser plays the file from 42 s (its own URL has the media fragment).
+            let alphaBrowser = try HeadlessChromium(busAddress: daemons.bus.address, busName: daemons.alpha.busName, directory: daemons.bus.directory,
+                                                    firstPages: ["about:blank"], extraArguments: [Self.autoplay])
+            defer { alphaBrowser.kill() }
+            let alpha = try daemons.connect(daemons.alpha)
+            defer { alpha.close() }
+            // DevTools takes the page in its query: the fragment goes escaped.
+            _ = try await alphaBrowser.open(file + "%23t=42")
+            let playing = try await awaitValue("alpha publishes the file playing from 42 s", timeout: .seconds(180)) {
+                guard let path = try await alpha.currentActivityPath() else { return nil as ActivityInfo? }
+                let info = try await alpha.activity(at: path)
+                guard let media = pageMedia(info), media.playing, media.position >= MediaTestPages.startsAt - 0.5 else { return nil }
+                return info
+            }
+            let sample = try #require(pageMedia(playing))
+            #expect(playing.webpageURL == "\(file)#t=\(Int(sample.position))", "the published URL has the time of the sample")
+
+            let betaBrowser = try HeadlessChromium(busAddress: daemons.bus.address, busName: daemons.beta.busName, directory: daemons.bus.directory,
+                                                   firstPages: ["about:blank"], extraArguments: [Self.autoplay])
+            defer { betaBrowser.kill() }
+            let beta = try daemons.connect(daemons.beta)
+            defer { beta.close() }
+            _ = try await awaitValue("beta's host registered", timeout: .seconds(180)) {
+                try await beta.handledTypes().contains("org.baton.web-browsing") ? true : nil
+            }
+            let asked = Date().timeIntervalSince1970
+            #expect(try await beta.continueFromMember("alpha", type: "org.baton.web-browsing") == "delivered")
+            let delivered = Date().timeIntervalSince1970
+
+            // The tab beta opened: the file with #t= at alpha's position at the pull plus the handoff.
+            let opened = try await awaitValue("beta's browser has the file open") { () -> String? in
+                let data = try await betaBrowser.devToolsRequest("GET", "/json/list")
+                let tabs = try JSONSerialization.jsonObject(with: data) as? [[String: Any]] ?? []
+                return tabs.compactMap { $0["url"] as? String }.first { $0.hasPrefix(file + "#t=") }
+            }
+            let seconds = try #require(Double(opened.dropFirst(file.count + 3)), "\(opened)")
+            #expect(seconds >= (sample.position(at: asked) - 1).rounded(.down), "\(opened): not before alpha's position when beta asked")
+            #expect(seconds <= sample.position(at: delivered), "\(opened): not after alpha's position when it was delivered")
+
+            // The media document starts there: beta's extension publishes it at that position or later.
+            let continued = try await awaitValue("beta publishes the file near alpha's time", timeout: .seconds(180)) {
+                guard let path = try await beta.currentActivityPath() else { return nil as PageMedia? }
+                let info = try await beta.activity(at: path)
+                guard info.webpageURL?.hasPrefix(file) == true, let media = pageMedia(info), media.position >= seconds - 0.5 else { return nil }
+                return media
+            }
+            // It lags alpha by the page's load, which a time in a URL cannot include, and is never ahead.
+            #expect(continued.position <= sample.position(at: continued.positionTime) + 0.5,
+                    "beta at \(continued.position) s, alpha would be at \(sample.position(at: continued.positionTime)) s")
         }
     }
 }
