@@ -72,10 +72,10 @@
     }, true);
   }
 
-  /** Puts the page's media where the other machine's was: the first media element once it has its
-   * metadata (it may come later than this script), at the target plus the time the page took to
-   * load while the media played there; then plays or pauses as it did there (a browser may refuse
-   * to start sound without a click: the media then waits, paused, at the time). */
+  /** Puts the page's media where the other machine's was: the first media element (not a muted
+   * loop) once it has its metadata (it may come later than this script), at the target plus the
+   * time the page took to load while the media played there; then plays or pauses as it did there
+   * (a browser may refuse to start sound without a click: the media then waits, paused, at the time). */
   function restoreMedia(media) {
     if (!media || typeof media.time !== "number" || !Number.isFinite(media.time) || media.time < 0) return;
     const openedAt = typeof media.openedAt === "number" ? media.openedAt : Date.now();
@@ -91,11 +91,12 @@
       if (element.readyState >= HTMLMediaElement.HAVE_METADATA) apply(element);
       else element.addEventListener("loadedmetadata", () => apply(element), { once: true });
     };
-    const element = document.querySelector("video, audio");
+    const first = () => Array.from(document.querySelectorAll("video, audio")).find(isMedia);
+    const element = first();
     if (element) return whenReady(element);
     // No media element yet (pages that build their player late): watch for one, for a minute at most.
     const observer = new MutationObserver(() => {
-      const added = document.querySelector("video, audio");
+      const added = first();
       if (!added) return;
       observer.disconnect();
       whenReady(added);
