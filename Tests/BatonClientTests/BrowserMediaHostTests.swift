@@ -2,6 +2,7 @@
 import BatonClient
 import BatonCore
 import Foundation
+import Synchronization
 import Testing
 
 /// A web page's media time between two real daemons and the built `baton-browser-host` on each,
@@ -120,5 +121,41 @@ struct BrowserMediaHostTests {
             ((try? String(contentsOf: alphaLog, encoding: .utf8)) ?? "").contains("not pausing the page's media (media-pause-source = off)") ? true : nil
         }
         #expect(!alphaBrowser.received.messages.contains { $0["kind"] as? String == "pause" })
+    }
+
+    @Test("without the extension on beta, the page that leaves carries the time of the pull in its WebpageURL (what the browser fallback opens)")
+    func theWebpageURLCarriesThePullsTime() async throws {
+        let daemons = try await PairedDaemons()
+        defer { daemons.stop() }
+        let alphaBrowser = try FakeBrowser(busAddress: daemons.bus.address, busName: daemons.alpha.busName, directory: daemons.bus.directory)
+        defer { alphaBrowser.kill() }
+        let alpha = try daemons.connect(daemons.alpha)
+        defer { alpha.close() }
+        try alphaBrowser.send(#"{"kind":"current","title":"Talk","url":"https://vimeo.com/76979871","mediaTime":30,"mediaPlaying":true,"mediaRate":1}"#)
+        let sampled = try await awaitValue("alpha publishes the page with its media") { () -> Double? in
+            guard let path = try await alpha.currentActivityPath() else { return nil }
+            let info = try await alpha.activity(at: path)
+            guard info.webpageURL == "https://vimeo.com/76979871#t=30s", case .double(let time)? = info.userInfo?["mediaPositionTime"] else { return nil }
+            return time
+        }
+        try await Task.sleep(for: .seconds(3))
+
+        // beta's only handler for pages is the test's: what it gets is what batond fetched from alpha,
+        // the same WebpageURL Suggestion1.ContinueInBrowser hands to the agent's fallback.
+        let beta = try daemons.connect(daemons.beta)
+        defer { beta.close() }
+        let received = Mutex<ContinuedActivity?>(nil)
+        _ = try await beta.registerHandler(for: ["org.baton.web-browsing"]) { continued in received.withLock { $0 = continued } }
+        #expect(try await beta.continueFromMember("alpha", type: "org.baton.web-browsing") == "delivered")
+        let delivered = now()
+        let continued = try await awaitValue("beta's handler gets the page") { received.withLock { $0 } }
+        let url = try #require(continued.webpageURL?.absoluteString)
+        #expect(url.hasPrefix("https://vimeo.com/76979871#t="))
+        let seconds = try #require(Double(url.dropFirst("https://vimeo.com/76979871#t=".count).dropLast()), "\(url)")
+        #expect(seconds >= 32 && seconds <= 30 + (delivered - sampled) + 1, "\(url): alpha's position at the pull, 3 s after the sample")
+        let media = try #require(try PageMedia(userInfo: continued.userInfo))
+        #expect(media.positionTime >= sampled + 3 - 0.5, "the sample moved to the pull")
+        #expect(abs(media.position - (30 + media.positionTime - sampled)) < 0.01)
+        #expect(media.playing)
     }
 }
