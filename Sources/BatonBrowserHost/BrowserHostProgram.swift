@@ -75,14 +75,35 @@ public enum BrowserHostProgram {
             return 1
         }
         let output = StandardOutputWriter()
-        let session = BrowserHostSession(connection: connection,
-                                         isEnabled: { PublisherSettings.load(environment: environment).isEnabled(.browser) }, log: log)
-        // Pages continued from another device open in this browser, scroll position and all; registered
-        // again whenever batond restarts (a new owner of its bus name).
-        let opener = ClosureActivityHandler { continued in
-            guard let request = BrowserHostSession.openRequest(for: continued) else { return }
-            do { try output.send(request.encoded()) } catch { log("cannot ask the browser to open a page: \(error)") }
+        // Continued elsewhere: the page's media pauses here, unless publishers.conf says
+        // `media-pause-source = off` (docs/media.md); the tab stays open either way.
+        let pauseMedia: @Sendable () -> Void = {
+            guard PublisherSettings.load(environment: environment).mediaPausesSource else {
+                log("not pausing the page's media (media-pause-source = off)")
+                return
+            }
+            do { try output.send(BrowserPauseRequest().encoded()) } catch { log("cannot ask the browser to pause the page's media: \(error)") }
         }
+        let session = BrowserHostSession(connection: connection,
+                                         isEnabled: { PublisherSettings.load(environment: environment).isEnabled(.browser) }, log: log,
+                                         pauseMedia: pauseMedia)
+        // Pages continued from another device open in this browser, scroll position, media time and
+        // all; registered again whenever batond restarts (a new owner of its bus name). WillContinue,
+        // asked before the fetch, starts this machine's measure of the handoff.
+        let clock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
+        let askedAt = Mutex<Double?>(nil)
+        let opener = ClosureActivityHandler(willContinue: { _, _ in
+            askedAt.withLock { $0 = clock() }
+            return true
+        }, continue: { continued in
+            let now = clock()
+            let asked = askedAt.withLock { asked in
+                defer { asked = nil }
+                return asked ?? now
+            }
+            guard let request = BrowserHostSession.openRequest(for: continued, now: now, askedAt: asked, log: log) else { return }
+            do { try output.send(request.encoded()) } catch { log("cannot ask the browser to open a page: \(error)") }
+        })
         do {
             _ = try await connection.registerHandlerAcrossRestarts(
                 opener, for: [webBrowsingActivityType],

@@ -126,9 +126,31 @@ final class PageServer: @unchecked Sendable {
             """.write(to: directory.appendingPathComponent("long.html"), atomically: true, encoding: .utf8)
         let portFile = directory.appendingPathComponent("port")
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        // Byte ranges too (a browser seeks in a media file only where the server serves them).
         process.arguments = ["-c", """
-            import functools, http.server, sys
-            handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])
+            import functools, http.server, io, os, re, sys
+            class Handler(http.server.SimpleHTTPRequestHandler):
+                def send_head(self):
+                    wanted = re.fullmatch(r"bytes=(\\d+)-(\\d*)", self.headers.get("Range", ""))
+                    path = self.translate_path(self.path)
+                    if not wanted or not os.path.isfile(path):
+                        return super().send_head()
+                    size = os.path.getsize(path)
+                    start, end = int(wanted[1]), min(int(wanted[2] or size - 1), size - 1)
+                    if start >= size:
+                        self.send_error(416)
+                        return None
+                    with open(path, "rb") as file:
+                        file.seek(start)
+                        body = file.read(end - start + 1)
+                    self.send_response(206)
+                    self.send_header("Content-Type", self.guess_type(path))
+                    self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end, size))
+                    self.send_header("Content-Length", str(len(body)))
+                    self.send_header("Accept-Ranges", "bytes")
+                    self.end_headers()
+                    return io.BytesIO(body)
+            handler = functools.partial(Handler, directory=sys.argv[1])
             server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
             open(sys.argv[2], "w").write(str(server.server_address[1]))
             server.serve_forever()
@@ -138,7 +160,8 @@ final class PageServer: @unchecked Sendable {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: requestLog)
         try launch(process)
-        let port = try await awaitValue("web server") { try? String(contentsOf: portFile, encoding: .utf8) }
+        // The file exists a moment before the port is in it: only a whole number counts.
+        let port = try await awaitValue("web server") { (try? String(contentsOf: portFile, encoding: .utf8)).flatMap { Int($0) } }
         base = "http://127.0.0.1:\(port)"
     }
 

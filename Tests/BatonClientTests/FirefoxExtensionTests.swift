@@ -21,8 +21,13 @@ final class HeadlessFirefox: @unchecked Sendable {
     let hostLog: URL
 
     /// `pages`: Firefox's command line after the profile, e.g. a URL, or `--private-window URL`.
-    init(daemon: DaemonFixture, pages: [String]) async throws {
-        home = daemon.bus.directory.appendingPathComponent("firefox-\(UUID().uuidString)")
+    convenience init(daemon: DaemonFixture, pages: [String]) async throws {
+        try await self.init(busAddress: daemon.bus.address, busName: daemon.busName, directory: daemon.bus.directory, pages: pages)
+    }
+
+    /// `preferences`: more `user.js` lines (e.g. a user agent the test pages recognise).
+    init(busAddress: String, busName: String, directory: URL, pages: [String], preferences: [String] = []) async throws {
+        home = directory.appendingPathComponent("firefox-\(UUID().uuidString)")
         hostLog = home.appendingPathComponent("host.log")
         let profile = home.appendingPathComponent("profile"), hosts = home.appendingPathComponent(".mozilla/native-messaging-hosts")
         for folder in [profile.appendingPathComponent("extensions"), hosts] {
@@ -31,8 +36,8 @@ final class HeadlessFirefox: @unchecked Sendable {
         let wrapper = home.appendingPathComponent("host.sh")
         try """
             #!/bin/sh
-            export BATON_BUS='\(daemon.bus.address)' BATON_BUS_NAME='\(daemon.busName)'
-            export XDG_CONFIG_HOME='\(try publisherConfig(in: daemon, browser: true))'
+            export BATON_BUS='\(busAddress)' BATON_BUS_NAME='\(busName)'
+            export XDG_CONFIG_HOME='\(try publisherConfig(in: directory, browser: true))'
             exec '\(try Built.executable("baton-browser-host"))' "$@" 2>>'\(hostLog.path)'
             """.write(to: wrapper, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: wrapper.path)
@@ -58,7 +63,8 @@ final class HeadlessFirefox: @unchecked Sendable {
             user_pref("toolkit.telemetry.reportingpolicy.firstRun", false);
             user_pref("browser.startup.homepage_override.mstone", "ignore");
             user_pref("app.update.enabled", false);
-            """.write(to: profile.appendingPathComponent("user.js"), atomically: true, encoding: .utf8)
+
+            """.appending(preferences.joined(separator: "\n")).write(to: profile.appendingPathComponent("user.js"), atomically: true, encoding: .utf8)
 
         // Started through python3 to clear the signal mask: Foundation's Process passes on the
         // spawning thread's, where SIGTERM is blocked, and Firefox (unlike Chromium) never
