@@ -51,6 +51,8 @@ final class X11ClipboardCore: @unchecked Sendable {
         /// TARGETS' answer, in the order offered.
         var targetList: [xcb_atom_t]
         var provide: @Sendable (String) async throws -> [UInt8]
+        /// Where the offer stands with GNOME's clipboard manager (`MutterClipboardManager`).
+        var manager: MutterClipboardManager.Stage = .awaitingTargets
     }
 
     struct OutgoingKey: Hashable {
@@ -66,10 +68,25 @@ final class X11ClipboardCore: @unchecked Sendable {
         var timer: (any DispatchSourceTimer)?
     }
 
-    init(display: String?, configuration: X11SessionClipboard.Configuration,
+    init(display: String?, cookie: X11Cookie?, configuration: X11SessionClipboard.Configuration,
          events: AsyncStream<ClipboardEvent>.Continuation) throws(ClipboardError) {
         var screenNumber: Int32 = 0
-        guard let raw = xcb_connect(display, &screenNumber) else { throw .unavailable("cannot connect to the X display") }
+        let connected: OpaquePointer?
+        if let cookie {
+            // libxcb reads the credential during the call (the connection's setup) and keeps no pointer to it.
+            var name = Array(cookie.name.utf8CString)
+            var data = cookie.data.map { CChar(bitPattern: $0) }
+            connected = name.withUnsafeMutableBufferPointer { name in
+                data.withUnsafeMutableBufferPointer { data in
+                    var info = xcb_auth_info_t(namelen: Int32(name.count - 1), name: name.baseAddress, datalen: Int32(data.count),
+                                               data: data.baseAddress)
+                    return xcb_connect_to_display_with_auth_info(display, &info, &screenNumber)
+                }
+            }
+        } else {
+            connected = xcb_connect(display, &screenNumber)
+        }
+        guard let raw = connected else { throw .unavailable("cannot connect to the X display") }
         let connection = X11Connection(raw: raw)
         guard !connection.hasError else {
             xcb_disconnect(raw)

@@ -18,12 +18,17 @@ public final class X11SessionClipboard: SessionClipboard {
         /// The most bytes of one property written to a pasting app at once; more goes by INCR (also
         /// bounded by the server's maximum request length).
         public var chunkBytes: Int
+        /// On XWayland in GNOME's Wayland session: refuse the read GNOME's Mutter makes of each new
+        /// clipboard owner to keep a copy (`MutterClipboardManager`), so that an offer stays lazy and
+        /// nothing of it outlives a withdrawal.
+        public var refusesMutterClipboardManager: Bool
 
         public init(answerTimeout: Duration = .seconds(15), requestorTimeout: Duration = .seconds(60),
-                    chunkBytes: Int = 256 << 10) {
+                    chunkBytes: Int = 256 << 10, refusesMutterClipboardManager: Bool = false) {
             self.answerTimeout = answerTimeout
             self.requestorTimeout = requestorTimeout
             self.chunkBytes = chunkBytes
+            self.refusesMutterClipboardManager = refusesMutterClipboardManager
         }
     }
 
@@ -36,16 +41,28 @@ public final class X11SessionClipboard: SessionClipboard {
         public var chunksSent = 0
         /// INCR answers dropped because the pasting app stopped reading (`requestorTimeout`).
         public var abandonedSends = 0
+        /// Reads by GNOME's clipboard manager refused (`refusesMutterClipboardManager`).
+        public var refusedManagerReads = 0
     }
 
     public let events: AsyncStream<ClipboardEvent>
     private let core: X11ClipboardCore
 
-    /// Connects to `display` (nil: `$DISPLAY`).
-    public init(display: String? = nil, configuration: Configuration = Configuration()) throws(ClipboardError) {
+    /// Connects to `display` (nil: `$DISPLAY`). `authority` names the X authority file to take the
+    /// display's cookie from (the session's XAUTHORITY; `X11Authority`); nil leaves it to libxcb
+    /// (the process's XAUTHORITY, else ~/.Xauthority).
+    public init(display: String? = nil, authority: String? = nil, configuration: Configuration = Configuration()) throws(ClipboardError) {
+        var cookie: X11Cookie?
+        if let authority, let display {
+            do throws(X11AuthorityError) {
+                cookie = try X11Authority.cookie(file: authority, display: display)
+            } catch {
+                throw .unavailable("the X authority file \(authority) (XAUTHORITY) cannot be used: \(error)")
+            }
+        }
         let (stream, continuation) = AsyncStream<ClipboardEvent>.makeStream(bufferingPolicy: .bufferingNewest(256))
         events = stream
-        core = try X11ClipboardCore(display: display, configuration: configuration, events: continuation)
+        core = try X11ClipboardCore(display: display, cookie: cookie, configuration: configuration, events: continuation)
     }
 
     deinit { core.close() }
