@@ -33,8 +33,9 @@ public struct OpenedSessionClipboard: Sendable {
 /// The one place the agent chooses its session clipboard adapter: X11 on an X11 display, the
 /// compositor's data control (ext-data-control-v1, else wlr-data-control) in a Wayland session,
 /// and in GNOME's Wayland session, whose Mutter offers no data control, X11 on its XWayland display
-/// (Mutter hands X11 clients the clipboard whatever has the focus; the adapter refuses Mutter's own
-/// read of each new owner, `refusesMutterClipboardManager`). Another compositor without
+/// (Mutter hands X11 clients the clipboard whatever has the focus; in `mutterXWayland` mode the
+/// adapter refuses Mutter's own read of each of its offers and keeps a secret copy that Mutter puts
+/// back unmarked secret). Another compositor without
 /// data control, or GNOME without DISPLAY, fails with `.unavailable`, saying so. The X authority
 /// file is the session's XAUTHORITY (from `environment`, not the process's).
 public func makeSessionClipboard(environment: [String: String]) throws(ClipboardError) -> OpenedSessionClipboard {
@@ -61,7 +62,7 @@ public func makeSessionClipboard(environment: [String: String]) throws(Clipboard
             throw .unavailable(SessionClipboardChoice.gnomeWithoutXWayland.reason + "; " + SessionClipboardChoice.gnomeWithoutXWayland.fix)
         }
         let clipboard = try X11SessionClipboard(display: xwayland.display, authority: xwayland.authority,
-                                                configuration: .init(refusesMutterClipboardManager: true))
+                                                configuration: .init(mutterXWayland: true))
         return OpenedSessionClipboard(clipboard: clipboard, name: xwayland.description, close: { clipboard.close() })
     case .none:
         throw .unavailable(choice.unavailableReason ?? "no session clipboard")

@@ -12,8 +12,9 @@ import BatonPublishers
 /// Mutter asks an X11 owner in a fixed order: TARGETS (to learn the types, before the owner counts
 /// as new), then, within the same turn of its loop, the manager's read; a Wayland app's paste can
 /// only come later (it learns of the new owner in that same turn). So with
-/// `X11SessionClipboard.Configuration.refusesMutterClipboardManager` the first content request
-/// after the first TARGETS request of an offer is refused when its type is one the manager keeps:
+/// `X11SessionClipboard.Configuration.mutterXWayland` the first content request by
+/// the X client that made the first TARGETS request of an offer (Mutter: each of its requests has a
+/// window of its own, all of its connection) is refused when its type is one the manager keeps:
 /// Mutter then keeps nothing, and a paste is asked of the agent as the owner. (Checked against
 /// Mutter 43.8 and GNOME Shell 43.9 by X11GnomeSessionTests.)
 enum MutterClipboardManager {
@@ -21,8 +22,9 @@ enum MutterClipboardManager {
     enum Stage: Equatable {
         /// No TARGETS request yet since the offer took the clipboard.
         case awaitingTargets
-        /// TARGETS was asked: the next content request is the manager's, when its type is one it keeps.
-        case awaitingRead
+        /// TARGETS was asked by this X client (a requestor's resource id without the bits the client
+        /// chooses): its next content request is the manager's, when its type is one the manager keeps.
+        case awaitingRead(client: UInt32)
         /// That request came.
         case done
     }
@@ -34,4 +36,17 @@ enum MutterClipboardManager {
     ]
 
     static func keeps(_ type: String) -> Bool { keptTypes.contains(type) }
+
+    /// Mutter's copy of a secret copy: when the owner of a copy goes away (a password manager that
+    /// clears the clipboard by giving it up, or exits), Mutter makes its kept copy the owner, with
+    /// the one type it read and without the secrecy marker (`x-kde-passwordManagerHint`), so the
+    /// password would look like an ordinary copy. The manager keeps only the newest owner's copy,
+    /// so such a copy can only be the change right after the secret one. That change counts as
+    /// secret when its content targets are among the secret copy's (`secret`: nil when the change
+    /// before was not secret). An ordinary copy right after a secret one with no other types is
+    /// counted as secret too: failing closed, once.
+    static func isRestoreOfSecret(_ targets: Set<String>, after secret: Set<String>?) -> Bool {
+        guard let secret, !targets.isEmpty else { return false }
+        return targets.isSubset(of: secret)
+    }
 }

@@ -40,6 +40,11 @@ final class X11ClipboardCore: @unchecked Sendable {
     var offerGeneration: UInt64 = 0
     var outgoing: [OutgoingKey: Outgoing] = [:]
     var statistics = X11SessionClipboard.Statistics()
+    /// The content target names of the last change by another client when it was marked secret
+    /// (`MutterClipboardManager.isRestoreOfSecret`); nil after any other change.
+    var lastSecretTargets: Set<String>?
+    /// The bits of a resource id that a client chooses (the server's setup): the rest name the client.
+    let resourceIDMask: UInt32
     /// INCR answers in progress at once, at most.
     static let maximumTransfers = 16
 
@@ -118,6 +123,7 @@ final class X11ClipboardCore: @unchecked Sendable {
         stringTarget = xcb_atom_t(XCB_ATOM_STRING.rawValue)
 
         guard let setup = xcb_get_setup(raw) else { throw fail("the X server sent no setup") }
+        resourceIDMask = setup.pointee.resource_id_mask
         var screens = xcb_setup_roots_iterator(setup)
         var skip = max(0, Int(screenNumber))
         while skip > 0, screens.rem > 0 {

@@ -18,17 +18,18 @@ public final class X11SessionClipboard: SessionClipboard {
         /// The most bytes of one property written to a pasting app at once; more goes by INCR (also
         /// bounded by the server's maximum request length).
         public var chunkBytes: Int
-        /// On XWayland in GNOME's Wayland session: refuse the read GNOME's Mutter makes of each new
-        /// clipboard owner to keep a copy (`MutterClipboardManager`), so that an offer stays lazy and
-        /// nothing of it outlives a withdrawal.
-        public var refusesMutterClipboardManager: Bool
+        /// The display is XWayland in GNOME's Wayland session: refuse the read GNOME's Mutter makes
+        /// of each new clipboard owner of ours to keep a copy, so that an offer stays lazy, and count
+        /// the copy Mutter puts back after a secret copy's owner went as secret too (its copy lacks
+        /// the secrecy marker). `MutterClipboardManager`.
+        public var mutterXWayland: Bool
 
         public init(answerTimeout: Duration = .seconds(15), requestorTimeout: Duration = .seconds(60),
-                    chunkBytes: Int = 256 << 10, refusesMutterClipboardManager: Bool = false) {
+                    chunkBytes: Int = 256 << 10, mutterXWayland: Bool = false) {
             self.answerTimeout = answerTimeout
             self.requestorTimeout = requestorTimeout
             self.chunkBytes = chunkBytes
-            self.refusesMutterClipboardManager = refusesMutterClipboardManager
+            self.mutterXWayland = mutterXWayland
         }
     }
 
@@ -41,8 +42,10 @@ public final class X11SessionClipboard: SessionClipboard {
         public var chunksSent = 0
         /// INCR answers dropped because the pasting app stopped reading (`requestorTimeout`).
         public var abandonedSends = 0
-        /// Reads by GNOME's clipboard manager refused (`refusesMutterClipboardManager`).
+        /// Reads by GNOME's clipboard manager refused (`mutterXWayland`).
         public var refusedManagerReads = 0
+        /// Changes counted as secret because they followed a secret copy as Mutter's restored copy of it.
+        public var restoredSecrets = 0
     }
 
     public let events: AsyncStream<ClipboardEvent>

@@ -3,6 +3,7 @@ import BatonMutter
 import BatonPublishers
 import BatonX11
 import Foundation
+import Glibc
 import Testing
 
 /// GNOME's Wayland session (docs/clipboard.md, "GNOME"): Mutter offers no data control, but keeps
@@ -90,7 +91,7 @@ struct X11GnomeSessionTests {
         let gnome = try await NestedMutter.start(compositor)
         defer { gnome.stop() }
         let clipboard = try X11SessionClipboard(display: gnome.xDisplay, authority: gnome.xAuthority,
-                                                configuration: .init(refusesMutterClipboardManager: true))
+                                                configuration: .init(mutterXWayland: true))
         defer { clipboard.close() }
         let recorder = EventRecorder(clipboard.events)
         let provides = ProvideLog()
@@ -112,6 +113,11 @@ struct X11GnomeSessionTests {
         #expect(pasted.status == 0 && pasted.output == text)
         #expect(await provides.count(ClipboardTypes.text) == 1)
         #expect(await provides.count("image/png") == 0)
+        // An X11 app on XWayland pastes from the adapter directly; nothing more is refused.
+        let x11 = try await gnome.xclip(["-o", "-selection", "clipboard"])
+        #expect(x11.status == 0 && x11.output == text)
+        #expect(await provides.count(ClipboardTypes.text) == 2)
+        #expect(await clipboard.statistics.refusedManagerReads == 1)
         // 3 MiB: the adapter answers Mutter by INCR.
         let image = try await gnome.wlPaste(["-t", "image/png"])
         #expect(image.status == 0 && image.output == Self.png)
@@ -149,6 +155,40 @@ struct X11GnomeSessionTests {
         #expect(lost)
         #expect(change?.types == [ClipboardTypes.text])
         #expect(try await clipboard.read(type: ClipboardTypes.text, limit: 1 << 20) == newer)
-        #expect(await provides.total == 3)
+        #expect(await provides.total == 4)
+    }
+
+    @Test("a secret copy that Mutter puts back without its marker when its app goes: secret to the adapter on XWayland, an ordinary copy to a plain one",
+          arguments: GnomeCompositor.allCases)
+    func mutterRestoresASecretWithoutItsMarker(_ compositor: GnomeCompositor) async throws {
+        let gnome = try await NestedMutter.start(compositor)
+        defer { gnome.stop() }
+        let agent = try X11SessionClipboard(display: gnome.xDisplay, authority: gnome.xAuthority, configuration: .init(mutterXWayland: true))
+        defer { agent.close() }
+        let plain = try X11SessionClipboard(display: gnome.xDisplay, authority: gnome.xAuthority)
+        defer { plain.close() }
+        let agentEvents = EventRecorder(agent.events), plainEvents = EventRecorder(plain.events)
+
+        // A password manager (a GTK 4 app on Wayland) copies a password, marked secret.
+        let app = try gnome.copySecretWithGtk("hunter2")
+        for recorder in [agentEvents, plainEvents] {
+            let change = try #require(await recorder.nextChange(timeout: .seconds(120)))
+            #expect(change.isSecret)
+        }
+        // It exits: Mutter puts the password back, unmarked.
+        kill(app.pid, SIGTERM)
+        app.wait()
+        let restored = try #require(await plainEvents.nextChange(timeout: .seconds(120)))
+        #expect(restored.types == [ClipboardTypes.text] && !restored.isSecret)
+        #expect(try await plain.read(type: ClipboardTypes.text, limit: 100) == Array("hunter2".utf8))
+        let guarded = try #require(await agentEvents.nextChange(timeout: .seconds(120)))
+        #expect(guarded.types == [ClipboardTypes.text] && guarded.isSecret)
+        #expect(await agent.statistics.restoredSecrets == 1)
+
+        // The next copy is an ordinary one again.
+        try await gnome.wlCopy(Array("ordinary".utf8), arguments: ["-t", "text/plain;charset=utf-8"])
+        let next = try #require(await agentEvents.nextChange(timeout: .seconds(120)))
+        #expect(!next.isSecret)
+        #expect(await agent.statistics.restoredSecrets == 1)
     }
 }

@@ -246,6 +246,35 @@ extension NestedMutter {
     }
 }
 
+extension NestedMutter {
+    /// A GTK 4 app on Wayland that copies `text` marked secret (`x-kde-passwordManagerHint` with
+    /// `secret`, as KeePassXC marks a password) as soon as its window has the focus, and keeps it
+    /// until it is killed. wl-clipboard 2.1.0 cannot offer two types at once.
+    public func copySecretWithGtk(_ text: String) throws -> Spawned {
+        for (program, package) in [("/usr/bin/python3", "python3-gi"), ("/usr/lib/x86_64-linux-gnu/girepository-1.0/Gtk-4.0.typelib", "gir1.2-gtk-4.0")]
+        where !FileManager.default.fileExists(atPath: program) {
+            throw MissingGnome(program: program, package: package)
+        }
+        let script = """
+            import sys, gi
+            gi.require_version('Gtk', '4.0'); gi.require_version('Gdk', '4.0')
+            from gi.repository import Gtk, Gdk, GLib
+            window = Gtk.Window(title='baton secret copy')
+            def copy(*_):
+                if window.props.is_active and not getattr(window, 'copied', False):
+                    window.copied = True
+                    window.get_clipboard().set_content(Gdk.ContentProvider.new_union([
+                        Gdk.ContentProvider.new_for_bytes('text/plain;charset=utf-8', GLib.Bytes.new(sys.argv[1].encode())),
+                        Gdk.ContentProvider.new_for_bytes('x-kde-passwordManagerHint', GLib.Bytes.new(b'secret'))]))
+            window.connect('notify::is-active', copy)
+            window.present()
+            GLib.MainLoop().run()
+            """
+        return try Spawned.spawn("/usr/bin/python3", ["-c", script, text],
+                                 environment: environmentList + ["GDK_BACKEND=wayland", "NO_AT_BRIDGE=1", "GSETTINGS_BACKEND=memory"])
+    }
+}
+
 /// A GNOME program the tests need is missing: the message names the Debian package (CI has it).
 public struct MissingGnome: Error, CustomStringConvertible {
     public var program: String
