@@ -31,20 +31,39 @@ public struct OpenedSessionClipboard: Sendable {
 }
 
 /// The one place the agent chooses its session clipboard adapter: X11 on an X11 display, the
-/// compositor's data control (ext-data-control-v1, else wlr-data-control) in a Wayland session.
-/// A compositor without data control (GNOME's Mutter) fails with `.unavailable`, saying so.
+/// compositor's data control (ext-data-control-v1, else wlr-data-control) in a Wayland session,
+/// and in GNOME's Wayland session, whose Mutter offers no data control, X11 on its XWayland display
+/// (Mutter hands X11 clients the clipboard whatever has the focus; in `mutterXWayland` mode the
+/// adapter refuses Mutter's own read of each of its offers and keeps a secret copy that Mutter puts
+/// back unmarked secret). Another compositor without
+/// data control, or GNOME without DISPLAY, fails with `.unavailable`, saying so. The X authority
+/// file is the session's XAUTHORITY (from `environment`, not the process's).
 public func makeSessionClipboard(environment: [String: String]) throws(ClipboardError) -> OpenedSessionClipboard {
     let choice = SessionClipboardChoice(environment: environment)
     switch choice {
     case .x11(let display):
-        let clipboard = try X11SessionClipboard(display: display)
+        let authority = environment["XAUTHORITY"].flatMap { $0.isEmpty ? nil : $0 }
+        let clipboard = try X11SessionClipboard(display: display, authority: authority)
         return OpenedSessionClipboard(clipboard: clipboard, name: choice.description, close: { clipboard.close() })
     case .wayland(let display):
         var environment = environment
         environment["WAYLAND_DISPLAY"] = display
-        let clipboard = try WaylandSessionClipboard(environment: environment)
-        return OpenedSessionClipboard(clipboard: clipboard, name: "\(choice) (\(clipboard.dataControlProtocol.rawValue))",
-                                      close: { clipboard.close() })
+        let failure: ClipboardError
+        do throws(ClipboardError) {
+            let clipboard = try WaylandSessionClipboard(environment: environment)
+            return OpenedSessionClipboard(clipboard: clipboard, name: "\(choice) (\(clipboard.dataControlProtocol.rawValue))",
+                                          close: { clipboard.close() })
+        } catch {
+            failure = error
+        }
+        // No data control: GNOME's Mutter is asked for by its globals (a second, short connection).
+        guard case .noDataControl(.mutter) = waylandDataControlAvailability(environment: environment) else { throw failure }
+        guard let xwayland = SessionClipboardChoice.xwayland(environment: environment) else {
+            throw .unavailable(SessionClipboardChoice.gnomeWithoutXWayland.reason + "; " + SessionClipboardChoice.gnomeWithoutXWayland.fix)
+        }
+        let clipboard = try X11SessionClipboard(display: xwayland.display, authority: xwayland.authority,
+                                                configuration: .init(mutterXWayland: true))
+        return OpenedSessionClipboard(clipboard: clipboard, name: xwayland.description, close: { clipboard.close() })
     case .none:
         throw .unavailable(choice.unavailableReason ?? "no session clipboard")
     }

@@ -171,7 +171,8 @@ public enum ClipboardSecrecy {
     /// The rule: secret when the concealed type is offered, or KDE's hint is offered and its value
     /// is `secret` (surrounding white space and NULs ignored; Klipper's rule). `hintValue` is the
     /// hint's bytes, nil when they could not be read: then a copy that offers the hint counts as
-    /// secret (fail closed).
+    /// secret (fail closed), and so does an empty value (GNOME's Mutter relays an app's failed
+    /// answer to an X11 reader as an empty one; on Wayland no bytes already read as a refusal).
     public static func isSecret(offered names: some Sequence<String>, hintValue: [UInt8]?) -> Bool {
         var offersHint = false
         for name in names {
@@ -180,7 +181,8 @@ public enum ClipboardSecrecy {
         }
         guard offersHint else { return false }
         guard let hintValue else { return true }
-        return String(decoding: hintValue, as: UTF8.self).trimmingWhitespace() == "secret"
+        let value = String(decoding: hintValue, as: UTF8.self).trimmingWhitespace()
+        return value.isEmpty || value == "secret"
     }
 }
 

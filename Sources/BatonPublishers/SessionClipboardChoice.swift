@@ -15,9 +15,11 @@ public enum SessionClipboardChoice: Sendable, Equatable, CustomStringConvertible
     /// An X11 session: CLIPBOARD on this display (BatonX11).
     case x11(display: String)
     /// A Wayland session (WAYLAND_DISPLAY, or XDG_SESSION_TYPE=wayland): the compositor's data
-    /// control (BatonWayland), where it offers one; GNOME's Mutter offers none. Its XWayland display
-    /// is never used: the compositor hands X clients the clipboard only while one of their windows
-    /// has the focus, so copies in Wayland apps would go unseen.
+    /// control (BatonWayland), where it offers one. Its XWayland display is not used then: wlroots
+    /// compositors hand X clients the clipboard only while one of their windows has the focus, so
+    /// copies in Wayland apps would go unseen. GNOME's Mutter offers no data control but hands its
+    /// XWayland's X11 clients the clipboard whatever has the focus: there the agent uses the X11
+    /// adapter on that display (`xwayland`; docs/clipboard.md, "GNOME").
     case wayland(display: String)
     /// Neither (a text console, ssh, a service without a session).
     case none
@@ -42,6 +44,19 @@ public enum SessionClipboardChoice: Sendable, Equatable, CustomStringConvertible
         }
     }
 
+    /// The session's XWayland display (DISPLAY) and X authority file (XAUTHORITY), for a Wayland
+    /// session whose compositor is GNOME's Mutter; nil when DISPLAY is not set.
+    public static func xwayland(environment: [String: String]) -> XWaylandDisplay? {
+        guard let display = environment["DISPLAY"], !display.isEmpty else { return nil }
+        let authority = environment["XAUTHORITY"].flatMap { $0.isEmpty ? nil : $0 }
+        return XWaylandDisplay(display: display, authority: authority)
+    }
+
+    /// Why GNOME's Wayland session cannot share the clipboard when DISPLAY is not set, and what to do.
+    public static let gnomeWithoutXWayland = (
+        reason: "GNOME's Wayland compositor (Mutter) lets no Wayland program watch or set the clipboard, so baton-agent reaches it through XWayland, but DISPLAY is not set (XWayland is turned off, or the agent started without the session's environment)",
+        fix: "start baton-agent in the GNOME session with its DISPLAY and XAUTHORITY (systemctl --user import-environment DISPLAY XAUTHORITY, then systemctl --user restart baton-agent)")
+
     /// Why the clipboard cannot be shared in this session, as far as the environment tells, with
     /// what to do; nil when it may be (a Wayland compositor is still asked whether it offers data control).
     public var unavailableReason: String? {
@@ -50,6 +65,23 @@ public enum SessionClipboardChoice: Sendable, Equatable, CustomStringConvertible
         case .none: "there is no graphical session (neither DISPLAY nor WAYLAND_DISPLAY is set); run baton-agent in your desktop session"
         }
     }
+}
+
+/// A GNOME Wayland session's XWayland display, where the agent watches and sets the clipboard as
+/// an X11 client: Mutter keeps X11's CLIPBOARD and the Wayland one the same, in both directions,
+/// whichever window has the focus (docs/clipboard.md, "GNOME").
+public struct XWaylandDisplay: Sendable, Equatable, CustomStringConvertible {
+    /// The X display name (":0").
+    public var display: String
+    /// The X authority file with its cookie (Mutter writes `$XDG_RUNTIME_DIR/.mutter-Xwaylandauth.*`).
+    public var authority: String?
+
+    public init(display: String, authority: String?) {
+        self.display = display
+        self.authority = authority
+    }
+
+    public var description: String { "X11 display \(display) (XWayland in GNOME's Wayland session)" }
 }
 
 /// What baton-agent's clipboard bridge is doing, written by the agent whenever it changes to

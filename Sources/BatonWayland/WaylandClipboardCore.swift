@@ -76,7 +76,7 @@ final class WaylandClipboardCore: @unchecked Sendable {
         let connection = try WaylandConnection.connect(environment: environment)
         do throws(WaylandUnavailable) {
             let globals = try WaylandGlobals.fetch(connection, timeout: configuration.connectTimeout)
-            guard let (kind, managerGlobal) = globals.dataControl else { throw WaylandUnavailable(.noDataControl) }
+            guard let (kind, managerGlobal) = globals.dataControl else { throw WaylandUnavailable(.noDataControl(globals.compositor)) }
             guard let seatGlobal = globals.seat else {
                 throw WaylandUnavailable(.cannotConnect("the Wayland compositor offers no seat, so there is no clipboard"))
             }

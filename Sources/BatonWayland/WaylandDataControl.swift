@@ -22,18 +22,30 @@ public enum WaylandDataControlAvailability: Sendable, Equatable, CustomStringCon
     case noDisplay
     /// The compositor's socket could not be reached or did not answer.
     case cannotConnect(String)
-    /// The compositor answers but offers neither data-control protocol (GNOME's Mutter).
-    case noDataControl
+    /// The compositor answers but offers neither data-control protocol; which compositor it is, as
+    /// far as its globals tell (GNOME's Mutter hands its XWayland's X11 clients the clipboard).
+    case noDataControl(WaylandCompositor)
 
     public var description: String {
         switch self {
         case .available(let kind, let version): "the compositor offers \(kind.rawValue) version \(version)"
         case .noDisplay: "no Wayland session (WAYLAND_DISPLAY is not set)"
         case .cannotConnect(let reason): reason
-        case .noDataControl:
-            "the Wayland compositor offers no clipboard access to other programs (neither ext-data-control-v1 nor wlr-data-control; GNOME's Mutter offers neither)"
+        case .noDataControl(.mutter):
+            "GNOME's Wayland compositor (Mutter) offers no clipboard access to other Wayland programs (neither ext-data-control-v1 nor wlr-data-control)"
+        case .noDataControl(.other):
+            "the Wayland compositor offers no clipboard access to other programs (neither ext-data-control-v1 nor wlr-data-control)"
         }
     }
+}
+
+/// Which compositor answers, for what its lack of data control means (docs/clipboard.md, "GNOME").
+public enum WaylandCompositor: Sendable, Equatable {
+    /// GNOME's Mutter (GNOME Shell): it announces `gtk_shell1`, which only Mutter and compositors
+    /// for GNOME (Phosh's phoc, which offers data control) do.
+    case mutter
+    /// Any other.
+    case other
 }
 
 /// An availability other than `.available`, as an error.
@@ -56,7 +68,7 @@ public func waylandDataControlAvailability(environment: [String: String], timeou
     defer { connection.close() }
     do {
         let globals = try WaylandGlobals.fetch(connection, timeout: timeout)
-        guard let (kind, global) = globals.dataControl else { return .noDataControl }
+        guard let (kind, global) = globals.dataControl else { return .noDataControl(globals.compositor) }
         return .available(kind, version: global.version)
     } catch {
         return error.availability
@@ -87,6 +99,9 @@ struct WaylandGlobals {
     }
 
     var seat: WaylandGlobal? { all.first { $0.interface == "wl_seat" && $0.version >= 1 } }
+
+    /// GNOME's Mutter, told by its `gtk_shell1` global; otherwise another compositor.
+    var compositor: WaylandCompositor { all.contains { $0.interface == "gtk_shell1" } ? .mutter : .other }
 
     /// get_registry, then sync: every global is announced before the sync's callback is done.
     static func fetch(_ connection: WaylandConnection, timeout: Duration) throws(WaylandUnavailable) -> WaylandGlobals {

@@ -92,6 +92,7 @@ extension X11ClipboardCore {
         guard event.selection == clipboard, event.owner == window, let offer = currentOffer,
               event.time == 0 || event.time >= offer.since else { return answer(request, property: 0) }
         if event.target == targets {
+            if offer.manager == .awaitingTargets { currentOffer?.manager = .awaitingRead(client: event.requestor & ~resourceIDMask) }
             connection.setProperty(request.property, of: event.requestor, type: xcb_atom_t(XCB_ATOM_ATOM.rawValue),
                                    words: offer.targetList)
             return answer(request, property: request.property)
@@ -102,6 +103,16 @@ extension X11ClipboardCore {
             return answer(request, property: request.property)
         }
         guard let type = offer.targetTypes[event.target] else { return answer(request, property: 0) }
+        // Only a request of the X client that asked TARGETS (Mutter) can be its manager's read: an X11
+        // app's paste in between is answered and leaves the stage as it is.
+        if configuration.mutterXWayland, case .awaitingRead(let client) = offer.manager,
+           event.requestor & ~resourceIDMask == client {
+            currentOffer?.manager = .done
+            if MutterClipboardManager.keeps(type) {
+                statistics.refusedManagerReads += 1
+                return answer(request, property: 0)
+            }
+        }
         // Each request waits for its own bytes; the loop goes on meanwhile. A failed provide fails
         // this request only.
         let provide = offer.provide
@@ -190,3 +201,4 @@ extension X11ClipboardCore {
         }
     }
 }
+

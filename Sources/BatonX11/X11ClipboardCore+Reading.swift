@@ -74,7 +74,17 @@ extension X11ClipboardCore {
                 if offersHint, !offered.contains(ClipboardSecrecy.kdePasswordManagerHint) {
                     offered.append(ClipboardSecrecy.kdePasswordManagerHint)
                 }
-                let secret = ClipboardSecrecy.isSecret(offered: offered, hintValue: hintValue)
+                var secret = ClipboardSecrecy.isSecret(offered: offered, hintValue: hintValue)
+                if configuration.mutterXWayland {
+                    let content = Set(targetNames.filter { ClipboardTypes.mediaType(ofTarget: $0) != nil })
+                    if !secret, MutterClipboardManager.isRestoreOfSecret(content, after: lastSecretTargets) {
+                        secret = true
+                        statistics.restoredSecrets += 1
+                        lastSecretTargets = nil
+                    } else {
+                        lastSecretTargets = secret ? content : nil
+                    }
+                }
                 revision += 1
                 eventsOut.yield(.changed(ClipboardChange(types: list.types, isSecret: secret, dropped: list.dropped,
                                                          revision: revision)))

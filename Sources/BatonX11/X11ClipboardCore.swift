@@ -40,6 +40,11 @@ final class X11ClipboardCore: @unchecked Sendable {
     var offerGeneration: UInt64 = 0
     var outgoing: [OutgoingKey: Outgoing] = [:]
     var statistics = X11SessionClipboard.Statistics()
+    /// The content target names of the last change by another client when it was marked secret
+    /// (`MutterClipboardManager.isRestoreOfSecret`); nil after any other change.
+    var lastSecretTargets: Set<String>?
+    /// The bits of a resource id that a client chooses (the server's setup): the rest name the client.
+    let resourceIDMask: UInt32
     /// INCR answers in progress at once, at most.
     static let maximumTransfers = 16
 
@@ -51,6 +56,8 @@ final class X11ClipboardCore: @unchecked Sendable {
         /// TARGETS' answer, in the order offered.
         var targetList: [xcb_atom_t]
         var provide: @Sendable (String) async throws -> [UInt8]
+        /// Where the offer stands with GNOME's clipboard manager (`MutterClipboardManager`).
+        var manager: MutterClipboardManager.Stage = .awaitingTargets
     }
 
     struct OutgoingKey: Hashable {
@@ -66,10 +73,25 @@ final class X11ClipboardCore: @unchecked Sendable {
         var timer: (any DispatchSourceTimer)?
     }
 
-    init(display: String?, configuration: X11SessionClipboard.Configuration,
+    init(display: String?, cookie: X11Cookie?, configuration: X11SessionClipboard.Configuration,
          events: AsyncStream<ClipboardEvent>.Continuation) throws(ClipboardError) {
         var screenNumber: Int32 = 0
-        guard let raw = xcb_connect(display, &screenNumber) else { throw .unavailable("cannot connect to the X display") }
+        let connected: OpaquePointer?
+        if let cookie {
+            // libxcb reads the credential during the call (the connection's setup) and keeps no pointer to it.
+            var name = Array(cookie.name.utf8CString)
+            var data = cookie.data.map { CChar(bitPattern: $0) }
+            connected = name.withUnsafeMutableBufferPointer { name in
+                data.withUnsafeMutableBufferPointer { data in
+                    var info = xcb_auth_info_t(namelen: Int32(name.count - 1), name: name.baseAddress, datalen: Int32(data.count),
+                                               data: data.baseAddress)
+                    return xcb_connect_to_display_with_auth_info(display, &info, &screenNumber)
+                }
+            }
+        } else {
+            connected = xcb_connect(display, &screenNumber)
+        }
+        guard let raw = connected else { throw .unavailable("cannot connect to the X display") }
         let connection = X11Connection(raw: raw)
         guard !connection.hasError else {
             xcb_disconnect(raw)
@@ -101,6 +123,7 @@ final class X11ClipboardCore: @unchecked Sendable {
         stringTarget = xcb_atom_t(XCB_ATOM_STRING.rawValue)
 
         guard let setup = xcb_get_setup(raw) else { throw fail("the X server sent no setup") }
+        resourceIDMask = setup.pointee.resource_id_mask
         var screens = xcb_setup_roots_iterator(setup)
         var skip = max(0, Int(screenNumber))
         while skip > 0, screens.rem > 0 {

@@ -18,12 +18,18 @@ public final class X11SessionClipboard: SessionClipboard {
         /// The most bytes of one property written to a pasting app at once; more goes by INCR (also
         /// bounded by the server's maximum request length).
         public var chunkBytes: Int
+        /// The display is XWayland in GNOME's Wayland session: refuse the read GNOME's Mutter makes
+        /// of each new clipboard owner of ours to keep a copy, so that an offer stays lazy, and count
+        /// the copy Mutter puts back after a secret copy's owner went as secret too (its copy lacks
+        /// the secrecy marker). `MutterClipboardManager`.
+        public var mutterXWayland: Bool
 
         public init(answerTimeout: Duration = .seconds(15), requestorTimeout: Duration = .seconds(60),
-                    chunkBytes: Int = 256 << 10) {
+                    chunkBytes: Int = 256 << 10, mutterXWayland: Bool = false) {
             self.answerTimeout = answerTimeout
             self.requestorTimeout = requestorTimeout
             self.chunkBytes = chunkBytes
+            self.mutterXWayland = mutterXWayland
         }
     }
 
@@ -36,16 +42,30 @@ public final class X11SessionClipboard: SessionClipboard {
         public var chunksSent = 0
         /// INCR answers dropped because the pasting app stopped reading (`requestorTimeout`).
         public var abandonedSends = 0
+        /// Reads by GNOME's clipboard manager refused (`mutterXWayland`).
+        public var refusedManagerReads = 0
+        /// Changes counted as secret because they followed a secret copy as Mutter's restored copy of it.
+        public var restoredSecrets = 0
     }
 
     public let events: AsyncStream<ClipboardEvent>
     private let core: X11ClipboardCore
 
-    /// Connects to `display` (nil: `$DISPLAY`).
-    public init(display: String? = nil, configuration: Configuration = Configuration()) throws(ClipboardError) {
+    /// Connects to `display` (nil: `$DISPLAY`). `authority` names the X authority file to take the
+    /// display's cookie from (the session's XAUTHORITY; `X11Authority`); nil leaves it to libxcb
+    /// (the process's XAUTHORITY, else ~/.Xauthority).
+    public init(display: String? = nil, authority: String? = nil, configuration: Configuration = Configuration()) throws(ClipboardError) {
+        var cookie: X11Cookie?
+        if let authority, let display {
+            do throws(X11AuthorityError) {
+                cookie = try X11Authority.cookie(file: authority, display: display)
+            } catch {
+                throw .unavailable("the X authority file \(authority) (XAUTHORITY) cannot be used: \(error)")
+            }
+        }
         let (stream, continuation) = AsyncStream<ClipboardEvent>.makeStream(bufferingPolicy: .bufferingNewest(256))
         events = stream
-        core = try X11ClipboardCore(display: display, configuration: configuration, events: continuation)
+        core = try X11ClipboardCore(display: display, cookie: cookie, configuration: configuration, events: continuation)
     }
 
     deinit { core.close() }

@@ -77,7 +77,7 @@ struct ClipboardCommandTests {
         }
     }
 
-    @Test("in a Wayland session: the compositor is asked; without data control (as GNOME) status and doctor say why and what to do")
+    @Test("in a Wayland session: the compositor is asked; GNOME's goes through XWayland (DISPLAY), another without data control cannot, and status and doctor say why and what to do")
     func waylandSessions() async throws {
         let empty = try TestBus()
         defer { empty.stop() }
@@ -89,19 +89,44 @@ struct ClipboardCommandTests {
             return try #require(findings.first { $0["Check"] == "clipboard" })
         }
 
-        // GNOME's Mutter offers no data control: a stand-in compositor that announces only what Mutter does.
+        // GNOME's Mutter offers no data control: a stand-in compositor that announces only what Mutter
+        // does (gtk_shell1 tells it). The agent uses XWayland's DISPLAY there; without DISPLAY it cannot.
         let mutter = try FakeCompositor(globals: [("wl_seat", 7), ("wl_data_device_manager", 3), ("gtk_shell1", 5)])
         defer { mutter.stop() }
-        let (environment, home) = try environment(["WAYLAND_DISPLAY": mutter.runtimeDirectory + "/" + mutter.display, "DISPLAY": ":0"])
-        defer { try? FileManager.default.removeItem(at: home) }
-        var result = try await runTool(baton, ["clipboard", "enable"], environment: environment)
-        #expect(result.stdout.contains("session clipboard: Wayland display \(mutter.runtimeDirectory)/\(mutter.display)\n"), "\(result.stdout)")
-        #expect(result.stdout.contains("problem: this Wayland compositor lets no other program watch or set the clipboard"), "\(result.stdout)")
-        #expect(result.stdout.contains("GNOME on Xorg"))
-        var line = try await doctorLine(environment)
+        let wayland = mutter.runtimeDirectory + "/" + mutter.display
+        let (noDisplay, noDisplayHome) = try environment(["WAYLAND_DISPLAY": wayland])
+        defer { try? FileManager.default.removeItem(at: noDisplayHome) }
+        var result = try await runTool(baton, ["clipboard", "enable"], environment: noDisplay)
+        #expect(result.stdout.contains("session clipboard: Wayland display \(wayland)\n"), "\(result.stdout)")
+        #expect(result.stdout.contains("problem: GNOME's Wayland compositor (Mutter) lets no Wayland program watch or set the clipboard"), "\(result.stdout)")
+        #expect(result.stdout.contains("systemctl --user import-environment DISPLAY XAUTHORITY"))
+        var line = try await doctorLine(noDisplay)
         #expect(line["Result"] == "warning")
-        #expect(line["Detail"]?.contains("GNOME's Mutter is one such") == true, "\(line)")
-        #expect(line["Fix"]?.contains("GNOME on Xorg") == true && line["Fix"]?.contains("baton clipboard disable") == true, "\(line)")
+        #expect(line["Detail"]?.contains("DISPLAY is not set") == true, "\(line)")
+        #expect(line["Fix"]?.contains("import-environment DISPLAY XAUTHORITY") == true && line["Fix"]?.contains("baton clipboard disable") == true, "\(line)")
+
+        let (environment, home) = try environment(["WAYLAND_DISPLAY": wayland, "DISPLAY": ":0", "XAUTHORITY": "/nonexistent"])
+        defer { try? FileManager.default.removeItem(at: home) }
+        result = try await runTool(baton, ["clipboard", "enable"], environment: environment)
+        #expect(result.stdout.contains("session clipboard: X11 display :0 (XWayland in GNOME's Wayland session)\n"), "\(result.stdout)")
+        // No agent runs for this made-up user, but nothing stands in the session's way.
+        #expect(!result.stdout.contains("problem:"), "\(result.stdout)")
+        #expect(try await runTool(baton, ["clipboard", "disable"], environment: environment).status == 0)
+        line = try await doctorLine(environment)
+        #expect(line["Result"] == "ok")
+        #expect(line["Detail"] == "the clipboard can be shared here (X11 display :0 (XWayland in GNOME's Wayland session)); it is off (baton clipboard enable turns it on)",
+                "\(line)")
+
+        // Another compositor without data control: it cannot, and which compositors can.
+        let other = try FakeCompositor(globals: [("wl_seat", 7), ("wl_data_device_manager", 3)])
+        defer { other.stop() }
+        let (otherEnvironment, otherHome) = try self.environment(["WAYLAND_DISPLAY": other.runtimeDirectory + "/" + other.display, "DISPLAY": ":0"])
+        defer { try? FileManager.default.removeItem(at: otherHome) }
+        result = try await runTool(baton, ["clipboard", "enable"], environment: otherEnvironment)
+        #expect(result.stdout.contains("problem: this Wayland compositor lets no other program watch or set the clipboard"), "\(result.stdout)")
+        line = try await doctorLine(otherEnvironment)
+        #expect(line["Result"] == "warning")
+        #expect(line["Fix"]?.contains("sway") == true && line["Fix"]?.contains("GNOME through XWayland") == true, "\(line)")
 
         // A compositor with data control (headless sway offers wlr-data-control): it works there.
         let sway = try await HeadlessSway.start()

@@ -64,8 +64,10 @@ struct SessionClipboardTests {
         #expect(ClipboardSecrecy.isSecret(offered: ["UTF8_STRING", hint], hintValue: Array("secret".utf8)))
         #expect(ClipboardSecrecy.isSecret(offered: ["UTF8_STRING", hint], hintValue: Array("secret\n".utf8)))
         #expect(!ClipboardSecrecy.isSecret(offered: ["UTF8_STRING", hint], hintValue: Array("public".utf8)))
-        // Offered but unreadable: fail closed.
+        // Offered but unreadable, or read empty: fail closed.
         #expect(ClipboardSecrecy.isSecret(offered: ["UTF8_STRING", hint], hintValue: nil))
+        #expect(ClipboardSecrecy.isSecret(offered: ["UTF8_STRING", hint], hintValue: []))
+        #expect(ClipboardSecrecy.isSecret(offered: ["UTF8_STRING", hint], hintValue: Array(" \0".utf8)))
         #expect(ClipboardSecrecy.isSecret(offered: ["UTF8_STRING", ClipboardSecrecy.concealedType], hintValue: nil))
         #expect(!ClipboardSecrecy.isSecret(offered: ["UTF8_STRING", "image/png"], hintValue: nil))
         // Markers are never content types.

@@ -22,14 +22,15 @@ struct WaylandFakeCompositorTests {
         #expect(compositor.bound == ["wl_seat@1", "ext_data_control_manager_v1@1"])
     }
 
-    @Test("a compositor without data control (as GNOME's Mutter): noDataControl, and the adapter refuses with a reason")
-    func noDataControl() async throws {
-        let compositor = try FakeCompositor(globals: [Self.seat, ("wl_data_device_manager", 3), ("gtk_shell1", 5)])
+    @Test("a compositor without data control: noDataControl, Mutter told by its gtk_shell1 global, and the adapter refuses with a reason",
+          arguments: [(true, WaylandCompositor.mutter), (false, .other)])
+    func noDataControl(announcesGtkShell: Bool, compositor expected: WaylandCompositor) async throws {
+        let compositor = try FakeCompositor(globals: [Self.seat, ("wl_data_device_manager", 3)] + (announcesGtkShell ? [("gtk_shell1", 5)] : []))
         defer { compositor.stop() }
         let environment = compositor.environment
         let answer = try await onThread { waylandDataControlAvailability(environment: environment, timeout: .seconds(120)) }
-        #expect(answer == .noDataControl)
-        #expect(answer.description.contains("GNOME"))
+        #expect(answer == .noDataControl(expected))
+        #expect(answer.description.contains("GNOME") == (expected == .mutter))
         let refusal = try await onThread { () -> ClipboardError? in
             do throws(ClipboardError) {
                 _ = try WaylandSessionClipboard(environment: environment, configuration: .patient)
@@ -38,7 +39,7 @@ struct WaylandFakeCompositorTests {
                 return error
             }
         }
-        #expect(refusal == .unavailable(WaylandDataControlAvailability.noDataControl.description))
+        #expect(refusal == .unavailable(WaylandDataControlAvailability.noDataControl(expected).description))
         #expect(compositor.bound.isEmpty)
     }
 

@@ -4,9 +4,11 @@ import BatonWayland
 
 /// Whether this session's clipboard can be shared, for `baton clipboard status` and `baton doctor`:
 /// the environment says which kind of session it is, and a Wayland compositor is asked whether it
-/// offers data control (what baton-agent's Wayland adapter needs).
+/// offers data control (what baton-agent's Wayland adapter needs) or is GNOME's Mutter (then the
+/// agent uses the session's XWayland display, as `makeSessionClipboard` does).
 enum SessionClipboardSupport: Equatable {
-    /// It can: through this session clipboard ("X11 display :0", "Wayland display wayland-1 (ext_data_control_manager_v1)").
+    /// It can: through this session clipboard ("X11 display :0", "Wayland display wayland-1 (ext_data_control_manager_v1)",
+    /// "X11 display :0 (XWayland in GNOME's Wayland session)").
     case works(String)
     /// It cannot: the session, why, and what to do.
     case cannot(session: String, reason: String, fix: String)
@@ -18,7 +20,8 @@ enum SessionClipboardSupport: Equatable {
         }
     }
 
-    init(choice: SessionClipboardChoice, wayland: WaylandDataControlAvailability?) {
+    /// `xwayland`: the session's XWayland display (DISPLAY), used when the compositor is GNOME's Mutter.
+    init(choice: SessionClipboardChoice, wayland: WaylandDataControlAvailability?, xwayland: XWaylandDisplay? = nil) {
         switch choice {
         case .x11:
             self = .works(choice.description)
@@ -26,10 +29,18 @@ enum SessionClipboardSupport: Equatable {
             switch wayland {
             case .available(let kind, _):
                 self = .works("\(choice) (\(kind.rawValue))")
-            case .noDataControl:
+            case .noDataControl(.mutter):
+                // Mutter hands X11 clients the clipboard whatever has the focus: the agent uses XWayland.
+                if let xwayland {
+                    self = .works(xwayland.description)
+                } else {
+                    self = .cannot(session: choice.description, reason: SessionClipboardChoice.gnomeWithoutXWayland.reason,
+                                   fix: SessionClipboardChoice.gnomeWithoutXWayland.fix)
+                }
+            case .noDataControl(.other):
                 self = .cannot(session: choice.description,
-                               reason: "this Wayland compositor lets no other program watch or set the clipboard (it offers neither ext-data-control-v1 nor wlr-data-control; GNOME's Mutter is one such)",
-                               fix: "in GNOME, log in to an X11 session (\"GNOME on Xorg\") to share the clipboard; sway, KDE Plasma, Hyprland and COSMIC offer it")
+                               reason: "this Wayland compositor lets no other program watch or set the clipboard (it offers neither ext-data-control-v1 nor wlr-data-control)",
+                               fix: "use a compositor that offers it (sway and other wlroots ones, KDE Plasma, Hyprland; COSMIC with COSMIC_DATA_CONTROL_ENABLED=1; GNOME through XWayland), or an X11 session")
             case .cannotConnect(let reason):
                 self = .cannot(session: choice.description, reason: "the Wayland compositor could not be asked: \(reason)",
                                fix: "run this in your desktop session (WAYLAND_DISPLAY and XDG_RUNTIME_DIR as the session has them)")
@@ -49,6 +60,7 @@ enum SessionClipboardSupport: Equatable {
         guard case .wayland(let display) = choice else { return SessionClipboardSupport(choice: choice, wayland: nil) }
         var environment = environment
         environment["WAYLAND_DISPLAY"] = display
-        return SessionClipboardSupport(choice: choice, wayland: waylandDataControlAvailability(environment: environment, timeout: .seconds(5)))
+        return SessionClipboardSupport(choice: choice, wayland: waylandDataControlAvailability(environment: environment, timeout: .seconds(5)),
+                                       xwayland: SessionClipboardChoice.xwayland(environment: environment))
     }
 }
