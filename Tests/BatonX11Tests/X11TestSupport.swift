@@ -83,6 +83,8 @@ struct ProvideFailed: Error {}
 /// Another X client written against libxcb directly: owns CLIPBOARD and answers TARGETS with a
 /// crafted list of atoms (garbage, too many), or never answers at all. Its thread waits for events
 /// until the display goes away.
+struct RawOwnerFailed: Error {}
+
 final class RawSelectionOwner: @unchecked Sendable {
     // @unchecked: after `init`, only the owner's own thread touches the connection.
     private let connection: OpaquePointer
@@ -102,8 +104,13 @@ final class RawSelectionOwner: @unchecked Sendable {
         window = xcb_generate_id(connection)
         xcb_create_window(connection, 0, window, screen.pointee.root, 0, 0, 1, 1, 0,
                           UInt16(XCB_WINDOW_CLASS_INPUT_ONLY.rawValue), 0, 0, nil)
-        xcb_set_selection_owner(connection, window, intern("CLIPBOARD"), UInt32(XCB_CURRENT_TIME))
-        xcb_flush(connection)
+        let clipboard = intern("CLIPBOARD")
+        xcb_set_selection_owner(connection, window, clipboard, UInt32(XCB_CURRENT_TIME))
+        // A round trip: the server has made this window the owner before init returns, so a
+        // conversion the test asks for next (on another connection) reaches this owner, not the one before.
+        let owner = xcb_get_selection_owner_reply(connection, xcb_get_selection_owner(connection, clipboard), nil)
+        defer { free(owner) }
+        guard owner?.pointee.owner == window else { throw RawOwnerFailed() }
         Thread { [self] in serve() }.start()
     }
 
