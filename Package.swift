@@ -145,7 +145,7 @@ let package = Package(
         .target(name: "BatonSway", dependencies: ["CTestSpawn"], path: "Tests/Support/BatonSway", swiftSettings: strict),
         .target(name: "BatonXvfb", dependencies: ["CTestSpawn"], path: "Tests/Support/BatonXvfb", swiftSettings: strict),
         // Test support: fakes of BatonService's ports (radio, activities, suggestion board), named as fakes.
-        .target(name: "BatonServiceFakes", dependencies: ["BatonService", "BatonAPI", "BatonStore", "BatonCore", "BatonSystem"], path: "Tests/Support/BatonServiceFakes",
+        .target(name: "BatonServiceFakes", dependencies: ["BatonService", "BatonAPI", "BatonStore", "BatonCore", "BatonCrypto", "BatonSystem"], path: "Tests/Support/BatonServiceFakes",
                 swiftSettings: strict),
 
         .testTarget(name: "BatonSystemTests", dependencies: ["BatonSystem"], swiftSettings: strict),
