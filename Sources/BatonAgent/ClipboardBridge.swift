@@ -78,6 +78,8 @@ public actor ClipboardBridge {
     enum Input: Sendable {
         case event(ClipboardBridgeEvent)
         case readFinished(ReadCopy)
+        /// `.readFiles` found files and looked at them: the record, and the list to offer.
+        case filesFound(revision: UInt64, ClipboardFileSource.Copy, [ClipboardFile])
         case settingsChanged
         /// The session clipboard's events ended by themselves (the display went away).
         case sessionEnded
@@ -86,12 +88,15 @@ public actor ClipboardBridge {
     public struct Limits: Sendable {
         /// The most one copy reads, all types together.
         public var readBytes: Int
-        /// How long one paste waits for batond (and the machine that copied).
+        /// How long one paste waits for batond (and the machine that copied); a file's paste waits
+        /// this long and a second more per MiB of the file.
         public var pasteTimeout: Duration
         public init(readBytes: Int = ClipboardBridgeMachine.defaultReadLimit, pasteTimeout: Duration = .seconds(30)) {
             self.readBytes = readBytes
             self.pasteTimeout = pasteTimeout
         }
+
+        func pasteTimeout(ofFile size: UInt64) -> Duration { pasteTimeout + .seconds(Int64(size >> 20)) }
     }
 
     private let daemon: BatonConnection
@@ -107,6 +112,12 @@ public actor ClipboardBridge {
     private var tasks: [Task<Void, Never>] = []
     private var sessionEvents: Task<Void, Never>?
     private var currentRead: ReadCopy?
+    /// The record of our newest copy of files (its paths and what each file was), for batond's
+    /// OpenFile while it is offered.
+    private var filesCopy: ClipboardFileSource.Copy?
+    /// A member's copy of files being pulled, or pulled, for the pastes of it: the local paths.
+    private var filePulls: [UInt64: Task<[[UInt8]], any Error>] = [:]
+    private let fileCache: ClipboardFileCache?
     private var lastStatus: ClipboardAgentStatus?
     /// Inputs handled since `start`, and the members' copies batond handed over (status, tests).
     public private(set) var inputsHandled = 0
@@ -122,6 +133,7 @@ public actor ClipboardBridge {
         self.logger = logger
         self.limits = limits
         self.open = open
+        fileCache = ClipboardFileCache(environment: environment)
         machine = ClipboardBridgeMachine(readLimit: limits.readBytes)
         (inputs, feed) = AsyncStream.makeStream(of: Input.self)
     }
@@ -160,6 +172,7 @@ public actor ClipboardBridge {
         _ = machine.handle(.settings(enabled: false))
         try? await daemon.unregisterClipboardAgent()
         await closeSession()
+        dropFilePulls(keeping: nil)
         ClipboardAgentStatus.remove(environment: environment)
     }
 
@@ -187,6 +200,9 @@ public actor ClipboardBridge {
             currentRead = copy
             await run(.readDone(revision: copy.revision, items: copy.items, leftOut: copy.leftOut))
             currentRead = nil
+        case .filesFound(let revision, let copy, let files):
+            filesCopy = copy
+            await run(.filesRead(revision: revision, copy: copy.id, files: files))
         }
         inputsHandled += 1
         writeStatus()
@@ -209,6 +225,8 @@ public actor ClipboardBridge {
                 }
                 unavailable = nil
                 followSession()
+                // Copies of files an earlier run left go.
+                fileCache?.removeAll()
             }
             await run(.settings(enabled: true))
         } else {
@@ -246,6 +264,18 @@ public actor ClipboardBridge {
                 if let outcome = await perform(command) { pending.append(outcome) }
             }
         }
+        // A member's copy of files no longer held: its local copies go (replaced, withdrawn, expired).
+        dropFilePulls(keeping: machine.held?.kind == .files ? machine.held?.token : nil)
+        if case .offeredFiles = machine.ringOffer {} else if case .reading = machine.ringOffer {} else { filesCopy = nil }
+    }
+
+    /// Cancels the pulls of copies of files other than `token` and removes their local copies.
+    private func dropFilePulls(keeping token: UInt64?) {
+        for (other, pull) in filePulls where other != token {
+            pull.cancel()
+            filePulls[other] = nil
+            fileCache?.remove(token: other)
+        }
     }
 
     private func perform(_ command: ClipboardBridgeCommand) async -> ClipboardBridgeEvent? {
@@ -256,7 +286,12 @@ public actor ClipboardBridge {
             let feed = self.feed
             let handlers = ClipboardAgentHandlers(
                 offered: { copy in feed.yield(.event(.offered(token: copy.token, device: copy.device, kind: copy.kind, items: copy.items))) },
-                withdrawn: { token in feed.yield(.event(.withdrawn(token: token))) })
+                withdrawn: { token in feed.yield(.event(.withdrawn(token: token))) },
+                offeredFiles: { copy in feed.yield(.event(.offeredFiles(token: copy.token, device: copy.device, files: copy.files))) },
+                openFile: { [weak self] copy, index throws(ClipboardOpenRefusal) in
+                    guard let self else { throw .noSuchCopy }
+                    return try await self.openFile(copy: copy, index: index)
+                })
             do throws(BatonClientError) { try await daemon.registerClipboardAgent(handlers) } catch {
                 return .registrationFailed(error.message)
             }
@@ -267,6 +302,24 @@ public actor ClipboardBridge {
             guard let clipboard = session?.clipboard else { return nil }
             let feed = self.feed
             Task { feed.yield(.readFinished(await Self.read(revision: revision, types: types, limit: limit, from: clipboard))) }
+        case .readFiles(let revision, let type, let otherwise, let limit):
+            guard let clipboard = session?.clipboard else { return nil }
+            let feed = self.feed
+            let id = UInt64.random(in: 1...UInt64.max)
+            Task {
+                switch await Self.readFiles(revision: revision, type: type, from: clipboard, id: id) {
+                case .noFiles:
+                    feed.yield(.readFinished(await Self.read(revision: revision, types: otherwise, limit: limit, from: clipboard)))
+                case .refused(let why):
+                    feed.yield(.event(.filesRefused(revision: revision, why)))
+                case .files(let copy, let files):
+                    feed.yield(.filesFound(revision: revision, copy, files))
+                }
+            }
+        case .offerFiles(let revision, let copy, let files):
+            do throws(BatonClientError) { try await daemon.offerFiles(files, copy: copy) } catch {
+                return .offerFailed(revision: revision, error.message)
+            }
         case .offer(let revision, let kind):
             guard let copy = currentRead, copy.revision == revision, copy.descriptor >= 0 else { return .offerFailed(revision: revision, "the copy is gone") }
             // `currentRead` keeps the file open until the call is answered.
@@ -295,11 +348,98 @@ public actor ClipboardBridge {
     /// the paste timeout; a failure fails this one request.
     private func provide(token: UInt64, type: String) async throws -> [UInt8] {
         guard machine.serves(token: token) else { throw ClipboardError.replaced }
+        if machine.servesFiles(token: token), let files = machine.held?.files, let device = machine.held?.device {
+            let paths = try await pulledFiles(token: token, files: files, device: device)
+            return type == ClipboardFileURIs.gnomeCopiedFilesType ? ClipboardFileURIs.gnomeCopiedFiles(paths: paths) : ClipboardFileURIs.uriList(paths: paths)
+        }
         do throws(BatonClientError) {
             return try await daemon.pasteBytes(token: token, mediaType: type, limit: limits.readBytes, timeout: limits.pasteTimeout)
         } catch {
             logger.log(error.message)
             throw error
+        }
+    }
+
+    /// The local copies of a member's copy of files: pulled once (each file through Clipboard1.PasteFile
+    /// into the user's cache directory), for every paste of it; a failed pull is tried again by the next paste.
+    private func pulledFiles(token: UInt64, files: [ClipboardFile], device: String) async throws -> [[UInt8]] {
+        let pull: Task<[[UInt8]], any Error>
+        if let running = filePulls[token] {
+            pull = running
+        } else {
+            guard let cache = fileCache else {
+                throw ClipboardError.unavailable("neither XDG_CACHE_HOME nor HOME is set: there is no place for pasted files")
+            }
+            let daemon = self.daemon, limits = self.limits
+            pull = Task {
+                var paths: [[UInt8]] = []
+                for (index, file) in files.enumerated() {
+                    try Task.checkCancellation()
+                    let pulled = try await daemon.pasteFile(token: token, index: index, name: file.name, timeout: limits.pasteTimeout(ofFile: file.size))
+                    guard let size = FileIdentity(of: pulled)?.size, size == file.size else {
+                        throw ClipboardError.unavailable("batond handed over \(file.name) with another size than offered")
+                    }
+                    do throws(Errno) {
+                        paths.append(Array(try cache.store(pulled, size: size, token: token, index: index, name: file.name).utf8))
+                    } catch {
+                        throw ClipboardError.unavailable("\(file.name) could not be written to \(cache.base): \(error)")
+                    }
+                }
+                return paths
+            }
+            filePulls[token] = pull
+        }
+        do {
+            return try await pull.value
+        } catch {
+            if filePulls[token] == pull {
+                filePulls[token] = nil
+                fileCache?.remove(token: token)
+            }
+            let why = (error as? BatonClientError)?.message ?? "\(error)"
+            logger.log("pasting the files from \(device) failed: \(why)")
+            await run(.pasteFailed("the last paste of files from \(device) failed: \(why)"))
+            writeStatus()
+            throw error
+        }
+    }
+
+    /// batond asks for file `index` of our files copy `copy` (a member pastes it): opened again and
+    /// checked against what it was at the copy. A changed file takes the copy back.
+    func openFile(copy: UInt64, index: Int) async throws(ClipboardOpenRefusal) -> FileDescriptor {
+        guard case .offeredFiles(_, copy, _) = machine.ringOffer, let record = filesCopy, record.id == copy,
+              index >= 0, index < record.files.count else { throw .noSuchCopy }
+        do throws(ClipboardOpenRefusal) {
+            return try ClipboardFileSource.open(record.files[index])
+        } catch {
+            if case .changed(let why) = error {
+                logger.log(why)
+                feed.yield(.event(.fileChanged(copy: copy, why)))
+            }
+            throw error
+        }
+    }
+
+    enum FilesOutcome: Sendable {
+        case noFiles
+        case refused(String)
+        case files(ClipboardFileSource.Copy, [ClipboardFile])
+    }
+
+    /// Reads the list of files `type` of the session's copy and looks at each local file it names (as
+    /// the user; no byte of them is read).
+    static func readFiles(revision: UInt64, type: String, from clipboard: any SessionClipboard, id: UInt64) async -> FilesOutcome {
+        let bytes: [UInt8]
+        do throws(ClipboardError) { bytes = try await clipboard.read(type: type, limit: ClipboardFileURIs.maxListBytes) } catch {
+            if case .overLimit = error { return .refused("its list of files is larger than \(ClipboardFileURIs.maxListBytes) bytes") }
+            return .noFiles
+        }
+        let selection = type == ClipboardFileURIs.gnomeCopiedFilesType
+            ? ClipboardFileURIs.selection(gnomeCopiedFiles: bytes) : ClipboardFileURIs.selection(uriList: bytes)
+        guard let selection, !selection.paths.isEmpty else { return .noFiles }
+        switch ClipboardFileSource.inspect(selection, id: id) {
+        case .failure(let refusal): return .refused(refusal.description)
+        case .success(let (copy, files)): return .files(copy, files)
         }
     }
 
@@ -345,7 +485,7 @@ public actor ClipboardBridge {
         let status = ClipboardAgentStatus(
             pid: getpid(), sessionClipboard: session?.name ?? SessionClipboardChoice(environment: environment).description,
             registered: machine.registered, offer: Self.describe(machine.ringOffer), taken: machine.held.map(Self.describe),
-            problem: unavailable ?? (machine.enabled && !machine.daemonPresent ? "batond is not running" : nil))
+            problem: unavailable ?? (machine.enabled && !machine.daemonPresent ? "batond is not running" : nil), note: machine.note)
         guard status != lastStatus else { return }
         lastStatus = status
         if !status.save(environment: environment) { logger.log("cannot write the clipboard status file") }
@@ -356,11 +496,16 @@ public actor ClipboardBridge {
         case .none: nil
         case .reading: "a copy being read"
         case .offered(_, let kind, let items): "\(kind.name): \(describe(items))"
+        case .offeredFiles(_, _, let files): "files: \(describe(files))"
         }
     }
 
     static func describe(_ held: ClipboardBridgeMachine.Held) -> String {
-        "\(held.kind.name) from \(held.device): \(describe(held.items))"
+        held.kind == .files ? "files from \(held.device): \(describe(held.files))" : "\(held.kind.name) from \(held.device): \(describe(held.items))"
+    }
+
+    static func describe(_ files: [ClipboardFile]) -> String {
+        "\(files.count) file\(files.count == 1 ? "" : "s"), \(files.reduce(UInt64(0)) { $0 + $1.size }) bytes"
     }
 
     static func describe(_ items: [ClipboardItem]) -> String {
