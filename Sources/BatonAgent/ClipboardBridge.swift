@@ -264,9 +264,19 @@ public actor ClipboardBridge {
                 if let outcome = await perform(command) { pending.append(outcome) }
             }
         }
-        // A member's copy of files no longer held: its local copies go (replaced, withdrawn, expired).
-        dropFilePulls(keeping: machine.held?.kind == .files ? machine.held?.token : nil)
+        // The session clipboard holds something else now (a newer copy from a member, a copy made here,
+        // sharing off or batond gone): the local copies of a member's files no longer held go, and
+        // their pulls stop. A copy withdrawn or expired keeps a paste under way (it finishes, and the app
+        // that pasted copies the files) until the clipboard next changes.
+        if Self.replacesClipboard(event) { dropFilePulls(keeping: machine.held?.kind == .files ? machine.held?.token : nil) }
         if case .offeredFiles = machine.ringOffer {} else if case .reading = machine.ringOffer {} else { filesCopy = nil }
+    }
+
+    static func replacesClipboard(_ event: ClipboardBridgeEvent) -> Bool {
+        switch event {
+        case .session, .offered, .offeredFiles, .settings(enabled: false), .daemonVanished, .daemonAppeared, .registrationFailed: true
+        default: false
+        }
     }
 
     /// Cancels the pulls of copies of files other than `token` and removes their local copies.

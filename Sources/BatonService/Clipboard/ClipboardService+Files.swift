@@ -137,6 +137,7 @@ extension ClipboardService {
     /// Keeps pulled files of members' copies under `directory` (one inbox per account), emptied now of
     /// whatever an earlier run left.
     public func useFileInbox(directory: String) {
+        if mkdir(directory, 0o700) != 0, errno != EEXIST { log("batond: cannot create \(directory): \(Errno.current); files cannot be pasted here") }
         fileInboxDirectory = directory
         Self.removeTree(directory, keepTop: true)
     }
