@@ -99,25 +99,25 @@ public actor ClipboardBridge {
         func pasteTimeout(ofFile size: UInt64) -> Duration { pasteTimeout + .seconds(Int64(size >> 20)) }
     }
 
-    private let daemon: BatonConnection
+    let daemon: BatonConnection
     private let environment: [String: String]
-    private let logger: any AgentLog
-    private let limits: Limits
+    let logger: any AgentLog
+    let limits: Limits
     private let open: @Sendable ([String: String]) throws(ClipboardError) -> OpenedSessionClipboard
-    private var machine: ClipboardBridgeMachine
+    var machine: ClipboardBridgeMachine
     private var session: OpenedSessionClipboard?
     private var unavailable: String?
     private let inputs: AsyncStream<Input>
-    private let feed: AsyncStream<Input>.Continuation
+    let feed: AsyncStream<Input>.Continuation
     private var tasks: [Task<Void, Never>] = []
     private var sessionEvents: Task<Void, Never>?
     private var currentRead: ReadCopy?
     /// The record of our newest copy of files (its paths and what each file was), for batond's
     /// OpenFile while it is offered.
-    private var filesCopy: ClipboardFileSource.Copy?
+    var filesCopy: ClipboardFileSource.Copy?
     /// A member's copy of files being pulled, or pulled, for the pastes of it: the local paths.
-    private var filePulls: [UInt64: Task<[[UInt8]], any Error>] = [:]
-    private let fileCache: ClipboardFileCache?
+    var filePulls: [UInt64: Task<[[UInt8]], any Error>] = [:]
+    let fileCache: ClipboardFileCache?
     private var lastStatus: ClipboardAgentStatus?
     /// Inputs handled since `start`, and the members' copies batond handed over (status, tests).
     public private(set) var inputsHandled = 0
@@ -256,7 +256,7 @@ public actor ClipboardBridge {
 
     /// Feeds one event to the machine and carries out its commands, in order; an outcome that is an
     /// event itself is fed at once.
-    private func run(_ event: ClipboardBridgeEvent) async {
+    func run(_ event: ClipboardBridgeEvent) async {
         var pending = [event]
         while !pending.isEmpty {
             let commands = machine.handle(pending.removeFirst())
@@ -276,15 +276,6 @@ public actor ClipboardBridge {
         switch event {
         case .session, .offered, .offeredFiles, .settings(enabled: false), .daemonVanished, .daemonAppeared, .registrationFailed: true
         default: false
-        }
-    }
-
-    /// Cancels the pulls of copies of files other than `token` and removes their local copies.
-    private func dropFilePulls(keeping token: UInt64?) {
-        for (other, pull) in filePulls where other != token {
-            pull.cancel()
-            filePulls[other] = nil
-            fileCache?.remove(token: other)
         }
     }
 
@@ -370,89 +361,6 @@ public actor ClipboardBridge {
         }
     }
 
-    /// The local copies of a member's copy of files: pulled once (each file through Clipboard1.PasteFile
-    /// into the user's cache directory), for every paste of it; a failed pull is tried again by the next paste.
-    private func pulledFiles(token: UInt64, files: [ClipboardFile], device: String) async throws -> [[UInt8]] {
-        let pull: Task<[[UInt8]], any Error>
-        if let running = filePulls[token] {
-            pull = running
-        } else {
-            guard let cache = fileCache else {
-                throw ClipboardError.unavailable("neither XDG_CACHE_HOME nor HOME is set: there is no place for pasted files")
-            }
-            let daemon = self.daemon, limits = self.limits
-            pull = Task {
-                var paths: [[UInt8]] = []
-                for (index, file) in files.enumerated() {
-                    try Task.checkCancellation()
-                    let pulled = try await daemon.pasteFile(token: token, index: index, name: file.name, timeout: limits.pasteTimeout(ofFile: file.size))
-                    guard let size = FileIdentity(of: pulled)?.size, size == file.size else {
-                        throw ClipboardError.unavailable("batond handed over \(file.name) with another size than offered")
-                    }
-                    do throws(Errno) {
-                        paths.append(Array(try cache.store(pulled, size: size, token: token, index: index, name: file.name).utf8))
-                    } catch {
-                        throw ClipboardError.unavailable("\(file.name) could not be written to \(cache.base): \(error)")
-                    }
-                }
-                return paths
-            }
-            filePulls[token] = pull
-        }
-        do {
-            return try await pull.value
-        } catch {
-            if filePulls[token] == pull {
-                filePulls[token] = nil
-                fileCache?.remove(token: token)
-            }
-            let why = (error as? BatonClientError)?.message ?? "\(error)"
-            logger.log("pasting the files from \(device) failed: \(why)")
-            await run(.pasteFailed("the last paste of files from \(device) failed: \(why)"))
-            writeStatus()
-            throw error
-        }
-    }
-
-    /// batond asks for file `index` of our files copy `copy` (a member pastes it): opened again and
-    /// checked against what it was at the copy. A changed file takes the copy back.
-    func openFile(copy: UInt64, index: Int) async throws(ClipboardOpenRefusal) -> FileDescriptor {
-        guard case .offeredFiles(_, copy, _) = machine.ringOffer, let record = filesCopy, record.id == copy,
-              index >= 0, index < record.files.count else { throw .noSuchCopy }
-        do throws(ClipboardOpenRefusal) {
-            return try ClipboardFileSource.open(record.files[index])
-        } catch {
-            if case .changed(let why) = error {
-                logger.log(why)
-                feed.yield(.event(.fileChanged(copy: copy, why)))
-            }
-            throw error
-        }
-    }
-
-    enum FilesOutcome: Sendable {
-        case noFiles
-        case refused(String)
-        case files(ClipboardFileSource.Copy, [ClipboardFile])
-    }
-
-    /// Reads the list of files `type` of the session's copy and looks at each local file it names (as
-    /// the user; no byte of them is read).
-    static func readFiles(revision: UInt64, type: String, from clipboard: any SessionClipboard, id: UInt64) async -> FilesOutcome {
-        let bytes: [UInt8]
-        do throws(ClipboardError) { bytes = try await clipboard.read(type: type, limit: ClipboardFileURIs.maxListBytes) } catch {
-            if case .overLimit = error { return .refused("its list of files is larger than \(ClipboardFileURIs.maxListBytes) bytes") }
-            return .noFiles
-        }
-        let selection = type == ClipboardFileURIs.gnomeCopiedFilesType
-            ? ClipboardFileURIs.selection(gnomeCopiedFiles: bytes) : ClipboardFileURIs.selection(uriList: bytes)
-        guard let selection, !selection.paths.isEmpty else { return .noFiles }
-        switch ClipboardFileSource.inspect(selection, id: id) {
-        case .failure(let refusal): return .refused(refusal.description)
-        case .success(let (copy, files)): return .files(copy, files)
-        }
-    }
-
     /// Reads `types` of the session's copy into one sealed memory file, at most `limit` bytes in all;
     /// a type that does not fit, or cannot be read, is left out with the reason.
     static func read(revision: UInt64, types: [String], limit: Int, from clipboard: any SessionClipboard) async -> ReadCopy {
@@ -491,7 +399,7 @@ public actor ClipboardBridge {
 
     // MARK: Status
 
-    private func writeStatus() {
+    func writeStatus() {
         let status = ClipboardAgentStatus(
             pid: getpid(), sessionClipboard: session?.name ?? SessionClipboardChoice(environment: environment).description,
             registered: machine.registered, offer: Self.describe(machine.ringOffer), taken: machine.held.map(Self.describe),
