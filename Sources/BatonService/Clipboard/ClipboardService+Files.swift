@@ -179,7 +179,7 @@ extension ClipboardService {
     /// else can open (its name is removed before it is handed over).
     public func pasteFile(uid: UInt32, token: UInt64, index: Int) async throws(Refusal) -> ClipboardContents {
         guard let entry = taken[token], entry.agent.uid == uid, clock.unixSeconds() < entry.expiresAt else { throw .unknownOffer }
-        guard let files = entry.files else { throw .typeNotOffered("a file") }
+        guard let files = entry.files else { throw .noSuchFile(index) }
         guard index >= 0, index < files.files.count else { throw .noSuchFile(index) }
         guard let root = fileInboxDirectory else { throw .noFileInbox }
         let file = files.files[index]
