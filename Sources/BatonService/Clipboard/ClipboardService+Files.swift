@@ -151,20 +151,25 @@ extension ClipboardService {
             log("batond: \(name) offered a copy of files without a list this machine reads: not taken")
             return
         }
-        let list: ClipboardFileList
+        var bytes = [UInt8](repeating: 0, count: Int(item.size))
         do {
             let sink = ClipboardContents(try SealedMemoryFile.makeUnsealed(name: "baton-file-list"))
             let request = try ClipboardDataRequest(offerID: offer.offerID, mediaType: item.mediaType, offset: 0)
             try await fetcher.clipboardData(of: member, request, item: item, into: sink)
-            var bytes = [UInt8](repeating: 0, count: Int(item.size))
             let read = try bytes.withUnsafeMutableBytes { (raw) throws(Errno) in try sink.file.readFully(into: raw, at: 0) }
             guard read == bytes.count else { throw ClipboardFetchFailure.failed("the list arrived short") }
-            list = try ClipboardFileList(encoded: bytes)
         } catch ClipboardFetchFailure.changed {
             return
         } catch {
-            log("batond: could not read the list of files \(name) offers: \(error)")
+            // Asked again at a later sighting, as a question that got no answer (§9 "Clipboard").
+            log("batond: could not fetch the list of files \(name) offers: \(error)")
             watch.handFailed(member, offer: offer)
+            return
+        }
+        let list: ClipboardFileList
+        do { list = try ClipboardFileList(encoded: bytes) } catch {
+            // As an offer that does not decode: nothing from that copy (§6.7 "Files").
+            log("batond: the list of files \(name) offers is malformed (\(error)): not taken")
             return
         }
         if let why = list.refusal() {
