@@ -11,11 +11,14 @@ import Glibc
 /// asks (a member pastes), a member's files pulled once per copy into the user's cache for the pastes
 /// of it, and those local copies removed when the clipboard holds something else.
 extension ClipboardBridge {
-    /// Cancels the pulls of copies of files other than `token` and removes their local copies.
-    func dropFilePulls(keeping token: UInt64?) {
+    /// Cancels the pulls of copies of files other than `token` and removes their local copies;
+    /// `unlessRunning`: a pull still under way is left to finish (its copies go at a later drop).
+    func dropFilePulls(keeping token: UInt64?, unlessRunning: Bool = false) {
         for (other, pull) in filePulls where other != token {
+            if unlessRunning, !filePullsDone.contains(other) { continue }
             pull.cancel()
             filePulls[other] = nil
+            filePullsDone.remove(other)
             fileCache?.remove(token: other)
         }
     }
@@ -50,7 +53,9 @@ extension ClipboardBridge {
             filePulls[token] = pull
         }
         do {
-            return try await pull.value
+            let paths = try await pull.value
+            if filePulls[token] == pull { filePullsDone.insert(token) }
+            return paths
         } catch {
             if filePulls[token] == pull {
                 filePulls[token] = nil

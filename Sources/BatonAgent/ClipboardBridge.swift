@@ -117,6 +117,8 @@ public actor ClipboardBridge {
     var filesCopy: ClipboardFileSource.Copy?
     /// A member's copy of files being pulled, or pulled, for the pastes of it: the local paths.
     var filePulls: [UInt64: Task<[[UInt8]], any Error>] = [:]
+    /// The copies whose pull finished (their local copies are complete).
+    var filePullsDone: Set<UInt64> = []
     let fileCache: ClipboardFileCache?
     private var lastStatus: ClipboardAgentStatus?
     /// Inputs handled since `start`, and the members' copies batond handed over (status, tests).
@@ -266,9 +268,14 @@ public actor ClipboardBridge {
         }
         // The session clipboard holds something else now (a newer copy from a member, a copy made here,
         // sharing off or batond gone): the local copies of a member's files no longer held go, and
-        // their pulls stop. A copy withdrawn or expired keeps a paste under way (it finishes, and the app
-        // that pasted copies the files) until the clipboard next changes.
-        if Self.replacesClipboard(event) { dropFilePulls(keeping: machine.held?.kind == .files ? machine.held?.token : nil) }
+        // their pulls stop. A copy withdrawn or expired goes too, except while a paste of it runs: that
+        // paste finishes (the app that asked copies the files) and its files go at the next change.
+        let keep = machine.held?.kind == .files ? machine.held?.token : nil
+        if Self.replacesClipboard(event) {
+            dropFilePulls(keeping: keep)
+        } else if case .withdrawn = event {
+            dropFilePulls(keeping: keep, unlessRunning: true)
+        }
         if case .offeredFiles = machine.ringOffer {} else if case .reading = machine.ringOffer {} else { filesCopy = nil }
     }
 

@@ -226,6 +226,9 @@ struct ClipboardBridgeMachineTests {
         _ = machine.handle(change(3, ["text/uri-list"]))
         #expect(withoutLogs(machine.handle(.readDone(revision: 3, items: [item("text/uri-list", 20)], leftOut: []))) == [.offer(revision: 3, kind: .text)])
         #expect(machine.note == nil)
+        // A copy of files marked secret is neither read nor offered (the links offered before are taken back).
+        #expect(withoutLogs(machine.handle(change(6, ["text/uri-list", "x-special/gnome-copied-files"], secret: true))) == [.withdraw])
+        #expect(machine.ringOffer == .none)
         // A newer copy takes an offered copy of files back at once.
         _ = machine.handle(change(4, ["text/uri-list"]))
         _ = machine.handle(.filesRead(revision: 4, copy: 79, files: files))

@@ -182,6 +182,20 @@ struct ClipboardFilesEndToEndTests {
         let linked = try await paste(beta, "text/uri-list")
         #expect(linked.status == 0 && Array(linked.output) == links)
 
+        // A copy withdrawn at its machine (alpha turns the clipboard off): beta's local copies go with it.
+        before = try await copyFiles(source.uriList([files[1]]), on: alpha)
+        let lastToken = try #require(try await offeredAndTaken(alpha, beta, after: before))
+        let lastPaste = try await paste(beta, "text/uri-list")
+        #expect(lastPaste.status == 0 && paths(of: lastPaste).count == 1)
+        let lastFolder = cacheBase(beta) + "/" + String(lastToken, radix: 16)
+        #expect(FileManager.default.fileExists(atPath: lastFolder))
+        before = alpha.radio.lastAdvert
+        try alpha.setClipboard(false)
+        #expect(await eventually(timeout: .seconds(120)) { await alpha.clipboard.offeredKind == nil })
+        try await carrier.carryAdvert(from: alpha, to: beta, after: before)
+        #expect(await eventually(timeout: .seconds(120)) { await beta.bridge.settled { $0.held == nil } })
+        #expect(await eventually(timeout: .seconds(120)) { !FileManager.default.fileExists(atPath: lastFolder) })
+
         await alpha.stop()
         await beta.stop()
         // The agent's stop leaves no pasted copy behind.
