@@ -201,4 +201,51 @@ struct ClipboardFilesEndToEndTests {
         // The agent's stop leaves no pasted copy behind.
         #expect((try? FileManager.default.contentsOfDirectory(atPath: cacheBase(beta)))?.isEmpty ?? true)
     }
+
+    /// An X11 session on alpha, a Wayland one (headless sway) on beta: files copied with xclip are
+    /// pasted with `wl-paste -t text/uri-list`, and files copied with `wl-copy -t text/uri-list` are
+    /// pasted with `xclip -o`; each file's bytes cross only at the paste.
+    @Test func filesCrossBetweenAnX11AndAWaylandSession() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let alpha = try await Machine.start(bus, name: "alpha"), beta = try await Machine.start(bus, name: "beta", wayland: true)
+        let sway = try #require(beta.sway)
+        let client = try DBusConnection(bus: .address(bus.address))
+        defer { client.close() }
+        try await pair(alpha.node, beta.node, client: client)
+        for machine in [alpha, beta] {
+            #expect(await eventually(timeout: .seconds(120)) { await machine.bridge.settled(\.registered) }, "\(machine.log.lines.withLock { $0 })")
+        }
+        let source = try Source(bus)
+        let photo = (0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 40_503) }
+        let path = try source.write("photo.png", photo)
+        let before = try await copyFiles(source.uriList([path]), on: alpha)
+        _ = try #require(try await offeredAndTaken(alpha, beta, after: before), "\(beta.log.lines.withLock { $0 })")
+        #expect(await alpha.clipboard.fileRequestsAnswered == 0)
+        let pasted = try await sway.wlPaste(["-t", "text/uri-list"])
+        let local = ClipboardFileURIs.uriListLines(pasted.output).compactMap { ClipboardFileURIs.localPath(ofFileURI: $0) }.map { String(decoding: $0, as: UTF8.self) }
+        #expect(pasted.status == 0 && local.count == 1, "\(beta.log.lines.withLock { $0 })")
+        #expect(local.first.map { FileManager.default.contents(atPath: $0) } == Data(photo))
+        #expect(await alpha.clipboard.fileRequestsAnswered == 1)
+
+        // Back: wl-copy in beta's session, xclip -o on alpha.
+        let notes = Array("from the Wayland side\n".utf8)
+        let back = try source.write("back notes.txt", notes)
+        let advertBefore = beta.radio.lastAdvert
+        try await sway.wlCopy(source.uriList([back]), arguments: ["-t", "text/uri-list"])
+        #expect(await eventually(timeout: .seconds(120)) {
+            await beta.bridge.settled { if case .offeredFiles = $0.ringOffer { true } else { false } } && beta.radio.lastAdvert != advertBefore
+        }, "\(beta.log.lines.withLock { $0 })")
+        try await carrier.carryAdvert(from: beta, to: alpha, after: advertBefore)
+        #expect(await eventually(timeout: .seconds(120)) { await alpha.bridge.settled { $0.held?.kind == .files } })
+        #expect(await beta.clipboard.fileRequestsAnswered == 0)
+        let result = try await paste(alpha, "text/uri-list")
+        let arrived = paths(of: result)
+        #expect(result.status == 0 && arrived.map { ($0 as NSString).lastPathComponent } == ["back notes.txt"])
+        #expect(arrived.first.map { FileManager.default.contents(atPath: $0) } == Data(notes))
+        #expect(await beta.clipboard.fileRequestsAnswered == 1)
+
+        await alpha.stop()
+        await beta.stop()
+    }
 }
