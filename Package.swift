@@ -147,7 +147,7 @@ let package = Package(
         .target(name: "BatonMutter", dependencies: ["BatonSway", "BatonXvfb", "BatonWayland", "CTestSpawn"], path: "Tests/Support/BatonMutter",
                 swiftSettings: strict),
         // Test support: fakes of BatonService's ports (radio, activities, suggestion board), named as fakes.
-        .target(name: "BatonServiceFakes", dependencies: ["BatonService", "BatonAPI", "BatonStore", "BatonCore", "BatonSystem"], path: "Tests/Support/BatonServiceFakes",
+        .target(name: "BatonServiceFakes", dependencies: ["BatonService", "BatonAPI", "BatonStore", "BatonCore", "BatonCrypto", "BatonSystem"], path: "Tests/Support/BatonServiceFakes",
                 swiftSettings: strict),
 
         .testTarget(name: "BatonSystemTests", dependencies: ["BatonSystem"], swiftSettings: strict),

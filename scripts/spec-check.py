@@ -394,11 +394,12 @@ def validate_activity(value):
 FRAME_LIMITS = {0x01: 28, 0x02: 8, 0x03: 262144, 0x04: 8, 0x05: 0, 0x06: 4 + 256,
                 0x07: 48, 0x08: 8 + 32 + 2 * (1 + 255), 0x09: 8 + 65536, 0x0A: 1 + 255 + 8, 0x0B: 8 + 32, 0x0C: 8 + 1 + 16 * 16,
                 0x0D: 0, 0x0E: 8 + 1 + 2 + (1 + 64) + 1 + 16 * (1 + 255 + 8), 0x0F: 8 + (1 + 255) + 8, 0x11: 16 + 65536,
+                0x12: 8 + 2 + 32 + 8,
                 0x10: 1048576,
                 0x20: 41, 0x21: 48, 0x22: 48, 0x23: 8 + 4096 + 16}
 ERROR_CODES = {1: "malformed", 2: "unsupportedVersion", 3: "payloadTooLarge", 4: "unknownActivity",
                5: "notPermitted", 6: "timedOut", 7: "internal", 8: "sessionBusy", 9: "documentConflict",
-               10: "versionUnsupported"}
+               10: "versionUnsupported", 11: "fileChanged"}
 
 
 def encode_frame(frame_type, request_id, payload):
@@ -495,6 +496,46 @@ def decode_clipboard_data(reader):
     return fields
 
 
+# §6.7 "Files": the list of a files offer (its one item) and FetchClipboardFile.
+FILE_LIST_TYPE = "application/x-baton-file-list"
+
+
+def decode_file_list(data):
+    """§6.7 "Files": u16be count (1-256, checked before any file), then per file: name (u8 length 1-255, UTF-8,
+    no control character, no '/', not '.' or '..'), size (u64be; the sizes' sum fits 64 bits), media type."""
+    reader = Reader(data)
+    count = reader.u16()
+    if not 1 <= count <= 256:
+        raise ProtocolError("malformed", "file count")
+    files, total = [], 0
+    for _ in range(count):
+        length = reader.u8()
+        if length == 0:
+            raise ProtocolError("malformed", "file name length")
+        raw = reader.take(length)
+        try:
+            name = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ProtocolError("malformed", "file name not UTF-8") from None
+        if any(ord(c) < 0x20 or ord(c) == 0x7F or c == "/" for c in name) or name in (".", ".."):
+            raise ProtocolError("malformed", "file name characters")
+        size = reader.u64()
+        total += size
+        if total >= 1 << 64:
+            raise ProtocolError("malformed", "file sizes")
+        files.append([name, size, read_media_type(reader)])
+    reader.finish()
+    return files
+
+
+def encode_file_list(files):
+    out = u16be(len(files))
+    for name, size, media_type in files:
+        raw = name.encode("utf-8")
+        out += bytes([len(raw)]) + raw + u64be(size) + bytes([len(media_type)]) + media_type.encode("ascii")
+    return out
+
+
 class ClipboardPull:
     """§6.7 receiver of the answer to one FetchClipboardData(offer id, media type, offset), for an offer it
     took: the first frame at the asked offset, each next at the end of the one before, total = the offered
@@ -589,6 +630,13 @@ def decode_payload(frame_type, payload):
             raise ProtocolError("malformed", "offset")
     elif frame_type == 0x11:  # §6.7 ClipboardData
         fields = decode_clipboard_data(reader)
+    elif frame_type == 0x12:  # §6.7 FetchClipboardFile
+        fields = {"offerId": reader.take(8), "index": reader.u16()}
+        if fields["index"] >= 256:
+            raise ProtocolError("malformed", "file index")
+        fields["digest"], fields["offset"] = reader.take(32), reader.u64()
+        if fields["digest"] == bytes(32) and fields["offset"] != 0:
+            raise ProtocolError("malformed", "an offset needs the file's digest")
     elif frame_type == 0x10:
         fields = decode_roster_value(read_value(reader))
     elif frame_type == 0x20:
@@ -638,6 +686,8 @@ def encode_payload(frame_type, fields):
         return fields["offerId"] + bytes([len(media_type)]) + media_type + u64be(fields["offset"])
     if frame_type == 0x11:
         return u64be(fields["offset"]) + u64be(fields["total"]) + fields["data"]
+    if frame_type == 0x12:
+        return fields["offerId"] + u16be(fields["index"]) + fields["digest"] + u64be(fields["offset"])
     if frame_type == 0x06:
         code = {v: k for k, v in ERROR_CODES.items()}.get(fields["code"], fields["code"])
         message = fields["message"].encode("utf-8")
@@ -1112,11 +1162,14 @@ def check_clipboard(check, decoded):
     asks = [i for i, f in decoded if f[0] == 0x0D]
     check.equal("clipboard: each ClipboardOffer answers a FetchClipboardOffer with its request id",
                 sorted(offers), sorted(asks))
-    check.equal("clipboard: one offer among the vectors", len(offers), 1)
-    # What §10.5's text says the offer is.
-    check.equal("clipboard: the offer is the one §10.5 describes",
-                [(o["offerId"].hex(), o["kind"], o["expiresIn"], o["account"], o["items"]) for o in offers.values()],
-                [("0123456789abcdef", "text", 120, "ada", [["text/plain;charset=utf-8", 5], ["text/html", 12]])])
+    check.equal("clipboard: two offers among the vectors", len(offers), 2)
+    # What §10.5's text says the offers are: text in two types, and files (their list the one item).
+    check.equal("clipboard: the offers are the ones §10.5 describes",
+                [(o["offerId"].hex(), o["kind"], o["expiresIn"], o["account"], [m for m, _ in o["items"]]) for o in offers.values()],
+                [("0123456789abcdef", "text", 120, "ada", ["text/plain;charset=utf-8", "text/html"]),
+                 ("fedcba9876543210", "files", 120, "ada", [FILE_LIST_TYPE])])
+    check.equal("clipboard: the text offer's sizes", [o["items"] for o in offers.values() if o["kind"] == "text"],
+                [[["text/plain;charset=utf-8", 5], ["text/html", 12]]])
     by_id = {o["offerId"]: o for o in offers.values()}
     fetches = [(i, f[3]) for i, f in decoded if f[0] == 0x0F]
     answered = 0
@@ -1143,17 +1196,18 @@ def check_clipboard(check, decoded):
             check.equal(f"{name}: a request at the end is answered by one empty frame",
                         [(f[3]["offset"], f[3]["data"]) for f in frames], [(size, b"")])
         answered += 1
-    # §10.5 says the first item's bytes are `hello` (request id 16, from offset 0).
-    whole = [(i, b"".join(f[3]["data"] for j, f in decoded if j == i and f[0] == 0x11)) for i, x in fetches if x["offset"] == 0]
-    check.equal("clipboard: the item asked from offset 0 is `hello`", [d for _, d in whole], [b"hello"])
-    check.equal("clipboard: two data requests among the vectors, both answered", (len(fetches), answered), (2, 2))
+    # §10.5 says the text's first item is `hello` (request id 16, from offset 0); the files offer's item is its list.
+    whole = {by_id[x["offerId"]]["kind"]: b"".join(f[3]["data"] for j, f in decoded if j == i and f[0] == 0x11) for i, x in fetches if x["offset"] == 0}
+    check.equal("clipboard: the text item asked from offset 0 is `hello`", whole.get("text"), b"hello")
+    check.equal("clipboard: three data requests among the vectors, all answered", (len(fetches), answered), (3, 3))
+    check_clipboard_files(check, decoded, by_id, whole.get("files", b""))
     # §6.7: a copy that changed is Error(unknownActivity), message `clipboard changed`.
     changed = [f[3] for i, f in decoded if f[0] == 0x06 and f[3]["message"] == "clipboard changed"]
     check.equal("clipboard: a copy that changed is unknownActivity `clipboard changed`",
                 [c["code"] for c in changed], ["unknownActivity"])
 
     # The receiver's own rules against streams that break them (self-consistency: no vectors for these).
-    offer = next(iter(offers.values()))
+    offer = next(o for o in offers.values() if o["kind"] == "text")
     media_type, size = offer["items"][0]
     def run(start, frames):
         pull = ClipboardPull(offer, media_type, start)
@@ -1171,6 +1225,31 @@ def check_clipboard(check, decoded):
     check.rejects("clipboard receiver: total is not the offered size",
                   lambda: run(0, [{"offset": 0, "total": size + 1, "data": b"hello"}]),
                   "malformed(total is not the offered size)")
+
+
+# §6.7 "Files": the list of §10.5's files offer, and each FetchClipboardFile's answer.
+def check_clipboard_files(check, decoded, offers_by_id, list_bytes):
+    files = attempt(decode_file_list, list_bytes)
+    check.equal("files: the list is the one §10.5 describes", files,
+                [["notes ü.txt", 3, "text/plain"], ["empty", 0, "application/octet-stream"]])
+    if not isinstance(files, list):
+        return
+    check.equal("files: the list re-encodes", encode_file_list(files), list_bytes)
+    asks = [(i, f[3]) for i, f in decoded if f[0] == 0x12]
+    for request_id, ask in asks:
+        name = f"files: FetchClipboardFile id {request_id}"
+        offer = offers_by_id.get(ask["offerId"])
+        check.record(f"{name}: names the files offer", offer is not None and offer["kind"] == "files")
+        answer = [f for i, f in decoded if i == request_id and f[0] != 0x12]
+        if answer and answer[0][0] == 0x06:
+            check.equal(f"{name}: a changed file is Error(fileChanged)", [f[3]["code"] for f in answer], ["fileChanged"])
+            continue
+        listed = files[ask["index"]] if ask["index"] < len(files) else None
+        info = answer[0][3] if answer and answer[0][0] == 0x08 else None
+        check.equal(f"{name}: its DocumentInfo describes the listed file (size, media type, name)",
+                    info and [info["documentId"], info["totalSize"], info["mediaType"]], listed)
+        check.equal(f"{name}: then DocumentChunk frames only", sorted({f[0] for f in answer[1:]}) or [0x09], [0x09])
+    check.equal("files: four file requests among the vectors", len(asks), 4)
 
 
 # §7 whole exchange (§10.8).
@@ -1597,13 +1676,35 @@ def main():
         if frame_type == 0x01:  # §6.2: Hello carries request id 0 and, in v1, announces 1,048,576
             check.equal(f"{name}: Hello id and max payload", (request_id, fields["maxPayload"]), (0, 1048576))
 
-    # §6.5: the chunks of a document stream, in order, hash to the digest its DocumentInfo announced.
-    infos = [decode_frame(h(v["frame"]))[3] for v in vectors["frames"] if v["type"] == 0x08]
-    chunks = [decode_frame(h(v["frame"]))[3] for v in vectors["frames"] if v["type"] == 0x09]
-    for info in infos:
-        data = b"".join(c["data"] for c in sorted(chunks, key=lambda c: c["offset"]))
-        check.equal("document stream: size and SHA-256 of the chunks", (len(data), hashlib.sha256(data).digest().hex()),
-                    (info["totalSize"], info["digest"].hex()))
+    # §6.5: the chunks of a document stream (the answer to FetchDocument or FetchClipboardFile, one request id),
+    # in order from the asked offset, end at the total; a stream from 0 hashes to the digest its DocumentInfo
+    # announced, and a resumed one continues the bytes of the stream from 0 with that digest.
+    streams = {}
+    for v in vectors["frames"]:
+        frame_type, request_id, _, fields = decode_frame(h(v["frame"]))
+        if frame_type in (0x07, 0x12, 0x08, 0x09):
+            streams.setdefault(request_id, []).append((frame_type, fields))
+    whole = {}
+    for request_id, frames in sorted(streams.items()):
+        asked = [f for t, f in frames if t in (0x07, 0x12)]
+        answer = [(t, f) for t, f in frames if t in (0x08, 0x09)]
+        if not answer:
+            continue
+        name = f"document stream id {request_id}"
+        check.equal(f"{name}: one request, then DocumentInfo first", (len(asked), answer[0][0]), (1, 0x08))
+        info, start = answer[0][1], asked[0]["offset"]
+        offsets = [f["offset"] for _, f in answer[1:]]
+        data = b"".join(f["data"] for _, f in answer[1:])
+        expected = [start + sum(len(f["data"]) for _, f in answer[1:k + 1]) for k in range(len(offsets))]
+        check.equal(f"{name}: chunks contiguous from the asked offset to the total", (offsets, start + len(data)), (expected, info["totalSize"]))
+        if start == 0:
+            check.equal(f"{name}: size and SHA-256 of the chunks", (len(data), hashlib.sha256(data).digest().hex()),
+                        (info["totalSize"], info["digest"].hex()))
+            whole[info["digest"]] = data
+        else:
+            check.equal(f"{name}: a resume asks with the digest and continues those bytes",
+                        (asked[0]["digest"] == info["digest"], whole.get(info["digest"], b"")[start:]), (True, data))
+    infos = [f for frames in streams.values() for t, f in frames if t == 0x08]
 
     # §6.6: the grant of §10.5 names the snapshot of the document stream (revision 1, same digest).
     grants = [decode_frame(h(v["frame"]))[3] for v in vectors["frames"] if v["type"] == 0x0B]
@@ -1677,7 +1778,8 @@ def main():
     # §10.7 rejections. Ring adverts go to a receiver holding S (generation 1) around the vectors' epoch.
     reject_receiver = Receiver({"m": (secret, 1)}, clock_epoch=adverts[0]["epoch"])
     decoders = {"ringAdvert": reject_receiver.open, "frame": decode_frame, "value": decode_value,
-                "pairingAdvert": decode_pairing_advert, "roster": lambda b: decode_roster_value(decode_value(b))}
+                "pairingAdvert": decode_pairing_advert, "roster": lambda b: decode_roster_value(decode_value(b)),
+                "fileList": decode_file_list}
     for vector in vectors["rejects"]:
         decoder = decoders.get(vector["decoder"])
         name = f"reject {vector['decoder']} {vector['input'][:32]}{'…' if len(vector['input']) > 32 else ''}"

@@ -25,6 +25,26 @@ extension Wire {
         return items
     }
 
+    /// The files of a copy, `a(sts)`: name, exact size and media type, each checked as the wire checks
+    /// them (§6.7 "Files"): 1 to 256 files.
+    public static let clipboardFiles = ValueCoding<[ClipboardFile]>("a(sts)", encode: { files in
+        .array(elementSignature: "(sts)", files.map { .structure([.string($0.name), .uint64($0.size), .string($0.mediaType)]) })
+    }) { value throws(BatonAPIError) in
+        guard value.signature == "a(sts)", let entries = value.arrayValue else { return nil }
+        guard !entries.isEmpty, entries.count <= ClipboardFileList.maxFiles else {
+            throw BatonAPIError(.invalidArguments, "a copy has 1 to \(ClipboardFileList.maxFiles) files")
+        }
+        var files: [ClipboardFile] = []
+        for entry in entries {
+            guard case .structure(let fields) = entry, fields.count == 3, let name = fields[0].stringValue, let size = fields[1].uint64Value,
+                  let type = fields[2].stringValue else { return nil }
+            do { files.append(try ClipboardFile(name: name, size: size, mediaType: type)) } catch {
+                throw BatonAPIError(.invalidArguments, "file '\(name.prefix(64))' refused: \(error)")
+            }
+        }
+        return files
+    }
+
     /// A clipboard kind by name: `text`, `image` or `files`.
     public static let clipboardKind = ValueCoding<ClipboardKind>("s", encode: { .string($0.name) }) { value throws(BatonAPIError) in
         guard let name = value.stringValue else { return nil }
@@ -56,8 +76,17 @@ extension OrgBaton {
         public static let paste = MethodContract(name, "Paste", in: Wire.two("token", Wire.uint64, "media_type", Wire.string),
                                                  out: Wire.one("contents", Wire.unixFD))
 
+        /// The caller's account copied files: their list (no path); `copy` is the agent's id for this
+        /// copy, given back in ClipboardAgent1.OpenFile when a member pastes.
+        public static let offerFiles = MethodContract(name, "OfferFiles", in: Wire.three("files", Wire.clipboardFiles, "expires_in", Wire.uint32,
+                                                                                        "copy", Wire.uint64), out: Wire.none)
+        /// File `index` of a files copy handed to the caller's agent, pulled now: a read-only descriptor.
+        public static let pasteFile = MethodContract(name, "PasteFile", in: Wire.two("token", Wire.uint64, "index", Wire.uint32),
+                                                     out: Wire.one("file", Wire.unixFD))
+
         public static var members: [MemberContract] {
-            [registerAgent.member, unregisterAgent.member, offer.member, withdraw.member, restrict.member, paste.member]
+            [registerAgent.member, unregisterAgent.member, offer.member, withdraw.member, restrict.member, paste.member,
+             offerFiles.member, pasteFile.member]
         }
     }
 
@@ -72,6 +101,14 @@ extension OrgBaton {
         /// That copy is gone (expired, changed, taken back, its machine left the ring).
         public static let withdrawn = MethodContract(name, "Withdrawn", in: Wire.one("token", Wire.uint64), out: Wire.none)
 
-        public static var members: [MemberContract] { [offered.member, withdrawn.member] }
+        /// A member's copy of files for this account: take the clipboard as files, fetch nothing yet.
+        public static let offeredFiles = MethodContract(name, "OfferedFiles", in: Wire.three("token", Wire.uint64, "device", Wire.string,
+                                                                                             "files", Wire.clipboardFiles), out: Wire.none)
+        /// A member pastes file `index` of this account's files copy `copy`: the agent opens it (as the
+        /// account) and hands the descriptor over, or refuses when it changed since the copy.
+        public static let openFile = MethodContract(name, "OpenFile", in: Wire.two("copy", Wire.uint64, "index", Wire.uint32),
+                                                    out: Wire.one("file", Wire.unixFD))
+
+        public static var members: [MemberContract] { [offered.member, withdrawn.member, offeredFiles.member, openFile.member] }
     }
 }

@@ -97,6 +97,8 @@ public actor ClipboardBridge {
     enum Input: Sendable {
         case event(ClipboardBridgeEvent)
         case readFinished(ReadCopy)
+        /// `.readFiles` found files and looked at them: the record, and the list to offer.
+        case filesFound(revision: UInt64, ClipboardFileSource.Copy, [ClipboardFile])
         case settingsChanged
         /// The session clipboard's events ended by themselves (the display went away).
         case sessionEnded
@@ -105,27 +107,38 @@ public actor ClipboardBridge {
     public struct Limits: Sendable {
         /// The most one copy reads, all types together.
         public var readBytes: Int
-        /// How long one paste waits for batond (and the machine that copied).
+        /// How long one paste waits for batond (and the machine that copied); a file's paste waits
+        /// this long and a second more per MiB of the file.
         public var pasteTimeout: Duration
         public init(readBytes: Int = ClipboardBridgeMachine.defaultReadLimit, pasteTimeout: Duration = .seconds(30)) {
             self.readBytes = readBytes
             self.pasteTimeout = pasteTimeout
         }
+
+        func pasteTimeout(ofFile size: UInt64) -> Duration { pasteTimeout + .seconds(Int64(size >> 20)) }
     }
 
-    private let daemon: BatonConnection
+    let daemon: BatonConnection
     private let environment: [String: String]
-    private let logger: any AgentLog
-    private let limits: Limits
+    let logger: any AgentLog
+    let limits: Limits
     private let open: @Sendable ([String: String]) throws(ClipboardError) -> OpenedSessionClipboard
-    private var machine: ClipboardBridgeMachine
+    var machine: ClipboardBridgeMachine
     private var session: OpenedSessionClipboard?
     private var unavailable: String?
     private let inputs: AsyncStream<Input>
-    private let feed: AsyncStream<Input>.Continuation
+    let feed: AsyncStream<Input>.Continuation
     private var tasks: [Task<Void, Never>] = []
     private var sessionEvents: Task<Void, Never>?
     private var currentRead: ReadCopy?
+    /// The record of our newest copy of files (its paths and what each file was), for batond's
+    /// OpenFile while it is offered.
+    var filesCopy: ClipboardFileSource.Copy?
+    /// A member's copy of files being pulled, or pulled, for the pastes of it: the local paths.
+    var filePulls: [UInt64: Task<[[UInt8]], any Error>] = [:]
+    /// The copies whose pull finished (their local copies are complete).
+    var filePullsDone: Set<UInt64> = []
+    let fileCache: ClipboardFileCache?
     private var lastStatus: ClipboardAgentStatus?
     /// Inputs handled since `start`, and the members' copies batond handed over (status, tests).
     public private(set) var inputsHandled = 0
@@ -141,6 +154,7 @@ public actor ClipboardBridge {
         self.logger = logger
         self.limits = limits
         self.open = open
+        fileCache = ClipboardFileCache(environment: environment)
         machine = ClipboardBridgeMachine(readLimit: limits.readBytes)
         (inputs, feed) = AsyncStream.makeStream(of: Input.self)
     }
@@ -179,6 +193,7 @@ public actor ClipboardBridge {
         _ = machine.handle(.settings(enabled: false))
         try? await daemon.unregisterClipboardAgent()
         await closeSession()
+        dropFilePulls(keeping: nil)
         ClipboardAgentStatus.remove(environment: environment)
     }
 
@@ -206,6 +221,9 @@ public actor ClipboardBridge {
             currentRead = copy
             await run(.readDone(revision: copy.revision, items: copy.items, leftOut: copy.leftOut))
             currentRead = nil
+        case .filesFound(let revision, let copy, let files):
+            filesCopy = copy
+            await run(.filesRead(revision: revision, copy: copy.id, files: files))
         }
         inputsHandled += 1
         writeStatus()
@@ -228,6 +246,8 @@ public actor ClipboardBridge {
                 }
                 unavailable = nil
                 followSession()
+                // Copies of files an earlier run left go.
+                fileCache?.removeAll()
             }
             await run(.settings(enabled: true))
         } else {
@@ -257,13 +277,31 @@ public actor ClipboardBridge {
 
     /// Feeds one event to the machine and carries out its commands, in order; an outcome that is an
     /// event itself is fed at once.
-    private func run(_ event: ClipboardBridgeEvent) async {
+    func run(_ event: ClipboardBridgeEvent) async {
         var pending = [event]
         while !pending.isEmpty {
             let commands = machine.handle(pending.removeFirst())
             for command in commands {
                 if let outcome = await perform(command) { pending.append(outcome) }
             }
+        }
+        // The session clipboard holds something else now (a newer copy from a member, a copy made here,
+        // sharing off or batond gone): the local copies of a member's files no longer held go, and
+        // their pulls stop. A copy withdrawn or expired goes too, except while a paste of it runs: that
+        // paste finishes (the app that asked copies the files) and its files go at the next change.
+        let keep = machine.held?.kind == .files ? machine.held?.token : nil
+        if Self.replacesClipboard(event) {
+            dropFilePulls(keeping: keep)
+        } else if case .withdrawn = event {
+            dropFilePulls(keeping: keep, unlessRunning: true)
+        }
+        if case .offeredFiles = machine.ringOffer {} else if case .reading = machine.ringOffer {} else { filesCopy = nil }
+    }
+
+    static func replacesClipboard(_ event: ClipboardBridgeEvent) -> Bool {
+        switch event {
+        case .session, .offered, .offeredFiles, .settings(enabled: false), .daemonVanished, .daemonAppeared, .registrationFailed: true
+        default: false
         }
     }
 
@@ -275,7 +313,12 @@ public actor ClipboardBridge {
             let feed = self.feed
             let handlers = ClipboardAgentHandlers(
                 offered: { copy in feed.yield(.event(.offered(token: copy.token, device: copy.device, kind: copy.kind, items: copy.items))) },
-                withdrawn: { token in feed.yield(.event(.withdrawn(token: token))) })
+                withdrawn: { token in feed.yield(.event(.withdrawn(token: token))) },
+                offeredFiles: { copy in feed.yield(.event(.offeredFiles(token: copy.token, device: copy.device, files: copy.files))) },
+                openFile: { [weak self] copy, index throws(ClipboardOpenRefusal) in
+                    guard let self else { throw .noSuchCopy }
+                    return try await self.openFile(copy: copy, index: index)
+                })
             do throws(BatonClientError) { try await daemon.registerClipboardAgent(handlers) } catch {
                 return .registrationFailed(error.message)
             }
@@ -286,6 +329,24 @@ public actor ClipboardBridge {
             guard let clipboard = session?.clipboard else { return nil }
             let feed = self.feed
             Task { feed.yield(.readFinished(await Self.read(revision: revision, types: types, limit: limit, from: clipboard))) }
+        case .readFiles(let revision, let type, let otherwise, let limit):
+            guard let clipboard = session?.clipboard else { return nil }
+            let feed = self.feed
+            let id = UInt64.random(in: 1...UInt64.max)
+            Task {
+                switch await Self.readFiles(revision: revision, type: type, from: clipboard, id: id) {
+                case .noFiles:
+                    feed.yield(.readFinished(await Self.read(revision: revision, types: otherwise, limit: limit, from: clipboard)))
+                case .refused(let why):
+                    feed.yield(.event(.filesRefused(revision: revision, why)))
+                case .files(let copy, let files):
+                    feed.yield(.filesFound(revision: revision, copy, files))
+                }
+            }
+        case .offerFiles(let revision, let copy, let files):
+            do throws(BatonClientError) { try await daemon.offerFiles(files, copy: copy) } catch {
+                return .offerFailed(revision: revision, error.message)
+            }
         case .offer(let revision, let kind):
             guard let copy = currentRead, copy.revision == revision, copy.descriptor >= 0 else { return .offerFailed(revision: revision, "the copy is gone") }
             // `currentRead` keeps the file open until the call is answered.
@@ -314,6 +375,10 @@ public actor ClipboardBridge {
     /// the paste timeout; a failure fails this one request.
     private func provide(token: UInt64, type: String) async throws -> [UInt8] {
         guard machine.serves(token: token) else { throw ClipboardError.replaced }
+        if machine.servesFiles(token: token), let files = machine.held?.files, let device = machine.held?.device {
+            let paths = try await pulledFiles(token: token, files: files, device: device)
+            return type == ClipboardFileURIs.gnomeCopiedFilesType ? ClipboardFileURIs.gnomeCopiedFiles(paths: paths) : ClipboardFileURIs.uriList(paths: paths)
+        }
         do throws(BatonClientError) {
             return try await daemon.pasteBytes(token: token, mediaType: type, limit: limits.readBytes, timeout: limits.pasteTimeout)
         } catch {
@@ -360,11 +425,11 @@ public actor ClipboardBridge {
 
     // MARK: Status
 
-    private func writeStatus() {
+    func writeStatus() {
         let status = ClipboardAgentStatus(
             pid: getpid(), sessionClipboard: session?.name ?? SessionClipboardChoice(environment: environment).description,
             registered: machine.registered, offer: Self.describe(machine.ringOffer), taken: machine.held.map(Self.describe),
-            problem: unavailable ?? (machine.enabled && !machine.daemonPresent ? "batond is not running" : nil))
+            problem: unavailable ?? (machine.enabled && !machine.daemonPresent ? "batond is not running" : nil), note: machine.note)
         guard status != lastStatus else { return }
         lastStatus = status
         if !status.save(environment: environment) { logger.log("cannot write the clipboard status file") }
@@ -375,11 +440,16 @@ public actor ClipboardBridge {
         case .none: nil
         case .reading: "a copy being read"
         case .offered(_, let kind, let items): "\(kind.name): \(describe(items))"
+        case .offeredFiles(_, _, let files): "files: \(describe(files))"
         }
     }
 
     static func describe(_ held: ClipboardBridgeMachine.Held) -> String {
-        "\(held.kind.name) from \(held.device): \(describe(held.items))"
+        held.kind == .files ? "files from \(held.device): \(describe(held.files))" : "\(held.kind.name) from \(held.device): \(describe(held.items))"
+    }
+
+    static func describe(_ files: [ClipboardFile]) -> String {
+        "\(files.count) file\(files.count == 1 ? "" : "s"), \(files.reduce(UInt64(0)) { $0 + $1.size }) bytes"
     }
 
     static func describe(_ items: [ClipboardItem]) -> String {

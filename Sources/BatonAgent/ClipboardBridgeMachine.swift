@@ -24,6 +24,18 @@ public enum ClipboardBridgeEvent: Sendable, Equatable {
     case takeFailed(token: UInt64, String)
     /// ClipboardAgent1.Withdrawn.
     case withdrawn(token: UInt64)
+    /// The read asked for by `.readFiles` found files and looked at each (as the user): offer them as
+    /// `copy` (the agent's id for it).
+    case filesRead(revision: UInt64, copy: UInt64, files: [ClipboardFile])
+    /// The read asked for by `.readFiles` found files that are not shared, and why (in words).
+    case filesRefused(revision: UInt64, String)
+    /// A member's copy of files for this account (ClipboardAgent1.OfferedFiles).
+    case offeredFiles(token: UInt64, device: String, files: [ClipboardFile])
+    /// A member pasted a file of our files copy `copy` and it had changed (or gone) since the copy:
+    /// batond took the offer back.
+    case fileChanged(copy: UInt64, String)
+    /// Pasting a member's copy failed (why, in words): for the status.
+    case pasteFailed(String)
 }
 
 /// What the bridge's adapters do next, in order.
@@ -35,6 +47,12 @@ public enum ClipboardBridgeCommand: Sendable, Hashable {
     /// Read these types of the session clipboard's copy `revision` into one sealed memory file,
     /// at most `limit` bytes in all; comes back as `.readDone`.
     case read(revision: UInt64, types: [String], limit: Int)
+    /// Read the list of files `type` (text/uri-list or x-special/gnome-copied-files) of copy
+    /// `revision` and look at each local file it names: comes back as `.filesRead` or `.filesRefused`;
+    /// when it names no local file, the copy is read as `.read(revision, otherwise, limit)` would.
+    case readFiles(revision: UInt64, type: String, otherwise: [String], limit: Int)
+    /// Clipboard1.OfferFiles with the files `.filesRead` gave.
+    case offerFiles(revision: UInt64, copy: UInt64, files: [ClipboardFile])
     /// Clipboard1.Offer with what the read of `revision` produced, of this kind.
     case offer(revision: UInt64, kind: ClipboardKind)
     /// Clipboard1.Withdraw.
@@ -60,6 +78,8 @@ public struct ClipboardBridgeMachine: Sendable, Hashable {
         case reading(revision: UInt64)
         /// Offered to batond.
         case offered(revision: UInt64, kind: ClipboardKind, items: [ClipboardItem])
+        /// Files offered to batond, as the agent's copy `copy` (batond asks for each file by it).
+        case offeredFiles(revision: UInt64, copy: UInt64, files: [ClipboardFile])
     }
 
     /// A member's copy held on the session clipboard.
@@ -68,6 +88,8 @@ public struct ClipboardBridgeMachine: Sendable, Hashable {
         public var device: String
         public var kind: ClipboardKind
         public var items: [ClipboardItem]
+        /// The files of a copy of files (its `items` are empty then).
+        public var files: [ClipboardFile] = []
     }
 
     public private(set) var enabled = false
@@ -76,6 +98,8 @@ public struct ClipboardBridgeMachine: Sendable, Hashable {
     public private(set) var registered = false
     public private(set) var ringOffer = RingOffer.none
     public private(set) var held: Held?
+    /// The last copy of ours that was not offered, or the last paste that failed, and why (status).
+    public private(set) var note: String?
     let readLimit: Int
 
     public init(readLimit: Int = defaultReadLimit) { self.readLimit = readLimit }
@@ -83,11 +107,21 @@ public struct ClipboardBridgeMachine: Sendable, Hashable {
     /// Whether a paste of the member's copy `token` is still to be served.
     public func serves(token: UInt64) -> Bool { held?.token == token }
 
-    /// The types of a copy that are offered: text, HTML and images, at most the wire's item count
-    /// (file lists, issue 27's "files", are not offered yet: their paths mean nothing elsewhere).
+    /// Whether the copy `token` of a member is files, served as local copies at a paste.
+    public func servesFiles(token: UInt64) -> Bool { held?.token == token && held?.kind == .files }
+
+    /// The types of a copy that are offered as they are: text, HTML and images, at most the wire's item
+    /// count. A list of files (`text/uri-list`, `x-special/gnome-copied-files`) is read first
+    /// (`filesType`): its local files are offered as files; a `text/uri-list` that names none (links)
+    /// is offered as it is, beside the copy's text.
     public static func offerable(_ types: [String]) -> [String] {
         Array(types.filter { $0 == ClipboardTypes.text || $0.lowercased() == "text/html" || $0.lowercased().hasPrefix("image/") }
             .prefix(ClipboardOffer.maxItems))
+    }
+
+    /// The list of files of a copy to read first: `text/uri-list`, else `x-special/gnome-copied-files`.
+    public static func filesType(_ types: [String]) -> String? {
+        ClipboardFileURIs.pasteTypes.first { types.contains($0) }
     }
 
     /// The advert's kind for these items: text when plain text is among them, else an image when an
@@ -137,11 +171,41 @@ public struct ClipboardBridgeMachine: Sendable, Hashable {
             }
             let kind = Self.kind(of: items)
             ringOffer = .offered(revision: revision, kind: kind, items: items)
+            note = nil
             return notes + [.offer(revision: revision, kind: kind)]
-        case .offerFailed(let revision, let why):
-            guard case .offered(revision, _, _) = ringOffer else { return [] }
+        case .filesRead(let revision, let copy, let files):
+            guard ringOffer == .reading(revision: revision), enabled, registered, !files.isEmpty else { return [] }
+            ringOffer = .offeredFiles(revision: revision, copy: copy, files: files)
+            note = nil
+            return [.offerFiles(revision: revision, copy: copy, files: files)]
+        case .filesRefused(let revision, let why):
+            guard ringOffer == .reading(revision: revision), enabled, registered else { return [] }
             ringOffer = .none
+            note = "the last copy was not offered: \(why)"
+            return [.log("copy \(revision) of files not offered: \(why)")]
+        case .offerFailed(let revision, let why):
+            switch ringOffer {
+            case .offered(revision, _, _), .offeredFiles(revision, _, _): break
+            default: return []
+            }
+            ringOffer = .none
+            note = "the last copy was not offered: \(why)"
             return [.log("copy \(revision) not offered: \(why)")]
+        case .fileChanged(let copy, let why):
+            guard case .offeredFiles(let revision, copy, _) = ringOffer else { return [] }
+            // batond took the offer back already (it asked for the file and got the refusal).
+            ringOffer = .none
+            note = "the last copy is no longer offered: \(why)"
+            return [.log("copy \(revision) of files taken back: \(why)")]
+        case .pasteFailed(let why):
+            note = why
+            return []
+        case .offeredFiles(let token, let device, let files):
+            guard enabled, registered, !files.isEmpty else { return [] }
+            var commands = withdrawOwn()
+            held = Held(token: token, device: device, kind: .files, items: [], files: files)
+            commands.append(.take(token: token, types: ClipboardFileURIs.pasteTypes))
+            return commands
         case .offered(let token, let device, let kind, let items):
             guard enabled, registered else { return [] }
             // The member's copy replaces ours on this session's clipboard: ours is no longer offered.
@@ -175,6 +239,14 @@ public struct ClipboardBridgeMachine: Sendable, Hashable {
             var commands = withdrawOwn()
             guard !change.isSecret else { return commands + [.log("copy \(change.revision) is marked secret: not offered")] }
             let types = Self.offerable(change.types)
+            if let filesType = Self.filesType(change.types) {
+                // A uri-list that names no local file (links) is offered as it is, beside the text.
+                let otherwise = Array((types + (change.types.contains(ClipboardFileURIs.uriListType) ? [ClipboardFileURIs.uriListType] : []))
+                    .prefix(ClipboardOffer.maxItems))
+                ringOffer = .reading(revision: change.revision)
+                commands.append(.readFiles(revision: change.revision, type: filesType, otherwise: otherwise, limit: readLimit))
+                return commands
+            }
             guard !types.isEmpty else {
                 return commands + [.log("copy \(change.revision) holds nothing offered (\(change.types.prefix(8).joined(separator: ", ")))")]
             }
@@ -187,8 +259,10 @@ public struct ClipboardBridgeMachine: Sendable, Hashable {
     /// Our offer (or the read for it) goes: a newer copy, or none, is on the clipboard.
     private mutating func withdrawOwn() -> [ClipboardBridgeCommand] {
         defer { ringOffer = .none }
-        guard case .offered = ringOffer else { return [] }
-        return [.withdraw]
+        switch ringOffer {
+        case .offered, .offeredFiles: return [.withdraw]
+        case .none, .reading: return []
+        }
     }
 
     private mutating func dropHeld() -> [ClipboardBridgeCommand] {

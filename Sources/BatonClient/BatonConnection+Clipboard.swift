@@ -26,16 +26,53 @@ public struct ClipboardOfferedCopy: Sendable, Hashable {
     }
 }
 
+/// A copy of files of this account made on another ring machine (ClipboardAgent1.OfferedFiles): the
+/// list only; each file comes with `BatonConnection.pasteFile`.
+public struct ClipboardOfferedFiles: Sendable, Hashable {
+    public var token: UInt64
+    public var device: String
+    public var files: [ClipboardFile]
+
+    public init(token: UInt64, device: String, files: [ClipboardFile]) {
+        self.token = token
+        self.device = device
+        self.files = files
+    }
+}
+
+/// Why an agent does not hand over a file of its copy (ClipboardAgent1.OpenFile).
+public enum ClipboardOpenRefusal: Error, Sendable, Equatable {
+    /// The file changed, went or cannot be read since the copy (in words, naming the file).
+    case changed(String)
+    /// The agent holds no copy with that id (a newer copy replaced it).
+    case noSuchCopy
+}
+
 /// What a clipboard agent is told (docs/dbus-api.md, ClipboardAgent1). Called in the order batond
 /// calls them; a handler that takes long holds up batond's call, not the agent.
 public struct ClipboardAgentHandlers: Sendable {
     public var offered: @Sendable (ClipboardOfferedCopy) async -> Void
     public var withdrawn: @Sendable (_ token: UInt64) async -> Void
+    public var offeredFiles: @Sendable (ClipboardOfferedFiles) async -> Void
+    /// Opens file `index` of this agent's files copy `copy` read-only, as the account, after checking
+    /// it is still the file copied; the descriptor is handed to batond and closed here afterwards.
+    public var openFile: @Sendable (_ copy: UInt64, _ index: Int) async throws(ClipboardOpenRefusal) -> FileDescriptor
 
+    /// An agent that offers and takes copies of files too.
     public init(offered: @escaping @Sendable (ClipboardOfferedCopy) async -> Void,
-                withdrawn: @escaping @Sendable (_ token: UInt64) async -> Void) {
+                withdrawn: @escaping @Sendable (_ token: UInt64) async -> Void,
+                offeredFiles: @escaping @Sendable (ClipboardOfferedFiles) async -> Void,
+                openFile: @escaping @Sendable (_ copy: UInt64, _ index: Int) async throws(ClipboardOpenRefusal) -> FileDescriptor) {
         self.offered = offered
         self.withdrawn = withdrawn
+        self.offeredFiles = offeredFiles
+        self.openFile = openFile
+    }
+
+    /// An agent of text and images only: copies of files are not taken, and it has none to open.
+    public init(offered: @escaping @Sendable (ClipboardOfferedCopy) async -> Void,
+                withdrawn: @escaping @Sendable (_ token: UInt64) async -> Void) {
+        self.init(offered: offered, withdrawn: withdrawn, offeredFiles: { _ in }, openFile: { _, _ throws(ClipboardOpenRefusal) in throw .noSuchCopy })
     }
 }
 
@@ -76,6 +113,20 @@ extension BatonConnection {
         try await clipboardCall(OrgBaton.Clipboard1.offer, (kind, items, expiresIn, contents), doing: "offering the copy to the ring")
     }
 
+    /// Clipboard1.OfferFiles: this account copied `files` (their list: no path, no byte); `copy` is the
+    /// caller's id for the copy, which batond gives back in ClipboardAgent1.OpenFile when a member pastes.
+    public func offerFiles(_ files: [ClipboardFile], expiresIn: UInt32 = 0, copy: UInt64) async throws(BatonClientError) {
+        try await clipboardCall(OrgBaton.Clipboard1.offerFiles, (files, expiresIn, copy), doing: "offering the copied files to the ring")
+    }
+
+    /// Clipboard1.PasteFile: file `index` of the copy of files handed over as `token`, pulled from its
+    /// machine now and checked against its digest: a read-only descriptor (the caller's to close).
+    public func pasteFile(token: UInt64, index: Int, name: String, timeout: Duration? = nil) async throws(BatonClientError) -> FileDescriptor {
+        let descriptor = try await clipboardCall(OrgBaton.Clipboard1.pasteFile, (token, UInt32(clamping: index)), timeout: timeout,
+                                                 doing: "pasting \(name)")
+        return FileDescriptor(taking: descriptor)
+    }
+
     /// Clipboard1.Withdraw: this account's copy is no longer offered.
     public func withdrawClipboard() async throws(BatonClientError) {
         try await clipboardCall(OrgBaton.Clipboard1.withdraw, (), doing: "taking the copy back")
@@ -114,6 +165,13 @@ extension BatonConnection {
 
     // MARK: Plumbing
 
+    /// A descriptor kept open until a reply that carries it is written.
+    private final class HeldDescriptor: Sendable {
+        private let file: FileDescriptor
+        var rawValue: Int32 { file.rawValue }
+        init(_ file: consuming FileDescriptor) { self.file = file }
+    }
+
     private func clipboardAgentInterface(_ handlers: ClipboardAgentHandlers) -> DBusInterface {
         DBusInterface(OrgBaton.ClipboardAgent1.name, methods: [
             DBusMethod(OrgBaton.ClipboardAgent1.offered) { [weak self] call in
@@ -129,6 +187,29 @@ extension BatonConnection {
                 let token = try decodedArguments(OrgBaton.ClipboardAgent1.withdrawn, call)
                 await handlers.withdrawn(token)
                 return []
+            },
+            DBusMethod(OrgBaton.ClipboardAgent1.offeredFiles) { [weak self] call in
+                guard let self else { throw DBusError.disconnected() }
+                try await self.requireDaemon(call)
+                let (token, device, files) = try decodedArguments(OrgBaton.ClipboardAgent1.offeredFiles, call)
+                await handlers.offeredFiles(ClipboardOfferedFiles(token: token, device: device, files: files))
+                return []
+            },
+            DBusMethod(OrgBaton.ClipboardAgent1.openFile) { [weak self] call in
+                guard let self else { throw DBusError.disconnected() }
+                try await self.requireDaemon(call)
+                let (copy, index) = try decodedArguments(OrgBaton.ClipboardAgent1.openFile, call)
+                let file: FileDescriptor
+                do throws(ClipboardOpenRefusal) { file = try await handlers.openFile(copy, Int(index)) } catch {
+                    switch error {
+                    case .changed(let why): throw DBusError(name: .unknownActivity, message: why)
+                    case .noSuchCopy: throw DBusError(name: .unknownObject, message: "no such copy: a newer one replaced it")
+                    }
+                }
+                // The reply carries a duplicate; this one is closed once the reply is written.
+                let held = HeldDescriptor(file)
+                DBusCallContext.keepUntilReplied(held)
+                return [.unixFD(held.rawValue)]
             },
         ])
     }

@@ -100,14 +100,18 @@ public struct ClipboardAgentStatus: Sendable, Equatable {
     public var taken: String?
     /// Why the clipboard is not shared although it is on; nil when nothing stands in the way.
     public var problem: String?
+    /// Why the last copy was not offered, or the last paste of files failed; nil: nothing to say.
+    public var note: String?
 
-    public init(pid: Int32, sessionClipboard: String, registered: Bool, offer: String? = nil, taken: String? = nil, problem: String? = nil) {
+    public init(pid: Int32, sessionClipboard: String, registered: Bool, offer: String? = nil, taken: String? = nil, problem: String? = nil,
+                note: String? = nil) {
         self.pid = pid
         self.sessionClipboard = sessionClipboard
         self.registered = registered
         self.offer = offer
         self.taken = taken
         self.problem = problem
+        self.note = note
     }
 
     public var text: String {
@@ -115,6 +119,7 @@ public struct ClipboardAgentStatus: Sendable, Equatable {
         if let offer { lines.append("offer = \(offer)") }
         if let taken { lines.append("taken = \(taken)") }
         if let problem { lines.append("problem = \(problem)") }
+        if let note { lines.append("note = \(note)") }
         return lines.map { $0.replacingNewlines() + "\n" }.joined()
     }
 
@@ -128,7 +133,7 @@ public struct ClipboardAgentStatus: Sendable, Equatable {
         }
         guard let pid = values["pid"].flatMap({ Int32($0) }), pid > 0 else { return nil }
         self.init(pid: pid, sessionClipboard: values["session-clipboard"] ?? "unknown", registered: values["registered"] == "yes",
-                  offer: values["offer"], taken: values["taken"], problem: values["problem"])
+                  offer: values["offer"], taken: values["taken"], problem: values["problem"], note: values["note"])
     }
 
     /// $XDG_RUNTIME_DIR/baton/clipboard-agent; nil without an absolute XDG_RUNTIME_DIR.

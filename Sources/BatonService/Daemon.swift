@@ -153,6 +153,7 @@ public enum Daemon {
                                                 clock: clock,
                                                 continuation: .init(proximity: .init(enterNear: options.nearRSSI, silenceTimeout: options.awayAfter),
                                                                     prefetchAfter: options.prefetchAfter),
+                                                clipboardFiles: options.stateDirectory + "/clipboard-files",
                                                 log: { logger.log($0) })
         } catch {
             logger.log("batond: cannot start the ring part: \(error)")

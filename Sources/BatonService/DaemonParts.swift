@@ -24,6 +24,7 @@ public struct DaemonParts: Sendable {
     public static func start(connection: DBusConnection, ring: RingService, activities: ActivityService,
                              transfer configuration: TransferService.Configuration, clock: any WallClock = SystemWallClock(),
                              continuation continuationConfiguration: ContinuationService.Configuration = .init(),
+                             clipboardFiles: String? = nil,
                              log: @escaping @Sendable (String) -> Void) async throws -> DaemonParts {
         await activities.activities.useRingRefusals { [weak ring] uid in await ring?.refusedChange(for: uid) }
         let discovery = DiscoveryService(ring: ring, avahiBus: ring.configuration.avahiBus, clock: clock, log: log)
@@ -43,6 +44,8 @@ public struct DaemonParts: Sendable {
         let clipboardBus = ClipboardBus(connection: connection)
         let clipboard = ClipboardService(advert: ring.radio, fetcher: transfer, agentCalls: clipboardBus, clock: clock,
                                          randomToken: { SystemRandom().bytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }, log: log)
+        // Files pulled for a paste stay there only until they are handed over (docs/clipboard.md, "Files").
+        if let clipboardFiles { await clipboard.useFileInbox(directory: clipboardFiles) }
         clipboardBus.attach(clipboard)
         transfer.clipboardSource.use(clipboard)
         // Sightings reach the clipboard in the order heard, through a queue: asking a member for its

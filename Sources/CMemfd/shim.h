@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// memfd_create(2) and file seals (fcntl F_ADD_SEALS/F_GET_SEALS) for BatonSystem: Swift's Glibc
-// module declares neither (they need _GNU_SOURCE).
+// memfd_create(2), file seals (fcntl F_ADD_SEALS/F_GET_SEALS) and copy_file_range(2) for
+// BatonSystem: Swift's Glibc module declares none of them (they need _GNU_SOURCE).
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <sys/mman.h>
 #include <fcntl.h>
+#include <unistd.h>
 
 /// A memory file that can be sealed, closed on exec.
 static inline int baton_memfd_create(const char *name) { return memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING); }
@@ -22,4 +23,12 @@ static inline int baton_memfd_is_immutable(int fd) {
     if (seals < 0) return -1;
     int wanted = F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW;
     return (seals & wanted) == wanted ? 1 : 0;
+}
+
+/// copy_file_range(2) from `in` at *in_offset to `out` at its file position; bytes copied, or -1.
+static inline long baton_copy_file_range(int in, long long *in_offset, int out, unsigned long count) {
+    off64_t offset = *in_offset;
+    ssize_t copied = copy_file_range(in, &offset, out, NULL, count, 0);
+    *in_offset = offset;
+    return copied;
 }

@@ -60,7 +60,16 @@ struct ClipboardCommandTests {
         #expect(json["Enabled"] as? Bool == true && json["AgentRunning"] as? Bool == true && json["Registered"] as? Bool == true)
         #expect(json["SessionClipboard"] as? String == "X11 display :7")
         #expect(json["Offer"] as? String == "text: text/plain;charset=utf-8 12 bytes")
-        #expect(json["Taken"] is NSNull && json["Problem"] is NSNull)
+        #expect(json["Taken"] is NSNull && json["Problem"] is NSNull && json["Note"] is NSNull)
+        // Why the last copy was not offered.
+        var refused = status
+        refused.note = "the last copy was not offered: report is a folder; folders are not shared, copy the files in it"
+        #expect(refused.save(environment: environment))
+        result = try await run(["clipboard"])
+        #expect(result.stdout.contains("note: the last copy was not offered: report is a folder"), "\(result.stdout)")
+        let noted = try #require(try JSONSerialization.jsonObject(with: Data(try await run(["--json", "clipboard"]).stdout.utf8)) as? [String: Any])
+        #expect((noted["Note"] as? String)?.hasPrefix("the last copy was not offered") == true)
+        #expect(status.save(environment: environment))
 
         // The file of an agent that is gone is not believed.
         var dead = status

@@ -108,6 +108,9 @@ func computeVectors() throws -> ProtocolVectors {
     let values = try valueSamples.map { ProtocolVectors.ValueVector(comment: $0.0, encoded: hex(try PropertyValueCodec.encode($0.1))) }
     let record = try ActivityRecord(activityType: "org.example.Reader.reading", title: "Chapter 3", userInfo: ["page": .integer(42)],
                                     webpageURL: "https://example.org/book#3", version: 7, revision: 1)
+    let fileList = try ClipboardFileList(files: [ClipboardFile(name: "notes ü.txt", size: 3, mediaType: "text/plain"),
+                                                 ClipboardFile(name: "empty", size: 0, mediaType: "application/octet-stream")])
+    let filesOfferID: UInt64 = 0xFEDC_BA98_7654_3210
     let frameSamples: [Frame] = try [
         Frame(type: .hello, requestID: 0, payload: HelloMessage(deviceID: DeviceID(bytes: Array(0..<16)), rosterDigest: 5, maxFramePayload: 1_048_576).payload),
         Frame(type: .fetchActivity, requestID: 7, payload: ActivityReference(typeHash: keys.typeHash("org.example.Reader.reading"), revision: 1).payload),
@@ -142,6 +145,29 @@ func computeVectors() throws -> ProtocolVectors {
                                                                                       mediaType: "text/plain;charset=utf-8", offset: 5).payload),
         Frame(type: .clipboardData, requestID: 17, payload: ClipboardData(offset: 5, total: 5, data: []).payload),
         Frame(type: .error, requestID: 18, payload: ErrorFrame(code: .unknownActivity, message: "clipboard changed").payload),
+        // A copy of files (§6.7 "Files"): the offer's one item is the list, fetched as any item; each
+        // file is asked for with FetchClipboardFile and streamed as a document; the first again from
+        // offset 1 with its digest; the empty one; and the answer for a file that changed.
+        Frame(type: .fetchClipboardOffer, requestID: 19, payload: []),
+        Frame(type: .clipboardOffer, requestID: 19, payload: ClipboardOffer(offerID: filesOfferID, kind: .files, expiresIn: 120, account: "ada",
+                                                                            items: [fileList.item]).payload),
+        Frame(type: .fetchClipboardData, requestID: 20, payload: ClipboardDataRequest(offerID: filesOfferID, mediaType: ClipboardFileList.mediaType,
+                                                                                      offset: 0).payload),
+        Frame(type: .clipboardData, requestID: 20, payload: ClipboardData(offset: 0, total: UInt64(fileList.encoded.count), data: fileList.encoded).payload),
+        Frame(type: .fetchClipboardFile, requestID: 21, payload: ClipboardFileRequest(offerID: filesOfferID, index: 0).payload),
+        Frame(type: .documentInfo, requestID: 21, payload: DocumentInfo(totalSize: 3, digest: SHA256.hash([0x61, 0x62, 0x63]), mediaType: "text/plain",
+                                                                        documentID: "notes ü.txt").payload),
+        Frame(type: .documentChunk, requestID: 21, payload: DocumentChunk(offset: 0, data: [0x61, 0x62, 0x63]).payload),
+        Frame(type: .fetchClipboardFile, requestID: 22, payload: ClipboardFileRequest(offerID: filesOfferID, index: 0, digest: SHA256.hash([0x61, 0x62, 0x63]),
+                                                                                      offset: 1).payload),
+        Frame(type: .documentInfo, requestID: 22, payload: DocumentInfo(totalSize: 3, digest: SHA256.hash([0x61, 0x62, 0x63]), mediaType: "text/plain",
+                                                                        documentID: "notes ü.txt").payload),
+        Frame(type: .documentChunk, requestID: 22, payload: DocumentChunk(offset: 1, data: [0x62, 0x63]).payload),
+        Frame(type: .fetchClipboardFile, requestID: 23, payload: ClipboardFileRequest(offerID: filesOfferID, index: 1).payload),
+        Frame(type: .documentInfo, requestID: 23, payload: DocumentInfo(totalSize: 0, digest: SHA256.hash([]), mediaType: "application/octet-stream",
+                                                                        documentID: "empty").payload),
+        Frame(type: .fetchClipboardFile, requestID: 24, payload: ClipboardFileRequest(offerID: filesOfferID, index: 0).payload),
+        Frame(type: .error, requestID: 24, payload: ErrorFrame(code: .fileChanged, message: "file changed").payload),
     ]
     let frames = try frameSamples.map { ProtocolVectors.FrameVector(type: $0.type.rawValue, requestID: $0.requestID, payload: hex($0.payload), frame: hex(try $0.encoded())) }
 
@@ -245,6 +271,26 @@ func computeVectors() throws -> ProtocolVectors {
         .init(decoder: "frame", input: "010e00000000000f00000017" + "0123456789abcdef" + "01" + "0078" + "0161" + "01" + "00" + "0000000000000001",
               error: "malformed(media type length)"),
         .init(decoder: "frame", input: "011100000000001000000010" + "0000000000000003" + "0000000000000002", error: "malformed(data beyond the item)"),
+        // FetchClipboardFile (§6.7 "Files"): an index of 256, an offset without the digest, one byte short, one over 50.
+        .init(decoder: "frame", input: "011200000000001500000032" + "fedcba9876543210" + "0100" + String(repeating: "00", count: 40), error: "malformed(file index)"),
+        .init(decoder: "frame", input: "011200000000001500000032" + "fedcba9876543210" + "0000" + String(repeating: "00", count: 39) + "01",
+              error: "malformed(an offset needs the file's digest)"),
+        .init(decoder: "frame", input: "011200000000001500000031" + "fedcba9876543210" + "0000" + String(repeating: "00", count: 39), error: "truncated"),
+        .init(decoder: "frame", input: "011200000000001500000033", error: "payloadTooLarge"),
+        // The list of a files offer (§6.7 "Files"), the item's bytes alone.
+        .init(decoder: "fileList", input: "0000", error: "malformed(file count)"),
+        .init(decoder: "fileList", input: "0101" + "0161" + "0000000000000001" + "0161", error: "malformed(file count)"),
+        .init(decoder: "fileList", input: "0001" + "00", error: "malformed(file name length)"),
+        .init(decoder: "fileList", input: "0001" + "01ff" + "0000000000000001" + "0161", error: "malformed(file name not UTF-8)"),
+        .init(decoder: "fileList", input: "0001" + "022e2e" + "0000000000000001" + "0161", error: "malformed(file name characters)"),
+        .init(decoder: "fileList", input: "0001" + "03612f62" + "0000000000000001" + "0161", error: "malformed(file name characters)"),
+        .init(decoder: "fileList", input: "0001" + "020a61" + "0000000000000001" + "0161", error: "malformed(file name characters)"),
+        .init(decoder: "fileList", input: "0002" + "0161" + "ffffffffffffffff" + "0161" + "0162" + "0000000000000001" + "0161",
+              error: "malformed(file sizes)"),
+        .init(decoder: "fileList", input: "0001" + "0161" + "0000000000000001" + "00", error: "malformed(media type length)"),
+        .init(decoder: "fileList", input: "0001" + "0161" + "0000000000000001" + "0120", error: "malformed(media type characters)"),
+        .init(decoder: "fileList", input: "0001" + "0161" + "0000000000000001" + "0161" + "00", error: "trailingBytes"),
+        .init(decoder: "fileList", input: "0002" + "0161" + "0000000000000001" + "0161", error: "truncated"),
         .init(decoder: "pairingAdvert", input: "120102030405060708020000" + "6162ff00" + String(repeating: "00", count: 8), error: "malformed(name)"),
         .init(decoder: "pairingAdvert", input: "120102030405060708020100" + "616263" + String(repeating: "00", count: 9), error: "malformed(psm)"),
         .init(decoder: "pairingAdvert", input: "120102030405060708000081" + "616263" + String(repeating: "00", count: 9), error: "malformed(psm)"),
@@ -357,6 +403,7 @@ func decodeFrameAndPayload(_ bytes: [UInt8]) throws(WireError) {
     case .clipboardOffer: _ = try ClipboardOffer(payload: frame.payload)
     case .fetchClipboardData: _ = try ClipboardDataRequest(payload: frame.payload)
     case .clipboardData: _ = try ClipboardData(payload: frame.payload)
+    case .fetchClipboardFile: _ = try ClipboardFileRequest(payload: frame.payload)
     default: break
     }
 }
@@ -452,6 +499,7 @@ func specName(_ error: WireError) -> String {
                     _ = try matcher.receive(input)
                 case "frame": try decodeFrameAndPayload(input)
                 case "pairingAdvert": _ = try PairingAdvert(decoding: input)
+                case "fileList": _ = try ClipboardFileList(encoded: input)
                 case "roster": _ = try Roster(decoding: input)
                 default: _ = try PropertyValueCodec.decode(input)
                 }

@@ -45,7 +45,8 @@ struct TransferNode {
         try await activityService.start()
         _ = try await connection.requestName(busName, flags: [.doNotQueue])
         let parts = try await DaemonParts.start(connection: connection, ring: ring, activities: activityService,
-                                                transfer: .init(listenHost: "127.0.0.1"), continuation: continuation, log: { _ in })
+                                                transfer: .init(listenHost: "127.0.0.1"), continuation: continuation,
+                                                clipboardFiles: directory + "/clipboard-files", log: { _ in })
         return TransferNode(connection: connection, ring: ring, activityService: activityService, transfer: parts.transfer, parts: parts,
                             busName: busName, stateDirectory: directory)
     }

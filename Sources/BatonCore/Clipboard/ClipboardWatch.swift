@@ -61,6 +61,15 @@ public struct ClipboardWatch: Sendable {
         return true
     }
 
+    /// The offer `answered` took could not be handed on after all (a files offer whose list could not
+    /// be fetched): it is not taken, and one of the next re-sightings asks again, as for a question
+    /// that got no answer.
+    public mutating func handFailed(_ member: DeviceID, offer: ClipboardOffer) {
+        guard taken[member] == offer.offerID else { return }
+        taken[member] = nil
+        heard[member]?.unanswered = true
+    }
+
     /// The member answered that it offers nothing (`Error(unknownActivity)`: it expired or was taken
     /// back meanwhile). What it advertised stays heard, so its re-sightings do not ask again.
     public mutating func answeredNothing(_ member: DeviceID) -> Change? {

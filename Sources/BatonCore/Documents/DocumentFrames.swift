@@ -138,8 +138,14 @@ public struct DocumentStreamCheck: Sendable {
     let wantedDigest: [UInt8]
 
     public init(request: DocumentRequest) {
-        wantedDigest = request.digest
-        next = request.offset
+        self.init(digest: request.digest, offset: request.offset)
+    }
+
+    /// The check of a stream asked for with `digest` (all zero: any) from `offset` (FetchDocument or
+    /// FetchClipboardFile).
+    public init(digest: [UInt8], offset: UInt64) {
+        wantedDigest = digest
+        next = offset
     }
 
     public var isComplete: Bool { info.map { next == $0.totalSize } ?? false }

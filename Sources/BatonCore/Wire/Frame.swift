@@ -18,6 +18,7 @@ public enum FrameType: UInt8, CaseIterable, Sendable {
     case fetchClipboardData = 0x0F
     case ringSync = 0x10
     case clipboardData = 0x11
+    case fetchClipboardFile = 0x12
     case pairCommit = 0x20
     case pairHello = 0x21
     case pairReveal = 0x22
@@ -40,6 +41,7 @@ public enum FrameType: UInt8, CaseIterable, Sendable {
         case .clipboardOffer: ClipboardOffer.maxByteCount
         case .fetchClipboardData: ClipboardDataRequest.maxByteCount
         case .clipboardData: ClipboardData.headerByteCount + ClipboardData.maxDataBytes
+        case .fetchClipboardFile: ClipboardFileRequest.byteCount
         case .ringSync: 1_048_576
         case .pairCommit: 41
         case .pairHello, .pairReveal: 48
@@ -199,6 +201,9 @@ public struct ErrorFrame: Hashable, Sendable, Error {
         case documentConflict = 9
         /// §6.2, §9: the current activity's version is in none of FetchActivityOfVersions' ranges.
         case versionUnsupported = 10
+        /// §6.7 "Files": the file asked for changed, was removed or cannot be read at the source since
+        /// it was copied; the source takes the offer back.
+        case fileChanged = 11
     }
 
     public var code: Code

@@ -51,6 +51,10 @@ public final class ClipboardBus: ClipboardAgentCalls, Sendable {
         case .tooLarge(let size, let limit):
             DBusError(name: .payloadTooLarge, message: "the copy is \(size) bytes; this machine takes at most \(limit)")
         case .changed: DBusError(name: .unknownActivity, message: "the copy changed on its machine since it was offered: copy it again there")
+        case .fileChanged(let name, let member):
+            DBusError(name: .unknownActivity, message: "\(name) changed on \(member) since it was copied (or is gone or unreadable there); nothing was pasted: copy it again on \(member)")
+        case .noSuchFile(let index): DBusError(name: .invalidArguments, message: "the copy has no file \(index)")
+        case .noFileInbox: DBusError(name: .notReady, message: "this batond keeps no place for pulled files; restart it with its state directory")
         case .unreachable(let name): DBusError(name: .failed, message: "\(name) could not be reached, or the transfer broke")
         case .failed(let what): DBusError(name: .failed, message: what)
         }
@@ -124,6 +128,32 @@ public final class ClipboardBus: ClipboardAgentCalls, Sendable {
                 DBusCallContext.keepUntilReplied(contents)
                 return [.unixFD(contents.file.rawValue)]
             },
+            DBusMethod(OrgBaton.Clipboard1.offerFiles) { [weak self] call in
+                guard let self else { throw DBusError.failed("stopping") }
+                let uid = try await self.caller(call.sender)
+                let (files, expiresIn, copy) = try OrgBaton.Clipboard1.offerFiles.decodeArguments(call.arguments)
+                let clipboard = try self.clipboard()
+                do throws(ClipboardService.Refusal) {
+                    try await clipboard.offerFiles(uid: uid, files: files, expiresIn: UInt16(min(expiresIn, 3_600)), copy: copy)
+                } catch {
+                    throw Self.error(error)
+                }
+                return []
+            },
+            DBusMethod(OrgBaton.Clipboard1.pasteFile) { [weak self] call in
+                guard let self else { throw DBusError.failed("stopping") }
+                let uid = try await self.caller(call.sender)
+                let (token, index) = try OrgBaton.Clipboard1.pasteFile.decodeArguments(call.arguments)
+                let clipboard = try self.clipboard()
+                let file: ClipboardContents
+                do throws(ClipboardService.Refusal) {
+                    file = try await clipboard.pasteFile(uid: uid, token: token, index: Int(index))
+                } catch {
+                    throw Self.error(error)
+                }
+                DBusCallContext.keepUntilReplied(file)
+                return [.unixFD(file.file.rawValue)]
+            },
         ])
     }
 
@@ -142,9 +172,41 @@ public final class ClipboardBus: ClipboardAgentCalls, Sendable {
     // MARK: ClipboardAgentCalls
 
     public func offered(_ offer: ClipboardOfferForAgent, to agent: ClipboardAgentEndpoint) async {
+        if offer.kind == .files {
+            let contract = OrgBaton.ClipboardAgent1.offeredFiles
+            _ = try? await connection.call(destination: agent.busName, path: agent.path, interface: contract.interface, method: contract.name,
+                                           arguments: contract.encodeArguments((offer.token, offer.memberName, offer.files)))
+            return
+        }
         let contract = OrgBaton.ClipboardAgent1.offered
         _ = try? await connection.call(destination: agent.busName, path: agent.path, interface: contract.interface, method: contract.name,
                                        arguments: contract.encodeArguments((offer.token, offer.memberName, offer.kind, offer.items)))
+    }
+
+    /// How long the copying account's agent has to open a file a member pastes.
+    static let openFileTimeout: Duration = .seconds(10)
+
+    public func openFile(copy: UInt64, index: Int, from agent: ClipboardAgentEndpoint) async throws(ClipboardOpenFailure) -> ClipboardContents {
+        let contract = OrgBaton.ClipboardAgent1.openFile
+        let reply: [DBusValue]
+        do {
+            reply = try await connection.call(destination: agent.busName, path: agent.path, interface: contract.interface, method: contract.name,
+                                              arguments: contract.encodeArguments((copy, UInt32(index))), timeout: Self.openFileTimeout)
+        } catch let error as DBusError {
+            switch error.batonName {
+            case .unknownActivity: throw .changed(error.message)
+            case .unknownObject: throw .noSuchCopy
+            default: throw .failed(error.message.isEmpty ? error.name : error.message)
+            }
+        } catch {
+            throw .failed("\(error)")
+        }
+        // The reply's descriptor is a duplicate made for this reader: it is ours to close.
+        guard reply.count == 1, case .unixFD(let descriptor) = reply[0], descriptor >= 0 else {
+            for value in reply { if case .unixFD(let descriptor) = value, descriptor >= 0 { FileDescriptor(taking: descriptor).close() } }
+            throw .failed("the agent's answer holds no descriptor")
+        }
+        return ClipboardContents(FileDescriptor(taking: descriptor))
     }
 
     public func withdrawn(token: UInt64, from agent: ClipboardAgentEndpoint) async {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
+import BatonStore
 import BatonSystem
 
 /// The universal clipboard (docs/clipboard.md, protocol §6.7 and §9 "Clipboard"), both sides, the one
@@ -27,6 +28,12 @@ public actor ClipboardService {
         case tooLarge(size: UInt64, limit: UInt64)
         /// The member's copy changed since it was offered: nothing older is handed over.
         case changed
+        /// A file of the member's copy changed (or went) there since it was copied: nothing is pasted.
+        case fileChanged(name: String, memberName: String)
+        /// The copy has no file with this index.
+        case noSuchFile(Int)
+        /// This batond keeps no place for pulled files (files cannot be pasted here).
+        case noFileInbox
         /// The member could not be reached, or the transfer failed.
         case unreachable(memberName: String)
         case failed(String)
@@ -37,24 +44,26 @@ public actor ClipboardService {
         var member: DeviceID
         var memberName: String
         var offer: ClipboardOffer
+        /// The list of a files offer (fetched with the offer).
+        var files: ClipboardFileList?
         var agent: ClipboardAgentEndpoint
         /// Unix seconds at which the agent is told it is gone.
         var expiresAt: Int64
     }
 
-    private let advert: any ClipboardAdvert
-    private let fetcher: any ClipboardFetcher
-    private let agentCalls: any ClipboardAgentCalls
-    private let clock: any WallClock
-    private let randomToken: @Sendable () -> UInt64
-    private let log: @Sendable (String) -> Void
+    let advert: any ClipboardAdvert
+    let fetcher: any ClipboardFetcher
+    let agentCalls: any ClipboardAgentCalls
+    let clock: any WallClock
+    let randomToken: @Sendable () -> UInt64
+    let log: @Sendable (String) -> Void
 
-    private var agents: [UInt32: ClipboardAgentEndpoint] = [:]
-    private var shelf = ClipboardShelf()
+    var agents: [UInt32: ClipboardAgentEndpoint] = [:]
+    var shelf = ClipboardShelf()
     /// The bytes of the copy on the shelf: item i starts at the sum of the sizes before it.
-    private var shelfContents: ClipboardContents?
-    private var watch = ClipboardWatch()
-    private var taken: [UInt64: Taken] = [:]
+    var shelfContents: ClipboardContents?
+    var watch = ClipboardWatch()
+    var taken: [UInt64: Taken] = [:]
     /// Members whose offer is being asked for (one question per member at a time; an advert heard
     /// meanwhile asks again after).
     private var asking: Set<DeviceID> = []
@@ -63,6 +72,12 @@ public actor ClipboardService {
     private var restrictions: [UInt32: (localOnly: Bool, expiresIn: UInt16, until: Int64)] = [:]
     /// How far apart a Restrict and the copy it marks may be, in seconds.
     public static let restrictWindow: Int64 = 2
+    /// The files of the copy on the shelf when it is a copy of files: the agent's copy id, the list, and
+    /// each file's digest once a member asked for it (with the identity it was computed at).
+    var shelfFiles: ShelfFiles?
+    /// Where pulled files of members' copies are kept until handed over (`<directory>/<uid>`); nil:
+    /// files cannot be pasted here.
+    var fileInboxDirectory: String?
     private var expiryTask: Task<Void, Never>?
     private var expiryDeadline: Int64?
 
@@ -89,6 +104,7 @@ public actor ClipboardService {
         guard agents.removeValue(forKey: uid) != nil else { return }
         await withdrawCopy(of: uid)
         taken = taken.filter { $0.value.agent.uid != uid }
+        forgetPulledFiles(of: uid)
         rearmExpiry()
     }
 
@@ -107,6 +123,14 @@ public actor ClipboardService {
     /// is taken back).
     public func offer(uid: UInt32, kind: ClipboardKind, items: [ClipboardItem], expiresIn: UInt16,
                       contents: ClipboardContents) async throws(Refusal) {
+        // A copy of files is offered through `offerFiles`, whose list batond writes itself.
+        guard kind != .files else { throw .invalidContents("a copy of files is offered with OfferFiles") }
+        try await place(uid: uid, kind: kind, items: items, expiresIn: expiresIn, contents: contents, files: nil)
+    }
+
+    /// Puts a copy on the shelf (below the checks of `offer` and `offerFiles`).
+    func place(uid: UInt32, kind: ClipboardKind, items: [ClipboardItem], expiresIn: UInt16, contents: ClipboardContents,
+               files: ShelfFiles?) async throws(Refusal) {
         guard let agent = agents[uid] else { throw .notEnabled }
         var expiresIn = expiresIn == 0 ? ClipboardShelf.defaultExpirySeconds : expiresIn
         if let restriction = restrictions.removeValue(forKey: uid), clock.unixSeconds() <= restriction.until {
@@ -128,6 +152,7 @@ public actor ClipboardService {
             throw .invalidContents("\(error)")
         }
         shelfContents = contents
+        shelfFiles = files
         rearmExpiry()
         await advert.setClipboard(shelf.kind)
     }
@@ -141,6 +166,7 @@ public actor ClipboardService {
     private func withdrawCopy(of uid: UInt32) async {
         guard shelf.withdraw(uid: uid) else { return }
         shelfContents = nil
+        shelfFiles = nil
         await advert.setClipboard(nil)
     }
 
@@ -162,6 +188,8 @@ public actor ClipboardService {
     /// (status, tests: no byte leaves before a paste asks).
     public private(set) var offerRequestsAnswered = 0
     public private(set) var dataRequestsAnswered = 0
+    /// FetchClipboardFile requests of members this machine answered (a file's bytes leave only then).
+    public internal(set) var fileRequestsAnswered = 0
 
     /// The answer to FetchClipboardOffer.
     public func answerOffer() -> Result<ClipboardOffer, ErrorFrame> {
@@ -228,7 +256,13 @@ public actor ClipboardService {
                 continue
             }
             if let offer = answer {
-                if watch.answered(member, offer: offer) { await hand(offer, from: member, name: name) }
+                if watch.answered(member, offer: offer) {
+                    if offer.kind == .files {
+                        await handFiles(offer, from: member, name: name)
+                    } else {
+                        await hand(offer, from: member, name: name)
+                    }
+                }
             } else if watch.answeredNothing(member) != nil {
                 await withdrawTaken(from: member)
             }
@@ -239,26 +273,27 @@ public actor ClipboardService {
 
     /// A new copy of `member`: to the agent of the account of the offer's name, and nobody else. It
     /// replaces what that account was handed before, from any member.
-    private func hand(_ offer: ClipboardOffer, from member: DeviceID, name: String) async {
+    func hand(_ offer: ClipboardOffer, from member: DeviceID, name: String, files: ClipboardFileList? = nil) async {
         await withdrawTaken(from: member)
         guard let agent = agents.values.first(where: { $0.account == offer.account }) else { return }
         await withdrawTaken { $0.agent.uid == agent.uid }
         let token = randomToken()
-        taken[token] = Taken(member: member, memberName: name, offer: offer, agent: agent,
+        taken[token] = Taken(member: member, memberName: name, offer: offer, files: files, agent: agent,
                              expiresAt: clock.unixSeconds() + Int64(offer.expiresIn))
         rearmExpiry()
         await agentCalls.offered(ClipboardOfferForAgent(token: token, memberName: name, kind: offer.kind, items: offer.items,
-                                                        expiresIn: offer.expiresIn), to: agent)
+                                                        expiresIn: offer.expiresIn, files: files?.files ?? []), to: agent)
     }
 
-    private func withdrawTaken(from member: DeviceID) async {
+    func withdrawTaken(from member: DeviceID) async {
         await withdrawTaken { $0.member == member }
     }
 
     /// The taken copies that match go, and their agents are told.
-    private func withdrawTaken(where matches: (Taken) -> Bool) async {
+    func withdrawTaken(where matches: (Taken) -> Bool) async {
         for (token, entry) in taken where matches(entry) {
             taken[token] = nil
+            forgetPulledFiles(of: entry.agent.uid)
             await agentCalls.withdrawn(token: token, from: entry.agent)
         }
         rearmExpiry()
@@ -282,7 +317,7 @@ public actor ClipboardService {
             try await fetcher.clipboardData(of: entry.member, request, item: item, into: sink)
         } catch {
             switch error {
-            case .changed:
+            case .changed, .fileChanged:
                 // The copy there is no longer this one: nobody gets it again from here.
                 if taken.removeValue(forKey: token) != nil { await agentCalls.withdrawn(token: token, from: entry.agent) }
                 throw .changed
@@ -302,7 +337,7 @@ public actor ClipboardService {
 
     // MARK: Expiry (one timer, only while something can expire)
 
-    private func rearmExpiry() {
+    func rearmExpiry() {
         let next = ([shelf.nextDeadline] + taken.values.map { Optional($0.expiresAt) }).compactMap { $0 }.min()
         guard next != expiryDeadline else { return }
         expiryTask?.cancel()
@@ -323,10 +358,12 @@ public actor ClipboardService {
         let now = clock.unixSeconds()
         if shelf.expire(nowSeconds: now) {
             shelfContents = nil
+            shelfFiles = nil
             await advert.setClipboard(nil)
         }
         for (token, entry) in taken where entry.expiresAt <= now {
             taken[token] = nil
+            forgetPulledFiles(of: entry.agent.uid)
             await agentCalls.withdrawn(token: token, from: entry.agent)
         }
         rearmExpiry()

@@ -11,6 +11,13 @@ public struct PulledDocument: Hashable, Sendable {
     public var resumes: Int
     /// Bytes taken from the partial file of an earlier, interrupted pull rather than the network.
     public var resumedBytes: UInt64
+
+    public init(path: String, info: DocumentInfo, resumes: Int, resumedBytes: UInt64) {
+        self.path = path
+        self.info = info
+        self.resumes = resumes
+        self.resumedBytes = resumedBytes
+    }
 }
 
 /// Why a document could not be pulled.
@@ -38,7 +45,12 @@ public struct DocumentPuller {
     public typealias Connect = @Sendable (Frame) async throws(TransportError) -> (channel: SecureChannel, reply: Frame)
 
     public let inbox: DocumentInbox
-    public let activity: ActivityReference
+    /// What is pulled: an activity's snapshot (FetchDocument) or a file of a clipboard offer
+    /// (FetchClipboardFile); the answer is the same stream.
+    public let address: DocumentAddress
+    /// Whether a DocumentInfo describes what was asked for (a clipboard file: its listed size, media
+    /// type and name); one that does not is a protocol error.
+    public let accepts: @Sendable (DocumentInfo) -> Bool
     public let chunkTimeout: Duration
     /// Broken connections tolerated in one pull.
     public let maxInterruptions: Int
@@ -50,8 +62,16 @@ public struct DocumentPuller {
 
     public init(inbox: DocumentInbox, activity: ActivityReference, chunkTimeout: Duration, maxInterruptions: Int,
                 sizeLimit: UInt64 = DocumentPuller.defaultSizeLimit, makeRequestID: @escaping @Sendable () -> UInt32) {
+        self.init(inbox: inbox, address: .activity(activity), chunkTimeout: chunkTimeout, maxInterruptions: maxInterruptions,
+                  sizeLimit: sizeLimit, makeRequestID: makeRequestID)
+    }
+
+    public init(inbox: DocumentInbox, address: DocumentAddress, accepts: @escaping @Sendable (DocumentInfo) -> Bool = { _ in true },
+                chunkTimeout: Duration, maxInterruptions: Int, sizeLimit: UInt64 = DocumentPuller.defaultSizeLimit,
+                makeRequestID: @escaping @Sendable () -> UInt32) {
         self.inbox = inbox
-        self.activity = activity
+        self.address = address
+        self.accepts = accepts
         self.chunkTimeout = chunkTimeout
         self.maxInterruptions = maxInterruptions
         self.sizeLimit = sizeLimit
@@ -83,8 +103,8 @@ public struct DocumentPuller {
             }
             let digest = known?.digest ?? DocumentRequest.anySnapshot
             let offset = known == nil ? 0 : inbox.resumeOffset(digest: digest)
-            let request = DocumentRequest(activity: activity, digest: digest, offset: offset)
-            let frame = Frame(type: .fetchDocument, requestID: makeRequestID(), payload: request.payload)
+            let frame: Frame
+            do { frame = try address.request(digest: digest, offset: offset, requestID: makeRequestID()) } catch { throw .protocolError("\(error)") }
             let channel: SecureChannel
             let first: Frame
             let lent = borrowed
@@ -102,12 +122,13 @@ public struct DocumentPuller {
             var completed = false
             // A borrowed channel stays open for the caller unless the stream broke on it.
             defer { if ownsChannel || !completed { channel.close() } }
-            var check = DocumentStreamCheck(request: request)
+            var check = DocumentStreamCheck(digest: digest, offset: offset)
             let info: DocumentInfo
             do throws(WireError) {
                 guard first.type == .documentInfo else { throw .unexpectedMessage("\(first.type)") }
                 info = try DocumentInfo(payload: first.payload)
                 try check.accept(info)
+                guard accepts(info) else { throw .malformed("another file") }
             } catch {
                 throw .protocolError("\(error)")
             }

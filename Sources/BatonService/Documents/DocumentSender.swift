@@ -43,8 +43,18 @@ public enum DocumentSender {
         guard let file = try? FileDescriptor.open(document.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) else {
             throw ErrorFrame(code: .unknownActivity, message: "the snapshot is gone")
         }
-        try await channel.send(Frame(type: .documentInfo, requestID: requestID, payload: document.info.payload))
-        var offset = request.offset
+        return try await stream(file, info: document.info, from: request.offset, requestID: requestID, on: channel, atMost: atMost)
+    }
+
+    /// DocumentInfo, then `file`'s bytes from `offset` to `info.totalSize` in DocumentChunk frames: the
+    /// stream of any request answered as FetchDocument is (FetchClipboardFile too). The caller checked
+    /// the digest asked for and that `offset` is at most the total.
+    @discardableResult
+    public static func stream(_ file: borrowing FileDescriptor, info: DocumentInfo, from offset: UInt64, requestID: UInt32,
+                              on channel: SecureChannel, atMost: Int = .max) async throws -> Int {
+        let total = info.totalSize
+        try await channel.send(Frame(type: .documentInfo, requestID: requestID, payload: info.payload))
+        var offset = offset
         var sent = 0
         while offset < total && sent < atMost {
             var batch: [Frame] = []
@@ -61,7 +71,8 @@ public enum DocumentSender {
                     readCount = (try? file.readFully(into: data, at: offset)) ?? 0
                     initialized = DocumentChunk.headerByteCount + readCount
                 }
-                // The file is ours and never rewritten in place; a short read means it was damaged.
+                // A snapshot is ours and never rewritten in place; a short read means it was damaged
+                // (or a clipboard file was cut short).
                 guard readCount == length else { throw ErrorFrame(code: .internalError, message: "the snapshot cannot be read") }
                 batch.append(Frame(type: .documentChunk, requestID: requestID, payload: payload))
                 offset += UInt64(length)

@@ -292,7 +292,7 @@ extension TransferService {
         }
     }
 
-    private func openForDocument(_ request: Frame, member: DeviceID) async throws(TransportError) -> (channel: SecureChannel, reply: Frame) {
+    func openForDocument(_ request: Frame, member: DeviceID) async throws(TransportError) -> (channel: SecureChannel, reply: Frame) {
         let conversation: Conversation
         do { conversation = try await open(request, member: member, forceSync: false) } catch {
             if case .remote(let refusal) = error { throw .remote(refusal) }

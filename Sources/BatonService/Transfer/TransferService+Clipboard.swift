@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
+import BatonStore
 import BatonSystem
 import BatonTransport
 import Synchronization
@@ -8,6 +9,8 @@ import Synchronization
 public protocol ClipboardSource: Sendable {
     func answerOffer() async -> Result<ClipboardOffer, ErrorFrame>
     func answerData(_ request: ClipboardDataRequest) async -> Result<(contents: ClipboardContents, start: UInt64, item: ClipboardItem), ErrorFrame>
+    func answerFile(_ request: ClipboardFileRequest) async -> Result<ServedClipboardFile, ErrorFrame>
+    func servedFileChanged(offerID: UInt64) async
 }
 
 extension ClipboardService: ClipboardSource {}
@@ -44,6 +47,21 @@ extension TransferService: ClipboardFetcher {
             case .success(let (contents, start, item)):
                 try await Self.stream(item, from: contents, at: start, offset: asked.offset, requestID: request.requestID, on: channel,
                                       stillMember: { [weak self] in await self?.isMemberNow(peer) ?? false })
+            }
+        case .fetchClipboardFile:
+            let asked: ClipboardFileRequest
+            do { asked = try ClipboardFileRequest(payload: request.payload) } catch { throw ErrorFrame(error) }
+            switch await source.answerFile(asked) {
+            case .failure(let refusal): throw refusal
+            case .success(let served):
+                guard await isMemberNow(peer) else { throw ErrorFrame(code: .notPermitted, message: "not a ring member") }
+                try await DocumentSender.stream(served.contents.file, info: served.info, from: asked.offset, requestID: request.requestID, on: channel)
+                // A file that changed while it was read has been sent as it was then: the receiver's
+                // digest check refuses it; the offer is taken back and the connection closed.
+                if FileIdentity(of: served.contents.file).map({ $0.isUnchanged(from: served.identity) }) != true {
+                    channel.close()
+                    await source.servedFileChanged(offerID: asked.offerID)
+                }
             }
         default:
             throw ErrorFrame(code: .malformed, message: "not a request")
@@ -89,6 +107,33 @@ extension TransferService: ClipboardFetcher {
         defer { conversation.channel.close() }
         guard let reply = conversation.reply, reply.type == .clipboardOffer else { throw .failed("no ClipboardOffer in answer") }
         do { return try ClipboardOffer(payload: reply.payload) } catch { throw .failed("\(error)") }
+    }
+
+    /// One file of a files offer, pulled as a document (FetchClipboardFile answered by DocumentInfo and
+    /// DocumentChunk frames, §6.7 "Files"): resumed after broken connections, its digest checked, its
+    /// DocumentInfo checked against the list (size, media type, name).
+    public func clipboardFile(of member: DeviceID, offerID: UInt64, index: Int, file: ClipboardFile,
+                              into inbox: DocumentInbox) async throws(ClipboardFetchFailure) -> PulledDocument {
+        guard let index = UInt16(exactly: index) else { throw .failed("no such file") }
+        let puller = DocumentPuller(inbox: inbox, address: .clipboardFile(offerID: offerID, index: index),
+                                    accepts: { $0.totalSize == file.size && $0.mediaType == file.mediaType && $0.documentID == file.name },
+                                    chunkTimeout: configuration.requestTimeout, maxInterruptions: Self.documentInterruptions,
+                                    sizeLimit: file.size, makeRequestID: { [requestIDs] in requestIDs.make() })
+        do {
+            return try await puller.pull(connect: { [weak self] request throws(TransportError) in
+                guard let self else { throw .closed }
+                return try await self.openForDocument(request, member: member)
+            }, progress: { _, _ in })
+        } catch {
+            switch error {
+            case .refused(let refusal) where refusal.code == .unknownActivity: throw .changed
+            case .refused(let refusal) where refusal.code == .fileChanged: throw .fileChanged
+            case .refused(let refusal): throw .failed("refused: \(refusal.code) \(refusal.message)")
+            case .interrupted(let why): throw .failed("interrupted: \(why)")
+            case .digestMismatch: throw .failed("the bytes did not match their digest")
+            default: throw .failed("\(error)")
+            }
+        }
     }
 
     public func clipboardData(of member: DeviceID, _ request: ClipboardDataRequest, item: ClipboardItem,

@@ -120,7 +120,7 @@ public actor TransferService {
     }
 
     private func run() {
-        dispatcher = FrameDispatcher(streamedTypes: [.fetchDocument, .fetchClipboardOffer, .fetchClipboardData], streamer: { [weak self] request, channel in
+        dispatcher = FrameDispatcher(streamedTypes: [.fetchDocument, .fetchClipboardOffer, .fetchClipboardData, .fetchClipboardFile], streamer: { [weak self] request, channel in
             guard let self else { throw ErrorFrame(code: .internalError, message: "stopping") }
             if request.type == .fetchDocument {
                 try await self.streamDocument(request, on: channel)

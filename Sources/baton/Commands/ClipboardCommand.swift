@@ -80,6 +80,7 @@ struct ClipboardCommand: Subcommand {
         if enabled {
             lines.append("offered to the ring: " + (agent?.offer ?? "nothing"))
             if let taken = agent?.taken { lines.append("on the clipboard from another machine: \(taken)") }
+            if let note = agent?.note { lines.append("note: \(note)") }
         }
         func optional(_ text: String?) -> JSONValue { text.map { .string($0) } ?? .null }
         let json = JSONValue.object([
@@ -90,6 +91,7 @@ struct ClipboardCommand: Subcommand {
             (key: "Offer", value: optional(agent?.offer)),
             (key: "Taken", value: optional(agent?.taken)),
             (key: "Problem", value: optional(enabled ? problem : nil)),
+            (key: "Note", value: optional(enabled ? agent?.note : nil)),
         ])
         return Report(lines: lines, json: json)
     }

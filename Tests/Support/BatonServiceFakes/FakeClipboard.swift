@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
+import BatonCrypto
 import BatonService
+import BatonStore
 import BatonSystem
 import Glibc
 import Synchronization
@@ -20,7 +22,7 @@ public final class FakeClipboardAdvert: ClipboardAdvert {
 /// it asked. A fake for host tests; the real requests are TransferService's.
 public final class FakeClipboardFetcher: ClipboardFetcher {
     private let sources = Mutex<[DeviceID: ClipboardService]>([:])
-    private let counts = Mutex<(offers: Int, data: Int, bytes: UInt64)>((0, 0, 0))
+    private let counts = Mutex<(offers: Int, data: Int, bytes: UInt64, files: Int)>((0, 0, 0, 0))
 
     public init() {}
 
@@ -29,6 +31,7 @@ public final class FakeClipboardFetcher: ClipboardFetcher {
 
     public var offerRequests: Int { counts.withLock { $0.offers } }
     public var dataRequests: Int { counts.withLock { $0.data } }
+    public var fileRequests: Int { counts.withLock { $0.files } }
     /// Item bytes that crossed.
     public var bytesMoved: UInt64 { counts.withLock { $0.bytes } }
 
@@ -58,6 +61,32 @@ public final class FakeClipboardFetcher: ClipboardFetcher {
             counts.withLock { $0.bytes += item.size }
         }
     }
+
+    /// The source's answer read whole and written into the inbox as a received document.
+    public func clipboardFile(of member: DeviceID, offerID: UInt64, index: Int, file: ClipboardFile,
+                              into inbox: DocumentInbox) async throws(ClipboardFetchFailure) -> PulledDocument {
+        counts.withLock { $0.files += 1 }
+        guard let source = sources.withLock({ $0[member] }) else { throw .unreachable }
+        let request: ClipboardFileRequest
+        do { request = try ClipboardFileRequest(offerID: offerID, index: UInt16(index)) } catch { throw .failed("\(error)") }
+        switch await source.answerFile(request) {
+        case .failure(let error) where error.code == .unknownActivity: throw .changed
+        case .failure(let error) where error.code == .fileChanged: throw .fileChanged
+        case .failure(let error): throw .failed(error.message)
+        case .success(let served):
+            guard served.info.totalSize == file.size, served.info.documentID == file.name else { throw .failed("another file") }
+            var buffer = [UInt8](repeating: 0, count: Int(file.size))
+            let read = buffer.withUnsafeMutableBytes { try? served.contents.file.readFully(into: $0, at: 0) }
+            guard read == Int(file.size), SHA256.hash(buffer) == served.info.digest else { throw .failed("short read or another digest") }
+            let path = inbox.documentPath(digest: served.info.digest)
+            do {
+                let out = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode: 0o600)
+                try out.writeAll(buffer)
+            } catch { throw .failed("\(error)") }
+            counts.withLock { $0.bytes += file.size }
+            return PulledDocument(path: path, info: served.info, resumes: 0, resumedBytes: 0)
+        }
+    }
 }
 
 /// What the service told agents, for host tests. A fake: the real calls go over the bus.
@@ -73,6 +102,15 @@ public final class FakeClipboardAgentCalls: ClipboardAgentCalls {
     }
     public func withdrawn(token: UInt64, from agent: ClipboardAgentEndpoint) async {
         calls.withLock { $0.append(.withdrawn(token: token, uid: agent.uid)) }
+    }
+    /// What OpenFile answers (nil: the agent holds no such copy).
+    private let opener = Mutex<(@Sendable (UInt64, Int) throws(ClipboardOpenFailure) -> ClipboardContents)?>(nil)
+    public func answerOpenFile(_ handler: @escaping @Sendable (UInt64, Int) throws(ClipboardOpenFailure) -> ClipboardContents) {
+        opener.withLock { $0 = handler }
+    }
+    public func openFile(copy: UInt64, index: Int, from agent: ClipboardAgentEndpoint) async throws(ClipboardOpenFailure) -> ClipboardContents {
+        guard let handler = opener.withLock({ $0 }) else { throw .noSuchCopy }
+        return try handler(copy, index)
     }
     public var all: [Call] { calls.withLock { $0 } }
     public func offers(to uid: UInt32) -> [ClipboardOfferForAgent] {
