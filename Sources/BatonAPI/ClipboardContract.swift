@@ -56,8 +56,12 @@ extension OrgBaton {
         public static let paste = MethodContract(name, "Paste", in: Wire.two("token", Wire.uint64, "media_type", Wire.string),
                                                  out: Wire.one("contents", Wire.unixFD))
 
+        /// What the caller's account takes part in: its copy on offer (who asked, where it was pasted),
+        /// the copy handed to its agent, and the counts since batond started.
+        public static let getStatus = MethodContract(name, "GetStatus", in: Wire.none, out: Wire.one("status", Wire.clipboardStatus))
+
         public static var members: [MemberContract] {
-            [registerAgent.member, unregisterAgent.member, offer.member, withdraw.member, restrict.member, paste.member]
+            [registerAgent.member, unregisterAgent.member, offer.member, withdraw.member, restrict.member, paste.member, getStatus.member]
         }
     }
 
