@@ -172,7 +172,7 @@ let package = Package(
         .testTarget(name: "BatonAgentTests", dependencies: ["BatonTestBus", "BatonAgent", "BatonPublishers", "BatonClient", "BatonAPI", "BatonCore", "BatonDBus"], swiftSettings: strict),
         .testTarget(name: "BatonClientTests", dependencies: ["BatonTestBus", "BatonSway", "BatonWaylandFakes", "BatonPublishers", "BatonSystem", "BatonAPI", "BatonCommandLine", "BatonClient", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
         .testTarget(name: "BatonAvahiTests", dependencies: ["BatonTestBus", "BatonAvahi", "BatonCore", "BatonCrypto", "BatonDBus"], swiftSettings: strict),
-        .testTarget(name: "BatonLabTests", dependencies: ["BatonTestBus", "BatonBlueZ", "BatonService", "BatonDBus", "BatonCore"], swiftSettings: strict),
+        .testTarget(name: "BatonLabTests", dependencies: ["BatonTestBus", "BatonBlueZ", "BatonService", "BatonDBus", "BatonCore", "BatonX11", "BatonPublishers"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -84,9 +84,13 @@ extension OrgBaton {
         public static let pasteFile = MethodContract(name, "PasteFile", in: Wire.two("token", Wire.uint64, "index", Wire.uint32),
                                                      out: Wire.one("file", Wire.unixFD))
 
+        /// What the caller's account takes part in: its copy on offer (who asked, where it was pasted),
+        /// the copy handed to its agent, and the counts since batond started.
+        public static let getStatus = MethodContract(name, "GetStatus", in: Wire.none, out: Wire.one("status", Wire.clipboardStatus))
+
         public static var members: [MemberContract] {
             [registerAgent.member, unregisterAgent.member, offer.member, withdraw.member, restrict.member, paste.member,
-             offerFiles.member, pasteFile.member]
+             offerFiles.member, pasteFile.member, getStatus.member]
         }
     }
 

@@ -145,6 +145,12 @@ extension BatonConnection {
         return FileDescriptor(taking: descriptor)
     }
 
+    /// Clipboard1.GetStatus: what this account's clipboard does on batond's machine (its copy on
+    /// offer, who asked for its types and where its bytes were pasted, the copy handed to its agent).
+    public func clipboardStatus(timeout: Duration? = nil) async throws(BatonClientError) -> ClipboardAccountStatus {
+        try await clipboardCall(OrgBaton.Clipboard1.getStatus, (), timeout: timeout, doing: "asking batond about the clipboard")
+    }
+
     /// `paste`, read into memory: at most `limit` bytes (a larger copy fails before it is read).
     public func pasteBytes(token: UInt64, mediaType: String, limit: Int, timeout: Duration? = nil) async throws(BatonClientError) -> [UInt8] {
         let file = try await paste(token: token, mediaType: mediaType, timeout: timeout)

@@ -125,6 +125,37 @@ import Testing
         #expect(shelf.kind == nil && shelf.nextDeadline == nil)
     }
 
+    @Test func shelfRecordsWhoAskedAndWherePastesWentPerCopyAndCountsPerAccount() throws {
+        var shelf = ClipboardShelf()
+        // Nothing on the shelf: nothing recorded, nothing counted.
+        shelf.recordOfferAnswered(to: "beta")
+        #expect(shelf.answered.isEmpty)
+        let text = try ClipboardItem(mediaType: "text/plain;charset=utf-8", size: 5)
+        try shelf.offer(uid: 1000, account: "ada", kind: .text, items: [text], offerID: 1, nowSeconds: 0)
+        shelf.recordOfferAnswered(to: "beta")
+        shelf.recordOfferAnswered(to: "gamma")
+        shelf.recordOfferAnswered(to: "beta")
+        #expect(shelf.copy?.askedBy == ["beta", "gamma"])
+        #expect(shelf.copy?.pastes == [])
+        shelf.recordPaste(of: text, to: "gamma")
+        #expect(shelf.copy?.pastes == [ClipboardPaste(device: "gamma", mediaType: "text/plain;charset=utf-8", size: 5)])
+        #expect(shelf.answered[1000]?.offers == 3 && shelf.answered[1000]?.pastes == 1)
+        // Only so many are kept by name; the rest are counted.
+        for index in 0..<(ClipboardShelf.maxRecorded + 3) {
+            shelf.recordOfferAnswered(to: "m\(index)")
+            shelf.recordPaste(of: text, to: "m\(index)")
+        }
+        #expect(shelf.copy?.askedBy.count == ClipboardShelf.maxRecorded)
+        #expect(shelf.copy?.pastes.count == ClipboardShelf.maxRecorded && shelf.copy?.morePastes == 4)
+        #expect(shelf.answered[1000]?.pastes == UInt64(1 + ClipboardShelf.maxRecorded + 3))
+        // A new copy starts with nobody; the account's counts stay, another account has its own.
+        try shelf.offer(uid: 1001, account: "bob", kind: .text, items: [text], offerID: 2, nowSeconds: 10)
+        #expect(shelf.copy?.askedBy == [] && shelf.copy?.pastes == [] && shelf.copy?.morePastes == 0)
+        shelf.recordOfferAnswered(to: "beta")
+        #expect(shelf.answered[1001]?.offers == 1 && shelf.answered[1001]?.pastes == 0)
+        #expect(shelf.answered[1000]?.offers == UInt64(3 + ClipboardShelf.maxRecorded + 3))
+    }
+
     @Test func shelfClampsExpiryAndWithdrawsOnlyItsOwnersCopy() throws {
         var shelf = ClipboardShelf()
         try shelf.offer(uid: 1000, account: "ada", kind: .text, items: [try ClipboardItem(mediaType: "a", size: 1)], expiresIn: 0, offerID: 1, nowSeconds: 0)

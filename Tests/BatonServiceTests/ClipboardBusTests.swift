@@ -73,6 +73,25 @@ import Testing
         #expect(await eventually(timeout: .seconds(120)) { !objectB.offers.withLock { $0.isEmpty } })
         let offer = try #require(objectB.offers.withLock { $0.first })
         #expect(offer.device == "alpha" && offer.items == items)
+        // GetStatus, each account its own: alpha's copy was asked for by beta and pasted nowhere;
+        // beta holds it for the account, fetched only at a paste.
+        var status = try await call(agentA, a, OrgBaton.Clipboard1.getStatus, ())
+        #expect(status.registered && status.offer?.kind == .text && status.offer?.items == items)
+        #expect(status.offer?.askedBy == ["beta"] && status.offer?.pastedOn == [] && status.pastesAnswered == 0, "\(status)")
+        let held = try await call(agentB, b, OrgBaton.Clipboard1.getStatus, ())
+        #expect(held.taken?.device == "alpha" && held.taken?.items == items && held.offer == nil, "\(held)")
+        // `baton clipboard status` says the same in words and in JSON.
+        let home = bus.directory.appendingPathComponent("home-cli")
+        try FileManager.default.createDirectory(at: home.appendingPathComponent("config/baton"), withIntermediateDirectories: true)
+        try "clipboard = on\n".write(to: home.appendingPathComponent("config/baton/publishers.conf"), atomically: true, encoding: .utf8)
+        let environment = ["PATH": "/usr/bin:/bin", "HOME": home.path, "XDG_CONFIG_HOME": home.appendingPathComponent("config").path,
+                           "XDG_RUNTIME_DIR": home.path]
+        func cli(_ arguments: [String]) async throws -> (Int32, String, String) {
+            try await runTool(productPath("baton"), ["--bus", bus.address, "--bus-name", a.busName] + arguments, environment: environment)
+        }
+        var (code, out, err) = try await cli(["clipboard", "status"])
+        #expect(code == 0, "\(err)")
+        #expect(out.contains("batond (\(a.busName)): offers your text copy for ") && out.contains("; its types were asked for by beta; pasted nowhere (no byte of it left this machine)"), "\(out)")
 
         // The paste pulls the bytes now, into a sealed memfd.
         let pasted = try await call(agentB, b, OrgBaton.Clipboard1.paste, (offer.token, "text/plain;charset=utf-8"))
@@ -81,6 +100,19 @@ import Testing
         var bytes = [UInt8](repeating: 0, count: text.count)
         let read = try bytes.withUnsafeMutableBytes { try received.readFully(into: $0, at: 0) }
         #expect(read == text.count && bytes == text)
+        status = try await call(agentA, a, OrgBaton.Clipboard1.getStatus, ())
+        #expect(status.offer?.pastedOn == [ClipboardPaste(device: "beta", mediaType: "text/plain;charset=utf-8", size: UInt64(text.count))])
+        #expect(status.offersAnswered == 1 && status.pastesAnswered == 1, "\(status)")
+        (code, out, err) = try await cli(["--json", "clipboard", "status"])
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any], "\(out)\(err)")
+        let daemon = try #require(json["Daemon"] as? [String: Any], "\(out)")
+        let pastedOn = (daemon["Offer"] as? [String: Any])?["PastedOn"] as? [[String: Any]]
+        #expect(pastedOn?.count == 1 && pastedOn?.first?["Device"] as? String == "beta" && pastedOn?.first?["Size"] as? Int == text.count, "\(out)")
+        #expect(daemon["PastesAnswered"] as? Int == 1 && json["DaemonProblem"] is NSNull, "\(out)")
+        // Another name on the bus: said in words, the rest of the status still there.
+        (code, out, err) = try await runTool(productPath("baton"), ["--bus", bus.address, "--bus-name", "org.baton.test.nobody", "clipboard"],
+                                             environment: environment)
+        #expect(code == 0 && out.contains("clipboard: on") && out.contains("batond: asking batond about the clipboard failed: batond (org.baton.test.nobody) is not running"), "\(out)\(err)")
         // A token the account was never handed, and a type not offered, are refused in words.
         await #expect(throws: DBusError.self) { _ = try await call(agentB, b, OrgBaton.Clipboard1.paste, (offer.token &+ 1, "text/plain;charset=utf-8")) }
         await #expect(throws: DBusError.self) { _ = try await call(agentB, b, OrgBaton.Clipboard1.paste, (offer.token, "image/png")) }

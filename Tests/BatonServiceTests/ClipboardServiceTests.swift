@@ -20,8 +20,8 @@ import Testing
         let clock: FakeWallClock
     }
 
-    func machine(clock: FakeWallClock = FakeWallClock()) -> Machine {
-        let advert = FakeClipboardAdvert(), agents = FakeClipboardAgentCalls(), fetcher = FakeClipboardFetcher()
+    func machine(clock: FakeWallClock = FakeWallClock(), name: String = "beta") -> Machine {
+        let advert = FakeClipboardAdvert(), agents = FakeClipboardAgentCalls(), fetcher = FakeClipboardFetcher(asker: name)
         let counter = Mutex<UInt64>(0x5EED)
         let service = ClipboardService(advert: advert, fetcher: fetcher, agentCalls: agents, clock: clock,
                                        randomToken: { counter.withLock { $0 = $0 &* 6364136223846793005 &+ 1442695040888963407; return $0 } },
@@ -43,7 +43,7 @@ import Testing
 
     /// alpha (ada, 1000) copies text in two types; beta has agents for ada (2000) and bob (2001).
     func copiedOnAlpha() async throws -> (alpha: Machine, beta: Machine, text: [UInt8], html: [UInt8]) {
-        let alpha = machine(), beta = machine()
+        let alpha = machine(name: "alpha"), beta = machine()
         beta.fetcher.connect(alphaID, to: alpha.service)
         await alpha.service.register(agent(1000, "ada"))
         await beta.service.register(agent(2000, "ada"))
@@ -65,12 +65,25 @@ import Testing
         #expect(beta.agents.offers(to: 2001).isEmpty, "bob was handed ada's copy")
         #expect(beta.fetcher.offerRequests == 1)
         #expect(beta.fetcher.dataRequests == 0 && beta.fetcher.bytesMoved == 0, "bytes crossed before the paste")
+        // What each account's status says (Clipboard1.GetStatus): on alpha ada's copy was asked for
+        // by beta and pasted nowhere; on beta ada holds it from alpha, bob holds nothing.
+        var status = await alpha.service.status(uid: 1000)
+        #expect(status.registered && status.offer?.askedBy == ["beta"] && status.offer?.pastedOn == [] && status.offer?.expiresIn == 120)
+        #expect(status.offersAnswered == 1 && status.pastesAnswered == 0)
+        let held = await beta.service.status(uid: 2000)
+        #expect(held.taken?.device == "alpha" && held.taken?.kind == .text && held.offer == nil)
+        #expect(await beta.service.status(uid: 2001) == ClipboardAccountStatus(registered: true))
+        #expect(await alpha.service.status(uid: 4242) == ClipboardAccountStatus(registered: false))
 
         let pasted = try await beta.service.paste(uid: 2000, token: offers[0].token, mediaType: "text/html")
         #expect(try bytes(of: pasted) == html)
         #expect(SealedMemoryFile.immutableSize(of: pasted.file) == UInt64(html.count))
         #expect(try bytes(of: try await beta.service.paste(uid: 2000, token: offers[0].token, mediaType: "text/plain;charset=utf-8")) == text)
         #expect(beta.fetcher.dataRequests == 2 && beta.fetcher.bytesMoved == UInt64(text.count + html.count))
+        status = await alpha.service.status(uid: 1000)
+        #expect(status.offer?.pastedOn == [ClipboardPaste(device: "beta", mediaType: "text/html", size: UInt64(html.count)),
+                                           ClipboardPaste(device: "beta", mediaType: "text/plain;charset=utf-8", size: UInt64(text.count))])
+        #expect(status.pastesAnswered == 2)
 
         // Another account cannot paste ada's copy by its token, nor a type that is not offered.
         await #expect(throws: ClipboardService.Refusal.unknownOffer) { _ = try await beta.service.paste(uid: 2001, token: offers[0].token, mediaType: "text/html") }
@@ -125,7 +138,7 @@ import Testing
         await beta.service.expire()
         #expect(alpha.advert.current == nil)
         #expect(await alpha.service.offeredKind == nil)
-        guard case .failure(let refusal) = await alpha.service.answerOffer() else { Issue.record("an expired offer was answered"); return }
+        guard case .failure(let refusal) = await alpha.service.answerOffer(member: "beta") else { Issue.record("an expired offer was answered"); return }
         #expect(refusal.code == .unknownActivity)
         #expect(beta.agents.withdrawals(of: 2000) == [offer.token])
         await #expect(throws: ClipboardService.Refusal.unknownOffer) { _ = try await beta.service.paste(uid: 2000, token: offer.token, mediaType: "image/png") }
@@ -209,7 +222,7 @@ import Testing
         #expect(await alpha.service.offeredKind == nil)
         // The restriction was used up: the next copy is offered, with the default life.
         try await alpha.service.offer(uid: 1000, kind: .text, items: items, expiresIn: 0, contents: contents([[1, 2, 3]]))
-        guard case .success(let offer) = await alpha.service.answerOffer() else { Issue.record("not offered"); return }
+        guard case .success(let offer) = await alpha.service.answerOffer(member: "beta") else { Issue.record("not offered"); return }
         #expect(offer.expiresIn == ClipboardShelf.defaultExpirySeconds)
         // Another account's restriction does not touch ada's copy; ada's own, right after, takes it back.
         await alpha.service.restrict(uid: 1001, localOnly: true, expiresIn: 0)
@@ -220,7 +233,7 @@ import Testing
         try await alpha.service.offer(uid: 1000, kind: .text, items: items, expiresIn: 600, contents: contents([[1, 2, 3]]))
         clock.advance(1)
         await alpha.service.restrict(uid: 1000, localOnly: false, expiresIn: 10)
-        guard case .success(let shortened) = await alpha.service.answerOffer() else { Issue.record("not offered"); return }
+        guard case .success(let shortened) = await alpha.service.answerOffer(member: "beta") else { Issue.record("not offered"); return }
         #expect(shortened.expiresIn == 10)
         // Too late: a restriction long after the copy waits for the next copy instead.
         clock.advance(5)

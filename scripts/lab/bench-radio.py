@@ -4,7 +4,8 @@
 
 hci0: batond "alpha" (publishes), hci1: batond "beta" (suggests), hci2: the observer's scan,
 hci3: the bare BlueZ advertiser, hci3-5: foreign adverts for the CPU phase.
-All times are taken in this one process on one monotonic clock.
+All times are taken in this one process on one monotonic clock. The private bus, the pairing and the
+bare BlueZ baseline are scripts/lab/benchlib.py's, shared with scripts/lab/bench-clipboard.py.
 """
 import argparse
 import json
@@ -22,75 +23,12 @@ import dbus.service
 from dbus.mainloop.glib import DBusGMainLoop
 from gi.repository import GLib
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import (BARE_COMPANY, BIN, Advert, BareBaseline, Lab, Observer, call_async, iterate_until, log,  # noqa: E402
+                      start_scan, summary)
+
 BATON_COMPANY = 0xFFFF
-BARE_COMPANY = 0x0BA7
 ACTIVITY_TYPE = "org.example.Reader.reading"
-REPO = os.getcwd()
-BIN = os.environ.get("BATON_BENCH_BIN") or os.path.join(REPO, ".build/debug")
-
-
-def log(*parts):
-    print("bench:", *parts, file=sys.stderr, flush=True)
-
-
-def percentile(values, fraction):
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    index = min(len(ordered) - 1, max(0, int(round(fraction * (len(ordered) - 1)))))
-    return ordered[index]
-
-
-class Observer:
-    """Every Device1 report bluetoothd signals, with its arrival time."""
-
-    def __init__(self, system):
-        self.heard = []  # (time, adapter, company, bytes)
-        self.counts = {}  # adapter -> number of device signals carrying advert data
-        system.add_signal_receiver(self.properties_changed, signal_name="PropertiesChanged",
-                                   dbus_interface="org.freedesktop.DBus.Properties", bus_name="org.bluez",
-                                   path_keyword="path", arg0="org.bluez.Device1", byte_arrays=True)
-        system.add_signal_receiver(self.interfaces_added, signal_name="InterfacesAdded",
-                                   dbus_interface="org.freedesktop.DBus.ObjectManager", bus_name="org.bluez",
-                                   byte_arrays=True)
-
-    def note(self, path, properties):
-        now = time.monotonic()
-        parts = str(path).split("/")
-        if len(parts) < 5:
-            return
-        adapter = parts[3]
-        if any(key in properties for key in ("ManufacturerData", "RSSI", "TxPower", "UUIDs", "Name")):
-            self.counts[adapter] = self.counts.get(adapter, 0) + 1
-        data = properties.get("ManufacturerData")
-        if adapter == "hci2" and data is not None:
-            for company, value in data.items():
-                self.heard.append((now, adapter, int(company), bytes(value)))
-
-    def properties_changed(self, interface, changed, invalidated, path=None):
-        self.note(path, changed)
-
-    def interfaces_added(self, path, interfaces):
-        if "org.bluez.Device1" in interfaces:
-            self.note(path, interfaces["org.bluez.Device1"])
-
-
-class Advert(dbus.service.Object):
-    def __init__(self, bus, path, company, data):
-        super().__init__(bus, path)
-        self.company = company
-        self.data = data
-
-    @dbus.service.method("org.freedesktop.DBus.Properties", in_signature="s", out_signature="a{sv}")
-    def GetAll(self, interface):
-        return {"Type": dbus.String("broadcast"),
-                "ManufacturerData": dbus.Dictionary({dbus.UInt16(self.company): dbus.Array(self.data, signature="y")},
-                                                    signature="qv"),
-                "Includes": dbus.Array([], signature="s")}
-
-    @dbus.service.method("org.bluez.LEAdvertisement1", in_signature="", out_signature="")
-    def Release(self):
-        pass
 
 
 class Handler(dbus.service.Object):
@@ -105,39 +43,6 @@ class Handler(dbus.service.Object):
     @dbus.service.method("org.baton.ActivityHandler1", in_signature="sss", out_signature="")
     def FailedToContinue(self, activity_type, error, message):
         pass
-
-
-def iterate_until(predicate, timeout):
-    """Runs the main loop (blocking, no polling) until predicate() is true; False on timeout."""
-    context = GLib.MainContext.default()
-    deadline = time.monotonic() + timeout
-    fired = []
-    source = GLib.timeout_add(int(timeout * 1000) + 1, lambda: fired.append(True) or False)
-    try:
-        while not predicate():
-            if fired or time.monotonic() >= deadline:
-                return False
-            context.iteration(True)
-        return True
-    finally:
-        if not fired:
-            GLib.source_remove(source)
-
-
-def call_async(method, *arguments):
-    """Starts a D-Bus call; returns a dict that gets 'reply' or 'error' and 'time'."""
-    result = {}
-
-    def reply(*values):
-        result["time"] = time.monotonic()
-        result["reply"] = values
-
-    def error(exception):
-        result["time"] = time.monotonic()
-        result["error"] = exception
-
-    method(*arguments, reply_handler=reply, error_handler=error)
-    return result
 
 
 def process_cpu_seconds(pid):
@@ -178,67 +83,14 @@ def main():
 
     DBusGMainLoop(set_as_default=True)
     work = tempfile.mkdtemp(prefix="baton-bench.")
-    address = f"unix:path={work}/bus"
-    with open(f"{work}/bus.conf", "w") as conf:
-        conf.write(f"""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN" "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig><type>session</type><listen>{address}</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy></busconfig>""")
-    processes = []
-
-    def spawn(arguments, **options):
-        process = subprocess.Popen(arguments, **options)
-        processes.append(process)
-        return process
-
-    def cleanup():
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-
+    lab = Lab(work)
+    address = lab.address
     try:
-        spawn(["dbus-daemon", f"--config-file={work}/bus.conf", "--nofork"])
-        for _ in range(100):
-            if os.path.exists(f"{work}/bus"):
-                break
-            time.sleep(0.05)
         log("batond and bt-pair from", BIN)
-        daemons = {}
         for name, adapter in (("alpha", "hci0"), ("beta", "hci1")):
-            daemons[name] = spawn([f"{BIN}/batond", "--bus-address", address, "--bus-name", f"org.baton.{name}",
-                                   "--state-dir", f"{work}/{name}", "--adapter", adapter, "--listen", "127.0.0.1",
-                                   "--name", name], stderr=open(f"{work}/{name}.log", "w"))
-
-        def cli(tool, name, *arguments, **options):
-            return subprocess.run([f"{BIN}/{tool}", "--bus", address, "--bus-name", f"org.baton.{name}", *arguments],
-                                  capture_output=True, text=True, **options)
-
-        for _ in range(100):
-            if cli("bt-pair", "alpha", "list").returncode == 0 and cli("bt-pair", "beta", "list").returncode == 0:
-                break
-            time.sleep(0.2)
-        accept = subprocess.Popen([f"{BIN}/bt-pair", "--bus", address, "--bus-name", "org.baton.alpha", "--json", "accept",
-                                   "--host", "127.0.0.1", "--test-auto-confirm"],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        offer = json.loads(accept.stdout.readline())
-        # The initiator's user types the code the acceptor shows ("Code: NNNNNN" on its stderr); the
-        # acceptor's user then types the second code the initiator shows ("Second code: NNNNNN").
-        initiator = subprocess.Popen([f"{BIN}/bt-pair", "--bus", address, "--bus-name", "org.baton.beta", "--json", "with",
-                                      f"127.0.0.1:{offer['Port']}", "--session", offer["SessionId"], "--test-auto-confirm"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for line in accept.stderr:
-            if line.startswith("Code: "):
-                initiator.stdin.write(line.split()[1] + "\n")
-                initiator.stdin.flush()
-                break
-        for line in initiator.stderr:
-            if "Second code: " in line:  # after the prompt, on its line: no newline was typed there
-                accept.stdin.write(line.split("Second code: ")[1].split()[0] + "\n")
-                accept.stdin.flush()
-                break
-        _, initiator_errors = initiator.communicate(timeout=60)
-        accept.wait()
-        if initiator.returncode != 0:
-            log("pairing failed:", initiator_errors)
+            lab.start_batond(name, adapter)
+        daemons = lab.daemons
+        if not lab.pair():
             return 1
         log("paired")
 
@@ -259,10 +111,8 @@ def main():
         beta_manager.RegisterHandler(dbus.ObjectPath("/bench/handler"), dbus.Array([ACTIVITY_TYPE], signature="s"))
         alpha_manager = dbus.Interface(baton.get_object("org.baton.alpha", "/org/baton"), "org.baton.Manager1")
 
-        scan = dbus.Interface(system.get_object("org.bluez", "/org/bluez/hci2"), "org.bluez.Adapter1")
-        scan.SetDiscoveryFilter({"Transport": "le", "DuplicateData": True})
-        scan.StartDiscovery()
-        bare_manager = dbus.Interface(system.get_object("org.bluez", "/org/bluez/hci3"), "org.bluez.LEAdvertisingManager1")
+        scan = start_scan(system, "hci2")
+        baseline = BareBaseline(system, observer, "hci3")
         iterate_until(lambda: False, 2)
 
         def radio_state(adapter):
@@ -275,22 +125,11 @@ def main():
         previous_activity = None
 
         def bare_round(index):
-            data = [random.randrange(256) for _ in range(24)]
-            path = f"/bench/advert{index}"
-            advert = Advert(system, path, BARE_COMPANY, data)
-            start = len(observer.heard)
-            began = time.monotonic()
-            call = call_async(bare_manager.RegisterAdvertisement, dbus.ObjectPath(path), dbus.Dictionary({}, signature="sv"))
-            match = lambda: next((entry for entry in observer.heard[start:]
-                                  if entry[2] == BARE_COMPANY and entry[3] == bytes(data)), None)
-            if iterate_until(lambda: match() is not None, 5):
-                results["bare"].append((match()[0] - began) * 1000)
-            else:
+            heard = baseline.round(index)
+            if heard is None:
                 misses["bare"] += 1
-            iterate_until(lambda: "time" in call, 5)
-            done = call_async(bare_manager.UnregisterAdvertisement, dbus.ObjectPath(path))
-            iterate_until(lambda: "time" in done, 5)
-            advert.remove_from_connection()
+            else:
+                results["bare"].append(heard)
 
         def publish_round(index):
             nonlocal previous_activity
@@ -335,10 +174,6 @@ def main():
                 publish_round(index)
                 bare_round(index)
             iterate_until(lambda: False, 0.2)
-
-        def summary(values):
-            return {"n": len(values), "p50": round(percentile(values, 0.5), 1), "p95": round(percentile(values, 0.95), 1),
-                    "min": round(min(values), 1) if values else None, "max": round(max(values), 1) if values else None}
 
         figures = {key: summary(values) for key, values in results.items()}
         bare50 = figures["bare"]["p50"]
@@ -497,7 +332,7 @@ def main():
         print("bluetoothd advertisement failures logged:", failures.stdout.strip() or "0", flush=True)
         return 0
     finally:
-        cleanup()
+        lab.cleanup()
 
 
 if __name__ == "__main__":

@@ -18,9 +18,24 @@ public struct ClipboardShelf: Sendable {
         public var expiresAt: Int64
         /// When it was offered.
         public var offeredAt: Int64
+        /// The members that asked for its types (FetchClipboardOffer answered), by name, each once,
+        /// at most `maxRecorded`.
+        public var askedBy: [String] = []
+        /// Its bytes that left for members (FetchClipboardData answered), oldest first, at most
+        /// `maxRecorded`; `morePastes` counts the ones beyond.
+        public var pastes: [ClipboardPaste] = []
+        public var morePastes: UInt64 = 0
     }
 
+    /// How many askers and pastes of one copy are kept by name (a copy lives at most an hour).
+    public static let maxRecorded = 32
+
     public private(set) var copy: Copy?
+
+    /// Per account (uid), since this shelf was made: how many times members were answered the types
+    /// of its copies, and how many times its bytes left at a paste. What `baton clipboard status`
+    /// shows, so a person can see that nothing left before a paste.
+    public private(set) var answered: [UInt32: (offers: UInt64, pastes: UInt64)] = [:]
 
     public init() {}
 
@@ -78,6 +93,26 @@ public struct ClipboardShelf: Sendable {
         }
     }
 
+    /// FetchClipboardOffer of `member` was answered with the copy on the shelf (`answerOffer` succeeded).
+    public mutating func recordOfferAnswered(to member: String) {
+        guard var current = copy else { return }
+        answered[current.uid, default: (0, 0)].offers += 1
+        if !current.askedBy.contains(member), current.askedBy.count < Self.maxRecorded { current.askedBy.append(member) }
+        copy = current
+    }
+
+    /// The bytes of `item` of the copy on the shelf left for `member` (`answerData` succeeded).
+    public mutating func recordPaste(of item: ClipboardItem, to member: String) {
+        guard var current = copy else { return }
+        answered[current.uid, default: (0, 0)].pastes += 1
+        if current.pastes.count < Self.maxRecorded {
+            current.pastes.append(ClipboardPaste(device: member, mediaType: item.mediaType, size: item.size))
+        } else {
+            current.morePastes += 1
+        }
+        copy = current
+    }
+
     /// Checks FetchClipboardData against the copy on the shelf: the copy and item to stream, or the
     /// Error frame to answer (`unknownActivity` when the copy changed, expired or has no such type;
     /// `malformed` for an offset beyond the item).
@@ -90,5 +125,18 @@ public struct ClipboardShelf: Sendable {
         }
         guard request.offset <= item.size else { return .failure(ErrorFrame(code: .malformed, message: "offset beyond the item")) }
         return .success((copy, item))
+    }
+}
+
+/// One paste on a member of this machine's copy: which member, which type, how many bytes left.
+public struct ClipboardPaste: Hashable, Sendable {
+    public var device: String
+    public var mediaType: String
+    public var size: UInt64
+
+    public init(device: String, mediaType: String, size: UInt64) {
+        self.device = device
+        self.mediaType = mediaType
+        self.size = size
     }
 }

@@ -154,6 +154,12 @@ public final class ClipboardBus: ClipboardAgentCalls, Sendable {
                 DBusCallContext.keepUntilReplied(file)
                 return [.unixFD(file.file.rawValue)]
             },
+            DBusMethod(OrgBaton.Clipboard1.getStatus) { [weak self] call in
+                guard let self else { throw DBusError.failed("stopping") }
+                let uid = try await self.caller(call.sender)
+                let clipboard = try self.clipboard()
+                return OrgBaton.Clipboard1.getStatus.encodeReply(await clipboard.status(uid: uid))
+            },
         ])
     }
 

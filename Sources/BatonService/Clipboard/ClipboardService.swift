@@ -191,20 +191,25 @@ public actor ClipboardService {
     /// FetchClipboardFile requests of members this machine answered (a file's bytes leave only then).
     public internal(set) var fileRequestsAnswered = 0
 
-    /// The answer to FetchClipboardOffer.
-    public func answerOffer() -> Result<ClipboardOffer, ErrorFrame> {
+    /// The answer to FetchClipboardOffer of `member` (its name, for the account's status).
+    public func answerOffer(member: String) -> Result<ClipboardOffer, ErrorFrame> {
         offerRequestsAnswered += 1
-        return shelf.answerOffer(nowSeconds: clock.unixSeconds())
+        let answer = shelf.answerOffer(nowSeconds: clock.unixSeconds())
+        if case .success = answer { shelf.recordOfferAnswered(to: member) }
+        return answer
     }
 
     /// What FetchClipboardData streams: the contents, where the item starts in them, the item; or the
     /// Error frame to answer.
-    public func answerData(_ request: ClipboardDataRequest) -> Result<(contents: ClipboardContents, start: UInt64, item: ClipboardItem), ErrorFrame> {
+    /// `member` (its name) asks; its paste is recorded for the account's status when the bytes go.
+    public func answerData(_ request: ClipboardDataRequest, member: String)
+        -> Result<(contents: ClipboardContents, start: UInt64, item: ClipboardItem), ErrorFrame> {
         dataRequestsAnswered += 1
         switch shelf.answerData(request, nowSeconds: clock.unixSeconds()) {
         case .failure(let error): return .failure(error)
         case .success(let (copy, item)):
             guard let contents = shelfContents else { return .failure(ErrorFrame(code: .internalError, message: "contents gone")) }
+            shelf.recordPaste(of: item, to: member)
             var start: UInt64 = 0
             for other in copy.items {
                 if other.mediaType == item.mediaType { break }
@@ -216,6 +221,26 @@ public actor ClipboardService {
 
     /// What this machine offers now (status, tests).
     public var offeredKind: ClipboardKind? { shelf.kind }
+
+    /// What `uid`'s account takes part in (Clipboard1.GetStatus): whether its agent is registered,
+    /// its copy on offer here with who asked for it and where it was pasted, the copy handed to its
+    /// agent, and how often members were answered its copies since batond started.
+    public func status(uid: UInt32) -> ClipboardAccountStatus {
+        let now = clock.unixSeconds()
+        var status = ClipboardAccountStatus(registered: agents[uid] != nil)
+        if let copy = shelf.copy, copy.uid == uid, now < copy.expiresAt {
+            status.offer = ClipboardAccountStatus.Offer(kind: copy.kind, items: copy.items, expiresIn: UInt32(clamping: copy.expiresAt - now),
+                                                        askedBy: copy.askedBy, pastedOn: copy.pastes, morePastes: copy.morePastes)
+        }
+        if let entry = taken.values.first(where: { $0.agent.uid == uid && now < $0.expiresAt }) {
+            status.taken = ClipboardAccountStatus.Taken(device: entry.memberName, kind: entry.offer.kind, items: entry.offer.items,
+                                                        expiresIn: UInt32(clamping: entry.expiresAt - now))
+        }
+        let answered = shelf.answered[uid] ?? (0, 0)
+        status.offersAnswered = answered.offers
+        status.pastesAnswered = answered.pastes
+        return status
+    }
 
     // MARK: Receiver
 

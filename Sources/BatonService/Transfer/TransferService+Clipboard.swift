@@ -7,8 +7,10 @@ import Synchronization
 
 /// What the transfer's server asks for the clipboard's two requests (§6.7): ClipboardService.
 public protocol ClipboardSource: Sendable {
-    func answerOffer() async -> Result<ClipboardOffer, ErrorFrame>
-    func answerData(_ request: ClipboardDataRequest) async -> Result<(contents: ClipboardContents, start: UInt64, item: ClipboardItem), ErrorFrame>
+    /// `member`: the asking member's name (recorded for the copying account's status).
+    func answerOffer(member: String) async -> Result<ClipboardOffer, ErrorFrame>
+    func answerData(_ request: ClipboardDataRequest, member: String) async
+        -> Result<(contents: ClipboardContents, start: UInt64, item: ClipboardItem), ErrorFrame>
     func answerFile(_ request: ClipboardFileRequest) async -> Result<ServedClipboardFile, ErrorFrame>
     func servedFileChanged(offerID: UInt64) async
 }
@@ -33,16 +35,17 @@ extension TransferService: ClipboardFetcher {
         let peer = channel.peerDeviceID
         guard await snapshot.isMember(peer), await isMemberNow(peer) else { throw ErrorFrame(code: .notPermitted, message: "not a ring member") }
         guard let source = clipboardSource.current else { throw ErrorFrame(code: .unknownActivity, message: "no clipboard offer") }
+        let name = await snapshot.memberName(peer)
         switch request.type {
         case .fetchClipboardOffer:
-            switch await source.answerOffer() {
+            switch await source.answerOffer(member: name) {
             case .failure(let refusal): throw refusal
             case .success(let offer): try await channel.send(Frame(type: .clipboardOffer, requestID: request.requestID, payload: offer.payload))
             }
         case .fetchClipboardData:
             let asked: ClipboardDataRequest
             do { asked = try ClipboardDataRequest(payload: request.payload) } catch { throw ErrorFrame(error) }
-            switch await source.answerData(asked) {
+            switch await source.answerData(asked, member: name) {
             case .failure(let refusal): throw refusal
             case .success(let (contents, start, item)):
                 try await Self.stream(item, from: contents, at: start, offset: asked.offset, requestID: request.requestID, on: channel,

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonClient
+import BatonCore
 import BatonCommandLine
 import BatonPublishers
 #if canImport(FoundationEssentials)
@@ -22,9 +23,12 @@ struct ClipboardCommand: Subcommand {
         The setting is `clipboard = on|off` in $XDG_CONFIG_HOME/baton/publishers.conf (default
         ~/.config), followed by baton-agent in your desktop session; the daemon is not needed.
         status (the default): whether it is on, whether baton-agent runs and shares it, which
-        session clipboard it uses, and what is offered or was taken from another machine.
+        session clipboard it uses, and what is offered or was taken from another machine; and,
+        from batond, how long your copy stays offered, which machines asked for its types and
+        where it was pasted (its bytes leave only then), with the counts since batond started.
         With --json: {"Enabled", "AgentRunning", "Registered", "SessionClipboard", "Offer",
-        "Taken", "Problem"} (absent values are null).
+        "Taken", "Problem", "Daemon", "DaemonProblem"} (absent values are null; "Daemon" is
+        Clipboard1.GetStatus: {"Registered", "Offer", "Taken", "OffersAnswered", "PastesAnswered"}).
         """
 
     enum Action: Sendable { case enable, disable, status }
@@ -50,8 +54,20 @@ struct ClipboardCommand: Subcommand {
                 return ExitStatus.failure
             }
         }
+        // batond's side only for status, and only when it is on (enable and disable need no daemon).
+        var daemon: Result<ClipboardAccountStatus, BatonClientError>?
+        if action == .status, settings.isEnabled(.clipboard) {
+            do throws(BatonClientError) {
+                let connection = try context.connect()
+                defer { connection.close() }
+                daemon = .success(try await connection.clipboardStatus(timeout: .seconds(10)))
+            } catch {
+                daemon = .failure(error)
+            }
+        }
         let report = Self.report(enabled: settings.isEnabled(.clipboard), agent: ClipboardAgentStatus.load(environment: environment),
-                                 support: SessionClipboardSupport.probe(environment: environment))
+                                 support: SessionClipboardSupport.probe(environment: environment), daemon: daemon,
+                                 busName: context.options.busName)
         context.output.result(json: report.json, text: report.lines.joined(separator: "\n"))
         return ExitStatus.success
     }
@@ -63,7 +79,8 @@ struct ClipboardCommand: Subcommand {
 
     /// What `status` says, from the setting, the agent's status file (nil: no agent runs) and this
     /// session's environment.
-    static func report(enabled: Bool, agent: ClipboardAgentStatus?, support: SessionClipboardSupport) -> Report {
+    static func report(enabled: Bool, agent: ClipboardAgentStatus?, support: SessionClipboardSupport,
+                       daemon: Result<ClipboardAccountStatus, BatonClientError>? = nil, busName: String = "org.baton") -> Report {
         var lines = [enabled ? "clipboard: on (baton clipboard disable turns it off)" : "clipboard: off (baton clipboard enable turns it on)"]
         let sessionClipboard = agent?.sessionClipboard ?? support.session
         var problem = agent?.problem
@@ -81,6 +98,11 @@ struct ClipboardCommand: Subcommand {
             lines.append("offered to the ring: " + (agent?.offer ?? "nothing"))
             if let taken = agent?.taken { lines.append("on the clipboard from another machine: \(taken)") }
             if let note = agent?.note { lines.append("note: \(note)") }
+            switch daemon {
+            case .success(let status): lines += ClipboardDaemonReport.lines(status, busName: busName)
+            case .failure(let error): lines.append("batond: \(error.message)")
+            case nil: break
+            }
         }
         func optional(_ text: String?) -> JSONValue { text.map { .string($0) } ?? .null }
         let json = JSONValue.object([
@@ -92,6 +114,8 @@ struct ClipboardCommand: Subcommand {
             (key: "Taken", value: optional(agent?.taken)),
             (key: "Problem", value: optional(enabled ? problem : nil)),
             (key: "Note", value: optional(enabled ? agent?.note : nil)),
+            (key: "Daemon", value: (try? daemon?.get()).map(ClipboardDaemonReport.json) ?? .null),
+            (key: "DaemonProblem", value: { if case .failure(let error) = daemon { .string(error.message) } else { .null } }()),
         ])
         return Report(lines: lines, json: json)
     }

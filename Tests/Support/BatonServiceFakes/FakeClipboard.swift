@@ -24,7 +24,10 @@ public final class FakeClipboardFetcher: ClipboardFetcher {
     private let sources = Mutex<[DeviceID: ClipboardService]>([:])
     private let counts = Mutex<(offers: Int, data: Int, bytes: UInt64, files: Int)>((0, 0, 0, 0))
 
-    public init() {}
+    /// The name the source records for the asking machine (the real transfer names the member).
+    private let asker: String
+
+    public init(asker: String = "asker") { self.asker = asker }
 
     public func connect(_ member: DeviceID, to service: ClipboardService) { sources.withLock { $0[member] = service } }
     public func disconnect(_ member: DeviceID) { sources.withLock { $0[member] = nil } }
@@ -38,7 +41,7 @@ public final class FakeClipboardFetcher: ClipboardFetcher {
     public func clipboardOffer(of member: DeviceID) async throws(ClipboardFetchFailure) -> ClipboardOffer? {
         counts.withLock { $0.offers += 1 }
         guard let source = sources.withLock({ $0[member] }) else { throw .unreachable }
-        switch await source.answerOffer() {
+        switch await source.answerOffer(member: asker) {
         case .success(let offer): return offer
         case .failure(let error) where error.code == .unknownActivity: return nil
         case .failure(let error): throw .failed(error.message)
@@ -49,7 +52,7 @@ public final class FakeClipboardFetcher: ClipboardFetcher {
                               into sink: ClipboardContents) async throws(ClipboardFetchFailure) {
         counts.withLock { $0.data += 1 }
         guard let source = sources.withLock({ $0[member] }) else { throw .unreachable }
-        switch await source.answerData(request) {
+        switch await source.answerData(request, member: asker) {
         case .failure(let error) where error.code == .unknownActivity: throw .changed
         case .failure(let error): throw .failed(error.message)
         case .success(let (contents, start, served)):
