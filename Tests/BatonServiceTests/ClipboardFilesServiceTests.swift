@@ -76,7 +76,7 @@ import Testing
         let scratch = Scratch()
         let (alpha, beta, _) = try await filesCopied(scratch)
         #expect(alpha.advert.current == .files)
-        let offer = try #require(try? await alpha.service.answerOffer().get())
+        let offer = try #require(try? await alpha.service.answerOffer(member: "beta").get())
         #expect(offer.kind == .files && offer.items.map(\.mediaType) == [ClipboardFileList.mediaType])
         await beta.service.heard(alphaID, name: "alpha", kind: .files, revision: 3)
         let handed = try #require(beta.agents.offers(to: 2000).first)
@@ -103,7 +103,7 @@ import Testing
     @Test func theSourceAnswersOnlyForItsCopyAndDescribesTheFileItHashes() async throws {
         let scratch = Scratch()
         let (alpha, _, _) = try await filesCopied(scratch)
-        let offerID = try await alpha.service.answerOffer().get().offerID
+        let offerID = try await alpha.service.answerOffer(member: "beta").get().offerID
         let served = try await alpha.service.answerFile(ClipboardFileRequest(offerID: offerID, index: 0)).get()
         #expect(served.info == (try DocumentInfo(totalSize: 3, digest: SHA256.hash(Array("abc".utf8)), mediaType: "text/plain", documentID: "a.txt")))
         // A resume names the digest it was given: served from the same file.
