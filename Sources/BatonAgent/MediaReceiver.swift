@@ -141,6 +141,7 @@ public actor MediaReceiver {
     /// while it plays); a player still loading may drop the first one (mpv right after its
     /// Metadata changed), so it is sent again, with a fresh target, up to 3 times.
     private func seek(_ name: String, trackID: String, _ media: MediaActivity, _ asked: Double) async throws {
+        try await waitUntilLoaded(name, within: .seconds(2))
         for attempt in 1...3 {
             let seeks = try await mpris.connection.signals(matching: DBusMatchRule(
                 sender: name, interface: MPRISClient.playerInterface, member: "Seeked", path: MPRISClient.path))
@@ -159,6 +160,24 @@ public actor MediaReceiver {
         }
         // A player that was paused stays paused on OpenUri (mpv): playing or paused as the source was.
         if media.playing { try await mpris.play(name) } else { try await mpris.pause(name) }
+    }
+
+    /// Waits, at most `limit`, until the player's Metadata has the media's length: mpv says it once
+    /// the media is loaded and drops a SetPosition sent before (which cost a 2 s retry in every
+    /// lab round). A player that never says a length (a live stream) is seeked after `limit`.
+    private func waitUntilLoaded(_ name: String, within limit: Duration) async throws {
+        let updates = try await mpris.connection.signals(matching: Self.propertiesRule(sender: name))
+        if try await mpris.metadata(of: name)["mpris:length"] != nil { return }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await signal in updates where signal.arguments.count >= 2 {
+                    if signal.arguments[1].asDictionary?["Metadata"]?.asDictionary?["mpris:length"] != nil { return }
+                }
+            }
+            group.addTask { try? await Task.sleep(for: limit) }
+            await group.next()
+            group.cancelAll()
+        }
     }
 
     /// Whether `stream` yields, or `arrived` (asked every 250 ms: Position is not signalled) holds,

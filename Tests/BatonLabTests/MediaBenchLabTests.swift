@@ -109,6 +109,7 @@ struct MediaBenchLabTests {
             let read = ContinuousClock.now
             let sampledAt = readAt + (read - readAt) / 2
             func targetPosition(_ time: ContinuousClock.Instant) -> Double { positionBefore + seconds(time - sampledAt) }
+            let retriesBefore = rig.lab.log("agent-beta").components(separatedBy: "did not confirm the seek").count
             let clicked = ContinuousClock.now
             let outcome = try await rig.click(suggestion)
             let returned = ContinuousClock.now
@@ -129,8 +130,10 @@ struct MediaBenchLabTests {
             result.error = position - targetPosition(now)
             #expect(abs(result.error) < 2, "round \(round): beta at \(position) s, alpha would be at \(targetPosition(now)) s")
             results.append(result)
-            print(String(format: "LAB BENCH media round %d (%@): opened %.3f s, seeked %.3f s, playing %.3f s, Continue returned %.3f s, position off by %+.2f s",
-                         round, kind.rawValue, result.opened, result.seeked, result.playing, result.returned, result.error))
+            // SetPositions the player did not confirm in time (sent again), from beta's agent's log.
+            let retries = rig.lab.log("agent-beta").components(separatedBy: "did not confirm the seek").count - retriesBefore
+            print(String(format: "LAB BENCH media round %d (%@): opened %.3f s, seeked %.3f s, playing %.3f s, Continue returned %.3f s, position off by %+.2f s, seeks sent again %d",
+                         round, kind.rawValue, result.opened, result.seeked, result.playing, result.returned, result.error, retries))
             try #require(await rig.lab.eventually(120) { (try? await source.status()) == "Paused" }, "alpha's \(kind) was not paused\n\(rig.logs())")
         }
         func line(_ name: String, _ values: [Double]) -> String {
