@@ -120,10 +120,29 @@ final class MediaLab: @unchecked Sendable {
         return try #require(found, "beta shows no suggestion of alpha's media\n\(logs())\n\(radios)")
     }
 
-    /// The click: Suggestion1.Continue on beta, as the agent's notification action calls it.
+    /// The click: Suggestion1.Continue on beta, as the agent's notification action calls it; its
+    /// outcome, or nil when alpha published a newer revision before the click (the suggestion is
+    /// then gone or refuses with noLongerCurrent, and a newer one replaces it).
     func click(_ suggestion: String) async throws -> String? {
-        try await daemons.call(destination: lab.busName("beta"), path: suggestion, interface: "org.baton.Suggestion1", method: "Continue",
-                               timeout: .seconds(120)).first?.stringValue
+        do {
+            return try await daemons.call(destination: lab.busName("beta"), path: suggestion, interface: "org.baton.Suggestion1", method: "Continue",
+                                          timeout: .seconds(120)).first?.stringValue ?? ""
+        } catch let error as DBusError where error.name == "org.freedesktop.DBus.Error.UnknownObject" || error.message == "noLongerCurrent" {
+            return nil
+        }
+    }
+
+    /// alpha's published media now (Activity1 Revision and UserInfo), for a note when a
+    /// suggestion was replaced before the click.
+    func alphaActivity() async -> String {
+        guard let path = try? await daemons.call(destination: lab.busName("alpha"), path: "/org/baton", interface: "org.baton.Manager1",
+                                                 method: "GetCurrentActivity", timeout: .seconds(30)).first?.objectPathValue, path != "/",
+              let all = try? await daemons.call(destination: lab.busName("alpha"), path: path, interface: "org.freedesktop.DBus.Properties",
+                                                method: "GetAll", arguments: [.string("org.baton.Activity1")], timeout: .seconds(30)).first?.asDictionary
+        else { return "none" }
+        let info = all["UserInfo"]?.asDictionary ?? [:]
+        let fields = ["position", "positionTime", "playing", "rate"].map { "\($0)=\(info[$0].map { "\($0.unwrapped)" } ?? "-")" }
+        return "revision \(all["Revision"]?.uint32Value.map(String.init) ?? "?") " + fields.joined(separator: " ")
     }
 
     /// alpha's current activity path, if it offers one.
