@@ -29,8 +29,8 @@ public actor MediaPublisher: UserActivityDelegate {
     private let logger: any AgentLog
     private let clock: @Sendable () -> Double
     private var book = MediaPlayerBook()
-    /// Unique name → the player's well-known name (signals carry the unique one).
-    private var owners: [String: String] = [:]
+    /// The MPRIS names and the player each belongs to (VLC: two names, one player).
+    private var names = MediaPlayerNames()
     private var enabled = false
     private var published: MediaActivity?
     /// The player whose media `activity` is.
@@ -123,15 +123,15 @@ public actor MediaPublisher: UserActivityDelegate {
             enabled = now
             if enabled { await scan() }
         case .owner(let change):
-            if let old = change.oldOwner { owners[old] = nil }
-            if let new = change.newOwner {
-                owners[new] = change.name
-                await refresh(change.name)
-            } else {
-                book.remove(change.name)
+            if change.oldOwner != nil {
+                let (removed, successor) = names.remove(change.name)
+                if let removed { book.remove(removed) }
+                // The player keeps another of its names: known by that one now.
+                if let successor { await refresh(successor) }
             }
+            if let new = change.newOwner { await add(change.name, owner: new) }
         case .properties(let sender, let changed):
-            guard let name = owners[sender], var state = book.players[name] else { return }
+            guard let name = names.player(sender: sender), var state = book.players[name] else { return }
             let before = state
             MPRISClient.apply(changed, to: &state)
             let now = clock()
@@ -147,7 +147,7 @@ public actor MediaPublisher: UserActivityDelegate {
             if handedOff == name, before.status != .playing, state.status == .playing { handedOff = nil }
             book.update(name, state)
         case .seeked(let sender, let micros):
-            guard let name = owners[sender], var state = book.players[name] else { return }
+            guard let name = names.player(sender: sender), var state = book.players[name] else { return }
             state.position = Double(micros) / 1_000_000
             state.sampledAt = clock()
             book.update(name, state)
@@ -157,12 +157,22 @@ public actor MediaPublisher: UserActivityDelegate {
 
     /// Reads every player there now (start, or the publisher turned on).
     private func scan() async {
-        guard let names = try? await mpris.playerNames() else { return }
-        for name in names {
-            if let owner = try? await mpris.connection.nameOwner(name) { owners[owner] = name }
-            await refresh(name)
+        guard let found = try? await mpris.playerNames() else { return }
+        for name in found where names.player(of: name) == nil {
+            guard let owner = try? await mpris.connection.nameOwner(name) else { continue }
+            await add(name, owner: owner, refreshing: false)
         }
+        for name in Set(found.compactMap { names.player(of: $0) }).sorted() { await refresh(name) }
         await reconcile()
+    }
+
+    /// Notes a name of a player (its connection's process read from the bus): a new player, or
+    /// another name of one already known (then the book keeps knowing it by the least name).
+    private func add(_ name: String, owner: String, refreshing: Bool = true) async {
+        let process = try? await mpris.connection.connectionUnixProcessID(owner)
+        let (player, replaced) = names.add(name, owner: MediaPlayerNames.Owner(connection: owner, process: process))
+        if let replaced { book.remove(replaced) }
+        if refreshing, player == name || replaced != nil { await refresh(player) }
     }
 
     private func refresh(_ name: String) async {

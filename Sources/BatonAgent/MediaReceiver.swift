@@ -28,6 +28,9 @@ public actor MediaReceiver {
     private var askedAt: Double?
     /// How long a player may take to load the media and show it in its Metadata.
     private let loadTimeout: Duration
+    /// The seek of the media opened last, which runs after the Continue was answered; a newer
+    /// handoff cancels it.
+    private var finishing: Task<Void, Never>?
 
     public init(session: DBusConnection, desktop: any MediaDesktop, logger: any AgentLog, loadTimeout: Duration = .seconds(30),
                 clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
@@ -81,18 +84,23 @@ public actor MediaReceiver {
         throw refusal
     }
 
-    /// OpenUri, wait until the player's Metadata has the URL (its trackid is then current), SetPosition.
+    /// OpenUri (the Continue's answer waits for this much), then, after the answer: wait until the
+    /// player's Metadata has the URL (its trackid is then current) and SetPosition.
     private func openInRunning(_ name: String, _ media: MediaActivity, _ asked: Double) async throws {
         let changes = try await mpris.connection.signals(matching: Self.propertiesRule(sender: name))
         if try await Self.url(in: mpris.metadata(of: name)) != media.url {
             try await mpris.openURI(media.url, on: name)
         }
-        let trackID = try await waitForTrack(of: media.url, on: [name], changes: changes).trackID
-        try await seek(name, trackID: trackID, media, asked)
+        finish(media) { receiver in
+            let trackID = try await receiver.waitForTrack(of: media.url, on: [name], changes: changes).trackID
+            try await receiver.seek(name, trackID: trackID, media, asked)
+        } failed: { error in
+            "\(name) plays the media from where it loaded it: it was not seeked (\(error))"
+        }
     }
 
-    /// Starts the player's desktop entry on the URL, then seeks it once it shows up on MPRIS with
-    /// the URL. A player that never does still plays the media, from the start (logged).
+    /// Starts the player's desktop entry on the URL, then, after the answer, seeks it once it shows
+    /// up on MPRIS with the URL. A player that never does still plays the media, from the start (logged).
     private func launch(_ desktopID: String, _ media: MediaActivity, _ asked: Double) async throws {
         let changes = try await mpris.connection.signals(matching: Self.propertiesRule(sender: nil))
         let owners = try await mpris.connection.nameOwnerChanges()
@@ -102,35 +110,89 @@ public actor MediaReceiver {
             continuation.onTermination = { _ in a.cancel(); b.cancel() }
         }
         try desktop.launch(desktopID: desktopID, uri: media.url)
-        do {
-            let found = try await waitForTrack(of: media.url, on: nil, changes: merged)
-            try await seek(found.name, trackID: found.trackID, media, asked)
-        } catch {
-            logger.log("\(desktopID) plays the media from the start: it did not show it on MPRIS (\(error))")
+        finish(media) { receiver in
+            let found = try await receiver.waitForTrack(of: media.url, on: nil, changes: merged)
+            try await receiver.seek(found.name, trackID: found.trackID, media, asked)
+        } failed: { error in
+            "\(desktopID) plays the media from the start: it did not show it on MPRIS (\(error))"
         }
     }
 
-    /// SetPosition, confirmed by the player's Seeked; a player still loading may drop the first one
-    /// (mpv right after its Metadata changed), so it is sent again, with a fresh target, up to 3 times.
+    /// Runs the rest of an opening (the player loading, the seek) after the Continue was answered:
+    /// a player may take longer to load than batond waits for a handler (docs/media.md). Cancels
+    /// the rest of the previous opening.
+    private func finish(_ media: MediaActivity, _ work: @escaping @Sendable (MediaReceiver) async throws -> Void,
+                        failed: @escaping @Sendable (any Error) -> String) {
+        finishing?.cancel()
+        let logger = logger
+        finishing = Task {
+            do {
+                try await work(self)
+                logger.log("playing the media \(media.title) where the other machine was")
+            } catch is CancellationError {
+                logger.log("the media \(media.title) was not seeked: a newer handoff came first")
+            } catch {
+                logger.log(failed(error))
+            }
+        }
+    }
+
+    /// SetPosition, confirmed by the player's Seeked or by its Position (VLC signals Seeked only
+    /// while it plays); a player still loading may drop the first one (mpv right after its
+    /// Metadata changed), so it is sent again, with a fresh target, up to 3 times.
     private func seek(_ name: String, trackID: String, _ media: MediaActivity, _ asked: Double) async throws {
+        try await waitUntilLoaded(name, within: .seconds(2))
         for attempt in 1...3 {
             let seeks = try await mpris.connection.signals(matching: DBusMatchRule(
                 sender: name, interface: MPRISClient.playerInterface, member: "Seeked", path: MPRISClient.path))
             let target = media.seekTarget(now: clock(), askedAt: asked)
+            let sent = clock()
             try await mpris.setPosition(target, trackID: trackID, on: name)
-            if await Self.yields(seeks, within: .seconds(attempt * 2)) { break }
+            let mpris = mpris, clock = clock
+            let confirmed = await Self.confirms(seeks, within: .seconds(attempt * 2)) {
+                // At the target, or past it by no more than the time since (a player that already plays).
+                guard let position = try? await mpris.position(of: name) else { return false }
+                return position >= target - 1 && position <= target + (clock() - sent) * max(1, media.rate) + 1
+            }
+            try Task.checkCancellation()
+            if confirmed { break }
             logger.log("\(name) did not confirm the seek to \(Int(target)) s (attempt \(attempt))")
         }
         // A player that was paused stays paused on OpenUri (mpv): playing or paused as the source was.
         if media.playing { try await mpris.play(name) } else { try await mpris.pause(name) }
     }
 
-    /// Whether `stream` yields within `limit` (the stream ends either way).
-    private static func yields(_ stream: AsyncStream<DBusSignal>, within limit: Duration) async -> Bool {
+    /// Waits, at most `limit`, until the player's Metadata has the media's length: mpv says it once
+    /// the media is loaded and drops a SetPosition sent before (which cost a 2 s retry in every
+    /// lab round). A player that never says a length (a live stream) is seeked after `limit`.
+    private func waitUntilLoaded(_ name: String, within limit: Duration) async throws {
+        let updates = try await mpris.connection.signals(matching: Self.propertiesRule(sender: name))
+        if try await mpris.metadata(of: name)["mpris:length"] != nil { return }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await signal in updates where signal.arguments.count >= 2 {
+                    if signal.arguments[1].asDictionary?["Metadata"]?.asDictionary?["mpris:length"] != nil { return }
+                }
+            }
+            group.addTask { try? await Task.sleep(for: limit) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// Whether `stream` yields, or `arrived` (asked every 250 ms: Position is not signalled) holds,
+    /// within `limit` (the stream ends either way).
+    private static func confirms(_ stream: AsyncStream<DBusSignal>, within limit: Duration,
+                                 arrived: @escaping @Sendable () async -> Bool) async -> Bool {
         await withTaskGroup(of: Bool.self) { group in
             group.addTask { await stream.first { _ in true } != nil }
             group.addTask {
-                try? await Task.sleep(for: limit)
+                let deadline = ContinuousClock.now + limit
+                while ContinuousClock.now < deadline {
+                    try? await Task.sleep(for: .milliseconds(250))
+                    if Task.isCancelled { return false }
+                    if await arrived() { return true }
+                }
                 return false
             }
             let first = await group.next() ?? false

@@ -7,65 +7,14 @@ import BatonTestBus
 import Foundation
 import Testing
 
-let mpvPath = "/usr/bin/mpv"
-let mprisScript = "/etc/mpv/scripts/mpris.so"
+let mpvPath = HeadlessPlayer.Kind.mpvPath
+let mprisScript = HeadlessPlayer.Kind.mprisScript
 let mprisPath = "/org/mpris/MediaPlayer2"
 let playerInterface = "org.mpris.MediaPlayer2.Player"
 
-/// A headless mpv with mpv-mpris on a private session bus (docs/media.md): no config, no video,
-/// the null audio output (which still plays in real time), idle at the end rather than quitting.
-final class HeadlessMPV {
-    let process = Process()
-
-    init(session: TestBus, url: String, start: Int?, pause: Bool, log: URL) throws {
-        FileManager.default.createFile(atPath: log.path, contents: nil)
-        process.executableURL = URL(fileURLWithPath: mpvPath)
-        var arguments = ["--no-config", "--no-video", "--ao=null", "--idle=yes", "--no-terminal", "--script=\(mprisScript)"]
-        if let start { arguments.append("--start=\(start)") }
-        if pause { arguments.append("--pause") }
-        arguments.append(url)
-        process.arguments = arguments
-        process.environment = ["DBUS_SESSION_BUS_ADDRESS": session.address, "HOME": session.directory.path, "PATH": "/usr/bin:/bin"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = try FileHandle(forWritingTo: log)
-        try launch(process)
-    }
-
-    func stop() {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
-}
-
-/// `python3 -m http.server` on an ephemeral loopback port, serving `directory`.
-final class WebServer {
-    let process = Process()
-    let log: URL
-
-    init(directory: URL, log: URL) throws {
-        self.log = log
-        FileManager.default.createFile(atPath: log.path, contents: nil)
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = ["-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", directory.path]
-        let handle = try FileHandle(forWritingTo: log)
-        process.standardOutput = handle
-        process.standardError = handle
-        try launch(process)
-    }
-
-    /// The port from "Serving HTTP on 127.0.0.1 port N (...)".
-    var port: Int? {
-        let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-        guard let range = text.range(of: " port ") else { return nil }
-        return Int(text[range.upperBound...].prefix { $0.isNumber })
-    }
-
-    func stop() {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
+/// A headless mpv with mpv-mpris on a private session bus (docs/media.md), its home the bus's directory.
+func headlessMPV(session: TestBus, url: String, start: Int?, pause: Bool, log: URL) throws -> HeadlessPlayer {
+    try HeadlessPlayer(.mpv, sessionAddress: session.address, home: session.directory, url: url, start: start, pause: pause, log: log)
 }
 
 /// Copies the named logs of `work` to the directory BATON_KEEP_MEDIA_LOGS names, if any (diagnostics).
@@ -76,28 +25,10 @@ func keepLogs(_ work: URL, _ names: [String]) {
     }
 }
 
-func seconds(_ duration: Duration) -> Double {
-    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-}
-
-/// A WAV file of silence: 8 kHz, mono, 16-bit, `seconds` long.
-func silence(seconds: Int) -> Data {
-    let samples = 8000 * seconds, bytes = samples * 2
-    var data = Data()
-    func add(_ text: String) { data.append(contentsOf: Array(text.utf8)) }
-    func add32(_ value: UInt32) { withUnsafeBytes(of: value.littleEndian) { data.append(contentsOf: $0) } }
-    func add16(_ value: UInt16) { withUnsafeBytes(of: value.littleEndian) { data.append(contentsOf: $0) } }
-    add("RIFF"); add32(UInt32(36 + bytes)); add("WAVE")
-    add("fmt "); add32(16); add16(1); add16(1); add32(8000); add32(16000); add16(2); add16(16)
-    add("data"); add32(UInt32(bytes))
-    data.append(Data(count: bytes))
-    return data
-}
-
 /// Reads an MPRIS player's properties on one session bus (the test's own client, not the agent's).
 struct PlayerProbe {
     let connection: DBusConnection
-    let name = "org.mpris.MediaPlayer2.mpv"
+    var name = HeadlessPlayer.Kind.mpv.busName
 
     func property(_ property: String) async throws -> DBusValue? {
         try await connection.call(destination: name, path: mprisPath, interface: "org.freedesktop.DBus.Properties", method: "Get",
@@ -132,8 +63,8 @@ struct MediaHandoffHostTests {
         // The media: a 10-minute file served over HTTP on loopback, which mpv can seek.
         let media = work.appendingPathComponent("media")
         try FileManager.default.createDirectory(at: media, withIntermediateDirectories: true)
-        try silence(seconds: 600).write(to: media.appendingPathComponent("talk.wav"))
-        let server = try WebServer(directory: media, log: work.appendingPathComponent("http.log"))
+        try silentWAV(seconds: 600).write(to: media.appendingPathComponent("talk.wav"))
+        let server = try MediaWebServer(directory: media, log: work.appendingPathComponent("http.log"))
         defer { server.stop() }
         try await eventually(timeout: .seconds(120), "the web server did not start") { server.port != nil }
         let url = "http://127.0.0.1:\(try #require(server.port))/talk.wav"
@@ -141,8 +72,8 @@ struct MediaHandoffHostTests {
         // alpha's mpv plays from 20 s; beta's (started later) is paused on another file. (An mpv started idle, with no
         // file, reports Stopped and Position 0 over MPRIS after OpenUri until its next pause or
         // play: an mpv-mpris 0.7.1 quirk, docs/media.md.)
-        try silence(seconds: 5).write(to: media.appendingPathComponent("other.wav"))
-        let mpvA = try HeadlessMPV(session: sessionA, url: url, start: 20, pause: false, log: work.appendingPathComponent("mpv-a.log"))
+        try silentWAV(seconds: 5).write(to: media.appendingPathComponent("other.wav"))
+        let mpvA = try headlessMPV(session: sessionA, url: url, start: 20, pause: false, log: work.appendingPathComponent("mpv-a.log"))
         defer { mpvA.stop() }
         let clientA = try DBusConnection(bus: .address(sessionA.address)), clientB = try DBusConnection(bus: .address(sessionB.address))
         defer { clientA.close(); clientB.close() }
@@ -203,7 +134,7 @@ struct MediaHandoffHostTests {
         #expect(try await daemonA.currentActivityPath() != nil)
         #expect(!agentA.logText.contains("continued on"), "alpha's agent: \(agentA.logText)")
 
-        let mpvB = try HeadlessMPV(session: sessionB, url: url.replacingOccurrences(of: "talk.wav", with: "other.wav"), start: nil, pause: true,
+        let mpvB = try headlessMPV(session: sessionB, url: url.replacingOccurrences(of: "talk.wav", with: "other.wav"), start: nil, pause: true,
                                    log: work.appendingPathComponent("mpv-b.log"))
         defer { mpvB.stop() }
         try await eventually(timeout: .seconds(120), "beta's mpv did not appear on MPRIS") { (try? await playerB.status()) == "Paused" }

@@ -19,15 +19,15 @@ struct MediaPublisherHostTests {
         defer { keepLogs(work, ["agent.log", "mpv.log"]) }
         let media = work.appendingPathComponent("media")
         try FileManager.default.createDirectory(at: media, withIntermediateDirectories: true)
-        try silence(seconds: 600).write(to: media.appendingPathComponent("talk.wav"))
-        let server = try WebServer(directory: media, log: work.appendingPathComponent("http.log"))
+        try silentWAV(seconds: 600).write(to: media.appendingPathComponent("talk.wav"))
+        let server = try MediaWebServer(directory: media, log: work.appendingPathComponent("http.log"))
         defer { server.stop() }
         try await eventually(timeout: .seconds(120), "the web server did not start") { server.port != nil }
         let url = "http://127.0.0.1:\(try #require(server.port))/talk.wav"
 
         // mpv plays a local file first.
         let local = media.appendingPathComponent("talk.wav").path
-        let mpv = try HeadlessMPV(session: session, url: local, start: nil, pause: false, log: work.appendingPathComponent("mpv.log"))
+        let mpv = try headlessMPV(session: session, url: local, start: nil, pause: false, log: work.appendingPathComponent("mpv.log"))
         defer { mpv.stop() }
         let probe = PlayerProbe(connection: try DBusConnection(bus: .address(session.address)))
         defer { probe.connection.close() }

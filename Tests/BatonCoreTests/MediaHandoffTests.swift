@@ -285,3 +285,54 @@ private func song(position: Double = 30, at time: Double = 1000, rate: Double = 
             == [.running(busName: mpv.busName)])
     }
 }
+
+@Suite struct MediaPlayerNamesTests {
+    let vlc = "org.mpris.MediaPlayer2.vlc", instance = "org.mpris.MediaPlayer2.vlc.instance4242", mpv = "org.mpris.MediaPlayer2.mpv"
+
+    @Test func twoNamesOfOneProcessAreOnePlayerKnownByTheLeastName() {
+        var names = MediaPlayerNames()
+        // VLC 3.0: the instance name on one connection, the short name on another, one process.
+        #expect(names.add(instance, owner: .init(connection: ":1.0", process: 4242)) == (instance, nil))
+        #expect(names.add(vlc, owner: .init(connection: ":1.1", process: 4242)) == (vlc, instance))
+        #expect(names.add(mpv, owner: .init(connection: ":1.2", process: 7)) == (mpv, nil))
+        #expect(names.player(of: instance) == vlc && names.player(of: vlc) == vlc && names.player(of: mpv) == mpv)
+        // Signals from either connection are the same player's.
+        #expect(names.player(sender: ":1.0") == vlc && names.player(sender: ":1.1") == vlc && names.player(sender: ":1.2") == mpv)
+        #expect(names.player(sender: ":1.9") == nil && names.player(of: "org.mpris.MediaPlayer2.other") == nil)
+        // Another name of a known player: no new player, nothing replaced.
+        #expect(names.add("org.mpris.MediaPlayer2.vlc.x", owner: .init(connection: ":1.1", process: 4242)) == (vlc, nil))
+    }
+
+    @Test func oneConnectionWithTwoNamesIsOnePlayerWhenTheProcessIsUnknown() {
+        var names = MediaPlayerNames()
+        names.add(vlc, owner: .init(connection: ":1.5", process: nil))
+        #expect(names.add(instance, owner: .init(connection: ":1.5", process: nil)) == (vlc, nil))
+        // Two connections whose process the bus did not say are two players.
+        #expect(names.add(mpv, owner: .init(connection: ":1.6", process: nil)) == (mpv, nil))
+        #expect(names.player(sender: ":1.6") == mpv)
+    }
+
+    @Test func aPlayerLeavingNameByNameKeepsItsOtherNameUntilTheLast() {
+        var names = MediaPlayerNames()
+        names.add(vlc, owner: .init(connection: ":1.0", process: 4242))
+        names.add(instance, owner: .init(connection: ":1.1", process: 4242))
+        // The name it is known by goes: known by the other now.
+        #expect(names.remove(vlc) == (vlc, instance))
+        #expect(names.player(sender: ":1.1") == instance && names.player(sender: ":1.0") == nil)
+        #expect(names.remove(instance) == (instance, nil))
+        #expect(names.names.isEmpty)
+        // Another name going leaves the player as it was; an unknown name is reported removed.
+        names.add(vlc, owner: .init(connection: ":1.0", process: 4242))
+        names.add(instance, owner: .init(connection: ":1.1", process: 4242))
+        #expect(names.remove(instance) == (nil, nil))
+        #expect(names.player(of: vlc) == vlc)
+        #expect(names.remove("org.mpris.MediaPlayer2.gone") == ("org.mpris.MediaPlayer2.gone", nil))
+    }
+
+    @Test func processesAreNotConfused() {
+        var names = MediaPlayerNames()
+        names.add(vlc, owner: .init(connection: ":1.0", process: 1))
+        #expect(names.add(instance, owner: .init(connection: ":1.1", process: 2)) == (instance, nil))
+        #expect(names.player(of: instance) == instance && names.player(of: vlc) == vlc)
+    }
+}
