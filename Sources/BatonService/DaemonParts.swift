@@ -24,6 +24,7 @@ public struct DaemonParts: Sendable {
     public static func start(connection: DBusConnection, ring: RingService, activities: ActivityService,
                              transfer configuration: TransferService.Configuration, clock: any WallClock = SystemWallClock(),
                              continuation continuationConfiguration: ContinuationService.Configuration = .init(),
+                             clipboardClock: any MonotonicClock = SystemMonotonicClock(),
                              log: @escaping @Sendable (String) -> Void) async throws -> DaemonParts {
         await activities.activities.useRingRefusals { [weak ring] uid in await ring?.refusedChange(for: uid) }
         let discovery = DiscoveryService(ring: ring, avahiBus: ring.configuration.avahiBus, clock: clock, log: log)
@@ -41,7 +42,7 @@ public struct DaemonParts: Sendable {
         bus.attach(continuation)
         await continuation.start()
         let clipboardBus = ClipboardBus(connection: connection)
-        let clipboard = ClipboardService(advert: ring.radio, fetcher: transfer, agentCalls: clipboardBus, clock: clock,
+        let clipboard = ClipboardService(advert: ring.radio, fetcher: transfer, agentCalls: clipboardBus, clock: clipboardClock,
                                          randomToken: { SystemRandom().bytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }, log: log)
         clipboardBus.attach(clipboard)
         transfer.clipboardSource.use(clipboard)

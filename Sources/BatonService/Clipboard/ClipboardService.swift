@@ -38,14 +38,15 @@ public actor ClipboardService {
         var memberName: String
         var offer: ClipboardOffer
         var agent: ClipboardAgentEndpoint
-        /// Unix seconds at which the agent is told it is gone.
+        /// When (on the monotonic clock) the agent is told it is gone.
         var expiresAt: Int64
     }
 
     private let advert: any ClipboardAdvert
     private let fetcher: any ClipboardFetcher
     private let agentCalls: any ClipboardAgentCalls
-    private let clock: any WallClock
+    /// Expiries and the restriction window are durations: measured on a clock the date never steps.
+    private let clock: any MonotonicClock
     private let randomToken: @Sendable () -> UInt64
     private let log: @Sendable (String) -> Void
 
@@ -66,7 +67,7 @@ public actor ClipboardService {
     private var expiryTask: Task<Void, Never>?
     private var expiryDeadline: Int64?
 
-    public init(advert: any ClipboardAdvert, fetcher: any ClipboardFetcher, agentCalls: any ClipboardAgentCalls, clock: any WallClock,
+    public init(advert: any ClipboardAdvert, fetcher: any ClipboardFetcher, agentCalls: any ClipboardAgentCalls, clock: any MonotonicClock,
                 randomToken: @escaping @Sendable () -> UInt64, log: @escaping @Sendable (String) -> Void) {
         self.advert = advert
         self.fetcher = fetcher
@@ -109,21 +110,23 @@ public actor ClipboardService {
                       contents: ClipboardContents) async throws(Refusal) {
         guard let agent = agents[uid] else { throw .notEnabled }
         var expiresIn = expiresIn == 0 ? ClipboardShelf.defaultExpirySeconds : expiresIn
-        if let restriction = restrictions.removeValue(forKey: uid), clock.unixSeconds() <= restriction.until {
+        // Checked before a restriction is used up: a refused offer must not spend the one meant for
+        // the copy that follows.
+        guard let size = SealedMemoryFile.immutableSize(of: contents.file) else {
+            throw .invalidContents("the contents are not a sealed memory file (memfd_create with write, shrink and grow sealed)")
+        }
+        let total = items.reduce(UInt64(0)) { $0 + $1.size }
+        guard size == total else { throw .invalidContents("the contents hold \(size) bytes, the items \(total)") }
+        if let restriction = restrictions.removeValue(forKey: uid), clock.monotonicSeconds() <= restriction.until {
             if restriction.localOnly {
                 await withdraw(uid: uid)
                 return
             }
             if restriction.expiresIn > 0 { expiresIn = min(expiresIn, restriction.expiresIn) }
         }
-        guard let size = SealedMemoryFile.immutableSize(of: contents.file) else {
-            throw .invalidContents("the contents are not a sealed memory file (memfd_create with write, shrink and grow sealed)")
-        }
-        let total = items.reduce(UInt64(0)) { $0 + $1.size }
-        guard size == total else { throw .invalidContents("the contents hold \(size) bytes, the items \(total)") }
         do {
             try shelf.offer(uid: uid, account: agent.account, kind: kind, items: items, expiresIn: expiresIn,
-                            offerID: randomToken(), nowSeconds: clock.unixSeconds())
+                            offerID: randomToken(), nowSeconds: clock.monotonicSeconds())
         } catch {
             throw .invalidContents("\(error)")
         }
@@ -144,18 +147,20 @@ public actor ClipboardService {
         await advert.setClipboard(nil)
     }
 
-    /// An app of `uid` marks the copy its account makes within the window, or made within it before.
+    /// An app of `uid` marks the copy its account makes within the window, and the one it made within
+    /// the window before. batond cannot tell which of the two the app means (its agent may offer the
+    /// app's copy before or after this call, and another app of the account may have copied just
+    /// before), so both are marked: marking only the earlier one let the app's own copy, offered a
+    /// moment later, go to the ring.
     public func restrict(uid: UInt32, localOnly: Bool, expiresIn: UInt16) async {
-        let now = clock.unixSeconds()
-        if let copy = shelf.copy, copy.uid == uid, now - copy.offeredAt <= Self.restrictWindow {
-            if localOnly {
-                await withdraw(uid: uid)
-            } else if expiresIn > 0, shelf.shorten(uid: uid, to: expiresIn, nowSeconds: now) {
-                rearmExpiry()
-            }
-            return
-        }
+        let now = clock.monotonicSeconds()
         restrictions[uid] = (localOnly, expiresIn, now + Self.restrictWindow)
+        guard let copy = shelf.copy, copy.uid == uid, now - copy.offeredAt <= Self.restrictWindow else { return }
+        if localOnly {
+            await withdraw(uid: uid)
+        } else if expiresIn > 0, shelf.shorten(uid: uid, to: expiresIn, nowSeconds: now) {
+            rearmExpiry()
+        }
     }
 
     /// How many FetchClipboardOffer and FetchClipboardData requests of members this machine answered
@@ -166,14 +171,14 @@ public actor ClipboardService {
     /// The answer to FetchClipboardOffer.
     public func answerOffer() -> Result<ClipboardOffer, ErrorFrame> {
         offerRequestsAnswered += 1
-        return shelf.answerOffer(nowSeconds: clock.unixSeconds())
+        return shelf.answerOffer(nowSeconds: clock.monotonicSeconds())
     }
 
     /// What FetchClipboardData streams: the contents, where the item starts in them, the item; or the
     /// Error frame to answer.
     public func answerData(_ request: ClipboardDataRequest) -> Result<(contents: ClipboardContents, start: UInt64, item: ClipboardItem), ErrorFrame> {
         dataRequestsAnswered += 1
-        switch shelf.answerData(request, nowSeconds: clock.unixSeconds()) {
+        switch shelf.answerData(request, nowSeconds: clock.monotonicSeconds()) {
         case .failure(let error): return .failure(error)
         case .success(let (copy, item)):
             guard let contents = shelfContents else { return .failure(ErrorFrame(code: .internalError, message: "contents gone")) }
@@ -245,7 +250,7 @@ public actor ClipboardService {
         await withdrawTaken { $0.agent.uid == agent.uid }
         let token = randomToken()
         taken[token] = Taken(member: member, memberName: name, offer: offer, agent: agent,
-                             expiresAt: clock.unixSeconds() + Int64(offer.expiresIn))
+                             expiresAt: clock.monotonicSeconds() + Int64(offer.expiresIn))
         rearmExpiry()
         await agentCalls.offered(ClipboardOfferForAgent(token: token, memberName: name, kind: offer.kind, items: offer.items,
                                                         expiresIn: offer.expiresIn), to: agent)
@@ -267,7 +272,7 @@ public actor ClipboardService {
     /// `uid` pastes `mediaType` of the copy it was handed as `token`: the bytes, pulled now, in a
     /// sealed memory file.
     public func paste(uid: UInt32, token: UInt64, mediaType: String, limit: UInt64 = maxItemBytes) async throws(Refusal) -> ClipboardContents {
-        guard let entry = taken[token], entry.agent.uid == uid, clock.unixSeconds() < entry.expiresAt else { throw .unknownOffer }
+        guard let entry = taken[token], entry.agent.uid == uid, clock.monotonicSeconds() < entry.expiresAt else { throw .unknownOffer }
         guard let item = entry.offer.item(mediaType) else { throw .typeNotOffered(mediaType) }
         guard item.size <= limit else { throw .tooLarge(size: item.size, limit: limit) }
         let request: ClipboardDataRequest
@@ -308,7 +313,7 @@ public actor ClipboardService {
         expiryTask?.cancel()
         expiryDeadline = next
         guard let next else { expiryTask = nil; return }
-        let seconds = max(0, next - clock.unixSeconds())
+        let seconds = max(0, next - clock.monotonicSeconds())
         expiryTask = Task { [weak self] in
             try? await Task.sleep(for: .seconds(seconds))
             guard !Task.isCancelled else { return }
@@ -320,7 +325,7 @@ public actor ClipboardService {
     /// taken copies past theirs go.
     public func expire() async {
         expiryDeadline = nil
-        let now = clock.unixSeconds()
+        let now = clock.monotonicSeconds()
         if shelf.expire(nowSeconds: now) {
             shelfContents = nil
             await advert.setClipboard(nil)

@@ -82,3 +82,21 @@ public final class FakeClipboardAgentCalls: ClipboardAgentCalls {
         all.compactMap { if case .withdrawn(let token, let to) = $0, to == uid { token } else { nil } }
     }
 }
+
+/// A monotonic clock the test moves by hand (the clipboard's expiries). A fake: the real one is
+/// CLOCK_BOOTTIME (SystemMonotonicClock).
+public final class FakeMonotonicClock: MonotonicClock {
+    private let now = Mutex<Int64>(10_000)
+    public init() {}
+    public func monotonicSeconds() -> Int64 { now.withLock { $0 } }
+    public func advance(_ seconds: Int64) { now.withLock { $0 += seconds } }
+}
+
+/// The system's wall clock stepped by hand (a date set wrong, NTP correcting it): time(2) plus an
+/// offset the test moves. A fake: the real one is SystemWallClock.
+public final class FakeSteppedWallClock: WallClock {
+    private let offset = Mutex<Int64>(0)
+    public init() {}
+    public func unixSeconds() -> Int64 { Int64(time(nil)) + offset.withLock { $0 } }
+    public func step(_ seconds: Int64) { offset.withLock { $0 += seconds } }
+}
