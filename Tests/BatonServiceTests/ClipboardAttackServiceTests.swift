@@ -96,6 +96,43 @@ struct ClipboardAttackServiceTests {
         #expect(await alpha.service.offeredKind == nil, "the restricted copy was offered")
     }
 
+    /// Attack: another local account (bob) whose agent never answers batond's calls, on the machine
+    /// where ada also takes part; bob copies on alpha, then ada. Found: batond waited for each agent
+    /// call in full (the bus's 25 s) inside the work on members' sightings, so bob's silent agent held
+    /// up ada's copies (and everyone's) every time bob was handed one. Fixed: batond waits for an
+    /// agent's answer at most `agentCallWait` (2 s) and goes on; that agent's later calls stay in
+    /// order behind the unanswered one. Held: ada is handed her copy and pastes it while bob's call
+    /// still hangs; bob's calls reach his agent in order once it answers.
+    @Test func anAgentThatNeverAnswersHoldsUpNoOtherAccount() async throws {
+        let alpha = Machine(), beta = Machine()
+        beta.fetcher.connect(alphaID, to: alpha.service)
+        for (uid, name) in [(UInt32(1000), "ada"), (1001, "bob")] { await alpha.service.register(agent(uid, name)) }
+        for (uid, name) in [(UInt32(2000), "ada"), (2001, "bob")] { await beta.service.register(agent(uid, name)) }
+        beta.agents.hold(uid: 2001)
+        defer { beta.agents.releaseAll() }
+        try await offer(alpha, uid: 1001, "bob's copy")
+        let bobs = Task { await beta.service.heard(alphaID, name: "alpha", kind: .text, revision: 1) }
+        #expect(await eventually(timeout: .seconds(120)) { beta.agents.offers(to: 2001).count == 1 })
+        try await offer(alpha, uid: 1000, "ada's copy")
+        let adas = Task { await beta.service.heard(alphaID, name: "alpha", kind: .text, revision: 2) }
+        #expect(await eventually(timeout: .seconds(120)) { beta.agents.offers(to: 2000).count == 1 }, "ada's copy waited for bob's agent")
+        #expect(beta.agents.unanswered >= 1, "bob's agent answered")
+        let token = try #require(beta.agents.offers(to: 2000).first).token
+        #expect(try await beta.service.paste(uid: 2000, token: token, mediaType: Self.text).file.readAll() == Array("ada's copy".utf8))
+        beta.agents.releaseAll()
+        await bobs.value
+        await adas.value
+        let bobsToken = try #require(beta.agents.offers(to: 2001).first).token
+        #expect(await eventually(timeout: .seconds(120)) { beta.agents.withdrawals(of: 2001) == [bobsToken] })
+        let bobsCalls = beta.agents.all.filter {
+            switch $0 {
+            case .offered(_, let uid), .withdrawn(_, let uid): uid == 2001
+            }
+        }
+        #expect(bobsCalls.count == 2, "\(bobsCalls)")
+        if case .offered = bobsCalls.first {} else { Issue.record("bob's agent was told of a withdrawal before the copy") }
+    }
+
     enum Change: CaseIterable { case newCopy, withdrawn, expired, restricted }
     enum Step: Hashable { case change, advert, paste }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonCore
 import BatonSystem
+import Synchronization
 
 /// The universal clipboard (docs/clipboard.md, protocol §6.7 and §9 "Clipboard"), both sides, the one
 /// owner of what this machine offers and of what it took from members:
@@ -252,8 +253,8 @@ public actor ClipboardService {
         taken[token] = Taken(member: member, memberName: name, offer: offer, agent: agent,
                              expiresAt: clock.monotonicSeconds() + Int64(offer.expiresIn))
         rearmExpiry()
-        await agentCalls.offered(ClipboardOfferForAgent(token: token, memberName: name, kind: offer.kind, items: offer.items,
-                                                        expiresIn: offer.expiresIn), to: agent)
+        let forAgent = ClipboardOfferForAgent(token: token, memberName: name, kind: offer.kind, items: offer.items, expiresIn: offer.expiresIn)
+        await call(agent) { calls in await calls.offered(forAgent, to: agent) }
     }
 
     private func withdrawTaken(from member: DeviceID) async {
@@ -264,7 +265,7 @@ public actor ClipboardService {
     private func withdrawTaken(where matches: (Taken) -> Bool) async {
         for (token, entry) in taken where matches(entry) {
             taken[token] = nil
-            await agentCalls.withdrawn(token: token, from: entry.agent)
+            await call(entry.agent) { calls in await calls.withdrawn(token: token, from: entry.agent) }
         }
         rearmExpiry()
     }
@@ -289,7 +290,7 @@ public actor ClipboardService {
             switch error {
             case .changed:
                 // The copy there is no longer this one: nobody gets it again from here.
-                if taken.removeValue(forKey: token) != nil { await agentCalls.withdrawn(token: token, from: entry.agent) }
+                if taken.removeValue(forKey: token) != nil { await call(entry.agent) { calls in await calls.withdrawn(token: token, from: entry.agent) } }
                 throw .changed
             case .unreachable:
                 throw .unreachable(memberName: entry.memberName)
@@ -304,6 +305,57 @@ public actor ClipboardService {
 
     /// The copies handed to `uid` now (status, tests).
     public func takenTokens(of uid: UInt32) -> [UInt64] { taken.filter { $0.value.agent.uid == uid }.map(\.key) }
+
+    // MARK: Calls on agents
+
+    /// How long the service waits for one agent's answer before it goes on (the call itself goes on,
+    /// up to the bus's timeout): an agent that does not answer holds up nothing but its own calls.
+    public static let agentCallWait: Duration = .seconds(2)
+    /// Calls for one agent still unanswered beyond which more are dropped (logged).
+    static let agentCallsPending = 16
+    /// The last call of each agent (by bus name), and how many of its calls are unanswered.
+    private var agentCallTails: [String: (task: Task<Void, Never>, pending: Int)] = [:]
+
+    /// Calls `agent` after its earlier calls (Offered and Withdrawn stay in order), waiting for the
+    /// answer at most `agentCallWait`. Before, every call was awaited in full: an account whose agent
+    /// never answered (another local user's) held up the members' sightings, and so every other
+    /// account's copies, for the bus's 25 s each time it was handed a copy.
+    private func call(_ agent: ClipboardAgentEndpoint, _ body: @escaping @Sendable (any ClipboardAgentCalls) async -> Void) async {
+        let key = agent.busName, calls = agentCalls
+        let previous = agentCallTails[key]
+        guard (previous?.pending ?? 0) < Self.agentCallsPending else {
+            log("batond: the clipboard agent of uid \(agent.uid) answers nothing; a call to it is dropped")
+            return
+        }
+        let task = Task {
+            await previous?.task.value
+            await body(calls)
+        }
+        agentCallTails[key] = (task, (previous?.pending ?? 0) + 1)
+        // Whichever comes first, the answer or the end of the wait, lets the service go on; the
+        // timer is cancelled by the answer (none is left running).
+        let waiting = Mutex<CheckedContinuation<Void, Never>?>(nil)
+        let goOn: @Sendable () -> Void = { waiting.withLock { $0.take() }?.resume() }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            waiting.withLock { $0 = continuation }
+            let timer = Task {
+                try? await Task.sleep(for: Self.agentCallWait)
+                goOn()
+            }
+            Task { [weak self] in
+                await task.value
+                timer.cancel()
+                goOn()
+                await self?.answered(key, task)
+            }
+        }
+    }
+
+    private func answered(_ key: String, _ task: Task<Void, Never>) {
+        guard var tail = agentCallTails[key] else { return }
+        tail.pending -= 1
+        agentCallTails[key] = tail.pending <= 0 && tail.task == task ? nil : tail
+    }
 
     // MARK: Expiry (one timer, only while something can expire)
 
@@ -332,7 +384,7 @@ public actor ClipboardService {
         }
         for (token, entry) in taken where entry.expiresAt <= now {
             taken[token] = nil
-            await agentCalls.withdrawn(token: token, from: entry.agent)
+            await call(entry.agent) { calls in await calls.withdrawn(token: token, from: entry.agent) }
         }
         rearmExpiry()
     }

@@ -67,12 +67,39 @@ public final class FakeClipboardAgentCalls: ClipboardAgentCalls {
         case withdrawn(token: UInt64, uid: UInt32)
     }
     private let calls = Mutex<[Call]>([])
+    /// Agents (uids) that do not answer: their calls are recorded as they arrive and return only at `releaseAll`.
+    private let holding = Mutex<(uids: Set<UInt32>, waiting: [CheckedContinuation<Void, Never>])>(([], []))
     public init() {}
     public func offered(_ offer: ClipboardOfferForAgent, to agent: ClipboardAgentEndpoint) async {
         calls.withLock { $0.append(.offered(offer, uid: agent.uid)) }
+        await answer(agent.uid)
     }
     public func withdrawn(token: UInt64, from agent: ClipboardAgentEndpoint) async {
         calls.withLock { $0.append(.withdrawn(token: token, uid: agent.uid)) }
+        await answer(agent.uid)
+    }
+    /// `uid`'s agent stops answering (another account's hung or hostile agent).
+    public func hold(uid: UInt32) { holding.withLock { _ = $0.uids.insert(uid) } }
+    /// Every agent answers again, the calls waiting first.
+    public func releaseAll() {
+        let waiting = holding.withLock { state in
+            state.uids = []
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+    /// Calls that arrived and have not been answered.
+    public var unanswered: Int { holding.withLock { $0.waiting.count } }
+    private func answer(_ uid: UInt32) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let held = holding.withLock { state in
+                guard state.uids.contains(uid) else { return false }
+                state.waiting.append(continuation)
+                return true
+            }
+            if !held { continuation.resume() }
+        }
     }
     public var all: [Call] { calls.withLock { $0 } }
     public func offers(to uid: UInt32) -> [ClipboardOfferForAgent] {
