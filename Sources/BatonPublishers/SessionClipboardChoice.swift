@@ -114,10 +114,17 @@ public struct ClipboardAgentStatus: Sendable, Equatable {
     /// `maximumFileBytes` (anything else is not read), whose pid is a running baton-agent of this
     /// account (a pid of any other process, or of none, means no agent runs).
     public static func load(environment: [String: String]) -> ClipboardAgentStatus? {
-        guard let url = fileURL(environment: environment), let bytes = SmallFile.read(url.path, limit: maximumFileBytes, owner: geteuid()),
-              let status = ClipboardAgentStatus(parsing: String(decoding: bytes, as: UTF8.self)) else { return nil }
-        guard SmallFile.isProcess(status.pid, named: agentProcessName) else { return nil }
+        guard let status = read(environment: environment), SmallFile.isProcess(status.pid, named: agentProcessName) else { return nil }
         return status
+    }
+
+    /// The status as written, whether its agent still runs or not (`load` believes it only then):
+    /// a regular file of this account of at most `maximumFileBytes`, else nil.
+    public static func read(environment: [String: String]) -> ClipboardAgentStatus? {
+        guard let url = fileURL(environment: environment), let bytes = SmallFile.read(url.path, limit: maximumFileBytes, owner: geteuid()) else {
+            return nil
+        }
+        return ClipboardAgentStatus(parsing: String(decoding: bytes, as: UTF8.self))
     }
 
     /// Writes the file: a temporary file (0600) written and synced, renamed over the old one.
