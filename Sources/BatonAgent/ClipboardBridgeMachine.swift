@@ -208,10 +208,17 @@ public struct ClipboardBridgeMachine: Sendable, Hashable {
             return commands
         case .offered(let token, let device, let kind, let items):
             guard enabled, registered else { return [] }
+            // Only the types this agent offers itself: a file list names the files of the machine
+            // that copied (protocol §6.7: never handed to an app as it is), and other names (the
+            // selection protocol's, a secrecy marker) are no content a member should put here.
+            let types = Self.offerable(items.map(\.mediaType))
+            guard !types.isEmpty else {
+                return [.log("a copy from \(device) offers no type this machine takes (\(items.prefix(8).map(\.mediaType).joined(separator: ", "))): not taken")]
+            }
             // The member's copy replaces ours on this session's clipboard: ours is no longer offered.
             var commands = withdrawOwn()
-            held = Held(token: token, device: device, kind: kind, items: items)
-            commands.append(.take(token: token, types: items.map(\.mediaType)))
+            held = Held(token: token, device: device, kind: kind, items: items.filter { types.contains($0.mediaType) })
+            commands.append(.take(token: token, types: types))
             return commands
         case .takeFailed(let token, let why):
             guard held?.token == token else { return [] }

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+import BatonCore
 import CGio
 
 /// What the media receiver asks of the desktop (GIO): whether a player's desktop entry is
-/// installed, whether the session has a default handler for a URL scheme, and starting an entry
-/// on a URL. Behind a protocol so the receiver's tests can record instead of start programs.
+/// installed as a media player, whether the session has a default handler for a URL scheme, and
+/// starting an entry on a URL. Behind a protocol so the receiver's tests can record instead of start programs.
 public protocol MediaDesktop: Sendable {
-    func isInstalled(desktopID: String) -> Bool
+    /// The entry is installed and a media player (its Categories: `MediaPlayerName.isMediaPlayer`).
+    /// The id comes from another machine: any other entry (a terminal, an office suite) is never
+    /// started on its URL.
+    func isMediaPlayer(desktopID: String) -> Bool
     func hasDefaultHandler(scheme: String) -> Bool
     func launch(desktopID: String, uri: String) throws(LaunchError)
     /// Opens `uri` with the session's default handler for its scheme (for http(s): the browser).
@@ -20,10 +24,22 @@ public struct GioMediaDesktop: MediaDesktop {
         self.opener = opener
     }
 
-    public func isInstalled(desktopID: String) -> Bool {
+    public func isMediaPlayer(desktopID: String) -> Bool {
         guard let desktop = g_desktop_app_info_new(desktopID) else { return false }
-        g_object_unref(UnsafeMutableRawPointer(desktop))
-        return true
+        defer { g_object_unref(UnsafeMutableRawPointer(desktop)) }
+        return Self.isMediaPlayer(desktop)
+    }
+
+    /// `isMediaPlayer` for the desktop file at `path` (tests: GIO finds ids through the process's
+    /// XDG directories, read once).
+    public static func isMediaPlayer(desktopFile path: String) -> Bool {
+        guard let desktop = g_desktop_app_info_new_from_filename(path) else { return false }
+        defer { g_object_unref(UnsafeMutableRawPointer(desktop)) }
+        return isMediaPlayer(desktop)
+    }
+
+    private static func isMediaPlayer(_ desktop: OpaquePointer) -> Bool {
+        MediaPlayerName.isMediaPlayer(categories: g_desktop_app_info_get_categories(desktop).map { String(cString: $0) })
     }
 
     public func hasDefaultHandler(scheme: String) -> Bool {

@@ -62,7 +62,7 @@ public actor MediaReceiver {
         }
         let scheme = MediaURLPolicy.scheme(of: media.url) ?? ""
         let candidates = MediaOpening.candidates(
-            for: media, running: running, sourcePlayerInstalled: media.player.map { desktop.isInstalled(desktopID: $0 + ".desktop") } ?? false,
+            for: media, running: running, sourcePlayerInstalled: media.player.map { desktop.isMediaPlayer(desktopID: $0 + ".desktop") } ?? false,
             hasDefaultHandler: desktop.hasDefaultHandler(scheme: scheme))
         for candidate in candidates {
             do {

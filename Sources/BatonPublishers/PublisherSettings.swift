@@ -90,9 +90,16 @@ public struct PublisherSettings: Equatable, Sendable {
         return URL(fileURLWithPath: base + "/baton/publishers.conf")
     }
 
+    /// The most of publishers.conf that is read; a larger file counts as unreadable (all off).
+    public static let maximumFileBytes = 65_536
+
+    /// The file's settings; all off when it is missing or unreadable: no regular file (a FIFO or a
+    /// device is neither waited on nor read) or over `maximumFileBytes`.
     public static func load(environment: [String: String]) -> PublisherSettings {
-        guard let url = fileURL(environment: environment), let data = try? Data(contentsOf: url) else { return PublisherSettings() }
-        return PublisherSettings(parsing: String(decoding: data, as: UTF8.self))
+        guard let url = fileURL(environment: environment), let bytes = SmallFile.read(url.path, limit: maximumFileBytes) else {
+            return PublisherSettings()
+        }
+        return PublisherSettings(parsing: String(decoding: bytes, as: UTF8.self))
     }
 
     /// Writes the whole file atomically (a publisher reading it sees the old or the new one).

@@ -142,12 +142,26 @@ public struct ClipboardAgentStatus: Sendable, Equatable {
         return URL(fileURLWithPath: runtime + "/baton/clipboard-agent")
     }
 
-    /// The status an agent left, if that agent still runs.
+    /// The most of the file that is read: a status is a few lines.
+    public static let maximumFileBytes = 16_384
+    /// The agent's process name (/proc/PID/comm).
+    public static let agentProcessName = "baton-agent"
+
+    /// The status an agent left, if that agent still runs: a regular file of this account of at most
+    /// `maximumFileBytes` (anything else is not read), whose pid is a running baton-agent of this
+    /// account (a pid of any other process, or of none, means no agent runs).
     public static func load(environment: [String: String]) -> ClipboardAgentStatus? {
-        guard let url = fileURL(environment: environment), let data = try? Data(contentsOf: url),
-              let status = ClipboardAgentStatus(parsing: String(decoding: data.prefix(16_384), as: UTF8.self)) else { return nil }
-        guard kill(status.pid, 0) == 0 || errno == EPERM else { return nil }
+        guard let status = read(environment: environment), SmallFile.isProcess(status.pid, named: agentProcessName) else { return nil }
         return status
+    }
+
+    /// The status as written, whether its agent still runs or not (`load` believes it only then):
+    /// a regular file of this account of at most `maximumFileBytes`, else nil.
+    public static func read(environment: [String: String]) -> ClipboardAgentStatus? {
+        guard let url = fileURL(environment: environment), let bytes = SmallFile.read(url.path, limit: maximumFileBytes, owner: geteuid()) else {
+            return nil
+        }
+        return ClipboardAgentStatus(parsing: String(decoding: bytes, as: UTF8.self))
     }
 
     /// Writes the file: a temporary file (0600) written and synced, renamed over the old one.

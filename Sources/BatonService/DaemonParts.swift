@@ -25,6 +25,7 @@ public struct DaemonParts: Sendable {
                              transfer configuration: TransferService.Configuration, clock: any WallClock = SystemWallClock(),
                              continuation continuationConfiguration: ContinuationService.Configuration = .init(),
                              clipboardFiles: String? = nil,
+                             clipboardClock: any MonotonicClock = SystemMonotonicClock(),
                              log: @escaping @Sendable (String) -> Void) async throws -> DaemonParts {
         await activities.activities.useRingRefusals { [weak ring] uid in await ring?.refusedChange(for: uid) }
         let discovery = DiscoveryService(ring: ring, avahiBus: ring.configuration.avahiBus, clock: clock, log: log)
@@ -42,7 +43,7 @@ public struct DaemonParts: Sendable {
         bus.attach(continuation)
         await continuation.start()
         let clipboardBus = ClipboardBus(connection: connection)
-        let clipboard = ClipboardService(advert: ring.radio, fetcher: transfer, agentCalls: clipboardBus, clock: clock,
+        let clipboard = ClipboardService(advert: ring.radio, fetcher: transfer, agentCalls: clipboardBus, clock: clipboardClock,
                                          randomToken: { SystemRandom().bytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }, log: log)
         // Files pulled for a paste stay there only until they are handed over (docs/clipboard.md, "Files").
         if let clipboardFiles { await clipboard.useFileInbox(directory: clipboardFiles) }

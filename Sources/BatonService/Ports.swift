@@ -6,6 +6,9 @@ import BatonSystem
 /// (BatonSystem): standard error, one line per event, and time(2).
 public typealias StandardErrorLog = StandardErrorLines
 public typealias SystemWallClock = SystemClock
+/// Durations (the clipboard's expiries) are measured on CLOCK_BOOTTIME, never on the wall clock.
+public typealias SystemMonotonicClock = SystemUptimeClock
 
 extension StandardErrorLines: ServiceLog {}
 extension SystemClock: WallClock {}
+extension SystemUptimeClock: MonotonicClock {}

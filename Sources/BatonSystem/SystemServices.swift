@@ -26,3 +26,16 @@ public struct SystemClock: Sendable {
 
     public func unixSeconds() -> Int64 { Int64(time(nil)) }
 }
+
+/// Seconds since boot on CLOCK_BOOTTIME: a clock nobody steps (setting the date, NTP, a wrong RTC
+/// corrected) that counts the time the machine was suspended, for how long something lasts (an
+/// offer's two minutes are over after two minutes, whatever the date does meanwhile).
+public struct SystemUptimeClock: Sendable {
+    public init() {}
+
+    public func monotonicSeconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &now)
+        return Int64(now.tv_sec)
+    }
+}

@@ -85,6 +85,26 @@ struct ClipboardBridgeMachineTests {
         #expect(machine.handle(change(2)) == [.read(revision: 2, types: [text], limit: ClipboardBridgeMachine.defaultReadLimit)])
     }
 
+    /// Attack (a rogue ring member, or a newer Baton): a copy offering a file list of `file:` URIs
+    /// (the copying machine's paths), the selection protocol's own names and a secrecy marker beside
+    /// text. Protocol §6.7: a receiver never hands such a list to an app as it is. Found: the agent
+    /// took the session clipboard with every offered type, so a paste in a file manager got the
+    /// list. Fixed: only the types the agent offers itself are taken (text, HTML, images); a copy
+    /// with none of them is not taken at all, and the agent's own offer stays.
+    @Test func aMembersCopyIsTakenOnlyWithTypesThisAgentOffersItself() {
+        var machine = running()
+        _ = machine.handle(change(1))
+        _ = machine.handle(.readDone(revision: 1, items: [item(text, 3)], leftOut: []))
+        let hostile = ["text/uri-list", "x-special/gnome-copied-files", "TARGETS", "MULTIPLE", "INCR", "x-kde-passwordManagerHint",
+                       "application/x-nspasteboard-concealed-type", "application/octet-stream"].map { item($0, 40) }
+        #expect(withoutLogs(machine.handle(.offered(token: 5, device: "rogue", kind: .files, items: hostile))) == [])
+        #expect(machine.held == nil && !machine.serves(token: 5))
+        #expect(machine.ringOffer == .offered(revision: 1, kind: .text, items: [item(text, 3)]), "the agent's own offer was dropped")
+        #expect(machine.handle(.offered(token: 6, device: "rogue", kind: .text, items: hostile + [item(text, 4), item("IMAGE/PNG", 9)]))
+                == [.withdraw, .take(token: 6, types: [text, "IMAGE/PNG"])])
+        #expect(machine.held?.items == [item(text, 4), item("IMAGE/PNG", 9)])
+    }
+
     @Test func aRestartedDaemonIsRegisteredAgainAndForgetsOfferAndTakenCopy() {
         var machine = running()
         _ = machine.handle(.offered(token: 9, device: "alpha", kind: .text, items: [item(text, 1)]))
@@ -156,7 +176,7 @@ struct ClipboardBridgeMachineTests {
                     case .take(let token, let types):
                         takes += 1
                         switch event {
-                        case .offered(token, _, _, let items): #expect(types == items.map(\.mediaType), "\(context)")
+                        case .offered(token, _, _, let items): #expect(types == ClipboardBridgeMachine.offerable(items.map(\.mediaType)) && !types.isEmpty, "\(context)")
                         case .offeredFiles(token, _, let offered):
                             // Files are taken as a uri-list and GNOME's list, never by their own types.
                             #expect(types == ClipboardFileURIs.pasteTypes && next.servesFiles(token: token) && next.held?.files == offered, "\(context)")

@@ -46,14 +46,28 @@ struct ClipboardCommandTests {
         #expect(try String(contentsOf: file, encoding: .utf8).contains("clipboard = on\n"))
         #expect(try await run(["publishers"]).stdout.contains("clipboard on\n"))
 
-        // An agent's status file (this test's own pid stands for a running agent).
-        let status = ClipboardAgentStatus(pid: getpid(), sessionClipboard: "X11 display :7", registered: true,
+        // An agent's status file. A process of this account named baton-agent stands for a running
+        // agent (sleep, started through a link of that name): the status is believed only for it.
+        let agentLink = home.appendingPathComponent("baton-agent")
+        try FileManager.default.createSymbolicLink(atPath: agentLink.path, withDestinationPath: "/bin/sleep")
+        let standIn = Process()
+        standIn.executableURL = agentLink
+        standIn.arguments = ["600"]
+        standIn.standardOutput = FileHandle.nullDevice
+        standIn.standardError = FileHandle.nullDevice
+        try launch(standIn)
+        defer {
+            // SIGKILL: a child of the test process may inherit SIGTERM blocked.
+            kill(standIn.processIdentifier, SIGKILL)
+            standIn.waitUntilExit()
+        }
+        let status = ClipboardAgentStatus(pid: standIn.processIdentifier, sessionClipboard: "X11 display :7", registered: true,
                                           offer: "text: text/plain;charset=utf-8 12 bytes", taken: nil)
         #expect(status.save(environment: environment))
         let mode = try FileManager.default.attributesOfItem(atPath: home.appendingPathComponent("run/baton/clipboard-agent").path)[.posixPermissions] as? Int
         #expect(mode == 0o600)
         result = try await run(["clipboard", "status"])
-        #expect(result.stdout.contains("agent: baton-agent runs (pid \(getpid())), sharing with batond"), "\(result.stdout)")
+        #expect(result.stdout.contains("agent: baton-agent runs (pid \(standIn.processIdentifier)), sharing with batond"), "\(result.stdout)")
         #expect(result.stdout.contains("offered to the ring: text: text/plain;charset=utf-8 12 bytes"))
         result = try await run(["--json", "clipboard"])
         let json = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
@@ -71,11 +85,14 @@ struct ClipboardCommandTests {
         #expect((noted["Note"] as? String)?.hasPrefix("the last copy was not offered") == true)
         #expect(status.save(environment: environment))
 
-        // The file of an agent that is gone is not believed.
-        var dead = status
-        dead.pid = Int32.max - 1
-        #expect(dead.save(environment: environment))
-        #expect(try await run(["clipboard"]).stdout.contains("agent: baton-agent does not run in this session"))
+        // The file of an agent that is gone is not believed, nor one naming another process (this
+        // test's own, init).
+        for other in [Int32.max - 1, getpid(), 1] {
+            var dead = status
+            dead.pid = other
+            #expect(dead.save(environment: environment))
+            #expect(try await run(["clipboard"]).stdout.contains("agent: baton-agent does not run in this session"), "pid \(other)")
+        }
 
         result = try await run(["clipboard", "disable"])
         #expect(result.status == 0)

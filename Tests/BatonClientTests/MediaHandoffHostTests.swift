@@ -154,6 +154,7 @@ struct MediaHandoffHostTests {
             [Desktop Entry]
             Type=Application
             Name=mpv (headless, Baton's test)
+            Categories=AudioVideo;Audio;Video;Player;
             Exec=\(mpvPath) --no-config --no-video --ao=null --idle=yes --no-terminal --script=\(mprisScript) %U
             """.write(to: applications.appendingPathComponent("mpv.desktop"), atomically: true, encoding: .utf8)
         let agentB2 = try AgentProcess(daemonBus: bus, daemonBusName: beta.busName, sessionBus: sessionB, environment: environments[1],

@@ -14,7 +14,7 @@ import Testing
 
     func service(transfer: TransferService, advert: any ClipboardAdvert, agents: FakeClipboardAgentCalls) -> ClipboardService {
         let counter = Mutex<UInt64>(UInt64.random(in: 1...UInt64.max))
-        return ClipboardService(advert: advert, fetcher: transfer, agentCalls: agents, clock: SystemWallClock(),
+        return ClipboardService(advert: advert, fetcher: transfer, agentCalls: agents, clock: SystemMonotonicClock(),
                                 randomToken: { counter.withLock { $0 = $0 &* 6364136223846793005 &+ 1442695040888963407; return $0 } }, log: { _ in })
     }
 

@@ -30,7 +30,8 @@ struct TransferNode {
     }
 
     static func start(_ bus: TestBus, name: String, radio: (any RadioPort)? = nil,
-                      continuation: ContinuationService.Configuration = .init()) async throws -> TransferNode {
+                      continuation: ContinuationService.Configuration = .init(),
+                      clock: any WallClock = SystemWallClock()) async throws -> TransferNode {
         let connection = try DBusConnection(bus: .address(bus.address))
         let directory = bus.directory.appendingPathComponent("state-\(name)").path
         let ring = try RingService(store: RingStore(directory: StateDirectory(path: directory)),
@@ -45,7 +46,7 @@ struct TransferNode {
         try await activityService.start()
         _ = try await connection.requestName(busName, flags: [.doNotQueue])
         let parts = try await DaemonParts.start(connection: connection, ring: ring, activities: activityService,
-                                                transfer: .init(listenHost: "127.0.0.1"), continuation: continuation,
+                                                transfer: .init(listenHost: "127.0.0.1"), clock: clock, continuation: continuation,
                                                 clipboardFiles: directory + "/clipboard-files", log: { _ in })
         return TransferNode(connection: connection, ring: ring, activityService: activityService, transfer: parts.transfer, parts: parts,
                             busName: busName, stateDirectory: directory)

@@ -91,3 +91,10 @@ public protocol ServiceLog: Sendable {
 public protocol WallClock: Sendable {
     func unixSeconds() -> Int64
 }
+
+/// Seconds on a clock that only moves forward, at the pace of real time, and that a change of the
+/// date never steps; for how long something lasts (an offer's expiry), never for a date. Injected so
+/// tests control it.
+public protocol MonotonicClock: Sendable {
+    func monotonicSeconds() -> Int64
+}

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /// The source's side of the clipboard (§9.5): the one copy this device offers, the kind its advert
-/// carries, when it expires, and the answers to the two clipboard requests. Pure: the time and the
+/// carries, when it expires, and the answers to the two clipboard requests. Pure: the time (seconds on a
+/// monotonic clock, never the date: a wall clock stepped back would keep an offer for days) and the
 /// random offer id come in; the bytes stay with the agent of the account that copied them.
 public struct ClipboardShelf: Sendable {
     /// The offer expires this long after the copy unless the app asked for less (Apple's default).
@@ -14,7 +15,7 @@ public struct ClipboardShelf: Sendable {
         public var uid: UInt32
         public var account: String
         public var items: [ClipboardItem]
-        /// Unix seconds after which nothing is answered for it and the advert loses its kind.
+        /// When (monotonic seconds) nothing more is answered for it and the advert loses its kind.
         public var expiresAt: Int64
         /// When it was offered.
         public var offeredAt: Int64

@@ -173,6 +173,15 @@ public enum MediaPlayerName {
         return browsers.contains { first.contains($0) || entry.contains($0) }
     }
 
+    /// Whether a desktop entry's Categories (`AudioVideo;Audio;Player;`) name a media player: one of
+    /// the freedesktop main categories AudioVideo, Audio or Video. The source's player name comes
+    /// from another machine: only an entry that is a player here is started on its URL, never any
+    /// other installed program (a terminal, an office suite, a browser) that a name could pick.
+    public static func isMediaPlayer(categories: String?) -> Bool {
+        guard let categories else { return false }
+        return categories.split(separator: ";").contains { ["AudioVideo", "Audio", "Video"].contains(String($0)) }
+    }
+
     /// A desktop entry id as MPRIS gives it (no ".desktop"): 1–255 characters of letters, digits,
     /// `-`, `_` and `.`, not starting with a dot.
     public static func isDesktopEntry(_ name: String) -> Bool {

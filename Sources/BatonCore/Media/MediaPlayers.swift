@@ -158,6 +158,8 @@ public enum MediaOpening: Equatable, Sendable {
     /// The same player (running, else installed), else another running player whose
     /// SupportedUriSchemes has the URL's scheme (never a browser: they refuse or ignore OpenUri),
     /// else the desktop's default for the scheme when there is one. Empty: nothing here plays it.
+    /// `sourcePlayerInstalled`: the source's player is installed here as a media player
+    /// (`MediaPlayerName.isMediaPlayer(categories:)`); a browser's name is never launched.
     public static func candidates(for activity: MediaActivity, running: [Player], sourcePlayerInstalled: Bool,
                                   hasDefaultHandler: Bool) -> [MediaOpening] {
         guard let scheme = MediaURLPolicy.scheme(of: activity.url) else { return [] }
@@ -166,7 +168,9 @@ public enum MediaOpening: Equatable, Sendable {
         var result: [MediaOpening] = []
         if let player = activity.player {
             result += usable.filter { $0.desktopEntry == player }.map { .running(busName: $0.busName) }
-            if sourcePlayerInstalled { result.append(.launch(desktopID: player + ".desktop")) }
+            if sourcePlayerInstalled, !MediaPlayerName.isBrowser(busName: player, desktopEntry: player) {
+                result.append(.launch(desktopID: player + ".desktop"))
+            }
         }
         result += usable.filter { $0.desktopEntry != activity.player || activity.player == nil }.map { .running(busName: $0.busName) }
         if hasDefaultHandler { result.append(.desktopDefault) }

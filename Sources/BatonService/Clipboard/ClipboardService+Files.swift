@@ -53,7 +53,7 @@ extension ClipboardService {
     /// file, `fileChanged` for a file that changed since the copy, which also takes the offer back).
     public func answerFile(_ request: ClipboardFileRequest) async -> Result<ServedClipboardFile, ErrorFrame> {
         fileRequestsAnswered += 1
-        guard let copy = shelf.copy, clock.unixSeconds() < copy.expiresAt, copy.offerID == request.offerID, let files = shelfFiles else {
+        guard let copy = shelf.copy, clock.monotonicSeconds() < copy.expiresAt, copy.offerID == request.offerID, let files = shelfFiles else {
             return .failure(ErrorFrame(code: .unknownActivity, message: "clipboard changed"))
         }
         let index = Int(request.index)
@@ -183,7 +183,7 @@ extension ClipboardService {
     /// document, checked against its digest), handed over as a read-only descriptor of a file nobody
     /// else can open (its name is removed before it is handed over).
     public func pasteFile(uid: UInt32, token: UInt64, index: Int) async throws(Refusal) -> ClipboardContents {
-        guard let entry = taken[token], entry.agent.uid == uid, clock.unixSeconds() < entry.expiresAt else { throw .unknownOffer }
+        guard let entry = taken[token], entry.agent.uid == uid, clock.monotonicSeconds() < entry.expiresAt else { throw .unknownOffer }
         guard let files = entry.files else { throw .noSuchFile(index) }
         guard index >= 0, index < files.files.count else { throw .noSuchFile(index) }
         guard let root = fileInboxDirectory else { throw .noFileInbox }
@@ -198,7 +198,7 @@ extension ClipboardService {
             case .changed, .fileChanged:
                 if taken.removeValue(forKey: token) != nil {
                     forgetPulledFiles(of: uid)
-                    await agentCalls.withdrawn(token: token, from: entry.agent)
+                    await call(entry.agent) { calls in await calls.withdrawn(token: token, from: entry.agent) }
                 }
                 if error == .changed { throw .changed }
                 throw .fileChanged(name: file.name, memberName: entry.memberName)

@@ -2,6 +2,7 @@
 import BatonCore
 import BatonStore
 import BatonSystem
+import Synchronization
 
 /// The universal clipboard (docs/clipboard.md, protocol §6.7 and §9 "Clipboard"), both sides, the one
 /// owner of what this machine offers and of what it took from members:
@@ -47,14 +48,15 @@ public actor ClipboardService {
         /// The list of a files offer (fetched with the offer).
         var files: ClipboardFileList?
         var agent: ClipboardAgentEndpoint
-        /// Unix seconds at which the agent is told it is gone.
+        /// When (on the monotonic clock) the agent is told it is gone.
         var expiresAt: Int64
     }
 
     let advert: any ClipboardAdvert
     let fetcher: any ClipboardFetcher
     let agentCalls: any ClipboardAgentCalls
-    let clock: any WallClock
+    /// Expiries and the restriction window are durations: measured on a clock the date never steps.
+    let clock: any MonotonicClock
     let randomToken: @Sendable () -> UInt64
     let log: @Sendable (String) -> Void
 
@@ -81,7 +83,7 @@ public actor ClipboardService {
     private var expiryTask: Task<Void, Never>?
     private var expiryDeadline: Int64?
 
-    public init(advert: any ClipboardAdvert, fetcher: any ClipboardFetcher, agentCalls: any ClipboardAgentCalls, clock: any WallClock,
+    public init(advert: any ClipboardAdvert, fetcher: any ClipboardFetcher, agentCalls: any ClipboardAgentCalls, clock: any MonotonicClock,
                 randomToken: @escaping @Sendable () -> UInt64, log: @escaping @Sendable (String) -> Void) {
         self.advert = advert
         self.fetcher = fetcher
@@ -133,21 +135,23 @@ public actor ClipboardService {
                files: ShelfFiles?) async throws(Refusal) {
         guard let agent = agents[uid] else { throw .notEnabled }
         var expiresIn = expiresIn == 0 ? ClipboardShelf.defaultExpirySeconds : expiresIn
-        if let restriction = restrictions.removeValue(forKey: uid), clock.unixSeconds() <= restriction.until {
+        // Checked before a restriction is used up: a refused offer must not spend the one meant for
+        // the copy that follows.
+        guard let size = SealedMemoryFile.immutableSize(of: contents.file) else {
+            throw .invalidContents("the contents are not a sealed memory file (memfd_create with write, shrink and grow sealed)")
+        }
+        let total = items.reduce(UInt64(0)) { $0 + $1.size }
+        guard size == total else { throw .invalidContents("the contents hold \(size) bytes, the items \(total)") }
+        if let restriction = restrictions.removeValue(forKey: uid), clock.monotonicSeconds() <= restriction.until {
             if restriction.localOnly {
                 await withdraw(uid: uid)
                 return
             }
             if restriction.expiresIn > 0 { expiresIn = min(expiresIn, restriction.expiresIn) }
         }
-        guard let size = SealedMemoryFile.immutableSize(of: contents.file) else {
-            throw .invalidContents("the contents are not a sealed memory file (memfd_create with write, shrink and grow sealed)")
-        }
-        let total = items.reduce(UInt64(0)) { $0 + $1.size }
-        guard size == total else { throw .invalidContents("the contents hold \(size) bytes, the items \(total)") }
         do {
             try shelf.offer(uid: uid, account: agent.account, kind: kind, items: items, expiresIn: expiresIn,
-                            offerID: randomToken(), nowSeconds: clock.unixSeconds())
+                            offerID: randomToken(), nowSeconds: clock.monotonicSeconds())
         } catch {
             throw .invalidContents("\(error)")
         }
@@ -170,18 +174,20 @@ public actor ClipboardService {
         await advert.setClipboard(nil)
     }
 
-    /// An app of `uid` marks the copy its account makes within the window, or made within it before.
+    /// An app of `uid` marks the copy its account makes within the window, and the one it made within
+    /// the window before. batond cannot tell which of the two the app means (its agent may offer the
+    /// app's copy before or after this call, and another app of the account may have copied just
+    /// before), so both are marked: marking only the earlier one let the app's own copy, offered a
+    /// moment later, go to the ring.
     public func restrict(uid: UInt32, localOnly: Bool, expiresIn: UInt16) async {
-        let now = clock.unixSeconds()
-        if let copy = shelf.copy, copy.uid == uid, now - copy.offeredAt <= Self.restrictWindow {
-            if localOnly {
-                await withdraw(uid: uid)
-            } else if expiresIn > 0, shelf.shorten(uid: uid, to: expiresIn, nowSeconds: now) {
-                rearmExpiry()
-            }
-            return
-        }
+        let now = clock.monotonicSeconds()
         restrictions[uid] = (localOnly, expiresIn, now + Self.restrictWindow)
+        guard let copy = shelf.copy, copy.uid == uid, now - copy.offeredAt <= Self.restrictWindow else { return }
+        if localOnly {
+            await withdraw(uid: uid)
+        } else if expiresIn > 0, shelf.shorten(uid: uid, to: expiresIn, nowSeconds: now) {
+            rearmExpiry()
+        }
     }
 
     /// How many FetchClipboardOffer and FetchClipboardData requests of members this machine answered
@@ -194,7 +200,7 @@ public actor ClipboardService {
     /// The answer to FetchClipboardOffer of `member` (its name, for the account's status).
     public func answerOffer(member: String) -> Result<ClipboardOffer, ErrorFrame> {
         offerRequestsAnswered += 1
-        let answer = shelf.answerOffer(nowSeconds: clock.unixSeconds())
+        let answer = shelf.answerOffer(nowSeconds: clock.monotonicSeconds())
         if case .success = answer { shelf.recordOfferAnswered(to: member) }
         return answer
     }
@@ -205,7 +211,7 @@ public actor ClipboardService {
     public func answerData(_ request: ClipboardDataRequest, member: String)
         -> Result<(contents: ClipboardContents, start: UInt64, item: ClipboardItem), ErrorFrame> {
         dataRequestsAnswered += 1
-        switch shelf.answerData(request, nowSeconds: clock.unixSeconds()) {
+        switch shelf.answerData(request, nowSeconds: clock.monotonicSeconds()) {
         case .failure(let error): return .failure(error)
         case .success(let (copy, item)):
             guard let contents = shelfContents else { return .failure(ErrorFrame(code: .internalError, message: "contents gone")) }
@@ -226,7 +232,7 @@ public actor ClipboardService {
     /// its copy on offer here with who asked for it and where it was pasted, the copy handed to its
     /// agent, and how often members were answered its copies since batond started.
     public func status(uid: UInt32) -> ClipboardAccountStatus {
-        let now = clock.unixSeconds()
+        let now = clock.monotonicSeconds()
         var status = ClipboardAccountStatus(registered: agents[uid] != nil)
         if let copy = shelf.copy, copy.uid == uid, now < copy.expiresAt {
             status.offer = ClipboardAccountStatus.Offer(kind: copy.kind, items: copy.items, expiresIn: UInt32(clamping: copy.expiresAt - now),
@@ -304,10 +310,11 @@ public actor ClipboardService {
         await withdrawTaken { $0.agent.uid == agent.uid }
         let token = randomToken()
         taken[token] = Taken(member: member, memberName: name, offer: offer, files: files, agent: agent,
-                             expiresAt: clock.unixSeconds() + Int64(offer.expiresIn))
+                             expiresAt: clock.monotonicSeconds() + Int64(offer.expiresIn))
         rearmExpiry()
-        await agentCalls.offered(ClipboardOfferForAgent(token: token, memberName: name, kind: offer.kind, items: offer.items,
-                                                        expiresIn: offer.expiresIn, files: files?.files ?? []), to: agent)
+        let forAgent = ClipboardOfferForAgent(token: token, memberName: name, kind: offer.kind, items: offer.items,
+                                              expiresIn: offer.expiresIn, files: files?.files ?? [])
+        await call(agent) { calls in await calls.offered(forAgent, to: agent) }
     }
 
     func withdrawTaken(from member: DeviceID) async {
@@ -319,7 +326,7 @@ public actor ClipboardService {
         for (token, entry) in taken where matches(entry) {
             taken[token] = nil
             forgetPulledFiles(of: entry.agent.uid)
-            await agentCalls.withdrawn(token: token, from: entry.agent)
+            await call(entry.agent) { calls in await calls.withdrawn(token: token, from: entry.agent) }
         }
         rearmExpiry()
     }
@@ -327,7 +334,7 @@ public actor ClipboardService {
     /// `uid` pastes `mediaType` of the copy it was handed as `token`: the bytes, pulled now, in a
     /// sealed memory file.
     public func paste(uid: UInt32, token: UInt64, mediaType: String, limit: UInt64 = maxItemBytes) async throws(Refusal) -> ClipboardContents {
-        guard let entry = taken[token], entry.agent.uid == uid, clock.unixSeconds() < entry.expiresAt else { throw .unknownOffer }
+        guard let entry = taken[token], entry.agent.uid == uid, clock.monotonicSeconds() < entry.expiresAt else { throw .unknownOffer }
         guard let item = entry.offer.item(mediaType) else { throw .typeNotOffered(mediaType) }
         guard item.size <= limit else { throw .tooLarge(size: item.size, limit: limit) }
         let request: ClipboardDataRequest
@@ -344,7 +351,7 @@ public actor ClipboardService {
             switch error {
             case .changed, .fileChanged:
                 // The copy there is no longer this one: nobody gets it again from here.
-                if taken.removeValue(forKey: token) != nil { await agentCalls.withdrawn(token: token, from: entry.agent) }
+                if taken.removeValue(forKey: token) != nil { await call(entry.agent) { calls in await calls.withdrawn(token: token, from: entry.agent) } }
                 throw .changed
             case .unreachable:
                 throw .unreachable(memberName: entry.memberName)
@@ -360,6 +367,57 @@ public actor ClipboardService {
     /// The copies handed to `uid` now (status, tests).
     public func takenTokens(of uid: UInt32) -> [UInt64] { taken.filter { $0.value.agent.uid == uid }.map(\.key) }
 
+    // MARK: Calls on agents
+
+    /// How long the service waits for one agent's answer before it goes on (the call itself goes on,
+    /// up to the bus's timeout): an agent that does not answer holds up nothing but its own calls.
+    public static let agentCallWait: Duration = .seconds(2)
+    /// Calls for one agent still unanswered beyond which more are dropped (logged).
+    static let agentCallsPending = 16
+    /// The last call of each agent (by bus name), and how many of its calls are unanswered.
+    private var agentCallTails: [String: (task: Task<Void, Never>, pending: Int)] = [:]
+
+    /// Calls `agent` after its earlier calls (Offered and Withdrawn stay in order), waiting for the
+    /// answer at most `agentCallWait`. Before, every call was awaited in full: an account whose agent
+    /// never answered (another local user's) held up the members' sightings, and so every other
+    /// account's copies, for the bus's 25 s each time it was handed a copy.
+    func call(_ agent: ClipboardAgentEndpoint, _ body: @escaping @Sendable (any ClipboardAgentCalls) async -> Void) async {
+        let key = agent.busName, calls = agentCalls
+        let previous = agentCallTails[key]
+        guard (previous?.pending ?? 0) < Self.agentCallsPending else {
+            log("batond: the clipboard agent of uid \(agent.uid) answers nothing; a call to it is dropped")
+            return
+        }
+        let task = Task {
+            await previous?.task.value
+            await body(calls)
+        }
+        agentCallTails[key] = (task, (previous?.pending ?? 0) + 1)
+        // Whichever comes first, the answer or the end of the wait, lets the service go on; the
+        // timer is cancelled by the answer (none is left running).
+        let waiting = Mutex<CheckedContinuation<Void, Never>?>(nil)
+        let goOn: @Sendable () -> Void = { waiting.withLock { $0.take() }?.resume() }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            waiting.withLock { $0 = continuation }
+            let timer = Task {
+                try? await Task.sleep(for: Self.agentCallWait)
+                goOn()
+            }
+            Task { [weak self] in
+                await task.value
+                timer.cancel()
+                goOn()
+                await self?.answered(key, task)
+            }
+        }
+    }
+
+    private func answered(_ key: String, _ task: Task<Void, Never>) {
+        guard var tail = agentCallTails[key] else { return }
+        tail.pending -= 1
+        agentCallTails[key] = tail.pending <= 0 && tail.task == task ? nil : tail
+    }
+
     // MARK: Expiry (one timer, only while something can expire)
 
     func rearmExpiry() {
@@ -368,7 +426,7 @@ public actor ClipboardService {
         expiryTask?.cancel()
         expiryDeadline = next
         guard let next else { expiryTask = nil; return }
-        let seconds = max(0, next - clock.unixSeconds())
+        let seconds = max(0, next - clock.monotonicSeconds())
         expiryTask = Task { [weak self] in
             try? await Task.sleep(for: .seconds(seconds))
             guard !Task.isCancelled else { return }
@@ -380,7 +438,7 @@ public actor ClipboardService {
     /// taken copies past theirs go.
     public func expire() async {
         expiryDeadline = nil
-        let now = clock.unixSeconds()
+        let now = clock.monotonicSeconds()
         if shelf.expire(nowSeconds: now) {
             shelfContents = nil
             shelfFiles = nil
@@ -389,7 +447,7 @@ public actor ClipboardService {
         for (token, entry) in taken where entry.expiresAt <= now {
             taken[token] = nil
             forgetPulledFiles(of: entry.agent.uid)
-            await agentCalls.withdrawn(token: token, from: entry.agent)
+            await call(entry.agent) { calls in await calls.withdrawn(token: token, from: entry.agent) }
         }
         rearmExpiry()
     }

@@ -99,12 +99,39 @@ public final class FakeClipboardAgentCalls: ClipboardAgentCalls {
         case withdrawn(token: UInt64, uid: UInt32)
     }
     private let calls = Mutex<[Call]>([])
+    /// Agents (uids) that do not answer: their calls are recorded as they arrive and return only at `releaseAll`.
+    private let holding = Mutex<(uids: Set<UInt32>, waiting: [CheckedContinuation<Void, Never>])>(([], []))
     public init() {}
     public func offered(_ offer: ClipboardOfferForAgent, to agent: ClipboardAgentEndpoint) async {
         calls.withLock { $0.append(.offered(offer, uid: agent.uid)) }
+        await answer(agent.uid)
     }
     public func withdrawn(token: UInt64, from agent: ClipboardAgentEndpoint) async {
         calls.withLock { $0.append(.withdrawn(token: token, uid: agent.uid)) }
+        await answer(agent.uid)
+    }
+    /// `uid`'s agent stops answering (another account's hung or hostile agent).
+    public func hold(uid: UInt32) { holding.withLock { _ = $0.uids.insert(uid) } }
+    /// Every agent answers again, the calls waiting first.
+    public func releaseAll() {
+        let waiting = holding.withLock { state in
+            state.uids = []
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+    /// Calls that arrived and have not been answered.
+    public var unanswered: Int { holding.withLock { $0.waiting.count } }
+    private func answer(_ uid: UInt32) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let held = holding.withLock { state in
+                guard state.uids.contains(uid) else { return false }
+                state.waiting.append(continuation)
+                return true
+            }
+            if !held { continuation.resume() }
+        }
     }
     /// What OpenFile answers (nil: the agent holds no such copy).
     private let opener = Mutex<(@Sendable (UInt64, Int) throws(ClipboardOpenFailure) -> ClipboardContents)?>(nil)
@@ -122,4 +149,22 @@ public final class FakeClipboardAgentCalls: ClipboardAgentCalls {
     public func withdrawals(of uid: UInt32) -> [UInt64] {
         all.compactMap { if case .withdrawn(let token, let to) = $0, to == uid { token } else { nil } }
     }
+}
+
+/// A monotonic clock the test moves by hand (the clipboard's expiries). A fake: the real one is
+/// CLOCK_BOOTTIME (SystemMonotonicClock).
+public final class FakeMonotonicClock: MonotonicClock {
+    private let now = Mutex<Int64>(10_000)
+    public init() {}
+    public func monotonicSeconds() -> Int64 { now.withLock { $0 } }
+    public func advance(_ seconds: Int64) { now.withLock { $0 += seconds } }
+}
+
+/// The system's wall clock stepped by hand (a date set wrong, NTP correcting it): time(2) plus an
+/// offset the test moves. A fake: the real one is SystemWallClock.
+public final class FakeSteppedWallClock: WallClock {
+    private let offset = Mutex<Int64>(0)
+    public init() {}
+    public func unixSeconds() -> Int64 { Int64(time(nil)) + offset.withLock { $0 } }
+    public func step(_ seconds: Int64) { offset.withLock { $0 += seconds } }
 }
