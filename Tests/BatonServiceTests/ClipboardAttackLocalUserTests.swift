@@ -195,7 +195,7 @@ struct ClipboardAttackLocalUserTests {
 
         // Root's copy is untouched: still alpha's offer, root's agent still holds it and pastes it.
         #expect(await a.parts.clipboard.offeredKind == .text)
-        guard case .success(let current) = await a.parts.clipboard.answerOffer() else { Issue.record("root's copy is no longer offered"); return }
+        guard case .success(let current) = await a.parts.clipboard.answerOffer(member: "beta") else { Issue.record("root's copy is no longer offered"); return }
         #expect(current.account == "root")
         #expect(heldB.withdrawn.withLock { $0 }.isEmpty && heldB.offers.withLock { $0.count } == 1, "nobody's calls reached root's agent")
         #expect(try await rootB.pasteBytes(token: held.token, mediaType: Self.text, limit: 1024) == Array(secret.utf8))
@@ -217,7 +217,7 @@ struct ClipboardAttackLocalUserTests {
         }
         // Documented, not a leak: one copy per machine, so nobody's own copy is now alpha's offer.
         #expect(seen["offer-own"] == "ok")
-        guard case .success(let replaced) = await a.parts.clipboard.answerOffer() else { Issue.record("nobody's copy was not offered"); return }
+        guard case .success(let replaced) = await a.parts.clipboard.answerOffer(member: "beta") else { Issue.record("nobody's copy was not offered"); return }
         #expect(replaced.account == "nobody")
         try input.fileHandleForWriting.write(contentsOf: Data("done\n".utf8))
         await a.stop()

@@ -59,18 +59,18 @@ struct ClipboardAttackServiceTests {
         #expect(await alpha.service.offeredKind == nil, "the copy made just before was not taken back")
         try await offer(alpha, "hunter2")
         #expect(await alpha.service.offeredKind == nil, "the password copied after the restriction was offered")
-        guard case .failure = await alpha.service.answerOffer() else { Issue.record("a member was answered an offer"); return }
+        guard case .failure = await alpha.service.answerOffer(member: "beta") else { Issue.record("a member was answered an offer"); return }
         // The same with a shorter life: both copies live at most 5 s.
         alpha.clock.advance(ClipboardService.restrictWindow + 1)
         try await offer(alpha, "first")
         await alpha.service.restrict(uid: 1000, localOnly: false, expiresIn: 5)
         try await offer(alpha, "second")
-        guard case .success(let shortened) = await alpha.service.answerOffer() else { Issue.record("not offered"); return }
+        guard case .success(let shortened) = await alpha.service.answerOffer(member: "beta") else { Issue.record("not offered"); return }
         #expect(shortened.expiresIn == 5)
         // Once the window is over, copies are offered as usual again.
         alpha.clock.advance(ClipboardService.restrictWindow + 1)
         try await offer(alpha, "later")
-        guard case .success(let later) = await alpha.service.answerOffer() else { Issue.record("not offered"); return }
+        guard case .success(let later) = await alpha.service.answerOffer(member: "beta") else { Issue.record("not offered"); return }
         #expect(later.expiresIn == ClipboardShelf.defaultExpirySeconds)
     }
 

@@ -21,10 +21,10 @@ import Testing
         let advert: FakeClipboardAdvert
         let agents: FakeClipboardAgentCalls
         let fetcher: FakeClipboardFetcher
-        let clock: FakeWallClock
+        let clock: FakeMonotonicClock
     }
 
-    func machine(clock: FakeWallClock = FakeWallClock()) -> Machine {
+    func machine(clock: FakeMonotonicClock = FakeMonotonicClock()) -> Machine {
         let advert = FakeClipboardAdvert(), agents = FakeClipboardAgentCalls(), fetcher = FakeClipboardFetcher()
         let counter = Mutex<UInt64>(0xF11E)
         let service = ClipboardService(advert: advert, fetcher: fetcher, agentCalls: agents, clock: clock,
@@ -54,7 +54,7 @@ import Testing
 
     /// alpha's agent (ada, 1000) copied two files, which it opens from `scratch` when asked; beta has
     /// agents for ada (2000) and bob (2001) and an inbox for pulled files.
-    func filesCopied(_ scratch: Scratch, clock: FakeWallClock = FakeWallClock()) async throws -> (alpha: Machine, beta: Machine, files: [String]) {
+    func filesCopied(_ scratch: Scratch, clock: FakeMonotonicClock = FakeMonotonicClock()) async throws -> (alpha: Machine, beta: Machine, files: [String]) {
         let alpha = machine(clock: clock), beta = machine(clock: clock)
         beta.fetcher.connect(alphaID, to: alpha.service)
         await alpha.service.register(agent(1000, "ada"))
@@ -164,7 +164,7 @@ import Testing
     }
 
     @Test func anExpiredCopyOfFilesIsNotPastedAndLeavesNothingInTheInbox() async throws {
-        let scratch = Scratch(), clock = FakeWallClock()
+        let scratch = Scratch(), clock = FakeMonotonicClock()
         let (alpha, beta, _) = try await filesCopied(scratch, clock: clock)
         await beta.service.heard(alphaID, name: "alpha", kind: .files, revision: 3)
         let handed = try #require(beta.agents.offers(to: 2000).first)
