@@ -99,8 +99,8 @@ struct ClipboardFilesEndToEndTests {
         #expect(await alpha.clipboard.dataRequestsAnswered == 1)
         #expect(!FileManager.default.fileExists(atPath: cacheBase(beta) + "/" + String(token, radix: 16)))
         let total = report.count + notes.count
-        #expect(ClipboardAgentStatus.load(environment: alpha.environment)?.offer == "files: 3 files, \(total) bytes")
-        #expect(ClipboardAgentStatus.load(environment: beta.environment)?.taken == "files from alpha: 3 files, \(total) bytes")
+        #expect(ClipboardAgentStatus.read(environment: alpha.environment)?.offer == "files: 3 files, \(total) bytes")
+        #expect(ClipboardAgentStatus.read(environment: beta.environment)?.taken == "files from alpha: 3 files, \(total) bytes")
 
         // The paste: a uri-list of local copies, each with the file's name and bytes, 0600 in 0700 folders.
         let pasted = try await paste(beta, "text/uri-list")
@@ -144,11 +144,11 @@ struct ClipboardFilesEndToEndTests {
         #expect(await alpha.clipboard.fileRequestsAnswered == answered + 1)
         let said = beta.log.lines.withLock { $0 }.first { $0.contains("draft.txt changed on alpha since it was copied") }
         #expect(said?.contains("copy it again on alpha") == true, "\(beta.log.lines.withLock { $0 })")
-        #expect(ClipboardAgentStatus.load(environment: beta.environment)?.note?.contains("draft.txt changed on alpha") == true)
+        #expect(ClipboardAgentStatus.read(environment: beta.environment)?.note?.contains("draft.txt changed on alpha") == true)
         #expect(!FileManager.default.fileExists(atPath: cacheBase(beta) + "/" + String(draftToken, radix: 16) + "/0/draft.txt"))
         // Alpha took the copy back (its advert loses the kind) and says why.
         #expect(await eventually(timeout: .seconds(120)) { await alpha.clipboard.offeredKind == nil })
-        #expect(await eventually(timeout: .seconds(120)) { ClipboardAgentStatus.load(environment: alpha.environment)?.note?.contains("draft.txt changed") == true })
+        #expect(await eventually(timeout: .seconds(120)) { ClipboardAgentStatus.read(environment: alpha.environment)?.note?.contains("draft.txt changed") == true })
 
         // Limits: a folder, more than 256 files, more than 1 GiB in all. None is offered, each says why.
         let folder = source.directory + "/a folder"
@@ -164,23 +164,25 @@ struct ClipboardFilesEndToEndTests {
         for (paths, reason) in refusals {
             try await xclipCopy(source.uriList(paths), display: alpha.display.display, type: "text/uri-list")
             #expect(await eventually(timeout: .seconds(120)) {
-                ClipboardAgentStatus.load(environment: alpha.environment)?.note?.contains(reason) == true
+                ClipboardAgentStatus.read(environment: alpha.environment)?.note?.contains(reason) == true
             }, "\(reason): \(alpha.log.lines.withLock { $0 })")
             #expect(await alpha.clipboard.offeredKind == nil)
         }
         #expect(await alpha.clipboard.fileRequestsAnswered == answered + 1)
 
-        // A uri-list of links names no local file: it is offered as it is, with the text.
+        // A uri-list of links names no local file: alpha offers it as it is, as text; beta's agent
+        // takes only text, HTML and image types of a copy that is not one of files (a uri-list could
+        // name alpha's own files: the red team's rule), so a list of links alone is not taken there.
         let links = Array("https://example.org/a\r\nhttps://example.org/b\r\n".utf8)
         before = alpha.radio.lastAdvert
         try await xclipCopy(links, display: alpha.display.display, type: "text/uri-list")
         #expect(await carrier.offered(alpha, .text), "\(alpha.log.lines.withLock { $0 })")
         try await carrier.carryAdvert(from: alpha, to: beta, after: before)
-        #expect(await eventually(timeout: .seconds(120)) { await beta.bridge.settled { $0.held?.kind == .text } })
-        // The copy of files beta held went with it, and its folder.
+        // The copy of files beta held went with it, and its folder; nothing was taken instead.
+        #expect(await eventually(timeout: .seconds(120)) { await beta.bridge.settled { $0.held == nil } })
         #expect(await eventually(timeout: .seconds(120)) { !FileManager.default.fileExists(atPath: cacheBase(beta) + "/" + String(cutToken, radix: 16)) })
         let linked = try await paste(beta, "text/uri-list")
-        #expect(linked.status == 0 && Array(linked.output) == links)
+        #expect(linked.status != 0 || linked.output.isEmpty)
 
         // A copy withdrawn at its machine (alpha turns the clipboard off): beta's local copies go with it.
         before = try await copyFiles(source.uriList([files[1]]), on: alpha)

@@ -54,7 +54,7 @@ struct ClipboardGnomeEndToEndTests {
         for machine in [alpha, beta] {
             #expect(await eventually(timeout: .seconds(120)) { await machine.bridge.settled(\.registered) }, "\(machine.log.lines.withLock { $0 })")
         }
-        #expect(ClipboardAgentStatus.load(environment: beta.environment)?.sessionClipboard
+        #expect(ClipboardAgentStatus.read(environment: beta.environment)?.sessionClipboard
                 == "X11 display \(gnome.xDisplay) (XWayland in GNOME's Wayland session)")
 
         // xclip on alpha, taken on beta without a byte moving, pasted by a Wayland app there.
