@@ -80,6 +80,7 @@ final class MediaLab: @unchecked Sendable {
             [Desktop Entry]
             Type=Application
             Name=mpv (headless, Baton's lab)
+            Categories=AudioVideo;Audio;Video;Player;TV;
             Exec=\(HeadlessPlayer.Kind.mpvPath) --no-config --no-video --ao=null --idle=yes --no-terminal --script=\(HeadlessPlayer.Kind.mprisScript) %U
             """.write(to: applications.appendingPathComponent("mpv.desktop"), atomically: true, encoding: .utf8)
     }
