@@ -196,7 +196,7 @@ final class Source: Sendable {
         let dispatcher = FrameDispatcher(streamedTypes: [.fetchDocument], streamer: { [document] request, channel in
             let asked = try DocumentRequest(payload: request.payload)
             let cut = cutOnce.take()
-            try await DocumentSender.stream(document, for: asked, requestID: request.requestID, on: channel, atMost: cut ?? .max)
+            try await DocumentSender.stream(document, for: asked, requestID: request.requestID, on: channel, stillMember: { true }, atMost: cut ?? .max)
             if cut != nil { channel.close(); throw TransportError.closed }
         }) { request, _ in request }
         Task { [listener] in

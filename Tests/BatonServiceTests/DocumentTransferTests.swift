@@ -12,13 +12,16 @@ import Testing
 /// A FetchDocument source over real pinned TLS on loopback that can misbehave on purpose: it cuts
 /// its first `cutConnections` streams after `cutAfterChunks` chunks (closing the channel, as a
 /// source that dies), and serves `corruptedPath` instead of the real file on its first
-/// `corruptConnections` streams. A fake of a daemon's source side; the sender and puller are real.
+/// `corruptConnections` streams; with `memberForBatches` the peer is removed from its ring once that
+/// many batches of chunks went out (refused from then on, as a source after §7.4's removal). A fake
+/// of a daemon's source side; the sender and puller are real.
 final class MisbehavingDocumentSourceFake: Sendable {
     struct Plan: Sendable {
         var cutConnections = 0
         var cutAfterChunks = 0
         var corruptConnections = 0
         var corruptedPath: String?
+        var memberForBatches: Int?
     }
 
     let listener: TLSListener
@@ -26,6 +29,8 @@ final class MisbehavingDocumentSourceFake: Sendable {
     let document: AttachedDocument
     let plan: Plan
     private let requests = Mutex<[DocumentRequest]>([])
+    /// Membership checks answered so far (the sender asks before each batch).
+    private let membershipChecks = Mutex(0)
     private let acceptTask = Mutex<Task<Void, Never>?>(nil)
 
     init(document: AttachedDocument, plan: Plan) throws {
@@ -48,17 +53,29 @@ final class MisbehavingDocumentSourceFake: Sendable {
     /// The FetchDocument requests seen, in order.
     var seen: [DocumentRequest] { requests.withLock { $0 } }
 
+    private var removed: Bool { plan.memberForBatches.map { limit in membershipChecks.withLock { $0 >= limit } } ?? false }
+
+    private func stillMember() -> Bool {
+        guard let limit = plan.memberForBatches else { return true }
+        return membershipChecks.withLock { checks in
+            checks += 1
+            return checks <= limit
+        }
+    }
+
     private func stream(_ request: Frame, on channel: SecureChannel) async throws {
         let asked = try DocumentRequest(payload: request.payload)
         let number = requests.withLock { $0.append(asked); return $0.count }
+        guard !removed else { throw ErrorFrame(code: .notPermitted, message: "not a ring member") }
         var served = document
         if number <= plan.corruptConnections, let corrupted = plan.corruptedPath { served.path = corrupted }
         if number <= plan.cutConnections {
-            try await DocumentSender.stream(served, for: asked, requestID: request.requestID, on: channel, atMost: plan.cutAfterChunks)
+            try await DocumentSender.stream(served, for: asked, requestID: request.requestID, on: channel,
+                                            stillMember: { [self] in stillMember() }, atMost: plan.cutAfterChunks)
             channel.close()
             throw TransportError.closed
         }
-        try await DocumentSender.stream(served, for: asked, requestID: request.requestID, on: channel)
+        try await DocumentSender.stream(served, for: asked, requestID: request.requestID, on: channel, stillMember: { [self] in stillMember() })
     }
 
     /// Connects, says Hello, sends the request and returns the first reply, as the transfer does.
@@ -245,6 +262,22 @@ struct DocumentTransferTests {
         let again = try await puller.pull(connect: healthy.connect, progress: { _, _ in })
         #expect(again.path == pulled.path)
         #expect(try inboxFiles(inbox) == [document.info.digest.hexString + ".document"])
+    }
+
+    /// §6.5/§7.4: the source asks before each batch of chunks whether the peer is still a member;
+    /// removed mid-stream, it gets no further byte (the connection closes) and its resume is refused.
+    @Test func aPeerRemovedWhileItsStreamRunsGetsNoFurtherByteAndItsResumeIsRefused() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (document, _) = try makeSnapshot(size: 12 * Self.chunk)
+        let source = try MisbehavingDocumentSourceFake(document: document, plan: .init(memberForBatches: 2))
+        defer { source.stop() }
+        let (puller, inbox) = try makePuller()
+        await #expect(throws: DocumentPullError.refused(ErrorFrame(code: .notPermitted, message: "not a ring member"))) {
+            _ = try await puller.pull(connect: source.connect, progress: { _, _ in })
+        }
+        // Two batches of three chunks went out before the removal; nothing after it.
+        #expect(inbox.resumeOffset(digest: document.info.digest) == UInt64(2 * DocumentSender.batchChunks * Self.chunk))
+        #expect(source.seen.map(\.offset) == [0, UInt64(2 * DocumentSender.batchChunks * Self.chunk)])
     }
 
     @Test func aSourceRefusesAnotherSnapshotsDigestAndAnOffsetBeyondTheEnd() async throws {

@@ -234,7 +234,7 @@ struct RedTeamDocumentWaitTests {
             case 2:
                 try await channel.send(Frame(type: .documentInfo, requestID: request.requestID, payload: info.payload))
             default:
-                try await DocumentSender.stream(document, for: asked, requestID: request.requestID, on: channel)
+                try await DocumentSender.stream(document, for: asked, requestID: request.requestID, on: channel, stillMember: { true })
             }
         }
         defer { source.stop() }

@@ -30,9 +30,11 @@ public enum DocumentSender {
 
     /// Streams `document` for `request`; at most `atMost` chunks (the whole rest by default; tests cut
     /// a stream short with it to play a source that dies). Returns the chunks sent.
+    /// `stillMember` is asked before each batch: a peer removed from the ring while its stream runs
+    /// gets no further byte, the connection is closed (§6.5, §7.4).
     @discardableResult
     public static func stream(_ document: AttachedDocument, for request: DocumentRequest, requestID: UInt32, on channel: SecureChannel,
-                       atMost: Int = .max) async throws -> Int {
+                              stillMember: @Sendable () async -> Bool, atMost: Int = .max) async throws -> Int {
         guard request.asksForAnySnapshot || request.digest == document.info.digest else {
             throw ErrorFrame(code: .unknownActivity, message: "the snapshot changed")
         }
@@ -43,20 +45,25 @@ public enum DocumentSender {
         guard let file = try? FileDescriptor.open(document.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) else {
             throw ErrorFrame(code: .unknownActivity, message: "the snapshot is gone")
         }
-        return try await stream(file, info: document.info, from: request.offset, requestID: requestID, on: channel, atMost: atMost)
+        return try await stream(file, info: document.info, from: request.offset, requestID: requestID, on: channel,
+                                stillMember: stillMember, atMost: atMost)
     }
 
     /// DocumentInfo, then `file`'s bytes from `offset` to `info.totalSize` in DocumentChunk frames: the
     /// stream of any request answered as FetchDocument is (FetchClipboardFile too). The caller checked
-    /// the digest asked for and that `offset` is at most the total.
+    /// the digest asked for and that `offset` is at most the total. `stillMember` as above.
     @discardableResult
     public static func stream(_ file: borrowing FileDescriptor, info: DocumentInfo, from offset: UInt64, requestID: UInt32,
-                              on channel: SecureChannel, atMost: Int = .max) async throws -> Int {
+                              on channel: SecureChannel, stillMember: @Sendable () async -> Bool, atMost: Int = .max) async throws -> Int {
         let total = info.totalSize
         try await channel.send(Frame(type: .documentInfo, requestID: requestID, payload: info.payload))
         var offset = offset
         var sent = 0
         while offset < total && sent < atMost {
+            guard await stillMember() else {
+                channel.close()
+                return sent
+            }
             var batch: [Frame] = []
             while batch.count < batchChunks && offset < total && sent + batch.count < atMost {
                 let length = Int(min(UInt64(DocumentChunk.maxDataBytes), total - offset))

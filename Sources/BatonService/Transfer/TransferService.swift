@@ -328,7 +328,9 @@ public actor TransferService {
               let document = await activities.documentForTransfer(uid: publication.uid) else {
             throw ErrorFrame(code: .unknownActivity, message: "no document for that activity")
         }
-        try await DocumentSender.stream(document, for: asked, requestID: request.requestID, on: channel)
+        let peer = channel.peerDeviceID
+        try await DocumentSender.stream(document, for: asked, requestID: request.requestID, on: channel,
+                                        stillMember: { [weak self] in await self?.isMemberNow(peer) ?? false })
     }
 
     /// Whether `peer` is a member of the ring as last saved, this machine still the identity the
