@@ -134,7 +134,7 @@ func waitFor(_ condition: () async -> Bool) async throws {
 
 /// One series: each iteration publishes a new revision on alpha, beta hears it, (waits for the
 /// prefetch), then accept → delivered is timed.
-func series(prefetch: Bool, iterations: Int, directory: String) async throws -> [Double] {
+func series(prefetch: Bool, iterations: Int, settle: Duration, directory: String) async throws -> [Double] {
     let type = "org.example.Reader.reading"
     let a = try await Node.start(directory, name: "alpha-\(prefetch)", type: type, prefetch: false)
     let b = try await Node.start(directory, name: "beta-\(prefetch)", type: type, prefetch: prefetch)
@@ -150,6 +150,9 @@ func series(prefetch: Bool, iterations: Int, directory: String) async throws -> 
         try await waitFor { b.board.only?.activityType == type }
         guard let suggestion = b.board.only else { continue }
         if prefetch { try await waitFor { await b.continuation.isPrefetched(suggestion.path) } }
+        // --settle-ms: a person's click comes long after the suggestion, when the process has gone
+        // idle (its threads asleep); a settle before the timed take measures that case too.
+        if settle > .zero { try await Task.sleep(for: settle) }
         let start = ContinuousClock.now
         let outcome = try await b.continuation.take(suggestion.path, uid: getuid())
         guard outcome == "delivered", let delivered = b.activities.delivered.withLock({ $0 }) else {
@@ -165,15 +168,18 @@ func series(prefetch: Bool, iterations: Int, directory: String) async throws -> 
 }
 
 var iterations = 100
+var settle = Duration.zero
 var only: String?
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
     if argument == "--iterations", let value = arguments.popFirst().flatMap({ Int($0) }), value > 0 {
         iterations = value
+    } else if argument == "--settle-ms", let value = arguments.popFirst().flatMap({ Int($0) }), value >= 0 {
+        settle = .milliseconds(value)
     } else if argument == "--only", let value = arguments.popFirst(), ["cold", "prefetched"].contains(value) {
         only = value
     } else {
-        print("usage: baton-continue-bench [--iterations N] [--only cold|prefetched]")
+        print("usage: baton-continue-bench [--iterations N] [--settle-ms MS] [--only cold|prefetched]")
         exit(2)
     }
 }
@@ -181,7 +187,7 @@ let directory = FileManager.default.temporaryDirectory.appendingPathComponent("b
 defer { try? FileManager.default.removeItem(atPath: directory) }
 print("accept -> Continue delivered to the handler, 4 KiB userInfo, loopback TLS, \(iterations) iterations each")
 for (name, prefetch) in [("cold", false), ("prefetched", true)] where only == nil || only == name {
-    let samples = try await series(prefetch: prefetch, iterations: iterations, directory: directory)
+    let samples = try await series(prefetch: prefetch, iterations: iterations, settle: settle, directory: directory)
     print(String(format: "%-11@ p50 %7.3f ms   p95 %7.3f ms   min %7.3f ms   max %7.3f ms",
                  name, percentile(samples, 0.5), percentile(samples, 0.95), samples.first ?? 0, samples.last ?? 0))
 }

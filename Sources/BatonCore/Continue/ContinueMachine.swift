@@ -95,40 +95,49 @@ public struct ContinueMachine<Outcome: Sendable & Equatable, Failure: Sendable &
         case finish(End)
     }
 
+    // The machine is generic over the service's types and stepped on every Continue: its methods
+    // are inlinable so the service's build specializes them (unspecialized, each step cost about
+    // 2 µs of generic metadata and witness calls: docs/benchmarks.md, issue 25).
     public let activityType: String
     /// The record held for this Continue (prefetched): its version; nil for a cold fetch.
     public let heldVersion: Int64?
-    public private(set) var state = State.idle
+    public var state: State { current }
     /// The accepting handler's declarations (nil: every version); set once it accepted.
-    public private(set) var declarations: [ActivityVersions]?
-    public private(set) var accepted = false
-    private var outcome: Outcome?
+    public var declarations: [ActivityVersions]? { declared }
+    public var accepted: Bool { hasAccepted }
+    @usableFromInline var current = State.idle
+    @usableFromInline var declared: [ActivityVersions]?
+    @usableFromInline var hasAccepted = false
+    @usableFromInline var outcome: Outcome?
 
+    @inlinable
     public init(activityType: String, heldVersion: Int64? = nil) {
         self.activityType = activityType
         self.heldVersion = heldVersion
     }
 
     /// Whether the handler that accepted declared `version`.
+    @inlinable
     public func accepts(_ version: Int64) -> Bool {
-        guard let declarations else { return true }
+        guard let declarations = declared else { return true }
         return declarations.contains { $0.accepts(version) }
     }
 
     /// Takes one event and returns the actions to perform, in order.
+    @inlinable
     public mutating func handle(_ event: Event) -> [Action] {
-        switch (state, event) {
+        switch (current, event) {
         case (.idle, .start):
-            state = .askingHandler
+            current = .askingHandler
             return [.askHandler]
         case (.askingHandler, .handlerRefused(let outcome)):
             return finish(.handled(outcome))
         case (.askingHandler, .handlerAccepted(let versions)):
-            accepted = true
-            declarations = versions
+            hasAccepted = true
+            declared = versions
             if let heldVersion {
                 guard accepts(heldVersion) else { return versionRefused(heldVersion) }
-                state = .delivering
+                current = .delivering
                 return [.deliver]
             }
             let ranges = versions.map(FetchActivityOfVersions.ranges(covering:))
@@ -136,7 +145,7 @@ public struct ContinueMachine<Outcome: Sendable & Equatable, Failure: Sendable &
             if ranges?.isEmpty == true {
                 return [.fail(.versionUnsupported, detail: "this handler accepts no activity version")] + finish(.versionUnsupported(nil))
             }
-            state = .fetching
+            current = .fetching
             return [.fetch(versions: ranges)]
         case (.fetching, .fetched(let type, let version)):
             // Another type is refused before any handler sees it.
@@ -146,40 +155,40 @@ public struct ContinueMachine<Outcome: Sendable & Equatable, Failure: Sendable &
             // A version the handler does not accept is refused: never a wrong restore (the source
             // checked already; this holds for a source from before FetchActivityOfVersions).
             guard accepts(version) else { return versionRefused(version) }
-            state = .pullingDocument
+            current = .pullingDocument
             return [.pullDocument]
         case (.fetching, .fetchFailed(let category, let detail, let failure)),
              (.pullingDocument, .documentFailed(let category, let detail, let failure)),
              (.claimingSession, .sessionRefused(let category, let detail, let failure)):
             return [.fail(category, detail: detail)] + finish(.failed(failure))
         case (.pullingDocument, .documentPulled(let needsClaim)):
-            state = needsClaim ? .claimingSession : .checkingRing
+            current = needsClaim ? .claimingSession : .checkingRing
             return [needsClaim ? .claimSession : .checkRing]
         case (.claimingSession, .sessionClaimed):
-            state = .checkingRing
+            current = .checkingRing
             return [.checkRing]
         case (.checkingRing, .stillInRing):
-            state = .delivering
+            current = .delivering
             return [.deliver]
         case (.checkingRing, .memberLeft):
             return [.fail(.unreachable, detail: "the member left the ring")] + finish(.memberLeft)
         case (.askingHandler, .cancelled):
             // Nobody accepted yet: the caller hears now, the handler when it answers.
-            state = .cancelledWhileAsking
+            current = .cancelledWhileAsking
             return [.finish(.cancelled)]
         case (.cancelledWhileAsking, .handlerAccepted):
-            accepted = true
-            state = .finished
+            hasAccepted = true
+            current = .finished
             return [.fail(.cancelled, detail: "the suggestion was dismissed")]
         case (.cancelledWhileAsking, .handlerRefused):
-            state = .finished
+            current = .finished
             return []
         case (.fetching, .cancelled), (.pullingDocument, .cancelled), (.claimingSession, .cancelled), (.checkingRing, .cancelled):
             return [.fail(.cancelled, detail: "the suggestion was dismissed")] + finish(.cancelled)
         case (.delivering, .delivered(let outcome, let handed)):
             guard handed else { return finish(.handled(outcome)) }
             self.outcome = outcome
-            state = .reporting
+            current = .reporting
             return [.report]
         case (.reporting, .reported):
             guard let outcome else { return [] }
@@ -190,12 +199,14 @@ public struct ContinueMachine<Outcome: Sendable & Equatable, Failure: Sendable &
         }
     }
 
-    private mutating func versionRefused(_ version: Int64) -> [Action] {
+    @inlinable
+    mutating func versionRefused(_ version: Int64) -> [Action] {
         [.fail(.versionUnsupported, detail: "version \(version) is not one this handler accepts")] + finish(.versionUnsupported(version))
     }
 
-    private mutating func finish(_ end: End) -> [Action] {
-        state = .finished
+    @inlinable
+    mutating func finish(_ end: End) -> [Action] {
+        current = .finished
         return [.finish(end)]
     }
 }

@@ -53,7 +53,7 @@ extension ContinuationService {
         guard let type = pending.activityType, let uid = pending.uid,
               let member = await ring.snapshot().roster.members[pending.peer],
               let inbox = await activities.documentInbox(uid: uid) else { return false }
-        let typeHash = DerivedKeys(secret: member.secret).typeHash(type)
+        let typeHash = self.typeHash(type, of: member)
         do throws(DocumentPullError) {
             let pulled = try await transfer.pullDocument(member: pending.peer, typeHash: typeHash, revision: ActivityReference.anyRevision,
                                                          inbox: inbox, progress: { _, _ in })

@@ -35,6 +35,9 @@ public actor ContinuationService {
     var knownMemberNames: [DeviceID: String] = [:]
     /// Members' advert keys by the secret they were derived from (Suggestions.swift: `advertKeys(of:)`).
     var derivedAdvertKeys: [DeviceID: (secret: AdvertisingSecret, keys: DerivedKeys)] = [:]
+    /// Type hashes of members' secrets (`typeHash(_:of:)`), by member.
+    var typeHashes: [DeviceID: (secret: AdvertisingSecret, hashes: [String: TypeHash])] = [:]
+    static let typeHashLimit = 64
 
     static let observerKey = "continuation"
 

@@ -157,7 +157,7 @@ extension ContinuationService {
             held = nil
             revision = wanted
             // The type hash is keyed with the sender's secret (§3).
-            typeHash = DerivedKeys(secret: member.secret).typeHash(type)
+            typeHash = self.typeHash(type, of: member)
             relay = progressRelay(to: caller)
         case .held(let record, let document, let number, let hash):
             held = (record, document, number)

@@ -42,10 +42,29 @@ extension ContinuationService {
             derivedAdvertKeys[member] = nil
             return nil
         }
+        return keys(of: member, secret: secret)
+    }
+
+    /// The keys of `member`'s `secret`, derived once per secret (HKDF through libcrypto: about 50 µs
+    /// a derivation, which every Continue and prefetch used to pay; docs/benchmarks.md, issue 25).
+    func keys(of member: DeviceID, secret: AdvertisingSecret) -> DerivedKeys {
         if let known = derivedAdvertKeys[member], known.secret == secret { return known.keys }
         let keys = DerivedKeys(secret: secret)
         derivedAdvertKeys[member] = (secret, keys)
         return keys
+    }
+
+    /// The type hash of `type` under the member's secret (§3), from its keys derived once; the
+    /// hashes of a secret are kept too (an HMAC is about 10 µs), at most `typeHashLimit` per member.
+    func typeHash(_ type: String, of member: RosterMember) -> TypeHash {
+        let keys = keys(of: member.deviceID, secret: member.secret)
+        var hashes = typeHashes[member.deviceID].flatMap { $0.secret == member.secret ? $0.hashes : nil } ?? [:]
+        if let known = hashes[type] { return known }
+        let hash = keys.typeHash(type)
+        if hashes.count >= Self.typeHashLimit { hashes = [:] }
+        hashes[type] = hash
+        typeHashes[member.deviceID] = (member.secret, hashes)
+        return hash
     }
 
     /// Members not heard for the silence timeout are far: their suggestions go.
@@ -104,6 +123,7 @@ extension ContinuationService {
         for member in presence.trackedMembers where !snapshot.isMember(member) { presence.forget(member) }
         for member in Array(lastClaimReplay.keys) where !snapshot.isMember(member) { lastClaimReplay[member] = nil }
         for member in Array(derivedAdvertKeys.keys) where !snapshot.isMember(member) { derivedAdvertKeys[member] = nil }
+        for member in Array(typeHashes.keys) where !snapshot.isMember(member) { typeHashes[member] = nil }
         await abandonClaimsOfDepartedMembers(snapshot)
     }
 
@@ -164,7 +184,7 @@ extension ContinuationService {
         // whose activity has another version refuses without its app saving (§9 "Prefetch").
         let versions = await activities.versionDeclarations(type: suggestion.activityType, uid: nil).map(FetchActivityOfVersions.ranges(covering:))
         guard versions?.isEmpty != true else { return }
-        let typeHash = DerivedKeys(secret: member.secret).typeHash(suggestion.activityType)
+        let typeHash = self.typeHash(suggestion.activityType, of: member)
         do {
             let record = try await transfer.fetch(member: member.deviceID, typeHash: typeHash, revision: suggestion.revision, versions: versions)
             // Still the same suggestion after the fetch (a newer advert or a withdrawal drops it).
@@ -201,7 +221,7 @@ extension ContinuationService {
               held.record.revision == suggestion.revision else { return nil }
         // Unaccepted version: the usual path fetches and refuses it with versionUnsupported.
         guard await activities.acceptsVersion(held.record.version, type: suggestion.activityType, uid: uid) else { return nil }
-        let typeHash = DerivedKeys(secret: member.secret).typeHash(suggestion.activityType)
+        let typeHash = self.typeHash(suggestion.activityType, of: member)
         var document: PulledDocument?
         if let inbox = await activities.documentInbox(uid: uid) {
             let relay = progressRelay(to: caller)
