@@ -18,6 +18,10 @@ private final class RecordingMediaDesktop: MediaDesktop {
         return players.contains(desktopID)
     }
     func hasDefaultHandler(scheme: String) -> Bool { false }
+    func defaultMediaPlayer(mediaType: String) -> String? {
+        asked.withLock { $0.append("default for \(mediaType)") }
+        return nil
+    }
     func launch(desktopID: String, uri: String) throws(LaunchError) { started.withLock { $0.append("\(desktopID) \(uri)") } }
     func openDefault(_ uri: String) async throws { started.withLock { $0.append("default \(uri)") } }
 }
