@@ -260,6 +260,7 @@ public actor MediaPublisher: UserActivityDelegate {
             try await activity.attachDocument(descriptor: file.rawValue, mediaType: MediaLocalFile.mediaType(forName: name),
                                               documentID: UUID().uuidString)
             file.close()
+            logger.log("attached the media file \(name) to the media activity")
         } catch {
             file.close()
             guard self.activity === activity else { return false }

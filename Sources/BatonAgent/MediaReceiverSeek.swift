@@ -7,27 +7,50 @@ import BatonDBus
 extension MediaReceiver {
     /// SetPosition, confirmed by the player's Seeked or by its Position (VLC signals Seeked only
     /// while it plays); a player still loading may drop the first one (mpv right after its
-    /// Metadata changed), so it is sent again, with a fresh target, up to 3 times.
+    /// Metadata changed), so it is sent again, with a fresh target, in windows of 2, 4 and 12 s (the
+    /// last one long: a loaded machine may take seconds to answer, and a seek that lands late is
+    /// still seen by the Position reads). Then Play or Pause as the source was; a player that
+    /// waited paused at its target while the confirmation took long is behind the source by as
+    /// much, so once it plays it is checked against a fresh target and seeked again (twice at most).
     func seek(_ name: String, trackID: String, _ media: MediaActivity, _ asked: Double) async throws {
         try await waitUntilLoaded(name, within: .seconds(2))
-        for attempt in 1...3 {
+        let started = clock()
+        _ = try await seekConfirmed(name, trackID: trackID, media, asked, windows: [2, 4, 12])
+        // A player that was paused stays paused on OpenUri (mpv): playing or paused as the source was.
+        if media.playing { try await mpris.play(name) } else { try await mpris.pause(name) }
+        // Quick (the quiet case): nothing more to do.
+        guard media.playing, clock() - started > Self.drift else { return }
+        for _ in 1...2 {
+            let target = media.seekTarget(now: clock(), askedAt: asked)
+            guard let position = try await mpris.position(of: name), abs(position - target) > Self.drift else { return }
+            logger.log("\(name) plays at \(Int(position)) s, the other machine at \(Int(target)) s: seeking it again")
+            _ = try await seekConfirmed(name, trackID: trackID, media, asked, windows: [4])
+        }
+    }
+
+    /// How far from the source's position a playing player may be after the seek (seconds).
+    static let drift = 1.0
+
+    /// Sends SetPosition to the target of the moment and waits for its confirmation, once per
+    /// window (seconds); true when one was confirmed.
+    private func seekConfirmed(_ name: String, trackID: String, _ media: MediaActivity, _ asked: Double, windows: [Int]) async throws -> Bool {
+        for (attempt, window) in windows.enumerated() {
             let seeks = try await mpris.connection.signals(matching: DBusMatchRule(
                 sender: name, interface: MPRISClient.playerInterface, member: "Seeked", path: MPRISClient.path))
             let target = media.seekTarget(now: clock(), askedAt: asked)
             let sent = clock()
             try await mpris.setPosition(target, trackID: trackID, on: name)
             let mpris = mpris, clock = clock
-            let confirmed = await Self.confirms(seeks, within: .seconds(attempt * 2)) {
+            let confirmed = await Self.confirms(seeks, within: .seconds(window)) {
                 // At the target, or past it by no more than the time since (a player that already plays).
                 guard let position = try? await mpris.position(of: name) else { return false }
                 return position >= target - 1 && position <= target + (clock() - sent) * max(1, media.rate) + 1
             }
             try Task.checkCancellation()
-            if confirmed { break }
-            logger.log("\(name) did not confirm the seek to \(Int(target)) s (attempt \(attempt))")
+            if confirmed { return true }
+            logger.log("\(name) did not confirm the seek to \(Int(target)) s within \(window) s (attempt \(attempt + 1))")
         }
-        // A player that was paused stays paused on OpenUri (mpv): playing or paused as the source was.
-        if media.playing { try await mpris.play(name) } else { try await mpris.pause(name) }
+        return false
     }
 
     /// Waits, at most `limit`, until the player's Metadata has the media's length: mpv says it once

@@ -38,7 +38,7 @@ public struct MediaPlayerState: Equatable, Sendable {
         guard status != .stopped, let url else { return nil }
         var file: MediaActivity.LocalFile?
         if !MediaURLPolicy.travels(url) {
-            guard let path = MediaURLPolicy.localFilePath(url), let name = path.split(separator: "/").last.map(String.init),
+            guard let path = MediaURLPolicy.localFilePath(url), !path.hasSuffix("/"), let name = path.split(separator: "/").last.map(String.init),
                   MediaActivity.LocalFile.isFileName(name) else { return nil }
             file = MediaActivity.LocalFile(name: name)
         }
@@ -163,7 +163,10 @@ public enum MediaOpening: Equatable, Sendable {
             self.uriSchemes = uriSchemes
         }
 
-        func plays(_ scheme: String) -> Bool { uriSchemes.contains { $0.lowercased() == scheme } }
+        /// Its SupportedUriSchemes has `scheme`; every player plays `file:` (MPRIS: "almost every
+        /// media player will include support for the file scheme"), though mpv-mpris 0.7.1 leaves it
+        /// out of the list.
+        func plays(_ scheme: String) -> Bool { scheme == "file" || uriSchemes.contains { $0.lowercased() == scheme } }
     }
 
     /// The same player (running, else installed), else another running player whose

@@ -65,6 +65,9 @@ public final class FakeActivities: TransferActivities, ContinuationActivities {
     public func documentForTransfer(uid: UInt32) async -> AttachedDocument? {
         state.withLock { state in state.current?.0.uid == uid ? state.document : nil }
     }
+    public func currentActivityForTransfer(uid: UInt32) async -> ActivityID? {
+        state.withLock { state in state.current.flatMap { $0.0.uid == uid ? $0.0 : nil } }
+    }
     /// Edit sessions (§6.6) and what the (fake) app's save commits: nil, it does not save in time.
     public func setEditSessions(_ sessions: EditSessions?, savedDigest: [UInt8]?) {
         state.withLock { $0.editSessions = sessions; $0.savedDigest = savedDigest }
