@@ -96,8 +96,8 @@ extension MediaReceiver {
         var description: String
     }
 
-    /// Waits (event-driven, at most `loadTimeout`) until one of `names` (every player when nil)
-    /// has `url` in its Metadata with a trackid; checks at once, then after each event.
+    /// Waits (at most `loadTimeout`) until one of `names` (every player when nil) has `url` in its
+    /// Metadata with a trackid; checks at once, then after each event and every second.
     func waitForTrack<Events: AsyncSequence & Sendable>(
         of url: String, on names: [String]?, changes: Events
     ) async throws -> (name: String, trackID: String) where Events.Element: Sendable {
@@ -121,14 +121,23 @@ extension MediaReceiver {
                 }
                 return nil
             }
+            // A signal missed or never sent (VLC's two connections, a loaded machine) must not cost
+            // the seek: while waiting, checked again every second too.
+            group.addTask {
+                while true {
+                    try await Task.sleep(for: .seconds(1))
+                    if let found = await check() { return found }
+                }
+            }
             group.addTask {
                 try await Task.sleep(for: timeout)
-                return nil
+                throw Timeout(description: "no player showed \(url) within \(timeout)")
             }
-            let first = try await group.next() ?? nil
-            group.cancelAll()
-            guard let first else { throw Timeout(description: "no player showed \(url) within \(timeout)") }
-            return first
+            defer { group.cancelAll() }
+            while let next = try await group.next() {
+                if let found = next { return found }
+            }
+            throw Timeout(description: "no player showed \(url) within \(timeout)")
         }
     }
 
