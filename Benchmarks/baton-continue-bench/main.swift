@@ -44,6 +44,7 @@ final class FakeHandlerActivities: TransferActivities, ContinuationActivities {
     func recordForTransfer(uid: UInt32) async -> (ActivityID, ActivityRecord)? { current.withLock { $0 } }
     func notifyWasContinued(_ id: ActivityID, device: String) async {}
     func documentForTransfer(uid: UInt32) async -> AttachedDocument? { nil }
+    func currentActivityForTransfer(uid: UInt32) async -> ActivityID? { nil }
     func editSessionsForTransfer() async -> EditSessions? { nil }
     func savedDocument(documentID: String, uid: UInt32) async -> [UInt8]? { nil }
     func allHandledTypes() async -> Set<String> { [type] }

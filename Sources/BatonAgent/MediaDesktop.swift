@@ -11,6 +11,9 @@ public protocol MediaDesktop: Sendable {
     /// started on its URL.
     func isMediaPlayer(desktopID: String) -> Bool
     func hasDefaultHandler(scheme: String) -> Bool
+    /// The desktop id of the session's default application for files of `mediaType`, when it is a
+    /// media player and no browser (a received local file is only ever opened by a player).
+    func defaultMediaPlayer(mediaType: String) -> String?
     func launch(desktopID: String, uri: String) throws(LaunchError)
     /// Opens `uri` with the session's default handler for its scheme (for http(s): the browser).
     func openDefault(_ uri: String) async throws
@@ -46,6 +49,14 @@ public struct GioMediaDesktop: MediaDesktop {
         guard let info = g_app_info_get_default_for_uri_scheme(scheme) else { return false }
         g_object_unref(UnsafeMutableRawPointer(info))
         return true
+    }
+
+    public func defaultMediaPlayer(mediaType: String) -> String? {
+        guard let info = g_app_info_get_default_for_type(mediaType, 0) else { return nil }
+        defer { g_object_unref(UnsafeMutableRawPointer(info)) }
+        guard let id = g_app_info_get_id(info).map({ String(cString: $0) }), id.hasSuffix(".desktop"),
+              !MediaPlayerName.isBrowser(busName: id, desktopEntry: id), isMediaPlayer(desktopID: id) else { return nil }
+        return id
     }
 
     public func launch(desktopID: String, uri: String) throws(LaunchError) {

@@ -4,6 +4,7 @@ import BatonClient
 import BatonCore
 import BatonDBus
 import BatonPublishers
+import BatonSystem
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -39,6 +40,12 @@ public actor MediaPublisher: UserActivityDelegate {
     /// A player whose media was continued elsewhere: it publishes nothing until it starts playing
     /// again (its pause must not offer the media back to the machine that took it).
     private var handedOff: String?
+    /// The local file (its `file:` URL) that could not be sent (too large, not a regular file):
+    /// nothing is published for it until another track plays or publishers.conf changes.
+    private var refusedFile: String?
+    /// The activity whose local file is being copied by batond: it becomes current once the copy is
+    /// committed, with the latest state (updates in the meantime only change its fields).
+    private var attaching: UserActivity?
     private var feeds: [Task<Void, Never>] = []
     private var inbox: AsyncStream<Event>.Continuation?
     /// Events handled since `start` (diagnostics and tests: none while nothing happens).
@@ -118,10 +125,13 @@ public actor MediaPublisher: UserActivityDelegate {
         eventsHandled += 1
         switch event {
         case .settings:
+            // The file limit may have changed: a refused file is tried again.
+            refusedFile = nil
             let now = PublisherSettings.load(environment: environment).isEnabled(.media)
-            guard now != enabled else { return }
-            enabled = now
-            if enabled { await scan() }
+            if now != enabled {
+                enabled = now
+                if enabled { await scan() }
+            }
         case .owner(let change):
             if change.oldOwner != nil {
                 let (removed, successor) = names.remove(change.name)
@@ -186,7 +196,9 @@ public actor MediaPublisher: UserActivityDelegate {
     /// Publishes, updates or withdraws as `MediaPublishing` says.
     private func reconcile() async {
         if let player = handedOff, book.chosen != player { handedOff = nil }
-        let next = enabled && handedOff == nil ? book.activity : nil
+        let candidate = enabled && handedOff == nil ? book.activity : nil
+        if candidate?.url != refusedFile { refusedFile = nil }
+        let next = candidate?.file != nil && candidate?.url == refusedFile ? nil : candidate
         switch MediaPublishing.change(from: published, to: next) {
         case .none:
             return
@@ -202,7 +214,8 @@ public actor MediaPublisher: UserActivityDelegate {
     }
 
     private func publish(_ media: MediaActivity, player: String?) async {
-        if publishedPlayer != player || published?.url != media.url {
+        let fresh = publishedPlayer != player || published?.url != media.url
+        if fresh {
             // Another player or track: a new activity (the old one's WasContinued must not pause this one).
             await activity?.invalidate()
             activity = nil
@@ -216,11 +229,55 @@ public actor MediaPublisher: UserActivityDelegate {
         published = media
         publishedPlayer = player
         publications += 1
+        // Its file is being copied: it becomes current with these fields once the copy is committed.
+        if attaching === activity { return }
+        if fresh, media.file != nil {
+            guard await attach(media, to: activity) else { return }
+        }
         do {
             try await activity.becomeCurrent()
         } catch {
             logger.log("publishing the media \(media.title) failed: \(error)")
         }
+    }
+
+    /// A local file travels as the activity's document, copied once per track (batond copies it
+    /// into its store and commits it before the activity is advertised). A file that cannot be sent
+    /// publishes nothing (logged); false then, or when another track came during the copy.
+    private func attach(_ media: MediaActivity, to activity: UserActivity) async -> Bool {
+        let limit = PublisherSettings.load(environment: environment).mediaFileLimitBytes
+        let name = media.file?.name ?? media.title
+        let file: FileDescriptor
+        do throws(MediaLocalFile.Refusal) { file = try MediaLocalFile.open(url: media.url, limit: limit) } catch {
+            logger.log("not publishing the media file \(name): \(error)")
+            refusedFile = media.url
+            await withdraw(activity)
+            return false
+        }
+        attaching = activity
+        defer { if attaching === activity { attaching = nil } }
+        do {
+            try await activity.attachDocument(descriptor: file.rawValue, mediaType: MediaLocalFile.mediaType(forName: name),
+                                              documentID: UUID().uuidString)
+            file.close()
+            logger.log("attached the media file \(name) to the media activity")
+        } catch {
+            file.close()
+            guard self.activity === activity else { return false }
+            logger.log("not publishing the media file \(name): batond did not take a copy (\(error))")
+            refusedFile = media.url
+            await withdraw(activity)
+            return false
+        }
+        return self.activity === activity
+    }
+
+    private func withdraw(_ activity: UserActivity) async {
+        await activity.invalidate()
+        guard self.activity === activity else { return }
+        self.activity = nil
+        published = nil
+        publishedPlayer = nil
     }
 
     private static func fill(_ activity: UserActivity, with media: MediaActivity) {

@@ -8,6 +8,9 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The receiving side of the media publisher (docs/media.md): the agent is the handler for
 /// `org.baton.media`; it opens the URL in a player here (`MediaOpening.candidates`: the same
@@ -19,23 +22,28 @@ public actor MediaReceiver {
         public var description: String
     }
 
-    private let mpris: MPRISClient
+    let mpris: MPRISClient
     private let desktop: any MediaDesktop
-    private let logger: any AgentLog
-    private let clock: @Sendable () -> Double
+    /// Where a local media file that came as the document is saved ($XDG_DATA_HOME/baton/received);
+    /// nil: local files are refused.
+    private let saver: RecentDocumentReceiver?
+    let logger: any AgentLog
+    let clock: @Sendable () -> Double
     /// When this machine was last asked WillContinue for media (its own clock): bounds the
     /// handoff's duration whatever the other machine's clock says.
     private var askedAt: Double?
     /// How long a player may take to load the media and show it in its Metadata.
-    private let loadTimeout: Duration
+    let loadTimeout: Duration
     /// The seek of the media opened last, which runs after the Continue was answered; a newer
     /// handoff cancels it.
     private var finishing: Task<Void, Never>?
 
-    public init(session: DBusConnection, desktop: any MediaDesktop, logger: any AgentLog, loadTimeout: Duration = .seconds(30),
-                clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
+    /// `received`: where local media files are saved (`RecentDocumentReceiver.defaultDirectory`).
+    public init(session: DBusConnection, desktop: any MediaDesktop, logger: any AgentLog, received: URL? = nil,
+                loadTimeout: Duration = .seconds(30), clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
         mpris = MPRISClient(connection: session)
         self.desktop = desktop
+        saver = received.map { RecentDocumentReceiver(directory: $0, opener: DesktopURLOpener()) }
         self.logger = logger
         self.loadTimeout = loadTimeout
         self.clock = clock
@@ -46,16 +54,29 @@ public actor MediaReceiver {
 
     func asked() { askedAt = clock() }
 
-    /// Opens the media and returns where; throws `Refusal` when nothing here plays it.
+    /// Opens the media and returns where; throws `Refusal` when nothing here plays it. A local
+    /// file's media comes with its bytes as `document` (its descriptor is this call's to close,
+    /// whatever happens): saved first, then opened as `file://` the saved copy.
     @discardableResult
-    public func receive(title: String, userInfo: [String: PropertyValue]) async throws(Refusal) -> MediaOpening {
-        let media: MediaActivity
+    public func receive(title: String, userInfo: [String: PropertyValue], document: ContinuedDocument? = nil) async throws(Refusal) -> MediaOpening {
+        var media: MediaActivity
         do { media = try MediaActivity(title: title, userInfo: userInfo) } catch {
+            if let document { close(document.descriptor) }
             logger.log("refusing a media activity that cannot be read: \(error)")
             throw Refusal(description: "the media activity cannot be read (\(error))")
         }
         let asked = askedAt ?? clock()
         askedAt = nil
+        // The player chosen for a local file by the desktop's default for its type (a media player only).
+        var defaultPlayer: String?
+        if media.file != nil {
+            let saved = try save(media, document)
+            media.url = saved.url
+            defaultPlayer = saved.defaultPlayer
+        } else if let document {
+            // A stream brings no document: one that came anyway is closed unread.
+            close(document.descriptor)
+        }
         var running: [MediaOpening.Player] = []
         for name in (try? await mpris.playerNames()) ?? [] {
             if let player = try? await mpris.opening(of: name) { running.append(player) }
@@ -63,12 +84,15 @@ public actor MediaReceiver {
         let scheme = MediaURLPolicy.scheme(of: media.url) ?? ""
         let candidates = MediaOpening.candidates(
             for: media, running: running, sourcePlayerInstalled: media.player.map { desktop.isMediaPlayer(desktopID: $0 + ".desktop") } ?? false,
-            hasDefaultHandler: desktop.hasDefaultHandler(scheme: scheme))
+            hasDefaultHandler: media.file == nil ? desktop.hasDefaultHandler(scheme: scheme) : defaultPlayer != nil)
         for candidate in candidates {
             do {
                 switch candidate {
                 case .running(let name): try await openInRunning(name, media, asked)
                 case .launch(let id): try await launch(id, media, asked)
+                case .desktopDefault where defaultPlayer != nil:
+                    // A local file: the default player for its type, started on the saved copy and seeked as the source's player would be.
+                    try await launch(defaultPlayer!, media, asked)
                 case .desktopDefault:
                     let target = media.seekTarget(now: clock(), askedAt: asked)
                     try await desktop.openDefault(isWebAddress(media.url) ? media.browserURL(at: target) : media.url)
@@ -79,9 +103,34 @@ public actor MediaReceiver {
                 logger.log("opening the media \(media.title) with \(candidate) failed: \(error)")
             }
         }
-        let refusal = Refusal(description: "no media player here plays \(scheme) URLs")
+        let refusal = Refusal(description: media.file == nil ? "no media player here plays \(scheme) URLs"
+                              : "no media player here plays the file (saved as \(URL(string: media.url)?.path ?? media.url))")
         logger.log("refusing the media \(media.title): \(refusal)")
         throw refusal
+    }
+
+    /// Saves the local file that came as the document ($XDG_DATA_HOME/baton/received, a safe name,
+    /// never replacing a file, 0600) and returns its `file:` URL, and the desktop's default player
+    /// for its type when that is a media player and the type is audio or video.
+    private func save(_ media: MediaActivity, _ document: ContinuedDocument?) throws(Refusal) -> (url: String, defaultPlayer: String?) {
+        let name = media.file?.name ?? media.title
+        guard let document else {
+            logger.log("refusing the media file \(name): it came without its bytes")
+            throw Refusal(description: "the media file \(name) came without its document")
+        }
+        guard let saver else {
+            close(document.descriptor)
+            throw Refusal(description: "the media file \(name) cannot be saved: no data directory (HOME or XDG_DATA_HOME)")
+        }
+        let saved: URL
+        do { saved = try saver.save(document, named: name) } catch {
+            logger.log("refusing the media file \(name): saving it failed: \(error)")
+            throw Refusal(description: "the media file \(name) cannot be saved (\(error))")
+        }
+        logger.log("saved the media file \(name) as \(saved.path)")
+        let type = document.mediaType
+        let player = MediaActivity.LocalFile.isMediaType(type) ? desktop.defaultMediaPlayer(mediaType: type) : nil
+        return (saved.absoluteString, player)
     }
 
     /// OpenUri (the Continue's answer waits for this much), then, after the answer: wait until the
@@ -137,116 +186,6 @@ public actor MediaReceiver {
         }
     }
 
-    /// SetPosition, confirmed by the player's Seeked or by its Position (VLC signals Seeked only
-    /// while it plays); a player still loading may drop the first one (mpv right after its
-    /// Metadata changed), so it is sent again, with a fresh target, up to 3 times.
-    private func seek(_ name: String, trackID: String, _ media: MediaActivity, _ asked: Double) async throws {
-        try await waitUntilLoaded(name, within: .seconds(2))
-        for attempt in 1...3 {
-            let seeks = try await mpris.connection.signals(matching: DBusMatchRule(
-                sender: name, interface: MPRISClient.playerInterface, member: "Seeked", path: MPRISClient.path))
-            let target = media.seekTarget(now: clock(), askedAt: asked)
-            let sent = clock()
-            try await mpris.setPosition(target, trackID: trackID, on: name)
-            let mpris = mpris, clock = clock
-            let confirmed = await Self.confirms(seeks, within: .seconds(attempt * 2)) {
-                // At the target, or past it by no more than the time since (a player that already plays).
-                guard let position = try? await mpris.position(of: name) else { return false }
-                return position >= target - 1 && position <= target + (clock() - sent) * max(1, media.rate) + 1
-            }
-            try Task.checkCancellation()
-            if confirmed { break }
-            logger.log("\(name) did not confirm the seek to \(Int(target)) s (attempt \(attempt))")
-        }
-        // A player that was paused stays paused on OpenUri (mpv): playing or paused as the source was.
-        if media.playing { try await mpris.play(name) } else { try await mpris.pause(name) }
-    }
-
-    /// Waits, at most `limit`, until the player's Metadata has the media's length: mpv says it once
-    /// the media is loaded and drops a SetPosition sent before (which cost a 2 s retry in every
-    /// lab round). A player that never says a length (a live stream) is seeked after `limit`.
-    private func waitUntilLoaded(_ name: String, within limit: Duration) async throws {
-        let updates = try await mpris.connection.signals(matching: Self.propertiesRule(sender: name))
-        if try await mpris.metadata(of: name)["mpris:length"] != nil { return }
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                for await signal in updates where signal.arguments.count >= 2 {
-                    if signal.arguments[1].asDictionary?["Metadata"]?.asDictionary?["mpris:length"] != nil { return }
-                }
-            }
-            group.addTask { try? await Task.sleep(for: limit) }
-            await group.next()
-            group.cancelAll()
-        }
-    }
-
-    /// Whether `stream` yields, or `arrived` (asked every 250 ms: Position is not signalled) holds,
-    /// within `limit` (the stream ends either way).
-    private static func confirms(_ stream: AsyncStream<DBusSignal>, within limit: Duration,
-                                 arrived: @escaping @Sendable () async -> Bool) async -> Bool {
-        await withTaskGroup(of: Bool.self) { group in
-            group.addTask { await stream.first { _ in true } != nil }
-            group.addTask {
-                let deadline = ContinuousClock.now + limit
-                while ContinuousClock.now < deadline {
-                    try? await Task.sleep(for: .milliseconds(250))
-                    if Task.isCancelled { return false }
-                    if await arrived() { return true }
-                }
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
-        }
-    }
-
-    struct Timeout: Error, CustomStringConvertible {
-        var description: String
-    }
-
-    /// Waits (event-driven, at most `loadTimeout`) until one of `names` (every player when nil)
-    /// has `url` in its Metadata with a trackid; checks at once, then after each event.
-    private func waitForTrack<Events: AsyncSequence & Sendable>(
-        of url: String, on names: [String]?, changes: Events
-    ) async throws -> (name: String, trackID: String) where Events.Element: Sendable {
-        let mpris = self.mpris, timeout = loadTimeout
-        @Sendable func check() async -> (name: String, trackID: String)? {
-            var candidates = names ?? []
-            if names == nil { candidates = (try? await mpris.playerNames()) ?? [] }
-            for name in candidates {
-                guard let metadata = try? await mpris.metadata(of: name), Self.url(in: metadata) == url,
-                      let trackID = MPRISClient.trackID(in: metadata) else { continue }
-                return (name, trackID)
-            }
-            return nil
-        }
-        return try await withThrowingTaskGroup(of: (name: String, trackID: String)?.self) { group in
-            group.addTask {
-                if let found = await check() { return found }
-                var iterator = changes.makeAsyncIterator()
-                while try await iterator.next() != nil {
-                    if let found = await check() { return found }
-                }
-                return nil
-            }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                return nil
-            }
-            let first = try await group.next() ?? nil
-            group.cancelAll()
-            guard let first else { throw Timeout(description: "no player showed \(url) within \(timeout)") }
-            return first
-        }
-    }
-
-    static func url(in metadata: [String: DBusValue]) -> String? { metadata["xesam:url"]?.stringValue }
-
-    static func propertiesRule(sender: String?) -> DBusMatchRule {
-        DBusMatchRule(sender: sender, interface: MPRISClient.properties, member: "PropertiesChanged", path: MPRISClient.path,
-                      stringArguments: [0: MPRISClient.playerInterface])
-    }
 }
 
 /// The handler batond calls: WillContinue notes the time (the handoff starts), Continue opens.
@@ -264,7 +203,7 @@ struct MediaHandler: ActivityHandler {
 
     func continueOrRefuse(_ activity: ContinuedActivity) async throws(BatonClientError) {
         do {
-            try await receiver.receive(title: activity.title, userInfo: activity.userInfo)
+            try await receiver.receive(title: activity.title, userInfo: activity.userInfo, document: activity.document)
         } catch {
             throw BatonClientError(.failed, error.description)
         }
@@ -279,7 +218,8 @@ public struct MediaAgentParts: Sendable {
 
     public static func start(daemon: BatonConnection, session: DBusConnection, environment: [String: String], logger: any AgentLog) async -> MediaAgentParts {
         let parts = MediaAgentParts(publisher: MediaPublisher(daemon: daemon, session: session, environment: environment, logger: logger),
-                                    receiver: MediaReceiver(session: session, desktop: GioMediaDesktop(), logger: logger))
+                                    receiver: MediaReceiver(session: session, desktop: GioMediaDesktop(), logger: logger,
+                                                            received: RecentDocumentReceiver.defaultDirectory(environment: environment)))
         do { try await parts.publisher.start() } catch { logger.log("not following media players: \(error)") }
         let type = MediaActivity.activityType
         do {

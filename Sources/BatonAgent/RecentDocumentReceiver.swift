@@ -36,9 +36,18 @@ public struct RecentDocumentReceiver: Sendable {
     @discardableResult
     public func receive(_ activity: ContinuedActivity) async throws -> URL {
         guard let document = activity.document else { throw Failure.noDocument }
+        let target = try save(document, named: activity.title)
+        try await opener.open(target.absoluteString)
+        return target
+    }
+
+    /// Saves a received document (closing its descriptor) in `directory` under `safeName(name)`,
+    /// never replacing a file (`name (2)`...), 0600; returns where. The media receiver saves a
+    /// local media file this way too (docs/media.md).
+    public func save(_ document: ContinuedDocument, named name: String) throws -> URL {
         let input = FileDescriptor(taking: document.descriptor)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let target = freeName(for: Self.safeName(activity.title))
+        let target = freeName(for: Self.safeName(name))
         let output = try Self.create(target.path)
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while true {
@@ -54,7 +63,6 @@ public struct RecentDocumentReceiver: Sendable {
         }
         output.close()
         input.close()
-        try await opener.open(target.absoluteString)
         return target
     }
 

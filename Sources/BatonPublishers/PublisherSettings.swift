@@ -26,18 +26,31 @@ public struct PublisherSettings: Equatable, Sendable {
     public static let recentTypesKey = "recent-types"
     /// The file's key for whether the media publisher pauses the player when its media was continued elsewhere.
     public static let mediaPauseKey = "media-pause-source"
+    /// The file's key for the largest local media file the media publisher sends, in MiB (docs/media.md).
+    public static let mediaFileLimitKey = "media-file-limit"
+    /// 1 GiB: the default of `media-file-limit`.
+    public static let defaultMediaFileLimitMiB = 1024
+    /// The most `media-file-limit` may say: 4 GiB, batond's cap for one document (docs/dbus-api.md).
+    public static let maximumMediaFileLimitMiB = 4096
 
     public var enabled: Set<Publisher> = []
     /// The media types the recent publisher offers; nil: `defaultRecentMediaTypes` (no line in the file).
     public var recentMediaTypes: [String]?
     /// Whether the media publisher pauses its player once the media was continued on another machine (default on).
     public var mediaPausesSource = true
+    /// The largest local file the media publisher attaches, in MiB (0: local files publish nothing).
+    public var mediaFileLimitMiB = PublisherSettings.defaultMediaFileLimitMiB
 
-    public init(enabled: Set<Publisher> = [], recentMediaTypes: [String]? = nil, mediaPausesSource: Bool = true) {
+    public init(enabled: Set<Publisher> = [], recentMediaTypes: [String]? = nil, mediaPausesSource: Bool = true,
+                mediaFileLimitMiB: Int = PublisherSettings.defaultMediaFileLimitMiB) {
         self.enabled = enabled
         self.recentMediaTypes = recentMediaTypes
         self.mediaPausesSource = mediaPausesSource
+        self.mediaFileLimitMiB = mediaFileLimitMiB
     }
+
+    /// `mediaFileLimitMiB` in bytes.
+    public var mediaFileLimitBytes: UInt64 { UInt64(max(0, mediaFileLimitMiB)) << 20 }
 
     public func isEnabled(_ publisher: Publisher) -> Bool { enabled.contains(publisher) }
 
@@ -60,6 +73,14 @@ public struct PublisherSettings: Equatable, Sendable {
                 if parts[1] == "on" || parts[1] == "off" { mediaPausesSource = parts[1] == "on" }
                 continue
             }
+            if parts[0] == Self.mediaFileLimitKey {
+                // Whole MiB, 0 to 4096; anything else keeps the default.
+                if parts[1].count <= 4, parts[1].allSatisfy(\.isASCII), let value = Int(parts[1]),
+                   (0...Self.maximumMediaFileLimitMiB).contains(value) {
+                    mediaFileLimitMiB = value
+                }
+                continue
+            }
             guard let publisher = Publisher(rawValue: parts[0]) else { continue }
             switch parts[1] {
             case "on": enabled.insert(publisher)
@@ -75,6 +96,7 @@ public struct PublisherSettings: Equatable, Sendable {
         return "# Baton publishers: change with `baton publishers enable|disable NAME` (docs/publishers.md).\n"
             + Publisher.allCases.map { "\($0.rawValue) = \(isEnabled($0) ? "on" : "off")\n" }.joined() + types
             + (mediaPausesSource ? "" : "\(Self.mediaPauseKey) = off\n")
+            + (mediaFileLimitMiB == Self.defaultMediaFileLimitMiB ? "" : "\(Self.mediaFileLimitKey) = \(mediaFileLimitMiB)\n")
     }
 
     /// $XDG_CONFIG_HOME/baton/publishers.conf, ~/.config when XDG_CONFIG_HOME is unset or relative.

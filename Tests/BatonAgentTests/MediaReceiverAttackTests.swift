@@ -7,22 +7,31 @@ import Foundation
 import Synchronization
 import Testing
 
-/// Records what the receiver asked of the desktop; says every entry in `players` is an installed media player.
-private final class RecordingMediaDesktop: MediaDesktop {
+/// Records what the receiver asked of the desktop; says every entry in `players` is an installed
+/// media player, and `defaultPlayer` the default for audio and video files.
+final class RecordingMediaDesktop: MediaDesktop {
     let players: Set<String>
+    let defaultPlayer: String?
     let asked = Mutex<[String]>([])
     let started = Mutex<[String]>([])
-    init(players: Set<String> = []) { self.players = players }
+    init(players: Set<String> = [], defaultPlayer: String? = nil) {
+        self.players = players
+        self.defaultPlayer = defaultPlayer
+    }
     func isMediaPlayer(desktopID: String) -> Bool {
         asked.withLock { $0.append(desktopID) }
         return players.contains(desktopID)
     }
     func hasDefaultHandler(scheme: String) -> Bool { false }
+    func defaultMediaPlayer(mediaType: String) -> String? {
+        asked.withLock { $0.append("default for \(mediaType)") }
+        return defaultPlayer
+    }
     func launch(desktopID: String, uri: String) throws(LaunchError) { started.withLock { $0.append("\(desktopID) \(uri)") } }
     func openDefault(_ uri: String) async throws { started.withLock { $0.append("default \(uri)") } }
 }
 
-private final class RecordingLog: AgentLog {
+final class RecordingLog: AgentLog {
     let lines = Mutex<[String]>([])
     func log(_ line: String) { lines.withLock { $0.append(line) } }
 }

@@ -9,7 +9,7 @@ import Testing
 
 @Suite("The agent's media publisher following a real mpv over MPRIS", .serialized)
 struct MediaPublisherHostTests {
-    @Test("local files stay; a stream is published; playback alone never republishes; seek, pause, rate, the setting and the player's exit do")
+    @Test("a symlinked local file stays; a stream is published; playback alone never republishes; seek, pause, rate, the setting and the player's exit do")
     func publisherFollowsTheRealPlayer() async throws {
         try #require(FileManager.default.isExecutableFile(atPath: mpvPath), "mpv is missing (Debian package mpv; scripts/install-deps installs it)")
         try #require(FileManager.default.fileExists(atPath: mprisScript), "mpv-mpris is missing (Debian package mpv-mpris; scripts/install-deps installs it)")
@@ -25,15 +25,17 @@ struct MediaPublisherHostTests {
         try await eventually(timeout: .seconds(120), "the web server did not start") { server.port != nil }
         let url = "http://127.0.0.1:\(try #require(server.port))/talk.wav"
 
-        // mpv plays a local file first.
-        let local = media.appendingPathComponent("talk.wav").path
+        // mpv plays a local file first, through a symlink (a local file travels as a document, but
+        // only the file itself: the link is not followed).
+        let local = media.appendingPathComponent("link.wav").path
+        try FileManager.default.createSymbolicLink(atPath: local, withDestinationPath: media.appendingPathComponent("talk.wav").path)
         let mpv = try headlessMPV(session: session, url: local, start: nil, pause: false, log: work.appendingPathComponent("mpv.log"))
         defer { mpv.stop() }
         let probe = PlayerProbe(connection: try DBusConnection(bus: .address(session.address)))
         defer { probe.connection.close() }
         try await eventually(timeout: .seconds(120), "mpv did not play the local file") {
             let status = try? await probe.status(), current = try? await probe.url()
-            return status == "Playing" && current?.hasSuffix("talk.wav") == true
+            return status == "Playing" && current?.hasSuffix("link.wav") == true
         }
 
         let alpha = try NamedBatond(bus: bus, name: "alpha", directory: work)
@@ -63,9 +65,11 @@ struct MediaPublisherHostTests {
             return value
         }
 
-        // A local file names nothing on another machine: 2 s of it playing publish nothing.
-        try await Task.sleep(for: .seconds(2))
-        #expect(try await current() == nil, "a local file was published: \(agent.logText)")
+        // The symlink is refused, said in the log, and nothing is published.
+        try await eventually(timeout: .seconds(120), "the agent did not refuse the symlink: \(agent.logText)") {
+            agent.logText.contains("not publishing the media file link.wav: it is a symbolic link")
+        }
+        #expect(try await current() == nil, "a symlinked file was published: \(agent.logText)")
 
         // The player opens the stream: published, with the URL and the position.
         try await probe.call("OpenUri", [.string(url)])

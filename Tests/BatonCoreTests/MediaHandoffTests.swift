@@ -151,7 +151,12 @@ private func song(position: Double = 30, at time: Double = 1000, rate: Double = 
         #expect(state(.paused).activity?.playing == false)
         #expect(state(.stopped).activity == nil)
         #expect(state(url: nil).activity == nil)
-        #expect(state(url: "file:///home/me/a.ogg").activity == nil)
+        // A local file: the local-file variant, its name only (the path is the source's own url, never in userInfo).
+        let local = state(url: "file:///home/me/a.ogg").activity
+        #expect(local?.file == MediaActivity.LocalFile(name: "a.ogg") && local?.userInfo["url"] == nil && local?.userInfo["fileName"] == .string("a.ogg"))
+        #expect(state(url: "file://nas/home/me/a.ogg").activity == nil)
+        #expect(state(url: "file:///home/me/.hidden.ogg").activity == nil)
+        #expect(state(url: "file:///home/me/").activity == nil)
     }
 
     @Test func brokenNumbersAreMended() throws {
@@ -253,8 +258,10 @@ private func song(position: Double = 30, at time: Double = 1000, rate: Double = 
     @Test func playersWithNothingThatTravelsAreSkipped() {
         var book = MediaPlayerBook()
         book.update("a", state(.playing))
-        #expect(book.update("b", state(.playing, url: "file:///home/me/x.ogg")) == "a")
+        #expect(book.update("b", state(.playing, url: "smb://nas/music/x.ogg")) == "a")
         #expect(book.update("a", state(.playing, url: nil)) == nil)
+        // A local file travels (as a document): its player is chosen like any other.
+        #expect(book.update("c", state(.playing, url: "file:///home/me/x.ogg")) == "c")
     }
 }
 

@@ -34,4 +34,20 @@ import Testing
         let text = try String(contentsOf: directory.appendingPathComponent("baton/publishers.conf"), encoding: .utf8)
         #expect(text.contains("media = on\n") && !text.contains("media-pause-source"))
     }
+
+    /// publishers.conf's `media-file-limit`: whole MiB, 0–4096, default 1024; anything else keeps the
+    /// default; written back only when not the default.
+    @Test func theFileLimitSetting() {
+        #expect(PublisherSettings(parsing: "").mediaFileLimitMiB == 1024)
+        #expect(PublisherSettings(parsing: "").mediaFileLimitBytes == 1 << 30)
+        #expect(PublisherSettings(parsing: "media-file-limit = 0").mediaFileLimitBytes == 0)
+        #expect(PublisherSettings(parsing: "media-file-limit = 4096\n").mediaFileLimitBytes == 4 << 30)
+        #expect(PublisherSettings(parsing: "media-file-limit=16 # small").mediaFileLimitMiB == 16)
+        for bad in ["4097", "-1", "1e3", "99999999999999999999", "", "on", "12 MiB", "٣"] {
+            #expect(PublisherSettings(parsing: "media-file-limit = \(bad)").mediaFileLimitMiB == 1024, "\(bad)")
+        }
+        let chosen = PublisherSettings(parsing: "media = on\nmedia-file-limit = 8\n")
+        #expect(PublisherSettings(parsing: chosen.text) == chosen)
+        #expect(!PublisherSettings(parsing: "media = on").text.contains("media-file-limit"))
+    }
 }

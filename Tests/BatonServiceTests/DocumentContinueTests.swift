@@ -199,6 +199,28 @@ struct DocumentContinueTests {
         await b.stop()
     }
 
+    /// The app's WillSave changes the activity as it leaves (a media player's position): the
+    /// change is republished under a new advert revision while the payload carries the revision
+    /// the fetch named. The FetchDocument that follows names the payload's revision: served
+    /// (protocol §6.5), where before it was refused and the activity delivered without its document.
+    @Test func aDocumentIsServedForThePayloadWhoseSaveMovedTheRevision() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (a, b, bytes, info, _) = try await makePair(size: 3 * DocumentChunk.maxDataBytes + 5)
+        let before = try #require(await a.ring.radio.currentPublication()?.revision)
+        let saved = try ActivityRecord(activityType: Self.type, title: "Plan", userInfo: ["page": .integer(3)], webpageURL: nil, version: 1)
+        a.activities.setOnTransfer { [radio = a.ring.radio] in
+            a.activities.setCurrent(ActivityID(uid: getuid(), serial: 1), saved)
+            try? await radio.publish(saved, uid: getuid())
+        }
+        #expect(try await b.continuation.continueActivity(from: "alpha", type: Self.type, uid: getuid()) == "delivered")
+        #expect(await a.ring.radio.currentPublication()?.revision != before, "the save did not move the revision")
+        let document = try #require(b.activities.deliveredDocuments.first ?? nil, "delivered without its document")
+        #expect(document.info == info)
+        #expect(try Array(Data(contentsOf: URL(fileURLWithPath: document.path))) == bytes)
+        await a.stop()
+        await b.stop()
+    }
+
     /// The link breaks mid-document (a relay cuts it); the pull goes on over a new connection from
     /// the offset reached: one delivery, one imported document, digest checked.
     @Test func aLinkCutMidDocumentResumesFromItsOffset() async throws {

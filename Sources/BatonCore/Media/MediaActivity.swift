@@ -15,7 +15,12 @@ public struct MediaActivity: Equatable, Sendable {
     /// The fastest rate believed (MPRIS players allow up to a few times; more is a broken value).
     public static let maximumRate = 16.0
 
+    /// What the player plays. A stream: its URL, which travels. A local file (`file` set): on the
+    /// source, the player's `file:` URL, which never leaves the machine (it is in no userInfo);
+    /// decoded on the receiver, empty until the receiver saved the copy and set it to that.
     public var url: String
+    /// Set when the media is a local file, which travels as the activity's document (docs/media.md).
+    public var file: LocalFile?
     public var title: String
     /// Seconds from the start of the track at `positionTime`.
     public var position: Double
@@ -29,8 +34,9 @@ public struct MediaActivity: Equatable, Sendable {
     public var player: String?
 
     public init(url: String, title: String, position: Double, positionTime: Double, rate: Double, playing: Bool,
-                length: Double? = nil, player: String? = nil) {
+                length: Double? = nil, player: String? = nil, file: LocalFile? = nil) {
         self.url = url
+        self.file = file
         self.title = title
         self.position = position
         self.positionTime = positionTime
@@ -81,11 +87,12 @@ public struct MediaActivity: Equatable, Sendable {
         case invalid(String)
     }
 
+    /// A local file's media activity carries `fileName` instead of `url`: its path stays here.
     public var userInfo: [String: PropertyValue] {
         var info: [String: PropertyValue] = [
-            "url": .string(url), "position": .double(position), "positionTime": .double(positionTime),
-            "rate": .double(rate), "playing": .boolean(playing),
+            "position": .double(position), "positionTime": .double(positionTime), "rate": .double(rate), "playing": .boolean(playing),
         ]
+        if let file { info["fileName"] = .string(file.name) } else { info["url"] = .string(url) }
         if let length { info["length"] = .double(length) }
         if let player { info["player"] = .string(player) }
         return info
@@ -93,9 +100,22 @@ public struct MediaActivity: Equatable, Sendable {
 
     /// Reads another machine's userInfo: every value checked (types, finite numbers, bounds, a URL
     /// that may travel) before it is used; unknown keys are ignored (a newer format's additions).
+    /// Either `url` (a stream) or `fileName` (a local file, whose bytes come as the document),
+    /// never both; a local file's `url` is empty until the receiver saved the copy.
     public init(title: String, userInfo info: [String: PropertyValue]) throws(DecodingError) {
-        guard let link = info["url"] else { throw .missing("url") }
-        guard case .string(let url) = link, MediaURLPolicy.travels(url) else { throw .invalid("url") }
+        let url: String
+        var file: LocalFile?
+        switch (info["url"], info["fileName"]) {
+        case (nil, nil): throw .missing("url")
+        case (_?, _?): throw .invalid("fileName")
+        case (let link?, nil):
+            guard case .string(let value) = link, MediaURLPolicy.travels(value) else { throw .invalid("url") }
+            url = value
+        case (nil, let named?):
+            guard case .string(let name) = named, LocalFile.isFileName(name) else { throw .invalid("fileName") }
+            url = ""
+            file = LocalFile(name: name)
+        }
         let position = try Self.number(info, "position", within: 0...1e9)
         let positionTime = try Self.number(info, "positionTime", within: 0...1e11)
         let rate = try Self.number(info, "rate", within: 0...Self.maximumRate)
@@ -109,7 +129,42 @@ public struct MediaActivity: Equatable, Sendable {
             player = name
         }
         self.init(url: url, title: String(title.prefix(Self.maximumTitleLength)), position: position, positionTime: positionTime,
-                  rate: rate, playing: playing, length: length, player: player)
+                  rate: rate, playing: playing, length: length, player: player, file: file)
+    }
+
+    /// A local file the source plays (docs/media.md, "What travels"): its bytes go as the
+    /// activity's document, its name in userInfo (`fileName`), never its path.
+    public struct LocalFile: Equatable, Sendable {
+        public var name: String
+
+        public init(name: String) {
+            self.name = name
+        }
+
+        /// A file name that may travel and be read back: 1–255 bytes of UTF-8, one path component
+        /// (no `/`), not hidden (no leading `.`, so never `.` or `..`), no control character
+        /// (C0, DEL, C1) and no bidirectional override or isolate (a name shown in a log or a player
+        /// must read as what it is).
+        public static func isFileName(_ name: String) -> Bool {
+            guard (1...255).contains(name.utf8.count), name.first != "." else { return false }
+            return name.unicodeScalars.allSatisfy { scalar in
+                let value = scalar.value
+                return value >= 0x20 && value != 0x2F && !(0x7F...0x9F).contains(value) && !(0x202A...0x202E).contains(value)
+                    && !(0x2066...0x2069).contains(value)
+            }
+        }
+
+        /// Media types a received local file may have to be opened by the desktop's default for its
+        /// type: audio and video (`audio/...`, `video/...`, and `application/ogg`, how the shared
+        /// MIME database names Ogg files); a type and subtype of token characters, at most 255 bytes.
+        public static func isMediaType(_ type: String) -> Bool {
+            guard type.utf8.count <= 255 else { return false }
+            let parts = type.split(separator: "/", omittingEmptySubsequences: false)
+            guard parts.count == 2, !parts[1].isEmpty,
+                  parts[1].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "!#$&-^_.+".contains($0)) }) else { return false }
+            let main = parts[0].lowercased()
+            return main == "audio" || main == "video" || type.lowercased() == "application/ogg"
+        }
     }
 
     private static func number(_ info: [String: PropertyValue], _ key: String, within range: ClosedRange<Double>) throws(DecodingError) -> Double {
@@ -139,6 +194,38 @@ public enum MediaURLPolicy {
         let rest = url.dropFirst(scheme.count + 3)
         let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
         return !authority.isEmpty && !authority.contains("@")
+    }
+
+    /// The path of a local `file:` URL (`file:///path`, `file://localhost/path`), percent-decoded;
+    /// nil for anything else: another host, no absolute path, a NUL or a malformed escape, over
+    /// `MediaActivity.maximumURLLength` bytes, or a path that is no valid UTF-8.
+    public static func localFilePath(_ url: String) -> String? {
+        guard url.utf8.count <= MediaActivity.maximumURLLength, scheme(of: url) == "file" else { return nil }
+        var rest = Substring(url.dropFirst("file://".count))
+        if rest.lowercased().hasPrefix("localhost/") { rest = rest.dropFirst("localhost".count) }
+        guard rest.hasPrefix("/"), !rest.contains("?"), !rest.contains("#") else { return nil }
+        var bytes: [UInt8] = []
+        var utf8 = Array(rest.utf8)[...]
+        while let byte = utf8.popFirst() {
+            guard byte == UInt8(ascii: "%") else {
+                bytes.append(byte)
+                continue
+            }
+            guard utf8.count >= 2, let high = hexValue(utf8[utf8.startIndex]), let low = hexValue(utf8[utf8.startIndex + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+            utf8 = utf8.dropFirst(2)
+        }
+        guard !bytes.contains(0) else { return nil }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 
     /// The scheme in lower case when `url` starts with `scheme://`.

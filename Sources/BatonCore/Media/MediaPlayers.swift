@@ -31,20 +31,31 @@ public struct MediaPlayerState: Equatable, Sendable {
     }
 
     /// What this player publishes: nil when stopped, without a URL, or with a URL that cannot
-    /// travel (a local file, a share, credentials in it). Numbers a player got wrong (NaN, a
-    /// negative position, an absurd rate) are mended, never passed on.
+    /// travel (a share, credentials in it). A local file (`file:`) makes the local-file variant:
+    /// its name travels, its bytes go as the document (the publisher checks the file itself).
+    /// Numbers a player got wrong (NaN, a negative position, an absurd rate) are mended, never passed on.
     public var activity: MediaActivity? {
-        guard status != .stopped, let url, MediaURLPolicy.travels(url) else { return nil }
+        guard status != .stopped, let url else { return nil }
+        var file: MediaActivity.LocalFile?
+        if !MediaURLPolicy.travels(url) {
+            guard let path = MediaURLPolicy.localFilePath(url), !path.hasSuffix("/"), let name = path.split(separator: "/").last.map(String.init),
+                  MediaActivity.LocalFile.isFileName(name) else { return nil }
+            file = MediaActivity.LocalFile(name: name)
+        }
         let rate = rate.isFinite ? min(max(rate, 0), MediaActivity.maximumRate) : 1
         let length = length.flatMap { $0.isFinite && $0 > 0 && $0 <= 1e9 ? $0 : nil }
         var position = position.isFinite ? min(max(position, 0), 1e9) : 0
         if let length { position = min(position, length) }
         let player = desktopEntry.flatMap { MediaPlayerName.isDesktopEntry($0) ? $0 : nil }
-        return MediaActivity(url: url, title: Self.title(title, url: url), position: position, positionTime: sampledAt, rate: rate,
-                             playing: status == .playing, length: length, player: player)
+        return MediaActivity(url: url, title: file.map { Self.title(title, file: $0) } ?? Self.title(title, url: url), position: position, positionTime: sampledAt, rate: rate,
+                             playing: status == .playing, length: length, player: player, file: file)
     }
 
     /// The player's title, else the URL's last path component, else the URL; cut to the limit.
+    static func title(_ title: String?, file: MediaActivity.LocalFile) -> String {
+        String((title.flatMap { $0.isEmpty ? nil : $0 } ?? file.name).prefix(MediaActivity.maximumTitleLength))
+    }
+
     static func title(_ title: String?, url: String) -> String {
         if let title, !title.isEmpty { return String(title.prefix(MediaActivity.maximumTitleLength)) }
         let path = url.split(separator: "#").first.map { $0.split(separator: "?").first ?? $0 } ?? Substring(url)
@@ -76,7 +87,7 @@ public enum MediaPublishing {
         guard let published else { return .update }
         // Not the length alone: players send it a moment after the URL (mpv: Metadata twice on
         // load), and it only bounds the extrapolation; the next publication carries it.
-        if published.url != next.url || published.title != next.title || published.playing != next.playing || published.rate != next.rate
+        if published.url != next.url || published.file != next.file || published.title != next.title || published.playing != next.playing || published.rate != next.rate
             || published.player != next.player {
             return .update
         }
@@ -152,7 +163,10 @@ public enum MediaOpening: Equatable, Sendable {
             self.uriSchemes = uriSchemes
         }
 
-        func plays(_ scheme: String) -> Bool { uriSchemes.contains { $0.lowercased() == scheme } }
+        /// Its SupportedUriSchemes has `scheme`; every player plays `file:` (MPRIS: "almost every
+        /// media player will include support for the file scheme"), though mpv-mpris 0.7.1 leaves it
+        /// out of the list.
+        func plays(_ scheme: String) -> Bool { scheme == "file" || uriSchemes.contains { $0.lowercased() == scheme } }
     }
 
     /// The same player (running, else installed), else another running player whose

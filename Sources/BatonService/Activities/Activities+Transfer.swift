@@ -62,6 +62,8 @@ extension Activities: TransferActivities {
         registry.documentForTransfer(uid: uid)
     }
 
+    public func currentActivityForTransfer(uid: UInt32) async -> ActivityID? { registry.currentActivity(of: uid) }
+
     public func editSessionsForTransfer() async -> EditSessions? { await documents.editSessions }
 
     public func savedDocument(documentID: String, uid: UInt32) async -> [UInt8]? {

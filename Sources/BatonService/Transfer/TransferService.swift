@@ -323,14 +323,29 @@ public actor TransferService {
         let asked: DocumentRequest
         do { asked = try DocumentRequest(payload: request.payload) } catch { throw ErrorFrame(error) }
         let reference = asked.activity
-        guard let publication = await radio.currentPublication(), publication.typeHash == reference.typeHash,
-              reference.revision == ActivityReference.anyRevision || reference.revision == publication.revision,
-              let document = await activities.documentForTransfer(uid: publication.uid) else {
+        guard let publication = await radio.currentPublication(), publication.typeHash == reference.typeHash else {
+            throw ErrorFrame(code: .unknownActivity, message: "no document for that activity")
+        }
+        // The advert's revision, or the one of the payload this peer was just sent for the activity
+        // still current: its app's WillSave may have changed it and so moved the advert's revision.
+        var named = reference.revision == ActivityReference.anyRevision || reference.revision == publication.revision
+        if !named {
+            let current = await activities.currentActivityForTransfer(uid: publication.uid)
+            named = await servedPayload(reference, to: channel.peerDeviceID, activity: current)
+        }
+        guard named, let document = await activities.documentForTransfer(uid: publication.uid) else {
             throw ErrorFrame(code: .unknownActivity, message: "no document for that activity")
         }
         let peer = channel.peerDeviceID
         try await DocumentSender.stream(document, for: asked, requestID: request.requestID, on: channel,
                                         stillMember: { [weak self] in await self?.isMemberNow(peer) ?? false })
+    }
+
+    /// Whether this source answered `peer`'s FetchActivity with `reference` (not yet followed by
+    /// ActivityContinued) for `activity`.
+    func servedPayload(_ reference: ActivityReference, to peer: DeviceID, activity: ActivityID?) -> Bool {
+        guard let activity else { return false }
+        return served.contains { $0.peer == peer && $0.reference == reference && $0.activity == activity }
     }
 
     /// Whether `peer` is a member of the ring as last saved, this machine still the identity the
@@ -361,6 +376,8 @@ public protocol TransferActivities: Sendable {
     func notifyWasContinued(_ id: ActivityID, device: String) async
     /// The snapshot attached to the user's published activity, if any (§6.5).
     func documentForTransfer(uid: UInt32) async -> AttachedDocument?
+    /// The id of the user's current activity (no WillSave), nil when none.
+    func currentActivityForTransfer(uid: UInt32) async -> ActivityID?
     /// Edit sessions (§6.6), when documents are enabled.
     func editSessionsForTransfer() async -> EditSessions?
     /// Asks the app of `uid`'s current activity to save (WillSave) and returns the digest of its

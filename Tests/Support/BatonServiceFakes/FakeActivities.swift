@@ -27,6 +27,8 @@ public final class FakeActivities: TransferActivities, ContinuationActivities {
         var lostEditSessions: [LostEditSession] = []
     }
     private let state = Mutex(State())
+    /// Runs when the source side is asked for its activity, as an app's WillSave would (nil: nothing).
+    private let onTransfer = Mutex<(@Sendable () async -> Void)?>(nil)
     public let handled: Set<String>
     public let outcome: DeliveryOutcome
 
@@ -38,6 +40,8 @@ public final class FakeActivities: TransferActivities, ContinuationActivities {
     public func setCurrent(_ id: ActivityID, _ record: ActivityRecord) { state.withLock { $0.current = (id, record) } }
     /// Makes the source's side slow to hand its activity out, as a hanging WillSave would.
     public func setTransferDelay(_ delay: Duration?) { state.withLock { $0.transferDelay = delay } }
+    /// Runs `hook` each time the source side is asked for its activity (a WillSave that changes it).
+    public func setOnTransfer(_ hook: (@Sendable () async -> Void)?) { onTransfer.withLock { $0 = hook } }
     /// The versions the (fake) handlers accept; nil: every version.
     public func setAcceptedVersions(_ versions: ActivityVersions?) { state.withLock { $0.versions = versions } }
     public func acceptsVersion(_ version: Int64, type: String, uid: UInt32) async -> Bool {
@@ -58,12 +62,16 @@ public final class FakeActivities: TransferActivities, ContinuationActivities {
     public func recordForTransfer(uid: UInt32) async -> (ActivityID, ActivityRecord)? {
         state.withLock { $0.transferRequests += 1 }
         if let delay = state.withLock({ $0.transferDelay }) { try? await Task.sleep(for: delay) }
+        if let hook = onTransfer.withLock({ $0 }) { await hook() }
         return state.withLock { state in state.current.flatMap { $0.0.uid == uid ? $0 : nil } }
     }
     public func notifyWasContinued(_ id: ActivityID, device: String) async { state.withLock { $0.continued.append((id, device)) } }
     public func setDocument(_ document: AttachedDocument?) { state.withLock { $0.document = document } }
     public func documentForTransfer(uid: UInt32) async -> AttachedDocument? {
         state.withLock { state in state.current?.0.uid == uid ? state.document : nil }
+    }
+    public func currentActivityForTransfer(uid: UInt32) async -> ActivityID? {
+        state.withLock { state in state.current.flatMap { $0.0.uid == uid ? $0.0 : nil } }
     }
     /// Edit sessions (§6.6) and what the (fake) app's save commits: nil, it does not save in time.
     public func setEditSessions(_ sessions: EditSessions?, savedDigest: [UInt8]?) {

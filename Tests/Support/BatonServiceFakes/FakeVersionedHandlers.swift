@@ -112,6 +112,7 @@ public final class FakeVersionedHandlers: TransferActivities, ContinuationActivi
     public func recordForTransfer(uid: UInt32) async -> (ActivityID, ActivityRecord)? { nil }
     public func notifyWasContinued(_ id: ActivityID, device: String) async {}
     public func documentForTransfer(uid: UInt32) async -> AttachedDocument? { nil }
+    public func currentActivityForTransfer(uid: UInt32) async -> ActivityID? { nil }
     public func editSessionsForTransfer() async -> EditSessions? { nil }
     public func savedDocument(documentID: String, uid: UInt32) async -> [UInt8]? { nil }
 }
