@@ -265,7 +265,7 @@ struct DocumentTransferTests {
     }
 
     /// §6.5/§7.4: the source asks before each batch of chunks whether the peer is still a member;
-    /// removed mid-stream, it gets no further byte (the connection closes) and its resume is refused.
+    /// removed mid-stream, it gets no further byte (the connection is aborted) and its resume is refused.
     @Test func aPeerRemovedWhileItsStreamRunsGetsNoFurtherByteAndItsResumeIsRefused() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let (document, _) = try makeSnapshot(size: 12 * Self.chunk)
@@ -275,9 +275,11 @@ struct DocumentTransferTests {
         await #expect(throws: DocumentPullError.refused(ErrorFrame(code: .notPermitted, message: "not a ring member"))) {
             _ = try await puller.pull(connect: source.connect, progress: { _, _ in })
         }
-        // Two batches of three chunks went out before the removal; nothing after it.
-        #expect(inbox.resumeOffset(digest: document.info.digest) == UInt64(2 * DocumentSender.batchChunks * Self.chunk))
-        #expect(source.seen.map(\.offset) == [0, UInt64(2 * DocumentSender.batchChunks * Self.chunk)])
+        // Two batches of three chunks were handed over before the removal, nothing after it; the
+        // reset drops what the puller had not read of them yet (the connection is aborted).
+        let kept = inbox.resumeOffset(digest: document.info.digest)
+        #expect(kept <= UInt64(2 * DocumentSender.batchChunks * Self.chunk) && kept % UInt64(Self.chunk) == 0)
+        #expect(source.seen.map(\.offset) == [0, kept])
     }
 
     @Test func aSourceRefusesAnotherSnapshotsDigestAndAnOffsetBeyondTheEnd() async throws {

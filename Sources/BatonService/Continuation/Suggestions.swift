@@ -58,6 +58,9 @@ extension ContinuationService {
     /// hashes of a secret are kept too (an HMAC is about 10 µs), at most `typeHashLimit` per member.
     func typeHash(_ type: String, of member: RosterMember) -> TypeHash {
         let keys = keys(of: member.deviceID, secret: member.secret)
+        // Kept only for ASCII types (every valid one, §6.4): String equality is canonical equivalence,
+        // so two spellings of one non-ASCII text would share an entry but not a hash (§3 hashes bytes).
+        guard type.utf8.allSatisfy({ $0 < 0x80 }) else { return keys.typeHash(type) }
         var hashes = typeHashes[member.deviceID].flatMap { $0.secret == member.secret ? $0.hashes : nil } ?? [:]
         if let known = hashes[type] { return known }
         let hash = keys.typeHash(type)

@@ -31,7 +31,7 @@ public enum DocumentSender {
     /// Streams `document` for `request`; at most `atMost` chunks (the whole rest by default; tests cut
     /// a stream short with it to play a source that dies). Returns the chunks sent.
     /// `stillMember` is asked before each batch: a peer removed from the ring while its stream runs
-    /// gets no further byte, the connection is closed (§6.5, §7.4).
+    /// gets no further byte: the connection is aborted, dropping what it still queues (§6.5, §7.4).
     @discardableResult
     public static func stream(_ document: AttachedDocument, for request: DocumentRequest, requestID: UInt32, on channel: SecureChannel,
                               stillMember: @Sendable () async -> Bool, atMost: Int = .max) async throws -> Int {
@@ -61,7 +61,8 @@ public enum DocumentSender {
         var sent = 0
         while offset < total && sent < atMost {
             guard await stillMember() else {
-                channel.close()
+                // What the connection still queues for the removed peer (socket buffers: MiB) is dropped too.
+                channel.abort()
                 return sent
             }
             var batch: [Frame] = []

@@ -49,7 +49,7 @@ extension TransferService: ClipboardFetcher {
             case .failure(let refusal): throw refusal
             case .success(let (contents, start, item)):
                 try await Self.stream(item, from: contents, at: start, offset: asked.offset, requestID: request.requestID, on: channel,
-                                      stillMember: { [weak self] in await self?.isMemberNow(peer) ?? false })
+                                      stillMember: { [weak self] in await self?.mayStreamBatch(to: peer) ?? false })
             }
         case .fetchClipboardFile:
             let asked: ClipboardFileRequest
@@ -59,7 +59,7 @@ extension TransferService: ClipboardFetcher {
             case .success(let served):
                 guard await isMemberNow(peer) else { throw ErrorFrame(code: .notPermitted, message: "not a ring member") }
                 try await DocumentSender.stream(served.contents.file, info: served.info, from: asked.offset, requestID: request.requestID, on: channel,
-                                                stillMember: { [weak self] in await self?.isMemberNow(peer) ?? false })
+                                                stillMember: { [weak self] in await self?.mayStreamBatch(to: peer) ?? false })
                 // A file that changed while it was read has been sent as it was then: the receiver's
                 // digest check refuses it; the offer is taken back and the connection closed.
                 if FileIdentity(of: served.contents.file).map({ $0.isUnchanged(from: served.identity) }) != true {

@@ -83,6 +83,9 @@ public actor TransferService {
     private(set) var activityPayloadsSent = 0
     /// FetchActivityOfVersions answered versionUnsupported since the start (tests and diagnostics).
     private(set) var versionsRefused = 0
+    /// Batches of document and clipboard file streams begun since the start, each after its
+    /// membership check (`mayStreamBatch`; tests: none begins after a removal).
+    private(set) var streamBatchesBegun = 0
 
     /// Starts listening and attaches itself to `ring` (pins, syncs, the Continue method).
     public static func start(ring: RingService, activities: any TransferActivities, configuration: Configuration,
@@ -189,7 +192,8 @@ public actor TransferService {
                 log("batond: the channels of \(peer.shortForm), no longer in the ring, close after the RingSync reply")
                 continue
             }
-            for channel in channels.values { channel.close() }
+            // Aborted: what their connections still queue (a document stream's last MiB) is dropped, not sent (§6.5).
+            for channel in channels.values { channel.abort() }
             open[peer] = nil
             dispatcher?.forget(peer: peer)
             log("batond: closed the channels of \(peer.shortForm), no longer in the ring")
@@ -338,7 +342,15 @@ public actor TransferService {
         }
         let peer = channel.peerDeviceID
         try await DocumentSender.stream(document, for: asked, requestID: request.requestID, on: channel,
-                                        stillMember: { [weak self] in await self?.isMemberNow(peer) ?? false })
+                                        stillMember: { [weak self] in await self?.mayStreamBatch(to: peer) ?? false })
+    }
+
+    /// Before each batch of a document or clipboard file stream (§6.5): whether `peer` is still a
+    /// member; the batches it lets through are counted.
+    func mayStreamBatch(to peer: DeviceID) -> Bool {
+        guard isMemberNow(peer) else { return false }
+        streamBatchesBegun += 1
+        return true
     }
 
     /// Whether this source answered `peer`'s FetchActivity with `reference` (not yet followed by

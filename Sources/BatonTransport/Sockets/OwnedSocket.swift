@@ -92,6 +92,14 @@ final class OwnedSocket: Sendable {
         if release { FileDescriptor(taking: descriptor).close() }
     }
 
+    /// Closes at once and drops what is still queued to go out: with SO_LINGER 0 the close sends a
+    /// TCP reset instead of the rest of the send buffer (on loopback several MiB). Idempotent.
+    func abort() {
+        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+        _ = withDescriptor { setsockopt($0, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size)) }
+        close()
+    }
+
     /// Tells the peer nothing more comes (TCP FIN); reading goes on.
     func shutdownWrite() {
         _ = withDescriptor { shutdown($0, Int32(SHUT_WR)) }

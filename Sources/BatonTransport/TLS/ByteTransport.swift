@@ -12,6 +12,9 @@ protocol ByteTransport: Sendable {
     func receive(upTo maximum: Int, until deadline: DispatchTime) async throws(TransportError) -> [UInt8]
     /// Ends the stream and wakes pending sends and receives. Idempotent.
     func close()
+    /// As `close`, and what is queued to go out is dropped rather than sent (a peer that may not
+    /// have it any more, §6.5). Idempotent.
+    func abort()
 }
 
 /// An ordered, reliable carrier of SDUs (an L2CAP LE channel, or a fake in tests). Sends are serialised
@@ -65,4 +68,7 @@ final class SDUByteStream: ByteTransport {
     }
 
     func close() { pipe.close() }
+
+    /// Closing an L2CAP channel purges the SDUs it still queues (L2CAPChannel `closeGracefully`).
+    func abort() { pipe.close() }
 }

@@ -88,6 +88,13 @@ public final class SecureChannel: Sendable {
         session.close()
     }
 
+    /// Closes the channel at once, dropping what is still queued for the peer instead of sending it
+    /// (TCP: a reset): for a peer that may not have another byte, removed from the ring (§6.5, §7.4).
+    /// Idempotent; after `close` it does nothing more.
+    public func abort() {
+        session.abort()
+    }
+
     public var isClosed: Bool { session.isClosed }
 
     /// The TLS 1.3 suite negotiated (IANA name, such as `TLS_AES_128_GCM_SHA256`).

@@ -134,13 +134,18 @@ final class TLSEngine: ByteTransport {
 
     /// Closes the transport; close_notify is not sent (frames carry their own length, so the peer loses
     /// nothing by seeing the stream end instead).
-    func close() {
+    func close() { end(abort: false) }
+
+    /// Closes the transport dropping what it still queues (`ByteTransport.abort`).
+    func abort() { end(abort: true) }
+
+    private func end(abort: Bool) {
         let wasOpen = state.withLock { state in
             defer { state.closed = true }
             return !state.closed
         }
         guard wasOpen else { return }
-        transport.close()
+        if abort { transport.abort() } else { transport.close() }
         runOnClose()
     }
 
