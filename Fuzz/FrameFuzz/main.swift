@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // Fuzzes frame decoding: FrameDecoder fed a byte stream in arbitrary chunks, and the typed
 // payload decoders (Hello, ActivityReference, Error, ActivityRecord, Roster, the document and edit-session frames,
-// FetchActivityOfVersions, the clipboard's ClipboardOffer, FetchClipboardData and ClipboardData).
+// FetchActivityOfVersions, the clipboard's ClipboardOffer, FetchClipboardData, ClipboardData and FetchClipboardFile).
 //
 // First byte below 0xC0: stream mode, the rest is a list of chunks (FuzzInput.chunk) appended
 // one by one, taking out every complete frame. Otherwise the rest is one payload for the
-// decoder numbered by the first byte minus 0xC0 (mod 14). Whatever decodes must encode back to the same
+// decoder numbered by the first byte minus 0xC0 (mod 15). Whatever decodes must encode back to the same
 // bytes (the encodings are canonical), except rosters, which are compared after a round trip.
 import BatonCore
 import BatonCrypto
@@ -65,6 +65,10 @@ func checkPayload(_ type: FrameType, _ payload: [UInt8]) {
         if let request = try? ClipboardDataRequest(payload: payload) {
             fuzzCheck(request.payload == payload, "ClipboardDataRequest does not re-encode to its input")
         }
+    case .fetchClipboardFile:
+        if let request = try? ClipboardFileRequest(payload: payload) {
+            fuzzCheck(request.payload == payload, "ClipboardFileRequest does not re-encode to its input")
+        }
     case .clipboardData:
         if let data = try? ClipboardData(payload: payload) {
             fuzzCheck(data.payload == payload, "ClipboardData does not re-encode to its input")
@@ -78,7 +82,7 @@ func checkPayload(_ type: FrameType, _ payload: [UInt8]) {
 
 let directDecoders: [FrameType] = [.hello, .fetchActivity, .error, .activityPayload, .ringSync, .fetchDocument, .documentInfo, .documentChunk,
                                    .claimEditSession, .editSessionGrant, .fetchActivityOfVersions, .clipboardOffer, .fetchClipboardData,
-                                   .clipboardData]
+                                   .clipboardData, .fetchClipboardFile]
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
