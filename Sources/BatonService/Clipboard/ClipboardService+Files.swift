@@ -95,7 +95,8 @@ extension ClipboardService {
         guard request.offset <= file.size else { return .failure(ErrorFrame(code: .malformed, message: "offset beyond the file")) }
         do {
             let info = try DocumentInfo(totalSize: file.size, digest: digest, mediaType: file.mediaType, documentID: file.name)
-            shelf.recordPaste(mediaType: file.mediaType, size: file.size - request.offset, to: member)
+            // Hashing awaited: recorded only while the copy is still the one asked for.
+            if shelf.copy?.offerID == request.offerID { shelf.recordPaste(mediaType: file.mediaType, size: file.size - request.offset, to: member) }
             return .success(ServedClipboardFile(contents: opened, info: info, identity: identity))
         } catch {
             return .failure(ErrorFrame(code: .internalError, message: "file not describable"))
