@@ -142,9 +142,10 @@ let package = Package(
         .target(name: "BatonTestBus", dependencies: ["CTestSpawn"], path: "Tests/Support/BatonTestBus", swiftSettings: strict),
         // Test support: a private Xvfb per test and xclip as the other client (posix_spawn, closefrom).
         // Test support: a private headless sway per test and wl-clipboard as the other client.
-        .target(name: "BatonSway", dependencies: ["CTestSpawn"], path: "Tests/Support/BatonSway", swiftSettings: strict),
-        .target(name: "BatonXvfb", dependencies: ["CTestSpawn"], path: "Tests/Support/BatonXvfb", swiftSettings: strict),
-        .target(name: "BatonMutter", dependencies: ["BatonSway", "BatonXvfb", "BatonWayland", "CTestSpawn"], path: "Tests/Support/BatonMutter",
+        .target(name: "BatonSpawn", dependencies: ["CTestSpawn"], path: "Tests/Support/BatonSpawn", swiftSettings: strict),
+        .target(name: "BatonSway", dependencies: ["BatonSpawn"], path: "Tests/Support/BatonSway", swiftSettings: strict),
+        .target(name: "BatonXvfb", dependencies: ["BatonSpawn"], path: "Tests/Support/BatonXvfb", swiftSettings: strict),
+        .target(name: "BatonMutter", dependencies: ["BatonSpawn", "BatonSway", "BatonXvfb", "BatonWayland", "CTestSpawn"], path: "Tests/Support/BatonMutter",
                 swiftSettings: strict),
         // Test support: fakes of BatonService's ports (radio, activities, suggestion board), named as fakes.
         .target(name: "BatonServiceFakes", dependencies: ["BatonService", "BatonAPI", "BatonStore", "BatonCore", "BatonCrypto", "BatonSystem"], path: "Tests/Support/BatonServiceFakes",
@@ -164,7 +165,7 @@ let package = Package(
         .testTarget(name: "BatonServiceTests", dependencies: ["BatonTestBus", "BatonXvfb", "BatonSway", "BatonMutter", "BatonX11", "BatonPublishers", "BatonServiceFakes", "BatonAPI", "BatonService", "BatonClient", "BatonDBus", "BatonCore", "BatonAgent", "BatonBlueZ", "BatonSystem"], swiftSettings: strict),
         .testTarget(name: "BatonPublishersTests", dependencies: ["BatonPublishers"], swiftSettings: strict),
         // Against a real Xvfb per test and real xclip as the other client.
-        .testTarget(name: "BatonX11Tests", dependencies: ["BatonX11", "BatonPublishers", "BatonXvfb", "BatonMutter", "CXCB", "CTestSpawn"], swiftSettings: strict),
+        .testTarget(name: "BatonX11Tests", dependencies: ["BatonX11", "BatonPublishers", "BatonSpawn", "BatonXvfb", "BatonMutter", "CXCB", "CTestSpawn"], swiftSettings: strict),
         // Against a real headless sway per test and real wl-clipboard as the other client.
         .testTarget(name: "BatonWaylandTests", dependencies: ["BatonWayland", "BatonWaylandFakes", "BatonSway", "BatonPublishers", "CTestSpawn"], swiftSettings: strict),
         .testTarget(name: "BatonBrowserHostTests", dependencies: ["BatonBrowserHost", "BatonClient", "BatonCore"],

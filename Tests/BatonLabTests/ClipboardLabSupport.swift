@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
+import BatonCore
 import BatonTestBus
 import Foundation
 import Synchronization
@@ -189,5 +190,48 @@ enum ClipboardLab {
     static func write(_ bytes: [UInt8], to path: String, owner user: String) async throws {
         try Data(bytes).write(to: URL(fileURLWithPath: path))
         _ = try await runTool("/bin/chown", ["\(user):", path])
+    }
+}
+
+/// The files of a copy of files in the lab (issue 27's file lists): two files of `owner`, a short
+/// text with a space and a non-ASCII letter in its name and a few hundred KiB of noise, and a file
+/// holding their `text/uri-list` (RFC 2483, CRLF lines, as a file manager puts it on the clipboard)
+/// for xclip to copy.
+struct ClipboardLabFiles {
+    let paths: [String]
+    let contents: [[UInt8]]
+    /// The file holding the uri-list.
+    let list: String
+
+    static func make(in directory: String, owner: String, binarySize: Int = 300 * 1024) async throws -> ClipboardLabFiles {
+        var generator = SystemRandomNumberGenerator()
+        let contents = [Array("notes for beta, \(UUID().uuidString)\n".utf8), (0..<binarySize).map { _ in UInt8.random(in: .min ... .max, using: &generator) }]
+        let paths = [directory + "/notes ü.txt", directory + "/scan.bin"]
+        for (path, bytes) in zip(paths, contents) { try await ClipboardLab.write(bytes, to: path, owner: owner) }
+        let list = directory + "/files.uri-list"
+        try await ClipboardLab.write(ClipboardFileURIs.uriList(paths: paths.map { Array($0.utf8) }), to: list, owner: owner)
+        return ClipboardLabFiles(paths: paths, contents: contents, list: list)
+    }
+
+    /// The file sizes, as `ClipboardLabStatus.pastedOn` ends its entries.
+    var sizes: [String] { contents.map { "\($0.count)" } }
+
+    /// The local paths a pasted uri-list (or GNOME's list) names.
+    static func localPaths(_ pasted: String) -> [String] {
+        ClipboardFileURIs.uriListLines(Array(pasted.utf8)).compactMap { ClipboardFileURIs.localPath(ofFileURI: $0) }.map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// What is wrong with a pasted list: nil when it names one local copy of each file, in order,
+    /// under `folder`, with the file's name and bytes.
+    func mismatch(_ pasted: String, under folder: String) -> String? {
+        let local = Self.localPaths(pasted)
+        guard local.count == paths.count else { return "\(local.count) local files of \(paths.count) in \(pasted.debugDescription)" }
+        for (index, path) in local.enumerated() {
+            guard path.hasPrefix(folder + "/") else { return "\(path) is not under \(folder)" }
+            guard (path as NSString).lastPathComponent == (paths[index] as NSString).lastPathComponent else { return "\(path) is not named as \(paths[index])" }
+            let bytes = FileManager.default.contents(atPath: path).map { Array($0) } ?? []
+            guard bytes == contents[index] else { return "\(path): \(bytes.count) bytes, not the \(contents[index].count) of \(paths[index])" }
+        }
+        return nil
     }
 }

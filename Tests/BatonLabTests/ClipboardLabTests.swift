@@ -15,8 +15,9 @@ import Testing
 /// clipboard turned on (`baton clipboard enable`). xclip copies on alpha; xclip -o and wl-paste
 /// paste on beta. `baton clipboard status` (batond's Clipboard1.GetStatus) and a dbus-monitor of
 /// the system bus show from outside when the bytes left: only at the paste.
-/// Alone: `scripts/lab/test --init systemd -- --filter ClipboardLabTests`. File lists (uri-list) are
-/// not tested here.
+/// Copies of files (`xclip -t text/uri-list` on alpha) are pasted with `xclip -o -t text/uri-list`
+/// and `wl-paste -t text/uri-list` on beta; the monitor shows no file asked for (OpenFile, PasteFile)
+/// before the paste. Alone: `scripts/lab/test --init systemd -- --filter ClipboardLabTests`.
 @Suite(.serialized, .enabled(if: Lab.isInside && ProcessInfo.processInfo.environment["LAB_INIT"] == "systemd",
                              "needs the lab's systemd boot (scripts/lab/run --init systemd)"))
 struct ClipboardLabTests {
@@ -73,7 +74,7 @@ struct ClipboardLabTests {
 
         // alpha's desktop of baton-desk: directories and a session bus of its own, as on its own machine.
         let alphaHome = desk.home + "/alpha"
-        let (made, _, madeErr) = try await desk.run("alpha-dirs", "mkdir -p \(alphaHome)/run \(alphaHome)/config && chmod 700 \(alphaHome)/run")
+        let (made, _, madeErr) = try await desk.run("alpha-dirs", "mkdir -p \(alphaHome)/run \(alphaHome)/config \(alphaHome)/cache && chmod 700 \(alphaHome)/run")
         #expect(made == 0, "\(madeErr)")
         var jobs: [DeskSession.Job] = []
         // Stopped in the end, and waited for: a later test in this boot starts its own agent in the
@@ -85,7 +86,7 @@ struct ClipboardLabTests {
         jobs.append(try await desk.start("alpha-bus", "/usr/bin/dbus-daemon --session --nofork --address=unix:path=\(alphaHome)/bus"))
         #expect(await lab.eventually(60) { FileManager.default.fileExists(atPath: alphaHome + "/bus") })
         let alpha = ClipboardSeat(label: "alpha (baton-desk)", session: desk, busName: "org.baton.alpha", environment: [
-            "DISPLAY": ":11", "XDG_RUNTIME_DIR": alphaHome + "/run", "XDG_CONFIG_HOME": alphaHome + "/config",
+            "DISPLAY": ":11", "XDG_RUNTIME_DIR": alphaHome + "/run", "XDG_CONFIG_HOME": alphaHome + "/config", "XDG_CACHE_HOME": alphaHome + "/cache",
             "DBUS_SESSION_BUS_ADDRESS": "unix:path=\(alphaHome)/bus"])
         // beta's desktops: baton-desk's login session, and baton-other's.
         let beta = ClipboardSeat(label: "beta (baton-desk)", session: desk, busName: "org.baton", environment: ["DISPLAY": ":12"])
@@ -102,20 +103,30 @@ struct ClipboardLabTests {
         #expect(agents.values.filter { $0 == deskUID }.count == 2 && agents.values.filter { $0 == otherUID }.count == 1, "\(agents)\n\(monitor.log)")
         let logs = { "\(lab.log("alpha"))\n\(lab.log("beta"))\n\(alphaAgent.log)\n\(betaAgent.log)\n\(outsiderAgent.log)\n\(monitor.log)\n\(lab.timeline)" }
 
+        /// The seat whose agent takes alpha's copies (beta's X11 session, later its Wayland one).
+        var receiver = beta
         /// Copies `file` on alpha with xclip (`type`: its target), then waits until alpha offers it
-        /// and beta's agent of baton-desk was handed it; returns alpha's status when the offer was
-        /// first seen, and after beta took it (before any paste).
+        /// and beta's agent of baton-desk (`receiver`'s) was handed it; returns alpha's status when the
+        /// offer was first seen, and after beta took it (before any paste).
         func copyOnAlpha(_ file: String, type: String? = nil, kind: String, restrict: String? = nil) async throws
             -> (offered: ClipboardLabStatus?, taken: ClipboardLabStatus?) {
             let target = type.map { " -t \($0)" } ?? ""
             let (code, _, err) = try await alpha.run("xclip", "/usr/bin/xclip -selection clipboard\(target) -i \(file)" + (restrict.map { "\n" + $0 } ?? ""))
             #expect(code == 0, "\(err)")
             let offered = await until(alpha, lab: lab) { $0.offerKind == kind }
-            _ = await until(beta, lab: lab) { $0.takenFrom == "alpha" && $0.takenKind == kind && ($0.agentTaken ?? "").contains("from alpha") }
+            _ = await until(receiver, lab: lab) { $0.takenFrom == "alpha" && $0.takenKind == kind && ($0.agentTaken ?? "").contains("from alpha") }
             return (offered, try await alpha.status())
         }
         /// The copy beta's agent of baton-desk holds now (its token), from the monitor.
         func pastes() -> [ClipboardBusMonitor.Call] { monitor.calls.filter { $0.member == "Paste" } }
+        /// Files asked for: batond asking alpha's agent for a file (ClipboardAgent1.OpenFile), beta's
+        /// agent asking batond for one (Clipboard1.PasteFile).
+        func fileCalls() -> [ClipboardBusMonitor.Call] { monitor.calls.filter { $0.member == "OpenFile" || $0.member == "PasteFile" } }
+        /// beta's folder of local copies of the copy of files handed over last, and its token.
+        func filesFolder() throws -> (String, UInt64) {
+            let token = try #require(monitor.calls.last { $0.member == "OfferedFiles" }?.token, "\(monitor.log)")
+            return (desk.home + "/.cache/baton/clipboard/" + String(token, radix: 16), token)
+        }
 
         // 1. Text: xclip on alpha; beta's agent takes it and nothing of it crosses; xclip -o on beta pastes it.
         let text = Array("Grüße aus alpha, \(UUID().uuidString)\n".utf8)
@@ -157,8 +168,43 @@ struct ClipboardLabTests {
         #expect(outsiderPaste == 0 && outsiderOut.trimmingCharacters(in: .whitespacesAndNewlines) == "0", "\(outsiderOut)")
         print("LAB clipboard other user: baton-other's agent on beta was handed \(offered.filter { agents[$0.destination] == otherUID }.count) copies; its Paste with baton-desk's token: \(stolenErr.trimmingCharacters(in: .whitespacesAndNewlines))")
 
+        // 2b. Files: two files of baton-desk's on alpha (a text, 300 KiB of noise) copied as a
+        //     text/uri-list. Only their list crosses with the offer; each file's bytes at the paste.
+        let files = try await ClipboardLabFiles.make(in: desk.home + "/lab", owner: "baton-desk")
+        before = try await copyOnAlpha(files.list, type: "text/uri-list", kind: "files").taken
+        var folder = try filesFolder().0
+        let filesToken = try filesFolder().1
+        #expect(before?.askedBy == ["beta"] && before?.pastedOn == [] && fileCalls().isEmpty, "\(before?.text ?? "")\n\(monitor.log)")
+        #expect(!FileManager.default.fileExists(atPath: folder), "beta holds files before the paste")
+        print("LAB clipboard files: alpha offers 2 files (\(files.sizes.joined(separator: " and ")) bytes), asked for by \(before?.askedBy ?? []), "
+              + "pasted on \(before?.pastedOn ?? []), \(fileCalls().count) OpenFile/PasteFile calls before the paste")
+        let (filesCode, filesOut, filesErr) = try await beta.run("paste-files", "/usr/bin/xclip -selection clipboard -o -t text/uri-list")
+        #expect(filesCode == 0 && files.mismatch(filesOut, under: folder) == nil, "\(files.mismatch(filesOut, under: folder) ?? "")\(filesErr)\n\(logs())")
+        after = await until(alpha, lab: lab) { $0.pastedOn.count == 2 }
+        #expect(after?.pastedOn.allSatisfy { $0.hasPrefix("beta ") } == true && after?.pastedOn.map { String($0.split(separator: " ").last ?? "") }.sorted() == files.sizes.sorted(),
+                "\(after?.text ?? "")")
+        #expect(fileCalls().filter { $0.member == "OpenFile" }.count == 2 && fileCalls().filter { $0.member == "PasteFile" }.count == 2, "\(monitor.log)")
+        // GNOME's list names the same local copies ("copy", never "cut"); nothing crosses again.
+        let (gnomeCode, gnomeOut, _) = try await beta.run("paste-gnome-files", "/usr/bin/xclip -selection clipboard -o -t x-special/gnome-copied-files")
+        #expect(gnomeCode == 0 && gnomeOut.hasPrefix("copy\n") && ClipboardLabFiles.localPaths(gnomeOut) == ClipboardLabFiles.localPaths(filesOut), "\(gnomeOut)")
+        #expect(fileCalls().count == 4, "\(monitor.log)")
+        let (_, filesWords, _) = try await alpha.run("status-words-files", alpha.baton("clipboard status"))
+        print("LAB clipboard files: xclip -o -t text/uri-list on beta returned \(ClipboardLabFiles.localPaths(filesOut)), bytes equal to alpha's: "
+              + "\(files.mismatch(filesOut, under: folder) == nil); \(fileCalls().count) OpenFile/PasteFile calls after it; `baton clipboard status` on alpha says:\n"
+              + filesWords.split(separator: "\n").filter { $0.hasPrefix("batond") }.joined(separator: "\n"))
+        // baton-other on beta: handed nothing, gets nothing, and cannot pull baton-desk's files by the token.
+        let (stolenFile, _, stolenFileErr) = try await outsider.run("steal-file", "/usr/bin/dbus-send --system --print-reply --dest=org.baton /org/baton/clipboard "
+                                                                     + "org.baton.Clipboard1.PasteFile uint64:\(filesToken) uint32:1")
+        #expect(stolenFile != 0 && stolenFileErr.contains("no such copy for this account"), "\(stolenFileErr)")
+        let (outsiderFiles, outsiderFilesOut, _) = try await outsider.run("paste-files", "/usr/bin/xclip -selection clipboard -o -t text/uri-list | wc -c")
+        #expect(outsiderFiles == 0 && outsiderFilesOut.trimmingCharacters(in: .whitespacesAndNewlines) == "0", "\(outsiderFilesOut)")
+        // (Its refused PasteFile is on the monitor; no file was asked of alpha's agent for it.)
+        #expect(monitor.calls.filter { $0.member == "OfferedFiles" }.allSatisfy { agents[$0.destination] == deskUID }
+                && monitor.calls.filter { $0.member == "OpenFile" }.count == 2, "\(monitor.log)")
+        print("LAB clipboard files: baton-other's PasteFile with baton-desk's token: \(stolenFileErr.trimmingCharacters(in: .whitespacesAndNewlines))")
+
         // 3. A copy marked secret (KDE's hint, as KeePassXC sets it): alpha's agent reads only the
-        //    hint, offers nothing and takes the PNG back; beta's agent gives the clipboard up.
+        //    hint, offers nothing and takes the copy of files back; beta's agent gives the clipboard up.
         let provided = Mutex<[String]>([])
         let manager = try X11SessionClipboard(display: ":11")
         defer { manager.close() }
@@ -250,11 +296,24 @@ struct ClipboardLabTests {
         #expect(wlCode == 0 && Array(wlOut.utf8) == waylandText, "\(wlOut)\(wlErr)\n\(logs())")
         after = await until(alpha, lab: lab) { $0.pastedOn == ["beta \(Self.textType) \(waylandText.count)"] }
         print("LAB clipboard Wayland: wl-paste under headless sway on beta returned the \(waylandText.count) bytes; alpha: before the paste pasted on \(before?.pastedOn ?? []), after \(after?.pastedOn ?? [])")
+        // And the files again (a new copy of them): wl-paste -t text/uri-list gets local copies.
+        receiver = waylandBeta
+        let fileCallsBefore = fileCalls().count
+        before = try await copyOnAlpha(files.list, type: "text/uri-list", kind: "files").taken
+        folder = try filesFolder().0
+        #expect(before?.pastedOn == [] && fileCalls().count == fileCallsBefore && !FileManager.default.fileExists(atPath: folder), "\(before?.text ?? "")\n\(monitor.log)")
+        let (wlFiles, wlFilesOut, wlFilesErr) = try await desk.run("wl-paste-files", "export XDG_RUNTIME_DIR=\(swayRun) WAYLAND_DISPLAY=\(socket ?? "")\n"
+                                                                    + "/usr/bin/wl-paste --no-newline -t text/uri-list")
+        #expect(wlFiles == 0 && files.mismatch(wlFilesOut, under: folder) == nil, "\(files.mismatch(wlFilesOut, under: folder) ?? "")\(wlFilesErr)\n\(logs())")
+        after = await until(alpha, lab: lab) { $0.pastedOn.count == 2 }
+        #expect(fileCalls().count == fileCallsBefore + 4, "\(monitor.log)")
+        print("LAB clipboard Wayland files: wl-paste -t text/uri-list under headless sway on beta returned \(ClipboardLabFiles.localPaths(wlFilesOut)), bytes equal to "
+              + "alpha's: \(files.mismatch(wlFilesOut, under: folder) == nil); alpha: before the paste pasted on \(before?.pastedOn ?? []), after \(after?.pastedOn ?? [])")
 
         // Throughout: every copy went to baton-desk's agents only.
         outsiderStatus = try await outsider.status()
         let everyAgent = await monitor.resolveAgents()
-        let all = monitor.calls.filter { $0.member == "Offered" }
+        let all = monitor.calls.filter { $0.member == "Offered" || $0.member == "OfferedFiles" }
         #expect(outsiderStatus.taken == nil && all.allSatisfy { everyAgent[$0.destination] == deskUID }, "\(everyAgent)\n\(monitor.log)")
         print("LAB clipboard: \(all.count) copies handed over, all to baton-desk's agents; baton-other's agent: none")
     }

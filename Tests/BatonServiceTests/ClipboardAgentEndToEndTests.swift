@@ -69,6 +69,41 @@ struct ClipboardAgentEndToEndTests {
         }
     }
 
+    /// The clipboard end-to-end tests' start: a fresh test bus, alpha (an X11 session) and beta (X11, a
+    /// Wayland session, or what `makeBeta` starts), paired through `client`, each agent registered.
+    /// `close()` at the test's end, as the defers it replaces did: the client, then the bus.
+    struct Paired {
+        let bus: TestBus
+        let client: DBusConnection
+        let alpha: Machine
+        let beta: Machine
+
+        static func start(betaWayland: Bool = false, beta makeBeta: ((TestBus) async throws -> Machine)? = nil) async throws -> Paired {
+            let bus = try TestBus()
+            var client: DBusConnection?
+            do {
+                let alpha = try await Machine.start(bus, name: "alpha")
+                let beta = if let makeBeta { try await makeBeta(bus) } else { try await Machine.start(bus, name: "beta", wayland: betaWayland) }
+                let connection = try DBusConnection(bus: .address(bus.address))
+                client = connection
+                try await pair(alpha.node, beta.node, client: connection)
+                for machine in [alpha, beta] {
+                    #expect(await eventually(timeout: .seconds(120)) { await machine.bridge.settled(\.registered) }, "\(machine.log.lines.withLock { $0 })")
+                }
+                return Paired(bus: bus, client: connection, alpha: alpha, beta: beta)
+            } catch {
+                client?.close()
+                bus.stop()
+                throw error
+            }
+        }
+
+        func close() {
+            client.close()
+            bus.stop()
+        }
+    }
+
     /// Carries `from`'s newest advert to `to`'s radio once it differs from `before`; returns it.
     @discardableResult
     func carryAdvert(from: Machine, to: Machine, after before: [UInt8]?) async throws -> [UInt8] {
@@ -93,15 +128,9 @@ struct ClipboardAgentEndToEndTests {
     }
 
     @Test func textAndAPNGCrossAtThePasteSecretExpiredAndDisabledCopiesDoNot() async throws {
-        let bus = try TestBus()
-        defer { bus.stop() }
-        let alpha = try await Machine.start(bus, name: "alpha"), beta = try await Machine.start(bus, name: "beta")
-        let client = try DBusConnection(bus: .address(bus.address))
-        defer { client.close() }
-        try await pair(alpha.node, beta.node, client: client)
-        for machine in [alpha, beta] {
-            #expect(await eventually(timeout: .seconds(120)) { await machine.bridge.settled(\.registered) }, "\(machine.log.lines.withLock { $0 })")
-        }
+        let paired = try await Paired.start()
+        defer { paired.close() }
+        let (bus, alpha, beta) = (paired.bus, paired.alpha, paired.beta)
 
         // Text: copied on alpha, offered (the advert only says so), taken on beta without a byte moving.
         let text = Array("Grüße from alpha's xclip\n".utf8)
@@ -208,16 +237,10 @@ struct ClipboardAgentEndToEndTests {
     /// An X11 session on alpha, a Wayland one (headless sway, wlr-data-control) on beta: the agent
     /// chooses each session's adapter, and a copy crosses both ways only at the paste.
     @Test func aCopyCrossesBetweenAnX11AndAWaylandSessionAtThePaste() async throws {
-        let bus = try TestBus()
-        defer { bus.stop() }
-        let alpha = try await Machine.start(bus, name: "alpha"), beta = try await Machine.start(bus, name: "beta", wayland: true)
+        let paired = try await Paired.start(betaWayland: true)
+        defer { paired.close() }
+        let (alpha, beta) = (paired.alpha, paired.beta)
         let sway = try #require(beta.sway)
-        let client = try DBusConnection(bus: .address(bus.address))
-        defer { client.close() }
-        try await pair(alpha.node, beta.node, client: client)
-        for machine in [alpha, beta] {
-            #expect(await eventually(timeout: .seconds(120)) { await machine.bridge.settled(\.registered) }, "\(machine.log.lines.withLock { $0 })")
-        }
         #expect(ClipboardAgentStatus.read(environment: beta.environment)?.sessionClipboard.hasSuffix("(zwlr_data_control_manager_v1)") == true)
 
         // xclip on alpha's X display, wl-paste in beta's Wayland session.

@@ -18,6 +18,7 @@ import Testing
 @Suite("BatonServiceTests: copied files from xclip on one display to xclip on another, pulled as documents at the paste", .serialized)
 struct ClipboardFilesEndToEndTests {
     typealias Machine = ClipboardAgentEndToEndTests.Machine
+    typealias Paired = ClipboardAgentEndToEndTests.Paired
     let carrier = ClipboardAgentEndToEndTests()
 
     /// Files on alpha's side, in a directory of the test's.
@@ -77,15 +78,9 @@ struct ClipboardFilesEndToEndTests {
     }
 
     @Test func filesCrossAtThePasteAChangedFileFailsClearlyAndLimitsAreRefused() async throws {
-        let bus = try TestBus()
-        defer { bus.stop() }
-        let alpha = try await Machine.start(bus, name: "alpha"), beta = try await Machine.start(bus, name: "beta")
-        let client = try DBusConnection(bus: .address(bus.address))
-        defer { client.close() }
-        try await pair(alpha.node, beta.node, client: client)
-        for machine in [alpha, beta] {
-            #expect(await eventually(timeout: .seconds(120)) { await machine.bridge.settled(\.registered) }, "\(machine.log.lines.withLock { $0 })")
-        }
+        let paired = try await Paired.start()
+        defer { paired.close() }
+        let (bus, alpha, beta) = (paired.bus, paired.alpha, paired.beta)
         let source = try Source(bus)
 
         // Three files, one with a space and a non-ASCII letter in its name, one empty.
@@ -208,16 +203,10 @@ struct ClipboardFilesEndToEndTests {
     /// pasted with `wl-paste -t text/uri-list`, and files copied with `wl-copy -t text/uri-list` are
     /// pasted with `xclip -o`; each file's bytes cross only at the paste.
     @Test func filesCrossBetweenAnX11AndAWaylandSession() async throws {
-        let bus = try TestBus()
-        defer { bus.stop() }
-        let alpha = try await Machine.start(bus, name: "alpha"), beta = try await Machine.start(bus, name: "beta", wayland: true)
+        let paired = try await Paired.start(betaWayland: true)
+        defer { paired.close() }
+        let (bus, alpha, beta) = (paired.bus, paired.alpha, paired.beta)
         let sway = try #require(beta.sway)
-        let client = try DBusConnection(bus: .address(bus.address))
-        defer { client.close() }
-        try await pair(alpha.node, beta.node, client: client)
-        for machine in [alpha, beta] {
-            #expect(await eventually(timeout: .seconds(120)) { await machine.bridge.settled(\.registered) }, "\(machine.log.lines.withLock { $0 })")
-        }
         let source = try Source(bus)
         let photo = (0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 40_503) }
         let path = try source.write("photo.png", photo)

@@ -84,6 +84,9 @@ import Testing
         #expect(beta.agents.offers(to: 2001).isEmpty, "bob was handed ada's files")
         #expect(beta.fetcher.dataRequests == 1 && beta.fetcher.fileRequests == 0, "a file crossed before the paste")
         #expect(await alpha.service.fileRequestsAnswered == 0)
+        // The account's status: the list fetched with the offer is no paste.
+        var status = await alpha.service.status(uid: 1000)
+        #expect(status.offer?.askedBy.contains("asker") == true && status.offer?.pastedOn == [] && status.pastesAnswered == 0, "\(status)")
 
         let pasted = try await beta.service.pasteFile(uid: 2000, token: handed.token, index: 0)
         #expect(try pasted.file.readAll() == Array("abc".utf8))
@@ -92,6 +95,10 @@ import Testing
         let second = try await beta.service.pasteFile(uid: 2000, token: handed.token, index: 1)
         #expect(try second.file.readAll() == [0x89, 0x50])
         #expect(await alpha.service.fileRequestsAnswered == 2)
+        // Each file's pull is a paste in the status: the asking member, the file's type and bytes.
+        status = await alpha.service.status(uid: 1000)
+        #expect(status.offer?.pastedOn == [ClipboardPaste(device: "asker", mediaType: "text/plain", size: 3),
+                                           ClipboardPaste(device: "asker", mediaType: "image/png", size: 2)] && status.pastesAnswered == 2, "\(status)")
         // Not bob's; no third file; not a copy of text.
         await #expect(throws: ClipboardService.Refusal.unknownOffer) { _ = try await beta.service.pasteFile(uid: 2001, token: handed.token, index: 0) }
         await #expect(throws: ClipboardService.Refusal.noSuchFile(2)) { _ = try await beta.service.pasteFile(uid: 2000, token: handed.token, index: 2) }
@@ -104,13 +111,13 @@ import Testing
         let scratch = Scratch()
         let (alpha, _, _) = try await filesCopied(scratch)
         let offerID = try await alpha.service.answerOffer(member: "beta").get().offerID
-        let served = try await alpha.service.answerFile(ClipboardFileRequest(offerID: offerID, index: 0)).get()
+        let served = try await alpha.service.answerFile(ClipboardFileRequest(offerID: offerID, index: 0), member: "beta").get()
         #expect(served.info == (try DocumentInfo(totalSize: 3, digest: SHA256.hash(Array("abc".utf8)), mediaType: "text/plain", documentID: "a.txt")))
         // A resume names the digest it was given: served from the same file.
-        let resumed = try await alpha.service.answerFile(ClipboardFileRequest(offerID: offerID, index: 0, digest: served.info.digest, offset: 3)).get()
+        let resumed = try await alpha.service.answerFile(ClipboardFileRequest(offerID: offerID, index: 0, digest: served.info.digest, offset: 3), member: "beta").get()
         #expect(resumed.info == served.info)
         func refusal(_ request: ClipboardFileRequest) async -> ErrorFrame? {
-            if case .failure(let error) = await alpha.service.answerFile(request) { return error }
+            if case .failure(let error) = await alpha.service.answerFile(request, member: "beta") { return error }
             return nil
         }
         #expect(await refusal(try ClipboardFileRequest(offerID: offerID &+ 1, index: 0)) == ErrorFrame(code: .unknownActivity, message: "clipboard changed"))

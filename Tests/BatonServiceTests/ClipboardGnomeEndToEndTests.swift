@@ -18,6 +18,7 @@ import Testing
 @Suite("BatonServiceTests: the clipboard between an X11 session and GNOME's Wayland session, through two daemons and their agents", .serialized)
 struct ClipboardGnomeEndToEndTests {
     typealias Machine = ClipboardAgentEndToEndTests.Machine
+    typealias Paired = ClipboardAgentEndToEndTests.Paired
     let helpers = ClipboardAgentEndToEndTests()
 
     /// Beta: its daemon, and its agent in the GNOME session's environment (WAYLAND_DISPLAY, DISPLAY,
@@ -45,15 +46,9 @@ struct ClipboardGnomeEndToEndTests {
     func aCopyCrossesIntoAndOutOfGnome(_ compositor: GnomeCompositor) async throws {
         let gnome = try await NestedMutter.start(compositor)
         defer { gnome.stop() }
-        let bus = try TestBus()
-        defer { bus.stop() }
-        let alpha = try await Machine.start(bus, name: "alpha"), beta = try await gnomeMachine(bus, gnome: gnome)
-        let client = try DBusConnection(bus: .address(bus.address))
-        defer { client.close() }
-        try await pair(alpha.node, beta.node, client: client)
-        for machine in [alpha, beta] {
-            #expect(await eventually(timeout: .seconds(120)) { await machine.bridge.settled(\.registered) }, "\(machine.log.lines.withLock { $0 })")
-        }
+        let paired = try await Paired.start(beta: { try await gnomeMachine($0, gnome: gnome) })
+        defer { paired.close() }
+        let (alpha, beta) = (paired.alpha, paired.beta)
         #expect(ClipboardAgentStatus.read(environment: beta.environment)?.sessionClipboard
                 == "X11 display \(gnome.xDisplay) (XWayland in GNOME's Wayland session)")
 

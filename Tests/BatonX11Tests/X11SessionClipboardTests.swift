@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 import BatonPublishers
 import BatonX11
+import BatonSpawn
 import BatonXvfb
 import Foundation
 import Testing

@@ -10,10 +10,12 @@ Per round, interleaved:
   owned   `xclip -i` on alpha's display -> beta's agent owns CLIPBOARD on beta's display (XFixes)
   paste   `xclip -o` on beta's display -> its last byte read from xclip's output
   tcp     the same bytes over a fresh TCP connection 127.0.0.1 -> 127.0.0.1 (connect -> last byte)
-for a 1 KiB text and a 10 MiB PNG. All times on this process's monotonic clock.
+for a 1 KiB text and a 10 MiB PNG, and for a copy of files: a 10 MiB file copied as a text/uri-list
+(paste: `xclip -o -t text/uri-list` -> the list of beta's local copy in xclip, which the agent hands
+over once the file's bytes are on beta; checked against the file; tcp: the file's bytes). All times
+on this process's monotonic clock.
 """
 import argparse
-import ctypes
 import json
 import os
 import socket
@@ -22,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import zlib
 
 import dbus
@@ -30,83 +33,7 @@ from dbus.mainloop.glib import DBusGMainLoop
 from gi.repository import GLib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import BIN, BareBaseline, Lab, Observer, iterate_until, log, start_scan, summary, wait_for_path  # noqa: E402
-
-
-class SelectionWatch:
-    """CLIPBOARD's owner changes on one X display, as XFixes reports them (libxcb through ctypes):
-    (monotonic time, owner window) per change, the owner 0 when it was cleared."""
-
-    def __init__(self, display):
-        xcb = ctypes.CDLL("libxcb.so.1")
-        xfixes = ctypes.CDLL("libxcb-xfixes.so.0")
-        libc = ctypes.CDLL("libc.so.6")
-        xcb.xcb_connect.restype = ctypes.c_void_p
-        xcb.xcb_connect.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
-        xcb.xcb_connection_has_error.argtypes = [ctypes.c_void_p]
-        xcb.xcb_get_setup.restype = ctypes.c_void_p
-        xcb.xcb_get_setup.argtypes = [ctypes.c_void_p]
-
-        class ScreenIterator(ctypes.Structure):
-            _fields_ = [("data", ctypes.POINTER(ctypes.c_uint32)), ("rem", ctypes.c_int), ("index", ctypes.c_int)]
-
-        xcb.xcb_setup_roots_iterator.restype = ScreenIterator
-        xcb.xcb_setup_roots_iterator.argtypes = [ctypes.c_void_p]
-        xcb.xcb_intern_atom.restype = ctypes.c_uint
-        xcb.xcb_intern_atom.argtypes = [ctypes.c_void_p, ctypes.c_uint8, ctypes.c_uint16, ctypes.c_char_p]
-        xcb.xcb_intern_atom_reply.restype = ctypes.POINTER(ctypes.c_uint32)
-        xcb.xcb_intern_atom_reply.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_void_p]
-        xcb.xcb_get_extension_data.restype = ctypes.POINTER(ctypes.c_uint8)
-        xcb.xcb_get_extension_data.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-        xcb.xcb_flush.argtypes = [ctypes.c_void_p]
-        xcb.xcb_wait_for_event.restype = ctypes.POINTER(ctypes.c_uint8)
-        xcb.xcb_wait_for_event.argtypes = [ctypes.c_void_p]
-        xfixes.xcb_xfixes_query_version.restype = ctypes.c_uint
-        xfixes.xcb_xfixes_query_version.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32]
-        xfixes.xcb_xfixes_query_version_reply.restype = ctypes.c_void_p
-        xfixes.xcb_xfixes_query_version_reply.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_void_p]
-        xfixes.xcb_xfixes_select_selection_input.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32]
-        libc.free.argtypes = [ctypes.c_void_p]
-        self.changes = []
-        self.changed = threading.Condition()
-        connection = xcb.xcb_connect(display.encode(), None)
-        if not connection or xcb.xcb_connection_has_error(connection):
-            raise RuntimeError(f"cannot connect to X display {display}")
-        root = xcb.xcb_setup_roots_iterator(xcb.xcb_get_setup(connection)).data[0]
-        name = b"CLIPBOARD"
-        reply = xcb.xcb_intern_atom_reply(connection, xcb.xcb_intern_atom(connection, 0, len(name), name), None)
-        clipboard = reply[2]  # response_type, pad, sequence (one uint32), length, atom
-        libc.free(reply)
-        version = xfixes.xcb_xfixes_query_version_reply(connection, xfixes.xcb_xfixes_query_version(connection, 5, 0), None)
-        libc.free(version)
-        extension = xcb.xcb_get_extension_data(connection, ctypes.addressof(ctypes.c_char.in_dll(xfixes, "xcb_xfixes_id")))
-        first_event = extension[10]  # response_type, pad, sequence(2), length(4), present, major_opcode, first_event
-        xfixes.xcb_xfixes_select_selection_input(connection, root, clipboard, 1)  # SET_SELECTION_OWNER
-        xcb.xcb_flush(connection)
-
-        def run():
-            while True:
-                event = xcb.xcb_wait_for_event(connection)
-                if not event:
-                    return
-                now = time.monotonic()
-                if event[0] & 0x7F == first_event:  # XFixesSelectionNotify: owner at bytes 8-11
-                    owner = int.from_bytes(bytes(event[8:12]), "little")
-                    with self.changed:
-                        self.changes.append((now, owner))
-                        self.changed.notify_all()
-                    GLib.idle_add(lambda: False)  # wakes the main loop (iterate_until) to look
-                libc.free(event)
-
-        threading.Thread(target=run, daemon=True).start()
-
-    def owned_since(self, start, timeout):
-        """The first time after `start` at which someone took CLIPBOARD, waiting up to `timeout` s; None if nobody did."""
-        def found():
-            return next((when for when, owner in self.changes if when >= start and owner != 0), None)
-        with self.changed:
-            self.changed.wait_for(lambda: found() is not None, timeout)
-            return found()
+from benchlib import BIN, BareBaseline, Lab, Observer, SelectionWatch, iterate_until, log, start_scan, summary, wait_for_path  # noqa: E402
 
 
 class CallRecorder:
@@ -129,11 +56,12 @@ class CallRecorder:
         if isinstance(message, dbus.lowlevel.MethodCallMessage):
             if message.get_interface() in ("org.baton.Clipboard1", "org.baton.ClipboardAgent1"):
                 self.calls.append((now, message.get_member(), message.get_sender(), message.get_destination()))
-                if message.get_member() == "Paste":
-                    self.paste_serials[(message.get_sender(), message.get_serial())] = True
+                if message.get_member() in ("Paste", "PasteFile"):
+                    self.paste_serials[(message.get_sender(), message.get_serial())] = message.get_member()
         elif isinstance(message, (dbus.lowlevel.MethodReturnMessage, dbus.lowlevel.ErrorMessage)):
-            if (message.get_destination(), message.get_reply_serial()) in self.paste_serials:
-                self.calls.append((now, "Paste reply", message.get_sender(), message.get_destination()))
+            asked = self.paste_serials.get((message.get_destination(), message.get_reply_serial()))
+            if asked:
+                self.calls.append((now, asked + " reply", message.get_sender(), message.get_destination()))
         # Handled: a monitor must never answer (libdbus would send UnknownMethod for a call left
         # unhandled, and the bus closes a monitor that sends).
         return dbus.lowlevel.HANDLER_RESULT_HANDLED
@@ -193,6 +121,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--text-bytes", type=int, default=1024)
     parser.add_argument("--image-bytes", type=int, default=10 << 20)
+    parser.add_argument("--file-bytes", type=int, default=10 << 20)
     args = parser.parse_args()
 
     DBusGMainLoop(set_as_default=True)
@@ -213,11 +142,12 @@ def main():
             home = f"{work}/home-{name}"
             os.makedirs(f"{home}/config/baton")
             os.makedirs(f"{home}/run", mode=0o700)
+            os.makedirs(f"{home}/cache", mode=0o700)
             with open(f"{home}/config/baton/publishers.conf", "w") as conf:
                 conf.write("clipboard = on\n")
             session = lab.start_bus(f"{home}/session-bus")
             environment = dict(os.environ, DISPLAY=display, XDG_RUNTIME_DIR=f"{home}/run", XDG_CONFIG_HOME=f"{home}/config",
-                               DBUS_SESSION_BUS_ADDRESS=session)
+                               XDG_CACHE_HOME=f"{home}/cache", DBUS_SESSION_BUS_ADDRESS=session)
             lab.spawn([f"{BIN}/baton-agent", "--bus", lab.address, "--bus-name", f"org.baton.{name}"], env=environment,
                       stderr=open(f"{work}/agent-{name}.log", "w"))
             machines[name] = {"display": display, "env": environment, "status": f"{home}/run/baton/clipboard-agent"}
@@ -245,13 +175,25 @@ def main():
         with open(text_path, "wb") as file:
             file.write(b"".join(b"%07d " % index for index in range(args.text_bytes // 8 + 1))[:args.text_bytes])
         payloads = {"text": open(text_path, "rb").read(), "image": make_png(image_path, args.image_bytes)}
-        files = {"text": text_path, "image": image_path}
-        targets = {"text": [], "image": ["-t", "image/png"]}
-        sources = {kind: TCPSource(lab, path) for kind, path in files.items()}
-        results = {key: [] for key in ("bare", "owned_text", "owned_image", "paste_text", "paste_image", "tcp_text", "tcp_image")}
+        # A copy of files: one file of noise, its uri-list copied; the paste's list names beta's local copy.
+        shared_path, list_path = f"{work}/shared file.bin", f"{work}/copy.uri-list"
+        with open(shared_path, "wb") as file:
+            file.write(os.urandom(args.file_bytes))
+        with open(list_path, "wb") as file:
+            file.write(b"file://" + urllib.parse.quote(shared_path).encode() + b"\r\n")
+        payloads["files"] = open(shared_path, "rb").read()
+        kinds = ("text", "image", "files")
+        files = {"text": text_path, "image": image_path, "files": list_path}
+        targets = {"text": [], "image": ["-t", "image/png"], "files": ["-t", "text/uri-list"]}
+        # The bus calls of a copy and a paste: (agent's offer, batond's hand-over, agent's paste).
+        members = {"text": ("Offer", "Offered", "Paste"), "image": ("Offer", "Offered", "Paste"),
+                   "files": ("OfferFiles", "OfferedFiles", "PasteFile")}
+        sources = {kind: TCPSource(lab, shared_path if kind == "files" else path) for kind, path in files.items()}
+        results = {f"{series}_{kind}": [] for series in ("owned", "paste", "tcp") for kind in kinds}
+        results["bare"] = []
         # Where the time goes, per kind: stage -> milliseconds from the start of the copy or paste.
         stages = {kind: {stage: [] for stage in ("xclip", "offer", "heard", "offered", "owned", "asked", "pulled", "pasted")}
-                  for kind in ("text", "image")}
+                  for kind in kinds}
         misses = {key: 0 for key in results}
 
         def since(began, when):
@@ -276,12 +218,12 @@ def main():
             # (Clipboard1.Offer, after reading the copy), the new advert heard on hci2, beta's agent
             # handed the copy (ClipboardAgent1.Offered, after FetchClipboardOffer), beta owns it.
             note(kind, "xclip", since(began, copier.owned_since(began, 0)))
-            offer = recorder.first("Offer", began)
+            offer = recorder.first(members[kind][0], began)
             heard = next((entry[0] for entry in observer.heard[heard_from:] if entry[2] == 0xFFFF and entry[3] not in known
                           and offer is not None and entry[0] >= offer), None)
             note(kind, "offer", since(began, offer))
             note(kind, "heard", since(began, heard))
-            note(kind, "offered", since(began, recorder.first("Offered", began)))
+            note(kind, "offered", since(began, recorder.first(members[kind][1], began)))
             note(kind, "owned", since(began, owned))
             return True
 
@@ -309,10 +251,15 @@ def main():
                 return
             ended = finished[0]
             paste.wait()
-            iterate_until(lambda: recorder.first("Paste reply", began) is not None, 5)
-            note(kind, "asked", since(began, recorder.first("Paste", began)))
-            note(kind, "pulled", since(began, recorder.first("Paste reply", began)))
+            paste_call = members[kind][2]
+            iterate_until(lambda: recorder.first(paste_call + " reply", began) is not None, 5)
+            note(kind, "asked", since(began, recorder.first(paste_call, began)))
+            note(kind, "pulled", since(began, recorder.first(paste_call + " reply", began)))
             note(kind, "pasted", since(began, ended))
+            if kind == "files":  # the list names beta's local copy: its bytes, read after the clock stopped
+                line = bytes(received).split(b"\r\n")[0].decode(errors="replace")
+                local = urllib.parse.unquote(line[len("file://"):]) if line.startswith("file:///") else ""
+                received = open(local, "rb").read() if os.path.isfile(local) else b""
             if bytes(received) != payloads[kind]:
                 misses[f"paste_{kind}"] += 1
                 log(f"paste of {kind} returned {len(received)} of {len(payloads[kind])} bytes:", paste.stderr.read().decode(errors="replace"))
@@ -332,7 +279,7 @@ def main():
                 misses["bare"] += 1
             else:
                 results["bare"].append(heard)
-            for kind in ("text", "image"):
+            for kind in kinds:
                 if copy_round(kind):
                     # The owner alone is not the whole of it: the paste must find the copy taken.
                     iterate_until(lambda: False, 0.2)
@@ -357,7 +304,8 @@ def main():
         speed = subprocess.run(["openssl", "speed", "-seconds", "1", "-bytes", "65536", "-evp", "aes-256-gcm"],
                                capture_output=True, text=True).stdout.strip().splitlines()
         log("guest CPU aes flag:", aes, "; openssl speed aes-256-gcm 64 KiB:", speed[-1] if speed else "not run")
-        report = {"rounds": args.rounds, "text_bytes": len(payloads["text"]), "image_bytes": len(payloads["image"]), "misses": misses,
+        report = {"rounds": args.rounds, "text_bytes": len(payloads["text"]), "image_bytes": len(payloads["image"]),
+                  "file_bytes": len(payloads["files"]), "misses": misses, "ratio_paste_files_to_tcp": ratio("paste_files", "tcp_files"),
                   "latency_ms": figures, "ratio_owned_text_to_bare": ratio("owned_text", "bare"),
                   "ratio_paste_text_to_tcp": ratio("paste_text", "tcp_text"), "ratio_paste_image_to_tcp": ratio("paste_image", "tcp_image"),
                   "guest_loadavg": guest_load, "guest_aes": aes, "guest_openssl_aes_256_gcm_64k": speed[-1] if speed else None}
@@ -365,15 +313,16 @@ def main():
         print("LAB BENCH clipboard", json.dumps(report), flush=True)
         rows = [("bare   register -> heard (BlueZ)", "bare"), ("owned  copy text -> beta owns it", "owned_text"),
                 ("owned  copy image -> beta owns it", "owned_image"), ("paste  text -> in xclip", "paste_text"),
-                ("tcp    text, raw", "tcp_text"), ("paste  image -> in xclip", "paste_image"), ("tcp    image, raw", "tcp_image")]
+                ("tcp    text, raw", "tcp_text"), ("paste  image -> in xclip", "paste_image"), ("tcp    image, raw", "tcp_image"),
+                ("owned  copy file -> beta owns it", "owned_files"), ("paste  file -> bytes on beta", "paste_files"), ("tcp    file, raw", "tcp_files")]
         for label, key in rows:
             print(f"{label:36} p50 {figures[key]['p50']:9.1f} ms  p95 {figures[key]['p95']:9.1f} ms  n {figures[key]['n']}")
-        for kind in ("text", "image"):
+        for kind in kinds:
             p50 = report["stages_p50_ms"][kind]
             print(f"  {kind}: copy -> xclip owns it on alpha {p50['xclip']} -> Offer {p50['offer']} -> advert heard {p50['heard']} -> Offered to beta's agent {p50['offered']}"
                   f" -> owned {p50['owned']}; paste -> Paste call {p50['asked']} -> Paste reply {p50['pulled']} -> in xclip {p50['pasted']} (ms, p50)")
         print(f"ratios (p50): owned text / bare {report['ratio_owned_text_to_bare']}, paste text / tcp {report['ratio_paste_text_to_tcp']}, "
-              f"paste image / tcp {report['ratio_paste_image_to_tcp']}; misses {misses}", flush=True)
+              f"paste image / tcp {report['ratio_paste_image_to_tcp']}, paste file / tcp {report['ratio_paste_files_to_tcp']}; misses {misses}", flush=True)
         return 0 if not any(misses.values()) else 1
     finally:
         lab.cleanup()

@@ -4,11 +4,13 @@ inside the lab: a private bus, two paired batond, the bare BlueZ baseline (an ad
 one controller, heard by a scan on another), and the GLib main loop helpers. All times are taken in
 the calling process on one monotonic clock.
 """
+import ctypes
 import json
 import os
 import random
 import subprocess
 import sys
+import threading
 import time
 
 import dbus
@@ -240,3 +242,79 @@ def start_scan(system, adapter="hci2"):
     scan.SetDiscoveryFilter({"Transport": "le", "DuplicateData": True})
     scan.StartDiscovery()
     return scan
+
+
+class SelectionWatch:
+    """CLIPBOARD's owner changes on one X display, as XFixes reports them (libxcb through ctypes):
+    (monotonic time, owner window) per change, the owner 0 when it was cleared."""
+
+    def __init__(self, display):
+        xcb = ctypes.CDLL("libxcb.so.1")
+        xfixes = ctypes.CDLL("libxcb-xfixes.so.0")
+        libc = ctypes.CDLL("libc.so.6")
+        xcb.xcb_connect.restype = ctypes.c_void_p
+        xcb.xcb_connect.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+        xcb.xcb_connection_has_error.argtypes = [ctypes.c_void_p]
+        xcb.xcb_get_setup.restype = ctypes.c_void_p
+        xcb.xcb_get_setup.argtypes = [ctypes.c_void_p]
+
+        class ScreenIterator(ctypes.Structure):
+            _fields_ = [("data", ctypes.POINTER(ctypes.c_uint32)), ("rem", ctypes.c_int), ("index", ctypes.c_int)]
+
+        xcb.xcb_setup_roots_iterator.restype = ScreenIterator
+        xcb.xcb_setup_roots_iterator.argtypes = [ctypes.c_void_p]
+        xcb.xcb_intern_atom.restype = ctypes.c_uint
+        xcb.xcb_intern_atom.argtypes = [ctypes.c_void_p, ctypes.c_uint8, ctypes.c_uint16, ctypes.c_char_p]
+        xcb.xcb_intern_atom_reply.restype = ctypes.POINTER(ctypes.c_uint32)
+        xcb.xcb_intern_atom_reply.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_void_p]
+        xcb.xcb_get_extension_data.restype = ctypes.POINTER(ctypes.c_uint8)
+        xcb.xcb_get_extension_data.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        xcb.xcb_flush.argtypes = [ctypes.c_void_p]
+        xcb.xcb_wait_for_event.restype = ctypes.POINTER(ctypes.c_uint8)
+        xcb.xcb_wait_for_event.argtypes = [ctypes.c_void_p]
+        xfixes.xcb_xfixes_query_version.restype = ctypes.c_uint
+        xfixes.xcb_xfixes_query_version.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32]
+        xfixes.xcb_xfixes_query_version_reply.restype = ctypes.c_void_p
+        xfixes.xcb_xfixes_query_version_reply.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_void_p]
+        xfixes.xcb_xfixes_select_selection_input.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32]
+        libc.free.argtypes = [ctypes.c_void_p]
+        self.changes = []
+        self.changed = threading.Condition()
+        connection = xcb.xcb_connect(display.encode(), None)
+        if not connection or xcb.xcb_connection_has_error(connection):
+            raise RuntimeError(f"cannot connect to X display {display}")
+        root = xcb.xcb_setup_roots_iterator(xcb.xcb_get_setup(connection)).data[0]
+        name = b"CLIPBOARD"
+        reply = xcb.xcb_intern_atom_reply(connection, xcb.xcb_intern_atom(connection, 0, len(name), name), None)
+        clipboard = reply[2]  # response_type, pad, sequence (one uint32), length, atom
+        libc.free(reply)
+        version = xfixes.xcb_xfixes_query_version_reply(connection, xfixes.xcb_xfixes_query_version(connection, 5, 0), None)
+        libc.free(version)
+        extension = xcb.xcb_get_extension_data(connection, ctypes.addressof(ctypes.c_char.in_dll(xfixes, "xcb_xfixes_id")))
+        first_event = extension[10]  # response_type, pad, sequence(2), length(4), present, major_opcode, first_event
+        xfixes.xcb_xfixes_select_selection_input(connection, root, clipboard, 1)  # SET_SELECTION_OWNER
+        xcb.xcb_flush(connection)
+
+        def run():
+            while True:
+                event = xcb.xcb_wait_for_event(connection)
+                if not event:
+                    return
+                now = time.monotonic()
+                if event[0] & 0x7F == first_event:  # XFixesSelectionNotify: owner at bytes 8-11
+                    owner = int.from_bytes(bytes(event[8:12]), "little")
+                    with self.changed:
+                        self.changes.append((now, owner))
+                        self.changed.notify_all()
+                    GLib.idle_add(lambda: False)  # wakes the main loop (iterate_until) to look
+                libc.free(event)
+
+        threading.Thread(target=run, daemon=True).start()
+
+    def owned_since(self, start, timeout):
+        """The first time after `start` at which someone took CLIPBOARD, waiting up to `timeout` s; None if nobody did."""
+        def found():
+            return next((when for when, owner in self.changes if when >= start and owner != 0), None)
+        with self.changed:
+            self.changed.wait_for(lambda: found() is not None, timeout)
+            return found()

@@ -104,10 +104,16 @@ public struct ClipboardShelf: Sendable {
 
     /// The bytes of `item` of the copy on the shelf left for `member` (`answerData` succeeded).
     public mutating func recordPaste(of item: ClipboardItem, to member: String) {
+        recordPaste(mediaType: item.mediaType, size: item.size, to: member)
+    }
+
+    /// `size` bytes of the copy on the shelf (one of its files, of type `mediaType`) left for `member`
+    /// (`answerFile` succeeded).
+    public mutating func recordPaste(mediaType: String, size: UInt64, to member: String) {
         guard var current = copy else { return }
         answered[current.uid, default: (0, 0)].pastes += 1
         if current.pastes.count < Self.maxRecorded {
-            current.pastes.append(ClipboardPaste(device: member, mediaType: item.mediaType, size: item.size))
+            current.pastes.append(ClipboardPaste(device: member, mediaType: mediaType, size: size))
         } else {
             current.morePastes += 1
         }

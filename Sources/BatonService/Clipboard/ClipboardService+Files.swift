@@ -51,7 +51,9 @@ extension ClipboardService {
     /// The answer to FetchClipboardFile before its stream: the file opened by the copying account's
     /// agent, checked and described; or the Error frame (`unknownActivity` for another copy or no such
     /// file, `fileChanged` for a file that changed since the copy, which also takes the offer back).
-    public func answerFile(_ request: ClipboardFileRequest) async -> Result<ServedClipboardFile, ErrorFrame> {
+    /// `member` (its name) asks; the file's bytes from the request's offset are recorded as its paste
+    /// for the account's status.
+    public func answerFile(_ request: ClipboardFileRequest, member: String) async -> Result<ServedClipboardFile, ErrorFrame> {
         fileRequestsAnswered += 1
         guard let copy = shelf.copy, clock.monotonicSeconds() < copy.expiresAt, copy.offerID == request.offerID, let files = shelfFiles else {
             return .failure(ErrorFrame(code: .unknownActivity, message: "clipboard changed"))
@@ -93,6 +95,8 @@ extension ClipboardService {
         guard request.offset <= file.size else { return .failure(ErrorFrame(code: .malformed, message: "offset beyond the file")) }
         do {
             let info = try DocumentInfo(totalSize: file.size, digest: digest, mediaType: file.mediaType, documentID: file.name)
+            // Hashing awaited: recorded only while the copy is still the one asked for.
+            if shelf.copy?.offerID == request.offerID { shelf.recordPaste(mediaType: file.mediaType, size: file.size - request.offset, to: member) }
             return .success(ServedClipboardFile(contents: opened, info: info, identity: identity))
         } catch {
             return .failure(ErrorFrame(code: .internalError, message: "file not describable"))

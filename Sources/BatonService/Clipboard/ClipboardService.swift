@@ -209,7 +209,8 @@ public actor ClipboardService {
 
     /// What FetchClipboardData streams: the contents, where the item starts in them, the item; or the
     /// Error frame to answer.
-    /// `member` (its name) asks; its paste is recorded for the account's status when the bytes go.
+    /// `member` (its name) asks; its paste is recorded for the account's status when the bytes go
+    /// (not the list of a copy of files: each file's pull is recorded instead).
     public func answerData(_ request: ClipboardDataRequest, member: String)
         -> Result<(contents: ClipboardContents, start: UInt64, item: ClipboardItem), ErrorFrame> {
         dataRequestsAnswered += 1
@@ -217,7 +218,9 @@ public actor ClipboardService {
         case .failure(let error): return .failure(error)
         case .success(let (copy, item)):
             guard let contents = shelfContents else { return .failure(ErrorFrame(code: .internalError, message: "contents gone")) }
-            shelf.recordPaste(of: item, to: member)
+            // A copy of files: its one item is the list, fetched with the offer (no file's byte); the
+            // files' pulls are the pastes (answerFile).
+            if copy.kind != .files { shelf.recordPaste(of: item, to: member) }
             var start: UInt64 = 0
             for other in copy.items {
                 if other.mediaType == item.mediaType { break }

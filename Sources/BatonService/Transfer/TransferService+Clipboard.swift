@@ -11,7 +11,7 @@ public protocol ClipboardSource: Sendable {
     func answerOffer(member: String) async -> Result<ClipboardOffer, ErrorFrame>
     func answerData(_ request: ClipboardDataRequest, member: String) async
         -> Result<(contents: ClipboardContents, start: UInt64, item: ClipboardItem), ErrorFrame>
-    func answerFile(_ request: ClipboardFileRequest) async -> Result<ServedClipboardFile, ErrorFrame>
+    func answerFile(_ request: ClipboardFileRequest, member: String) async -> Result<ServedClipboardFile, ErrorFrame>
     func servedFileChanged(offerID: UInt64) async
 }
 
@@ -54,7 +54,7 @@ extension TransferService: ClipboardFetcher {
         case .fetchClipboardFile:
             let asked: ClipboardFileRequest
             do { asked = try ClipboardFileRequest(payload: request.payload) } catch { throw ErrorFrame(error) }
-            switch await source.answerFile(asked) {
+            switch await source.answerFile(asked, member: name) {
             case .failure(let refusal): throw refusal
             case .success(let served):
                 guard await isMemberNow(peer) else { throw ErrorFrame(code: .notPermitted, message: "not a ring member") }

@@ -9,6 +9,7 @@
 // paste, having no data control) refuses to run there ("This seat has no keyboard"). Nested in an
 // X server, Mutter takes the X server's keyboard as its own. Its clipboard code (MetaSelection,
 // the Wayland data device, the X11 selection bridge of XWayland) does not depend on the backend.
+import BatonSpawn
 import BatonSway
 import BatonWayland
 import BatonXvfb

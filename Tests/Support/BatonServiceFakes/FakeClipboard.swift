@@ -72,7 +72,7 @@ public final class FakeClipboardFetcher: ClipboardFetcher {
         guard let source = sources.withLock({ $0[member] }) else { throw .unreachable }
         let request: ClipboardFileRequest
         do { request = try ClipboardFileRequest(offerID: offerID, index: UInt16(index)) } catch { throw .failed("\(error)") }
-        switch await source.answerFile(request) {
+        switch await source.answerFile(request, member: asker) {
         case .failure(let error) where error.code == .unknownActivity: throw .changed
         case .failure(let error) where error.code == .fileChanged: throw .fileChanged
         case .failure(let error): throw .failed(error.message)
