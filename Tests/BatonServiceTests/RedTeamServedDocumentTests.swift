@@ -236,4 +236,25 @@ struct RedTeamServedDocumentTests {
         #expect(answer != .bytes(r.first), "the document went to a removed member")
         await stop(r)
     }
+
+    /// Attack: beta holds a served payload, then alpha takes a new identity (every member leaves its
+    /// ring). Held: everything served is forgotten, and beta's FetchDocument gets nothing.
+    @Test func aNewIdentityForgetsEveryServedPayload() async throws {
+        let r = try await ring()
+        let beta = try await Self.channel(from: r.b, to: r.a), gamma = try await Self.channel(from: r.c, to: r.a)
+        defer { beta.close(); gamma.close() }
+        let served = try await Self.fetch(beta, r, id: 1), toGamma = try await Self.fetch(gamma, r, id: 1)
+        _ = try await Self.save(r, page: 2)
+        let idB = await r.b.ring.deviceID, idC = await r.c.ring.deviceID
+        let activity = ActivityID(uid: Self.uid, serial: 1), digest = SHA256.hash(r.first)
+        _ = try await r.a.ring.resetIdentity()
+        #expect(await eventually(timeout: .seconds(120)) {
+            let b = await r.a.transfer.servedPayload(ActivityReference(typeHash: r.hash, revision: served), to: idB, activity: activity, snapshot: digest)
+            let c = await r.a.transfer.servedPayload(ActivityReference(typeHash: r.hash, revision: toGamma), to: idC, activity: activity, snapshot: digest)
+            return !b && !c
+        })
+        let answer = try? await Self.document(beta, r, revision: served, id: 2)
+        #expect(answer != .bytes(r.first), "the document went to a device of the old ring")
+        await stop(r)
+    }
 }
