@@ -18,6 +18,9 @@ public enum MediaLocalFile {
         case cannotOpen(errno: Int32)
         /// A FIFO, a device, a directory, a socket.
         case notRegularFile
+        /// Empty, or a file of the kernel's (/proc, /sys): no media, and what is read there is
+        /// not what fstat says (/proc/self/environ has size 0 and holds the agent's environment).
+        case kernelOrEmpty
         case tooLarge(size: UInt64, limit: UInt64)
 
         public var description: String {
@@ -26,6 +29,7 @@ public enum MediaLocalFile {
             case .cannotOpen(let code) where code == ELOOP: "it is a symbolic link (only the file itself is sent)"
             case .cannotOpen(let code): "it cannot be opened (\(String(cString: strerror(code))))"
             case .notRegularFile: "it is not a regular file (a pipe, a device or a directory is never sent)"
+            case .kernelOrEmpty: "it is empty or one of the kernel's files (/proc, /sys), which are never sent"
             case .tooLarge(let size, let limit):
                 "it is \(size >> 20) MiB, over the \(limit >> 20) MiB limit (media-file-limit in publishers.conf, docs/media.md)"
             }
@@ -35,7 +39,7 @@ public enum MediaLocalFile {
     /// Opens the file the `file:` URL names for reading: O_NOFOLLOW (a symlink in the last
     /// component is refused: ELOOP), O_NONBLOCK (a FIFO's open does not wait for a writer; cleared
     /// again once it is known to be a regular file), then fstat of the descriptor: a regular file
-    /// of at most `limit` bytes.
+    /// of 1 to `limit` bytes on no kernel file system (/proc, /sys).
     public static func open(url: String, limit: UInt64) throws(Refusal) -> FileDescriptor {
         guard let path = MediaURLPolicy.localFilePath(url) else { throw .notLocal }
         return try open(path: path, limit: limit)
@@ -49,6 +53,7 @@ public enum MediaLocalFile {
         var status = stat()
         guard fstat(file.rawValue, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { throw .notRegularFile }
         let size = UInt64(max(0, status.st_size))
+        guard size > 0, !KernelFileSystem.holds(file) else { throw .kernelOrEmpty }
         guard size <= limit else { throw .tooLarge(size: size, limit: limit) }
         let flags = fcntl(file.rawValue, F_GETFL)
         if flags >= 0 { _ = fcntl(file.rawValue, F_SETFL, flags & ~O_NONBLOCK) }

@@ -90,9 +90,11 @@ public actor MediaReceiver {
                 switch candidate {
                 case .running(let name): try await openInRunning(name, media, asked)
                 case .launch(let id): try await launch(id, media, asked)
-                case .desktopDefault where defaultPlayer != nil:
-                    // A local file: the default player for its type, started on the saved copy and seeked as the source's player would be.
-                    try await launch(defaultPlayer!, media, asked)
+                case .desktopDefault where media.file != nil:
+                    // A local file: the default player for its type, started on the saved copy and seeked as the
+                    // source's player would be; never the desktop's default for the file (a .desktop file, a script).
+                    guard let defaultPlayer else { throw Refusal(description: "no default media player for the file's type") }
+                    try await launch(defaultPlayer, media, asked)
                 case .desktopDefault:
                     let target = media.seekTarget(now: clock(), askedAt: asked)
                     try await desktop.openDefault(isWebAddress(media.url) ? media.browserURL(at: target) : media.url)

@@ -72,11 +72,28 @@ public struct RecentDocumentReceiver: Sendable {
         }
     }
 
-    /// The peer's title as a file name: one path component, not hidden, not empty, bounded.
+    /// The peer's title as a file name: one path component, not hidden, not empty, at most
+    /// `maxNameBytes` bytes (so " (2)" and beyond still fit NAME_MAX, 255), cut at a character and
+    /// keeping a short extension (".wav") when cut.
     public static func safeName(_ title: String) -> String {
-        let cleaned = String(title.map { $0 == "/" || $0 == "\0" || $0.isNewline ? "_" : $0 }.drop { $0 == "." || $0.isWhitespace }.prefix(200))
-        return cleaned.isEmpty ? "document" : cleaned
+        let cleaned = String(title.map { $0 == "/" || $0 == "\0" || $0.isNewline ? "_" : $0 }.drop { $0 == "." || $0.isWhitespace })
+        guard cleaned.utf8.count > maxNameBytes else { return cleaned.isEmpty ? "document" : cleaned }
+        var base = Substring(cleaned), ext = ""
+        if let dot = cleaned.lastIndex(of: "."), cleaned[dot...].utf8.count <= 16 {
+            base = cleaned[..<dot]
+            ext = String(cleaned[dot...])
+        }
+        var kept = "", used = ext.utf8.count
+        for character in base {
+            used += character.utf8.count
+            guard used <= maxNameBytes else { break }
+            kept.append(character)
+        }
+        return (kept.isEmpty ? "document" : kept) + ext
     }
+
+    /// The longest name `safeName` gives, in bytes.
+    public static let maxNameBytes = 200
 
     /// `name`, or `name (2)`... when taken: a received document never replaces a file.
     private func freeName(for name: String) -> URL {

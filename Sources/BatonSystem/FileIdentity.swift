@@ -93,3 +93,17 @@ extension FileDescriptor {
         }
     }
 }
+
+/// The file systems of the kernel's own files (statfs(2) f_type), which read as something else than
+/// fstat says: /proc/self/environ has size 0 and holds the reader's environment.
+public enum KernelFileSystem {
+    /// proc, sysfs, debugfs, securityfs, tracefs, configfs, efivarfs, cgroup, cgroup2.
+    static let types: Set<Int64> = [0x9FA0, 0x6265_6572, 0x6462_6720, 0x7363_6673, 0x7472_6163, 0x6265_6570,
+                                    0xDE5E_81E4, 0x0027_E0EB, 0x6367_7270]
+
+    /// Whether the open file is on one of them; true when that cannot be told.
+    public static func holds(_ file: borrowing FileDescriptor) -> Bool {
+        let type = baton_file_system_type(file.rawValue)
+        return type < 0 || types.contains(type)
+    }
+}

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// memfd_create(2), file seals (fcntl F_ADD_SEALS/F_GET_SEALS) and copy_file_range(2) for
+// memfd_create(2), file seals (fcntl F_ADD_SEALS/F_GET_SEALS), copy_file_range(2) and fstatfs(2) for
 // BatonSystem: Swift's Glibc module declares none of them (they need _GNU_SOURCE).
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <fcntl.h>
 #include <unistd.h>
+#include <sys/vfs.h>
 
 /// A memory file that can be sealed, closed on exec.
 static inline int baton_memfd_create(const char *name) { return memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING); }
@@ -31,4 +32,10 @@ static inline long baton_copy_file_range(int in, long long *in_offset, int out, 
     ssize_t copied = copy_file_range(in, &offset, out, NULL, count, 0);
     *in_offset = offset;
     return copied;
+}
+
+/// fstatfs(2)'s f_type: the kind of file system `fd` is on (PROC_SUPER_MAGIC...), or -1.
+static inline long long baton_file_system_type(int fd) {
+    struct statfs status;
+    return fstatfs(fd, &status) == 0 ? (long long)status.f_type : -1;
 }

@@ -127,4 +127,97 @@ struct MediaFileReceiverTests {
             close(ends[1])
         }
     }
+
+    /// Attack (a hostile local process owning an MPRIS name, a sandboxed one included): the player
+    /// says it plays /proc/self/environ (fstat says 0 bytes; reading gives the agent's environment),
+    /// another /proc file, an empty file. Found: each was opened and attached (size 0 is within any
+    /// limit; batond copies to the end). Fixed: empty files and files of the kernel's file systems
+    /// are refused before anything is attached.
+    @Test func kernelFilesAndEmptyFilesAreNeverSent() throws {
+        let directory = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for path in ["/proc/self/environ", "/proc/self/status", "/proc/version"] {
+            #expect(throws: MediaLocalFile.Refusal.kernelOrEmpty, "\(path)") { _ = try MediaLocalFile.open(path: path, limit: 1 << 30) }
+        }
+        #expect(throws: MediaLocalFile.Refusal.kernelOrEmpty) { _ = try MediaLocalFile.open(url: "file:///proc/self/environ", limit: 1 << 30) }
+        if FileManager.default.fileExists(atPath: "/sys/kernel/uevent_seqnum") {
+            #expect(throws: MediaLocalFile.Refusal.kernelOrEmpty) { _ = try MediaLocalFile.open(path: "/sys/kernel/uevent_seqnum", limit: 1 << 30) }
+        }
+        let empty = directory.appendingPathComponent("empty.ogg")
+        try Data().write(to: empty)
+        #expect(throws: MediaLocalFile.Refusal.kernelOrEmpty) { _ = try MediaLocalFile.open(path: empty.path, limit: 1 << 30) }
+        #expect(MediaLocalFile.Refusal.kernelOrEmpty.description.contains("/proc"))
+    }
+
+    /// Attack (TOCTOU): once the file is checked, it is replaced at its path by a symlink to another
+    /// file (and then by another regular file). Held: what is attached is the descriptor checked,
+    /// which still reads the file that was checked.
+    @Test func theDescriptorCheckedIsTheOneAttached() throws {
+        let directory = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let song = directory.appendingPathComponent("song.ogg")
+        try Data([7, 7, 7]).write(to: song)
+        let secret = directory.appendingPathComponent("secret")
+        try Data(Array("not for the ring".utf8)).write(to: secret)
+        let file = try MediaLocalFile.open(path: song.path, limit: 1 << 30)
+        try FileManager.default.removeItem(at: song)
+        try FileManager.default.createSymbolicLink(at: song, withDestinationURL: secret)
+        #expect(try Self.bytes(file) == [7, 7, 7])
+        // The next open names the link: refused.
+        #expect(throws: MediaLocalFile.Refusal.cannotOpen(errno: ELOOP)) { _ = try MediaLocalFile.open(path: song.path, limit: 1 << 30) }
+    }
+
+    /// Attack: a name of 255 bytes (two-byte letters), sent twice, and a long ASCII name. Found: the
+    /// second save named "... (2).wav", 259 bytes, over NAME_MAX: refused "cannot be saved"; a long
+    /// ASCII name lost its extension (cut at 200 characters). Fixed: a saved name is at most 200
+    /// bytes, cut at a character, its extension kept.
+    @Test func longNamesAreSavedAgainAndKeepTheirExtension() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let session = try DBusConnection(bus: .address(bus.address))
+        defer { session.close() }
+        let directory = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let received = directory.appendingPathComponent("received")
+        let desktop = RecordingMediaDesktop(defaultPlayer: "org.example.Player.desktop")
+        let receiver = MediaReceiver(session: session, desktop: desktop, logger: RecordingLog(), received: received, loadTimeout: .seconds(3))
+        let long = String(repeating: "é", count: 125) + ".wav"
+        #expect(long.utf8.count == 254)
+        for _ in 0..<2 {
+            _ = try await receiver.receive(title: "Long", userInfo: Self.fileInfo(long), document: Self.document([1, 2], in: directory))
+        }
+        let ascii = String(repeating: "a", count: 240) + ".flac"
+        _ = try await receiver.receive(title: "Long", userInfo: Self.fileInfo(ascii), document: Self.document([3], in: directory))
+        let names = try FileManager.default.contentsOfDirectory(atPath: received.path)
+        #expect(names.count == 3, "\(names)")
+        #expect(names.allSatisfy { $0.utf8.count <= 210 && ($0.hasSuffix(".wav") || $0.hasSuffix(".flac")) }, "\(names)")
+        #expect(names.contains { $0.hasSuffix(" (2).wav") })
+        #expect(RecentDocumentReceiver.safeName(String(repeating: "e\u{301}", count: 150)).utf8.count <= 200)
+        // One character of 800 bytes (combining marks) cannot be kept: the name left is the extension's.
+        #expect(RecentDocumentReceiver.safeName("a" + String(repeating: "\u{301}", count: 400) + ".wav") == "document.wav")
+    }
+
+    /// Attack: a document named like a desktop entry, a shell script and an HTML page, sent with an
+    /// audio type, on a receiver whose desktop has no default player for it and where no player runs
+    /// (so only the desktop's own default for the file would be left). Held: nothing is started or
+    /// opened (never the desktop's default for a file, which for a .desktop file may run it).
+    @Test func noDefaultPlayerMeansNothingOpensTheFile() async throws {
+        let bus = try TestBus()
+        defer { bus.stop() }
+        let session = try DBusConnection(bus: .address(bus.address))
+        defer { session.close() }
+        let directory = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let desktop = RecordingMediaDesktop()
+        let receiver = MediaReceiver(session: session, desktop: desktop, logger: RecordingLog(),
+                                     received: directory.appendingPathComponent("received"), loadTimeout: .seconds(3))
+        let payloads: [(String, String)] = [("run.desktop", "[Desktop Entry]\nType=Application\nExec=sh -c 'touch /tmp/pwned'\n"),
+                                            ("run.sh", "#!/bin/sh\ntouch /tmp/pwned\n"), ("page.html", "<script>alert(1)</script>")]
+        for (name, text) in payloads {
+            await #expect(throws: MediaReceiver.Refusal.self, "\(name)") {
+                try await receiver.receive(title: "X", userInfo: Self.fileInfo(name), document: Self.document(Array(text.utf8), in: directory, type: "audio/x-wav"))
+            }
+        }
+        #expect(desktop.started.withLock { $0 }.isEmpty)
+    }
 }

@@ -134,6 +134,8 @@ struct MediaReceiverAttackTests {
             ("mpv", "AudioVideo;Audio;Video;Player;TV;", true), ("vlc", "AudioVideo;Player;Recorder;", true),
             ("rhythmbox", "GNOME;GTK;AudioVideo;Audio;Player;", true), ("xterm", "System;TerminalEmulator;", false),
             ("writer", "Office;WordProcessor;", false), ("firefox", "GNOME;GTK;Network;WebBrowser;", false), ("bare", nil, false),
+            ("audacity", "AudioVideo;Audio;AudioVideoEditing;", false), ("obs", "AudioVideo;Recorder;", false),
+            ("carla", "AudioVideo;Audio;Midi;X-Digital_Processing;", false),
         ]
         for (name, categories, isPlayer) in entries {
             let file = directory.appendingPathComponent("\(name).desktop")

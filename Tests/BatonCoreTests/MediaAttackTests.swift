@@ -82,9 +82,14 @@ struct MediaAttackTests {
         }
         #expect(MediaPlayerName.isMediaPlayer(categories: "AudioVideo;Audio;Video;Player;TV;"))
         #expect(MediaPlayerName.isMediaPlayer(categories: "GNOME;GTK;AudioVideo;Audio;Player;"))
-        #expect(MediaPlayerName.isMediaPlayer(categories: "Video"))
+        #expect(MediaPlayerName.isMediaPlayer(categories: "Video;Player"))
+        // Red team (local files): an audio or video program that is no player (an editor, a recorder,
+        // a plugin host, a mixer) opens a project file a member sends, and some load code from one.
+        // Found: AudioVideo alone made an entry a player. Fixed: the Player category is needed too.
         for categories in [nil, "", "System;TerminalEmulator;", "Office;WordProcessor;", "Network;WebBrowser;", "AudioVideoEditing;",
-                           "Utility;X-Audio;", "audiovideo;", " AudioVideo ;"] {
+                           "Utility;X-Audio;", "audiovideo;", " AudioVideo ;", "Video", "AudioVideo;Audio;AudioVideoEditing;",
+                           "AudioVideo;Recorder;", "AudioVideo;Audio;Midi;Sequencer;", "GTK;AudioVideo;Audio;Mixer;Settings;", "Player;",
+                           "Utility;Player;"] {
             #expect(!MediaPlayerName.isMediaPlayer(categories: categories), "\(categories ?? "nil")")
         }
     }

@@ -49,6 +49,10 @@ struct MediaLocalFileTests {
         .string("/etc/passwd"), .string("a\u{0}b.ogg"), .string("a\nb.ogg"), .string("a\rb"), .string("\u{1B}[2Jx.ogg"), .string("a\u{7F}.ogg"),
         .string("a\u{85}.ogg"), .string("\u{202E}ggo.exe"), .string("a\u{2066}.ogg"), .string(String(repeating: "a", count: 256)),
         .string(String(repeating: "é", count: 128)), .integer(1), .bytes(Array("a.ogg".utf8)), .array([.string("a.ogg")]), .boolean(true),
+        // Red team (bidirectional marks and line separators, which the overrides' check let through):
+        // "song\u{200F}.ogg" shows its extension where the mark puts it; U+2028 breaks a log line.
+        .string("song\u{200F}.ogg"), .string("a\u{200E}.ogg"), .string("a\u{061C}.ogg"), .string("a\u{2028}fake log line.ogg"),
+        .string("a\u{2029}.ogg"),
     ])
     func aHostileFileNameIsRefused(_ name: PropertyValue) {
         var info = Self.local().userInfo

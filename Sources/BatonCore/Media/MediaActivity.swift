@@ -143,14 +143,15 @@ public struct MediaActivity: Equatable, Sendable {
 
         /// A file name that may travel and be read back: 1–255 bytes of UTF-8, one path component
         /// (no `/`), not hidden (no leading `.`, so never `.` or `..`), no control character
-        /// (C0, DEL, C1) and no bidirectional override or isolate (a name shown in a log or a player
-        /// must read as what it is).
+        /// (C0, DEL, C1), no line or paragraph separator (U+2028, U+2029) and no bidirectional
+        /// mark, override or isolate (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069): a
+        /// name shown in a log or a player must read as what it is.
         public static func isFileName(_ name: String) -> Bool {
             guard (1...255).contains(name.utf8.count), name.first != "." else { return false }
             return name.unicodeScalars.allSatisfy { scalar in
                 let value = scalar.value
                 return value >= 0x20 && value != 0x2F && !(0x7F...0x9F).contains(value) && !(0x202A...0x202E).contains(value)
-                    && !(0x2066...0x2069).contains(value)
+                    && !(0x2066...0x2069).contains(value) && ![0x061C, 0x200E, 0x200F, 0x2028, 0x2029].contains(value)
             }
         }
 
@@ -261,12 +262,16 @@ public enum MediaPlayerName {
     }
 
     /// Whether a desktop entry's Categories (`AudioVideo;Audio;Player;`) name a media player: one of
-    /// the freedesktop main categories AudioVideo, Audio or Video. The source's player name comes
-    /// from another machine: only an entry that is a player here is started on its URL, never any
-    /// other installed program (a terminal, an office suite, a browser) that a name could pick.
+    /// the freedesktop main categories AudioVideo, Audio or Video, and the additional category
+    /// Player ("an application to play audio/video"). The source's player name comes from another
+    /// machine: only an entry that is a player here is started on its URL or a received file, never
+    /// any other installed program (a terminal, an office suite, a browser) that a name could pick,
+    /// nor another audio or video program (an editor, a recorder, a plugin host) whose project
+    /// files may load code.
     public static func isMediaPlayer(categories: String?) -> Bool {
         guard let categories else { return false }
-        return categories.split(separator: ";").contains { ["AudioVideo", "Audio", "Video"].contains(String($0)) }
+        let names = categories.split(separator: ";").map(String.init)
+        return names.contains("Player") && names.contains { ["AudioVideo", "Audio", "Video"].contains($0) }
     }
 
     /// A desktop entry id as MPRIS gives it (no ".desktop"): 1–255 characters of letters, digits,

@@ -44,13 +44,17 @@ public actor TransferService {
     static let maxFramePayload = UInt32(FrameType.ringSync.maxPayload)
     /// Authenticated channels kept at once (over TCP and over L2CAP, each), apart from the handshake limit.
     static let maxMemberChannels = 32
-    /// FetchActivity answers remembered for ActivityContinued (each until its first report).
+    /// FetchActivity answers remembered for ActivityContinued (each until its first report) and for
+    /// FetchDocument naming a payload's revision (§6.5).
     static let servedLimit = 64
 
     struct Served {
         var peer: DeviceID
         var reference: ActivityReference
         var activity: ActivityID
+        /// The digest of the snapshot attached when the payload was sent (nil: none): the only one
+        /// a FetchDocument naming the payload's revision is served (§6.5).
+        var snapshot: [UInt8]?
     }
 
     public nonisolated let configuration: Configuration
@@ -74,7 +78,8 @@ public actor TransferService {
     private var open: [DeviceID: [ObjectIdentifier: SecureChannel]] = [:]
     /// RingSyncs being answered, per peer (their reply must go out even when the merge removed the peer).
     private var ringSyncsAnswering: [DeviceID: Int] = [:]
-    private var served: [Served] = []
+    /// Answered fetches (TransferService+Documents.swift: `remember`).
+    var served: [Served] = []
     /// The ring as last published (pins, names, roster version for Hello).
     var snapshot: RingSnapshot
     /// Channels accepted since the start (TCP and L2CAP): one per TLS handshake that passed.
@@ -305,8 +310,8 @@ public actor TransferService {
         var record = fresh
         record.revision = publication.revision
         let answered = ActivityReference(typeHash: reference.typeHash, revision: publication.revision)
-        served.append(Served(peer: peer, reference: answered, activity: id))
-        if served.count > Self.servedLimit { served.removeFirst(served.count - Self.servedLimit) }
+        let snapshot = await activities.documentForTransfer(uid: publication.uid)?.info.digest
+        remember(Served(peer: peer, reference: answered, activity: id, snapshot: snapshot))
         let reply = Frame(type: .activityPayload, requestID: requestID, payload: try record.encoded())
         activityPayloadsSent += 1
         return reply
@@ -318,46 +323,12 @@ public actor TransferService {
         return ErrorFrame(code: .versionUnsupported, message: "the activity's version is not one asked for")
     }
 
-    /// FetchDocument, the source side (§6.5): only for a member, only the snapshot of the activity on the air with that
-    /// type hash and revision.
-    nonisolated func streamDocument(_ request: Frame, on channel: SecureChannel) async throws {
-        guard await snapshot.isMember(channel.peerDeviceID), await isMemberNow(channel.peerDeviceID) else {
-            throw ErrorFrame(code: .notPermitted, message: "not a ring member")
-        }
-        let asked: DocumentRequest
-        do { asked = try DocumentRequest(payload: request.payload) } catch { throw ErrorFrame(error) }
-        let reference = asked.activity
-        guard let publication = await radio.currentPublication(), publication.typeHash == reference.typeHash else {
-            throw ErrorFrame(code: .unknownActivity, message: "no document for that activity")
-        }
-        // The advert's revision, or the one of the payload this peer was just sent for the activity
-        // still current: its app's WillSave may have changed it and so moved the advert's revision.
-        var named = reference.revision == ActivityReference.anyRevision || reference.revision == publication.revision
-        if !named {
-            let current = await activities.currentActivityForTransfer(uid: publication.uid)
-            named = await servedPayload(reference, to: channel.peerDeviceID, activity: current)
-        }
-        guard named, let document = await activities.documentForTransfer(uid: publication.uid) else {
-            throw ErrorFrame(code: .unknownActivity, message: "no document for that activity")
-        }
-        let peer = channel.peerDeviceID
-        try await DocumentSender.stream(document, for: asked, requestID: request.requestID, on: channel,
-                                        stillMember: { [weak self] in await self?.mayStreamBatch(to: peer) ?? false })
-    }
-
     /// Before each batch of a document or clipboard file stream (§6.5): whether `peer` is still a
     /// member; the batches it lets through are counted.
     func mayStreamBatch(to peer: DeviceID) -> Bool {
         guard isMemberNow(peer) else { return false }
         streamBatchesBegun += 1
         return true
-    }
-
-    /// Whether this source answered `peer`'s FetchActivity with `reference` (not yet followed by
-    /// ActivityContinued) for `activity`.
-    func servedPayload(_ reference: ActivityReference, to peer: DeviceID, activity: ActivityID?) -> Bool {
-        guard let activity else { return false }
-        return served.contains { $0.peer == peer && $0.reference == reference && $0.activity == activity }
     }
 
     /// Whether `peer` is a member of the ring as last saved, this machine still the identity the
