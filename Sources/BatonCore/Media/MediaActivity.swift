@@ -201,32 +201,10 @@ public enum MediaURLPolicy {
     /// nil for anything else: another host, no absolute path, a NUL or a malformed escape, over
     /// `MediaActivity.maximumURLLength` bytes, or a path that is no valid UTF-8.
     public static func localFilePath(_ url: String) -> String? {
-        guard url.utf8.count <= MediaActivity.maximumURLLength, scheme(of: url) == "file" else { return nil }
-        var rest = Substring(url.dropFirst("file://".count))
-        if rest.lowercased().hasPrefix("localhost/") { rest = rest.dropFirst("localhost".count) }
-        guard rest.hasPrefix("/"), !rest.contains("?"), !rest.contains("#") else { return nil }
-        var bytes: [UInt8] = []
-        var utf8 = Array(rest.utf8)[...]
-        while let byte = utf8.popFirst() {
-            guard byte == UInt8(ascii: "%") else {
-                bytes.append(byte)
-                continue
-            }
-            guard utf8.count >= 2, let high = hexValue(utf8[utf8.startIndex]), let low = hexValue(utf8[utf8.startIndex + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-            utf8 = utf8.dropFirst(2)
-        }
-        guard !bytes.contains(0) else { return nil }
-        return String(validating: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
+        guard url.utf8.count <= MediaActivity.maximumURLLength, scheme(of: url) == "file",
+              let path = ClipboardFileURIs.localPath(ofFileURI: Array(url.utf8)) else { return nil }
+        // The file URI parser of the clipboard's copies of files (one owner of RFC 8089 here).
+        return String(validating: path, as: UTF8.self)
     }
 
     /// The scheme in lower case when `url` starts with `scheme://`.
