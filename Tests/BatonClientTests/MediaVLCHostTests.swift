@@ -14,9 +14,9 @@ struct MediaVLCHostTests {
     @Test("alpha's VLC: a pause and a play by hand are published; continued on beta's VLC at alpha's position, alpha paused and not offered again")
     func vlcToVLC() async throws {
         try #require(HeadlessPlayer.Kind.vlc.missing == nil, "\(HeadlessPlayer.Kind.vlc.missing ?? "")")
-        let bus = try TestBus(), sessionA = try TestBus(), sessionB = try TestBus()
-        defer { bus.stop(); sessionA.stop(); sessionB.stop() }
-        let work = bus.directory
+        let pair = try await MediaHostPair()
+        defer { pair.stop() }
+        let work = pair.work, sessionA = pair.sessionA, sessionB = pair.sessionB
         defer { keepLogs(work, ["agent-a.log", "agent-b.log", "vlc-a.log", "vlc-b.log", "http.log"]) }
 
         let media = work.appendingPathComponent("media")
@@ -44,42 +44,17 @@ struct MediaVLCHostTests {
                                            method: "ListNames").first?.stringArrayValue ?? []
         #expect(names.filter { $0.hasPrefix("org.mpris.MediaPlayer2.vlc") }.count == 2, "\(names)")
 
-        let alpha = try NamedBatond(bus: bus, name: "alpha", directory: work), beta = try NamedBatond(bus: bus, name: "beta", directory: work)
-        defer { alpha.stop(); beta.stop() }
-        let client = try DBusConnection(bus: .address(bus.address))
-        defer { client.close() }
-        for daemon in [alpha, beta] {
-            try await eventually(timeout: .seconds(120), "\(daemon.busName) did not start") { try await client.nameHasOwner(daemon.busName) }
-        }
-        try await pairOverTCP(acceptor: alpha.busName, initiator: beta.busName, client: client)
-        var environments: [[String: String]] = []
-        for (side, enabled) in [("a", true), ("b", false)] {
-            let home = work.appendingPathComponent("home-\(side)")
-            try FileManager.default.createDirectory(at: home.appendingPathComponent("config/baton"), withIntermediateDirectories: true)
-            try "media = \(enabled ? "on" : "off")\n".write(to: home.appendingPathComponent("config/baton/publishers.conf"), atomically: true, encoding: .utf8)
-            environments.append(["HOME": home.path, "XDG_DATA_HOME": home.appendingPathComponent("data").path,
-                                 "XDG_CONFIG_HOME": home.appendingPathComponent("config").path, "XDG_DATA_DIRS": home.appendingPathComponent("share").path])
-        }
-        let agentA = try AgentProcess(daemonBus: bus, daemonBusName: alpha.busName, sessionBus: sessionA, environment: environments[0],
-                                      log: work.appendingPathComponent("agent-a.log"))
-        let agentB = try AgentProcess(daemonBus: bus, daemonBusName: beta.busName, sessionBus: sessionB, environment: environments[1],
-                                      log: work.appendingPathComponent("agent-b.log"))
-        defer { agentA.stop(); agentB.stop() }
-        for agent in [agentA, agentB] {
-            try await eventually(timeout: .seconds(120), "agent did not start: \(agent.logText)") {
-                agent.logText.contains("for suggestions") && agent.logText.contains("handler for org.baton.media")
-            }
-        }
-        let daemonA = try BatonConnection(bus: .address(bus.address), busName: alpha.busName)
-        defer { daemonA.close() }
-        @Sendable func offered() async throws -> ActivityInfo? {
-            guard let path = try await daemonA.currentActivityPath() else { return nil }
-            return try? await daemonA.activity(at: path)
-        }
+        try pair.settings(0, "media = on\n")
+        try pair.settings(1, "media = off\n")
+        let agentA = try await pair.agent(0, log: "agent-a.log")
+        defer { agentA.stop() }
+        let agentB = try await pair.agent(1, log: "agent-b.log")
+        defer { agentB.stop() }
+        let daemonA = pair.daemonA
         try await eventually(timeout: .seconds(120), "alpha published no media: \(agentA.logText)") {
-            try await offered()?.userInfo?["playing"] == .boolean(true)
+            try await pair.offered()?.userInfo?["playing"] == .boolean(true)
         }
-        let published = try #require(try await offered())
+        let published = try #require(try await pair.offered())
         #expect(published.activityType == "org.baton.media" && published.userInfo?["url"] == .string(url)
                 && published.userInfo?["player"] == .string("vlc"), "\(published)")
 
@@ -87,11 +62,11 @@ struct MediaVLCHostTests {
         // owns both MPRIS names; the publisher reads it as one player).
         try await playerA.call("Pause")
         try await eventually(timeout: .seconds(120), "the pause was not published: \(agentA.logText)") {
-            try await offered()?.userInfo?["playing"] == .boolean(false)
+            try await pair.offered()?.userInfo?["playing"] == .boolean(false)
         }
         try await playerA.call("Play")
         try await eventually(timeout: .seconds(120), "the play was not published: \(agentA.logText)") {
-            try await offered()?.userInfo?["playing"] == .boolean(true)
+            try await pair.offered()?.userInfo?["playing"] == .boolean(true)
         }
 
         // beta's VLC runs, paused on another file: the same player as the source's.
@@ -103,9 +78,8 @@ struct MediaVLCHostTests {
 
         let before = ContinuousClock.now
         let positionBefore = try #require(try await playerA.position())
-        let outcome = try await client.call(destination: beta.busName, path: BatonObjectPath.ring, interface: BatonInterface.ring,
-                                            method: "Continue", arguments: [.string("alpha"), .string("org.baton.media")])
-        #expect(outcome.first?.stringValue == "delivered", "beta's agent: \(agentB.logText)")
+        let outcome = try await pair.continueOnBeta()
+        #expect(outcome == "delivered", "beta's agent: \(agentB.logText)")
         let returned = ContinuousClock.now
         try await eventually(timeout: .seconds(120), "beta's VLC did not open \(url): \(agentB.logText)") { (try? await playerB.url()) == url }
         try await eventually(timeout: .seconds(120), "beta's VLC did not seek: \(agentB.logText)") {
